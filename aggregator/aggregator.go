@@ -1,0 +1,719 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("aggregator: bad config")
+
+// Config is what the aggregator holds: the labels, the global model F_0 and
+// the run's schedule.
+type Config struct {
+	Run        string
+	Parties    int // q
+	K          int // outputs per sample and party
+	Head       model.Head
+	Params     []float64 // initial w0; nil = Head.Init
+	Labels     []int32   // training labels, class indices
+	TestLabels []int32   // test labels; nil = no test set
+	IDHash     string    // fingerprint of the training sample ids; parties must match it
+
+	Mu   float64      // smoothing of the head's own ZO step
+	LR   zoo.Schedule // step size of the head's own ZO step
+	Dist zoo.Dist     // directions u_0 of the head's own step
+	Seed uint64
+
+	MaxBatch   int  // largest accepted batch (default 4096)
+	ReplyDelta bool // reply only h_bar - h
+
+	MaxSteps     int64         // stop after this many answered requests (0 = no limit)
+	Duration     time.Duration // stop after this much training time (0 = no limit)
+	EvalEvery    time.Duration // test evaluation period (default 1s)
+	EvalTimeout  time.Duration // fail if an evaluation is not complete after this (default 2m)
+	TargetAcc    float64       // record the time test accuracy first reaches this
+	StopAtTarget bool          // and stop there
+
+	Log     zerolog.Logger
+	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
+}
+
+// Point is one evaluation: where the run was when it was requested.
+type Point struct {
+	Seconds      float64 // training time at the request
+	Steps        int64   // answered requests at the request
+	TrainLoss    float64 // mean head loss over the training set (without the regulariser)
+	TestAccuracy float64 // NaN without a test set
+	TestLoss     float64
+	MsgsPerSec   float64 // messages (up and down) per second since the previous point
+	MaxStaleness uint32
+	Final        bool
+}
+
+// Result is what a finished run reports.
+type Result struct {
+	Steps        int64
+	Training     time.Duration // from Start to the final evaluation's request
+	Curve        []Point
+	Final        Point
+	TimeToTarget float64          // seconds; -1 if TargetAcc was not reached
+	Received     map[string]int64 // accepted deliveries by kind
+	Published    map[string]int64 // messages published by kind
+	BytesIn      int64
+	BytesOut     int64
+	Rejected     map[string]int64 // rejected deliveries by reason
+	// RejectedOutputs counts the rejected deliveries on PartyOutput subjects.
+	RejectedOutputs int64
+	LateOutputs     int64 // requests that arrived after the stop (not answered)
+	MaxStaleness    uint32
+	MeanStaleness   float64
+	Params          []float64 // final w0
+}
+
+type phase int
+
+const (
+	joining phase = iota
+	training
+	stopping
+	done
+)
+
+type round struct {
+	id        uint32
+	splits    uint8
+	at        time.Duration
+	steps     int64
+	msgs      int64
+	next      [][2]uint32 // per party: next expected First for train and test
+	requested time.Time
+	remaining int
+	final     bool
+}
+
+// Aggregator is the aggregator's runtime.
+type Aggregator struct {
+	cfg   Config
+	q, k  int
+	width int // q*k
+	n     int
+
+	mu      sync.Mutex
+	phase   phase
+	table   []float64 // n x width: the latest outputs C[i][m]
+	ver     []uint32  // n x q: version of party m when C[i][m] was written
+	version []uint32  // per party: answered requests
+	lastSeq []uint64
+	hello   []bool
+	initAt  []uint32 // per party: next expected init First; NTrain when complete
+	initRem int
+	w0, w0p []float64
+	u0      []float64
+	hh      []float64 // h per sample of the current request
+	rng     *rand.Rand
+	phi0    float64
+
+	evalC  [2][]float64 // train and test eval tables
+	cur    *round
+	rounds uint32
+	start  time.Time
+	lastPt struct {
+		at   time.Duration
+		msgs int64
+	}
+
+	seq        uint64
+	enc        *schemas.Codec
+	dec        *schemas.Codec
+	out        schemas.PartyOutput
+	ev         schemas.EvalOutput
+	hel        schemas.Hello
+	rep        schemas.Reply
+	msg        broker.Message
+	bus        broker.Bus
+	ctx        context.Context
+	res        Result
+	stSum      float64
+	stN        int64
+	fin        chan struct{}
+	err        error
+	subjReply  []string
+	stopReason string
+}
+
+// New checks cfg and prepares the aggregator's state.
+func New(cfg Config) (*Aggregator, error) {
+	if err := schemas.CheckRun(cfg.Run); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.Parties < 1 || cfg.Parties > schemas.MaxParties || cfg.K < 1 {
+		return nil, fmt.Errorf("%w: %d parties with k=%d", ErrConfig, cfg.Parties, cfg.K)
+	}
+	if cfg.Head == nil || cfg.Head.InDim() != cfg.Parties*cfg.K {
+		return nil, fmt.Errorf("%w: head must take q*k = %d inputs", ErrConfig, cfg.Parties*cfg.K)
+	}
+	if len(cfg.Labels) == 0 {
+		return nil, fmt.Errorf("%w: no training labels", ErrConfig)
+	}
+	for _, y := range append(cfg.Labels[:len(cfg.Labels):len(cfg.Labels)], cfg.TestLabels...) {
+		if y < 0 || int(y) >= cfg.Head.Classes() {
+			return nil, fmt.Errorf("%w: label %d outside the head's %d classes", ErrConfig, y, cfg.Head.Classes())
+		}
+	}
+	if cfg.Head.NumParams() > 0 && (cfg.Mu <= 0 || cfg.LR.Eta0 <= 0) {
+		return nil, fmt.Errorf("%w: the head has parameters: mu and lr must be positive", ErrConfig)
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.EvalEvery <= 0 {
+		cfg.EvalEvery = time.Second
+	}
+	if cfg.EvalTimeout <= 0 {
+		cfg.EvalTimeout = 2 * time.Minute
+	}
+	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
+	np := cfg.Head.NumParams()
+	a := &Aggregator{
+		cfg: cfg, q: q, k: k, width: q * k, n: n,
+		table:   make([]float64, n*q*k),
+		ver:     make([]uint32, n*q),
+		version: make([]uint32, q+1),
+		lastSeq: make([]uint64, q+1),
+		hello:   make([]bool, q+1),
+		initAt:  make([]uint32, q+1),
+		initRem: q,
+		w0:      make([]float64, np),
+		w0p:     make([]float64, np),
+		u0:      make([]float64, np),
+		hh:      make([]float64, cfg.MaxBatch),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0)),
+		enc:     schemas.NewCodec(),
+		dec:     schemas.NewCodec(),
+		fin:     make(chan struct{}),
+	}
+	if np > 0 {
+		a.phi0 = cfg.Dist.Phi(np)
+	}
+	if cfg.Params != nil {
+		if len(cfg.Params) != np {
+			return nil, fmt.Errorf("%w: %d initial head parameters, head has %d", ErrConfig, len(cfg.Params), np)
+		}
+		copy(a.w0, cfg.Params)
+	} else {
+		cfg.Head.Init(a.w0, a.rng)
+	}
+	a.rep.Version = schemas.Version
+	a.rep.H = make([]float64, 0, cfg.MaxBatch)
+	a.rep.HBar = make([]float64, 0, cfg.MaxBatch)
+	a.rep.Delta = make([]float64, 0, cfg.MaxBatch)
+	a.subjReply = make([]string, q+1)
+	for m := 1; m <= q; m++ {
+		a.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
+	}
+	a.res = Result{
+		TimeToTarget: -1,
+		Received:     map[string]int64{},
+		Published:    map[string]int64{},
+		Rejected:     map[string]int64{},
+	}
+	return a, nil
+}
+
+// Run consumes the parties' messages from bus until the run ends (steps,
+// duration or target reached, then a final evaluation) or ctx is done.
+func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
+	a.mu.Lock()
+	a.bus, a.ctx = bus, ctx
+	a.mu.Unlock()
+	run := a.cfg.Run
+	sub, err := bus.Subscribe(ctx, []string{
+		schemas.Filter(run, schemas.KindHello),
+		schemas.Filter(run, schemas.KindOutput),
+		schemas.Filter(run, schemas.KindEval),
+	}, broker.SubscribeOptions{Durable: "aggregator"}, a.handle)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
+	}
+	defer sub.Close()
+
+	tick := time.NewTicker(min(a.cfg.EvalEvery, 100*time.Millisecond))
+	defer tick.Stop()
+	var lastEval time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.fin:
+			a.mu.Lock()
+			err := a.err
+			res := a.result()
+			a.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			if err := bus.Flush(ctx); err != nil {
+				return nil, fmt.Errorf("aggregator: flush: %w", err)
+			}
+			return res, nil
+		case <-tick.C:
+			a.mu.Lock()
+			if c := a.cur; c != nil && time.Since(c.requested) > a.cfg.EvalTimeout {
+				a.fail(fmt.Errorf("evaluation round %d: %s did not answer within %v", c.id, a.missing(c), a.cfg.EvalTimeout))
+			}
+			if a.phase == training {
+				el := time.Since(a.start)
+				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
+					a.beginStop("duration reached")
+				} else if a.cur == nil && el-lastEval >= a.cfg.EvalEvery {
+					lastEval = el
+					a.requestEval(false)
+				}
+			}
+			a.mu.Unlock()
+		}
+	}
+}
+
+func (a *Aggregator) result() *Result {
+	r := a.res
+	r.Params = append([]float64(nil), a.w0...)
+	if a.stN > 0 {
+		r.MeanStaleness = a.stSum / float64(a.stN)
+	}
+	return &r
+}
+
+func (a *Aggregator) fail(err error) {
+	if a.err == nil && a.phase != done {
+		a.err = fmt.Errorf("aggregator: %w", err)
+		a.phase = done
+		close(a.fin)
+	}
+}
+
+func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) {
+	a.seq++
+	m.Head().Seq = a.seq
+	data, err := a.enc.Marshal(m)
+	if err != nil {
+		a.fail(err)
+		return
+	}
+	a.msg.Subject = subject
+	a.msg.ID = schemas.MsgID(a.cfg.Run, 0, a.seq)
+	a.msg.Data = data
+	if err := a.bus.Publish(a.ctx, &a.msg); err != nil {
+		a.fail(fmt.Errorf("publish %s: %w", kind, err))
+		return
+	}
+	a.res.Published[kind.String()]++
+	a.res.BytesOut += int64(len(data))
+}
+
+func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8, reason string) {
+	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: op, Round: round, Splits: splits, Reason: reason}
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
+}
+
+func (a *Aggregator) reject(m int, err error) {
+	r := schemas.Reason(err)
+	a.res.Rejected[r]++
+	a.cfg.Log.Warn().Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
+}
+
+func (a *Aggregator) limits(m int) schemas.Limits {
+	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch}
+}
+
+// seqOK enforces strictly increasing sequence numbers per sender.
+func (a *Aggregator) seqOK(m int, seq uint64) error {
+	if seq <= a.lastSeq[m] {
+		return fmt.Errorf("%w: party %d sequence %d after %d", schemas.ErrReplay, m, seq, a.lastSeq[m])
+	}
+	a.lastSeq[m] = seq
+	return nil
+}
+
+// handle is the subscription's handler; it validates every delivery before
+// it touches state.
+func (a *Aggregator) handle(ctx context.Context, d broker.Delivery) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	defer d.Ack()
+	if a.phase == done {
+		return
+	}
+	data := d.Data()
+	a.res.BytesIn += int64(len(data))
+	kind, m, err := schemas.ParseSubject(a.cfg.Run, d.Subject())
+	if err == nil && m > a.q {
+		err = fmt.Errorf("%w: party %d of a run with %d parties", schemas.ErrSubject, m, a.q)
+	}
+	if err != nil {
+		a.reject(m, err)
+		return
+	}
+	switch kind {
+	case schemas.KindHello:
+		err = a.onHello(m, data)
+	case schemas.KindOutput:
+		err = a.onOutput(m, data)
+	case schemas.KindEval:
+		err = a.onEval(m, data)
+	default:
+		err = fmt.Errorf("%w: %s on the aggregator's subscription", schemas.ErrSubject, kind)
+	}
+	if err != nil {
+		if kind == schemas.KindOutput {
+			a.res.RejectedOutputs++
+		}
+		a.reject(m, err)
+		return
+	}
+	a.res.Received[kind.String()]++
+}
+
+func (a *Aggregator) onHello(m int, data []byte) error {
+	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
+		return err
+	}
+	if err := a.hel.Validate(a.limits(m)); err != nil {
+		return err
+	}
+	if a.hello[m] {
+		return fmt.Errorf("%w: party %d said hello twice", schemas.ErrState, m)
+	}
+	if a.cfg.IDHash != "" && a.hel.IDHash != "" && a.hel.IDHash != a.cfg.IDHash {
+		// Not an attack to absorb but a setup error: the run cannot work.
+		err := fmt.Errorf("%w: party %d's training sample ids are not the labels' (id fingerprint %s, labels %s): check the split with `asyrevel data verify`",
+			schemas.ErrShape, m, a.hel.IDHash, a.cfg.IDHash)
+		a.fail(err)
+		return err
+	}
+	if err := a.seqOK(m, a.hel.Seq); err != nil {
+		return err
+	}
+	a.hello[m] = true
+	a.cfg.Log.Debug().Int("party", m).Str("model", a.hel.Model).Uint32("d", a.hel.InDim).Msg("party joined")
+	return nil
+}
+
+func (a *Aggregator) onOutput(m int, data []byte) error {
+	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+		return err
+	}
+	if err := a.out.Validate(a.limits(m)); err != nil {
+		return err
+	}
+	switch a.phase {
+	case training:
+	case stopping:
+		if err := a.seqOK(m, a.out.Seq); err != nil {
+			return err
+		}
+		a.res.LateOutputs++
+		return nil
+	default:
+		return fmt.Errorf("%w: request from party %d before start", schemas.ErrState, m)
+	}
+	if err := a.seqOK(m, a.out.Seq); err != nil {
+		return err
+	}
+	a.answer(m, &a.out)
+	a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
+	a.res.Steps++
+	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
+		a.beginStop("step budget reached")
+	} else if a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration {
+		a.beginStop("duration reached")
+	}
+	return nil
+}
+
+// answer runs the aggregator's part of one step: store the fresh c, compute
+// h and h_bar per sample into the reply a.rep, then take the head's own ZO
+// step. It does not allocate.
+func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
+	q, k, w := a.q, a.k, a.width
+	head, y := a.cfg.Head, a.cfg.Labels
+	slot := (m - 1) * k
+	b := len(o.IDs)
+	r := &a.rep
+	r.Party, r.ReqSeq = uint16(m), o.Seq
+	r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
+	var stale uint32
+	vm := a.version[m]
+	for j, id := range o.IDs {
+		i := int(id)
+		row := a.table[i*w : (i+1)*w]
+		// The fresh c goes into the table first: h must be computed from it,
+		// not from the older stored value (see DESIGN.md, "Pitfall").
+		copy(row[slot:slot+k], o.C[j*k:(j+1)*k])
+		ver := a.ver[i*q : (i+1)*q]
+		ver[m-1] = vm
+		for p := 1; p <= q; p++ {
+			if p != m {
+				if s := a.version[p] - ver[p-1]; s > stale {
+					stale = s
+				}
+			}
+		}
+		h := head.Loss(a.w0, row, y[i])
+		copy(row[slot:slot+k], o.CHat[j*k:(j+1)*k])
+		hb := head.Loss(a.w0, row, y[i])
+		copy(row[slot:slot+k], o.C[j*k:(j+1)*k])
+		a.hh[j] = h
+		if a.cfg.ReplyDelta {
+			r.Delta = append(r.Delta, hb-h)
+		} else {
+			r.H = append(r.H, h)
+			r.HBar = append(r.HBar, hb)
+		}
+	}
+	r.Staleness = stale
+	a.version[m]++
+	if stale > a.res.MaxStaleness {
+		a.res.MaxStaleness = stale
+	}
+	a.stSum += float64(stale)
+	a.stN++
+
+	// The head's own step with its private direction u_0.
+	if len(a.w0) == 0 {
+		return
+	}
+	a.cfg.Dist.Draw(a.rng, a.u0)
+	zoo.Perturb(a.w0p, a.w0, a.u0, a.cfg.Mu)
+	var diff float64
+	for j, id := range o.IDs {
+		i := int(id)
+		diff += head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i]) - a.hh[j]
+	}
+	diff /= float64(b)
+	eta := a.cfg.LR.At(int(a.res.Steps))
+	zoo.AddScaled(a.w0, -eta*a.phi0/a.cfg.Mu*diff, a.u0)
+}
+
+func (a *Aggregator) onEval(m int, data []byte) error {
+	ev := &a.ev
+	if err := a.dec.Unmarshal(data, ev); err != nil {
+		return err
+	}
+	if err := ev.Validate(a.limits(m)); err != nil {
+		return err
+	}
+	if ev.Split == schemas.SplitInit {
+		if !a.hello[m] {
+			return fmt.Errorf("%w: initial pass from party %d before its hello", schemas.ErrState, m)
+		}
+		if a.phase != joining || ev.First != a.initAt[m] {
+			return fmt.Errorf("%w: initial pass chunk at %d from party %d, expected %d", schemas.ErrState, ev.First, m, a.initAt[m])
+		}
+		if err := a.seqOK(m, ev.Seq); err != nil {
+			return err
+		}
+		a.store(a.table, m, ev)
+		a.initAt[m] += uint32(len(ev.C) / a.k)
+		if int(a.initAt[m]) == a.n {
+			a.initRem--
+			if a.initRem == 0 {
+				a.begin()
+			}
+		}
+		return nil
+	}
+	cur := a.cur
+	if cur == nil || ev.Round != cur.id {
+		return fmt.Errorf("%w: eval output for round %d from party %d, round in progress %v", schemas.ErrState, ev.Round, m, cur != nil)
+	}
+	s := 0
+	if ev.Split == schemas.SplitTest {
+		s = 1
+	}
+	want := schemas.EvalTrain
+	if s == 1 {
+		want = schemas.EvalTest
+	}
+	if cur.splits&want == 0 || ev.First != cur.next[m][s] {
+		return fmt.Errorf("%w: %s chunk at %d from party %d, expected %d", schemas.ErrState, ev.Split, ev.First, m, cur.next[m][s])
+	}
+	if err := a.seqOK(m, ev.Seq); err != nil {
+		return err
+	}
+	a.store(a.evalC[s], m, ev)
+	cur.next[m][s] += uint32(len(ev.C) / a.k)
+	if cur.next[m][s] == ev.Total {
+		cur.remaining--
+		if cur.remaining == 0 {
+			a.score(cur)
+		}
+	}
+	return nil
+}
+
+// store copies an eval chunk of party m into table t.
+func (a *Aggregator) store(t []float64, m int, ev *schemas.EvalOutput) {
+	k, w := a.k, a.width
+	slot := (m - 1) * k
+	for j := 0; j < len(ev.C)/k; j++ {
+		i := int(ev.First) + j
+		copy(t[i*w+slot:i*w+slot+k], ev.C[j*k:(j+1)*k])
+	}
+}
+
+func (a *Aggregator) begin() {
+	a.phase = training
+	a.start = time.Now()
+	a.cfg.Log.Info().Int("parties", a.q).Int("samples", a.n).Msg("table filled; training starts")
+	a.control(schemas.CtlStart, 0, 0, "")
+	a.requestEval(false)
+}
+
+func (a *Aggregator) beginStop(reason string) {
+	if a.phase != training {
+		return
+	}
+	a.phase = stopping
+	a.res.Training = time.Since(a.start)
+	a.cfg.Log.Info().Str("reason", reason).Int64("steps", a.res.Steps).Msg("stopping; final evaluation")
+	a.stopReason = reason
+	if a.cur == nil {
+		a.requestEval(true)
+	}
+	// Otherwise the final evaluation follows the one in progress (score).
+}
+
+func (a *Aggregator) requestEval(final bool) {
+	// Every round scores the current models on the whole training set (the
+	// table's outputs are stale and would overstate the loss) and the test set.
+	splits := schemas.EvalTrain
+	if len(a.cfg.TestLabels) > 0 {
+		splits |= schemas.EvalTest
+	}
+	a.rounds++
+	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1)}
+	r.at = time.Since(a.start)
+	r.requested = time.Now()
+	if final {
+		r.at = a.res.Training
+	}
+	r.msgs = a.msgCount()
+	for _, s := range []struct {
+		bit uint8
+		i   int
+		n   int
+	}{{schemas.EvalTrain, 0, a.n}, {schemas.EvalTest, 1, len(a.cfg.TestLabels)}} {
+		if splits&s.bit != 0 {
+			r.remaining += a.q
+			if a.evalC[s.i] == nil {
+				a.evalC[s.i] = make([]float64, s.n*a.width)
+			}
+		}
+	}
+	a.cur = r
+	a.control(schemas.CtlEval, r.id, splits, "")
+}
+
+// missing names the parties that have not finished their part of round r.
+func (a *Aggregator) missing(r *round) string {
+	var ps []string
+	for m := 1; m <= a.q; m++ {
+		if (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
+			(r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
+			ps = append(ps, strconv.Itoa(m))
+		}
+	}
+	return "parties " + strings.Join(ps, ", ")
+}
+
+func (a *Aggregator) msgCount() int64 {
+	var n int64
+	for _, v := range a.res.Received {
+		n += v
+	}
+	for _, v := range a.res.Published {
+		n += v
+	}
+	return n
+}
+
+func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
+	var s float64
+	w := a.width
+	for i, yi := range y {
+		s += a.cfg.Head.Loss(a.w0, t[i*w:(i+1)*w], yi)
+	}
+	return s / float64(len(y))
+}
+
+func (a *Aggregator) score(r *round) {
+	a.cur = nil
+	pt := Point{
+		Seconds:      r.at.Seconds(),
+		Steps:        r.steps,
+		TrainLoss:    math.NaN(),
+		TestAccuracy: math.NaN(),
+		TestLoss:     math.NaN(),
+		MaxStaleness: a.res.MaxStaleness,
+		Final:        r.final,
+	}
+	if r.splits&schemas.EvalTrain != 0 {
+		pt.TrainLoss = a.meanLoss(a.evalC[0], a.cfg.Labels)
+	}
+	if r.splits&schemas.EvalTest != 0 {
+		w := a.width
+		t, y := a.evalC[1], a.cfg.TestLabels
+		correct := 0
+		var loss float64
+		for i, yi := range y {
+			c := t[i*w : (i+1)*w]
+			if a.cfg.Head.Predict(a.w0, c) == yi {
+				correct++
+			}
+			loss += a.cfg.Head.Loss(a.w0, c, yi)
+		}
+		pt.TestAccuracy = float64(correct) / float64(len(y))
+		pt.TestLoss = loss / float64(len(y))
+	}
+	if dt := r.at - a.lastPt.at; dt > 0 {
+		pt.MsgsPerSec = float64(r.msgs-a.lastPt.msgs) / dt.Seconds()
+	}
+	a.lastPt.at, a.lastPt.msgs = r.at, r.msgs
+	a.res.Curve = append(a.res.Curve, pt)
+	if a.cfg.TargetAcc > 0 && a.res.TimeToTarget < 0 && pt.TestAccuracy >= a.cfg.TargetAcc {
+		a.res.TimeToTarget = pt.Seconds
+	}
+	if a.cfg.OnPoint != nil {
+		a.cfg.OnPoint(pt)
+	}
+	switch {
+	case r.final:
+		a.res.Final = pt
+		a.res.Steps = r.steps
+		a.control(schemas.CtlStop, 0, 0, a.stopReason)
+		if a.phase != done {
+			a.phase = done
+			close(a.fin)
+		}
+	case a.phase == stopping:
+		a.requestEval(true)
+	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
+		a.beginStop("target accuracy reached")
+	}
+}

@@ -1,0 +1,278 @@
+package aggregator
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// delivery is a broker.Delivery for driving the handler directly.
+type delivery struct {
+	subject string
+	data    []byte
+}
+
+func (d *delivery) Subject() string      { return d.subject }
+func (d *delivery) Data() []byte         { return d.data }
+func (d *delivery) ID() string           { return "" }
+func (d *delivery) Header(string) string { return "" }
+func (d *delivery) Seq() uint64          { return 0 }
+func (d *delivery) Ack() error           { return nil }
+func (d *delivery) String() string       { return d.subject }
+
+// sink is a Bus that keeps what is published.
+type sink struct {
+	broker.Bus
+	n    int
+	last []byte
+}
+
+func (s *sink) Publish(_ context.Context, m *broker.Message) error {
+	s.n++
+	s.last = append(s.last[:0], m.Data...)
+	return nil
+}
+
+func newTest(t testing.TB, q int, labels []int32, head model.Head) (*Aggregator, *sink) {
+	a, err := New(Config{Run: "t", Parties: q, K: 1, Head: head, Labels: labels, Mu: 1e-3,
+		LR: zoo.Schedule{Eta0: 0.01}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	a.bus, a.ctx = s, context.Background()
+	return a, s
+}
+
+// train puts a into the training phase with the given table.
+func train(a *Aggregator, table []float64) {
+	copy(a.table, table)
+	for m := 1; m <= a.q; m++ {
+		a.hello[m] = true
+	}
+	a.phase = training
+}
+
+func softplus(x float64) float64 { return math.Log1p(math.Exp(x)) }
+
+func TestAnswerUsesFreshOutputs(t *testing.T) {
+	a, _ := newTest(t, 2, []int32{1, 0, 1}, model.NewLogistic(2))
+	// Table rows (party 1, party 2) for samples 0..2.
+	train(a, []float64{0.5, -1, 0.1, 0.2, 3, 4})
+	out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 1},
+		IDs: []uint32{0, 1}, C: []float64{2, -0.5}, CHat: []float64{2.5, -0.25}}
+	a.answer(1, out)
+	if a.table[0] != 2 || a.table[2] != -0.5 {
+		t.Fatalf("fresh c not stored: table %v", a.table)
+	}
+	// y0 = +1: h = log(1+exp(-(2 + -1))); y1 = -1: h = log(1+exp(-0.5 + 0.2)).
+	wantH := []float64{softplus(-(2 - 1)), softplus(-0.5 + 0.2)}
+	wantHB := []float64{softplus(-(2.5 - 1)), softplus(-0.25 + 0.2)}
+	for i := range wantH {
+		if math.Abs(a.rep.H[i]-wantH[i]) > 1e-12 || math.Abs(a.rep.HBar[i]-wantHB[i]) > 1e-12 {
+			t.Fatalf("sample %d: h=%v h_bar=%v, want %v %v", i, a.rep.H[i], a.rep.HBar[i], wantH[i], wantHB[i])
+		}
+	}
+	if a.rep.ReqSeq != 1 || a.rep.Party != 1 {
+		t.Fatalf("reply header %+v", a.rep.Header)
+	}
+}
+
+func TestDeltaReply(t *testing.T) {
+	a, _ := newTest(t, 2, []int32{1}, model.NewLogistic(2))
+	a.cfg.ReplyDelta = true
+	train(a, []float64{0, 0})
+	a.answer(2, &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1},
+		IDs: []uint32{0}, C: []float64{1}, CHat: []float64{1.1}})
+	if len(a.rep.H) != 0 || len(a.rep.Delta) != 1 {
+		t.Fatalf("delta reply %+v", a.rep)
+	}
+	if want := softplus(-1.1) - softplus(-1); math.Abs(a.rep.Delta[0]-want) > 1e-12 {
+		t.Fatalf("delta %v want %v", a.rep.Delta[0], want)
+	}
+}
+
+func TestStaleness(t *testing.T) {
+	a, _ := newTest(t, 3, []int32{1, 1}, model.NewLogistic(3))
+	train(a, make([]float64, 6))
+	req := func(m int, id uint32) uint32 {
+		a.answer(m, &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: uint16(m), Seq: 1},
+			IDs: []uint32{id}, C: []float64{0}, CHat: []float64{0}})
+		return a.rep.Staleness
+	}
+	// Party 2 steps three times on sample 1; then party 1 on sample 0 sees
+	// party 2's slot of sample 0 three updates behind.
+	for range 3 {
+		req(2, 1)
+	}
+	if s := req(1, 0); s != 3 {
+		t.Fatalf("staleness %d, want 3", s)
+	}
+	// Party 2 now writes sample 0 with its model after 3 updates; once that
+	// request is answered party 2 is at 4, so the slot is 1 behind. Party 3's
+	// slot is at version 0 with party 3 at 0.
+	req(2, 0)
+	if s := req(1, 0); s != 1 {
+		t.Fatalf("staleness %d, want 1", s)
+	}
+	if a.res.MaxStaleness != 3 {
+		t.Fatalf("max staleness %d", a.res.MaxStaleness)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	c := schemas.NewCodec()
+	enc := func(m schemas.Message) []byte {
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), b...)
+	}
+	out := func(party uint16, seq uint64, ids []uint32, cs, chat []float64) []byte {
+		return enc(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: party, Seq: seq}, IDs: ids, C: cs, CHat: chat})
+	}
+	nan := math.NaN()
+	cases := []struct {
+		name, subject string
+		data          []byte
+		reason        string
+	}{
+		{"garbage", "asyrevel.t.out.1", []byte("not msgpack"), "decode"},
+		{"truncated", "asyrevel.t.out.1", out(1, 5, []uint32{0}, []float64{1}, []float64{1})[:10], "decode"},
+		{"wrong dims", "asyrevel.t.out.1", out(1, 5, []uint32{0, 1}, []float64{1}, []float64{1}), "shape"},
+		{"nan", "asyrevel.t.out.1", out(1, 5, []uint32{0}, []float64{nan}, []float64{1}), "nonfinite"},
+		{"id out of range", "asyrevel.t.out.1", out(1, 5, []uint32{7}, []float64{1}, []float64{1}), "range"},
+		{"forged party", "asyrevel.t.out.1", out(2, 5, []uint32{0}, []float64{1}, []float64{1}), "party"},
+		{"replay", "asyrevel.t.out.1", out(1, 1, []uint32{0}, []float64{1}, []float64{1}), "replay"},
+		{"unknown party", "asyrevel.t.out.9", out(9, 5, []uint32{0}, []float64{1}, []float64{1}), "subject"},
+		{"other run", "asyrevel.u.out.1", out(1, 5, []uint32{0}, []float64{1}, []float64{1}), "subject"},
+		{"old version", "asyrevel.t.out.1", []byte{0x93, 0x00, 0x01, 0x05}, "version"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, s := newTest(t, 2, []int32{1, 0}, model.NewLogistic(2))
+			train(a, []float64{1, 2, 3, 4})
+			a.lastSeq[1] = 3
+			before := append([]float64(nil), a.table...)
+			a.handle(context.Background(), &delivery{tc.subject, tc.data})
+			if got := a.res.Rejected[tc.reason]; got != 1 {
+				t.Fatalf("rejected %v, want one %q", a.res.Rejected, tc.reason)
+			}
+			for i := range before {
+				if a.table[i] != before[i] {
+					t.Fatalf("rejected message changed the table: %v", a.table)
+				}
+			}
+			if s.n != 0 || a.res.Steps != 0 {
+				t.Fatalf("rejected message was answered")
+			}
+			// A good message afterwards is answered.
+			a.handle(context.Background(), &delivery{"asyrevel.t.out.1", out(1, 9, []uint32{0}, []float64{1}, []float64{1})})
+			if s.n != 1 || a.res.Steps != 1 {
+				t.Fatalf("good message after a rejection not answered (rejected %v)", a.res.Rejected)
+			}
+		})
+	}
+}
+
+func TestHeadStepDescends(t *testing.T) {
+	// With a softmax head the aggregator takes its own ZO steps; on a fixed
+	// table they must lower the loss.
+	q, classes, n := 2, 3, 60
+	labels := make([]int32, n)
+	table := make([]float64, n*q)
+	for i := range labels {
+		labels[i] = int32(i % classes)
+		table[i*q] = float64(labels[i]) - 1
+		table[i*q+1] = 1 - float64(labels[i])
+	}
+	head := model.NewSoftmax(q, classes)
+	a, _ := newTest(t, q, labels, head)
+	a.cfg.LR = zoo.Schedule{Eta0: 0.05}
+	train(a, table)
+	before := a.meanLoss(a.table, labels)
+	out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1}, IDs: make([]uint32, 8), C: make([]float64, 8), CHat: make([]float64, 8)}
+	for step := range 3000 {
+		for j := range out.IDs {
+			i := (step*8 + j) % n
+			out.IDs[j] = uint32(i)
+			out.C[j] = table[i*q]
+			out.CHat[j] = table[i*q]
+		}
+		a.answer(1, out)
+	}
+	if after := a.meanLoss(a.table, labels); after > 0.7*before {
+		t.Fatalf("head loss %.4f -> %.4f: ZO head steps did not descend", before, after)
+	}
+}
+
+func TestStepDoesNotAllocate(t *testing.T) {
+	a, _ := newTest(t, 8, make([]int32, 1000), model.NewLogistic(8))
+	train(a, make([]float64, 8000))
+	c := schemas.NewCodec()
+	ids := make([]uint32, 64)
+	for i := range ids {
+		ids[i] = uint32(i * 7)
+	}
+	data, _ := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3, Seq: 1},
+		IDs: ids, C: make([]float64, 64), CHat: make([]float64, 64)})
+	allocs := testing.AllocsPerRun(200, func() { step(a, 3, data) })
+	if allocs != 0 {
+		t.Fatalf("%v allocations per step, want 0", allocs)
+	}
+}
+
+// step is the aggregator's hot path without the transport: decode,
+// validate, answer, encode the reply.
+func step(a *Aggregator, m int, data []byte) []byte {
+	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+		panic(err)
+	}
+	if err := a.out.Validate(a.limits(m)); err != nil {
+		panic(err)
+	}
+	a.answer(m, &a.out)
+	b, err := a.enc.Marshal(&a.rep)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func BenchmarkStep(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		head  model.Head
+		batch int
+	}{
+		{"logistic/batch=1", model.NewLogistic(8), 1},
+		{"logistic/batch=64", model.NewLogistic(8), 64},
+		{"softmax/batch=1", model.NewSoftmax(8, 10), 1},
+		{"softmax/batch=64", model.NewSoftmax(8, 10), 64},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := 10000
+			a, _ := newTest(b, 8, make([]int32, n), tc.head)
+			train(a, make([]float64, n*8))
+			c := schemas.NewCodec()
+			ids := make([]uint32, tc.batch)
+			for i := range ids {
+				ids[i] = uint32(i * 97 % n)
+			}
+			data, _ := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3, Seq: 1},
+				IDs: ids, C: make([]float64, tc.batch), CHat: make([]float64, tc.batch)})
+			b.ReportAllocs()
+			for b.Loop() {
+				step(a, 3, data)
+			}
+		})
+	}
+}

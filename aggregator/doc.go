@@ -1,0 +1,24 @@
+// Package aggregator is the aggregator's runtime (the paper's server): it
+// holds the labels and the global model F_0, keeps the table C[i][m] of the
+// latest output of each party for each training sample, and answers the
+// parties' zeroth-order requests.
+//
+// On each PartyOutput from party m it first stores the fresh outputs c into
+// the table, then computes per sample h = F_0(w_0, C[i]) and h_bar with
+// c_hat in slot m, replies, and takes its own zeroth-order step on w_0 with
+// a private direction u_0. Storing c before computing h matters: computing h
+// from the older stored output adds a term that does not shrink with mu and
+// makes the estimate diverge.
+//
+// Every reply carries its staleness: the largest number of updates another
+// party has made since the slot used for it was written. Every message is
+// validated before it touches state (schema version, party id against the
+// subject, dimensions, finite values, sample ids in range, increasing
+// sequence numbers); a rejected message is logged and counted by reason.
+//
+// The run has phases: joining (Hellos and each party's initial pass fill
+// the table), training (steps, with periodic evaluation on the training and
+// test sets), stopping (a final evaluation after the step, time or accuracy
+// budget; late requests are counted, not answered) and done (Stop
+// broadcast).
+package aggregator

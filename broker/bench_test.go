@@ -1,0 +1,252 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+)
+
+// Benchmarks of the three transports:
+//
+//	go test ./broker -run '^$' -bench . -benchtime 2s
+//
+// Messages carry an ID and an 88-byte signature header, as on the wire.
+
+// benchBackend connects participants to a fresh log per benchmark run.
+type benchBackend struct {
+	name string
+	// fresh returns a connect function for a new, isolated log and its
+	// subject prefix.
+	fresh func(b *testing.B) (connect func(name string) broker.Bus, prefix string)
+}
+
+func benchBackends(b *testing.B) []benchBackend {
+	var srv *broker.Server
+	server := func(b *testing.B) *broker.Server {
+		if srv == nil {
+			var err error
+			srv, err = broker.StartServer(context.Background(), broker.ServerConfig{Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(srv.Shutdown)
+		}
+		return srv
+	}
+	js := func(inProcess bool) func(b *testing.B) (func(string) broker.Bus, string) {
+		return func(rb *testing.B) (func(string) broker.Bus, string) {
+			s := server(b)
+			run := newRun()
+			return func(name string) broker.Bus {
+				return connectJS(rb, s, inProcess, run, name)
+			}, broker.SubjectPrefix(run)
+		}
+	}
+	return []benchBackend{
+		{"memory", func(rb *testing.B) (func(string) broker.Bus, string) {
+			hub := broker.NewMemoryHub()
+			return func(name string) broker.Bus {
+				bus := hub.Connect(name)
+				rb.Cleanup(func() { bus.Close() })
+				return bus
+			}, "asyrevel.bench"
+		}},
+		{"jetstream-inproc", js(true)},
+		{"jetstream-tcp", js(false)},
+	}
+}
+
+var benchSizes = []int{64, 1024}
+
+var benchSig = strings.Repeat("s", 88) // base64 of an Ed25519 signature
+
+func benchMessage(prefix, tail string, size int) *broker.Message {
+	return &broker.Message{
+		Subject: prefix + "." + tail,
+		Header:  map[string]string{"Sig": benchSig},
+		Data:    make([]byte, size),
+	}
+}
+
+// BenchmarkPublish measures publish throughput of one publisher,
+// including the final Flush.
+func BenchmarkPublish(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("%s/%dB", be.name, size), func(b *testing.B) {
+				ctx := context.Background()
+				connect, prefix := be.fresh(b)
+				bus := connect("party-1")
+				m := benchMessage(prefix, "out.1", size)
+				idPrefix := prefix + ".1."
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if be.name == "memory" && i > 0 && i%(1<<20) == 0 {
+						// Keep the benchmark's memory bounded: a fresh hub
+						// every million messages.
+						b.StopTimer()
+						connect, prefix = be.fresh(b)
+						bus = connect("party-1")
+						b.StartTimer()
+					}
+					m.ID = idPrefix + strconv.Itoa(i)
+					if err := bus.Publish(ctx, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := bus.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRoundTrip measures request/reply pairs party -> aggregator ->
+// party with W requests in flight: the party publishes on out.1, the
+// aggregator (durable, acking) replies on reply.1, the party (durable,
+// acking) counts the replies. One op is one round trip (two messages).
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		for _, size := range benchSizes {
+			for _, w := range []int{1, 8} {
+				b.Run(fmt.Sprintf("%s/%dB/W=%d", be.name, size, w), func(b *testing.B) {
+					benchRoundTrip(b, be, size, w)
+				})
+			}
+		}
+	}
+}
+
+func benchRoundTrip(b *testing.B, be benchBackend, size, w int) {
+	ctx := context.Background()
+	connect, prefix := be.fresh(b)
+	party, agg := connect("party-1"), connect("aggregator")
+
+	reply := benchMessage(prefix, "reply.1", size)
+	rid := prefix + ".0."
+	var nreply int
+	asub, err := agg.Subscribe(ctx, []string{prefix + ".out.*"}, broker.SubscribeOptions{Durable: "aggregator"},
+		func(ctx context.Context, d broker.Delivery) {
+			nreply++
+			reply.ID = rid + strconv.Itoa(nreply)
+			if err := agg.Publish(ctx, reply); err != nil {
+				b.Error(err)
+			}
+			d.Ack()
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer asub.Close()
+
+	tokens := make(chan struct{}, w)
+	for range w {
+		tokens <- struct{}{}
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	target := int64(b.N)
+	psub, err := party.Subscribe(ctx, []string{prefix + ".reply.1"}, broker.SubscribeOptions{Durable: "party-1"},
+		func(_ context.Context, d broker.Delivery) {
+			d.Ack()
+			if got.Add(1) == target {
+				close(done)
+			}
+			tokens <- struct{}{}
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer psub.Close()
+
+	m := benchMessage(prefix, "out.1", size)
+	idPrefix := prefix + ".1."
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		<-tokens
+		m.ID = idPrefix + strconv.Itoa(i)
+		if err := party.Publish(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		b.Fatalf("%d of %d replies", got.Load(), b.N)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rt/s")
+	b.ReportMetric(2*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkConsume measures delivery throughput: stored messages read by
+// new durable subscriptions that ack each. At most consumeRound messages
+// are published (not timed); each round of reading is a new durable
+// reading them from the start.
+func BenchmarkConsume(b *testing.B) {
+	const consumeRound = 1 << 16
+	for _, be := range benchBackends(b) {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("%s/%dB", be.name, size), func(b *testing.B) {
+				ctx := context.Background()
+				connect, prefix := be.fresh(b)
+				pub, sub := connect("party-1"), connect("aggregator")
+				n := min(b.N, consumeRound)
+				m := benchMessage(prefix, "out.1", size)
+				for i := range n {
+					m.ID = prefix + ".1." + strconv.Itoa(i)
+					if err := pub.Publish(ctx, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := pub.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for round, left := 0, b.N; left > 0; round, left = round+1, left-n {
+					benchConsumeRound(b, sub, prefix, "c"+strconv.Itoa(round), min(left, n))
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// benchConsumeRound reads k messages with a new durable subscription.
+func benchConsumeRound(b *testing.B, bus broker.Bus, prefix, durable string, k int) {
+	var got atomic.Int64
+	done := make(chan struct{})
+	s, err := bus.Subscribe(context.Background(), []string{prefix + ".out.*"}, broker.SubscribeOptions{Durable: durable},
+		func(_ context.Context, d broker.Delivery) {
+			d.Ack()
+			if got.Add(1) == int64(k) {
+				close(done)
+			}
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		b.Fatalf("%d of %d delivered", got.Load(), k)
+	}
+	b.StopTimer()
+	s.Close()
+	b.StartTimer()
+}

@@ -1,0 +1,8 @@
+package broker
+
+// ForceRecreateOnReset makes durable resumes recreate the consumer, as with
+// a server older than 2.14, until restore is called.
+func ForceRecreateOnReset() (restore func()) {
+	recreateOnReset = true
+	return func() { recreateOnReset = false }
+}

@@ -1,0 +1,239 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
+)
+
+func TestStreamConfig(t *testing.T) {
+	srv := startServer(t)
+	run := newRun()
+	b := connectJS(t, srv, true, run, "p")
+	js, err := jetstream.New(b.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), broker.StreamName(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if cfg.Name != "ASYREVEL_"+run || len(cfg.Subjects) != 1 || cfg.Subjects[0] != "asyrevel."+run+".>" {
+		t.Errorf("name %q subjects %q", cfg.Name, cfg.Subjects)
+	}
+	if cfg.Retention != jetstream.LimitsPolicy || cfg.Storage != jetstream.FileStorage {
+		t.Errorf("retention %v storage %v", cfg.Retention, cfg.Storage)
+	}
+	if !cfg.DenyDelete || !cfg.DenyPurge || cfg.Duplicates != 2*time.Minute {
+		t.Errorf("deny delete %v deny purge %v duplicates %v", cfg.DenyDelete, cfg.DenyPurge, cfg.Duplicates)
+	}
+	if err := st.Purge(context.Background()); err == nil {
+		t.Error("purge allowed")
+	}
+}
+
+func TestConcurrentConnect(t *testing.T) {
+	srv := startServer(t)
+	run := newRun()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cfg := broker.JetStreamConfig{Server: srv, InProcess: i%2 == 0, Run: run}
+			if i%3 == 0 {
+				cfg.Duplicates = time.Minute // a different configuration
+			}
+			b, err := broker.ConnectJetStream(ctx, cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			b.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("connect: %v", err)
+	}
+}
+
+func TestConnectInvalid(t *testing.T) {
+	ctx := context.Background()
+	for _, run := range []string{"", "a.b", "a b", "a*"} {
+		if _, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: "nats://127.0.0.1:1", Run: run}); !errors.Is(err, broker.ErrInvalid) {
+			t.Errorf("run %q: %v", run, err)
+		}
+	}
+	if _, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Run: "r"}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("no URL: %v", err)
+	}
+	if _, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Run: "r", InProcess: true}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("InProcess without Server: %v", err)
+	}
+	if _, err := broker.StartServer(ctx, broker.ServerConfig{}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("server without dir: %v", err)
+	}
+}
+
+func TestSubjectOutsideRun(t *testing.T) {
+	srv := startServer(t)
+	b := connectJS(t, srv, true, newRun(), "p")
+	ctx := context.Background()
+	if err := b.Publish(ctx, &broker.Message{Subject: "asyrevel.other.x"}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("publish: %v", err)
+	}
+	nop := func(context.Context, broker.Delivery) {}
+	if _, err := b.Subscribe(ctx, []string{"asyrevel.>"}, broker.SubscribeOptions{}, nop); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("subscribe: %v", err)
+	}
+	if _, err := b.Count(ctx, "asyrevel.other.>"); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("count: %v", err)
+	}
+}
+
+func TestNoListenServer(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir(), NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	if srv.URL() != "" {
+		t.Errorf("URL %q without listener", srv.URL())
+	}
+	b := connectJS(t, srv, true, newRun(), "p")
+	if err := b.Publish(ctx, &broker.Message{Subject: broker.SubjectPrefix(b.Run()) + ".x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDuplicatesCounted(t *testing.T) {
+	srv := startServer(t)
+	b := connectJS(t, srv, true, newRun(), "p")
+	ctx := context.Background()
+	subj := broker.SubjectPrefix(b.Run()) + ".d"
+	for range 3 {
+		if err := b.Publish(ctx, &broker.Message{Subject: subj, ID: "same"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Duplicates(); n != 2 {
+		t.Fatalf("Duplicates() = %d, want 2", n)
+	}
+}
+
+// An idle durable subscription must get its coalesced ack out long before
+// AckWait, so the broker has nothing pending to redeliver.
+func TestIdleAckFlushed(t *testing.T) {
+	srv := startServer(t)
+	b := connectJS(t, srv, true, newRun(), "p")
+	ctx := context.Background()
+	subj := broker.SubjectPrefix(b.Run()) + ".a"
+	var mu sync.Mutex
+	n := 0
+	sub, err := b.Subscribe(ctx, []string{subj}, broker.SubscribeOptions{Durable: "idle"}, func(_ context.Context, d broker.Delivery) {
+		if err := d.Ack(); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		n++
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for range 10 {
+		if err := b.Publish(ctx, &broker.Message{Subject: subj}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, _ := jetstream.New(b.Conn())
+	bustest.CheckFor(t, 5*time.Second, 2*time.Millisecond, func() error {
+		c, err := js.Consumer(ctx, broker.StreamName(b.Run()), "idle")
+		if err != nil {
+			return err
+		}
+		info := c.CachedInfo()
+		if info.AckFloor.Stream != 10 || info.NumAckPending != 0 {
+			return errors.New("acks not flushed yet")
+		}
+		return nil
+	})
+}
+
+// Publish blocks while the window is full and honours ctx; the broker's
+// failure comes back from Flush.
+func TestPublishWindowAndAsyncError(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	// NoCreate and no stream: every publish ends with "no responders"
+	// after nats.go's retries, which keeps the window full meanwhile.
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+		Server: srv, InProcess: true, Run: newRun(), NoCreate: true, MaxPending: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	subj := broker.SubjectPrefix(b.Run()) + ".x"
+	if err := b.Publish(ctx, &broker.Message{Subject: subj}); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := b.Publish(tctx, &broker.Message{Subject: subj}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish into a full window: %v", err)
+	}
+	fctx, cancel2 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel2()
+	if err := b.Flush(fctx); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("flush: %v, want no stream response", err)
+	}
+	if err := b.Flush(fctx); err != nil {
+		t.Fatalf("second flush: %v", err)
+	}
+}
+
+// A server that goes away must not hang Flush or Close.
+func TestServerGone(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := connectJS(t, srv, false, newRun(), "p")
+	srv.Shutdown()
+	subj := broker.SubjectPrefix(b.Run()) + ".x"
+	for range 10 {
+		_ = b.Publish(ctx, &broker.Message{Subject: subj})
+	}
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := b.Flush(fctx); err == nil {
+		t.Error("flush succeeded with the server gone")
+	}
+	start := time.Now()
+	err = b.Close()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("Close took %v while disconnected", el)
+	}
+	t.Logf("close while disconnected: %v", err)
+}

@@ -1,0 +1,159 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// ServerConfig configures an embedded NATS server with JetStream.
+type ServerConfig struct {
+	// Dir is the JetStream store directory. Required.
+	Dir string
+	// Host is the client listen address; "" means 127.0.0.1.
+	Host string
+	// Port is the client port; 0 picks a free port.
+	Port int
+	// NoListen serves in-process connections only (no TCP listener);
+	// URL then returns "".
+	NoListen bool
+	// MaxMemory caps JetStream memory storage; 0 means 256 MiB. The run
+	// streams use file storage; memory holds ephemeral consumer state.
+	MaxMemory int64
+	// MaxStore caps JetStream file storage; 0 leaves the server's default
+	// (a share of the free disk space).
+	MaxStore int64
+	// MaxPayload is the largest message the server accepts; 0 means 4 MiB
+	// (NATS's default is 1 MB, too tight for a 1 MiB payload plus headers).
+	MaxPayload int32
+	// Logger receives the server's log; nil means silent.
+	Logger *zerolog.Logger
+	// Configure, if not nil, may adjust the server options last (users and
+	// permissions, TLS, cluster). Use with care: the fields above are
+	// already set.
+	Configure func(*server.Options)
+}
+
+// Server is an embedded NATS server with JetStream enabled.
+type Server struct {
+	ns  *server.Server
+	url string
+}
+
+// Defaults of the embedded server.
+const (
+	defaultServerMaxMemory  = 256 << 20
+	defaultServerMaxPayload = 4 << 20
+	defaultServerStartWait  = 10 * time.Second
+)
+
+// StartServer starts an embedded NATS server with JetStream (file store in
+// cfg.Dir) and waits until it accepts connections, for at most the time
+// left on ctx (10 s if ctx has no deadline). It installs no signal
+// handlers. Call Shutdown to stop it.
+func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: server store dir is required", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName:         "asyrevel",
+		Host:               cfg.Host,
+		Port:               cfg.Port,
+		DontListen:         cfg.NoListen,
+		JetStream:          true,
+		StoreDir:           cfg.Dir,
+		JetStreamMaxMemory: cfg.MaxMemory,
+		JetStreamMaxStore:  cfg.MaxStore,
+		MaxPayload:         cfg.MaxPayload,
+		NoSigs:             true,
+		NoLog:              cfg.Logger == nil,
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	if opts.JetStreamMaxMemory == 0 {
+		opts.JetStreamMaxMemory = defaultServerMaxMemory
+	}
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = defaultServerMaxPayload
+	}
+	if cfg.Configure != nil {
+		cfg.Configure(opts)
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("broker: new server: %w", err)
+	}
+	if cfg.Logger != nil {
+		debug := cfg.Logger.GetLevel() <= zerolog.DebugLevel
+		trace := cfg.Logger.GetLevel() <= zerolog.TraceLevel
+		ns.SetLoggerV2(serverLogger{cfg.Logger}, debug, trace, false)
+	}
+	ns.Start()
+	wait := defaultServerStartWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	if !ns.ReadyForConnections(wait) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("broker: embedded server not ready for connections")
+	}
+	if !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", cfg.Dir)
+	}
+	s := &Server{ns: ns}
+	if !cfg.NoListen {
+		s.url = ns.ClientURL()
+	}
+	return s, nil
+}
+
+// URL is the server's client URL (nats://host:port), or "" without a
+// listener.
+func (s *Server) URL() string { return s.url }
+
+// InProcess returns the provider for in-process connections, to use with
+// nats.InProcessServer (or JetStreamConfig.InProcess).
+func (s *Server) InProcess() nats.InProcessConnProvider { return s.ns }
+
+// NATS returns the underlying server, for monitoring and tests.
+func (s *Server) NATS() *server.Server { return s.ns }
+
+// Shutdown stops the server and waits until it has stopped. Connections
+// are closed; clients see them drop. Safe to call more than once.
+func (s *Server) Shutdown() {
+	s.ns.Shutdown()
+	s.ns.WaitForShutdown()
+}
+
+// serverLogger adapts zerolog to the nats-server Logger interface.
+type serverLogger struct{ l *zerolog.Logger }
+
+func (g serverLogger) Noticef(format string, v ...any) { g.l.Info().Msgf(format, v...) }
+func (g serverLogger) Warnf(format string, v ...any)   { g.l.Warn().Msgf(format, v...) }
+func (g serverLogger) Errorf(format string, v ...any)  { g.l.Error().Msgf(format, v...) }
+func (g serverLogger) Debugf(format string, v ...any)  { g.l.Debug().Msgf(format, v...) }
+func (g serverLogger) Tracef(format string, v ...any)  { g.l.Trace().Msgf(format, v...) }
+
+// Fatalf logs at fatal level without exiting: zerolog's Fatal would call
+// os.Exit inside the embedding process.
+func (g serverLogger) Fatalf(format string, v ...any) {
+	g.l.WithLevel(zerolog.FatalLevel).Msgf(format, v...)
+}

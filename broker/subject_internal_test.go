@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestSubjectMatch(t *testing.T) {
+	cases := []struct {
+		filter, subject string
+		want            bool
+	}{
+		{"a", "a", true},
+		{"a", "b", false},
+		{"a.b", "a.b", true},
+		{"a.b", "a", false},
+		{"a", "a.b", false},
+		{"a.*", "a.b", true},
+		{"a.*", "a.b.c", false},
+		{"a.*", "a", false},
+		{"*", "a", true},
+		{"*", "a.b", false},
+		{"*.b", "a.b", true},
+		{"*.b", "a.c", false},
+		{"a.>", "a.b", true},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{">", "a", true},
+		{">", "a.b.c", true},
+		{"a.*.c", "a.b.c", true},
+		{"a.*.c", "a.b.d", false},
+		{"a.*.>", "a.b.c.d", true},
+		{"a.*.>", "a.b", false},
+		{"asyrevel.r.out.*", "asyrevel.r.out.3", true},
+		{"asyrevel.r.out.*", "asyrevel.r.reply.3", false},
+		{"asyrevel.r.out.1", "asyrevel.r.out.10", false},
+		{"asyrevel.r.out.10", "asyrevel.r.out.1", false},
+		{"a*", "a*", true}, // not a wildcard token: literal
+		{"a*", "ab", false},
+	}
+	for _, c := range cases {
+		if got := SubjectMatch(c.filter, c.subject); got != c.want {
+			t.Errorf("SubjectMatch(%q, %q) = %v, want %v", c.filter, c.subject, got, c.want)
+		}
+	}
+}
+
+func TestFiltersOverlap(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.*", "a.b", true},
+		{"a.*", "*.b", true},
+		{"a.*", "a.b.c", false},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{"a.*.c", "a.b.*", true},
+		{"a.*.c", "a.b.d", false},
+		{"x.>", "y.>", false},
+		{">", "a", true},
+	}
+	for _, c := range cases {
+		if got := filtersOverlap(c.a, c.b); got != c.want {
+			t.Errorf("filtersOverlap(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+		if got := filtersOverlap(c.b, c.a); got != c.want {
+			t.Errorf("filtersOverlap(%q, %q) = %v, want %v", c.b, c.a, got, c.want)
+		}
+	}
+}
+
+func TestCheckTokens(t *testing.T) {
+	for _, s := range []string{"a", "a.b", "asyrevel.run-1.out.3", "a*b.c"} {
+		if err := checkSubject(s); err != nil {
+			t.Errorf("checkSubject(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"", ".", "a.", ".a", "a..b", "a.*", "a.>", "*", "a b", "a\tb", "a\nb"} {
+		if err := checkSubject(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("checkSubject(%q) = %v, want ErrInvalid", s, err)
+		}
+	}
+	for _, s := range []string{"a.*", "a.>", ">", "*.*", "a.*.>"} {
+		if err := checkFilter(s); err != nil {
+			t.Errorf("checkFilter(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "a.>.b", ">.a", "a..*", "a b.>"} {
+		if err := checkFilter(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("checkFilter(%q) = %v, want ErrInvalid", s, err)
+		}
+	}
+}
+
+func TestCheckName(t *testing.T) {
+	for _, s := range []string{"r", "run-1_A", "0"} {
+		if err := checkName("run", s); err != nil {
+			t.Errorf("checkName(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "a.b", "a b", "a*", "a>", "é", string(make([]byte, 129))} {
+		if err := checkName("run", s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("checkName(%q) = %v, want ErrInvalid", s, err)
+		}
+	}
+}
+
+func TestAckStreamSeq(t *testing.T) {
+	cases := []struct {
+		reply string
+		seq   uint64
+		ok    bool
+	}{
+		{"$JS.ACK.ASYREVEL_r.c1.1.42.7.1700000000000000000.0", 42, true},
+		{"$JS.ACK._.HASH.ASYREVEL_r.c1.2.43.8.1700000000000000000.5.tok", 43, true},
+		{"$JS.ACK._.HASH.ASYREVEL_r.c1.2.44.8.1700000000000000000.5", 44, true},
+		{"_INBOX.abc", 0, false},
+		{"$JS.ACK.a.b.c", 0, false},
+		{"$JS.ACK.ASYREVEL_r.c1.1.x2.7.17.0", 0, false},
+	}
+	for _, c := range cases {
+		seq, ok := ackStreamSeq(c.reply)
+		if seq != c.seq || ok != c.ok {
+			t.Errorf("ackStreamSeq(%q) = %d, %v; want %d, %v", c.reply, seq, ok, c.seq, c.ok)
+		}
+	}
+}
+
+func BenchmarkSubjectMatch(b *testing.B) {
+	for b.Loop() {
+		SubjectMatch("asyrevel.run1.out.*", "asyrevel.run1.out.7")
+	}
+}
+
+func TestMatcher(t *testing.T) {
+	filters := []string{"a", "a.b", "a.*", "a.>", "*", ">", "*.b", "a.*.c", "a.*.>", "asyrevel.r.out.*", "asyrevel.r.out.1"}
+	subjects := []string{"a", "b", "a.b", "a.c", "a.b.c", "a.b.d", "x.b", "asyrevel.r.out.1", "asyrevel.r.out.10", "asyrevel.r.reply.1", "a.b.c.d"}
+	for _, f := range filters {
+		m := newMatcher(f)
+		for _, s := range subjects {
+			if got, want := m.match(s), SubjectMatch(f, s); got != want {
+				t.Errorf("matcher(%q).match(%q) = %v, SubjectMatch = %v", f, s, got, want)
+			}
+		}
+	}
+}
+
+func BenchmarkMatcher(b *testing.B) {
+	m := newMatcher("asyrevel.run1.out.*")
+	for b.Loop() {
+		m.match("asyrevel.run1.out.7")
+	}
+}
+
+func TestServerAtLeast(t *testing.T) {
+	for v, want := range map[string]bool{"2.15.2": true, "2.14.0": true, "2.14.0-beta.1": true, "2.13.9": false, "2.9.25": false, "3.0.0": true, "": false, "x": false} {
+		if got := serverAtLeast(v, 2, 14); got != want {
+			t.Errorf("serverAtLeast(%q) = %v", v, got)
+		}
+	}
+}

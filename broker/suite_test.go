@@ -1,0 +1,80 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	bustest.Run(t, func(t *testing.T) bustest.Harness {
+		hub := broker.NewMemoryHub()
+		return bustest.Harness{
+			Prefix:  "asyrevel.mem",
+			Connect: func(_ testing.TB, name string) broker.Bus { return hub.Connect(name) },
+		}
+	})
+}
+
+func TestJetStreamTCPConformance(t *testing.T) {
+	runJetStreamSuite(t, false)
+}
+
+func TestJetStreamInProcessConformance(t *testing.T) {
+	runJetStreamSuite(t, true)
+}
+
+var runID atomic.Int64
+
+// newRun returns a fresh run name: each is its own stream.
+func newRun() string { return fmt.Sprintf("t%d", runID.Add(1)) }
+
+func startServer(t testing.TB) *broker.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name string) *broker.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+		Server: srv, InProcess: inProcess, Run: run, Name: name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func runJetStreamSuite(t *testing.T, inProcess bool) {
+	srv := startServer(t)
+	bustest.Run(t, func(t *testing.T) bustest.Harness {
+		run := newRun()
+		return bustest.Harness{
+			Prefix: broker.SubjectPrefix(run),
+			Connect: func(t testing.TB, name string) broker.Bus {
+				return connectJS(t, srv, inProcess, run, name)
+			},
+		}
+	})
+}
+
+// The durable resume path for servers without the consumer reset API.
+func TestJetStreamRecreateResetConformance(t *testing.T) {
+	t.Cleanup(broker.ForceRecreateOnReset())
+	runJetStreamSuite(t, true)
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/asyrevel/asyrevel/broker"
+)
+
+func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("broker", "asyrevel broker [--store DIR] [--port N]\n\n"+
+		"Runs an embedded NATS server with JetStream until interrupted, for runs whose\n"+
+		"aggregator and parties are separate processes. It prints the URL to give them.", stderr)
+	store := fs.String("store", "asyrevel-store", "store directory (the runs' audit logs)")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 4222, "port to listen on (0 = any free port)")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := os.MkdirAll(*store, 0o755); err != nil {
+		return err
+	}
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: *store, Host: *host, Port: *port})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), *store)
+	<-ctx.Done()
+	srv.Shutdown()
+	fmt.Fprintln(stdout, "broker stopped")
+	return nil
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/experiment"
+)
+
+// trainFlags registers the training flags shared by train, aggregator and
+// party on fs.
+type trainFlags struct {
+	cfg      experiment.TrainConfig
+	seed     uint64
+	logLevel string
+	logJSON  bool
+}
+
+func newTrainFlags(fs *flag.FlagSet) *trainFlags {
+	f := &trainFlags{}
+	c := &f.cfg
+	fs.StringVar(&c.Data, "data", "", "training set: a LIBSVM or CSV file (plain or gzip), a folder of IDX files\n(MNIST: its t10k files are the test set), a split folder from `asyrevel data split`,\nor \"synthetic[:n=20000,d=64,test=5000,noise=0.05,density=1,classes=2]\"")
+	fs.StringVar(&c.Preset, "preset", "", "named preprocessing of a CSV set that also makes its test split\n(uci-credit-card, give-me-some-credit; see asyrevel data presets)")
+	fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
+	fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
+	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(experiment.Algorithms, ", "))
+	fs.StringVar(&c.Model, "model", "linear", "local model: linear or mlp")
+	fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
+	fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets")
+	fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
+	fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
+	fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
+	fs.Float64Var(&c.LR, "lr", 0, "initial step size (default: by batch size, 0.003 at batch 1 to 0.1 at 64)")
+	fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set, negative means constant")
+	fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's head (default --lr)")
+	fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator")
+	fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
+	fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
+	fs.IntVar(&c.Batch, "batch", 1, "samples per request (1 is the paper's algorithm)")
+	fs.IntVar(&c.Window, "window", 1, "requests in flight per party (1 is the paper's algorithm)")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
+	fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
+	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
+	fs.StringVar(&c.NATS, "nats", "", "URL of an external NATS server with JetStream (default: embedded)")
+	fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	fs.StringVar(&c.StoreDir, "store", "", "embedded broker's store directory (default OUT/stream, else temporary)")
+	fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run> (default: generated)")
+	fs.DurationVar(&c.EvalEvery, "eval-every", 0, "test evaluation period (default 1s, or duration/40)")
+	fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
+	fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
+	fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
+	fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+	return f
+}
+
+// finish checks the flags after parsing and sets up logging.
+func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	c := &f.cfg
+	c.Seed = f.seed
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
+	}
+	c.Log = newLogger(stderr, lvl, f.logJSON)
+	if spec, ok := strings.CutPrefix(c.Data, "synthetic"); ok && (spec == "" || spec[0] == ':') {
+		sc, err := parseSynthetic(strings.TrimPrefix(spec, ":"), f.seed)
+		if err != nil {
+			return err
+		}
+		c.Synthetic = &sc
+	}
+	if c.Data == "" {
+		return fmt.Errorf("%w: --data is required (a LIBSVM file, or synthetic)", errUsage)
+	}
+	if err := c.Prepare(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, lvl zerolog.Level, json bool) zerolog.Logger {
+	if !json {
+		tty := false
+		if f, ok := w.(*os.File); ok {
+			tty = isatty.IsTerminal(f.Fd())
+		}
+		w = zerolog.ConsoleWriter{Out: w, NoColor: !tty, TimeFormat: "15:04:05"}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// parseSynthetic reads "n=20000,d=100,test=5000,noise=0.05,density=1,classes=2".
+func parseSynthetic(spec string, seed uint64) (dataset.SyntheticConfig, error) {
+	c := dataset.SyntheticConfig{Samples: 20000, TestSamples: 5000, Features: 64, Classes: 2, Density: 1, Noise: 0.05, Seed: seed}
+	if spec == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		var err error
+		switch {
+		case !ok:
+			err = errors.New("want key=value")
+		case k == "n" || k == "samples":
+			c.Samples, err = strconv.Atoi(v)
+		case k == "test":
+			c.TestSamples, err = strconv.Atoi(v)
+		case k == "d" || k == "features":
+			c.Features, err = strconv.Atoi(v)
+		case k == "classes":
+			c.Classes, err = strconv.Atoi(v)
+		case k == "noise":
+			c.Noise, err = strconv.ParseFloat(v, 64)
+		case k == "density":
+			c.Density, err = strconv.ParseFloat(v, 64)
+		default:
+			err = errors.New("unknown key (n, test, d, classes, noise, density)")
+		}
+		if err != nil {
+			return c, fmt.Errorf("%w: --data synthetic: %q: %v", errUsage, kv, err)
+		}
+	}
+	return c, nil
+}
+
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("train", "asyrevel train --data PATH [--test PATH] --parties Q --algo A [flags]\n\n"+
+		"Runs a whole AsyREVEL training in this process: an embedded NATS JetStream broker\n"+
+		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
+		"Give the run's length with --duration, --epochs or --steps.", stderr)
+	f := newTrainFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := f.finish(fs, stderr); err != nil {
+		return err
+	}
+	s, err := experiment.Train(ctx, f.cfg)
+	if err != nil {
+		return err
+	}
+	report(stdout, &f.cfg, s)
+	return nil
+}
+
+func usageErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// report prints the outcome of a run for people.
+func report(w io.Writer, cfg *experiment.TrainConfig, s *experiment.Summary) {
+	acc := "no test set"
+	if !math.IsNaN(s.TestAccuracy) {
+		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
+	}
+	fmt.Fprintf(w, "%s on %s, %d parties: %s, train loss %.4f\n", s.Algo, s.Dataset, s.Parties, acc, s.TrainLoss)
+	fmt.Fprintf(w, "%d steps in %.1f s of training (%.0f steps/s; %.1f s in all), %d messages up, %d down, max staleness %d\n",
+		s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
+	if s.TargetAcc > 0 {
+		if s.TimeToTarget >= 0 {
+			fmt.Fprintf(w, "reached %.2f%% after %.1f s of training\n", 100*s.TargetAcc, s.TimeToTarget)
+		} else {
+			fmt.Fprintf(w, "did not reach %.2f%%\n", 100*s.TargetAcc)
+		}
+	}
+	var rej int64
+	for _, v := range s.Rejected {
+		rej += v
+	}
+	if rej > 0 {
+		fmt.Fprintf(w, "rejected messages: %v\n", s.Rejected)
+	}
+	if cfg.Out != "" {
+		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
+	}
+}
+
+func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("aggregator", "asyrevel aggregator --nats URL --run R [training flags]\n\n"+
+		"Runs only the aggregator of a run whose parties are separate processes\n"+
+		"(asyrevel party). It holds the labels: it reads them from --data.", stderr)
+	f := newTrainFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := f.finish(fs, stderr); err != nil {
+		return err
+	}
+	if f.cfg.NATS == "" || !flagGiven(fs, "run") {
+		return fmt.Errorf("%w: aggregator needs --nats URL and --run R (the same as the parties')", errUsage)
+	}
+	s, err := experiment.Aggregate(ctx, f.cfg)
+	if err != nil {
+		return err
+	}
+	report(stdout, &f.cfg, s)
+	return nil
+}
+
+func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("party", "asyrevel party --nats URL --run R --id M [training flags]\n\n"+
+		"Runs party M of a run: it reads its block of columns of --data, joins the run\n"+
+		"and steps until the aggregator stops it.", stderr)
+	f := newTrainFlags(fs)
+	id := fs.Int("id", 0, "this party's id, 1..parties")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := f.finish(fs, stderr); err != nil {
+		return err
+	}
+	if f.cfg.NATS == "" || !flagGiven(fs, "run") || *id < 1 || *id > f.cfg.Parties {
+		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
+	}
+	st, err := experiment.Participate(ctx, f.cfg, *id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected))
+	return nil
+}
+
+func sum(m map[string]int64) int64 {
+	var s int64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}
+
+var _ = time.Second

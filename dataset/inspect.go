@@ -1,0 +1,154 @@
+package dataset
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Info summarises a data file, as reported by Inspect.
+type Info struct {
+	Path   string
+	Format string // FormatLIBSVM, ...
+	Gzip   bool   // the file is gzip-compressed
+
+	Samples  int
+	Features int // the highest feature index (LIBSVM) or the number of columns
+	Classes  int
+
+	// ClassCounts[c] is the number of samples of class c, whose label in
+	// the file is LabelValues[c].
+	ClassCounts []int
+	LabelValues []float64
+
+	NNZ     int     // stored (non-zero) entries
+	Density float64 // NNZ / (Samples * Features), 0 for an empty matrix
+
+	// Missing counts the missing values of a CSV file (empty or NA cells
+	// in feature and label columns), which Open reads as zeros.
+	Missing int
+}
+
+// Inspect reads the data set at path and summarises it. It detects gzip and
+// the format as Open does and infers the classes the same way, but it reads
+// a LIBSVM file in one streaming pass without building the matrix, so its
+// memory does not grow with the file.
+func Inspect(path string) (Info, error) {
+	src, err := openSource(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer src.Close()
+	info := Info{Path: path, Format: src.format, Gzip: src.gzip}
+	switch src.format {
+	case FormatLIBSVM:
+		p, err := newLIBSVMReader(src.r, LIBSVMOptions{})
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: %w", path, err)
+		}
+		for {
+			_, ok, err := p.next()
+			if err != nil {
+				return Info{}, fmt.Errorf("%s: %w", path, err)
+			}
+			if !ok {
+				break
+			}
+			info.Samples++
+			info.NNZ += p.rowLen
+			p.idx, p.val = p.idx[:0], p.val[:0]
+		}
+		info.LabelValues, _ = p.classes()
+		info.ClassCounts = p.counts
+		info.Classes = len(info.LabelValues)
+		info.Features = p.maxCol
+	case FormatCSV:
+		d, t, err := readCSV(src.r, CSVOptions{})
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: %w", path, err)
+		}
+		info = summarise(path, src.gzip, d)
+		info.Missing = t.nMissing
+		return info, nil
+	default:
+		// Formats without a streaming summary are loaded whole; Open
+		// reports those it cannot read.
+		d, err := Open(path, OpenOptions{})
+		if err != nil {
+			return Info{}, err
+		}
+		return summarise(path, src.gzip, d), nil
+	}
+	if cells := float64(info.Samples) * float64(info.Features); cells > 0 {
+		info.Density = float64(info.NNZ) / cells
+	}
+	return info, nil
+}
+
+// summarise describes a data set that is already in memory.
+func summarise(path string, gzip bool, d *Dataset) Info {
+	info := Info{
+		Path:        path,
+		Format:      d.Format,
+		Gzip:        gzip,
+		Samples:     d.Len(),
+		Features:    d.X.NCols,
+		Classes:     d.Classes,
+		ClassCounts: make([]int, d.Classes),
+		LabelValues: d.LabelValues,
+		NNZ:         d.X.NNZ(),
+	}
+	for _, y := range d.Y {
+		info.ClassCounts[y]++
+	}
+	if cells := float64(info.Samples) * float64(info.Features); cells > 0 {
+		info.Density = float64(info.NNZ) / cells
+	}
+	return info
+}
+
+// String gives a short report, one item a line, such as
+//
+//	path:      a9a.gz
+//	format:    libsvm (gzip)
+//	samples:   32561
+//	features:  123
+//	classes:   2
+//	  -1:      24720 (75.92%)
+//	  +1:      7841 (24.08%)
+//	non-zeros: 451592 (density 0.1128)
+func (in Info) String() string {
+	const maxShown = 20
+	var b strings.Builder
+	format := in.Format
+	if format == "" {
+		format = "unknown"
+	}
+	if in.Gzip {
+		format += " (gzip)"
+	}
+	fmt.Fprintf(&b, "path:      %s\n", in.Path)
+	fmt.Fprintf(&b, "format:    %s\n", format)
+	fmt.Fprintf(&b, "samples:   %d\n", in.Samples)
+	fmt.Fprintf(&b, "features:  %d\n", in.Features)
+	fmt.Fprintf(&b, "classes:   %d\n", in.Classes)
+	for c := range min(len(in.ClassCounts), maxShown) {
+		label := strconv.Itoa(c)
+		if c < len(in.LabelValues) {
+			label = labelText(in.LabelValues, c)
+		}
+		share := 0.0
+		if in.Samples > 0 {
+			share = 100 * float64(in.ClassCounts[c]) / float64(in.Samples)
+		}
+		fmt.Fprintf(&b, "  %-8s %d (%.2f%%)\n", label+":", in.ClassCounts[c], share)
+	}
+	if n := len(in.ClassCounts) - maxShown; n > 0 {
+		fmt.Fprintf(&b, "  ... and %d more classes\n", n)
+	}
+	fmt.Fprintf(&b, "non-zeros: %d (density %.4g)\n", in.NNZ, in.Density)
+	if in.Missing > 0 {
+		fmt.Fprintf(&b, "missing:   %d values, read as 0\n", in.Missing)
+	}
+	return b.String()
+}

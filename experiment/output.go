@@ -1,0 +1,150 @@
+package experiment
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+)
+
+func fmtF(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+// WriteOutputs writes summary.json, curve.csv and curve.png into dir. Each
+// file is written to a temporary name and renamed, so a crash never leaves a
+// half-written file behind.
+func WriteOutputs(dir string, s *Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	js, err := json.MarshalIndent(jsonSafe(s), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
+		return err
+	}
+	if err := writeCurveCSV(filepath.Join(dir, "curve.csv"), s.Curve); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("%s on %s, %d parties", s.Algo, s.Dataset, s.Parties)
+	return PlotCurve(filepath.Join(dir, "curve.png"), title, s.Curve)
+}
+
+// jsonSafe replaces NaN (no test set) by -1, which JSON can carry.
+func jsonSafe(s *Summary) *Summary {
+	c := *s
+	for _, p := range []*float64{&c.TestAccuracy, &c.TestLoss, &c.TrainLoss} {
+		if math.IsNaN(*p) || math.IsInf(*p, 0) {
+			*p = -1
+		}
+	}
+	return &c
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func writeCurveCSV(path string, curve []aggregator.Point) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"})
+	num := func(v float64, p int) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return fmtF(v, p)
+	}
+	for _, p := range curve {
+		_ = w.Write([]string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
+			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// PlotCurve draws test accuracy and training loss against training time,
+// one above the other, into a PNG file.
+func PlotCurve(path, title string, curve []aggregator.Point) error {
+	acc, loss := make(plotter.XYs, 0, len(curve)), make(plotter.XYs, 0, len(curve))
+	for _, p := range curve {
+		if !math.IsNaN(p.TestAccuracy) {
+			acc = append(acc, plotter.XY{X: p.Seconds, Y: 100 * p.TestAccuracy})
+		}
+		if !math.IsNaN(p.TrainLoss) {
+			loss = append(loss, plotter.XY{X: p.Seconds, Y: p.TrainLoss})
+		}
+	}
+	top := plot.New()
+	top.Title.Text = title
+	top.Y.Label.Text = "test accuracy (%)"
+	bottom := plot.New()
+	bottom.X.Label.Text = "training time (s)"
+	bottom.Y.Label.Text = "train loss"
+	for _, pl := range []struct {
+		p   *plot.Plot
+		xys plotter.XYs
+		c   color.Color
+	}{{top, acc, color.RGBA{R: 31, G: 119, B: 180, A: 255}}, {bottom, loss, color.RGBA{R: 214, G: 39, B: 40, A: 255}}} {
+		pl.p.Add(plotter.NewGrid())
+		if len(pl.xys) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(pl.xys)
+		if err != nil {
+			return err
+		}
+		line.Color, points.Color = pl.c, pl.c
+		points.Shape = draw.CircleGlyph{}
+		points.Radius = vg.Points(1.5)
+		pl.p.Add(line, points)
+	}
+	const w, h = 7 * vg.Inch, 6 * vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: vg.Millimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	plots := [][]*plot.Plot{{top}, {bottom}}
+	canvases := plot.Align(plots, tiles, dc)
+	top.Draw(canvases[0][0])
+	bottom.Draw(canvases[1][0])
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,305 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"gonum.org/v1/gonum/optimize"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// Curve point of the in-process reference loops.
+type RefPoint struct {
+	Seconds      float64 // training time, evaluation excluded
+	Steps        int64   // party steps
+	TestAccuracy float64
+	TrainLoss    float64 // NaN when not measured
+}
+
+// RefResult is the outcome of a reference loop.
+type RefResult struct {
+	Curve         []RefPoint
+	Steps         int64
+	Seconds       float64
+	TestAccuracy  float64
+	TimeToTarget  float64 // -1 if not reached
+	StepsToTarget int64
+}
+
+// RefConfig configures the single-process reference loops.
+type RefConfig struct {
+	Parties   int
+	Dist      zoo.Dist
+	Batch     int
+	LR        zoo.Schedule // per party, by the party's own step count
+	HeadLR    zoo.Schedule
+	Mu        float64
+	Lambda    float64
+	Reg       model.Regularizer
+	Seed      uint64
+	MaxSteps  int64
+	Duration  time.Duration
+	EvalEvery int64 // party steps between evaluations
+	TargetAcc float64
+	// NewLocal builds party m's model for d features.
+	NewLocal func(m, d int) model.Local
+	Head     model.Head
+	OnPoint  func(RefPoint)
+}
+
+// ReferenceZO is a straightforward single-process implementation of
+// AsyREVEL: plain loops over the parties in turn, no broker, no messages,
+// no asynchrony. It takes the same steps as the runtimes (fresh outputs
+// stored before h is computed, the same estimator and step sizes), so it is
+// the yardstick for the pipeline's time to accuracy.
+func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, error) {
+	q := cfg.Parties
+	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.Mu <= 0 || cfg.EvalEvery < 1 {
+		return nil, fmt.Errorf("%w: reference loop: parties %d (data split in %d), batch %d, mu %g, eval every %d",
+			ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.EvalEvery)
+	}
+	if cfg.MaxSteps == 0 && cfg.Duration == 0 {
+		return nil, fmt.Errorf("%w: reference loop needs a step or time budget", ErrConfig)
+	}
+	n := data.NTrain
+	trainY := data.TrainY
+	head := cfg.Head
+	k := head.InDim() / q
+	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
+	locals := make([]model.Local, q)
+	w := make([][]float64, q)
+	wp := make([][]float64, q)
+	u := make([][]float64, q)
+	phi := make([]float64, q)
+	steps := make([]int, q)
+	c := make([]float64, cfg.Batch*k)
+	chat := make([]float64, cfg.Batch*k)
+	ids := make([]uint32, cfg.Batch)
+	for m := range q {
+		locals[m] = cfg.NewLocal(m, data.Blocks[m].Len())
+		np := locals[m].NumParams()
+		w[m], wp[m], u[m] = make([]float64, np), make([]float64, np), make([]float64, np)
+		locals[m].Init(w[m], rng)
+		phi[m] = cfg.Dist.Phi(np)
+	}
+	w0 := make([]float64, head.NumParams())
+	w0p := make([]float64, len(w0))
+	u0 := make([]float64, len(w0))
+	head.Init(w0, rng)
+	var phi0 float64
+	if len(w0) > 0 {
+		phi0 = cfg.Dist.Phi(len(w0))
+	}
+	width := q * k
+	table := make([]float64, n*width)
+	all := make([]uint32, n)
+	for i := range all {
+		all[i] = uint32(i)
+	}
+	out := make([]float64, n*k)
+	for m := range q {
+		locals[m].Forward(w[m], data.PartTrain[m], all, out)
+		for i := range n {
+			copy(table[i*width+m*k:i*width+(m+1)*k], out[i*k:(i+1)*k])
+		}
+	}
+	hh := make([]float64, cfg.Batch)
+	res := &RefResult{TimeToTarget: -1}
+	ev := newEvaluator(data, q, k)
+	var clock time.Duration
+	start := time.Now()
+	for t := int64(0); ; t++ {
+		if t%cfg.EvalEvery == 0 {
+			clock += time.Since(start)
+			acc := ev.accuracy(locals, w, head, w0)
+			pt := RefPoint{Seconds: clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: math.NaN()}
+			res.Curve = append(res.Curve, pt)
+			if cfg.OnPoint != nil {
+				cfg.OnPoint(pt)
+			}
+			if cfg.TargetAcc > 0 && res.TimeToTarget < 0 && acc >= cfg.TargetAcc {
+				res.TimeToTarget, res.StepsToTarget = pt.Seconds, t
+			}
+			res.Steps, res.Seconds, res.TestAccuracy = t, pt.Seconds, acc
+			if (cfg.MaxSteps > 0 && t >= cfg.MaxSteps) || (cfg.Duration > 0 && clock >= cfg.Duration) || ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			start = time.Now()
+		}
+		m := int(t % int64(q))
+		x := data.PartTrain[m]
+		for j := range ids {
+			ids[j] = uint32(rng.IntN(n))
+		}
+		cfg.Dist.Draw(rng, u[m])
+		zoo.Perturb(wp[m], w[m], u[m], cfg.Mu)
+		locals[m].Forward(w[m], x, ids, c)
+		locals[m].Forward(wp[m], x, ids, chat)
+		var diff float64
+		for j, id := range ids {
+			row := table[int(id)*width : (int(id)+1)*width]
+			slot := row[m*k : (m+1)*k]
+			copy(slot, c[j*k:(j+1)*k])
+			y := trainY[id]
+			h := head.Loss(w0, row, y)
+			copy(slot, chat[j*k:(j+1)*k])
+			hb := head.Loss(w0, row, y)
+			copy(slot, c[j*k:(j+1)*k])
+			hh[j] = h
+			diff += hb - h
+		}
+		diff /= float64(len(ids))
+		if cfg.Reg != nil && cfg.Lambda != 0 {
+			diff += cfg.Lambda * (cfg.Reg.Value(wp[m]) - cfg.Reg.Value(w[m]))
+		}
+		zoo.AddScaled(w[m], -cfg.LR.At(steps[m])*phi[m]/cfg.Mu*diff, u[m])
+		steps[m]++
+		if len(w0) > 0 {
+			cfg.Dist.Draw(rng, u0)
+			zoo.Perturb(w0p, w0, u0, cfg.Mu)
+			var d0 float64
+			for j, id := range ids {
+				d0 += head.Loss(w0p, table[int(id)*width:(int(id)+1)*width], trainY[id]) - hh[j]
+			}
+			d0 /= float64(len(ids))
+			zoo.AddScaled(w0, -cfg.HeadLR.At(int(t))*phi0/cfg.Mu*d0, u0)
+		}
+	}
+}
+
+// evaluator scores a VFL model on the test set.
+type evaluator struct {
+	data  *Data
+	q, k  int
+	rows  []uint32
+	out   []float64
+	table []float64
+}
+
+func newEvaluator(data *Data, q, k int) *evaluator {
+	e := &evaluator{data: data, q: q, k: k}
+	if data.Test == nil {
+		return e
+	}
+	n := data.Test.Len()
+	e.rows = make([]uint32, n)
+	for i := range e.rows {
+		e.rows[i] = uint32(i)
+	}
+	e.out = make([]float64, n*k)
+	e.table = make([]float64, n*q*k)
+	return e
+}
+
+func (e *evaluator) accuracy(locals []model.Local, w [][]float64, head model.Head, w0 []float64) float64 {
+	if e.data.NTest == 0 {
+		return math.NaN()
+	}
+	q, k := e.q, e.k
+	width := q * k
+	n := len(e.rows)
+	for m := range q {
+		locals[m].Forward(w[m], e.data.PartTest[m], e.rows, e.out)
+		for i := range n {
+			copy(e.table[i*width+m*k:i*width+(m+1)*k], e.out[i*k:(i+1)*k])
+		}
+	}
+	correct := 0
+	for i, y := range e.data.TestY {
+		if head.Predict(w0, e.table[i*width:(i+1)*width]) == y {
+			correct++
+		}
+	}
+	return float64(correct) / float64(n)
+}
+
+// CentralResult is the centralised first-order reference for binary
+// logistic regression.
+type CentralResult struct {
+	Objective     float64 // f* = mean logistic loss + lambda g(w*)
+	TrainAccuracy float64
+	TestAccuracy  float64 // NaN without a test set
+	Iterations    int
+	W             []float64
+}
+
+// CentralLogistic minimises the paper's logistic-regression objective on
+// all features at one place, mean_i log(1+exp(-y_i w.x_i)) + lambda g(w),
+// with L-BFGS (gonum/optimize). It gives f* and the reference accuracy that
+// the federated runs are measured against.
+func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda float64) (*CentralResult, error) {
+	if train.Classes != 2 {
+		return nil, fmt.Errorf("%w: central logistic regression needs a binary set, got %d classes", ErrConfig, train.Classes)
+	}
+	d, n := train.X.NCols, train.Len()
+	lin := model.NewLinear(d, 1)
+	head := model.NewLogistic(1)
+	rows := make([]uint32, n)
+	for i := range rows {
+		rows[i] = uint32(i)
+	}
+	z := make([]float64, n)
+	dz := make([]float64, n)
+	dc := make([]float64, 1)
+	f := func(w []float64) float64 {
+		lin.Forward(w, train.X, rows, z)
+		var s float64
+		for i, y := range train.Y {
+			s += head.Loss(nil, z[i:i+1], y)
+		}
+		v := s / float64(n)
+		if reg != nil {
+			v += lambda * reg.Value(w)
+		}
+		return v
+	}
+	grad := func(g, w []float64) {
+		lin.Forward(w, train.X, rows, z)
+		for i, y := range train.Y {
+			dc[0] = 0
+			head.Grad(nil, z[i:i+1], y, nil, dc)
+			dz[i] = dc[0] / float64(n)
+		}
+		for j := range g {
+			g[j] = 0
+		}
+		lin.Backward(w, train.X, rows, dz, g)
+		if reg != nil {
+			tmp := make([]float64, len(w))
+			reg.Grad(w, tmp)
+			for j := range g {
+				g[j] += lambda * tmp[j]
+			}
+		}
+	}
+	res, err := optimize.Minimize(optimize.Problem{Func: f, Grad: grad}, make([]float64, d),
+		&optimize.Settings{GradientThreshold: 1e-7, MajorIterations: 2000}, &optimize.LBFGS{})
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("central solver: %w", err)
+	}
+	acc := func(ds *dataset.Dataset) float64 {
+		if ds == nil || ds.Len() == 0 {
+			return math.NaN()
+		}
+		r := make([]uint32, ds.Len())
+		for i := range r {
+			r[i] = uint32(i)
+		}
+		out := make([]float64, ds.Len())
+		lin.Forward(res.X, ds.X, r, out)
+		ok := 0
+		for i, y := range ds.Y {
+			if head.Predict(nil, out[i:i+1]) == y {
+				ok++
+			}
+		}
+		return float64(ok) / float64(ds.Len())
+	}
+	return &CentralResult{Objective: res.F, TrainAccuracy: acc(train), TestAccuracy: acc(test), Iterations: res.Stats.MajorIterations, W: res.X}, nil
+}

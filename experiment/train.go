@@ -1,0 +1,798 @@
+package experiment
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/party"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// ErrConfig reports an unusable TrainConfig.
+var ErrConfig = errors.New("experiment: bad config")
+
+// Algorithms that Train runs.
+var Algorithms = []string{"asyrevel-gau", "asyrevel-uni"}
+
+// TrainConfig is one training run; the fields mirror `asyrevel train`.
+type TrainConfig struct {
+	Data      string                   // training set path
+	Preset    string                   // named preprocessing recipe (dataset.LookupPreset)
+	Test      string                   // test set path ("" = none)
+	Synthetic *dataset.SyntheticConfig // used instead of Data when set
+	Parties   int
+	Algo      string // asyrevel-gau | asyrevel-uni
+	Model     string // linear | mlp
+	Hidden    int    // MLP hidden units (default 128)
+	K         int    // outputs per party for multiclass sets (default 1)
+
+	Epochs   float64       // passes over the training set per party (0 = unlimited)
+	Duration time.Duration // training time limit (0 = unlimited)
+	MaxSteps int64         // answered requests limit (0 = unlimited)
+
+	LR       float64 // initial party step size (0 = default for the batch size)
+	LRDecay  float64 // step-size decay scale in samples per party (0 = default, <0 = constant)
+	HeadLR   float64 // initial step size of the aggregator's head (0 = LR)
+	Mu       float64 // smoothing (default 1e-3)
+	Lambda   float64 // regularisation weight (default 1e-4)
+	Reg      string  // nonconvex | l2 | none (default nonconvex)
+	Batch    int     // samples per request (default 1)
+	Window   int     // requests in flight per party (default 1)
+	Seed     uint64
+	Delta    bool // reply only h_bar - h
+	MaxBatch int
+
+	Bus       string // jetstream (default) | memory
+	NATS      string // external server URL ("" = embedded)
+	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
+	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
+	Run       string // run id ("" = generated)
+
+	EvalEvery    time.Duration
+	TargetAcc    float64
+	StopAtTarget bool
+
+	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
+	Log zerolog.Logger
+	// OnPoint, if set, is called for each evaluation (after the log line).
+	OnPoint func(aggregator.Point)
+}
+
+// Summary is the outcome of a run, written to summary.json.
+type Summary struct {
+	Algo          string  `json:"algo"`
+	Dataset       string  `json:"dataset"`
+	Parties       int     `json:"parties"`
+	Model         string  `json:"model"`
+	Steps         int64   `json:"steps"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	TrainSeconds  float64 `json:"train_seconds"`
+	SetupSeconds  float64 `json:"setup_seconds"`
+	TrainLoss     float64 `json:"train_loss"`
+	TestAccuracy  float64 `json:"test_accuracy"`
+	TestLoss      float64 `json:"test_loss"`
+	TimeToTarget  float64 `json:"time_to_target,omitempty"`
+	TargetAcc     float64 `json:"target_accuracy,omitempty"`
+	MessagesUp    int64   `json:"messages_up"`
+	MessagesDown  int64   `json:"messages_down"`
+	BytesUp       int64   `json:"bytes_up"`
+	BytesDown     int64   `json:"bytes_down"`
+	MaxStaleness  uint32  `json:"max_staleness"`
+	MeanStaleness float64 `json:"mean_staleness"`
+	StepsPerSec   float64 `json:"steps_per_second"`
+
+	Outputs     int64            `json:"outputs"`      // PartyOutputs consumed by the aggregator
+	Replies     int64            `json:"replies"`      // Replies published
+	LateOutputs int64            `json:"late_outputs"` // PartyOutputs after the stop, not answered
+	Rejected    map[string]int64 `json:"rejected"`     // by reason, aggregator and parties
+	Stream      *StreamCounts    `json:"stream,omitempty"`
+
+	Batch   int     `json:"batch"`
+	Window  int     `json:"window"`
+	LR      string  `json:"lr"`
+	Mu      float64 `json:"mu"`
+	Lambda  float64 `json:"lambda"`
+	Bus     string  `json:"bus"`
+	Run     string  `json:"run"`
+	Seed    uint64  `json:"seed"`
+	Samples int     `json:"train_samples"`
+	Tests   int     `json:"test_samples"`
+
+	Curve []aggregator.Point `json:"-"`
+
+	rejectedOutputs int64 // PartyOutputs the aggregator rejected
+}
+
+// StreamCounts are the messages the run's stream holds after the run, by kind.
+type StreamCounts struct {
+	Hello   uint64 `json:"join"`
+	Outputs uint64 `json:"out"`
+	Replies uint64 `json:"reply"`
+	Evals   uint64 `json:"eval"`
+	Control uint64 `json:"ctl"`
+}
+
+func (c *TrainConfig) defaults() error {
+	if c.Parties == 0 {
+		c.Parties = 8
+	}
+	if c.Algo == "" {
+		c.Algo = "asyrevel-gau"
+	}
+	if c.Model == "" {
+		c.Model = "linear"
+	}
+	if c.Hidden == 0 {
+		c.Hidden = 128
+	}
+	if c.K == 0 {
+		c.K = 1
+	}
+	if c.Batch == 0 {
+		c.Batch = 1
+	}
+	if c.Window == 0 {
+		c.Window = 1
+	}
+	if c.Mu == 0 {
+		c.Mu = 1e-3
+	}
+	if c.Lambda == 0 {
+		c.Lambda = 1e-4
+	}
+	if c.Reg == "" {
+		c.Reg = "nonconvex"
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR(c.Batch)
+	}
+	if c.Bus == "" {
+		c.Bus = "jetstream"
+	}
+	if c.EvalEvery == 0 {
+		c.EvalEvery = time.Second
+		if c.Duration > 0 {
+			c.EvalEvery = min(max(c.Duration/40, 250*time.Millisecond), 10*time.Second)
+		}
+	}
+	if c.Run == "" {
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		c.Run = time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+	}
+	switch {
+	case c.Parties < 1 || c.Parties > schemas.MaxParties:
+		return fmt.Errorf("%w: --parties %d not in 1..%d", ErrConfig, c.Parties, schemas.MaxParties)
+	case c.Batch < 1 || c.Window < 1:
+		return fmt.Errorf("%w: --batch and --window must be at least 1", ErrConfig)
+	case c.Mu <= 0 || c.LR <= 0 || c.Lambda < 0:
+		return fmt.Errorf("%w: --mu and --lr must be positive, lambda non-negative", ErrConfig)
+	case c.Epochs < 0 || c.Duration < 0 || c.MaxSteps < 0:
+		return fmt.Errorf("%w: negative run length", ErrConfig)
+	case c.Bus != "jetstream" && c.Bus != "memory":
+		return fmt.Errorf("%w: --bus %q: want jetstream or memory", ErrConfig, c.Bus)
+	case c.Model != "linear" && c.Model != "mlp":
+		return fmt.Errorf("%w: --model %q: want linear or mlp", ErrConfig, c.Model)
+	}
+	if _, err := ParseAlgo(c.Algo); err != nil {
+		return err
+	}
+	return schemas.CheckRun(c.Run)
+}
+
+// DefaultLR is the default initial step size for a batch size: the paper's
+// 1e-3 scale at batch 1 (3e-3 with the default decay), larger with larger
+// batches, whose estimates are less noisy (measured on a9a).
+func DefaultLR(batch int) float64 {
+	switch {
+	case batch >= 64:
+		return 0.1
+	case batch >= 16:
+		return 0.03
+	case batch >= 4:
+		return 0.01
+	}
+	return 3e-3
+}
+
+// ParseAlgo gives the direction distribution of a zeroth-order algorithm.
+func ParseAlgo(algo string) (zoo.Dist, error) {
+	switch algo {
+	case "asyrevel-gau":
+		return zoo.Gaussian, nil
+	case "asyrevel-uni":
+		return zoo.Sphere, nil
+	}
+	return 0, fmt.Errorf("%w: --algo %q: available: %s", ErrConfig, algo, strings.Join(Algorithms, ", "))
+}
+
+// Data is a vertically partitioned data set: what each party holds and
+// what the aggregator holds. A process that plays one role holds only that
+// role's part: a party's process has nil labels and nil matrices for the
+// other parties, the aggregator's has no matrices.
+type Data struct {
+	Name          string
+	Features      int
+	Classes       int
+	NTrain, NTest int
+	TrainY, TestY []int32 // labels (class indices); nil in a party's process
+	PartTrain     []*dataset.Matrix
+	PartTest      []*dataset.Matrix // nil entries without a test set
+	Blocks        []dataset.Block
+	// IDHash fingerprints the training sample ids (empty when the data has
+	// no ids): parties and aggregator compare it when they join.
+	IDHash string
+	// Train and Test are the whole sets when they were read from one file
+	// (for the centralised references); nil for split folders.
+	Train, Test *dataset.Dataset
+}
+
+// Roles for LoadData.
+const (
+	RoleAll        = -1 // everything: a whole run in one process
+	RoleAggregator = 0  // labels only
+)
+
+// LoadData reads (or generates) the data of cfg for a role: RoleAll,
+// RoleAggregator, or a party id 1..q (that party's columns only). PATH may
+// be a LIBSVM or CSV file, a folder of IDX files, a split folder written by
+// `asyrevel data split` (each party reads only its own file), or synthetic.
+func LoadData(cfg *TrainConfig, role int) (*Data, error) {
+	if cfg.Synthetic == nil && cfg.Data != "" {
+		if _, err := os.Stat(filepath.Join(cfg.Data, dataset.ManifestFile)); err == nil {
+			return loadSplit(cfg, role)
+		}
+	}
+	var tr, te *dataset.Dataset
+	var err error
+	switch {
+	case cfg.Synthetic != nil:
+		tr, te, err = dataset.Synthetic(*cfg.Synthetic)
+		if err == nil {
+			tr.Name = "synthetic"
+		}
+	case cfg.Data == "":
+		return nil, fmt.Errorf("%w: --data is required", ErrConfig)
+	case cfg.Preset != "":
+		if cfg.Test != "" {
+			return nil, fmt.Errorf("%w: --preset %s makes its own test split: drop --test", ErrConfig, cfg.Preset)
+		}
+		var p dataset.Preset
+		if p, err = dataset.LookupPreset(cfg.Preset); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		tr, te, err = p.Load(cfg.Data)
+	default:
+		tr, te, err = dataset.OpenPair(cfg.Data, cfg.Test)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if te != nil && te.Len() == 0 {
+		te = nil
+	}
+	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), Train: tr, Test: te}
+	d.IDHash = idHash(tr.IDs)
+	if role != RoleAll && role != RoleAggregator {
+		d.Train, d.Test = nil, nil
+	}
+	if role == RoleAll || role == RoleAggregator {
+		d.TrainY = tr.Y
+		if te != nil {
+			d.TestY = te.Y
+		}
+	}
+	if te != nil {
+		d.NTest = te.Len()
+	}
+	d.PartTrain, d.Blocks, err = dataset.VerticalSplit(tr.X, cfg.Parties)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	d.PartTest = make([]*dataset.Matrix, cfg.Parties)
+	for m, b := range d.Blocks {
+		if role != RoleAll && role != m+1 {
+			d.PartTrain[m] = nil
+			continue
+		}
+		if te != nil {
+			d.PartTest[m] = te.X.Columns(b.Lo, b.Hi)
+		}
+	}
+	return d, nil
+}
+
+// idHash fingerprints a list of sample ids ("" for none).
+func idHash(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// loadSplit reads a split folder for a role; see LoadData.
+func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
+	dir := cfg.Data
+	man, err := dataset.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Test != "" || cfg.Preset != "" {
+		return nil, fmt.Errorf("%w: %s is a split folder: it holds its own test set; drop --test and --preset", ErrConfig, dir)
+	}
+	if man.Q != cfg.Parties {
+		return nil, fmt.Errorf("%w: %s was split for %d parties, the run has --parties %d", ErrConfig, dir, man.Q, cfg.Parties)
+	}
+	d := &Data{Name: filepath.Base(filepath.Clean(dir)), Features: man.Features, Classes: man.Classes, Blocks: man.Blocks,
+		PartTrain: make([]*dataset.Matrix, man.Q), PartTest: make([]*dataset.Matrix, man.Q)}
+	for _, set := range man.Sets {
+		switch set.Split {
+		case "train":
+			d.NTrain = set.Samples
+		case "test":
+			d.NTest = set.Samples
+		}
+	}
+	for _, split := range []string{"train", "test"} {
+		var labels *dataset.Labels
+		var parts []*dataset.PartyData
+		if role == RoleAll || role == RoleAggregator {
+			e, ok := man.File(split, 0)
+			if !ok {
+				continue
+			}
+			if labels, err = dataset.LoadLabels(filepath.Join(dir, e.Name)); err != nil {
+				return nil, err
+			}
+			if split == "train" {
+				d.TrainY, d.IDHash = labels.Y, idHash(labels.IDs)
+			} else {
+				d.TestY = labels.Y
+			}
+		}
+		for m := 1; m <= man.Q; m++ {
+			if role != RoleAll && role != m {
+				continue
+			}
+			e, ok := man.File(split, m)
+			if !ok {
+				continue
+			}
+			p, err := dataset.LoadPartyFile(filepath.Join(dir, e.Name))
+			if err != nil {
+				return nil, err
+			}
+			if p.Party != m || p.Parties != man.Q || p.Block() != man.Blocks[m-1] {
+				return nil, fmt.Errorf("%w: %s is party %d of %d with columns [%d,%d), the manifest says party %d of %d",
+					dataset.ErrMismatch, e.Name, p.Party, p.Parties, p.Lo, p.Hi, m, man.Q)
+			}
+			parts = append(parts, p)
+			if split == "train" {
+				d.PartTrain[m-1] = p.X
+				if role == m {
+					d.IDHash = idHash(p.IDs)
+				}
+			} else {
+				d.PartTest[m-1] = p.X
+			}
+		}
+		if err := dataset.Align(labels, parts...); err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	if role == RoleAll || role == RoleAggregator {
+		if len(d.TrainY) == 0 {
+			return nil, fmt.Errorf("%w: %s has no training labels", dataset.ErrMismatch, dir)
+		}
+	}
+	return d, nil
+}
+
+// NewLocal builds a party's local model.
+func NewLocal(cfg *TrainConfig, d int, classes int) model.Local {
+	k := 1
+	if classes > 2 {
+		k = cfg.K
+	}
+	if cfg.Model == "mlp" {
+		return model.NewMLP(d, cfg.Hidden, k)
+	}
+	return model.NewLinear(d, k)
+}
+
+// NewHead builds the aggregator's head for q parties.
+func NewHead(cfg *TrainConfig, classes int) (model.Head, int) {
+	if classes <= 2 {
+		return model.NewLogistic(cfg.Parties), 1
+	}
+	return model.NewSoftmax(cfg.Parties*cfg.K, classes), cfg.K
+}
+
+// decay converts the configured decay scale (samples per party) into party steps.
+func (c *TrainConfig) schedule(n int) zoo.Schedule {
+	s := c.LRDecay
+	if s == 0 {
+		s = float64(n) / 2
+	}
+	if s < 0 {
+		return zoo.Schedule{Eta0: c.LR}
+	}
+	return zoo.Schedule{Eta0: c.LR, T0: max(s/float64(c.Batch), 1)}
+}
+
+// Prepare fills in defaults and checks the configuration. Train, Aggregate
+// and Participate call it; it is exported for command-line tools that want
+// to report errors before loading data.
+func (c *TrainConfig) Prepare() error { return c.defaults() }
+
+// budget is the number of answered requests after which the run stops.
+func (c *TrainConfig) budget(n int) (int64, error) {
+	maxSteps := c.MaxSteps
+	if c.Epochs > 0 {
+		s := int64(math.Ceil(c.Epochs * float64(n) / float64(c.Batch) * float64(c.Parties)))
+		if maxSteps == 0 || s < maxSteps {
+			maxSteps = s
+		}
+	}
+	if maxSteps == 0 && c.Duration == 0 && !c.StopAtTarget {
+		return 0, fmt.Errorf("%w: give --epochs, --duration or --steps", ErrConfig)
+	}
+	return maxSteps, nil
+}
+
+// NewAggregator builds the aggregator of a run from the labels of data.
+func NewAggregator(cfg *TrainConfig, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
+	dist, err := ParseAlgo(cfg.Algo)
+	if err != nil {
+		return nil, err
+	}
+	head, k := NewHead(cfg, data.Classes)
+	sched := cfg.schedule(data.NTrain)
+	maxSteps, err := cfg.budget(data.NTrain)
+	if err != nil {
+		return nil, err
+	}
+	headLR := cfg.HeadLR
+	if headLR == 0 {
+		headLR = cfg.LR
+	}
+	return aggregator.New(aggregator.Config{
+		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
+		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
+		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: headLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
+		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
+		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
+		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
+		Log: cfg.Log, OnPoint: onPoint,
+	})
+}
+
+// NewParty builds party m (1..q) of a run from its columns of data.
+func NewParty(cfg *TrainConfig, data *Data, m int) (*party.Party, error) {
+	dist, err := ParseAlgo(cfg.Algo)
+	if err != nil {
+		return nil, err
+	}
+	if m < 1 || m > cfg.Parties {
+		return nil, fmt.Errorf("%w: party id %d not in 1..%d", ErrConfig, m, cfg.Parties)
+	}
+	reg, err := model.ParseRegularizer(cfg.Reg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return party.New(party.Config{
+		Run: cfg.Run, ID: m,
+		Model: NewLocal(cfg, data.Blocks[m-1].Len(), data.Classes),
+		Train: data.PartTrain[m-1], Test: data.PartTest[m-1],
+		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.schedule(data.NTrain), IDHash: data.IDHash,
+		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
+		Log: cfg.Log,
+	})
+}
+
+// Train runs one AsyREVEL training in this process: it loads and splits the
+// data, starts the broker (an embedded JetStream server unless cfg.NATS
+// names one), the aggregator and the parties, each with a connection of its
+// own, runs until the configured end, and writes the outputs.
+func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
+	t0 := time.Now()
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log
+	data, err := LoadData(&cfg, RoleAll)
+	if err != nil {
+		return nil, err
+	}
+	logData(&cfg, data)
+	q := cfg.Parties
+	agg, err := NewAggregator(&cfg, data, newProgress(log, cfg.OnPoint).point)
+	if err != nil {
+		return nil, err
+	}
+	parties := make([]*party.Party, q)
+	for m := range parties {
+		if parties[m], err = NewParty(&cfg, data, m+1); err != nil {
+			return nil, err
+		}
+	}
+
+	net, err := openNetwork(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer net.close()
+	aggBus, err := net.connect(ctx, "aggregator")
+	if err != nil {
+		return nil, err
+	}
+	partyBus := make([]broker.Bus, q)
+	for m := range partyBus {
+		if partyBus[m], err = net.connect(ctx, fmt.Sprintf("party-%d", m+1)); err != nil {
+			return nil, err
+		}
+	}
+	setup := time.Since(t0)
+	g, gctx := errgroup.WithContext(ctx)
+	var res *aggregator.Result
+	g.Go(func() error {
+		var err error
+		res, err = agg.Run(gctx, aggBus)
+		return err
+	})
+	for m, p := range parties {
+		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, b := range append(partyBus, aggBus) {
+		if err := b.Close(); err != nil {
+			return nil, fmt.Errorf("closing connection: %w", err)
+		}
+	}
+	s := summarize(&cfg, data, res, net.name)
+	s.WallSeconds = time.Since(t0).Seconds()
+	s.SetupSeconds = setup.Seconds()
+	for _, p := range parties {
+		for r, v := range p.Stats().Rejected {
+			s.Rejected["party:"+r] += v
+		}
+	}
+	if s.Stream, err = net.counts(ctx, cfg.Run); err != nil {
+		return nil, err
+	}
+	if cfg.Out != "" {
+		if err := WriteOutputs(cfg.Out, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Aggregate runs only the aggregator of a run, connected to the broker at
+// cfg.NATS, for a run whose parties are separate processes.
+func Aggregate(ctx context.Context, cfg TrainConfig) (*Summary, error) {
+	t0 := time.Now()
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	data, err := LoadData(&cfg, RoleAggregator)
+	if err != nil {
+		return nil, err
+	}
+	logData(&cfg, data)
+	agg, err := NewAggregator(&cfg, data, newProgress(cfg.Log, cfg.OnPoint).point)
+	if err != nil {
+		return nil, err
+	}
+	net, err := openNetwork(ctx, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer net.close()
+	bus, err := net.connect(ctx, "aggregator")
+	if err != nil {
+		return nil, err
+	}
+	res, err := agg.Run(ctx, bus)
+	if err != nil {
+		bus.Close()
+		return nil, err
+	}
+	if err := bus.Close(); err != nil {
+		return nil, err
+	}
+	s := summarize(&cfg, data, res, net.name)
+	s.WallSeconds = time.Since(t0).Seconds()
+	if s.Stream, err = net.counts(ctx, cfg.Run); err != nil {
+		return nil, err
+	}
+	if cfg.Out != "" {
+		if err := WriteOutputs(cfg.Out, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Participate runs only party m of a run, connected to the broker at
+// cfg.NATS, until the aggregator stops the run.
+func Participate(ctx context.Context, cfg TrainConfig, m int) (party.Stats, error) {
+	if err := cfg.defaults(); err != nil {
+		return party.Stats{}, err
+	}
+	data, err := LoadData(&cfg, m)
+	if err != nil {
+		return party.Stats{}, err
+	}
+	p, err := NewParty(&cfg, data, m)
+	if err != nil {
+		return party.Stats{}, err
+	}
+	net, err := openNetwork(ctx, &cfg)
+	if err != nil {
+		return party.Stats{}, err
+	}
+	defer net.close()
+	bus, err := net.connect(ctx, fmt.Sprintf("party-%d", m))
+	if err != nil {
+		return party.Stats{}, err
+	}
+	err = p.Run(ctx, bus)
+	if cerr := bus.Close(); err == nil {
+		err = cerr
+	}
+	return p.Stats(), err
+}
+
+func logData(cfg *TrainConfig, data *Data) {
+	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
+		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
+		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
+		Str("lr", cfg.schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")
+}
+
+func summarize(cfg *TrainConfig, data *Data, res *aggregator.Result, bus string) *Summary {
+	s := &Summary{
+		Algo: cfg.Algo, Dataset: data.Name, Parties: cfg.Parties, Model: cfg.Model,
+		Steps: res.Steps, TrainSeconds: res.Training.Seconds(),
+		TrainLoss: res.Final.TrainLoss, TestAccuracy: res.Final.TestAccuracy, TestLoss: res.Final.TestLoss,
+		TimeToTarget: res.TimeToTarget, TargetAcc: cfg.TargetAcc,
+		BytesUp: res.BytesIn, BytesDown: res.BytesOut,
+		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
+		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
+		Rejected: map[string]int64{},
+		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
+		Bus: bus, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
+		Curve: res.Curve,
+	}
+	if s.TrainSeconds > 0 {
+		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
+	}
+	for _, v := range res.Received {
+		s.MessagesUp += v
+	}
+	for r, v := range res.Rejected {
+		s.MessagesUp += v
+		s.Rejected["aggregator:"+r] += v
+	}
+	s.rejectedOutputs = res.RejectedOutputs
+	for _, v := range res.Published {
+		s.MessagesDown += v
+	}
+	return s
+}
+
+// network is the broker a run talks through.
+type network struct {
+	name    string
+	hub     *broker.MemoryHub
+	srv     *broker.Server
+	url     string
+	cfg     *TrainConfig
+	tmp     string
+	audit   broker.Bus
+	cleanup []func()
+}
+
+func openNetwork(ctx context.Context, cfg *TrainConfig) (*network, error) {
+	n := &network{cfg: cfg}
+	if cfg.Bus == "memory" {
+		n.name = "memory"
+		n.hub = broker.NewMemoryHub()
+		return n, nil
+	}
+	if cfg.NATS != "" {
+		n.name, n.url = "jetstream-external", cfg.NATS
+		return n, nil
+	}
+	dir := cfg.StoreDir
+	if dir == "" && cfg.Out != "" {
+		dir = filepath.Join(cfg.Out, "stream")
+	}
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "asyrevel-store-")
+		if err != nil {
+			return nil, err
+		}
+		n.tmp, dir = tmp, tmp
+	}
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir})
+	if err != nil {
+		n.close()
+		return nil, fmt.Errorf("starting the embedded broker: %w", err)
+	}
+	n.srv, n.url = srv, srv.URL()
+	n.name = "jetstream-tcp"
+	if cfg.InProcess {
+		n.name = "jetstream-inprocess"
+	}
+	return n, nil
+}
+
+func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) {
+	if n.hub != nil {
+		return n.hub.Connect(name), nil
+	}
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+		URL: n.url, Server: n.srv, InProcess: n.cfg.InProcess && n.srv != nil,
+		Run: n.cfg.Run, Name: name,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connecting %s to the broker: %w", name, err)
+	}
+	return b, nil
+}
+
+// counts reads back how many messages of each kind the run's stream holds.
+func (n *network) counts(ctx context.Context, run string) (*StreamCounts, error) {
+	b, err := n.connect(ctx, "audit")
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	var c StreamCounts
+	for _, f := range []struct {
+		k schemas.Kind
+		p *uint64
+	}{{schemas.KindHello, &c.Hello}, {schemas.KindOutput, &c.Outputs}, {schemas.KindReply, &c.Replies}, {schemas.KindEval, &c.Evals}, {schemas.KindControl, &c.Control}} {
+		v, err := b.Count(ctx, schemas.Filter(run, f.k))
+		if err != nil {
+			return nil, fmt.Errorf("counting the stream: %w", err)
+		}
+		*f.p = v
+	}
+	return &c, nil
+}
+
+func (n *network) close() {
+	if n.srv != nil {
+		n.srv.Shutdown()
+	}
+	if n.tmp != "" {
+		os.RemoveAll(n.tmp)
+	}
+}

@@ -1,0 +1,165 @@
+package experiment
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// small is a synthetic problem that a linear model learns to about 95%.
+func small() *dataset.SyntheticConfig {
+	return &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
+}
+
+func testLog(t *testing.T) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	}
+	return zerolog.Nop()
+}
+
+// checkCounts compares the summary with what the stream holds.
+func checkCounts(t *testing.T, s *Summary) {
+	t.Helper()
+	if s.Stream == nil {
+		t.Fatal("no stream counts")
+	}
+	if int64(s.Stream.Outputs) != s.Outputs+s.rejectedOut() {
+		t.Errorf("stream holds %d PartyOutputs, aggregator consumed %d (+%d rejected)", s.Stream.Outputs, s.Outputs, s.rejectedOut())
+	}
+	if int64(s.Stream.Replies) != s.Replies || s.Replies != s.Steps {
+		t.Errorf("stream holds %d Replies, summary says %d replies for %d steps", s.Stream.Replies, s.Replies, s.Steps)
+	}
+	total := int64(s.Stream.Hello + s.Stream.Outputs + s.Stream.Evals)
+	if total != s.MessagesUp {
+		t.Errorf("stream holds %d messages from parties, summary says %d up", total, s.MessagesUp)
+	}
+	if down := int64(s.Stream.Replies + s.Stream.Control); down != s.MessagesDown {
+		t.Errorf("stream holds %d messages to parties, summary says %d down", down, s.MessagesDown)
+	}
+}
+
+func (s *Summary) rejectedOut() int64 { return s.rejectedOutputs }
+
+func TestTrainOverEmbeddedJetStream(t *testing.T) {
+	out := t.TempDir()
+	s, err := Train(context.Background(), TrainConfig{
+		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
+		Epochs: 30, Seed: 1, Out: out, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("accuracy %.4f, %d steps in %.2fs (%.0f steps/s), max staleness %d", s.TestAccuracy, s.Steps, s.TrainSeconds, s.StepsPerSec, s.MaxStaleness)
+	if s.Bus != "jetstream-tcp" {
+		t.Errorf("bus %q, want the embedded JetStream over TCP", s.Bus)
+	}
+	if s.TestAccuracy < 0.90 {
+		t.Errorf("test accuracy %.4f, want at least 0.90", s.TestAccuracy)
+	}
+	if len(s.Rejected) != 0 {
+		t.Errorf("rejections in a clean run: %v", s.Rejected)
+	}
+	checkCounts(t, s)
+	for _, f := range []string{"summary.json", "curve.csv", "curve.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestUniformDirectionsTrain(t *testing.T) {
+	s, err := Train(context.Background(), TrainConfig{
+		Synthetic: small(), Parties: 3, Algo: "asyrevel-uni", Batch: 16, Window: 1,
+		Epochs: 30, Seed: 2, Bus: "memory", Log: testLog(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TestAccuracy < 0.90 {
+		t.Errorf("test accuracy %.4f, want at least 0.90", s.TestAccuracy)
+	}
+	checkCounts(t, s)
+}
+
+// TestBadMessagesAreRejected has a rogue client publish, on party 2's
+// subject in the middle of a run, a malformed message, one with wrong
+// dimensions, one with NaN, a forged party id and a replayed sequence:
+// each is rejected and counted, and the run finishes and learns.
+func TestBadMessagesAreRejected(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	const run = "rogue"
+	rogue, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: srv.URL(), Run: run, Name: "rogue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+
+	c := schemas.NewCodec()
+	msg := func(party uint16, seq uint64, ids []uint32, cs, chat []float64) []byte {
+		b, err := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: party, Seq: seq}, IDs: ids, C: cs, CHat: chat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), b...)
+	}
+	bad := map[string][]byte{
+		"decode":    []byte("\x96\x01\x02garbage"),
+		"shape":     msg(2, 1<<40, []uint32{1, 2}, []float64{0.1}, []float64{0.1, 0.2}),
+		"nonfinite": msg(2, 1<<40, []uint32{1}, []float64{math.NaN()}, []float64{0.1}),
+		"party":     msg(3, 1<<40, []uint32{1}, []float64{0.1}, []float64{0.1}),
+		"replay":    msg(2, 1, []uint32{1}, []float64{0.1}, []float64{0.1}),
+	}
+	injected := make(chan error, 1)
+	first := true
+	onPoint := func(aggregator.Point) {
+		if !first {
+			return
+		}
+		first = false
+		go func() {
+			for _, data := range bad {
+				if err := rogue.Publish(ctx, &broker.Message{Subject: schemas.Subject(run, schemas.KindOutput, 2), Data: data}); err != nil {
+					injected <- err
+					return
+				}
+			}
+			injected <- rogue.Flush(ctx)
+		}()
+	}
+	s, err := Train(ctx, TrainConfig{
+		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
+		Epochs: 30, Seed: 1, NATS: srv.URL(), Run: run, Log: testLog(t), OnPoint: onPoint,
+		EvalEvery: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-injected; err != nil {
+		t.Fatal(err)
+	}
+	for reason := range bad {
+		if s.Rejected["aggregator:"+reason] != 1 {
+			t.Errorf("%s: rejected %v, want exactly one", reason, s.Rejected)
+		}
+	}
+	if s.TestAccuracy < 0.90 {
+		t.Errorf("test accuracy %.4f after rejections, want at least 0.90", s.TestAccuracy)
+	}
+	checkCounts(t, s)
+}

@@ -1,0 +1,20 @@
+// Package party is a party's runtime: it holds one organisation's columns of
+// the data and its private local model, and takes AsyREVEL's zeroth-order
+// steps.
+//
+// A party never sends its features, its parameters or its directions. Per
+// step it draws a direction u from its private RNG and a batch B of sample
+// ids, evaluates its black-box model at w and at w + mu u, and publishes
+// PartyOutput{B, c, c_hat}. On the reply it updates
+//
+//	w <- w - eta (phi/mu) [mean_i(h_bar_i - h_i) + lambda (g(w + mu u) - g(w))] u
+//
+// with phi = 1 for Gaussian and d for unit-sphere directions. Window
+// requests may be in flight (1 is the paper's algorithm); replies arrive in
+// request order and are matched by sequence number.
+//
+// Before training it publishes its outputs for every training sample (the
+// aggregator's table starts full) and on request it publishes outputs for
+// the training and test sets (evaluation). It talks to the aggregator only
+// through a broker.Bus and shares only the schemas package with it.
+package party

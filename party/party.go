@@ -1,0 +1,491 @@
+package party
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("party: bad config")
+
+// DefaultChunk is the number of samples per EvalOutput.
+const DefaultChunk = 2048
+
+// Config is everything a party holds: its slice of the data, its private
+// model and the zeroth-order step settings. Nothing here leaves the party
+// except through the outputs of Model.Forward.
+type Config struct {
+	Run    string
+	ID     int             // party id, 1..q
+	Model  model.Local     // black box: only Forward is called
+	Train  *dataset.Matrix // this party's columns of the training samples
+	Test   *dataset.Matrix // this party's columns of the test samples; may be nil
+	Params []float64       // initial parameters; nil = Model.Init
+
+	Reg    model.Regularizer // g; nil = none
+	Lambda float64
+	Dist   zoo.Dist
+	Mu     float64
+	LR     zoo.Schedule // step size by the party's own step count
+	Batch  int          // samples per request (default 1)
+	Window int          // requests in flight (default 1, the paper's algorithm)
+	Seed   uint64       // private RNG seed (directions and sampling)
+	Chunk  int          // samples per EvalOutput (default DefaultChunk)
+	IDHash string       // fingerprint of the training sample ids, sent in Hello
+
+	Log zerolog.Logger
+}
+
+// Stats counts what a party did.
+type Stats struct {
+	Steps       int64            // updates applied
+	Requests    int64            // PartyOutputs published
+	MessagesUp  int64            // every message published
+	BytesUp     int64            // payload bytes published
+	Replies     int64            // replies accepted
+	MessagesIn  int64            // deliveries received (replies and controls)
+	BytesIn     int64            // payload bytes received
+	Rejected    map[string]int64 // rejected deliveries by reason
+	MaxDelay    int              // most own updates between a request and its reply
+	LastRequest time.Time
+}
+
+type pending struct {
+	seq     uint64
+	ids     []uint32
+	u       []float64
+	regDiff float64
+}
+
+// Party is one party's runtime. Create it with New, then Run it.
+type Party struct {
+	cfg Config
+	k   int
+	phi float64
+
+	mu   sync.Mutex // guards everything below; held by the handler and by Run's setup
+	w    []float64
+	wp   []float64 // w + mu u scratch
+	rng  *rand.Rand
+	seq  uint64 // last sequence number published
+	t    int    // steps taken
+	ring []pending
+	head int // oldest pending request
+	n    int // requests in flight
+	out  schemas.PartyOutput
+	rep  schemas.Reply
+	ctl  schemas.Control
+	ev   schemas.EvalOutput
+	rows []uint32
+	enc  *schemas.Codec
+	dec  *schemas.Codec
+	msg  broker.Message
+
+	stats    Stats
+	started  bool
+	stopping bool
+	done     chan struct{}
+	err      error
+	bus      broker.Bus
+	ctx      context.Context
+}
+
+// New checks cfg and prepares a party.
+func New(cfg Config) (*Party, error) {
+	if err := schemas.CheckRun(cfg.Run); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.ID < 1 || cfg.ID > schemas.MaxParties {
+		return nil, fmt.Errorf("%w: party id %d not in 1..%d", ErrConfig, cfg.ID, schemas.MaxParties)
+	}
+	if cfg.Model == nil || cfg.Train == nil || cfg.Train.NRows == 0 {
+		return nil, fmt.Errorf("%w: party %d needs a model and training rows", ErrConfig, cfg.ID)
+	}
+	if cfg.Train.NCols != cfg.Model.InDim() || (cfg.Test != nil && cfg.Test.NCols != cfg.Model.InDim()) {
+		return nil, fmt.Errorf("%w: party %d: data has %d columns, model takes %d", ErrConfig, cfg.ID, cfg.Train.NCols, cfg.Model.InDim())
+	}
+	if cfg.Mu <= 0 || cfg.LR.Eta0 <= 0 || cfg.LR.T0 < 0 || cfg.Lambda < 0 {
+		return nil, fmt.Errorf("%w: mu=%g lr=%g t0=%g lambda=%g", ErrConfig, cfg.Mu, cfg.LR.Eta0, cfg.LR.T0, cfg.Lambda)
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 1
+	}
+	if cfg.Window == 0 {
+		cfg.Window = 1
+	}
+	if cfg.Chunk == 0 {
+		cfg.Chunk = DefaultChunk
+	}
+	if cfg.Batch < 0 || cfg.Window < 0 || cfg.Chunk < 0 {
+		return nil, fmt.Errorf("%w: batch %d, window %d, chunk %d", ErrConfig, cfg.Batch, cfg.Window, cfg.Chunk)
+	}
+	np := cfg.Model.NumParams()
+	p := &Party{
+		cfg:  cfg,
+		k:    cfg.Model.OutDim(),
+		phi:  cfg.Dist.Phi(np),
+		w:    make([]float64, np),
+		wp:   make([]float64, np),
+		rng:  rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		ring: make([]pending, cfg.Window),
+		enc:  schemas.NewCodec(),
+		dec:  schemas.NewCodec(),
+		done: make(chan struct{}),
+	}
+	if cfg.Params != nil {
+		if len(cfg.Params) != np {
+			return nil, fmt.Errorf("%w: %d initial parameters, model has %d", ErrConfig, len(cfg.Params), np)
+		}
+		copy(p.w, cfg.Params)
+	} else {
+		cfg.Model.Init(p.w, p.rng)
+	}
+	for i := range p.ring {
+		p.ring[i].ids = make([]uint32, cfg.Batch)
+		p.ring[i].u = make([]float64, np)
+	}
+	p.out.Version, p.out.Party = schemas.Version, uint16(cfg.ID)
+	p.out.C = make([]float64, cfg.Batch*p.k)
+	p.out.CHat = make([]float64, cfg.Batch*p.k)
+	p.ev.Version, p.ev.Party = schemas.Version, uint16(cfg.ID)
+	p.ev.C = make([]float64, cfg.Chunk*p.k)
+	p.rows = make([]uint32, cfg.Chunk)
+	p.stats.Rejected = map[string]int64{}
+	return p, nil
+}
+
+// Params returns a copy of the current parameters.
+func (p *Party) Params() []float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]float64(nil), p.w...)
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Party) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Rejected = make(map[string]int64, len(p.stats.Rejected))
+	for k, v := range p.stats.Rejected {
+		s.Rejected[k] = v
+	}
+	return s
+}
+
+// Run joins the run on bus, sends the initial pass over the training set,
+// steps on Start and answers eval requests until the aggregator says Stop or
+// ctx is done. It returns nil after Stop.
+func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
+	run, m := p.cfg.Run, p.cfg.ID
+	p.mu.Lock()
+	p.bus, p.ctx = bus, ctx
+	p.mu.Unlock()
+	sub, err := bus.Subscribe(ctx,
+		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
+		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m)}, p.handle)
+	if err != nil {
+		return fmt.Errorf("party %d: subscribe: %w", m, err)
+	}
+	defer sub.Close()
+
+	p.mu.Lock()
+	err = p.hello()
+	if err == nil {
+		err = p.sendSplit(schemas.SplitInit, 0)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("party %d: %w", m, err)
+	}
+	if err := bus.Flush(ctx); err != nil {
+		return fmt.Errorf("party %d: flush: %w", m, err)
+	}
+	p.cfg.Log.Debug().Int("party", m).Int("samples", p.cfg.Train.NRows).Msg("joined; initial pass sent")
+
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p.mu.Lock()
+	err = p.err
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := bus.Flush(ctx); err != nil {
+		return fmt.Errorf("party %d: flush: %w", m, err)
+	}
+	return nil
+}
+
+func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
+	p.seq++
+	msg.Head().Seq = p.seq
+	data, err := p.enc.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	p.msg.Subject = schemas.Subject(p.cfg.Run, k, p.cfg.ID)
+	p.msg.ID = schemas.MsgID(p.cfg.Run, p.cfg.ID, p.seq)
+	p.msg.Data = data
+	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
+		return fmt.Errorf("publish %s: %w", k, err)
+	}
+	p.stats.MessagesUp++
+	p.stats.BytesUp += int64(len(data))
+	return nil
+}
+
+func (p *Party) hello() error {
+	h := &schemas.Hello{
+		Header: schemas.Header{Version: schemas.Version, Party: uint16(p.cfg.ID)},
+		Model:  modelName(p.cfg.Model),
+		InDim:  uint32(p.cfg.Model.InDim()),
+		OutDim: uint32(p.k),
+		NTrain: uint32(p.cfg.Train.NRows),
+		IDHash: p.cfg.IDHash,
+	}
+	if p.cfg.Test != nil {
+		h.NTest = uint32(p.cfg.Test.NRows)
+	}
+	return p.publish(schemas.KindHello, h)
+}
+
+func modelName(m model.Local) string {
+	type namer interface{ Name() string }
+	if n, ok := m.(namer); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", m)
+}
+
+// sendSplit publishes the party's outputs for every sample of a split.
+func (p *Party) sendSplit(s schemas.Split, round uint32) error {
+	x := p.cfg.Train
+	if s == schemas.SplitTest {
+		x = p.cfg.Test
+	}
+	if x == nil {
+		return nil
+	}
+	p.ev.Round, p.ev.Split, p.ev.Total = round, s, uint32(x.NRows)
+	for first := 0; first < x.NRows; first += p.cfg.Chunk {
+		n := min(p.cfg.Chunk, x.NRows-first)
+		rows := p.rows[:n]
+		for j := range rows {
+			rows[j] = uint32(first + j)
+		}
+		p.ev.First = uint32(first)
+		p.ev.C = p.ev.C[:n*p.k]
+		p.cfg.Model.Forward(p.w, x, rows, p.ev.C)
+		if err := p.checkOutputs(p.ev.C, nil); err != nil {
+			return err
+		}
+		if err := p.publish(schemas.KindEval, &p.ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// request prepares and publishes the next PartyOutput.
+func (p *Party) request() error {
+	slot := p.prepare()
+	if err := p.checkOutputs(p.out.C, p.out.CHat); err != nil {
+		return err
+	}
+	if err := p.publish(schemas.KindOutput, &p.out); err != nil {
+		return err
+	}
+	slot.seq = p.seq
+	p.n++
+	p.stats.Requests++
+	return nil
+}
+
+// prepare draws a direction and a batch into the next free slot and
+// evaluates the model at w and at w + mu u into p.out. It does not allocate.
+func (p *Party) prepare() *pending {
+	slot := &p.ring[(p.head+p.n)%len(p.ring)]
+	n := p.cfg.Train.NRows
+	for j := range slot.ids {
+		slot.ids[j] = uint32(p.rng.IntN(n))
+	}
+	p.cfg.Dist.Draw(p.rng, slot.u)
+	zoo.Perturb(p.wp, p.w, slot.u, p.cfg.Mu)
+	p.cfg.Model.Forward(p.w, p.cfg.Train, slot.ids, p.out.C)
+	p.cfg.Model.Forward(p.wp, p.cfg.Train, slot.ids, p.out.CHat)
+	slot.regDiff = 0
+	if p.cfg.Reg != nil && p.cfg.Lambda != 0 {
+		slot.regDiff = p.cfg.Lambda * (p.cfg.Reg.Value(p.wp) - p.cfg.Reg.Value(p.w))
+	}
+	p.out.IDs = slot.ids
+	return slot
+}
+
+// apply consumes the reply to the oldest request in flight:
+// w <- w - eta (phi/mu) [mean(h_bar - h) + lambda (g(w+mu u) - g(w))] u.
+func (p *Party) apply(r *schemas.Reply) error {
+	if p.n == 0 {
+		return fmt.Errorf("%w: reply to %d with no request in flight", schemas.ErrState, r.ReqSeq)
+	}
+	slot := &p.ring[p.head]
+	if r.ReqSeq != slot.seq {
+		return fmt.Errorf("%w: reply to %d, oldest request in flight is %d", schemas.ErrReplay, r.ReqSeq, slot.seq)
+	}
+	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids)}); err != nil {
+		return err
+	}
+	var diff float64
+	if len(r.Delta) > 0 {
+		for _, d := range r.Delta {
+			diff += d
+		}
+	} else {
+		for i, h := range r.H {
+			diff += r.HBar[i] - h
+		}
+	}
+	diff = diff/float64(len(slot.ids)) + slot.regDiff
+	eta := p.cfg.LR.At(p.t)
+	zoo.AddScaled(p.w, -eta*p.phi/p.cfg.Mu*diff, slot.u)
+	p.t++
+	p.stats.Steps++
+	p.stats.Replies++
+	if d := p.n - 1; d > p.stats.MaxDelay {
+		p.stats.MaxDelay = d
+	}
+	p.head = (p.head + 1) % len(p.ring)
+	p.n--
+	return nil
+}
+
+// ErrModel reports a local model that failed or produced non-finite outputs.
+var ErrModel = errors.New("party: local model failed")
+
+// checkOutputs stops the party, rather than publishing what the aggregator
+// would reject, when the model failed (an external model's Err) or gave a
+// non-finite output (a diverging step size, say).
+func (p *Party) checkOutputs(a, b []float64) error {
+	if f, ok := p.cfg.Model.(model.Failer); ok {
+		if err := f.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrModel, err)
+		}
+	}
+	for _, x := range [2][]float64{a, b} {
+		for i, v := range x {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("%w: output %d is %v (diverging? try a smaller --lr)", ErrModel, i, v)
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Party) reject(err error) {
+	r := schemas.Reason(err)
+	p.stats.Rejected[r]++
+	p.cfg.Log.Warn().Int("party", p.cfg.ID).Str("reason", r).Err(err).Msg("rejected message")
+}
+
+func (p *Party) fail(err error) {
+	if p.err == nil {
+		p.err = fmt.Errorf("party %d: %w", p.cfg.ID, err)
+		close(p.done)
+	}
+}
+
+// handle is the subscription's handler: replies and controls, in order.
+func (p *Party) handle(ctx context.Context, d broker.Delivery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer d.Ack()
+	if p.err != nil || p.stopping {
+		return
+	}
+	data := d.Data()
+	p.stats.MessagesIn++
+	p.stats.BytesIn += int64(len(data))
+	kind, _, err := schemas.ParseSubject(p.cfg.Run, d.Subject())
+	if err != nil {
+		p.reject(err)
+		return
+	}
+	switch kind {
+	case schemas.KindReply:
+		if err := p.dec.Unmarshal(data, &p.rep); err != nil {
+			p.reject(err)
+			return
+		}
+		if err := p.apply(&p.rep); err != nil {
+			p.reject(err)
+			return
+		}
+		if !p.stopping {
+			if err := p.request(); err != nil {
+				p.fail(err)
+			}
+		}
+	case schemas.KindControl:
+		if err := p.dec.Unmarshal(data, &p.ctl); err != nil {
+			p.reject(err)
+			return
+		}
+		if err := p.ctl.Validate(schemas.Limits{}); err != nil {
+			p.reject(err)
+			return
+		}
+		p.control(&p.ctl)
+	default:
+		p.reject(fmt.Errorf("%w: %s on a party's subscription", schemas.ErrSubject, kind))
+	}
+}
+
+func (p *Party) control(c *schemas.Control) {
+	switch c.Op {
+	case schemas.CtlStart:
+		if p.started {
+			return
+		}
+		p.started = true
+		for p.n < p.cfg.Window {
+			if err := p.request(); err != nil {
+				p.fail(err)
+				return
+			}
+		}
+	case schemas.CtlEval:
+		for _, s := range []struct {
+			bit   uint8
+			split schemas.Split
+		}{{schemas.EvalTrain, schemas.SplitTrain}, {schemas.EvalTest, schemas.SplitTest}} {
+			if c.Splits&s.bit != 0 {
+				if err := p.sendSplit(s.split, c.Round); err != nil {
+					p.fail(err)
+					return
+				}
+			}
+		}
+	case schemas.CtlCheckpoint:
+		p.cfg.Log.Debug().Int("party", p.cfg.ID).Msg("checkpoint requested (not implemented)")
+	case schemas.CtlStop:
+		p.stopping = true
+		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
+		close(p.done)
+	}
+}

@@ -1,0 +1,218 @@
+package party
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+type sink struct {
+	broker.Bus
+	n int
+}
+
+func (s *sink) Publish(context.Context, *broker.Message) error { s.n++; return nil }
+
+// dense builds an n x d CSR matrix with entries i+j+1.
+func dense(n, d int) *dataset.Matrix {
+	m := &dataset.Matrix{NRows: n, NCols: d, Indptr: make([]int64, n+1)}
+	for i := 0; i < n; i++ {
+		for j := 0; j < d; j++ {
+			m.Indices = append(m.Indices, int32(j))
+			m.Values = append(m.Values, float32((i+j)%5)/5)
+		}
+		m.Indptr[i+1] = int64(len(m.Indices))
+	}
+	return m
+}
+
+func newTest(t testing.TB, batch, window int, dist zoo.Dist) (*Party, *sink) {
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6),
+		Reg: model.Nonconvex{}, Lambda: 1e-2, Dist: dist, Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1},
+		Batch: batch, Window: window, Seed: 7, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	return p, s
+}
+
+func TestApplyIsTheZOStep(t *testing.T) {
+	for _, dist := range []zoo.Dist{zoo.Gaussian, zoo.Sphere} {
+		t.Run(dist.String(), func(t *testing.T) {
+			p, _ := newTest(t, 3, 1, dist)
+			copy(p.w, []float64{0.1, -0.2, 0.3, 0, 0.5, -1})
+			if err := p.request(); err != nil {
+				t.Fatal(err)
+			}
+			w0 := append([]float64(nil), p.w...)
+			u := append([]float64(nil), p.ring[0].u...)
+			// c_hat - c must be mu * u^T x for a linear model.
+			for j, id := range p.out.IDs {
+				idx, val := p.cfg.Train.Row(int(id))
+				var ux float64
+				for t, c := range idx {
+					ux += u[c] * float64(val[t])
+				}
+				if d := p.out.CHat[j] - p.out.C[j]; math.Abs(d-1e-3*ux) > 1e-12 {
+					t.Fatalf("c_hat - c = %v, want mu u.x = %v", d, 1e-3*ux)
+				}
+			}
+			rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}, ReqSeq: p.ring[0].seq,
+				H: []float64{0.5, 0.6, 0.7}, HBar: []float64{0.501, 0.598, 0.7}}
+			if err := p.apply(rep); err != nil {
+				t.Fatal(err)
+			}
+			wp := make([]float64, len(w0))
+			zoo.Perturb(wp, w0, u, 1e-3)
+			reg := model.Nonconvex{}
+			diff := (0.001-0.002+0)/3 + 1e-2*(reg.Value(wp)-reg.Value(w0))
+			coef := 0.1 * dist.Phi(len(w0)) / 1e-3 * diff
+			for j := range w0 {
+				if want := w0[j] - coef*u[j]; math.Abs(p.w[j]-want) > 1e-12 {
+					t.Fatalf("w[%d] = %v, want %v", j, p.w[j], want)
+				}
+			}
+			if p.t != 1 || p.n != 0 {
+				t.Fatalf("t=%d in flight=%d", p.t, p.n)
+			}
+		})
+	}
+}
+
+func TestApplyRejects(t *testing.T) {
+	p, _ := newTest(t, 2, 2, zoo.Gaussian)
+	for range 2 {
+		if err := p.request(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := p.ring[0].seq, p.ring[1].seq
+	h := schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}
+	cases := []struct {
+		name string
+		r    schemas.Reply
+		want error
+	}{
+		{"out of order", schemas.Reply{Header: h, ReqSeq: second, Delta: []float64{0, 0}}, schemas.ErrReplay},
+		{"unknown", schemas.Reply{Header: h, ReqSeq: 999, Delta: []float64{0, 0}}, schemas.ErrReplay},
+		{"wrong batch", schemas.Reply{Header: h, ReqSeq: first, Delta: []float64{0}}, schemas.ErrShape},
+		{"nan", schemas.Reply{Header: h, ReqSeq: first, Delta: []float64{0, math.NaN()}}, schemas.ErrNonFinite},
+		{"other party", schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 3, Seq: 1}, ReqSeq: first, Delta: []float64{0, 0}}, schemas.ErrParty},
+	}
+	w := append([]float64(nil), p.w...)
+	for _, tc := range cases {
+		if err := p.apply(&tc.r); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	for j := range w {
+		if p.w[j] != w[j] {
+			t.Fatal("a rejected reply changed the parameters")
+		}
+	}
+	if err := p.apply(&schemas.Reply{Header: h, ReqSeq: first, Delta: []float64{0.1, 0.1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.apply(&schemas.Reply{Header: h, ReqSeq: second, Delta: []float64{0.1, 0.1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.apply(&schemas.Reply{Header: h, ReqSeq: second + 1, Delta: []float64{0.1, 0.1}}); !errors.Is(err, schemas.ErrState) {
+		t.Fatalf("reply with nothing in flight: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	good := Config{Run: "t", ID: 1, Model: model.NewLinear(6, 1), Train: dense(5, 6), Mu: 1e-3, LR: zoo.Schedule{Eta0: 1}}
+	cases := map[string]func(c *Config){
+		"bad run":     func(c *Config) { c.Run = "a.b" },
+		"id 0":        func(c *Config) { c.ID = 0 },
+		"no model":    func(c *Config) { c.Model = nil },
+		"wrong width": func(c *Config) { c.Model = model.NewLinear(5, 1) },
+		"mu 0":        func(c *Config) { c.Mu = 0 },
+		"bad params":  func(c *Config) { c.Params = []float64{1} },
+		"neg batch":   func(c *Config) { c.Batch = -1 },
+		"wrong test":  func(c *Config) { c.Test = dense(3, 4) },
+		"neg lambda":  func(c *Config) { c.Lambda = -1 },
+		"empty train": func(c *Config) { c.Train = &dataset.Matrix{NCols: 6, Indptr: []int64{0}} },
+	}
+	if _, err := New(good); err != nil {
+		t.Fatal(err)
+	}
+	for name, mod := range cases {
+		c := good
+		mod(&c)
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: got %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+func TestStepDoesNotAllocate(t *testing.T) {
+	p, _ := newTest(t, 16, 1, zoo.Gaussian)
+	c := schemas.NewCodec()
+	rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}, Delta: make([]float64, 16)}
+	allocs := testing.AllocsPerRun(200, func() { step(p, c, rep) })
+	if allocs != 0 {
+		t.Fatalf("%v allocations per step, want 0", allocs)
+	}
+}
+
+// step is the party's hot path without the transport: prepare a request,
+// encode it, then decode and apply its reply.
+func step(p *Party, c *schemas.Codec, rep *schemas.Reply) {
+	slot := p.prepare()
+	p.seq++
+	p.out.Seq = p.seq
+	if _, err := p.enc.Marshal(&p.out); err != nil {
+		panic(err)
+	}
+	slot.seq = p.seq
+	p.n++
+	rep.ReqSeq = p.seq
+	data, _ := c.Marshal(rep)
+	if err := p.dec.Unmarshal(data, &p.rep); err != nil {
+		panic(err)
+	}
+	if err := p.apply(&p.rep); err != nil {
+		panic(err)
+	}
+}
+
+func BenchmarkStep(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		m     model.Local
+		d     int
+		batch int
+	}{
+		{"linear-d16/batch=1", model.NewLinear(16, 1), 16, 1},
+		{"linear-d16/batch=64", model.NewLinear(16, 1), 16, 64},
+		{"mlp-d98/batch=1", model.NewMLP(98, 128, 1), 98, 1},
+		{"mlp-d98/batch=64", model.NewMLP(98, 128, 1), 98, 64},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, err := New(Config{Run: "t", ID: 2, Model: tc.m, Train: dense(1000, tc.d), Reg: model.Nonconvex{}, Lambda: 1e-4,
+				Mu: 1e-3, LR: zoo.Schedule{Eta0: 1e-3}, Batch: tc.batch, Seed: 1, Log: zerolog.Nop()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := schemas.NewCodec()
+			rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}, Delta: make([]float64, tc.batch)}
+			b.ReportAllocs()
+			for b.Loop() {
+				step(p, c, rep)
+			}
+		})
+	}
+}

@@ -1,0 +1,425 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// MaxMessageSize bounds an encoded message; larger input is rejected before
+// it is decoded.
+const MaxMessageSize = 8 << 20
+
+// Field counts of the msgpack arrays (header fields included). A decoder
+// accepts more fields than it knows (a newer minor revision) and skips them.
+const (
+	fieldsHello   = 10
+	fieldsOutput  = 6
+	fieldsReply   = 8
+	fieldsEval    = 8
+	fieldsControl = 7
+)
+
+// Codec encodes and decodes messages. Each message is a msgpack array whose
+// first three elements are the Header; float vectors are msgpack bin blobs
+// of little-endian IEEE-754 float64, sample ids bin blobs of little-endian
+// uint32. A Codec reuses its buffers: the slice returned by Marshal is valid
+// until the next Marshal, and Unmarshal reuses the slices of the message it
+// decodes into. A Codec is not safe for concurrent use; use one per
+// goroutine.
+type Codec struct {
+	buf  bytes.Buffer
+	enc  *msgpack.Encoder
+	rd   bytes.Reader
+	dec  *msgpack.Decoder
+	data []byte // message being decoded
+	err  error  // first encoding error
+}
+
+// NewCodec returns a Codec ready for use.
+func NewCodec() *Codec {
+	c := &Codec{}
+	c.enc = msgpack.NewEncoder(&c.buf)
+	c.dec = msgpack.NewDecoder(&c.rd)
+	return c
+}
+
+// Marshal encodes m. The result is valid until the next call on c.
+func (c *Codec) Marshal(m Message) ([]byte, error) {
+	c.buf.Reset()
+	c.err = nil
+	m.encode(c)
+	if c.err != nil {
+		return nil, fmt.Errorf("schemas: encoding %s: %w", m.Kind(), c.err)
+	}
+	return c.buf.Bytes(), nil
+}
+
+// Unmarshal decodes data into m, reusing m's slices. It returns an error
+// wrapping ErrDecode for anything that is not a well-formed message of m's
+// kind; it does not Validate.
+func (c *Codec) Unmarshal(data []byte, m Message) error {
+	if len(data) > MaxMessageSize {
+		return fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrDecode, m.Kind(), len(data), MaxMessageSize)
+	}
+	c.data = data
+	c.rd.Reset(data)
+	c.dec.Reset(&c.rd)
+	err := m.decode(c)
+	c.data = nil
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrDecode, m.Kind(), err)
+	}
+	if c.rd.Len() != 0 {
+		return fmt.Errorf("%w: %s: %d trailing bytes", ErrDecode, m.Kind(), c.rd.Len())
+	}
+	return nil
+}
+
+// encoding helpers: the first error sticks in c.err.
+
+func (c *Codec) check(err error) {
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+}
+
+func (c *Codec) head(n int, h *Header) {
+	c.check(c.enc.EncodeArrayLen(n))
+	c.uint(uint64(h.Version))
+	c.uint(uint64(h.Party))
+	c.uint(h.Seq)
+}
+
+func (c *Codec) uint(v uint64) { c.check(c.enc.EncodeUint(v)) }
+
+func (c *Codec) str(s string) { c.check(c.enc.EncodeString(s)) }
+
+func (c *Codec) floats(v []float64) {
+	c.check(c.enc.EncodeBytesLen(8 * len(v)))
+	c.buf.Grow(8 * len(v))
+	b := c.buf.AvailableBuffer()
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	c.buf.Write(b)
+}
+
+func (c *Codec) ids(v []uint32) {
+	c.check(c.enc.EncodeBytesLen(4 * len(v)))
+	c.buf.Grow(4 * len(v))
+	b := c.buf.AvailableBuffer()
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, x)
+	}
+	c.buf.Write(b)
+}
+
+// decoding helpers
+
+// array reads the array header and returns how many unknown trailing fields
+// to skip.
+func (c *Codec) array(want int, h *Header) (extra int, err error) {
+	n, err := c.dec.DecodeArrayLen()
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("empty array")
+	}
+	v, err := c.dec.DecodeUint64()
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxUint16 {
+		return 0, fmt.Errorf("version %d out of range", v)
+	}
+	h.Version = uint16(v)
+	if h.Version != Version {
+		// Another version may lay out its fields differently: stop here,
+		// Validate reports the version.
+		return -1, nil
+	}
+	if n < want {
+		return 0, fmt.Errorf("array of %d fields, want %d", n, want)
+	}
+	if h.Party, err = c.u16(); err != nil {
+		return 0, err
+	}
+	if h.Seq, err = c.dec.DecodeUint64(); err != nil {
+		return 0, err
+	}
+	return n - want, nil
+}
+
+// skip discards unknown trailing fields; for a message of another version it
+// discards everything.
+func (c *Codec) skip(extra int) error {
+	if extra < 0 {
+		c.rd.Reset(nil)
+		return nil
+	}
+	for ; extra > 0; extra-- {
+		if err := c.dec.Skip(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Codec) u16() (uint16, error) {
+	v, err := c.dec.DecodeUint64()
+	if err == nil && v > math.MaxUint16 {
+		err = fmt.Errorf("%d out of uint16 range", v)
+	}
+	return uint16(v), err
+}
+
+func (c *Codec) u8() (uint8, error) {
+	v, err := c.dec.DecodeUint64()
+	if err == nil && v > math.MaxUint8 {
+		err = fmt.Errorf("%d out of uint8 range", v)
+	}
+	return uint8(v), err
+}
+
+func (c *Codec) u32() (uint32, error) {
+	v, err := c.dec.DecodeUint64()
+	if err == nil && v > math.MaxUint32 {
+		err = fmt.Errorf("%d out of uint32 range", v)
+	}
+	return uint32(v), err
+}
+
+func (c *Codec) str64(limit int) (string, error) {
+	s, err := c.dec.DecodeString()
+	if err == nil && len(s) > limit {
+		err = fmt.Errorf("string of %d bytes exceeds %d", len(s), limit)
+	}
+	return s, err
+}
+
+// blob returns the next bin field as a slice of the message being decoded.
+func (c *Codec) blob(unit int) ([]byte, error) {
+	n, err := c.dec.DecodeBytesLen()
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	if n > c.rd.Len() {
+		return nil, fmt.Errorf("blob of %d bytes with %d left", n, c.rd.Len())
+	}
+	if n%unit != 0 {
+		return nil, fmt.Errorf("blob of %d bytes is not a multiple of %d", n, unit)
+	}
+	start := len(c.data) - c.rd.Len()
+	b := c.data[start : start+n]
+	if _, err := c.rd.Seek(int64(n), 1); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (c *Codec) readFloats(dst []float64) ([]float64, error) {
+	b, err := c.blob(8)
+	if err != nil {
+		return dst[:0], err
+	}
+	n := len(b) / 8
+	if cap(dst) < n {
+		dst = make([]float64, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return dst, nil
+}
+
+func (c *Codec) readIDs(dst []uint32) ([]uint32, error) {
+	b, err := c.blob(4)
+	if err != nil {
+		return dst[:0], err
+	}
+	n := len(b) / 4
+	if cap(dst) < n {
+		dst = make([]uint32, n)
+	}
+	dst = dst[:n]
+	for i := range dst {
+		dst[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return dst, nil
+}
+
+// Per-message encoding and decoding.
+
+func (m *Hello) encode(c *Codec) {
+	c.head(fieldsHello, &m.Header)
+	c.str(m.Model)
+	c.uint(uint64(m.InDim))
+	c.uint(uint64(m.OutDim))
+	c.uint(uint64(m.NTrain))
+	c.uint(uint64(m.NTest))
+	c.str(m.PublicKey)
+	c.str(m.IDHash)
+}
+
+func (m *Hello) decode(c *Codec) (err error) {
+	extra, err := c.array(fieldsHello, &m.Header)
+	if err != nil || extra < 0 {
+		return c.skip(extra)
+	}
+	if m.Model, err = c.str64(64); err != nil {
+		return err
+	}
+	for _, p := range []*uint32{&m.InDim, &m.OutDim, &m.NTrain, &m.NTest} {
+		if *p, err = c.u32(); err != nil {
+			return err
+		}
+	}
+	if m.PublicKey, err = c.str64(128); err != nil {
+		return err
+	}
+	if m.IDHash, err = c.str64(128); err != nil {
+		return err
+	}
+	return c.skip(extra)
+}
+
+func (m *PartyOutput) encode(c *Codec) {
+	c.head(fieldsOutput, &m.Header)
+	c.ids(m.IDs)
+	c.floats(m.C)
+	c.floats(m.CHat)
+}
+
+func (m *PartyOutput) decode(c *Codec) (err error) {
+	extra, err := c.array(fieldsOutput, &m.Header)
+	if err != nil || extra < 0 {
+		m.IDs, m.C, m.CHat = m.IDs[:0], m.C[:0], m.CHat[:0]
+		if err != nil {
+			return err
+		}
+		return c.skip(extra)
+	}
+	if m.IDs, err = c.readIDs(m.IDs); err != nil {
+		return err
+	}
+	if m.C, err = c.readFloats(m.C); err != nil {
+		return err
+	}
+	if m.CHat, err = c.readFloats(m.CHat); err != nil {
+		return err
+	}
+	return c.skip(extra)
+}
+
+func (m *Reply) encode(c *Codec) {
+	c.head(fieldsReply, &m.Header)
+	c.uint(m.ReqSeq)
+	c.floats(m.H)
+	c.floats(m.HBar)
+	c.floats(m.Delta)
+	c.uint(uint64(m.Staleness))
+}
+
+func (m *Reply) decode(c *Codec) (err error) {
+	extra, err := c.array(fieldsReply, &m.Header)
+	if err != nil || extra < 0 {
+		m.H, m.HBar, m.Delta = m.H[:0], m.HBar[:0], m.Delta[:0]
+		if err != nil {
+			return err
+		}
+		return c.skip(extra)
+	}
+	if m.ReqSeq, err = c.dec.DecodeUint64(); err != nil {
+		return err
+	}
+	if m.H, err = c.readFloats(m.H); err != nil {
+		return err
+	}
+	if m.HBar, err = c.readFloats(m.HBar); err != nil {
+		return err
+	}
+	if m.Delta, err = c.readFloats(m.Delta); err != nil {
+		return err
+	}
+	if m.Staleness, err = c.u32(); err != nil {
+		return err
+	}
+	return c.skip(extra)
+}
+
+func (m *EvalOutput) encode(c *Codec) {
+	c.head(fieldsEval, &m.Header)
+	c.uint(uint64(m.Round))
+	c.uint(uint64(m.Split))
+	c.uint(uint64(m.First))
+	c.uint(uint64(m.Total))
+	c.floats(m.C)
+}
+
+func (m *EvalOutput) decode(c *Codec) (err error) {
+	extra, err := c.array(fieldsEval, &m.Header)
+	if err != nil || extra < 0 {
+		m.C = m.C[:0]
+		if err != nil {
+			return err
+		}
+		return c.skip(extra)
+	}
+	if m.Round, err = c.u32(); err != nil {
+		return err
+	}
+	var s uint8
+	if s, err = c.u8(); err != nil {
+		return err
+	}
+	m.Split = Split(s)
+	if m.First, err = c.u32(); err != nil {
+		return err
+	}
+	if m.Total, err = c.u32(); err != nil {
+		return err
+	}
+	if m.C, err = c.readFloats(m.C); err != nil {
+		return err
+	}
+	return c.skip(extra)
+}
+
+func (m *Control) encode(c *Codec) {
+	c.head(fieldsControl, &m.Header)
+	c.uint(uint64(m.Op))
+	c.uint(uint64(m.Round))
+	c.uint(uint64(m.Splits))
+	c.str(m.Reason)
+}
+
+func (m *Control) decode(c *Codec) (err error) {
+	extra, err := c.array(fieldsControl, &m.Header)
+	if err != nil || extra < 0 {
+		return c.skip(extra)
+	}
+	var op uint8
+	if op, err = c.u8(); err != nil {
+		return err
+	}
+	m.Op = ControlKind(op)
+	if m.Round, err = c.u32(); err != nil {
+		return err
+	}
+	if m.Splits, err = c.u8(); err != nil {
+		return err
+	}
+	if m.Reason, err = c.str64(1024); err != nil {
+		return err
+	}
+	return c.skip(extra)
+}

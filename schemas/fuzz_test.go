@@ -1,0 +1,62 @@
+package schemas
+
+import (
+	"bytes"
+	"testing"
+)
+
+// fuzzDecoder checks, for arbitrary input, that decoding never panics, that
+// whatever decodes and validates re-encodes to a message that decodes to
+// the same bytes, and that validation never panics either.
+func fuzzDecoder(f *testing.F, newMsg func() Message) {
+	c := NewCodec()
+	for _, m := range sampleMessages() {
+		if m.Kind() == newMsg().Kind() {
+			b, _ := c.Marshal(m)
+			f.Add(append([]byte(nil), b...))
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x90})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := NewCodec()
+		m := newMsg()
+		if err := c.Unmarshal(data, m); err != nil {
+			return
+		}
+		lim := Limits{Party: int(m.Head().Party), K: 1, NTrain: 1000, NTest: 1000}
+		if m.Validate(lim) != nil {
+			return
+		}
+		b1, err := c.Marshal(m)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		b1 = append([]byte(nil), b1...)
+		m2 := newMsg()
+		if err := c.Unmarshal(b1, m2); err != nil {
+			t.Fatalf("decode of re-encoded message: %v", err)
+		}
+		b2, _ := c.Marshal(m2)
+		if !bytes.Equal(b1, b2) {
+			t.Fatalf("encoding not stable")
+		}
+	})
+}
+
+func FuzzHello(f *testing.F)       { fuzzDecoder(f, func() Message { return &Hello{} }) }
+func FuzzPartyOutput(f *testing.F) { fuzzDecoder(f, func() Message { return &PartyOutput{} }) }
+func FuzzReply(f *testing.F)       { fuzzDecoder(f, func() Message { return &Reply{} }) }
+func FuzzEvalOutput(f *testing.F)  { fuzzDecoder(f, func() Message { return &EvalOutput{} }) }
+func FuzzControl(f *testing.F)     { fuzzDecoder(f, func() Message { return &Control{} }) }
+
+func FuzzParseSubject(f *testing.F) {
+	f.Add("asyrevel.r1.out.3")
+	f.Add("asyrevel.r1.ctl")
+	f.Fuzz(func(t *testing.T, s string) {
+		k, m, err := ParseSubject("r1", s)
+		if err == nil && Subject("r1", k, m) != s {
+			t.Fatalf("%q parsed to %v %d which prints as %q", s, k, m, Subject("r1", k, m))
+		}
+	})
+}

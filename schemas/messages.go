@@ -1,0 +1,327 @@
+package schemas
+
+import (
+	"fmt"
+	"math"
+)
+
+// Version is the schema version this package writes and accepts.
+const Version uint16 = 1
+
+// Header is the head of every message: the schema version, the party the
+// message is from (party -> aggregator) or to (aggregator -> party; 0 for
+// control), and the sender's sequence number. Every sender numbers all the
+// messages it publishes with one strictly increasing sequence starting at 1;
+// receivers reject a sequence that does not increase (a replay).
+type Header struct {
+	Version uint16
+	Party   uint16
+	Seq     uint64
+}
+
+func (h *Header) check(lim *Limits) error {
+	if h.Version != Version {
+		return fmt.Errorf("%w: got %d, want %d", ErrVersion, h.Version, Version)
+	}
+	if int(h.Party) != lim.Party {
+		return fmt.Errorf("%w: message says party %d, subject says %d", ErrParty, h.Party, lim.Party)
+	}
+	if h.Seq == 0 {
+		return fmt.Errorf("%w: sequence 0", ErrRange)
+	}
+	return nil
+}
+
+// Limits is what a receiver knows when it validates a message: the party id
+// its subject names and the run's shapes. Zero fields are not checked.
+type Limits struct {
+	Party    int // party id from the subject (0 for control)
+	K        int // outputs per sample and party
+	NTrain   int // training samples: ids must be < NTrain
+	NTest    int // test samples
+	MaxBatch int // most samples in one PartyOutput or Reply
+	Batch    int // exact number of samples expected (replies), 0 = any
+}
+
+// Message is implemented by the five message types of the protocol.
+type Message interface {
+	// Kind is the message type, which fixes its subject token.
+	Kind() Kind
+	// Validate checks the message against what the receiver knows and
+	// returns an error wrapping one of the package's sentinel errors.
+	Validate(lim Limits) error
+	// Head returns the message header.
+	Head() *Header
+
+	encode(c *Codec)
+	decode(c *Codec) error
+}
+
+// Hello announces a party: its model kind and shapes, and its public key.
+type Hello struct {
+	Header
+	Model     string // model kind, e.g. "linear", "mlp", "external"
+	InDim     uint32 // d_m, the party's feature count
+	OutDim    uint32 // k, outputs per sample
+	NTrain    uint32 // training samples the party holds
+	NTest     uint32 // test samples the party holds
+	PublicKey string // the party's nkeys public key ("" when unsigned)
+	IDHash    string // fingerprint of the party's training sample ids ("" if none)
+}
+
+// PartyOutput is one zeroth-order request: the party's outputs c at w_m and
+// c_hat at w_m + mu u for the batch IDs (k values per sample, sample after
+// sample). Seq identifies the request; the reply echoes it.
+type PartyOutput struct {
+	Header
+	IDs  []uint32
+	C    []float64
+	CHat []float64
+}
+
+// Reply answers a PartyOutput: the head's loss h at the stored outputs and
+// h_bar with the party's slot replaced by c_hat, per sample of the request;
+// or, in delta mode, only Delta = h_bar - h (H and HBar empty).
+// Staleness is the largest number of updates of another party that the
+// slots used to compute h were behind.
+type Reply struct {
+	Header
+	ReqSeq    uint64 // the Seq of the PartyOutput answered
+	H         []float64
+	HBar      []float64
+	Delta     []float64
+	Staleness uint32
+}
+
+// Split names a set of samples in an EvalOutput.
+type Split uint8
+
+// Splits.
+const (
+	SplitInit  Split = iota + 1 // the initial full pass over the training set
+	SplitTrain                  // training set, on an eval request
+	SplitTest                   // test set, on an eval request
+)
+
+// String names the split.
+func (s Split) String() string {
+	switch s {
+	case SplitInit:
+		return "init"
+	case SplitTrain:
+		return "train"
+	case SplitTest:
+		return "test"
+	}
+	return fmt.Sprintf("split(%d)", s)
+}
+
+// EvalOutput carries a party's outputs c for the contiguous samples
+// First .. First+len(C)/k-1 of a split, for eval round Round (0 for
+// SplitInit). A split is sent in chunks; Total is the split's size.
+type EvalOutput struct {
+	Header
+	Round uint32
+	Split Split
+	First uint32
+	Total uint32
+	C     []float64
+}
+
+// ControlKind is what a Control message asks.
+type ControlKind uint8
+
+// Control kinds.
+const (
+	CtlStart      ControlKind = iota + 1 // the table is full: start stepping
+	CtlEval                              // publish EvalOutputs for round Round
+	CtlCheckpoint                        // save local state
+	CtlStop                              // stop: the run is over
+)
+
+// String names the control kind.
+func (k ControlKind) String() string {
+	switch k {
+	case CtlStart:
+		return "start"
+	case CtlEval:
+		return "eval"
+	case CtlCheckpoint:
+		return "checkpoint"
+	case CtlStop:
+		return "stop"
+	}
+	return fmt.Sprintf("control(%d)", k)
+}
+
+// Eval split masks for Control.Splits.
+const (
+	EvalTrain uint8 = 1 << iota
+	EvalTest
+)
+
+// Control is broadcast by the aggregator to all parties.
+type Control struct {
+	Header
+	Op     ControlKind
+	Round  uint32
+	Splits uint8  // EvalTrain|EvalTest for CtlEval
+	Reason string // human-readable, for CtlStop
+}
+
+// Kind implements Message.
+func (*Hello) Kind() Kind       { return KindHello }
+func (*PartyOutput) Kind() Kind { return KindOutput }
+func (*Reply) Kind() Kind       { return KindReply }
+func (*EvalOutput) Kind() Kind  { return KindEval }
+func (*Control) Kind() Kind     { return KindControl }
+
+// Head implements Message.
+func (h *Header) Head() *Header { return h }
+
+// Validate implements Message.
+func (m *Hello) Validate(lim Limits) error {
+	if err := m.check(&lim); err != nil {
+		return err
+	}
+	if m.InDim == 0 || m.OutDim == 0 {
+		return fmt.Errorf("%w: hello with in=%d out=%d", ErrShape, m.InDim, m.OutDim)
+	}
+	if lim.K > 0 && int(m.OutDim) != lim.K {
+		return fmt.Errorf("%w: hello has k=%d, run has k=%d", ErrShape, m.OutDim, lim.K)
+	}
+	if lim.NTrain > 0 && int(m.NTrain) != lim.NTrain {
+		return fmt.Errorf("%w: party holds %d training samples, aggregator %d", ErrShape, m.NTrain, lim.NTrain)
+	}
+	if lim.NTest > 0 && int(m.NTest) != lim.NTest {
+		return fmt.Errorf("%w: party holds %d test samples, aggregator %d", ErrShape, m.NTest, lim.NTest)
+	}
+	if len(m.Model) > 64 || len(m.PublicKey) > 128 || len(m.IDHash) > 128 {
+		return fmt.Errorf("%w: hello strings too long", ErrRange)
+	}
+	return nil
+}
+
+// Validate implements Message.
+func (m *PartyOutput) Validate(lim Limits) error {
+	if err := m.check(&lim); err != nil {
+		return err
+	}
+	b := len(m.IDs)
+	if b == 0 || (lim.MaxBatch > 0 && b > lim.MaxBatch) {
+		return fmt.Errorf("%w: batch of %d samples (max %d)", ErrShape, b, lim.MaxBatch)
+	}
+	if lim.K > 0 && (len(m.C) != b*lim.K || len(m.CHat) != b*lim.K) {
+		return fmt.Errorf("%w: %d ids with %d c and %d c_hat values, want %d each", ErrShape, b, len(m.C), len(m.CHat), b*lim.K)
+	}
+	if len(m.C) != len(m.CHat) || len(m.C)%b != 0 {
+		return fmt.Errorf("%w: %d ids with %d c and %d c_hat values", ErrShape, b, len(m.C), len(m.CHat))
+	}
+	if err := checkIDs(m.IDs, lim.NTrain); err != nil {
+		return err
+	}
+	if err := finite("c", m.C); err != nil {
+		return err
+	}
+	return finite("c_hat", m.CHat)
+}
+
+// Validate implements Message. Limits.Batch, if set, is the size of the
+// request being answered.
+func (m *Reply) Validate(lim Limits) error {
+	if err := m.check(&lim); err != nil {
+		return err
+	}
+	var b int
+	switch {
+	case len(m.Delta) > 0 && len(m.H) == 0 && len(m.HBar) == 0:
+		b = len(m.Delta)
+	case len(m.Delta) == 0 && len(m.H) > 0 && len(m.H) == len(m.HBar):
+		b = len(m.H)
+	default:
+		return fmt.Errorf("%w: reply with %d h, %d h_bar, %d delta", ErrShape, len(m.H), len(m.HBar), len(m.Delta))
+	}
+	if (lim.Batch > 0 && b != lim.Batch) || (lim.MaxBatch > 0 && b > lim.MaxBatch) {
+		return fmt.Errorf("%w: reply for %d samples, want %d", ErrShape, b, lim.Batch)
+	}
+	if m.ReqSeq == 0 {
+		return fmt.Errorf("%w: reply to request 0", ErrRange)
+	}
+	for _, v := range [...]struct {
+		n string
+		x []float64
+	}{{"h", m.H}, {"h_bar", m.HBar}, {"delta", m.Delta}} {
+		if err := finite(v.n, v.x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate implements Message.
+func (m *EvalOutput) Validate(lim Limits) error {
+	if err := m.check(&lim); err != nil {
+		return err
+	}
+	var n int
+	switch m.Split {
+	case SplitInit, SplitTrain:
+		n = lim.NTrain
+	case SplitTest:
+		n = lim.NTest
+	default:
+		return fmt.Errorf("%w: unknown split %d", ErrRange, m.Split)
+	}
+	if m.Split == SplitInit && m.Round != 0 {
+		return fmt.Errorf("%w: init pass with round %d", ErrRange, m.Round)
+	}
+	if lim.K > 0 && (len(m.C) == 0 || len(m.C)%lim.K != 0) {
+		return fmt.Errorf("%w: %d values is not a positive multiple of k=%d", ErrShape, len(m.C), lim.K)
+	}
+	if n > 0 && int(m.Total) != n {
+		return fmt.Errorf("%w: %s split of %d samples, want %d", ErrShape, m.Split, m.Total, n)
+	}
+	k := max(lim.K, 1)
+	if uint64(m.First)+uint64(len(m.C)/k) > uint64(m.Total) {
+		return fmt.Errorf("%w: samples %d..%d beyond split size %d", ErrRange, m.First, int(m.First)+len(m.C)/k-1, m.Total)
+	}
+	return finite("c", m.C)
+}
+
+// Validate implements Message.
+func (m *Control) Validate(lim Limits) error {
+	if err := m.check(&lim); err != nil {
+		return err
+	}
+	if m.Op < CtlStart || m.Op > CtlStop {
+		return fmt.Errorf("%w: unknown control %d", ErrRange, m.Op)
+	}
+	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {
+		return fmt.Errorf("%w: eval without splits", ErrRange)
+	}
+	if len(m.Reason) > 1024 {
+		return fmt.Errorf("%w: reason too long", ErrRange)
+	}
+	return nil
+}
+
+func checkIDs(ids []uint32, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	for _, id := range ids {
+		if int64(id) >= int64(n) {
+			return fmt.Errorf("%w: sample id %d not below %d", ErrRange, id, n)
+		}
+	}
+	return nil
+}
+
+func finite(name string, x []float64) error {
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: %s[%d] = %v", ErrNonFinite, name, i, v)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package schemas
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func sampleMessages() []Message {
+	h := func(p uint16) Header { return Header{Version: Version, Party: p, Seq: 7} }
+	return []Message{
+		&Hello{Header: h(3), Model: "linear", InDim: 16, OutDim: 1, NTrain: 100, NTest: 50, PublicKey: "UABC", IDHash: "ab12"},
+		&PartyOutput{Header: h(3), IDs: []uint32{0, 5, 99}, C: []float64{0.5, -1, 2}, CHat: []float64{0.501, -0.999, 2.002}},
+		&Reply{Header: h(3), ReqSeq: 6, H: []float64{0.1, 0.2, 0.3}, HBar: []float64{0.11, 0.19, 0.3}, Staleness: 12},
+		&Reply{Header: h(3), ReqSeq: 6, Delta: []float64{1e-3, -2e-3, 0}},
+		&EvalOutput{Header: h(3), Round: 2, Split: SplitTest, First: 10, Total: 50, C: []float64{1, 2, 3}},
+		&Control{Header: h(0), Op: CtlEval, Round: 2, Splits: EvalTest, Reason: "periodic"},
+	}
+}
+
+func fresh(m Message) Message {
+	return reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+}
+
+func TestRoundTrip(t *testing.T) {
+	c := NewCodec()
+	for _, m := range sampleMessages() {
+		t.Run(m.Kind().String(), func(t *testing.T) {
+			b, err := c.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fresh(m)
+			if err := c.Unmarshal(b, got); err != nil {
+				t.Fatal(err)
+			}
+			// Empty and nil slices are the same message.
+			norm := func(m Message) Message {
+				v := reflect.ValueOf(m).Elem()
+				for i := 0; i < v.NumField(); i++ {
+					if f := v.Field(i); f.Kind() == reflect.Slice && f.Len() == 0 {
+						f.Set(reflect.Zero(f.Type()))
+					}
+				}
+				return m
+			}
+			if !reflect.DeepEqual(norm(got), norm(m)) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, m)
+			}
+		})
+	}
+}
+
+func TestFloatsAreBlobs(t *testing.T) {
+	c := NewCodec()
+	m := &PartyOutput{Header: Header{Version, 1, 1}, IDs: make([]uint32, 64), C: make([]float64, 64), CHat: make([]float64, 64)}
+	b, err := c.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 64 ids * 4 + 128 floats * 8 bytes of payload, and a few bytes of framing.
+	if want := 64*4 + 128*8; len(b) < want || len(b) > want+16 {
+		t.Fatalf("encoded %d bytes, want about %d", len(b), want)
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	c := NewCodec()
+	good, _ := c.Marshal(sampleMessages()[1])
+	good = append([]byte(nil), good...)
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"garbage", []byte("hello world")},
+		{"truncated", good[:len(good)-3]},
+		{"trailing", append(append([]byte(nil), good...), 0xc0)},
+		{"not an array", []byte{0x01}},
+		{"too few fields", []byte{0x93, 0x01, 0x01, 0x01}},
+		{"huge blob length", []byte{0x96, 0x01, 0x01, 0x01, 0xc6, 0xff, 0xff, 0xff, 0xff}},
+		{"odd blob", []byte{0x96, 0x01, 0x01, 0x01, 0xc4, 0x03, 1, 2, 3, 0xc4, 0, 0xc4, 0}},
+		{"too big", make([]byte, MaxMessageSize+1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Unmarshal(tc.data, &PartyOutput{})
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("got %v, want ErrDecode", err)
+			}
+			if Reason(err) != "decode" {
+				t.Fatalf("reason %q", Reason(err))
+			}
+		})
+	}
+}
+
+func TestOtherVersionIsDecodedThenRejected(t *testing.T) {
+	c := NewCodec()
+	// A version-2 PartyOutput with a different layout: the decoder must not
+	// misread it, and Validate must name the version.
+	data := []byte{0x94, 0x02, 0xa3, 'x', 'y', 'z', 0xc0, 0xc0}
+	var m PartyOutput
+	if err := c.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Validate(Limits{}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("got %v, want ErrVersion", err)
+	}
+}
+
+func TestExtraFieldsSkipped(t *testing.T) {
+	c := NewCodec()
+	b, _ := c.Marshal(&Control{Header: Header{Version, 0, 1}, Op: CtlStop})
+	b = append([]byte(nil), b...)
+	b[0]++                        // one more array element
+	b = append(b, 0xa2, 'h', 'i') // an unknown string field
+	var m Control
+	if err := c.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Op != CtlStop {
+		t.Fatalf("op %v", m.Op)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	lim := Limits{Party: 3, K: 1, NTrain: 100, NTest: 50, MaxBatch: 8}
+	nan := math.NaN()
+	h := Header{Version, 3, 9}
+	cases := []struct {
+		name string
+		m    Message
+		lim  Limits
+		want error
+	}{
+		{"output ok", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1, 2}, CHat: []float64{1, 2}}, lim, nil},
+		{"output version", &PartyOutput{Header: Header{2, 3, 9}, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, lim, ErrVersion},
+		{"output wrong party", &PartyOutput{Header: Header{Version, 4, 9}, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, lim, ErrParty},
+		{"output seq 0", &PartyOutput{Header: Header{Version, 3, 0}, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, lim, ErrRange},
+		{"output short c", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1}, CHat: []float64{1, 2}}, lim, ErrShape},
+		{"output k=2 mismatch", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, Limits{Party: 3, K: 2}, ErrShape},
+		{"output empty", &PartyOutput{Header: h}, lim, ErrShape},
+		{"output batch too big", &PartyOutput{Header: h, IDs: make([]uint32, 9), C: make([]float64, 9), CHat: make([]float64, 9)}, lim, ErrShape},
+		{"output id range", &PartyOutput{Header: h, IDs: []uint32{100}, C: []float64{1}, CHat: []float64{1}}, lim, ErrRange},
+		{"output nan", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{nan}, CHat: []float64{1}}, lim, ErrNonFinite},
+		{"output inf", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{math.Inf(-1)}}, lim, ErrNonFinite},
+		{"reply ok", &Reply{Header: h, ReqSeq: 1, H: []float64{1}, HBar: []float64{1}}, Limits{Party: 3, Batch: 1}, nil},
+		{"reply delta ok", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}}, Limits{Party: 3, Batch: 1}, nil},
+		{"reply both", &Reply{Header: h, ReqSeq: 1, H: []float64{1}, HBar: []float64{1}, Delta: []float64{1}}, Limits{Party: 3}, ErrShape},
+		{"reply wrong batch", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1, 2}}, Limits{Party: 3, Batch: 1}, ErrShape},
+		{"reply nan", &Reply{Header: h, ReqSeq: 1, H: []float64{nan}, HBar: []float64{1}}, Limits{Party: 3}, ErrNonFinite},
+		{"eval ok", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 48, Total: 50, C: []float64{1, 2}}, lim, nil},
+		{"eval overflow", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 49, Total: 50, C: []float64{1, 2}}, lim, ErrRange},
+		{"eval total", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 0, Total: 49, C: []float64{1}}, lim, ErrShape},
+		{"eval split", &EvalOutput{Header: h, Split: 9, Total: 50, C: []float64{1}}, lim, ErrRange},
+		{"eval init round", &EvalOutput{Header: h, Round: 3, Split: SplitInit, Total: 100, C: []float64{1}}, lim, ErrRange},
+		{"hello ok", &Hello{Header: h, InDim: 16, OutDim: 1, NTrain: 100, NTest: 50}, lim, nil},
+		{"hello k", &Hello{Header: h, InDim: 16, OutDim: 2, NTrain: 100, NTest: 50}, lim, ErrShape},
+		{"hello n", &Hello{Header: h, InDim: 16, OutDim: 1, NTrain: 99, NTest: 50}, lim, ErrShape},
+		{"control ok", &Control{Header: Header{Version, 0, 1}, Op: CtlStart}, Limits{}, nil},
+		{"control op", &Control{Header: Header{Version, 0, 1}, Op: 9}, Limits{}, ErrRange},
+		{"control eval no split", &Control{Header: Header{Version, 0, 1}, Op: CtlEval}, Limits{}, ErrRange},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.m.Validate(tc.lim)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("Validate = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	cases := []struct {
+		subject string
+		kind    Kind
+		party   int
+		ok      bool
+	}{
+		{"asyrevel.r1.out.3", KindOutput, 3, true},
+		{"asyrevel.r1.join.1", KindHello, 1, true},
+		{"asyrevel.r1.reply.8", KindReply, 8, true},
+		{"asyrevel.r1.eval.2", KindEval, 2, true},
+		{"asyrevel.r1.ctl", KindControl, 0, true},
+		{"asyrevel.r2.out.3", 0, 0, false},
+		{"asyrevel.r1.out.0", 0, 0, false},
+		{"asyrevel.r1.out.03", 0, 0, false},
+		{"asyrevel.r1.out.x", 0, 0, false},
+		{"asyrevel.r1.foo.1", 0, 0, false},
+		{"asyrevel.r1.out", 0, 0, false},
+		{"asyrevel.r10.out.1", 0, 0, false},
+	}
+	for _, tc := range cases {
+		k, m, err := ParseSubject("r1", tc.subject)
+		if (err == nil) != tc.ok || k != tc.kind || m != tc.party {
+			t.Errorf("ParseSubject(%q) = %v %d %v", tc.subject, k, m, err)
+		}
+		if tc.ok && Subject("r1", k, m) != tc.subject {
+			t.Errorf("Subject round trip of %q gave %q", tc.subject, Subject("r1", k, m))
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a b", "a*", "x>"} {
+		if CheckRun(bad) == nil {
+			t.Errorf("CheckRun(%q) accepted", bad)
+		}
+	}
+	if err := CheckRun("run-1_A"); err != nil {
+		t.Error(err)
+	}
+	if MsgID("r1", 3, 42) != "r1.3.42" {
+		t.Error(MsgID("r1", 3, 42))
+	}
+}
+
+func TestNoAllocations(t *testing.T) {
+	c := NewCodec()
+	out := &PartyOutput{Header: Header{Version, 1, 1}, IDs: make([]uint32, 64), C: make([]float64, 64), CHat: make([]float64, 64)}
+	var in PartyOutput
+	b, _ := c.Marshal(out)
+	_ = c.Unmarshal(append([]byte(nil), b...), &in)
+	d := NewCodec()
+	allocs := testing.AllocsPerRun(100, func() {
+		b, err := c.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Unmarshal(b, &in); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Validate(Limits{Party: 1, K: 1, NTrain: 100}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per marshal+unmarshal+validate, want 0", allocs)
+	}
+}
+
+func BenchmarkCodec(b *testing.B) {
+	for _, batch := range []int{1, 16, 64} {
+		out := &PartyOutput{Header: Header{Version, 1, 1}, IDs: make([]uint32, batch), C: make([]float64, batch), CHat: make([]float64, batch)}
+		rep := &Reply{Header: Header{Version, 1, 1}, ReqSeq: 1, H: make([]float64, batch), HBar: make([]float64, batch)}
+		for _, m := range []Message{out, rep} {
+			b.Run(m.Kind().String()+"/batch="+itoa(batch), func(b *testing.B) {
+				enc, dec := NewCodec(), NewCodec()
+				in := fresh(m)
+				var n int
+				for b.Loop() {
+					data, err := enc.Marshal(m)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(data)
+					if err := dec.Unmarshal(data, in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n), "bytes/msg")
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
