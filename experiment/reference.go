@@ -47,6 +47,8 @@ type RefConfig struct {
 	Duration  time.Duration
 	EvalEvery int64 // party steps between evaluations
 	TargetAcc float64
+	// StopAtTarget ends the loop when TargetAcc is reached.
+	StopAtTarget bool
 	// NewLocal builds party m's model for d features.
 	NewLocal func(m, d int) model.Local
 	Head     model.Head
@@ -118,7 +120,7 @@ func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, er
 		if t%cfg.EvalEvery == 0 {
 			clock += time.Since(start)
 			acc := ev.accuracy(locals, w, head, w0)
-			pt := RefPoint{Seconds: clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: math.NaN()}
+			pt := RefPoint{Seconds: clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: nanF}
 			res.Curve = append(res.Curve, pt)
 			if cfg.OnPoint != nil {
 				cfg.OnPoint(pt)
@@ -127,7 +129,8 @@ func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, er
 				res.TimeToTarget, res.StepsToTarget = pt.Seconds, t
 			}
 			res.Steps, res.Seconds, res.TestAccuracy = t, pt.Seconds, acc
-			if (cfg.MaxSteps > 0 && t >= cfg.MaxSteps) || (cfg.Duration > 0 && clock >= cfg.Duration) || ctx.Err() != nil {
+			if (cfg.MaxSteps > 0 && t >= cfg.MaxSteps) || (cfg.Duration > 0 && clock >= cfg.Duration) || ctx.Err() != nil ||
+				(cfg.StopAtTarget && res.TimeToTarget >= 0) {
 				return res, ctx.Err()
 			}
 			start = time.Now()

@@ -34,6 +34,7 @@ Usage:
   asyrevel data split ...    write one file per party and a labels file
   asyrevel data verify DIR   check a split folder's checksums and sample ids
   asyrevel data presets      the named preprocessing recipes
+  asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdBroker(ctx, rest, stdout, stderr)
 	case "data":
 		err = cmdData(ctx, rest, stdout, stderr)
+	case "experiment":
+		err = cmdExperiment(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)

@@ -37,20 +37,22 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
 	fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
 	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(experiment.Algorithms, ", "))
-	fs.StringVar(&c.Model, "model", "linear", "local model: linear or mlp")
+	fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
 	fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
+	fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
+	fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
 	fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets")
 	fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
 	fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
-	fs.Float64Var(&c.LR, "lr", 0, "initial step size (default: by batch size, 0.003 at batch 1 to 0.1 at 64)")
+	fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
 	fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set, negative means constant")
-	fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's head (default --lr)")
+	fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
 	fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator")
 	fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
 	fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
-	fs.IntVar(&c.Batch, "batch", 1, "samples per request (1 is the paper's algorithm)")
-	fs.IntVar(&c.Window, "window", 1, "requests in flight per party (1 is the paper's algorithm)")
+	fs.IntVar(&c.Batch, "batch", 64, "samples per request (the paper's algorithm is --batch 1 --window 1)")
+	fs.IntVar(&c.Window, "window", 8, "requests in flight per party; more trades staleness for throughput")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
 	fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
 	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
@@ -89,8 +91,20 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Data == "" {
 		return fmt.Errorf("%w: --data is required (a LIBSVM file, or synthetic)", errUsage)
 	}
+	if c.Parties < 1 {
+		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
+	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
+// needBudget checks that a run that decides when to stop was told when.
+func (f *trainFlags) needBudget() error {
+	c := &f.cfg
+	if c.Epochs == 0 && c.Duration == 0 && c.MaxSteps == 0 && !c.StopAtTarget {
+		return fmt.Errorf("%w: say how long to train: --duration 30s, --epochs N or --steps N", errUsage)
 	}
 	return nil
 }
@@ -162,6 +176,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.finish(fs, stderr); err != nil {
 		return err
 	}
+	if err := f.needBudget(); err != nil {
+		return err
+	}
 	s, err := experiment.Train(ctx, f.cfg)
 	if err != nil {
 		return err
@@ -218,6 +235,9 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if f.cfg.NATS == "" || !flagGiven(fs, "run") {
 		return fmt.Errorf("%w: aggregator needs --nats URL and --run R (the same as the parties')", errUsage)
+	}
+	if err := f.needBudget(); err != nil {
+		return err
 	}
 	s, err := experiment.Aggregate(ctx, f.cfg)
 	if err != nil {

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/model"
+)
+
+const experimentUsage = `Usage: asyrevel experiment NAME [flags]
+
+Experiments:
+  reference    the single-process AsyREVEL loop (no broker, no messages) with the
+               training flags of "asyrevel train": the yardstick for time to accuracy
+  firstorder   the same vertically split network trained first-order
+               (centralised back-propagation, SGD); --fo-lr, --momentum
+  central      centralised logistic regression with L-BFGS: f* and the reference
+               accuracy for a binary set (--data, --test)
+  throughput   steps/s and bytes per step on a9a with 8 parties for the in-memory bus,
+               JetStream in-process, over TCP loopback and a 3-node cluster, windows
+               1, 8, 64 and batches 1, 16, 64: results/throughput.csv and .png
+  tta          time to 84.5% test accuracy on a9a with 8 parties: the pipeline on each
+               bus against the single-process reference loop: results/time_to_accuracy.csv
+  nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
+               first-order training: results/nn.csv and .png
+
+Common flags: --data-dir DIR (where "asyrevel data fetch" put the sets; default data,
+else ../shared/data), --out DIR (default results), --quick (a short version).
+
+Run "asyrevel experiment NAME -h" for an experiment's flags.
+`
+
+func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, experimentUsage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: experiment needs a name", errUsage)
+		}
+		return nil
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "reference":
+		return expReference(ctx, rest, stdout, stderr)
+	case "firstorder":
+		return expFirstOrder(ctx, rest, stdout, stderr)
+	case "central":
+		return expCentral(ctx, rest, stdout, stderr)
+	case "throughput":
+		return expThroughput(ctx, rest, stdout, stderr)
+	case "tta":
+		return expTTA(ctx, rest, stdout, stderr)
+	case "nn":
+		return expNN(ctx, rest, stdout, stderr)
+	}
+	return fmt.Errorf("%w: unknown experiment %q\n\n%s", errUsage, name, experimentUsage)
+}
+
+func pointLogger(f *trainFlags) func(experiment.RefPoint) {
+	return func(p experiment.RefPoint) {
+		f.cfg.Log.Info().Str("elapsed", fmt.Sprintf("%.1fs", p.Seconds)).Int64("steps", p.Steps).
+			Str("acc", fmt.Sprintf("%.2f%%", 100*p.TestAccuracy)).Msg("progress")
+	}
+}
+
+func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment reference", "asyrevel experiment reference --data PATH [train flags]\n\n"+
+		"Runs AsyREVEL as a plain single-process loop over the parties in turn: no broker,\n"+
+		"no messages, no asynchrony; evaluation time is not counted.", stderr)
+	f := newTrainFlags(fs)
+	every := fs.Int64("eval-steps", 0, "party steps between evaluations (default: one pass of the data)")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := f.finish(fs, stderr); err != nil {
+		return err
+	}
+	r, _, err := experiment.ReferenceFor(ctx, f.cfg, *every, pointLogger(f))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "reference %s: test accuracy %.2f%% after %d steps in %.1f s (%.0f steps/s)\n",
+		f.cfg.Algo, 100*r.TestAccuracy, r.Steps, r.Seconds, float64(r.Steps)/r.Seconds)
+	if f.cfg.TargetAcc > 0 {
+		if r.TimeToTarget >= 0 {
+			fmt.Fprintf(stdout, "reached %.2f%% after %.2f s (%d steps)\n", 100*f.cfg.TargetAcc, r.TimeToTarget, r.StepsToTarget)
+		} else {
+			fmt.Fprintf(stdout, "did not reach %.2f%%\n", 100*f.cfg.TargetAcc)
+		}
+	}
+	return nil
+}
+
+func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment firstorder", "asyrevel experiment firstorder --data PATH [train flags]\n\n"+
+		"Trains the same vertically split network (--model, --parties, --k, --hidden) with\n"+
+		"back-propagation and mini-batch SGD in one process: what the network reaches\n"+
+		"when gradients are available.", stderr)
+	f := newTrainFlags(fs)
+	lr := fs.Float64("fo-lr", 0.05, "SGD step size")
+	mom := fs.Float64("momentum", 0.9, "SGD momentum")
+	every := fs.Int64("eval-steps", 0, "steps between evaluations (default: a quarter pass)")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if err := f.finish(fs, stderr); err != nil {
+		return err
+	}
+	r, err := experiment.FirstOrderFor(ctx, f.cfg, *lr, *mom, *every, pointLogger(f))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "first-order %s model: test accuracy %.2f%% after %d steps in %.1f s\n",
+		f.cfg.Model, 100*r.TestAccuracy, r.Steps, r.Seconds)
+	if f.cfg.TargetAcc > 0 && r.TimeToTarget >= 0 {
+		fmt.Fprintf(stdout, "reached %.2f%% after %.2f s (%d steps)\n", 100*f.cfg.TargetAcc, r.TimeToTarget, r.StepsToTarget)
+	}
+	return nil
+}
+
+func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment central", "asyrevel experiment central --data PATH [--test PATH] [--lambda X] [--reg R]\n\n"+
+		"Centralised logistic regression (all features at one place) with L-BFGS: the\n"+
+		"objective f* and the reference accuracy for federated runs on a binary set.", stderr)
+	data := fs.String("data", "", "training set")
+	test := fs.String("test", "", "test set")
+	preset := fs.String("preset", "", "preprocessing preset")
+	lambda := fs.Float64("lambda", 1e-4, "regularisation weight")
+	regName := fs.String("reg", "nonconvex", "regulariser: nonconvex, l2 or none")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if *data == "" {
+		return fmt.Errorf("%w: --data is required", errUsage)
+	}
+	reg, err := model.ParseRegularizer(*regName)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var tr, te *dataset.Dataset
+	if *preset != "" {
+		p, err := dataset.LookupPreset(*preset)
+		if err != nil {
+			return err
+		}
+		tr, te, err = p.Load(*data)
+		if err != nil {
+			return err
+		}
+	} else if tr, te, err = dataset.OpenPair(*data, *test); err != nil {
+		return err
+	}
+	r, err := experiment.CentralLogistic(tr, te, reg, *lambda)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "central logistic regression on %s: f* = %.6f, train accuracy %.2f%%", tr.Name, r.Objective, 100*r.TrainAccuracy)
+	if !math.IsNaN(r.TestAccuracy) {
+		fmt.Fprintf(stdout, ", test accuracy %.2f%%", 100*r.TestAccuracy)
+	}
+	fmt.Fprintf(stdout, " (%d L-BFGS iterations)\n", r.Iterations)
+	return nil
+}
+
+// expFlags are the flags common to the paper experiments.
+type expFlags struct {
+	dataDir, out, logLevel string
+	quick                  bool
+	seed                   uint64
+}
+
+func newExpFlags(fs *flag.FlagSet) *expFlags {
+	f := &expFlags{}
+	fs.StringVar(&f.dataDir, "data-dir", "", "folder of the data sets, as laid out by \"asyrevel data fetch\"\n(default data, else ../shared/data)")
+	fs.StringVar(&f.out, "out", "results", "folder for the results")
+	fs.BoolVar(&f.quick, "quick", false, "a short version (fewer configurations, shorter runs)")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed")
+	fs.StringVar(&f.logLevel, "log", "info", "log level")
+	return f
+}
+
+// path finds rel (e.g. "a9a/a9a.gz") in the data folder.
+func (f *expFlags) path(rel string) (string, error) {
+	dirs := []string{f.dataDir}
+	if f.dataDir == "" {
+		dirs = []string{"data", filepath.Join("..", "shared", "data")}
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s: run \"asyrevel data fetch %s\" first", rel, strings.Join(dirs, " or "), strings.Split(rel, "/")[0])
+}
+
+func (f *expFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
+	}
+	return newLogger(stderr, lvl, false), nil
+}
+
+func a9aData(f *expFlags, parties int) (*experiment.Data, error) {
+	tr, err := f.path("a9a/a9a.gz")
+	if err != nil {
+		return nil, err
+	}
+	te, err := f.path("a9a/a9a.t.gz")
+	if err != nil {
+		return nil, err
+	}
+	cfg := experiment.TrainConfig{Data: tr, Test: te, Parties: parties}
+	if err := cfg.Prepare(); err != nil {
+		return nil, err
+	}
+	return experiment.LoadData(&cfg, experiment.RoleAll)
+}
+
+func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment throughput", "asyrevel experiment throughput [--quick] [--duration 4s]\n\n"+
+		"Steps/s and bytes per step of the whole pipeline on a9a with 8 parties.", stderr)
+	f := newExpFlags(fs)
+	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
+	buses := fs.String("buses", strings.Join(experiment.Buses, ","), "buses to compare")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	data, err := a9aData(f, 8)
+	if err != nil {
+		return err
+	}
+	cfg := experiment.ThroughputConfig{Data: data, Parties: 8, Buses: strings.Split(*buses, ","),
+		Windows: []int{1, 8, 64}, Batches: []int{1, 16, 64}, Duration: *dur, Seed: f.seed, Log: log}
+	if f.quick {
+		cfg.Windows, cfg.Batches = []int{1, 8}, []int{1, 64}
+		if !flagGiven(fs, "duration") {
+			cfg.Duration = 1500 * time.Millisecond
+		}
+	}
+	rows, err := experiment.Throughput(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := experiment.WriteThroughput(f.out, rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "bus\twindow\tbatch\tsteps/s\tbytes/step\twire bytes/step\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Bus, r.Window, r.Batch, r.StepsPerSec, r.BytesPerStep, r.WireBytesPerStep)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "throughput.csv"), filepath.Join(f.out, "throughput.png"))
+	return nil
+}
+
+func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment tta", "asyrevel experiment tta [--quick] [--seeds 5]\n\n"+
+		"Time to 84.5% test accuracy on a9a with 8 parties (batch 64, window 8): the pipeline\n"+
+		"on each bus against the single-process reference loop with the same settings.", stderr)
+	f := newExpFlags(fs)
+	seeds := fs.Int("seeds", 5, "runs per system")
+	target := fs.Float64("target", 0.845, "test accuracy to reach")
+	batch := fs.Int("batch", 64, "samples per request")
+	window := fs.Int("window", 8, "requests in flight per party")
+	buses := fs.String("buses", "jetstream-tcp,jetstream-inprocess,memory", "pipeline variants")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	data, err := a9aData(f, 8)
+	if err != nil {
+		return err
+	}
+	cfg := experiment.TTAConfig{Data: data, Parties: 8, Target: *target, Batch: *batch, Window: *window,
+		Buses: strings.Split(*buses, ","), Budget: 60 * time.Second, EvalEvery: 100 * time.Millisecond, Log: log}
+	n := *seeds
+	if f.quick && !flagGiven(fs, "seeds") {
+		n = 1
+	}
+	for i := range n {
+		cfg.Seeds = append(cfg.Seeds, f.seed+uint64(i))
+	}
+	rows, err := experiment.TimeToAccuracy(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := experiment.WriteTTA(f.out, rows); err != nil {
+		return err
+	}
+	ref := experiment.MedianSeconds(rows, "reference")
+	fmt.Fprintf(stdout, "median time to %.1f%% over %d seeds (training time; wall time in the csv):\n", 100**target, n)
+	fmt.Fprintf(stdout, "  %-22s %7.2f s\n", "reference (1 process)", ref)
+	for _, b := range cfg.Buses {
+		m := experiment.MedianSeconds(rows, b)
+		fmt.Fprintf(stdout, "  %-22s %7.2f s  (%.2fx the reference)\n", b, m, m/ref)
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "time_to_accuracy.csv"))
+	return nil
+}
+
+func expNN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment nn", "asyrevel experiment nn [--quick] [--duration 10m]\n\n"+
+		"The paper's network (8 parties, local MLP 98x128x1, softmax head 8x10) on MNIST and\n"+
+		"Fashion-MNIST: AsyREVEL-Gau and -Uni through the pipeline, and first-order training.", stderr)
+	f := newExpFlags(fs)
+	dur := fs.Duration("duration", 10*time.Minute, "training time of each zeroth-order run")
+	sets := fs.String("sets", "mnist,fashion-mnist", "data sets")
+	lr := fs.Float64("lr", 0, "zeroth-order step size of the parties (default: the mlp default)")
+	headLR := fs.Float64("head-lr", 0, "zeroth-order step size of the head (default 0.05)")
+	batch := fs.Int("batch", 64, "samples per request")
+	window := fs.Int("window", 4, "requests in flight per party")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg := experiment.NNConfig{Sets: map[string]string{}, Parties: 8, Duration: *dur, FOEpochs: 10, Batch: *batch, Window: *window,
+		LR: *lr, HeadLR: *headLR, FOLR: 0.05, Seed: f.seed, Log: log, EvalEvery: max(*dur/60, time.Second)}
+	if f.quick {
+		if !flagGiven(fs, "duration") {
+			cfg.Duration = 45 * time.Second
+			cfg.EvalEvery = 3 * time.Second
+		}
+		cfg.FOEpochs = 1
+	}
+	for _, s := range strings.Split(*sets, ",") {
+		p, err := f.path(s)
+		if err != nil {
+			return err
+		}
+		cfg.Sets[s] = p
+		cfg.Order = append(cfg.Order, s)
+	}
+	rows, err := experiment.NN(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := experiment.WriteNN(f.out, rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "set\tmethod\ttest acc\tbest\tpaper\ttraining s\tsteps\ts to within 1 pt")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.2f%%\t%.2f%%\t%.0f\t%d\t%.0f\n", r.Set, r.Method, 100*r.Accuracy, 100*r.BestAccuracy, 100*r.PaperAccuracy, r.Seconds, r.Steps, r.TimeToFinal)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "nn.csv"), filepath.Join(f.out, "nn.png"))
+	return nil
+}

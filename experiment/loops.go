@@ -1,0 +1,91 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// ReferenceFor runs ReferenceZO with the settings of a training
+// configuration: the same models, step sizes and budget.
+func ReferenceFor(ctx context.Context, cfg TrainConfig, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *Data, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Model == "external" {
+		return nil, nil, fmt.Errorf("%w: the reference loop runs in-process models only", ErrConfig)
+	}
+	data, err := LoadData(&cfg, RoleAll)
+	if err != nil {
+		return nil, nil, err
+	}
+	dist, _ := ParseAlgo(cfg.Algo)
+	reg, err := model.ParseRegularizer(cfg.Reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	head, _ := NewHead(&cfg, data.Classes)
+	sched := cfg.schedule(data.NTrain)
+	maxSteps, err := cfg.budget(data.NTrain)
+	if err != nil {
+		return nil, nil, err
+	}
+	headLR := cfg.HeadLR
+	if evalEvery <= 0 {
+		evalEvery = max(int64(data.NTrain/cfg.Batch), 1)
+	}
+	r, err := ReferenceZO(ctx, data, RefConfig{
+		Parties: cfg.Parties, Dist: dist, Batch: cfg.Batch, LR: sched,
+		HeadLR: zoo.Schedule{Eta0: headLR, T0: sched.T0 * float64(cfg.Parties)}, Mu: cfg.Mu, Lambda: cfg.Lambda, Reg: reg, Seed: cfg.Seed,
+		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
+		StopAtTarget: cfg.StopAtTarget,
+		NewLocal: func(m, d int) model.Local {
+			l, _, _ := NewLocal(ctx, &cfg, m+1, d, data.Classes)
+			return l
+		},
+		Head: head, OnPoint: onPoint,
+	})
+	return r, data, err
+}
+
+// FirstOrderFor trains the network of a training configuration first-order
+// (centralised back-propagation), with SGD step lr and momentum.
+func FirstOrderFor(ctx context.Context, cfg TrainConfig, lr, momentum float64, evalEvery int64, onPoint func(RefPoint)) (*RefResult, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Model == "external" {
+		return nil, fmt.Errorf("%w: an external model is a black box: %w", ErrConfig, model.ErrNoGradient)
+	}
+	data, err := LoadData(&cfg, RoleAll)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := model.ParseRegularizer(cfg.Reg)
+	if err != nil {
+		return nil, err
+	}
+	head, _ := NewHead(&cfg, data.Classes)
+	wb, ok := head.(model.WhiteBoxHead)
+	if !ok {
+		return nil, fmt.Errorf("%w: head", model.ErrNoGradient)
+	}
+	maxSteps := cfg.MaxSteps
+	if cfg.Epochs > 0 {
+		maxSteps = int64(cfg.Epochs * float64(data.NTrain) / float64(cfg.Batch))
+	}
+	if evalEvery <= 0 {
+		evalEvery = max(int64(data.NTrain/cfg.Batch/4), 1)
+	}
+	return FirstOrder(ctx, data, FirstOrderConfig{
+		Parties: cfg.Parties, Batch: cfg.Batch, LR: lr, Momentum: momentum, Lambda: cfg.Lambda, Reg: reg,
+		Seed: cfg.Seed, MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
+		NewLocal: func(m, d int) model.Local {
+			l, _, _ := NewLocal(ctx, &cfg, m+1, d, data.Classes)
+			return l
+		},
+		Head: wb, OnPoint: onPoint,
+	})
+}

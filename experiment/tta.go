@@ -1,0 +1,130 @@
+package experiment
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// TTAConfig configures the time-to-accuracy experiment: the pipeline on
+// each bus against the single-process reference loop, same settings.
+type TTAConfig struct {
+	Data      *Data
+	Parties   int
+	Target    float64
+	Seeds     []uint64
+	Batch     int
+	Window    int
+	Buses     []string      // pipeline variants (see Buses)
+	Budget    time.Duration // give up after this much training time
+	EvalEvery time.Duration // pipeline evaluation period (the time resolution)
+	Log       zerolog.Logger
+}
+
+// TTARow is one run of the time-to-accuracy experiment.
+type TTARow struct {
+	System        string // "reference" or the bus
+	Seed          uint64
+	Seconds       float64 // training time to the target (-1 if not reached)
+	Steps         int64   // party steps at the target
+	WallSeconds   float64 // the whole run, setup included (pipeline only)
+	FinalAccuracy float64
+}
+
+// TimeToAccuracy runs every configuration once per seed.
+func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
+	var rows []TTARow
+	for _, seed := range cfg.Seeds {
+		tc := TrainConfig{
+			Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: cfg.Batch, Window: cfg.Window,
+			Duration: cfg.Budget, TargetAcc: cfg.Target, StopAtTarget: true, EvalEvery: cfg.EvalEvery,
+			Seed: seed, Log: zerolog.Nop(),
+		}
+		ref, _, err := ReferenceFor(ctx, tc, int64(max(2000/cfg.Batch, 50)), nil)
+		if err != nil {
+			return rows, fmt.Errorf("reference: %w", err)
+		}
+		r := TTARow{System: "reference", Seed: seed, Seconds: ref.TimeToTarget, Steps: ref.StepsToTarget, FinalAccuracy: ref.TestAccuracy, WallSeconds: ref.Seconds}
+		if ref.TimeToTarget < 0 {
+			r.Steps = -1
+		}
+		cfg.Log.Info().Str("system", r.System).Uint64("seed", seed).Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Msg("time to accuracy")
+		rows = append(rows, r)
+		for _, bus := range cfg.Buses {
+			tb := tc
+			setBus(&tb, bus)
+			s, err := Train(ctx, tb)
+			if err != nil {
+				return rows, fmt.Errorf("%s: %w", bus, err)
+			}
+			r := TTARow{System: bus, Seed: seed, Seconds: s.TimeToTarget, Steps: -1, WallSeconds: s.WallSeconds, FinalAccuracy: s.TestAccuracy}
+			for _, p := range s.Curve {
+				if p.TestAccuracy >= cfg.Target {
+					r.Steps = p.Steps
+					break
+				}
+			}
+			cfg.Log.Info().Str("system", r.System).Uint64("seed", seed).Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).
+				Str("wall", fmtF(r.WallSeconds, 2)).Msg("time to accuracy")
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+// MedianSeconds is the median time to target of a system's runs; a run
+// that did not reach the target counts as +Inf.
+func MedianSeconds(rows []TTARow, system string) float64 {
+	var v []float64
+	for _, r := range rows {
+		if r.System == system {
+			s := r.Seconds
+			if s < 0 {
+				s = inf
+			}
+			v = append(v, s)
+		}
+	}
+	if len(v) == 0 {
+		return nanF
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// WriteTTA writes rows to dir/time_to_accuracy.csv.
+func WriteTTA(dir string, rows []TTARow) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "time_to_accuracy.csv")
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"})
+	for _, r := range rows {
+		_ = w.Write([]string{r.System, strconv.FormatUint(r.Seed, 10), fmtF(r.Seconds, 3), strconv.FormatInt(r.Steps, 10),
+			fmtF(r.WallSeconds, 3), fmtF(r.FinalAccuracy, 4)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}

@@ -1,0 +1,8 @@
+package experiment
+
+import "math"
+
+var (
+	nanF = math.NaN()
+	inf  = math.Inf(1)
+)
