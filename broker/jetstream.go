@@ -38,6 +38,14 @@ type JetStreamConfig struct {
 	Duplicates time.Duration
 	// Replicas is the stream's replication factor. Default 1.
 	Replicas int
+	// PerMessageAcks publishes with one broker ack per message instead of
+	// fast batches (which nats-server 2.14+ offers, and the Bus uses by
+	// default when it creates or updates the stream: the broker then
+	// confirms every N messages). With fast batches the broker drops a
+	// duplicate ID without saying so: Duplicates counts only the
+	// duplicates it reports (always, with PerMessageAcks). NoCreate and
+	// older servers imply PerMessageAcks.
+	PerMessageAcks bool
 	// NoCreate uses the run's stream as it is and does not create or
 	// update it, for users without stream-admin permissions.
 	NoCreate bool
@@ -106,7 +114,7 @@ type JetStream struct {
 	st       jetstream.Stream
 
 	slots   chan struct{} // publish window
-	track   pubTracker
+	pub     *publisher
 	dups    atomic.Uint64
 	closing chan struct{}
 
@@ -151,7 +159,6 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		closing: make(chan struct{}),
 		subs:    make(map[*jsSub]struct{}),
 	}
-	b.track.init()
 	if cfg.Logger != nil {
 		b.log = cfg.Logger.With().Str("run", cfg.Run).Str("conn", cfg.Name).Logger()
 	}
@@ -187,21 +194,25 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	}
 	b.nc = nc
 	b.pullBytes = max(cfg.PullBytes, 2*int(nc.MaxPayload())+64<<10)
-	b.js, err = jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
-		jetstream.WithPublishAsyncAckHandler(b.onPubAck),
-		jetstream.WithPublishAsyncErrHandler(b.onPubErr),
-		jetstream.WithPublishAsyncTimeout(publishAckTimeout),
-	)
+	b.js, err = jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("broker: jetstream: %w", err)
 	}
+	fast := !cfg.NoCreate && !cfg.PerMessageAcks && serverAtLeast(nc.ConnectedServerVersion(), 2, 14)
 	if !cfg.NoCreate {
-		if err := b.ensureStream(ctx, cfg); err != nil {
+		if err := b.ensureStream(ctx, cfg, fast); err != nil {
 			nc.Close()
 			return nil, err
 		}
+	}
+	mode := pubAcks
+	if fast {
+		mode = pubFast
+	}
+	if b.pub, err = newPublisher(nc, mode, cfg.MaxPending, b.slots, &b.dups, &b.log); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	return b, nil
 }
@@ -209,7 +220,7 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 // ensureStream creates the run's stream or updates it to cfg. A concurrent
 // creation with a slightly different configuration makes the create fail
 // with "name already in use"; the next round then updates.
-func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error {
+func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batches bool) error {
 	scfg := jetstream.StreamConfig{
 		Name:         b.stream,
 		Description:  "asyrevel run " + cfg.Run,
@@ -225,6 +236,9 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		Duplicates:   cfg.Duplicates,
 		DenyDelete:   true,
 		DenyPurge:    true,
+		// Fast batch publishing (nats-server 2.14+); a publisher that
+		// does not use it is not affected.
+		AllowBatchPublish: batches,
 	}
 	var err error
 	for range 5 {
@@ -280,93 +294,26 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 			return ErrClosed
 		}
 	}
-	nm := &nats.Msg{Subject: m.Subject}
-	if len(m.Data) > 0 {
-		// nats.go keeps the message until it is acked (for retries).
-		nm.Data = append([]byte(nil), m.Data...)
-	}
-	if n := len(m.Header); n > 0 || m.ID != "" {
-		vals := make([]string, 0, n+1)
-		nm.Header = make(nats.Header, n+1)
-		if m.ID != "" {
-			vals = append(vals, m.ID)
-			nm.Header[msgIDHeader] = vals[0:1:1]
-		}
-		for k, v := range m.Header {
-			i := len(vals)
-			vals = append(vals, v)
-			nm.Header[k] = vals[i : i+1 : i+1]
-		}
-	}
-
 	b.closeMu.RLock()
 	if b.closed.Load() {
 		b.closeMu.RUnlock()
 		<-b.slots
 		return ErrClosed
 	}
-	b.track.add(nm)
-	err := b.publishAsync(ctx, nm)
+	err := b.pub.publish(m)
 	b.closeMu.RUnlock()
 	if err != nil {
-		if b.track.remove(nm) {
-			<-b.slots
-		}
+		<-b.slots
 		return err
 	}
 	return nil
 }
 
-// publishAsync hands nm to nats.go, waiting out a full nats.go window
-// (which our own window should prevent) without dropping the message.
-func (b *JetStream) publishAsync(ctx context.Context, nm *nats.Msg) error {
-	wait := 100 * time.Microsecond
-	for {
-		_, err := b.js.PublishMsgAsync(nm)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-			return fmt.Errorf("broker: publish to %s: %w", nm.Subject, err)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-b.closing:
-			t.Stop()
-			return ErrClosed
-		}
-		wait = min(2*wait, 50*time.Millisecond)
-	}
-}
-
-func (b *JetStream) onPubAck(_ jetstream.JetStream, m *nats.Msg, pa *jetstream.PubAck) {
-	if pa.Duplicate {
-		b.dups.Add(1)
-	}
-	if b.track.done(m, nil) {
-		<-b.slots
-	}
-}
-
-func (b *JetStream) onPubErr(_ jetstream.JetStream, m *nats.Msg, err error) {
-	err = fmt.Errorf("broker: publish to %s: %w", m.Subject, err)
-	if b.track.done(m, err) {
-		<-b.slots
-		b.log.Warn().Err(err).Msg("asynchronous publish failed")
-	}
-}
-
 // onConnClosed fails what is still unacknowledged: nats.go forgets pending
 // acks when the connection closes for good.
 func (b *JetStream) onConnClosed(*nats.Conn) {
-	for _, m := range b.track.pendingMsgs() {
-		if b.track.done(m, fmt.Errorf("broker: publish to %s: %w", m.Subject, nats.ErrConnectionClosed)) {
-			<-b.slots
-		}
+	if b.pub != nil {
+		b.pub.failAll(nats.ErrConnectionClosed)
 	}
 }
 
@@ -389,14 +336,14 @@ func (b *JetStream) Flush(ctx context.Context) error {
 }
 
 func (b *JetStream) flush(ctx context.Context) error {
-	for _, ep := range b.track.seal() {
+	for _, ep := range b.pub.seal() {
 		select {
 		case <-ep.done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return b.track.takeErr()
+	return b.pub.takeErr()
 }
 
 // Count is the number of stored messages whose subject matches filter (it
@@ -673,104 +620,16 @@ func (b *JetStream) close() error {
 		}
 	} else {
 		// Disconnected (reconnecting): acks may never come; do not wait.
-		if err := b.track.takeErr(); err != nil {
+		if err := b.pub.takeErr(); err != nil {
 			errs = append(errs, err)
 		}
-		if n := b.track.pendingCount(); n > 0 {
+		if n := b.pub.pending(); n > 0 {
 			errs = append(errs, fmt.Errorf("broker: closing while disconnected: %d publishes unconfirmed", n))
 		}
 	}
+	b.pub.stop(nats.ErrConnectionClosed)
 	b.nc.Close()
 	return errors.Join(errs...)
-}
-
-// pubTracker follows unacknowledged publishes so that Flush waits for
-// exactly those published before it (not for later ones, which
-// PublishAsyncComplete would), and collects asynchronous failures.
-type pubTracker struct {
-	mu      sync.Mutex
-	pending map[*nats.Msg]*pubEpoch
-	cur     *pubEpoch
-	sealed  []*pubEpoch // sealed by a Flush, not yet complete, oldest first
-	err     error       // first failure since the last takeErr
-}
-
-// pubEpoch counts the pending messages published between two Flush calls.
-type pubEpoch struct {
-	n    int
-	done chan struct{} // made when sealed, closed when n reaches 0
-}
-
-func (t *pubTracker) init() {
-	t.pending = make(map[*nats.Msg]*pubEpoch)
-	t.cur = &pubEpoch{}
-}
-
-func (t *pubTracker) add(m *nats.Msg) {
-	t.mu.Lock()
-	t.cur.n++
-	t.pending[m] = t.cur
-	t.mu.Unlock()
-}
-
-// done records the completion of m; false if m was not pending (already
-// completed: nats.go may report one message twice).
-func (t *pubTracker) done(m *nats.Msg, err error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ep, ok := t.pending[m]
-	if !ok {
-		return false
-	}
-	delete(t.pending, m)
-	if err != nil && t.err == nil {
-		t.err = err
-	}
-	ep.n--
-	if ep.n == 0 && ep.done != nil {
-		close(ep.done)
-		t.sealed = slices.DeleteFunc(t.sealed, func(e *pubEpoch) bool { return e == ep })
-	}
-	return true
-}
-
-// remove forgets m after a synchronous publish failure.
-func (t *pubTracker) remove(m *nats.Msg) bool { return t.done(m, nil) }
-
-// seal closes the current epoch and returns every epoch to wait for.
-func (t *pubTracker) seal() []*pubEpoch {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.cur.n > 0 {
-		t.cur.done = make(chan struct{})
-		t.sealed = append(t.sealed, t.cur)
-		t.cur = &pubEpoch{}
-	}
-	return slices.Clone(t.sealed)
-}
-
-func (t *pubTracker) takeErr() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	err := t.err
-	t.err = nil
-	return err
-}
-
-func (t *pubTracker) pendingCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.pending)
-}
-
-func (t *pubTracker) pendingMsgs() []*nats.Msg {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ms := make([]*nats.Msg, 0, len(t.pending))
-	for m := range t.pending {
-		ms = append(ms, m)
-	}
-	return ms
 }
 
 // jsSub is a subscription on a JetStream consumer. nats.go calls onMsg

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,9 +51,16 @@ func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+	cfg := broker.JetStreamConfig{
 		Server: srv, InProcess: inProcess, Run: run, Name: name,
-	})
+	}
+	if d, err := time.ParseDuration(os.Getenv("BENCH_DUP")); err == nil {
+		cfg.Duplicates = d
+	}
+	if os.Getenv("BENCH_PERMSG") != "" {
+		cfg.PerMessageAcks = true
+	}
+	b, err := broker.ConnectJetStream(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,11 +232,12 @@ type CentralResult struct {
 	W             []float64
 }
 
-// CentralLogistic minimises the paper's logistic-regression objective on
-// all features at one place, mean_i log(1+exp(-y_i w.x_i)) + lambda g(w),
-// with L-BFGS (gonum/optimize). It gives f* and the reference accuracy that
-// the federated runs are measured against.
-func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda float64) (*CentralResult, error) {
+// CentralLogistic minimises the logistic-regression objective on all
+// features at one place, mean_i log(1+exp(-y_i (w.x_i + b))) + lambda g(w)
+// (b = 0 without bias; the intercept is not regularised), with L-BFGS
+// (gonum/optimize). It gives f* and the reference accuracy that the
+// federated runs are measured against.
+func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda float64, bias bool) (*CentralResult, error) {
 	if train.Classes != 2 {
 		return nil, fmt.Errorf("%w: central logistic regression needs a binary set, got %d classes", ErrConfig, train.Classes)
 	}
@@ -247,42 +248,62 @@ func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda
 	for i := range rows {
 		rows[i] = uint32(i)
 	}
+	np := d
+	if bias {
+		np++
+	}
 	z := make([]float64, n)
 	dz := make([]float64, n)
 	dc := make([]float64, 1)
-	f := func(w []float64) float64 {
-		lin.Forward(w, train.X, rows, z)
-		var s float64
-		for i, y := range train.Y {
-			s += head.Loss(nil, z[i:i+1], y)
-		}
-		v := s / float64(n)
-		if reg != nil {
-			v += lambda * reg.Value(w)
-		}
-		return v
-	}
-	grad := func(g, w []float64) {
-		lin.Forward(w, train.X, rows, z)
-		for i, y := range train.Y {
-			dc[0] = 0
-			head.Grad(nil, z[i:i+1], y, nil, dc)
-			dz[i] = dc[0] / float64(n)
-		}
-		for j := range g {
-			g[j] = 0
-		}
-		lin.Backward(w, train.X, rows, dz, g)
-		if reg != nil {
-			tmp := make([]float64, len(w))
-			reg.Grad(w, tmp)
-			for j := range g {
-				g[j] += lambda * tmp[j]
+	zc := make([]float64, 1)
+	tmp := make([]float64, d)
+	// scores writes w.x_i + b into z.
+	scores := func(p []float64, x *dataset.Matrix, r []uint32, z []float64) {
+		lin.Forward(p[:d], x, r, z)
+		if bias {
+			for i := range z {
+				z[i] += p[d]
 			}
 		}
 	}
-	res, err := optimize.Minimize(optimize.Problem{Func: f, Grad: grad}, make([]float64, d),
-		&optimize.Settings{GradientThreshold: 1e-7, MajorIterations: 2000}, &optimize.LBFGS{})
+	f := func(p []float64) float64 {
+		scores(p, train.X, rows, z)
+		var s float64
+		for i, y := range train.Y {
+			zc[0] = z[i]
+			s += head.Loss(nil, zc, y)
+		}
+		v := s / float64(n)
+		if reg != nil {
+			v += lambda * reg.Value(p[:d])
+		}
+		return v
+	}
+	grad := func(g, p []float64) {
+		scores(p, train.X, rows, z)
+		var gb float64
+		for i, y := range train.Y {
+			dc[0] = 0
+			zc[0] = z[i]
+			head.Grad(nil, zc, y, nil, dc)
+			dz[i] = dc[0] / float64(n)
+			gb += dz[i]
+		}
+		clear(g)
+		lin.Backward(p[:d], train.X, rows, dz, g[:d])
+		if reg != nil {
+			clear(tmp)
+			reg.Grad(p[:d], tmp)
+			for j := range tmp {
+				g[j] += lambda * tmp[j]
+			}
+		}
+		if bias {
+			g[d] = gb
+		}
+	}
+	res, err := optimize.Minimize(optimize.Problem{Func: f, Grad: grad}, make([]float64, np),
+		&optimize.Settings{GradientThreshold: 1e-7, MajorIterations: 5000}, &optimize.LBFGS{})
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("central solver: %w", err)
 	}
@@ -295,7 +316,7 @@ func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda
 			r[i] = uint32(i)
 		}
 		out := make([]float64, ds.Len())
-		lin.Forward(res.X, ds.X, r, out)
+		scores(res.X, ds.X, r, out)
 		ok := 0
 		for i, y := range ds.Y {
 			if head.Predict(nil, out[i:i+1]) == y {

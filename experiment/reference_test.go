@@ -31,7 +31,7 @@ func TestCentralLogisticA9a(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4)
+	r, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestReferenceZOMatchesCentral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	central, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4)
+	central, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ type TrainConfig struct {
 	ModelCmd     string        // the external model's command line (--model external)
 	ModelTimeout time.Duration // per call of an external model (0 = its default)
 	K            int           // outputs per party for multiclass sets (default 1)
+	NoBias       bool          // binary sets: no intercept in the head (the paper's F_0)
 
 	Epochs   float64       // passes over the training set per party (0 = unlimited)
 	Duration time.Duration // training time limit (0 = unlimited)
@@ -472,7 +473,10 @@ func noClose() error { return nil }
 // NewHead builds the aggregator's head for q parties.
 func NewHead(cfg *TrainConfig, classes int) (model.Head, int) {
 	if classes <= 2 {
-		return model.NewLogistic(cfg.Parties), 1
+		if cfg.NoBias {
+			return model.NewLogistic(cfg.Parties), 1
+		}
+		return model.NewLogisticBias(cfg.Parties), 1
 	}
 	return model.NewSoftmax(cfg.Parties*cfg.K, classes), cfg.K
 }

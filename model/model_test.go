@@ -184,6 +184,8 @@ func TestHeadGradients(t *testing.T) {
 		{"logistic-pos", NewLogistic(4), 1},
 		{"logistic-neg", NewLogistic(4), 0},
 		{"logistic-q1", NewLogistic(1), 1},
+		{"logistic-bias-pos", NewLogisticBias(3), 1},
+		{"logistic-bias-neg", NewLogisticBias(3), 0},
 		{"softmax-10", NewSoftmax(8, 10), 3},
 		{"softmax-2", NewSoftmax(3, 2), 0},
 		{"softmax-last", NewSoftmax(5, 4), 3},

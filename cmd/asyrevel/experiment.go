@@ -139,6 +139,7 @@ func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	preset := fs.String("preset", "", "preprocessing preset")
 	lambda := fs.Float64("lambda", 1e-4, "regularisation weight")
 	regName := fs.String("reg", "nonconvex", "regulariser: nonconvex, l2 or none")
+	bias := fs.Bool("bias", true, "fit an intercept (as asyrevel train's head does by default)")
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -162,7 +163,7 @@ func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if tr, te, err = dataset.OpenPair(*data, *test); err != nil {
 		return err
 	}
-	r, err := experiment.CentralLogistic(tr, te, reg, *lambda)
+	r, err := experiment.CentralLogistic(tr, te, reg, *lambda, *bias)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 // trainFlags registers the training flags shared by train, aggregator and
 // party on fs.
 type trainFlags struct {
+	bias     *bool
 	cfg      experiment.TrainConfig
 	seed     uint64
 	logLevel string
@@ -42,6 +43,8 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
 	fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
 	fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets")
+	bias := fs.Bool("bias", true, "binary sets: the aggregator's head has an intercept (false: the paper's\nF_0 = log(1+exp(-y sum c)) without one)")
+	f.bias = bias
 	fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
 	fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
 	fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
@@ -76,6 +79,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	c := &f.cfg
 	c.Seed = f.seed
+	c.NoBias = !*f.bias
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)

@@ -1,0 +1,103 @@
+package experiment
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func smallData(t *testing.T, q int) *Data {
+	t.Helper()
+	tc := TrainConfig{Synthetic: small(), Parties: q}
+	if err := tc.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadData(&tc, RoleAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestThroughputWritesResults(t *testing.T) {
+	rows, err := Throughput(context.Background(), ThroughputConfig{
+		Data: smallData(t, 4), Parties: 4, Buses: []string{"memory", "jetstream-tcp"},
+		Windows: []int{1}, Batches: []int{1, 16}, Duration: 300 * time.Millisecond, Seed: 1, Log: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	for _, r := range rows {
+		if r.Steps == 0 || r.StepsPerSec <= 0 || r.BytesPerStep <= 0 {
+			t.Errorf("row %+v: no work measured", r)
+		}
+	}
+	// A batch-16 step carries 16 ids and 32 floats up and 32 floats down.
+	for _, r := range rows {
+		if r.Batch == 16 && r.BytesPerStep < 16*4+16*8*4 {
+			t.Errorf("%s batch 16: %.0f bytes per step is less than the payload", r.Bus, r.BytesPerStep)
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteThroughput(dir, rows); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "throughput.csv"))
+	if err != nil || !strings.HasPrefix(string(raw), "bus,window,batch,steps_per_s,bytes_per_step") {
+		t.Fatalf("throughput.csv: %v %q", err, raw)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "throughput.png")); err != nil || st.Size() == 0 {
+		t.Fatalf("throughput.png: %v", err)
+	}
+}
+
+func TestTimeToAccuracy(t *testing.T) {
+	rows, err := TimeToAccuracy(context.Background(), TTAConfig{
+		Data: smallData(t, 4), Parties: 4, Target: 0.9, Seeds: []uint64{1}, Batch: 16, Window: 2,
+		Buses: []string{"memory"}, Budget: 20 * time.Second, EvalEvery: 50 * time.Millisecond, Log: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if r.Seconds < 0 || r.Steps <= 0 {
+			t.Errorf("%s did not reach 90%%: %+v", r.System, r)
+		}
+	}
+	if m := MedianSeconds(rows, "reference"); m != rows[0].Seconds {
+		t.Errorf("median of one run %v, want %v", m, rows[0].Seconds)
+	}
+	if err := WriteTTA(t.TempDir(), rows); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFirstOrderLearns(t *testing.T) {
+	data := smallData(t, 3)
+	tc := TrainConfig{Loaded: data, Parties: 3, Model: "mlp", Hidden: 16, Batch: 32, Epochs: 3}
+	r, err := FirstOrderFor(context.Background(), tc, 0.05, 0.9, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TestAccuracy < 0.93 {
+		t.Errorf("first-order MLP accuracy %.4f, want at least 0.93", r.TestAccuracy)
+	}
+}
+
+func TestFirstOrderRefusesBlackBox(t *testing.T) {
+	tc := TrainConfig{Loaded: smallData(t, 2), Parties: 2, Model: "external", ModelCmd: "/bin/false", Batch: 8, Epochs: 1}
+	if _, err := FirstOrderFor(context.Background(), tc, 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
+		t.Fatalf("first-order with a black-box model: %v", err)
+	}
+}
