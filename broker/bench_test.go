@@ -371,7 +371,16 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
-		b.Fatalf("%d of %d replies", got.Load(), b.N)
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for m, bus := range append([]broker.Bus{agg}, pbus[1:]...) {
+			if err := bus.Flush(fctx); err != nil {
+				b.Errorf("flush %d: %v", m, err)
+			}
+		}
+		nout, err1 := agg.Count(fctx, prefix+".out.*")
+		nrep, err2 := agg.Count(fctx, prefix+".reply.*")
+		b.Fatalf("%d of %d replies; issued %d; stored %d outputs (%v), %d replies (%v); aggregator answered %d", got.Load(), b.N, issued.Load(), nout, err1, nrep, err2, nreply)
 	}
 	b.StopTimer()
 	cpu := cpuTime() - cpu0

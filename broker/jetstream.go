@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -54,7 +55,9 @@ type JetStreamConfig struct {
 	// payload (a pull request must fit the largest message).
 	PullBytes int
 	// Options are extra nats.go connection options (credentials, TLS,
-	// reconnect policy, custom inbox prefix), applied last.
+	// reconnect policy, custom inbox prefix, dialer), applied after the
+	// Bus's own but before the wire counter of Stats, which wraps the
+	// dialer or in-process provider they leave.
 	Options []nats.Option
 	// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
@@ -115,6 +118,8 @@ type JetStream struct {
 
 	slots   chan struct{} // publish window
 	pub     *publisher
+	ctr     counters
+	nc2     *nats.Conn
 	dups    atomic.Uint64
 	closing chan struct{}
 
@@ -188,6 +193,7 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		return nil, fmt.Errorf("%w: neither URL nor Server given", ErrInvalid)
 	}
 	opts = append(opts, cfg.Options...)
+	opts = append(opts, countWire(&b.ctr))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: connect %s: %w", url, err)
@@ -210,7 +216,15 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	if fast {
 		mode = pubFast
 	}
-	if b.pub, err = newPublisher(nc, mode, cfg.MaxPending, b.slots, &b.dups, &b.log); err != nil {
+	pnc := nc
+	if os.Getenv("EXP_SPLIT") != "" {
+		pnc, err = nats.Connect(url, opts...)
+		if err != nil {
+			return nil, err
+		}
+		b.nc2 = pnc
+	}
+	if b.pub, err = newPublisher(pnc, mode, cfg.MaxPending, b.slots, &b.dups, &b.log); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -240,12 +254,18 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batch
 		// does not use it is not affected.
 		AllowBatchPublish: batches,
 	}
+	if os.Getenv("EXP_ASYNCPERSIST") != "" {
+		scfg.PersistMode = jetstream.AsyncPersistMode
+	}
 	var err error
 	for range 5 {
 		var st jetstream.Stream
 		st, err = b.js.CreateOrUpdateStream(ctx, scfg)
 		if err == nil {
 			b.st = st
+			if cfg.Replicas > 1 {
+				return b.waitStreamLeader(ctx, cfg.Replicas)
+			}
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -255,11 +275,43 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batch
 	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, err)
 }
 
+// waitStreamLeader waits until the replicated stream has a leader and
+// every replica is current, so that the first publishes find it ready.
+func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		info, err := b.st.Info(ctx)
+		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) >= replicas-1 {
+			current := 0
+			for _, r := range info.Cluster.Replicas {
+				if r.Current {
+					current++
+				}
+			}
+			if current >= replicas-1 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("broker: stream %s has no leader with %d current replicas: %w", b.stream, replicas, err)
+		case <-t.C:
+		}
+	}
+}
+
 // Run is the run name.
 func (b *JetStream) Run() string { return b.run }
 
 // Conn is the underlying NATS connection.
 func (b *JetStream) Conn() *nats.Conn { return b.nc }
+
+// Stats returns the connection's traffic counters.
+func (b *JetStream) Stats() Stats { return b.ctr.stats() }
 
 // Duplicates is the number of messages published on this connection that
 // the broker acknowledged as duplicates (same ID within the window) and
@@ -306,6 +358,7 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 		<-b.slots
 		return err
 	}
+	b.ctr.published(len(m.Data))
 	return nil
 }
 
@@ -629,6 +682,9 @@ func (b *JetStream) close() error {
 	}
 	b.pub.stop(nats.ErrConnectionClosed)
 	b.nc.Close()
+	if b.nc2 != nil {
+		b.nc2.Close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -676,6 +732,7 @@ func (s *jsSub) onMsg(m jetstream.Msg) {
 		return
 	}
 	s.last = seq
+	s.bus.ctr.delivered(len(m.Data()))
 	s.d.msg, s.d.seq = m, seq
 	s.handler(s.ctx, &s.d)
 	s.d.msg = nil

@@ -209,6 +209,7 @@ type MemoryBus struct {
 	hub  *MemoryHub
 	name string
 	dups atomic.Uint64
+	ctr  counters
 
 	closed atomic.Bool
 	mu     sync.Mutex
@@ -257,8 +258,13 @@ func (b *MemoryBus) Publish(ctx context.Context, m *Message) error {
 		}
 	}
 	h.mu.Unlock()
+	b.ctr.published(len(m.Data))
 	return nil
 }
+
+// Stats returns the handle's traffic counters (the Wire fields are zero:
+// there is no wire).
+func (b *MemoryBus) Stats() Stats { return b.ctr.stats() }
 
 // Flush returns nil: Publish is synchronous.
 func (b *MemoryBus) Flush(ctx context.Context) error {
@@ -481,6 +487,7 @@ func (s *memSub) deliver(m *memMsg) {
 		s.buf = append(s.buf[:0], m.data...)
 		d.data = s.buf
 	}
+	s.bus.ctr.delivered(len(m.data))
 	s.handler(s.ctx, d)
 	d.m, d.data = nil, nil
 	if cap(s.buf) > 1<<20 {

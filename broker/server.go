@@ -63,6 +63,15 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	opts := serverOptions(cfg)
+	if cfg.Configure != nil {
+		cfg.Configure(opts)
+	}
+	return startNATS(ctx, opts, cfg.Logger)
+}
+
+// serverOptions are the options of an embedded server for cfg.
+func serverOptions(cfg ServerConfig) *server.Options {
 	opts := &server.Options{
 		ServerName:         "asyrevel",
 		Host:               cfg.Host,
@@ -88,17 +97,20 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = defaultServerMaxPayload
 	}
-	if cfg.Configure != nil {
-		cfg.Configure(opts)
-	}
+	return opts
+}
+
+// startNATS starts a server with opts and waits until it accepts
+// connections, for at most the time left on ctx (10 s without deadline).
+func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger) (*Server, error) {
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("broker: new server: %w", err)
 	}
-	if cfg.Logger != nil {
-		debug := cfg.Logger.GetLevel() <= zerolog.DebugLevel
-		trace := cfg.Logger.GetLevel() <= zerolog.TraceLevel
-		ns.SetLoggerV2(serverLogger{cfg.Logger}, debug, trace, false)
+	if logger != nil {
+		debug := logger.GetLevel() <= zerolog.DebugLevel
+		trace := logger.GetLevel() <= zerolog.TraceLevel
+		ns.SetLoggerV2(serverLogger{logger}, debug, trace, false)
 	}
 	ns.Start()
 	wait := defaultServerStartWait
@@ -116,10 +128,10 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", cfg.Dir)
+		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", opts.StoreDir)
 	}
 	s := &Server{ns: ns}
-	if !cfg.NoListen {
+	if !opts.DontListen {
 		s.url = ns.ClientURL()
 	}
 	return s, nil

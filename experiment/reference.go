@@ -187,10 +187,10 @@ type evaluator struct {
 
 func newEvaluator(data *Data, q, k int) *evaluator {
 	e := &evaluator{data: data, q: q, k: k}
-	if data.Test == nil {
+	if data.NTest == 0 {
 		return e
 	}
-	n := data.Test.Len()
+	n := data.NTest
 	e.rows = make([]uint32, n)
 	for i := range e.rows {
 		e.rows[i] = uint32(i)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -264,9 +265,6 @@ type Data struct {
 	// IDHash fingerprints the training sample ids (empty when the data has
 	// no ids): parties and aggregator compare it when they join.
 	IDHash string
-	// Train and Test are the whole sets when they were read from one file
-	// (for the centralised references); nil for split folders.
-	Train, Test *dataset.Dataset
 }
 
 // Roles for LoadData.
@@ -319,11 +317,8 @@ func LoadData(cfg *TrainConfig, role int) (*Data, error) {
 	if te != nil && te.Len() == 0 {
 		te = nil
 	}
-	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), Train: tr, Test: te}
+	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len()}
 	d.IDHash = idHash(tr.IDs)
-	if role != RoleAll && role != RoleAggregator {
-		d.Train, d.Test = nil, nil
-	}
 	if role == RoleAll || role == RoleAggregator {
 		d.TrainY = tr.Y
 		if te != nil {
@@ -363,6 +358,26 @@ func idHash(ids []string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// checkFile compares a file of a split folder with its manifest entry. A
+// process checks only the files it reads: in a real deployment a party has
+// only its own.
+func checkFile(dir string, e dataset.ManifestEntry) error {
+	f, err := os.Open(filepath.Join(dir, e.Name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.Name, err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); n != e.Bytes || sum != e.SHA256 {
+		return fmt.Errorf("%w: %s has %d bytes, sha256 %s; the manifest says %d bytes, %s", dataset.ErrChecksum, e.Name, n, sum, e.Bytes, e.SHA256)
+	}
+	return nil
+}
+
 // loadSplit reads a split folder for a role; see LoadData.
 func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 	dir := cfg.Data
@@ -394,6 +409,9 @@ func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 			if !ok {
 				continue
 			}
+			if err := checkFile(dir, e); err != nil {
+				return nil, err
+			}
 			if labels, err = dataset.LoadLabels(filepath.Join(dir, e.Name)); err != nil {
 				return nil, err
 			}
@@ -410,6 +428,9 @@ func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 			e, ok := man.File(split, m)
 			if !ok {
 				continue
+			}
+			if err := checkFile(dir, e); err != nil {
+				return nil, err
 			}
 			p, err := dataset.LoadPartyFile(filepath.Join(dir, e.Name))
 			if err != nil {

@@ -1,0 +1,142 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
+)
+
+func startCluster(t testing.TB) *broker.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Shutdown)
+	return c
+}
+
+func connectNode(t testing.TB, srv *broker.Server, inProcess bool, run, name string) *broker.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+		Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// The conformance suite on a 3-node cluster with the stream on all three
+// (R3), each participant connected to the next node, over TCP and
+// in-process in turn.
+func TestJetStreamClusterConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := startCluster(t)
+	var n atomic.Int64
+	bustest.Run(t, func(t *testing.T) bustest.Harness {
+		run := newRun()
+		return bustest.Harness{
+			Prefix: broker.SubjectPrefix(run),
+			Connect: func(t testing.TB, name string) broker.Bus {
+				i := n.Add(1)
+				srv := c.Servers()[i%int64(len(c.Servers()))]
+				return connectNode(t, srv, i%2 == 0, run, name)
+			},
+		}
+	})
+}
+
+func TestCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := startCluster(t)
+	if n := len(c.Servers()); n != 3 || len(c.URLs()) != 3 {
+		t.Fatalf("%d servers, URLs %v", n, c.URLs())
+	}
+	names := map[string]bool{}
+	for _, s := range c.Servers() {
+		names[s.NATS().Name()] = true
+		if !s.NATS().JetStreamIsClustered() {
+			t.Errorf("%s: JetStream not clustered", s.NATS().Name())
+		}
+	}
+	if len(names) != 3 {
+		t.Errorf("server names %v", names)
+	}
+	run := newRun()
+	pub := connectNode(t, c.Servers()[0], false, run, "pub")
+	sub := connectNode(t, c.Servers()[1], false, run, "sub")
+	other := connectNode(t, c.Servers()[2], true, run, "other")
+
+	js, err := jetstream.New(other.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := js.Stream(ctx, broker.StreamName(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.CachedInfo()
+	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("stream replicas %d, cluster %+v", info.Config.Replicas, info.Cluster)
+	}
+
+	subj := broker.SubjectPrefix(run) + ".x"
+	got := make(chan uint64, 100)
+	s, err := sub.Subscribe(ctx, []string{subj}, broker.SubscribeOptions{Durable: "d"}, func(_ context.Context, d broker.Delivery) {
+		d.Ack()
+		got <- d.Seq()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 100 {
+		if err := pub.Publish(ctx, &broker.Message{Subject: subj, ID: run + "." + string(rune('a'+i%26)) + string(rune('a'+i/26))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		select {
+		case seq := <-got:
+			if seq != uint64(i+1) {
+				t.Fatalf("delivery %d has seq %d", i, seq)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 100 delivered", i)
+		}
+	}
+	if n, err := other.Count(ctx, broker.SubjectPrefix(run)+".>"); err != nil || n != 100 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+}
+
+func TestClusterInvalid(t *testing.T) {
+	ctx := context.Background()
+	if _, err := broker.StartCluster(ctx, broker.ClusterConfig{}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("no dir: %v", err)
+	}
+	if _, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: t.TempDir(), Nodes: -1}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("-1 nodes: %v", err)
+	}
+}
