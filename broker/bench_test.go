@@ -50,6 +50,16 @@ func benchBackends(b *testing.B) []benchBackend {
 		}},
 		{"jetstream-inproc", js(true)},
 		{"jetstream-tcp", js(false)},
+		{"jetstream-cluster3", func(rb *testing.B) (func(string) broker.Bus, string) {
+			// Stream R3; participants over TCP to the nodes in turn.
+			c := startCluster(rb)
+			run := newRun()
+			var n int
+			return func(name string) broker.Bus {
+				n++
+				return connectNode(rb, c.Servers()[n%3], false, run, name)
+			}, broker.SubjectPrefix(run)
+		}},
 	}
 }
 

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ func connectNode(t testing.TB, srv *broker.Server, inProcess bool, run, name str
 	defer cancel()
 	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
 		Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: 3,
+		PerMessageAcks: os.Getenv("BENCH_PERMSG") != "",
 	})
 	if err != nil {
 		t.Fatal(err)

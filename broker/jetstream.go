@@ -89,6 +89,16 @@ const (
 	// ephemeralInactive lets the server remove an ephemeral consumer whose
 	// client vanished without Close.
 	ephemeralInactive = time.Minute
+	// A pull request that goes nowhere (a cluster whose consumer leader is
+	// not in place yet answers "no responders") is sent again when no
+	// heartbeat came for two pullHeartbeat periods; nats.go's default
+	// (15 s) would stall a new subscription that long.
+	pullHeartbeat = time.Second
+	pullExpiry    = 10 * time.Second
+	// apiTimeout bounds a JetStream API call (stream and consumer
+	// management) when ctx has no deadline; a replicated consumer takes
+	// a leader election.
+	apiTimeout = 10 * time.Second
 )
 
 const msgIDHeader = jetstream.MsgIDHeader
@@ -200,7 +210,7 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	}
 	b.nc = nc
 	b.pullBytes = max(cfg.PullBytes, 2*int(nc.MaxPayload())+64<<10)
-	b.js, err = jetstream.New(nc)
+	b.js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(apiTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("broker: jetstream: %w", err)
@@ -499,6 +509,8 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 	s.ackTimer.Stop()
 	s.cc, err = cons.Consume(s.onMsg,
 		jetstream.PullMaxBytes(b.pullBytes),
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(s.onConsumeErr))
 	if err != nil {
 		s.cancel()

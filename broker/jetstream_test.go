@@ -121,21 +121,32 @@ func TestNoListenServer(t *testing.T) {
 	}
 }
 
+// With one ack per message the broker reports every duplicate; with fast
+// batches it drops them silently. Either way only one is stored.
 func TestDuplicatesCounted(t *testing.T) {
 	srv := startServer(t)
-	b := connectJS(t, srv, true, newRun(), "p")
-	ctx := context.Background()
-	subj := broker.SubjectPrefix(b.Run()) + ".d"
-	for range 3 {
-		if err := b.Publish(ctx, &broker.Message{Subject: subj, ID: "same"}); err != nil {
+	for _, perMsg := range []bool{true, false} {
+		run := newRun()
+		b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, PerMessageAcks: perMsg})
+		ctx := context.Background()
+		subj := broker.SubjectPrefix(b.Run()) + ".d"
+		for range 3 {
+			if err := b.Publish(ctx, &broker.Message{Subject: subj, ID: "same"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Publish(ctx, &broker.Message{Subject: subj, ID: "other"}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := b.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := b.Duplicates(); n != 2 {
-		t.Fatalf("Duplicates() = %d, want 2", n)
+		if err := b.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Duplicates(); perMsg && n != 2 {
+			t.Errorf("per-message acks: Duplicates() = %d, want 2", n)
+		}
+		if n, err := b.Count(ctx, subj); err != nil || n != 2 {
+			t.Errorf("per-message acks %v: %d stored (%v), want 2", perMsg, n, err)
+		}
 	}
 }
 

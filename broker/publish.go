@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,9 @@ const (
 	// pubRetryWait is the pause before sending again after "no responders"
 	// (no stream, or a cluster without a stream leader).
 	pubRetryWait = 250 * time.Millisecond
+	// pubDupWait is the pause before sending again a message whose ID a
+	// clustered stream is still storing.
+	pubDupWait = 20 * time.Millisecond
 	// pubCheckEvery is the period of the ack timeout check.
 	pubCheckEvery = time.Second
 )
@@ -73,6 +77,9 @@ const (
 	errCodeBatchDisabled = 10205 // JSBatchPublishDisabledErr
 	errCodeBatchUnknown  = 10208 // JSBatchPublishUnknownBatchIDErr
 	errCodeBatchInflight = 10211 // JSBatchPublishTooManyInflight
+	// A clustered stream is still storing a message with the same ID:
+	// sent again a moment later, it is stored or reported duplicate.
+	errCodeDupInProcess = 10158 // JSStreamDuplicateMessageConflict
 )
 
 type pubMode int
@@ -369,13 +376,15 @@ func (p *publisher) onReply(m *nats.Msg) {
 	}
 	delete(p.pend, tok)
 	if noResponders(m) {
-		p.retryLocked(e, jetstream.ErrNoStreamResponse)
+		p.retryLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
 		return
 	}
 	ack, err := parsePubAck(m.Data)
 	switch {
 	case err != nil:
 		p.settleLocked(e, err)
+	case ack.Error != nil && int(ack.Error.ErrorCode) == errCodeDupInProcess:
+		p.retryLocked(e, ack.Error, pubDupWait)
 	case ack.Error != nil:
 		p.settleLocked(e, ack.Error)
 	default:
@@ -389,6 +398,9 @@ func (p *publisher) onReply(m *nats.Msg) {
 // onFastReply handles an answer about a fast batch: tail is
 // <batch id>.<flow>.<gap>.<seq>.<op>.$FI.
 func (p *publisher) onFastReply(tail string, m *nats.Msg) {
+	if debugPub {
+		fmt.Fprintf(os.Stderr, "PUBDBG %p %s %q hdr=%v\n", p, tail, m.Data, m.Header)
+	}
 	t := strings.Split(tail[:len(tail)-len(fastSuffix)], ".")
 	if len(t) != 5 {
 		return
@@ -412,7 +424,7 @@ func (p *publisher) onFastReply(tail string, m *nats.Msg) {
 		for i := int(seq) - 1; i < len(b.entries); i++ {
 			if e := b.entries[i]; e != nil {
 				b.entries[i] = nil
-				p.retryLocked(e, jetstream.ErrNoStreamResponse)
+				p.retryLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
 			}
 		}
 		p.maybeDropLocked(b)
@@ -441,7 +453,11 @@ func (p *publisher) onFastReply(tail string, m *nats.Msg) {
 		if i := int(fe.Seq) - 1; i >= 0 && i < len(b.entries) {
 			if e := b.entries[i]; e != nil {
 				b.entries[i] = nil
-				p.settleLocked(e, fe.Error)
+				if int(fe.Error.ErrorCode) == errCodeDupInProcess {
+					p.retryLocked(e, fe.Error, pubDupWait)
+				} else {
+					p.settleLocked(e, fe.Error)
+				}
 			}
 		}
 	default:
@@ -516,6 +532,8 @@ func (p *publisher) onFastReply(tail string, m *nats.Msg) {
 	}
 }
 
+var debugPub = os.Getenv("DEBUG_PUB") != ""
+
 var errBatchEnded = errors.New("batch ended before the message")
 
 // confirmLocked confirms the batch's messages up to n.
@@ -562,6 +580,9 @@ func (p *publisher) commitLocked() {
 
 // sendEOBLocked sends the end-of-batch commit with batch sequence seq.
 func (p *publisher) sendEOBLocked(b *pubBatch, seq uint64) {
+	if debugPub {
+		fmt.Fprintf(os.Stderr, "PUBDBG %p EOB %s %d (len %d)\n", p, b.id, seq, len(b.entries))
+	}
 	b.eob = true
 	r := append(p.rbuf[:0], p.inbox...)
 	r = append(r, b.id...)
@@ -574,8 +595,10 @@ func (p *publisher) sendEOBLocked(b *pubBatch, seq uint64) {
 	}
 }
 
-// retryLocked sends e again after pubRetryWait (no responders).
-func (p *publisher) retryLocked(e *pubEntry, why error) {
+// retryLocked sends e again after wait (no responders, or the same ID
+// in process), or fails it after pubMaxSends sends. Retries wait for the
+// earliest one scheduled.
+func (p *publisher) retryLocked(e *pubEntry, why error, wait time.Duration) {
 	e.batch = nil
 	if e.sends >= pubMaxSends {
 		p.settleLocked(e, why)
@@ -585,7 +608,7 @@ func (p *publisher) retryLocked(e *pubEntry, why error) {
 	p.retry = append(p.retry, e)
 	if !p.retryOn {
 		p.retryOn = true
-		time.AfterFunc(pubRetryWait, p.onRetry)
+		time.AfterFunc(wait, p.onRetry)
 	}
 }
 

@@ -68,6 +68,18 @@ func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name strin
 	return b
 }
 
+func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := broker.ConnectJetStream(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 func runJetStreamSuite(t *testing.T, inProcess bool) {
 	srv := startServer(t)
 	bustest.Run(t, func(t *testing.T) bustest.Harness {

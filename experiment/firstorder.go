@@ -75,27 +75,11 @@ func FirstOrder(ctx context.Context, data *Data, cfg FirstOrderConfig) (*RefResu
 	row := make([]float64, q*k)
 	drow := make([]float64, q*k)
 	ev := newEvaluator(data, q, k)
-	res := &RefResult{TimeToTarget: -1}
-	var clock time.Duration
-	start := time.Now()
 	inv := 1 / float64(cfg.Batch)
+	loop := newRefLoop(budget{cfg.MaxSteps, cfg.Duration, cfg.TargetAcc, false}, cfg.OnPoint)
 	for t := int64(0); ; t++ {
-		if t%cfg.EvalEvery == 0 {
-			clock += time.Since(start)
-			acc := ev.accuracy(plain, w, head, w0)
-			pt := RefPoint{Seconds: clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: nanF}
-			res.Curve = append(res.Curve, pt)
-			if cfg.OnPoint != nil {
-				cfg.OnPoint(pt)
-			}
-			if cfg.TargetAcc > 0 && res.TimeToTarget < 0 && acc >= cfg.TargetAcc {
-				res.TimeToTarget, res.StepsToTarget = pt.Seconds, t
-			}
-			res.Steps, res.Seconds, res.TestAccuracy = t, pt.Seconds, acc
-			if (cfg.MaxSteps > 0 && t >= cfg.MaxSteps) || (cfg.Duration > 0 && clock >= cfg.Duration) || ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			start = time.Now()
+		if t%cfg.EvalEvery == 0 && loop.point(ctx, t, func() float64 { return ev.accuracy(plain, w, head, w0) }) {
+			return loop.res, ctx.Err()
 		}
 		for j := range ids {
 			ids[j] = uint32(rng.IntN(n))

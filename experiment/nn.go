@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
@@ -15,8 +14,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // PaperNN are the paper's test accuracies for its neural network, as the
@@ -118,26 +115,13 @@ func WriteNN(dir string, rows []NNRow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "nn.csv")
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"set", "method", "test_accuracy", "best_accuracy", "paper_accuracy", "seconds", "steps", "seconds_to_within_1pt"})
+	var recs [][]string
 	for _, r := range rows {
-		_ = w.Write([]string{r.Set, r.Method, fmtF(r.Accuracy, 4), fmtF(r.BestAccuracy, 4), fmtF(r.PaperAccuracy, 4),
+		recs = append(recs, []string{r.Set, r.Method, fmtF(r.Accuracy, 4), fmtF(r.BestAccuracy, 4), fmtF(r.PaperAccuracy, 4),
 			fmtF(r.Seconds, 1), strconv.FormatInt(r.Steps, 10), fmtF(r.TimeToFinal, 1)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	header := []string{"set", "method", "test_accuracy", "best_accuracy", "paper_accuracy", "seconds", "steps", "seconds_to_within_1pt"}
+	if err := writeCSV(filepath.Join(dir, "nn.csv"), header, recs); err != nil {
 		return err
 	}
 	var sets []string
@@ -193,22 +177,5 @@ func WriteNN(dir string, rows []NNRow) error {
 	if len(sets) == 0 {
 		return nil
 	}
-	img := vgimg.New(vg.Length(len(sets))*4.5*vg.Inch, 4*vg.Inch)
-	t := draw.Tiles{Rows: 1, Cols: len(sets), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(plots, t, draw.New(img))
-	for j := range plots[0] {
-		plots[0][j].Draw(canvases[0][j])
-	}
-	pf, err := os.Create(filepath.Join(dir, "nn.png.tmp"))
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(pf); err != nil {
-		pf.Close()
-		return err
-	}
-	if err := pf.Close(); err != nil {
-		return err
-	}
-	return os.Rename(filepath.Join(dir, "nn.png.tmp"), filepath.Join(dir, "nn.png"))
+	return savePNG(filepath.Join(dir, "nn.png"), plots, vg.Length(len(sets))*4.5*vg.Inch, 4*vg.Inch)
 }

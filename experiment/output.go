@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,40 +55,77 @@ func jsonSafe(s *Summary) *Summary {
 }
 
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	return writeFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	return os.Rename(tmp, path)
+	})
 }
 
-func writeCurveCSV(path string, curve []aggregator.Point) error {
+// writeFileAtomic writes path through write into a temporary file that it
+// renames into place only when everything was written.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
 		return err
 	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"})
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeCSV writes a header and records to path atomically.
+func writeCSV(path string, header []string, records [][]string) error {
+	return writeFileAtomic(path, func(f io.Writer) error {
+		w := csv.NewWriter(f)
+		_ = w.Write(header)
+		_ = w.WriteAll(records)
+		return w.Error()
+	})
+}
+
+// savePNG renders plots laid out in rows x cols tiles of the given size
+// into a PNG file.
+func savePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
+	img := vgimg.New(width, height)
+	cols := 0
+	for _, r := range plots {
+		cols = max(cols, len(r))
+	}
+	t := draw.Tiles{Rows: len(plots), Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter, PadTop: vg.Millimeter * 2,
+		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, t, draw.New(img))
+	for i, r := range plots {
+		for j, p := range r {
+			p.Draw(canvases[i][j])
+		}
+	}
+	return writeFileAtomic(path, func(w io.Writer) error {
+		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
+		return err
+	})
+}
+
+func writeCurveCSV(path string, curve []aggregator.Point) error {
 	num := func(v float64, p int) string {
 		if math.IsNaN(v) {
 			return ""
 		}
 		return fmtF(v, p)
 	}
+	var recs [][]string
 	for _, p := range curve {
-		_ = w.Write([]string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
+		recs = append(recs, []string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
 			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"}, recs)
 }
 
 // PlotCurve draws test accuracy and training loss against training time,
@@ -126,25 +164,5 @@ func PlotCurve(path, title string, curve []aggregator.Point) error {
 		points.Radius = vg.Points(1.5)
 		pl.p.Add(line, points)
 	}
-	const w, h = 7 * vg.Inch, 6 * vg.Inch
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: vg.Millimeter, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	plots := [][]*plot.Plot{{top}, {bottom}}
-	canvases := plot.Align(plots, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return savePNG(path, [][]*plot.Plot{{top}, {bottom}}, 7*vg.Inch, 6*vg.Inch)
 }

@@ -112,28 +112,11 @@ func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, er
 		}
 	}
 	hh := make([]float64, cfg.Batch)
-	res := &RefResult{TimeToTarget: -1}
 	ev := newEvaluator(data, q, k)
-	var clock time.Duration
-	start := time.Now()
+	loop := newRefLoop(budget{cfg.MaxSteps, cfg.Duration, cfg.TargetAcc, cfg.StopAtTarget}, cfg.OnPoint)
 	for t := int64(0); ; t++ {
-		if t%cfg.EvalEvery == 0 {
-			clock += time.Since(start)
-			acc := ev.accuracy(locals, w, head, w0)
-			pt := RefPoint{Seconds: clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: nanF}
-			res.Curve = append(res.Curve, pt)
-			if cfg.OnPoint != nil {
-				cfg.OnPoint(pt)
-			}
-			if cfg.TargetAcc > 0 && res.TimeToTarget < 0 && acc >= cfg.TargetAcc {
-				res.TimeToTarget, res.StepsToTarget = pt.Seconds, t
-			}
-			res.Steps, res.Seconds, res.TestAccuracy = t, pt.Seconds, acc
-			if (cfg.MaxSteps > 0 && t >= cfg.MaxSteps) || (cfg.Duration > 0 && clock >= cfg.Duration) || ctx.Err() != nil ||
-				(cfg.StopAtTarget && res.TimeToTarget >= 0) {
-				return res, ctx.Err()
-			}
-			start = time.Now()
+		if t%cfg.EvalEvery == 0 && loop.point(ctx, t, func() float64 { return ev.accuracy(locals, w, head, w0) }) {
+			return loop.res, ctx.Err()
 		}
 		m := int(t % int64(q))
 		x := data.PartTrain[m]
@@ -174,6 +157,48 @@ func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, er
 			zoo.AddScaled(w0, -cfg.HeadLR.At(int(t))*phi0/cfg.Mu*d0, u0)
 		}
 	}
+}
+
+// budget is when a reference loop stops.
+type budget struct {
+	maxSteps     int64
+	duration     time.Duration
+	target       float64
+	stopAtTarget bool
+}
+
+// refLoop keeps the clock and the curve of a reference loop. The clock
+// runs only between evaluations: evaluation time is not training time.
+type refLoop struct {
+	b       budget
+	onPoint func(RefPoint)
+	res     *RefResult
+	clock   time.Duration
+	start   time.Time
+}
+
+func newRefLoop(b budget, onPoint func(RefPoint)) *refLoop {
+	return &refLoop{b: b, onPoint: onPoint, res: &RefResult{TimeToTarget: -1}, start: time.Now()}
+}
+
+// point evaluates at step t and reports whether the loop should stop.
+func (l *refLoop) point(ctx context.Context, t int64, accuracy func() float64) (stop bool) {
+	l.clock += time.Since(l.start)
+	acc := accuracy()
+	pt := RefPoint{Seconds: l.clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: nanF}
+	r := l.res
+	r.Curve = append(r.Curve, pt)
+	if l.onPoint != nil {
+		l.onPoint(pt)
+	}
+	if l.b.target > 0 && r.TimeToTarget < 0 && acc >= l.b.target {
+		r.TimeToTarget, r.StepsToTarget = pt.Seconds, t
+	}
+	r.Steps, r.Seconds, r.TestAccuracy = t, pt.Seconds, acc
+	stop = (l.b.maxSteps > 0 && t >= l.b.maxSteps) || (l.b.duration > 0 && l.clock >= l.b.duration) || ctx.Err() != nil ||
+		(l.b.stopAtTarget && r.TimeToTarget >= 0)
+	l.start = time.Now()
+	return stop
 }
 
 // evaluator scores a VFL model on the test set.

@@ -2,9 +2,9 @@ package experiment
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,8 +15,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Buses that the throughput experiment compares.
@@ -97,30 +95,17 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "throughput.csv")
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"bus", "window", "batch", "steps_per_s", "bytes_per_step", "wire_bytes_per_step", "steps", "seconds"})
+	var recs [][]string
 	for _, r := range rows {
 		wire := ""
-		if r.WireBytesPerStep == r.WireBytesPerStep {
+		if !math.IsNaN(r.WireBytesPerStep) {
 			wire = fmtF(r.WireBytesPerStep, 1)
 		}
-		_ = w.Write([]string{r.Bus, strconv.Itoa(r.Window), strconv.Itoa(r.Batch), fmtF(r.StepsPerSec, 1),
+		recs = append(recs, []string{r.Bus, strconv.Itoa(r.Window), strconv.Itoa(r.Batch), fmtF(r.StepsPerSec, 1),
 			fmtF(r.BytesPerStep, 1), wire, strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 3)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
+	header := []string{"bus", "window", "batch", "steps_per_s", "bytes_per_step", "wire_bytes_per_step", "steps", "seconds"}
+	if err := writeCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
 		return err
 	}
 	return plotThroughput(filepath.Join(dir, "throughput.png"), rows)
@@ -185,24 +170,5 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 		p.Legend.TextStyle.Color = color.Black
 		plots[0] = append(plots[0], p)
 	}
-	img := vgimg.New(vg.Length(len(windows))*3.5*vg.Inch, 4*vg.Inch)
-	dc := draw.New(img)
-	t := draw.Tiles{Rows: 1, Cols: len(windows), PadX: vg.Millimeter * 4, PadY: vg.Millimeter, PadTop: vg.Millimeter * 2,
-		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(plots, t, dc)
-	for j := range plots[0] {
-		plots[0][j].Draw(canvases[0][j])
-	}
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return savePNG(path, plots, vg.Length(len(windows))*3.5*vg.Inch, 4*vg.Inch)
 }

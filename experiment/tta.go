@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,24 +106,11 @@ func WriteTTA(dir string, rows []TTARow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "time_to_accuracy.csv")
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	_ = w.Write([]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"})
+	var recs [][]string
 	for _, r := range rows {
-		_ = w.Write([]string{r.System, strconv.FormatUint(r.Seed, 10), fmtF(r.Seconds, 3), strconv.FormatInt(r.Steps, 10),
+		recs = append(recs, []string{r.System, strconv.FormatUint(r.Seed, 10), fmtF(r.Seconds, 3), strconv.FormatInt(r.Steps, 10),
 			fmtF(r.WallSeconds, 3), fmtF(r.FinalAccuracy, 4)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return writeCSV(filepath.Join(dir, "time_to_accuracy.csv"),
+		[]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"}, recs)
 }

@@ -81,10 +81,7 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"no messages, no asynchrony; evaluation time is not counted.", stderr)
 	f := newTrainFlags(fs)
 	every := fs.Int64("eval-steps", 0, "party steps between evaluations (default: one pass of the data)")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	if err := f.finish(fs, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	r, _, err := experiment.ReferenceFor(ctx, f.cfg, *every, pointLogger(f))
@@ -112,10 +109,7 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lr := fs.Float64("fo-lr", 0.05, "SGD step size")
 	mom := fs.Float64("momentum", 0.9, "SGD momentum")
 	every := fs.Int64("eval-steps", 0, "steps between evaluations (default: a quarter pass)")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	if err := f.finish(fs, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	r, err := experiment.FirstOrderFor(ctx, f.cfg, *lr, *mom, *every, pointLogger(f))
@@ -207,6 +201,14 @@ func (f *expFlags) path(rel string) (string, error) {
 	return "", fmt.Errorf("%s not found in %s: run \"asyrevel data fetch %s\" first", rel, strings.Join(dirs, " or "), strings.Split(rel, "/")[0])
 }
 
+// parse parses args and returns the logger they ask for.
+func (f *expFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (zerolog.Logger, error) {
+	if err := fs.Parse(args); err != nil {
+		return zerolog.Nop(), usageErr(err)
+	}
+	return f.logger(stderr)
+}
+
 func (f *expFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
@@ -237,10 +239,7 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
 	buses := fs.String("buses", strings.Join(experiment.Buses, ","), "buses to compare")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	log, err := f.logger(stderr)
+	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -283,10 +282,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	batch := fs.Int("batch", 64, "samples per request")
 	window := fs.Int("window", 8, "requests in flight per party")
 	buses := fs.String("buses", "jetstream-tcp,jetstream-inprocess,memory", "pipeline variants")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	log, err := f.logger(stderr)
+	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -332,10 +328,7 @@ func expNN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	headLR := fs.Float64("head-lr", 0, "zeroth-order step size of the head (default 0.05)")
 	batch := fs.Int("batch", 64, "samples per request")
 	window := fs.Int("window", 4, "requests in flight per party")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	log, err := f.logger(stderr)
+	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,14 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	return f
 }
 
+// parse parses args and finishes the configuration.
+func (f *trainFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	return f.finish(fs, stderr)
+}
+
 // finish checks the flags after parsing and sets up logging.
 func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if fs.NArg() > 0 {
@@ -174,10 +182,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
 	f := newTrainFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	if err := f.finish(fs, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	if err := f.needBudget(); err != nil {
@@ -231,10 +236,7 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"Runs only the aggregator of a run whose parties are separate processes\n"+
 		"(asyrevel party). It holds the labels: it reads them from --data.", stderr)
 	f := newTrainFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	if err := f.finish(fs, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	if f.cfg.NATS == "" || !flagGiven(fs, "run") {
@@ -257,10 +259,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"and steps until the aggregator stops it.", stderr)
 	f := newTrainFlags(fs)
 	id := fs.Int("id", 0, "this party's id, 1..parties")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	if err := f.finish(fs, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	if f.cfg.NATS == "" || !flagGiven(fs, "run") || *id < 1 || *id > f.cfg.Parties {
