@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,11 +15,23 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 )
 
-// Benchmarks of the three transports:
+// Benchmarks of the transports (in-memory, JetStream in-process and over
+// TCP, a 3-node JetStream cluster):
 //
 //	go test ./broker -run '^$' -bench . -benchtime 2s
+//	go test ./broker -run '^$' -bench Steps -benchtime 30000x
 //
-// Messages carry an ID and an 88-byte signature header, as on the wire.
+// Messages of Publish, RoundTrip and Consume carry an ID and an 88-byte
+// signature header. Knobs for experiments (environment):
+//
+//	BENCH_PERMSG=1   JetStream with one broker ack per message (PerMessageAcks)
+//	BENCH_DUP=10s    the stream's dedupe window (JetStreamConfig.Duplicates)
+//	BENCH_CR=1       durable consumer replicas on the cluster (ConsumerReplicas)
+//	BENCH_W=N        requests in flight per party in Steps (default 8)
+//	BENCH_NOID=1     Steps without message IDs (the cost of broker dedupe)
+//	BENCH_SINGLE=1   Steps with one filter per subscription (out.* for the
+//	                 aggregator, reply.m for a party): what several
+//	                 filters cost the broker
 
 // benchBackend connects participants to a fresh log per benchmark run.
 type benchBackend struct {
@@ -25,6 +39,19 @@ type benchBackend struct {
 	// fresh returns a connect function for a new, isolated log and its
 	// subject prefix.
 	fresh func(b *testing.B) (connect func(name string) broker.Bus, prefix string)
+}
+
+// benchConfig is a JetStream configuration with the knobs applied.
+func benchConfig(srv *broker.Server, inProcess bool, run, name string, replicas int) broker.JetStreamConfig {
+	cfg := broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: replicas}
+	if d, err := time.ParseDuration(os.Getenv("BENCH_DUP")); err == nil {
+		cfg.Duplicates = d
+	}
+	cfg.PerMessageAcks = os.Getenv("BENCH_PERMSG") != ""
+	if n, err := strconv.Atoi(os.Getenv("BENCH_CR")); err == nil && replicas > 1 {
+		cfg.ConsumerReplicas = n
+	}
+	return cfg
 }
 
 func benchBackends(b *testing.B) []benchBackend {
@@ -35,7 +62,7 @@ func benchBackends(b *testing.B) []benchBackend {
 			s := startServer(rb)
 			run := newRun()
 			return func(name string) broker.Bus {
-				return connectJS(rb, s, inProcess, run, name)
+				return connectJSConfig(rb, benchConfig(s, inProcess, run, name, 1))
 			}, broker.SubjectPrefix(run)
 		}
 	}
@@ -57,7 +84,7 @@ func benchBackends(b *testing.B) []benchBackend {
 			var n int
 			return func(name string) broker.Bus {
 				n++
-				return connectNode(rb, c.Servers()[n%3], false, run, name)
+				return connectJSConfig(rb, benchConfig(c.Servers()[n%3], false, run, name, 3))
 			}, broker.SubjectPrefix(run)
 		}},
 	}
@@ -273,8 +300,12 @@ var stepShapes = []stepShape{{"batch1", 40, 36}, {"batch64", 1500, 1040}}
 func BenchmarkSteps(b *testing.B) {
 	for _, be := range benchBackends(b) {
 		for _, sh := range stepShapes {
-			b.Run(fmt.Sprintf("%s/%s/W=8", be.name, sh.name), func(b *testing.B) {
-				benchSteps(b, be, sh, 8, 8)
+			w := 8
+			if v, err := strconv.Atoi(os.Getenv("BENCH_W")); err == nil {
+				w = v
+			}
+			b.Run(fmt.Sprintf("%s/%s/W=%d", be.name, sh.name, w), func(b *testing.B) {
+				benchSteps(b, be, sh, 8, w)
 			})
 		}
 	}
@@ -331,12 +362,15 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 	target := int64(b.N)
 	done := make(chan struct{})
 	type party struct {
+		mu  sync.Mutex // the handler and the initial requests both publish
 		bus broker.Bus
 		msg broker.Message
 		seq int
 	}
 	ps := make([]*party, parties+1)
 	publish := func(p *party, m int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		p.seq++
 		if expNoID == "" {
 			p.msg.ID = run + "." + strconv.Itoa(m) + "." + strconv.Itoa(p.seq)
@@ -396,6 +430,9 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 	cpu := cpuTime() - cpu0
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/step")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
 }
 
 var expNoID = os.Getenv("BENCH_NOID")

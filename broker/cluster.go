@@ -55,9 +55,12 @@ const (
 // StartCluster starts cfg.Nodes embedded NATS servers with JetStream
 // clustering (server names asyrevel-1..N, a store directory each, routes
 // between all of them) and waits until every node accepts connections,
-// the JetStream meta group has a leader and every node is current with it,
-// for at most the time left on ctx (30 s if ctx has no deadline). Client
-// connections may go to any node (URLs). Call Shutdown to stop it.
+// the JetStream meta group has a leader that sees every node online, and
+// every node is current with it, for at most the time left on ctx (30 s if
+// ctx has no deadline). Client connections may go to any node (URLs,
+// Servers). A stream with Replicas 3 (JetStreamConfig.Replicas) is then
+// placed on three nodes; ConnectJetStream waits for its leader. Call
+// Shutdown to stop the cluster.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: cluster store dir is required", ErrInvalid)
@@ -80,28 +83,39 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		defer cancel()
 	}
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < clusterAttempts; attempt++ {
+		// Each attempt gets a share of the time left, so that one that
+		// hangs (a port picked below taken by another process in the
+		// meantime leaves a node waiting for its listener) leaves time
+		// for another.
+		dl, _ := ctx.Deadline()
+		actx, cancel := context.WithTimeout(ctx, time.Until(dl)/time.Duration(clusterAttempts-attempt))
 		var c *Cluster
-		if c, err = startCluster(ctx, cfg); err == nil {
+		c, err = startCluster(actx, cfg)
+		cancel()
+		if err == nil {
 			return c, nil
 		}
-		if ctx.Err() != nil || !errors.Is(err, errRoutePort) {
+		if ctx.Err() != nil || errors.Is(err, ErrInvalid) {
 			break
 		}
-		// A route port picked below was taken in the meantime: again.
 	}
 	return nil, err
 }
 
-var errRoutePort = errors.New("broker: route port taken")
+// clusterAttempts bounds the attempts to start a cluster.
+const clusterAttempts = 3
 
 func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	// Route ports are fixed before the start so that every node can list
-	// all the others (the JetStream meta group sizes itself on them).
-	ports, err := freePorts(cfg.Host, cfg.Nodes)
+	// all the others (the JetStream meta group sizes itself on them);
+	// client ports are picked with them so that no node's client listener
+	// takes another's route port.
+	ports, err := freePorts(cfg.Host, 2*cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
+	clientPorts, ports := ports[cfg.Nodes:], ports[:cfg.Nodes]
 	routes := make([]string, cfg.Nodes)
 	for i, p := range ports {
 		routes[i] = "nats://" + net.JoinHostPort(cfg.Host, strconv.Itoa(p))
@@ -119,6 +133,7 @@ func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			Logger:     cfg.Logger,
 		})
 		opts.ServerName = "asyrevel-" + strconv.Itoa(i+1)
+		opts.Port = clientPorts[i]
 		opts.Cluster = server.ClusterOpts{
 			Name: cfg.Name,
 			Host: cfg.Host,
@@ -146,9 +161,6 @@ func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		c.Shutdown()
-		if ctx.Err() == nil && portTaken(cfg.Host, ports) {
-			return nil, fmt.Errorf("%w: %v", errRoutePort, err)
-		}
 		return nil, fmt.Errorf("broker: start cluster: %w", err)
 	}
 	if err := c.waitReady(ctx); err != nil {
@@ -158,27 +170,31 @@ func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-// waitReady waits for a JetStream meta leader that every node follows.
+// waitReady waits for a JetStream meta leader that every node follows and
+// that sees every node online.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		leaders, current := 0, 0
+		leaders, current, peers := 0, 0, 0
 		for _, s := range c.servers {
 			if s.ns.JetStreamIsLeader() {
 				leaders++
+				// The nodes the leader sees online with JetStream: a
+				// stream is placed only on those.
+				peers = len(s.ns.JetStreamClusterPeers())
 			}
 			if s.ns.JetStreamIsCurrent() {
 				current++
 			}
 		}
-		if leaders == 1 && current == len(c.servers) {
+		if leaders == 1 && current == len(c.servers) && peers == len(c.servers) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("broker: cluster not ready (%d meta leaders, %d of %d nodes current): %w",
-				leaders, current, len(c.servers), ctx.Err())
+			return fmt.Errorf("broker: cluster not ready (%d meta leaders, %d of %d nodes current, %d seen online): %w",
+				leaders, current, len(c.servers), peers, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -202,18 +218,6 @@ func freePorts(host string, n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// portTaken reports whether one of ports cannot be listened on.
-func portTaken(host string, ports []int) bool {
-	for _, p := range ports {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
-		if err != nil {
-			return true
-		}
-		l.Close()
-	}
-	return false
 }
 
 // URLs are the nodes' client URLs, in node order.

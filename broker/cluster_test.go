@@ -1,9 +1,11 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"os"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,12 +29,16 @@ func startCluster(t testing.TB) *broker.Cluster {
 }
 
 func connectNode(t testing.TB, srv *broker.Server, inProcess bool, run, name string) *broker.JetStream {
+	return connectNodeR(t, srv, inProcess, run, name, 0)
+}
+
+// connectNodeR connects with an R3 stream and consumerReplicas.
+func connectNodeR(t testing.TB, srv *broker.Server, inProcess bool, run, name string, consumerReplicas int) *broker.JetStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
-		Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: 3,
-		PerMessageAcks: os.Getenv("BENCH_PERMSG") != "",
+		Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: 3, ConsumerReplicas: consumerReplicas,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +49,7 @@ func connectNode(t testing.TB, srv *broker.Server, inProcess bool, run, name str
 
 // The conformance suite on a 3-node cluster with the stream on all three
 // (R3), each participant connected to the next node, over TCP and
-// in-process in turn.
+// in-process in turn, with R3 or R1 durable consumers in turn.
 func TestJetStreamClusterConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster in -short mode")
@@ -57,7 +63,7 @@ func TestJetStreamClusterConformance(t *testing.T) {
 			Connect: func(t testing.TB, name string) broker.Bus {
 				i := n.Add(1)
 				srv := c.Servers()[i%int64(len(c.Servers()))]
-				return connectNode(t, srv, i%2 == 0, run, name)
+				return connectNodeR(t, srv, i%2 == 0, run, name, int(i/2%2))
 			},
 		}
 	})
@@ -140,5 +146,51 @@ func TestClusterInvalid(t *testing.T) {
 	}
 	if _, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: t.TempDir(), Nodes: -1}); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("-1 nodes: %v", err)
+	}
+}
+
+// Publishing through stream leader changes: every message is stored once,
+// or Flush says what failed.
+func TestClusterLeaderChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := startCluster(t)
+	for _, perMsg := range []bool{false, true} {
+		run := newRun()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+			Server: c.Servers()[0], Run: run, Replicas: 3, PerMessageAcks: perMsg,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		admin := connectNode(t, c.Servers()[1], false, run, "admin")
+		subj := broker.SubjectPrefix(run) + ".l"
+		const n = 3000
+		for i := range n {
+			if i == n/2 {
+				r, err := admin.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+broker.StreamName(run), nil, 5*time.Second)
+				if err != nil || !bytes.Contains(r.Data, []byte(`"success":true`)) {
+					t.Logf("stepdown: %v %s", err, r.Data)
+				}
+			}
+			if err := b.Publish(ctx, &broker.Message{Subject: subj, ID: run + "." + strconv.Itoa(i), Data: []byte(strconv.Itoa(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Flush(ctx); err != nil {
+			t.Fatalf("per-message acks %v: flush: %v", perMsg, err)
+		}
+		var got uint64
+		bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+			got, err = admin.Count(ctx, subj)
+			if err == nil && got != n {
+				err = fmt.Errorf("%d stored, want %d", got, n)
+			}
+			return err
+		})
 	}
 }

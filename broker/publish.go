@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,23 +25,28 @@ import (
 //
 // Two protocols, chosen per connection:
 //
-//   - Fast batch (nats-server 2.14+, stream with AllowBatchPublish): the
+//   - Fast batches (nats-server 2.14+, stream with AllowBatchPublish): the
 //     messages of a publisher form batches in gap-fail mode. The server
 //     answers with a flow-control ack every N messages ("the messages up
 //     to seq S are stored"), reports an error or a gap with the sequence
 //     concerned and then ends the batch, and confirms the end of a batch
 //     (commit) with a PubAck that counts the messages stored. A batch is
 //     committed by Flush, after pubIdleCommit without publishing, and on
-//     errors; the next message starts a new one. Messages the broker
-//     reports as not stored (after an error, a gap or a 503) are sent
-//     again in a new batch, at most pubMaxSends times in all.
+//     errors; the next message starts a new one.
 //   - One ack per message (any server): the reply subject carries a
 //     token, the ack is parsed without reflection.
 //
-// Both keep a copy of each message until it is confirmed (for resends),
-// bound the unconfirmed messages by the Bus's window, report every
-// failure through Flush, and fail what is unconfirmed when the connection
-// drops (as nats.go does): nothing is lost silently.
+// Both keep a copy of each message until it is confirmed, bound the
+// unconfirmed messages by the Bus's window, and settle every message
+// exactly once: confirmed, or failed with an error that Flush reports.
+// A message is sent again when the broker says it was not stored (no
+// responders: no stream or no stream leader yet, for up to
+// pubNoRespBudget; its batch ended before it), and, if it has an ID (the
+// broker's dedupe makes a second copy harmless), when its fate is unknown
+// (no answer for pubStall, as when a clustered stream changes leader, or
+// its batch vanished); at most pubMaxSends times. What is unconfirmed
+// when the connection drops fails (as with nats.go): nothing is lost
+// silently.
 
 // Tuning of the publisher.
 const (
@@ -52,17 +56,20 @@ const (
 	// pubMaxFlow is the largest flow-control interval asked of the server
 	// (it uses at most 500 divided by the number of publishing batches).
 	pubMaxFlow = 500
-	// pubMaxSends bounds the sends of one message that the broker reports
-	// as not stored (no responders, batch ended before it).
-	pubMaxSends = 3
-	// pubRetryWait is the pause before sending again after "no responders"
-	// (no stream, or a cluster without a stream leader).
-	pubRetryWait = 250 * time.Millisecond
+	// pubMaxSends bounds the sends of one message.
+	pubMaxSends = 5
+	// pubNoRespBudget is how long a message is sent again while nothing
+	// takes it ("no responders"), every pubRetryWait.
+	pubNoRespBudget = 5 * time.Second
+	pubRetryWait    = 250 * time.Millisecond
 	// pubDupWait is the pause before sending again a message whose ID a
 	// clustered stream is still storing.
 	pubDupWait = 20 * time.Millisecond
-	// pubCheckEvery is the period of the ack timeout check.
-	pubCheckEvery = time.Second
+	// pubStall: without any answer for this long, a batch is committed
+	// (again), and a message with an ID is sent again (acks mode).
+	pubStall = 2 * time.Second
+	// pubCheckEvery is the period of the stall and timeout checks.
+	pubCheckEvery = 250 * time.Millisecond
 )
 
 // Fast-batch protocol (nats-server stream.go, FastBatch). The reply subject
@@ -73,6 +80,7 @@ const (
 	fastOpAppend = "1"
 	fastOpEOB    = "3" // commit without a message of its own
 	fastGapFail  = "fail"
+
 	// Error codes (nats-server jetstream_errors_generated.go).
 	errCodeBatchDisabled = 10205 // JSBatchPublishDisabledErr
 	errCodeBatchUnknown  = 10208 // JSBatchPublishUnknownBatchIDErr
@@ -86,7 +94,7 @@ type pubMode int
 
 const (
 	pubAcks pubMode = iota // one pub ack per message
-	pubFast                // fast-batch publishing
+	pubFast                // fast batches
 )
 
 // pubEntry is one unconfirmed message.
@@ -96,22 +104,24 @@ type pubEntry struct {
 	hdr     []string // key, value, ... (the caller's strings; not its map)
 	data    []byte   // own copy
 	ep      *pubEpoch
-	batch   *pubBatch // fast mode
+	batch   *pubBatch // fast mode: its batch while in one
 	seq     uint64    // batch sequence (fast) or reply token (acks)
 	sends   int
-	sent    time.Time
-	why     error // reason of the last "not stored"
+	first   time.Time // first send
+	sent    time.Time // last send
 }
 
 // pubBatch is one fast batch.
 type pubBatch struct {
-	id      string
-	entries []*pubEntry // by batch seq - 1; nil once confirmed, failed or moved
-	acked   int         // entries[:acked] are settled
-	ended   bool        // takes no more messages (committed or broken)
-	eob     bool        // the commit was sent
-	heard   time.Time   // last answer about this batch (or its start)
-	last    string      // subject of its last message (for the commit)
+	id       string
+	entries  []*pubEntry // by batch seq - 1; nil once settled or moved
+	acked    int         // entries[:acked] are settled or moved
+	ended    bool        // takes no more messages
+	eobSeq   uint64      // the commit's batch sequence, once sent
+	eobSends int
+	heard    time.Time // last answer about the batch (or its start)
+	sent     time.Time // last send in the batch (message or commit)
+	last     string    // subject of its last message (the commit's)
 }
 
 // pubEpoch counts the unconfirmed messages published between two Flush
@@ -139,6 +149,8 @@ type publisher struct {
 	sealed  []*pubEpoch
 	err     error // first failure since the last takeErr
 	retry   []*pubEntry
+	retryT  *time.Timer
+	retryAt time.Time // zero: retryT not armed
 	// acks mode
 	token uint64
 	pend  map[uint64]*pubEntry
@@ -152,7 +164,6 @@ type publisher struct {
 	idleOn   bool
 	check    *time.Timer
 	checkOn  bool
-	retryOn  bool
 	// reused for every send
 	msg  nats.Msg
 	hdr  nats.Header
@@ -179,6 +190,8 @@ func newPublisher(nc *nats.Conn, mode pubMode, window int, slots chan struct{}, 
 	p.idle.Stop()
 	p.check = time.AfterFunc(time.Hour, p.onCheck)
 	p.check.Stop()
+	p.retryT = time.AfterFunc(time.Hour, p.onRetry)
+	p.retryT.Stop()
 	sub, err := nc.Subscribe(p.inbox+">", p.onReply)
 	if err != nil {
 		return nil, fmt.Errorf("broker: subscribe to publish acks: %w", err)
@@ -193,7 +206,7 @@ func newPublisher(nc *nats.Conn, mode pubMode, window int, slots chan struct{}, 
 }
 
 // publish sends m; the caller holds a window slot, which is released when
-// the message is confirmed or failed (or at once if publish fails).
+// the message is settled (or by the caller if publish fails).
 func (p *publisher) publish(m *Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -233,12 +246,12 @@ func (p *publisher) newEntryLocked(m *Message) *pubEntry {
 	for k, v := range m.Header {
 		e.hdr = append(e.hdr, k, v)
 	}
-	e.sends, e.why = 0, nil
+	e.sends = 0
 	return e
 }
 
 func (p *publisher) freeEntryLocked(e *pubEntry) {
-	e.ep, e.batch, e.why = nil, nil, nil
+	e.ep, e.batch = nil, nil
 	e.subject, e.id = "", ""
 	clear(e.hdr)
 	if cap(e.data) > 64<<10 {
@@ -270,7 +283,6 @@ func (p *publisher) sendLocked(e *pubEntry, now time.Time) error {
 		} else {
 			r = append(r, "."+fastOpAppend+fastSuffix...)
 		}
-		b.last = e.subject
 	} else {
 		p.token++
 		e.seq = p.token
@@ -308,8 +320,13 @@ func (p *publisher) sendLocked(e *pubEntry, now time.Time) error {
 		}
 		return err
 	}
-	if b == nil {
+	if b != nil {
+		b.last, b.sent = e.subject, now
+	} else {
 		p.pend[e.seq] = e
+	}
+	if e.sends == 0 {
+		e.first = now
 	}
 	e.sends++
 	e.sent = now
@@ -338,16 +355,62 @@ func (p *publisher) settleLocked(e *pubEntry, err error) {
 	<-p.slots
 }
 
-// resendLocked sends e again (in a new batch) or fails it after
-// pubMaxSends sends.
+// resendLocked sends e again now, or fails it after pubMaxSends sends.
+// The broker said e was not stored (or it has an ID, which makes a second
+// copy harmless).
 func (p *publisher) resendLocked(e *pubEntry, why error) {
 	e.batch = nil
 	if e.sends >= pubMaxSends {
-		p.settleLocked(e, fmt.Errorf("not stored after %d attempts: %w", e.sends, why))
+		p.settleLocked(e, fmt.Errorf("not stored after %d sends: %w", e.sends, why))
 		return
 	}
 	if err := p.sendLocked(e, time.Now()); err != nil {
 		p.settleLocked(e, err)
+	}
+}
+
+// inDoubtLocked handles a message that may or may not be stored: sent
+// again if its ID makes a copy harmless, failed otherwise.
+func (p *publisher) inDoubtLocked(e *pubEntry, why error) {
+	if e.id == "" {
+		e.batch = nil
+		p.settleLocked(e, fmt.Errorf("unconfirmed, not sent again (no ID): %w", why))
+		return
+	}
+	p.resendLocked(e, why)
+}
+
+// laterLocked sends e again after wait: nothing took it ("no responders",
+// for up to pubNoRespBudget), or its ID is in process in a cluster.
+func (p *publisher) laterLocked(e *pubEntry, why error, wait time.Duration) {
+	e.batch = nil
+	now := time.Now()
+	if errors.Is(why, jetstream.ErrNoStreamResponse) && now.Sub(e.first) > pubNoRespBudget ||
+		!errors.Is(why, jetstream.ErrNoStreamResponse) && e.sends >= pubMaxSends {
+		p.settleLocked(e, why)
+		return
+	}
+	p.retry = append(p.retry, e)
+	if at := now.Add(wait); p.retryAt.IsZero() || at.Before(p.retryAt) {
+		p.retryAt = at
+		p.retryT.Reset(wait)
+	}
+}
+
+func (p *publisher) onRetry() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retryAt = time.Time{}
+	if p.stopped {
+		return
+	}
+	rs := p.retry
+	p.retry = nil
+	now := time.Now()
+	for _, e := range rs {
+		if err := p.sendLocked(e, now); err != nil {
+			p.settleLocked(e, err)
+		}
 	}
 }
 
@@ -372,11 +435,11 @@ func (p *publisher) onReply(m *nats.Msg) {
 	}
 	e := p.pend[tok]
 	if e == nil {
-		return // answered already, or failed on a disconnect
+		return // settled already, or sent again under another token
 	}
 	delete(p.pend, tok)
 	if noResponders(m) {
-		p.retryLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
+		p.laterLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
 		return
 	}
 	ack, err := parsePubAck(m.Data)
@@ -384,7 +447,7 @@ func (p *publisher) onReply(m *nats.Msg) {
 	case err != nil:
 		p.settleLocked(e, err)
 	case ack.Error != nil && int(ack.Error.ErrorCode) == errCodeDupInProcess:
-		p.retryLocked(e, ack.Error, pubDupWait)
+		p.laterLocked(e, ack.Error, pubDupWait)
 	case ack.Error != nil:
 		p.settleLocked(e, ack.Error)
 	default:
@@ -396,36 +459,34 @@ func (p *publisher) onReply(m *nats.Msg) {
 }
 
 // onFastReply handles an answer about a fast batch: tail is
-// <batch id>.<flow>.<gap>.<seq>.<op>.$FI.
+// <batch id>.<flow>.<gap>.<seq>.<op>.$FI, the reply subject of the
+// message (or commit) the answer is about.
 func (p *publisher) onFastReply(tail string, m *nats.Msg) {
-	if debugPub {
-		fmt.Fprintf(os.Stderr, "PUBDBG %p %s %q hdr=%v\n", p, tail, m.Data, m.Header)
-	}
 	t := strings.Split(tail[:len(tail)-len(fastSuffix)], ".")
 	if len(t) != 5 {
 		return
 	}
 	b := p.batches[t[0]]
 	seq, err := strconv.ParseUint(t[3], 10, 64)
-	if b == nil || err != nil {
+	if b == nil || err != nil || seq == 0 {
 		return // a settled batch: its late answers change nothing
 	}
-	now := time.Now()
-	b.heard = now
+	b.heard = time.Now()
+	k := int(min(seq, uint64(len(b.entries)+1))) - 1 // index of the message concerned
 	if noResponders(m) {
-		// The message never reached a stream (no stream, or no leader):
-		// neither did any later one of the batch. Commit what came
-		// before (the gap would end the batch anyway) and send the rest
-		// again after a pause.
+		// Nothing took message seq (no stream, or no leader yet), nor
+		// any later one of the batch: they go again later, in a new
+		// batch. The earlier ones reached the stream; a commit at seq
+		// gets them confirmed.
 		p.endBatchLocked(b)
-		if seq > 1 && !b.eob && int(seq) <= len(b.entries)+1 {
-			p.sendEOBLocked(b, seq)
-		}
-		for i := int(seq) - 1; i < len(b.entries); i++ {
+		for i := k; i < len(b.entries); i++ {
 			if e := b.entries[i]; e != nil {
 				b.entries[i] = nil
-				p.retryLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
+				p.laterLocked(e, jetstream.ErrNoStreamResponse, pubRetryWait)
 			}
+		}
+		if b.eobSeq == 0 && seq > 1 {
+			p.sendEOBLocked(b, seq)
 		}
 		p.maybeDropLocked(b)
 		return
@@ -437,11 +498,14 @@ func (p *publisher) onFastReply(tail string, m *nats.Msg) {
 			p.confirmLocked(b, int(min(s, uint64(len(b.entries)))))
 			p.maybeDropLocked(b)
 		}
+		return
 	case bytes.HasPrefix(d, []byte(`{"type":"gap"`)):
-		// Messages got lost on the way; the batch ends and its PubAck
-		// says how many were stored.
+		// Messages got lost on the way: the batch ends, and its PubAck
+		// counts those stored.
 		p.endBatchLocked(b)
+		return
 	case bytes.HasPrefix(d, []byte(`{"type":"err"`)):
+		// Message seq failed; the batch ends and its PubAck follows.
 		var fe struct {
 			Seq   uint64              `json:"seq"`
 			Error *jetstream.APIError `json:"error"`
@@ -450,89 +514,73 @@ func (p *publisher) onFastReply(tail string, m *nats.Msg) {
 			return
 		}
 		p.endBatchLocked(b)
-		if i := int(fe.Seq) - 1; i >= 0 && i < len(b.entries) {
+		if i := int(fe.Seq) - 1; i >= b.acked && i < len(b.entries) {
 			if e := b.entries[i]; e != nil {
 				b.entries[i] = nil
 				if int(fe.Error.ErrorCode) == errCodeDupInProcess {
-					p.retryLocked(e, fe.Error, pubDupWait)
+					p.laterLocked(e, fe.Error, pubDupWait)
 				} else {
 					p.settleLocked(e, fe.Error)
 				}
 			}
 		}
-	default:
-		ack, err := parsePubAck(d)
-		if err != nil {
-			return
+		return
+	}
+	ack, err := parsePubAck(d)
+	if err != nil {
+		return
+	}
+	p.endBatchLocked(b)
+	delete(p.batches, b.id)
+	if ack.Error == nil || ack.Batch != "" {
+		// The batch's end: its first Count messages are stored (or were
+		// duplicates), the later ones are not.
+		if ack.Duplicate {
+			p.dups.Add(1)
 		}
-		if ack.Error == nil || ack.Batch != "" {
-			// The batch's end: the first Count messages are stored (or
-			// were duplicates), the others are not.
-			if ack.Duplicate {
-				p.dups.Add(1)
-			}
-			p.endBatchLocked(b)
-			n := int(min(ack.Count, uint64(len(b.entries))))
-			if ack.Batch == "" && ack.Error == nil {
-				n = int(min(seq, uint64(len(b.entries))))
-			}
-			p.confirmLocked(b, n)
-			why := error(errBatchEnded)
-			if ack.Error != nil {
-				why = ack.Error
-			}
-			for i := n; i < len(b.entries); i++ {
-				if e := b.entries[i]; e != nil {
-					b.entries[i] = nil
-					p.resendLocked(e, why)
-				}
-			}
-			delete(p.batches, b.id)
-			return
+		n := int(min(ack.Count, uint64(len(b.entries))))
+		if ack.Batch == "" {
+			n = k + 1
 		}
-		// An error about message seq that is not the batch's end: seq
-		// was not stored, and the batch is gone (or never existed).
-		p.endBatchLocked(b)
-		code := int(ack.Error.ErrorCode)
-		if (code == errCodeBatchDisabled || code == errCodeBatchInflight) && p.mode == pubFast {
-			// The stream does not take batches (now), or has too many:
-			// publish with one ack per message from now on.
-			p.mode = pubAcks
-			p.log.Warn().Err(ack.Error).Msg("no batch publishing; using one ack per message")
+		p.confirmLocked(b, n)
+		why := error(errBatchEnded)
+		if ack.Error != nil {
+			why = ack.Error
 		}
-		retryable := code == errCodeBatchDisabled || code == errCodeBatchInflight || code == errCodeBatchUnknown
-		i := int(seq) - 1
-		if i < 0 || i >= len(b.entries) {
-			return
-		}
-		if e := b.entries[i]; e != nil {
-			b.entries[i] = nil
-			if retryable {
+		p.resendFromLocked(b, n, why)
+		return
+	}
+	// An error about message seq, not the batch's end: seq was not
+	// stored, neither were later ones; the batch is gone (or never was),
+	// so the fate of earlier unconfirmed ones is unknown.
+	code := int(ack.Error.ErrorCode)
+	if (code == errCodeBatchDisabled || code == errCodeBatchInflight) && p.mode == pubFast {
+		// The stream does not take batches (any more), or too many:
+		// one ack per message from now on.
+		p.mode = pubAcks
+		p.log.Warn().Err(ack.Error).Msg("no batch publishing; using one ack per message")
+	}
+	if k < len(b.entries) {
+		if e := b.entries[k]; e != nil {
+			b.entries[k] = nil
+			switch code {
+			case errCodeBatchDisabled, errCodeBatchInflight, errCodeBatchUnknown:
 				p.resendLocked(e, ack.Error)
-			} else {
+			case errCodeDupInProcess:
+				p.laterLocked(e, ack.Error, pubDupWait)
+			default:
 				p.settleLocked(e, ack.Error)
 			}
 		}
-		// Later ones were not stored either; earlier unconfirmed ones
-		// are in doubt (a batch only disappears after its end or after
-		// its inactivity timeout, both of which should have been seen).
-		for j := i + 1; j < len(b.entries); j++ {
-			if e := b.entries[j]; e != nil {
-				b.entries[j] = nil
-				p.resendLocked(e, ack.Error)
-			}
+	}
+	p.resendFromLocked(b, k+1, ack.Error)
+	for i := b.acked; i < min(k, len(b.entries)); i++ {
+		if e := b.entries[i]; e != nil {
+			b.entries[i] = nil
+			p.inDoubtLocked(e, ack.Error)
 		}
-		for j := b.acked; j < i; j++ {
-			if e := b.entries[j]; e != nil {
-				b.entries[j] = nil
-				p.settleLocked(e, fmt.Errorf("unconfirmed, batch ended: %w", ack.Error))
-			}
-		}
-		delete(p.batches, b.id)
 	}
 }
-
-var debugPub = os.Getenv("DEBUG_PUB") != ""
 
 var errBatchEnded = errors.New("batch ended before the message")
 
@@ -542,6 +590,17 @@ func (p *publisher) confirmLocked(b *pubBatch, n int) {
 		if e := b.entries[b.acked]; e != nil {
 			b.entries[b.acked] = nil
 			p.settleLocked(e, nil)
+		}
+	}
+}
+
+// resendFromLocked sends the batch's unsettled messages from index i on
+// again: the broker did not store them.
+func (p *publisher) resendFromLocked(b *pubBatch, i int, why error) {
+	for ; i < len(b.entries); i++ {
+		if e := b.entries[i]; e != nil {
+			b.entries[i] = nil
+			p.resendLocked(e, why)
 		}
 	}
 }
@@ -580,10 +639,9 @@ func (p *publisher) commitLocked() {
 
 // sendEOBLocked sends the end-of-batch commit with batch sequence seq.
 func (p *publisher) sendEOBLocked(b *pubBatch, seq uint64) {
-	if debugPub {
-		fmt.Fprintf(os.Stderr, "PUBDBG %p EOB %s %d (len %d)\n", p, b.id, seq, len(b.entries))
-	}
-	b.eob = true
+	b.eobSeq = seq
+	b.eobSends++
+	b.sent = time.Now()
 	r := append(p.rbuf[:0], p.inbox...)
 	r = append(r, b.id...)
 	r = append(r, p.flow...)
@@ -592,39 +650,6 @@ func (p *publisher) sendEOBLocked(b *pubBatch, seq uint64) {
 	p.rbuf = r
 	if err := p.nc.PublishRequest(b.last, string(r), nil); err != nil {
 		p.log.Debug().Err(err).Msg("batch commit")
-	}
-}
-
-// retryLocked sends e again after wait (no responders, or the same ID
-// in process), or fails it after pubMaxSends sends. Retries wait for the
-// earliest one scheduled.
-func (p *publisher) retryLocked(e *pubEntry, why error, wait time.Duration) {
-	e.batch = nil
-	if e.sends >= pubMaxSends {
-		p.settleLocked(e, why)
-		return
-	}
-	e.why = why
-	p.retry = append(p.retry, e)
-	if !p.retryOn {
-		p.retryOn = true
-		time.AfterFunc(wait, p.onRetry)
-	}
-}
-
-func (p *publisher) onRetry() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.retryOn = false
-	if p.stopped {
-		return
-	}
-	rs := p.retry
-	p.retry = nil
-	for _, e := range rs {
-		if err := p.sendLocked(e, time.Now()); err != nil {
-			p.settleLocked(e, err)
-		}
 	}
 }
 
@@ -645,8 +670,10 @@ func (p *publisher) onIdle() {
 	p.commitLocked()
 }
 
-// onCheck fails messages the broker has not answered for
-// publishAckTimeout.
+// onCheck deals with silence: a batch that got no answer for pubStall is
+// committed (again); after pubMaxSends commits, or for a message without
+// a batch (acks mode), what has an ID is sent again; what is unconfirmed
+// after publishAckTimeout fails.
 func (p *publisher) onCheck() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -656,23 +683,41 @@ func (p *publisher) onCheck() {
 	}
 	now := time.Now()
 	for tok, e := range p.pend {
-		if now.Sub(e.sent) > publishAckTimeout {
+		switch {
+		case now.Sub(e.first) > publishAckTimeout:
 			delete(p.pend, tok)
 			p.settleLocked(e, jetstream.ErrAsyncPublishTimeout)
+		case now.Sub(e.sent) > pubStall && e.id != "" && e.sends < pubMaxSends:
+			delete(p.pend, tok)
+			p.resendLocked(e, jetstream.ErrAsyncPublishTimeout)
 		}
 	}
 	for _, b := range p.batches {
-		if now.Sub(b.heard) <= publishAckTimeout {
-			continue
-		}
 		for i := b.acked; i < len(b.entries); i++ {
-			if e := b.entries[i]; e != nil && now.Sub(e.sent) > publishAckTimeout {
+			if e := b.entries[i]; e != nil && now.Sub(e.first) > publishAckTimeout {
 				b.entries[i] = nil
 				p.settleLocked(e, jetstream.ErrAsyncPublishTimeout)
 			}
 		}
-		p.endBatchLocked(b)
 		p.maybeDropLocked(b)
+		if now.Sub(b.heard) < pubStall || now.Sub(b.sent) < pubStall {
+			continue
+		}
+		switch {
+		case b.eobSeq == 0:
+			p.endBatchLocked(b)
+			p.sendEOBLocked(b, uint64(len(b.entries))+1)
+		case b.eobSends < pubMaxSends:
+			p.sendEOBLocked(b, b.eobSeq)
+		default:
+			delete(p.batches, b.id)
+			for i := b.acked; i < len(b.entries); i++ {
+				if e := b.entries[i]; e != nil {
+					b.entries[i] = nil
+					p.inDoubtLocked(e, jetstream.ErrAsyncPublishTimeout)
+				}
+			}
+		}
 	}
 	if p.n > 0 {
 		p.checkOn = true
@@ -759,6 +804,7 @@ func (p *publisher) stop(err error) {
 	p.stopped = true
 	p.idle.Stop()
 	p.check.Stop()
+	p.retryT.Stop()
 }
 
 func noResponders(m *nats.Msg) bool {
@@ -790,6 +836,9 @@ func parsePubAck(d []byte) (pubAck, error) {
 		a.Error, a.Batch, a.Count = r.Error, r.Batch, r.Count
 		return a, nil
 	}
+	if bytes.Contains(d, []byte(`"error":`)) {
+		return parsePubAckSlow(d)
+	}
 	if _, ok := jsonUint(d, `"seq":`); !ok {
 		return a, jetstream.ErrInvalidJSAck
 	}
@@ -801,9 +850,6 @@ func parsePubAck(d []byte) (pubAck, error) {
 		}
 		a.Count, _ = jsonUint(d, `"count":`)
 	}
-	if bytes.Contains(d, []byte(`"error":`)) {
-		return parsePubAckSlow(d)
-	}
 	return a, nil
 }
 
@@ -814,7 +860,7 @@ func parsePubAckSlow(d []byte) (pubAck, error) {
 		Batch     string              `json:"batch"`
 		Count     uint64              `json:"count"`
 	}
-	if err := json.Unmarshal(d, &r); err != nil {
+	if err := json.Unmarshal(d, &r); err != nil || r.Error == nil {
 		return pubAck{}, jetstream.ErrInvalidJSAck
 	}
 	return pubAck{Error: r.Error, Duplicate: r.Duplicate, Batch: r.Batch, Count: r.Count}, nil

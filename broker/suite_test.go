@@ -3,7 +3,6 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,16 +50,9 @@ func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cfg := broker.JetStreamConfig{
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
 		Server: srv, InProcess: inProcess, Run: run, Name: name,
-	}
-	if d, err := time.ParseDuration(os.Getenv("BENCH_DUP")); err == nil {
-		cfg.Duplicates = d
-	}
-	if os.Getenv("BENCH_PERMSG") != "" {
-		cfg.PerMessageAcks = true
-	}
-	b, err := broker.ConnectJetStream(ctx, cfg)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +80,24 @@ func runJetStreamSuite(t *testing.T, inProcess bool) {
 			Prefix: broker.SubjectPrefix(run),
 			Connect: func(t testing.TB, name string) broker.Bus {
 				return connectJS(t, srv, inProcess, run, name)
+			},
+		}
+	})
+}
+
+// The suite with one broker ack per message instead of fast batches.
+func TestJetStreamPerMessageAcksConformance(t *testing.T) {
+	srv := startServer(t)
+	bustest.Run(t, func(t *testing.T) bustest.Harness {
+		run := newRun()
+		return bustest.Harness{
+			Prefix: broker.SubjectPrefix(run),
+			Connect: func(t testing.TB, name string) broker.Bus {
+				b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, Name: name, PerMessageAcks: true})
+				if broker.UsesFastBatches(b) {
+					t.Fatal("fast batches despite PerMessageAcks")
+				}
+				return b
 			},
 		}
 	})

@@ -94,6 +94,8 @@ type Party struct {
 	dec  *schemas.Codec
 	msg  broker.Message
 
+	subjects [schemas.KindControl + 1]string // this party's subject of each kind
+
 	stats    Stats
 	started  bool
 	stopping bool
@@ -164,6 +166,9 @@ func New(cfg Config) (*Party, error) {
 	p.ev.C = make([]float64, cfg.Chunk*p.k)
 	p.rows = make([]uint32, cfg.Chunk)
 	p.stats.Rejected = map[string]int64{}
+	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
+		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
+	}
 	return p, nil
 }
 
@@ -240,7 +245,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	if err != nil {
 		return err
 	}
-	p.msg.Subject = schemas.Subject(p.cfg.Run, k, p.cfg.ID)
+	p.msg.Subject = p.subjects[k]
 	p.msg.ID = schemas.MsgID(p.cfg.Run, p.cfg.ID, p.seq)
 	p.msg.Data = data
 	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
