@@ -76,7 +76,11 @@ type Result struct {
 	Published    map[string]int64 // messages published by kind
 	BytesIn      int64
 	BytesOut     int64
-	Rejected     map[string]int64 // rejected deliveries by reason
+	// StepBytes counts the payload bytes of the training steps alone: the
+	// PartyOutputs answered and their Replies (no hellos, initial pass,
+	// evaluations or control).
+	StepBytes int64
+	Rejected  map[string]int64 // rejected deliveries by reason
 	// RejectedOutputs counts the rejected deliveries on PartyOutput subjects.
 	RejectedOutputs int64
 	LateOutputs     int64 // requests that arrived after the stop (not answered)
@@ -436,7 +440,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 		return err
 	}
 	a.answer(m, &a.out)
+	out := a.res.BytesOut
 	a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
+	a.res.StepBytes += int64(len(data)) + a.res.BytesOut - out
 	a.res.Steps++
 	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
 		a.beginStop("step budget reached")

@@ -393,17 +393,22 @@ func openText(path string) (*source, error) {
 }
 
 // LoadPartyFile reads a party file (see WriteSplit), plain or gzip.
-func LoadPartyFile(path string) (*PartyData, error) {
+func LoadPartyFile(path string) (*PartyData, error) { return loadText(path, ReadPartyFile) }
+
+// loadText opens the text file at path, plain or gzip, and reads it with
+// read; read's errors are prefixed with path.
+func loadText[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	var zero T
 	src, err := openText(path)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer src.Close()
-	p, err := ReadPartyFile(src.r)
+	v, err := read(src.r)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return zero, fmt.Errorf("%s: %w", path, err)
 	}
-	return p, nil
+	return v, nil
 }
 
 // ReadPartyFile reads a party file from r. The header must be valid
@@ -477,18 +482,7 @@ func ReadPartyFile(r io.Reader) (*PartyData, error) {
 }
 
 // LoadLabels reads a labels file (see WriteSplit), plain or gzip.
-func LoadLabels(path string) (*Labels, error) {
-	src, err := openText(path)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	l, err := ReadLabels(src.r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return l, nil
-}
+func LoadLabels(path string) (*Labels, error) { return loadText(path, ReadLabels) }
 
 // ReadLabels reads a labels file from r: the header, then header.samples
 // lines of an id and a label, which must be one of the header's

@@ -39,8 +39,8 @@ type ThroughputRow struct {
 	Steps            int64
 	Seconds          float64
 	StepsPerSec      float64
-	BytesPerStep     float64 // message payload bytes (up and down) per step
-	WireBytesPerStep float64 // bytes on the clients' connections per step (NaN for memory)
+	BytesPerStep     float64 // payload bytes of a step's PartyOutput and Reply
+	WireBytesPerStep float64 // all bytes on the clients' broker connections during the run (initial pass and evaluations included) per step; NaN for memory
 }
 
 // Throughput measures steps per second and bytes per step of the whole
@@ -63,7 +63,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 				r := ThroughputRow{Bus: bus, Window: w, Batch: b, Steps: s.Steps, Seconds: s.TrainSeconds,
 					StepsPerSec: s.StepsPerSec, WireBytesPerStep: nanF}
 				if s.Steps > 0 {
-					r.BytesPerStep = float64(s.BytesUp+s.BytesDown) / float64(s.Steps)
+					r.BytesPerStep = float64(s.StepBytes) / float64(s.Steps)
 					if s.WireBytes > 0 {
 						r.WireBytesPerStep = float64(s.WireBytes) / float64(s.Steps)
 					}
@@ -130,6 +130,13 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 	if len(windows) == 0 {
 		return nil
 	}
+	// One y range for all panels, so that they compare at a glance.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rows {
+		if r.StepsPerSec > 0 {
+			lo, hi = math.Min(lo, r.StepsPerSec), math.Max(hi, r.StepsPerSec)
+		}
+	}
 	plots := make([][]*plot.Plot, 1)
 	for i, win := range windows {
 		p := plot.New()
@@ -162,11 +169,15 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 			l.Dashes = plotutil.Dashes(j)
 			pts.Shape = plotutil.Shape(j)
 			p.Add(l, pts)
-			if i == len(windows)-1 {
+			if i == 0 {
 				p.Legend.Add(bus, l, pts)
 			}
 		}
-		p.Legend.Top = true
+		if hi > 0 {
+			p.Y.Min, p.Y.Max = lo/4, hi*1.3
+		}
+		// Bottom left: below the lines, as small batches are the fastest.
+		p.Legend.Left = true
 		p.Legend.TextStyle.Color = color.Black
 		plots[0] = append(plots[0], p)
 	}

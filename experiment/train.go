@@ -103,7 +103,8 @@ type Summary struct {
 	MaxStaleness  uint32  `json:"max_staleness"`
 	MeanStaleness float64 `json:"mean_staleness"`
 	StepsPerSec   float64 `json:"steps_per_second"`
-	WireBytes     int64   `json:"wire_bytes,omitempty"` // bytes on the clients' broker connections, both ways
+	StepBytes     int64   `json:"step_bytes"`           // payload bytes of the training steps alone (outputs answered and their replies)
+	WireBytes     int64   `json:"wire_bytes,omitempty"` // bytes on the broker connections, both ways (train: all of them; aggregator: its own)
 
 	Outputs     int64            `json:"outputs"`      // PartyOutputs consumed by the aggregator
 	Replies     int64            `json:"replies"`      // Replies published
@@ -200,6 +201,8 @@ func (c *TrainConfig) defaults() error {
 		return fmt.Errorf("%w: negative run length", ErrConfig)
 	case c.Bus != "jetstream" && c.Bus != "memory":
 		return fmt.Errorf("%w: --bus %q: want jetstream or memory", ErrConfig, c.Bus)
+	case c.Cluster < 0 || c.Cluster > 0 && (c.Bus == "memory" || c.NATS != "" || c.InProcess):
+		return fmt.Errorf("%w: --cluster N runs N embedded JetStream nodes over TCP: not with --bus memory, --nats or --in-process", ErrConfig)
 	case c.Model != "linear" && c.Model != "mlp" && c.Model != "external":
 		return fmt.Errorf("%w: --model %q: want linear, mlp or external", ErrConfig, c.Model)
 	case (c.Model == "external") != (c.ModelCmd != ""):
@@ -649,12 +652,17 @@ func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	var wire int64
 	for _, b := range append(partyBus, aggBus) {
 		if err := b.Close(); err != nil {
 			return nil, fmt.Errorf("closing connection: %w", err)
 		}
+		if st, ok := broker.BusStats(b); ok {
+			wire += int64(st.WireIn + st.WireOut)
+		}
 	}
 	s := summarize(&cfg, data, res, net.name)
+	s.WireBytes = wire
 	s.WallSeconds = time.Since(t0).Seconds()
 	s.SetupSeconds = setup.Seconds()
 	for _, p := range parties {
@@ -662,15 +670,7 @@ func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 			s.Rejected["party:"+r] += v
 		}
 	}
-	if s.Stream, err = net.counts(ctx, cfg.Run); err != nil {
-		return nil, err
-	}
-	if cfg.Out != "" {
-		if err := WriteOutputs(cfg.Out, s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return net.finish(ctx, &cfg, s)
 }
 
 // Aggregate runs only the aggregator of a run, connected to the broker at
@@ -707,16 +707,11 @@ func Aggregate(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 		return nil, err
 	}
 	s := summarize(&cfg, data, res, net.name)
+	if st, ok := broker.BusStats(bus); ok {
+		s.WireBytes = int64(st.WireIn + st.WireOut) // the aggregator's connection only
+	}
 	s.WallSeconds = time.Since(t0).Seconds()
-	if s.Stream, err = net.counts(ctx, cfg.Run); err != nil {
-		return nil, err
-	}
-	if cfg.Out != "" {
-		if err := WriteOutputs(cfg.Out, s); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return net.finish(ctx, &cfg, s)
 }
 
 // Participate runs only party m of a run, connected to the broker at
@@ -763,7 +758,7 @@ func summarize(cfg *TrainConfig, data *Data, res *aggregator.Result, bus string)
 		Steps: res.Steps, TrainSeconds: res.Training.Seconds(),
 		TrainLoss: res.Final.TrainLoss, TestAccuracy: res.Final.TestAccuracy, TestLoss: res.Final.TestLoss,
 		TimeToTarget: res.TimeToTarget, TargetAcc: cfg.TargetAcc,
-		BytesUp: res.BytesIn, BytesDown: res.BytesOut,
+		BytesUp: res.BytesIn, BytesDown: res.BytesOut, StepBytes: res.StepBytes,
 		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
@@ -793,6 +788,8 @@ type network struct {
 	name    string
 	hub     *broker.MemoryHub
 	srv     *broker.Server
+	cluster *broker.Cluster
+	next    int // the cluster node the next connection goes to
 	url     string
 	cfg     *TrainConfig
 	tmp     string
@@ -822,6 +819,16 @@ func openNetwork(ctx context.Context, cfg *TrainConfig) (*network, error) {
 		}
 		n.tmp, dir = tmp, tmp
 	}
+	if cfg.Cluster > 0 {
+		c, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster})
+		if err != nil {
+			n.close()
+			return nil, fmt.Errorf("starting the embedded %d-node cluster: %w", cfg.Cluster, err)
+		}
+		n.cluster = c
+		n.name = "jetstream-cluster"
+		return n, nil
+	}
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir})
 	if err != nil {
 		n.close()
@@ -839,10 +846,19 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	if n.hub != nil {
 		return n.hub.Connect(name), nil
 	}
-	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+	jc := broker.JetStreamConfig{
 		URL: n.url, Server: n.srv, InProcess: n.cfg.InProcess && n.srv != nil,
 		Run: n.cfg.Run, Name: name,
-	})
+	}
+	if n.cluster != nil {
+		// Participants spread over the nodes, over TCP; the stream is
+		// replicated on up to three of them.
+		nodes := n.cluster.Servers()
+		jc.Server, jc.URL = nodes[n.next%len(nodes)], ""
+		jc.Replicas = min(3, len(nodes))
+		n.next++
+	}
+	b, err := broker.ConnectJetStream(ctx, jc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting %s to the broker: %w", name, err)
 	}
@@ -870,9 +886,27 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, error)
 	return &c, nil
 }
 
+// finish counts the run's messages in the stream into s and writes the
+// outputs if cfg asks for them.
+func (n *network) finish(ctx context.Context, cfg *TrainConfig, s *Summary) (*Summary, error) {
+	var err error
+	if s.Stream, err = n.counts(ctx, cfg.Run); err != nil {
+		return nil, err
+	}
+	if cfg.Out != "" {
+		if err := WriteOutputs(cfg.Out, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
 func (n *network) close() {
 	if n.srv != nil {
 		n.srv.Shutdown()
+	}
+	if n.cluster != nil {
+		n.cluster.Shutdown()
 	}
 	if n.tmp != "" {
 		os.RemoveAll(n.tmp)

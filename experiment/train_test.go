@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,6 +75,43 @@ func TestTrainOverEmbeddedJetStream(t *testing.T) {
 	for _, f := range []string{"summary.json", "curve.csv", "curve.png"} {
 		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// A run through a 3-node embedded cluster (stream R3, participants spread
+// over the nodes) learns as well, its stream holds every message, and the
+// wire is counted.
+func TestTrainOverCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	s, err := Train(context.Background(), TrainConfig{
+		Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 16, Window: 2,
+		Epochs: 30, Seed: 3, Cluster: 3, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Bus != "jetstream-cluster" {
+		t.Errorf("bus %q", s.Bus)
+	}
+	if s.TestAccuracy < 0.90 {
+		t.Errorf("test accuracy %.4f, want at least 0.90", s.TestAccuracy)
+	}
+	// Every payload crosses a client connection at least twice (published,
+	// delivered).
+	if s.WireBytes < 2*(s.BytesUp+s.BytesDown) {
+		t.Errorf("wire bytes %d, payload %d up + %d down", s.WireBytes, s.BytesUp, s.BytesDown)
+	}
+	checkCounts(t, s)
+}
+
+func TestClusterConfigErrors(t *testing.T) {
+	for _, c := range []TrainConfig{{Cluster: 3, Bus: "memory"}, {Cluster: 3, NATS: "nats://x"}, {Cluster: 3, InProcess: true}, {Cluster: -1}} {
+		c.Synthetic, c.Log = small(), testLog(t)
+		if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", c, err)
 		}
 	}
 }

@@ -61,6 +61,7 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
 	fs.StringVar(&c.NATS, "nats", "", "URL of an external NATS server with JetStream (default: embedded)")
 	fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	fs.IntVar(&c.Cluster, "cluster", 0, "run an embedded JetStream cluster of N nodes (stream replicated on 3), participants spread over them")
 	fs.StringVar(&c.StoreDir, "store", "", "embedded broker's store directory (default OUT/stream, else temporary)")
 	fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run> (default: generated)")
 	fs.DurationVar(&c.EvalEvery, "eval-every", 0, "test evaluation period (default 1s, or duration/40)")
