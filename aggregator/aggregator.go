@@ -122,7 +122,11 @@ type Aggregator struct {
 	table   []float64 // n x width: the latest outputs C[i][m]
 	ver     []uint32  // n x q: version of party m when C[i][m] was written
 	version []uint32  // per party: answered requests
-	lastSeq []uint64
+	// lastSeq[c][m] is the last sequence accepted from party m on
+	// subscription c (seqRequests, seqOther): the two subscriptions are
+	// not ordered with each other, each is in the sender's order.
+	lastSeq [2][]uint64
+	outSeen uint64 // deliveries on the requests subscription
 	hello   []bool
 	initAt  []uint32 // per party: next expected init First; NTrain when complete
 	initRem int
@@ -198,7 +202,7 @@ func New(cfg Config) (*Aggregator, error) {
 		table:   make([]float64, n*q*k),
 		ver:     make([]uint32, n*q),
 		version: make([]uint32, q+1),
-		lastSeq: make([]uint64, q+1),
+		lastSeq: [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
 		hello:   make([]bool, q+1),
 		initAt:  make([]uint32, q+1),
 		initRem: q,
@@ -246,15 +250,25 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	a.bus, a.ctx = bus, ctx
 	a.mu.Unlock()
 	run := a.cfg.Run
-	sub, err := bus.Subscribe(ctx, []string{
-		schemas.Filter(run, schemas.KindHello),
-		schemas.Filter(run, schemas.KindOutput),
-		schemas.Filter(run, schemas.KindEval),
-	}, broker.SubscribeOptions{Durable: "aggregator"}, a.handle)
+	// The requests on a subscription of their own: a JetStream consumer
+	// with a single filter costs the broker less per message. Hellos and
+	// evaluation outputs need no order with the requests: requests only
+	// come after the start, which waits for every hello and the initial
+	// pass. The handler serialises the two.
+	sub, err := bus.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindOutput)},
+		broker.SubscribeOptions{Durable: "aggregator"}, a.handleOutputs)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}
 	defer sub.Close()
+	rest, err := bus.Subscribe(ctx, []string{
+		schemas.Filter(run, schemas.KindHello),
+		schemas.Filter(run, schemas.KindEval),
+	}, broker.SubscribeOptions{Durable: "aggregator-join"}, a.handle)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
+	}
+	defer rest.Close()
 
 	tick := time.NewTicker(min(a.cfg.EvalEvery, 100*time.Millisecond))
 	defer tick.Stop()
@@ -266,11 +280,14 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-a.fin:
 			a.mu.Lock()
 			err := a.err
-			res := a.result()
 			a.mu.Unlock()
 			if err != nil {
 				return nil, err
 			}
+			a.drain(ctx, bus)
+			a.mu.Lock()
+			res := a.result()
+			a.mu.Unlock()
 			if err := bus.Flush(ctx); err != nil {
 				return nil, fmt.Errorf("aggregator: flush: %w", err)
 			}
@@ -345,22 +362,78 @@ func (a *Aggregator) limits(m int) schemas.Limits {
 	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch}
 }
 
-// seqOK enforces strictly increasing sequence numbers per sender.
-func (a *Aggregator) seqOK(m int, seq uint64) error {
-	if seq <= a.lastSeq[m] {
-		return fmt.Errorf("%w: party %d sequence %d after %d", schemas.ErrReplay, m, seq, a.lastSeq[m])
+// Subscriptions whose sequences are checked apart.
+const (
+	seqRequests = iota // PartyOutputs
+	seqOther           // Hellos and EvalOutputs
+)
+
+// seqOK enforces strictly increasing sequence numbers per sender and
+// subscription c: a replayed or reordered message is rejected.
+func (a *Aggregator) seqOK(c, m int, seq uint64) error {
+	last := a.lastSeq[c]
+	if seq <= last[m] {
+		return fmt.Errorf("%w: party %d sequence %d after %d", schemas.ErrReplay, m, seq, last[m])
 	}
-	a.lastSeq[m] = seq
+	last[m] = seq
 	return nil
 }
 
-// handle is the subscription's handler; it validates every delivery before
-// it touches state.
+// drainWait bounds how long the aggregator waits, after the final
+// evaluation, for the requests still on their way to it.
+const drainWait = 2 * time.Second
+
+// drain waits until the requests subscription has delivered every
+// PartyOutput the stream holds (at most drainWait), so that the requests
+// sent before the stop reached the parties are counted as late: the two
+// subscriptions are not ordered with each other, so the final evaluation
+// may complete first.
+func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
+	n, err := bus.Count(ctx, schemas.Filter(a.cfg.Run, schemas.KindOutput))
+	if err != nil {
+		a.cfg.Log.Warn().Err(err).Msg("counting the requests in the stream")
+		return
+	}
+	t := time.NewTimer(drainWait)
+	defer t.Stop()
+	for {
+		a.mu.Lock()
+		seen := a.outSeen
+		a.mu.Unlock()
+		if seen >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.cfg.Log.Warn().Uint64("stream", n).Uint64("delivered", seen).Msg("requests still undelivered after the final evaluation")
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// handleOutputs is the handler of the requests subscription.
+func (a *Aggregator) handleOutputs(ctx context.Context, d broker.Delivery) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.outSeen++
+	a.handleLocked(d, true)
+}
+
+// handle is the handler of the other subscription (and serves any
+// subject); it validates every delivery before it touches state.
 func (a *Aggregator) handle(ctx context.Context, d broker.Delivery) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.handleLocked(d, false)
+}
+
+func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	defer d.Ack()
-	if a.phase == done {
+	// After the final evaluation only late requests are still counted.
+	if a.phase == done && (!requests || a.err != nil) {
 		return
 	}
 	data := d.Data()
@@ -410,7 +483,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		a.fail(err)
 		return err
 	}
-	if err := a.seqOK(m, a.hel.Seq); err != nil {
+	if err := a.seqOK(seqOther, m, a.hel.Seq); err != nil {
 		return err
 	}
 	a.hello[m] = true
@@ -427,8 +500,8 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	}
 	switch a.phase {
 	case training:
-	case stopping:
-		if err := a.seqOK(m, a.out.Seq); err != nil {
+	case stopping, done:
+		if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 			return err
 		}
 		a.res.LateOutputs++
@@ -436,7 +509,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	default:
 		return fmt.Errorf("%w: request from party %d before start", schemas.ErrState, m)
 	}
-	if err := a.seqOK(m, a.out.Seq); err != nil {
+	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err
 	}
 	a.answer(m, &a.out)
@@ -531,7 +604,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 		if a.phase != joining || ev.First != a.initAt[m] {
 			return fmt.Errorf("%w: initial pass chunk at %d from party %d, expected %d", schemas.ErrState, ev.First, m, a.initAt[m])
 		}
-		if err := a.seqOK(m, ev.Seq); err != nil {
+		if err := a.seqOK(seqOther, m, ev.Seq); err != nil {
 			return err
 		}
 		a.store(a.table, m, ev)
@@ -559,7 +632,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if cur.splits&want == 0 || ev.First != cur.next[m][s] {
 		return fmt.Errorf("%w: %s chunk at %d from party %d, expected %d", schemas.ErrState, ev.Split, ev.First, m, cur.next[m][s])
 	}
-	if err := a.seqOK(m, ev.Seq); err != nil {
+	if err := a.seqOK(seqOther, m, ev.Seq); err != nil {
 		return err
 	}
 	a.store(a.evalC[s], m, ev)

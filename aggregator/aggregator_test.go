@@ -160,7 +160,7 @@ func TestRejections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, s := newTest(t, 2, []int32{1, 0}, model.NewLogistic(2))
 			train(a, []float64{1, 2, 3, 4})
-			a.lastSeq[1] = 3
+			a.lastSeq[seqRequests][1] = 3
 			before := append([]float64(nil), a.table...)
 			a.handle(context.Background(), &delivery{tc.subject, tc.data})
 			if got := a.res.Rejected[tc.reason]; got != 1 {
