@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 
@@ -274,5 +275,58 @@ func BenchmarkStep(b *testing.B) {
 				step(a, 3, data)
 			}
 		})
+	}
+}
+
+// Sequences are checked per sender and per subscription: the requests and
+// the other messages of one party travel on consumers that are not ordered
+// with each other, but a replay within either is rejected.
+func TestSequencePerSubscription(t *testing.T) {
+	a, _ := newTest(t, 2, []int32{1, 0}, model.NewLogistic(2))
+	for _, c := range []struct {
+		sub  int
+		seq  uint64
+		okay bool
+	}{
+		{seqRequests, 10, true},
+		{seqOther, 5, true}, // behind the requests: another consumer
+		{seqOther, 5, false},
+		{seqOther, 4, false},
+		{seqRequests, 9, false},
+		{seqRequests, 11, true},
+		{seqOther, 6, true},
+	} {
+		err := a.seqOK(c.sub, 1, c.seq)
+		if (err == nil) != c.okay || (err != nil && !errors.Is(err, schemas.ErrReplay)) {
+			t.Errorf("subscription %d, seq %d: %v, want ok=%v", c.sub, c.seq, err, c.okay)
+		}
+	}
+}
+
+// After the final evaluation, requests still arriving on the requests
+// subscription are counted as late, unanswered; after a failure they are
+// ignored.
+func TestLateRequestsAfterDone(t *testing.T) {
+	c := schemas.NewCodec()
+	out := func(seq uint64) []byte {
+		b, err := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: seq},
+			IDs: []uint32{0}, C: []float64{1}, CHat: []float64{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), b...)
+	}
+	a, s := newTest(t, 2, []int32{1, 0}, model.NewLogistic(2))
+	train(a, []float64{1, 2, 3, 4})
+	a.phase = done
+	a.handleOutputs(context.Background(), &delivery{"asyrevel.t.out.1", out(1)})
+	a.handleOutputs(context.Background(), &delivery{"asyrevel.t.out.1", out(1)}) // replayed
+	if a.res.LateOutputs != 1 || a.res.Rejected["replay"] != 1 || s.n != 0 || a.outSeen != 2 {
+		t.Fatalf("late %d, rejected %v, replies %d, seen %d", a.res.LateOutputs, a.res.Rejected, s.n, a.outSeen)
+	}
+	a.err = errors.New("failed")
+	a.handleOutputs(context.Background(), &delivery{"asyrevel.t.out.1", out(2)})
+	if a.res.LateOutputs != 1 || a.outSeen != 3 {
+		t.Fatalf("after a failure: late %d, seen %d", a.res.LateOutputs, a.outSeen)
 	}
 }
