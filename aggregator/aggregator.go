@@ -44,7 +44,7 @@ type Config struct {
 
 	MaxSteps     int64         // stop after this many answered requests (0 = no limit)
 	Duration     time.Duration // stop after this much training time (0 = no limit)
-	EvalEvery    time.Duration // test evaluation period (default 1s)
+	EvalEvery    time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
 	EvalTimeout  time.Duration // fail if an evaluation is not complete after this (default 2m)
 	TargetAcc    float64       // record the time test accuracy first reaches this
 	StopAtTarget bool          // and stop there
@@ -139,8 +139,11 @@ type Aggregator struct {
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
 	rounds uint32
-	start  time.Time
-	lastPt struct {
+	// evalCost is how long the last evaluation round took, request to
+	// score: rounds are spaced at least evalSpacing times that apart.
+	evalCost time.Duration
+	start    time.Time
+	lastPt   struct {
 		at   time.Duration
 		msgs int64
 	}
@@ -301,7 +304,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
 					a.beginStop("duration reached")
-				} else if a.cur == nil && el-lastEval >= a.cfg.EvalEvery {
+				} else if a.cur == nil && el-lastEval >= max(a.cfg.EvalEvery, evalSpacing*a.evalCost) {
 					lastEval = el
 					a.requestEval(false)
 				}
@@ -378,6 +381,13 @@ func (a *Aggregator) seqOK(c, m int, seq uint64) error {
 	last[m] = seq
 	return nil
 }
+
+// evalSpacing: evaluation rounds start at least this many times the last
+// round's duration apart, so that they take at most about a tenth of the
+// run whatever EvalEvery asks (each round scores the whole training and
+// test sets: on a million samples a round takes seconds, not
+// milliseconds).
+const evalSpacing = 9
 
 // drainWait bounds how long the aggregator waits, after the final
 // evaluation, for the requests still on their way to it.
@@ -743,6 +753,9 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 
 func (a *Aggregator) score(r *round) {
 	a.cur = nil
+	if !r.final {
+		a.evalCost = time.Since(r.requested)
+	}
 	pt := Point{
 		Seconds:      r.at.Seconds(),
 		Steps:        r.steps,
