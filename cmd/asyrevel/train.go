@@ -64,7 +64,7 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.IntVar(&c.Cluster, "cluster", 0, "run an embedded JetStream cluster of N nodes (stream replicated on 3), participants spread over them")
 	fs.StringVar(&c.StoreDir, "store", "", "embedded broker's store directory (default OUT/stream, else temporary)")
 	fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run> (default: generated)")
-	fs.DurationVar(&c.EvalEvery, "eval-every", 0, "test evaluation period (default 1s, or duration/40)")
+	fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default 1s, or duration/40); rounds are spaced at least\n9 times their own duration apart, so that they take at most a tenth of the run")
 	fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
 	fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
 	fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
