@@ -127,6 +127,7 @@ type Aggregator struct {
 	// not ordered with each other, each is in the sender's order.
 	lastSeq [2][]uint64
 	outSeen uint64 // deliveries on the requests subscription
+	closed  bool   // the result is taken: deliveries are only acked
 	hello   []bool
 	initAt  []uint32 // per party: next expected init First; NTrain when complete
 	initRem int
@@ -289,6 +290,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
+			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			a.mu.Unlock()
 			if err := bus.Flush(ctx); err != nil {
@@ -442,6 +444,9 @@ func (a *Aggregator) handle(ctx context.Context, d broker.Delivery) {
 
 func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	defer d.Ack()
+	if a.closed {
+		return
+	}
 	// After the final evaluation only late requests are still counted.
 	if a.phase == done && (!requests || a.err != nil) {
 		return

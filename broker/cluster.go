@@ -88,8 +88,14 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		// hangs (a port picked below taken by another process in the
 		// meantime leaves a node waiting for its listener) leaves time
 		// for another.
+		// The first attempts get 60% of what is left (18 s of the default
+		// 30 s), the last all of it.
 		dl, _ := ctx.Deadline()
-		actx, cancel := context.WithTimeout(ctx, time.Until(dl)/time.Duration(clusterAttempts-attempt))
+		budget := time.Until(dl)
+		if attempt < clusterAttempts-1 {
+			budget = budget * 6 / 10
+		}
+		actx, cancel := context.WithTimeout(ctx, budget)
 		var c *Cluster
 		c, err = startCluster(actx, cfg)
 		cancel()
@@ -212,7 +218,7 @@ func freePorts(host string, n int) ([]int, error) {
 	for range n {
 		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
-			return nil, fmt.Errorf("broker: pick a route port: %w", err)
+			return nil, fmt.Errorf("broker: pick a port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -68,7 +68,7 @@ type TrainConfig struct {
 	Bus       string // jetstream (default) | memory
 	NATS      string // external server URL ("" = embedded)
 	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
-	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on all)
+	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
 	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
 	Run       string // run id ("" = generated)
 

@@ -199,23 +199,17 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	p.mu.Lock()
 	p.bus, p.ctx = bus, ctx
 	p.mu.Unlock()
-	// Two subscriptions, one subject each: a JetStream consumer with a
-	// single filter costs the broker less per message than one with two
-	// (about 20% more steps/s, BenchmarkSteps with BENCH_SINGLE). The
-	// handler serialises them; no ordering between the two is needed, as
-	// replies only follow requests, and requests only follow the start.
-	sub, err := bus.Subscribe(ctx, []string{schemas.Subject(run, schemas.KindReply, m)},
+	// One consumer for the replies and the control messages: the party
+	// must see them in the aggregator's order (every reply published before
+	// an evaluation or a stop is applied before the party answers it, so
+	// that the models scored are the ones the step counts describe).
+	sub, err := bus.Subscribe(ctx,
+		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
 		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m)}, p.handle)
 	if err != nil {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
-	ctl, err := bus.Subscribe(ctx, []string{schemas.Subject(run, schemas.KindControl, 0)},
-		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d-ctl", m)}, p.handle)
-	if err != nil {
-		return fmt.Errorf("party %d: subscribe: %w", m, err)
-	}
-	defer ctl.Close()
 
 	p.mu.Lock()
 	err = p.hello()
