@@ -333,23 +333,26 @@ func (a *Aggregator) fail(err error) {
 	}
 }
 
-func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) {
+// publish sends m and returns its payload's size (0 if it failed, which
+// fails the run).
+func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) int {
 	a.seq++
 	m.Head().Seq = a.seq
 	data, err := a.enc.Marshal(m)
 	if err != nil {
 		a.fail(err)
-		return
+		return 0
 	}
 	a.msg.Subject = subject
 	a.msg.ID = schemas.MsgID(a.cfg.Run, 0, a.seq)
 	a.msg.Data = data
 	if err := a.bus.Publish(a.ctx, &a.msg); err != nil {
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
-		return
+		return 0
 	}
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
+	return len(data)
 }
 
 func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8, reason string) {
@@ -408,6 +411,8 @@ func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
 	}
 	t := time.NewTimer(drainWait)
 	defer t.Stop()
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
 	for {
 		a.mu.Lock()
 		seen := a.outSeen
@@ -421,7 +426,7 @@ func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
 		case <-t.C:
 			a.cfg.Log.Warn().Uint64("stream", n).Uint64("delivered", seen).Msg("requests still undelivered after the final evaluation")
 			return
-		case <-time.After(2 * time.Millisecond):
+		case <-poll.C:
 		}
 	}
 }
@@ -528,9 +533,8 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 		return err
 	}
 	a.answer(m, &a.out)
-	out := a.res.BytesOut
-	a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
-	a.res.StepBytes += int64(len(data)) + a.res.BytesOut - out
+	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
+	a.res.StepBytes += int64(len(data) + sent)
 	a.res.Steps++
 	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
 		a.beginStop("step budget reached")

@@ -121,7 +121,7 @@ func BenchmarkPublish(b *testing.B) {
 						// Keep the benchmark's memory bounded: a fresh hub
 						// every million messages.
 						b.StopTimer()
-						connect, prefix = be.fresh(b)
+						connect, _ = be.fresh(b)
 						bus = connect("party-1")
 						b.StartTimer()
 					}

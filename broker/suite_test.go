@@ -48,16 +48,7 @@ func startServer(t testing.TB) *broker.Server {
 
 func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name string) *broker.JetStream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
-		Server: srv, InProcess: inProcess, Run: run, Name: name,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name})
 }
 
 func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream {
@@ -73,33 +64,32 @@ func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream
 }
 
 func runJetStreamSuite(t *testing.T, inProcess bool) {
+	runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {
+		return connectJS(t, srv, inProcess, run, name)
+	})
+}
+
+// runJetStreamSuiteWith runs the conformance suite on one embedded server,
+// a fresh run per case, connecting participants with connect.
+func runJetStreamSuiteWith(t *testing.T, connect func(t testing.TB, srv *broker.Server, run, name string) broker.Bus) {
 	srv := startServer(t)
 	bustest.Run(t, func(t *testing.T) bustest.Harness {
 		run := newRun()
 		return bustest.Harness{
-			Prefix: broker.SubjectPrefix(run),
-			Connect: func(t testing.TB, name string) broker.Bus {
-				return connectJS(t, srv, inProcess, run, name)
-			},
+			Prefix:  broker.SubjectPrefix(run),
+			Connect: func(t testing.TB, name string) broker.Bus { return connect(t, srv, run, name) },
 		}
 	})
 }
 
 // The suite with one broker ack per message instead of fast batches.
 func TestJetStreamPerMessageAcksConformance(t *testing.T) {
-	srv := startServer(t)
-	bustest.Run(t, func(t *testing.T) bustest.Harness {
-		run := newRun()
-		return bustest.Harness{
-			Prefix: broker.SubjectPrefix(run),
-			Connect: func(t testing.TB, name string) broker.Bus {
-				b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, Name: name, PerMessageAcks: true})
-				if broker.UsesFastBatches(b) {
-					t.Fatal("fast batches despite PerMessageAcks")
-				}
-				return b
-			},
+	runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {
+		b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, Name: name, PerMessageAcks: true})
+		if broker.UsesFastBatches(b) {
+			t.Fatal("fast batches despite PerMessageAcks")
 		}
+		return b
 	})
 }
 

@@ -662,19 +662,28 @@ func ReadManifest(dir string) (*SplitManifest, error) {
 func (m *SplitManifest) Verify(dir string) error {
 	var errs []error
 	for _, e := range m.Files {
-		if e.Name != filepath.Base(e.Name) {
-			errs = append(errs, fmt.Errorf("%w: manifest file name %q is not a plain name", ErrFormat, e.Name))
-			continue
-		}
-		sum, n, err := fileSHA256(filepath.Join(dir, e.Name))
-		switch {
-		case err != nil:
+		if err := e.Verify(dir); err != nil {
 			errs = append(errs, err)
-		case n != e.Bytes || sum != e.SHA256:
-			errs = append(errs, fmt.Errorf("%w: %s: %d bytes, sha256 %s; the manifest says %d bytes, %s", ErrChecksum, e.Name, n, sum, e.Bytes, e.SHA256))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Verify checks the size and SHA-256 of the entry's file in dir: a
+// difference is an error wrapping ErrChecksum. A process that reads only
+// some files of a split (a party has only its own) checks only those.
+func (e ManifestEntry) Verify(dir string) error {
+	if e.Name != filepath.Base(e.Name) {
+		return fmt.Errorf("%w: manifest file name %q is not a plain name", ErrFormat, e.Name)
+	}
+	sum, n, err := fileSHA256(filepath.Join(dir, e.Name))
+	if err != nil {
+		return err
+	}
+	if n != e.Bytes || sum != e.SHA256 {
+		return fmt.Errorf("%w: %s: %d bytes, sha256 %s; the manifest says %d bytes, %s", ErrChecksum, e.Name, n, sum, e.Bytes, e.SHA256)
+	}
+	return nil
 }
 
 // fileSHA256 hashes a file.

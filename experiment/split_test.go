@@ -70,10 +70,6 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	}
 	// Swap in party 2's file of a split with other sample ids (shuffled rows).
 	other := writeSplit(t, 3, 4)
-	raw, err := os.ReadFile(filepath.Join(other, dataset.PartyFileName(2, "train")))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := *small()
 	cfg.Seed = 3
 	tr, te, _ := dataset.Synthetic(cfg)
@@ -85,7 +81,10 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	if _, err := dataset.WriteSplit(other, 3, shuffled, te, dataset.SplitSource{}); err != nil {
 		t.Fatal(err)
 	}
-	raw, _ = os.ReadFile(filepath.Join(other, dataset.PartyFileName(2, "train")))
+	raw, err := os.ReadFile(filepath.Join(other, dataset.PartyFileName(2, "train")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, dataset.PartyFileName(2, "train")), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -362,26 +361,6 @@ func idHash(ids []string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// checkFile compares a file of a split folder with its manifest entry. A
-// process checks only the files it reads: in a real deployment a party has
-// only its own.
-func checkFile(dir string, e dataset.ManifestEntry) error {
-	f, err := os.Open(filepath.Join(dir, e.Name))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", e.Name, err)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); n != e.Bytes || sum != e.SHA256 {
-		return fmt.Errorf("%w: %s has %d bytes, sha256 %s; the manifest says %d bytes, %s", dataset.ErrChecksum, e.Name, n, sum, e.Bytes, e.SHA256)
-	}
-	return nil
-}
-
 // loadSplit reads a split folder for a role; see LoadData.
 func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 	dir := cfg.Data
@@ -413,7 +392,7 @@ func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 			if !ok {
 				continue
 			}
-			if err := checkFile(dir, e); err != nil {
+			if err := e.Verify(dir); err != nil {
 				return nil, err
 			}
 			if labels, err = dataset.LoadLabels(filepath.Join(dir, e.Name)); err != nil {
@@ -433,7 +412,7 @@ func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 			if !ok {
 				continue
 			}
-			if err := checkFile(dir, e); err != nil {
+			if err := e.Verify(dir); err != nil {
 				return nil, err
 			}
 			p, err := dataset.LoadPartyFile(filepath.Join(dir, e.Name))
@@ -550,11 +529,10 @@ func NewAggregator(cfg *TrainConfig, data *Data, onPoint func(aggregator.Point))
 	if err != nil {
 		return nil, err
 	}
-	headLR := cfg.HeadLR
 	return aggregator.New(aggregator.Config{
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
 		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
-		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: headLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
+		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
 		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
@@ -657,17 +635,14 @@ func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	var wire int64
-	for _, b := range append(partyBus, aggBus) {
+	buses := append(partyBus, aggBus)
+	for _, b := range buses {
 		if err := b.Close(); err != nil {
 			return nil, fmt.Errorf("closing connection: %w", err)
 		}
-		if st, ok := broker.BusStats(b); ok {
-			wire += int64(st.WireIn + st.WireOut)
-		}
 	}
 	s := summarize(&cfg, data, res, net.name)
-	s.WireBytes = wire
+	s.WireBytes = wireBytes(buses...)
 	s.WallSeconds = time.Since(t0).Seconds()
 	s.SetupSeconds = setup.Seconds()
 	for _, p := range parties {
@@ -712,9 +687,7 @@ func Aggregate(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 		return nil, err
 	}
 	s := summarize(&cfg, data, res, net.name)
-	if st, ok := broker.BusStats(bus); ok {
-		s.WireBytes = int64(st.WireIn + st.WireOut) // the aggregator's connection only
-	}
+	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.WallSeconds = time.Since(t0).Seconds()
 	return net.finish(ctx, &cfg, s)
 }
@@ -798,8 +771,6 @@ type network struct {
 	url     string
 	cfg     *TrainConfig
 	tmp     string
-	audit   broker.Bus
-	cleanup []func()
 }
 
 func openNetwork(ctx context.Context, cfg *TrainConfig) (*network, error) {
@@ -889,6 +860,17 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, error)
 		*f.p = v
 	}
 	return &c, nil
+}
+
+// wireBytes sums the bytes both ways on the buses' broker connections.
+func wireBytes(buses ...broker.Bus) int64 {
+	var n int64
+	for _, b := range buses {
+		if st, ok := broker.BusStats(b); ok {
+			n += int64(st.WireIn + st.WireOut)
+		}
+	}
+	return n
 }
 
 // finish counts the run's messages in the stream into s and writes the

@@ -90,14 +90,20 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "reference %s: test accuracy %.2f%% after %d steps in %.1f s (%.0f steps/s)\n",
 		f.cfg.Algo, 100*r.TestAccuracy, r.Steps, r.Seconds, float64(r.Steps)/r.Seconds)
-	if f.cfg.TargetAcc > 0 {
-		if r.TimeToTarget >= 0 {
-			fmt.Fprintf(stdout, "reached %.2f%% after %.2f s (%d steps)\n", 100*f.cfg.TargetAcc, r.TimeToTarget, r.StepsToTarget)
-		} else {
-			fmt.Fprintf(stdout, "did not reach %.2f%%\n", 100*f.cfg.TargetAcc)
-		}
-	}
+	printTarget(stdout, f.cfg.TargetAcc, r, true)
 	return nil
+}
+
+// printTarget says when a reference loop reached --target (and, if
+// missed is set, that it did not).
+func printTarget(w io.Writer, target float64, r *experiment.RefResult, missed bool) {
+	switch {
+	case target <= 0:
+	case r.TimeToTarget >= 0:
+		fmt.Fprintf(w, "reached %.2f%% after %.2f s (%d steps)\n", 100*target, r.TimeToTarget, r.StepsToTarget)
+	case missed:
+		fmt.Fprintf(w, "did not reach %.2f%%\n", 100*target)
+	}
 }
 
 func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -118,9 +124,7 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	fmt.Fprintf(stdout, "first-order %s model: test accuracy %.2f%% after %d steps in %.1f s\n",
 		f.cfg.Model, 100*r.TestAccuracy, r.Steps, r.Seconds)
-	if f.cfg.TargetAcc > 0 && r.TimeToTarget >= 0 {
-		fmt.Fprintf(stdout, "reached %.2f%% after %.2f s (%d steps)\n", 100*f.cfg.TargetAcc, r.TimeToTarget, r.StepsToTarget)
-	}
+	printTarget(stdout, f.cfg.TargetAcc, r, false)
 	return nil
 }
 
