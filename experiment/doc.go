@@ -1,9 +1,6 @@
-// Package experiment puts the pieces of a run together: it loads and
-// vertically splits the data, starts the broker (an embedded NATS
-// JetStream server by default), builds the aggregator and the parties, runs
-// them each on its own connection, and writes the results (summary.json,
-// curve.csv, curve.png).
-//
-// Train runs a whole run in one process; Aggregate and Participate run one
-// role each, for runs whose parties are separate processes.
+// Package experiment holds the reference loops (single-process AsyREVEL,
+// first-order and centralised solvers) and the experiments that compare
+// them with runs of package run: throughput of the transports, time to
+// accuracy, the networks, and the paper's tables and figures. Each writes
+// CSV and PNG files into a results folder.
 package experiment

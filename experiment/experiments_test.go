@@ -8,16 +8,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/rs/zerolog"
 )
 
-func smallData(t *testing.T, q int) *Data {
+// small is a synthetic problem that a linear model learns to about 95%.
+func small() *dataset.SyntheticConfig {
+	return &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
+}
+
+func smallData(t *testing.T, q int) *run.Data {
 	t.Helper()
-	tc := TrainConfig{Synthetic: small(), Parties: q}
+	tc := run.Config{Synthetic: small(), Parties: q}
 	if err := tc.Prepare(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := LoadData(&tc, RoleAll)
+	d, err := run.LoadData(&tc, run.RoleAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +93,7 @@ func TestTimeToAccuracy(t *testing.T) {
 
 func TestFirstOrderLearns(t *testing.T) {
 	data := smallData(t, 3)
-	tc := TrainConfig{Loaded: data, Parties: 3, Model: "mlp", Hidden: 16, Batch: 32, Epochs: 3}
+	tc := run.Config{Loaded: data, Parties: 3, Model: "mlp", Hidden: 16, Batch: 32, Epochs: 3}
 	r, err := FirstOrderFor(context.Background(), tc, 0.05, 0.9, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +104,7 @@ func TestFirstOrderLearns(t *testing.T) {
 }
 
 func TestFirstOrderRefusesBlackBox(t *testing.T) {
-	tc := TrainConfig{Loaded: smallData(t, 2), Parties: 2, Model: "external", ModelCmd: "/bin/false", Batch: 8, Epochs: 1}
+	tc := run.Config{Loaded: smallData(t, 2), Parties: 2, Model: "external", ModelCmd: "/bin/false", Batch: 8, Epochs: 1}
 	if _, err := FirstOrderFor(context.Background(), tc, 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
 		t.Fatalf("first-order with a black-box model: %v", err)
 	}

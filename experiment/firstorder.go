@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/asyrevel/asyrevel/model"
 )
 
@@ -32,13 +34,13 @@ type FirstOrderConfig struct {
 // the head in one process. It is the first-order yardstick for the
 // zeroth-order runs (what the network reaches when gradients are
 // available); it refuses black-box models with model.ErrNoGradient.
-func FirstOrder(ctx context.Context, data *Data, cfg FirstOrderConfig) (*RefResult, error) {
+func FirstOrder(ctx context.Context, data *run.Data, cfg FirstOrderConfig) (*RefResult, error) {
 	q := cfg.Parties
 	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.LR <= 0 || cfg.EvalEvery < 1 {
-		return nil, fmt.Errorf("%w: first-order loop: parties %d (data in %d), batch %d, lr %g", ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.LR)
+		return nil, fmt.Errorf("%w: first-order loop: parties %d (data in %d), batch %d, lr %g", run.ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.LR)
 	}
 	if cfg.MaxSteps == 0 && cfg.Duration == 0 {
-		return nil, fmt.Errorf("%w: first-order loop needs a step or time budget", ErrConfig)
+		return nil, fmt.Errorf("%w: first-order loop needs a step or time budget", run.ErrConfig)
 	}
 	n := data.NTrain
 	head := cfg.Head

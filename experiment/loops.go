@@ -4,31 +4,33 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
 // ReferenceFor runs ReferenceZO with the settings of a training
 // configuration: the same models, step sizes and budget.
-func ReferenceFor(ctx context.Context, cfg TrainConfig, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *Data, error) {
-	if err := cfg.defaults(); err != nil {
+func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *run.Data, error) {
+	if err := cfg.Prepare(); err != nil {
 		return nil, nil, err
 	}
 	if cfg.Model == "external" {
-		return nil, nil, fmt.Errorf("%w: the reference loop runs in-process models only", ErrConfig)
+		return nil, nil, fmt.Errorf("%w: the reference loop runs in-process models only", run.ErrConfig)
 	}
-	data, err := LoadData(&cfg, RoleAll)
+	data, err := run.LoadData(&cfg, run.RoleAll)
 	if err != nil {
 		return nil, nil, err
 	}
-	dist, _ := ParseAlgo(cfg.Algo)
+	dist, _ := run.ParseAlgo(cfg.Algo)
 	reg, err := model.ParseRegularizer(cfg.Reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	head, _ := NewHead(&cfg, data.Classes)
-	sched := cfg.schedule(data.NTrain)
-	maxSteps, err := cfg.budget(data.NTrain)
+	head, _ := run.NewHead(&cfg, data.Classes)
+	sched := cfg.Schedule(data.NTrain)
+	maxSteps, err := cfg.Budget(data.NTrain)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -42,7 +44,7 @@ func ReferenceFor(ctx context.Context, cfg TrainConfig, evalEvery int64, onPoint
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
 		StopAtTarget: cfg.StopAtTarget,
 		NewLocal: func(m, d int) model.Local {
-			l, _, _ := NewLocal(ctx, &cfg, m+1, d, data.Classes)
+			l, _, _ := run.NewLocal(ctx, &cfg, m+1, d, data.Classes)
 			return l
 		},
 		Head: head, OnPoint: onPoint,
@@ -52,14 +54,14 @@ func ReferenceFor(ctx context.Context, cfg TrainConfig, evalEvery int64, onPoint
 
 // FirstOrderFor trains the network of a training configuration first-order
 // (centralised back-propagation), with SGD step lr and momentum.
-func FirstOrderFor(ctx context.Context, cfg TrainConfig, lr, momentum float64, evalEvery int64, onPoint func(RefPoint)) (*RefResult, error) {
-	if err := cfg.defaults(); err != nil {
+func FirstOrderFor(ctx context.Context, cfg run.Config, lr, momentum float64, evalEvery int64, onPoint func(RefPoint)) (*RefResult, error) {
+	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
 	if cfg.Model == "external" {
-		return nil, fmt.Errorf("%w: an external model is a black box: %w", ErrConfig, model.ErrNoGradient)
+		return nil, fmt.Errorf("%w: an external model is a black box: %w", run.ErrConfig, model.ErrNoGradient)
 	}
-	data, err := LoadData(&cfg, RoleAll)
+	data, err := run.LoadData(&cfg, run.RoleAll)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +69,7 @@ func FirstOrderFor(ctx context.Context, cfg TrainConfig, lr, momentum float64, e
 	if err != nil {
 		return nil, err
 	}
-	head, _ := NewHead(&cfg, data.Classes)
+	head, _ := run.NewHead(&cfg, data.Classes)
 	wb, ok := head.(model.WhiteBoxHead)
 	if !ok {
 		return nil, fmt.Errorf("%w: head", model.ErrNoGradient)
@@ -83,7 +85,7 @@ func FirstOrderFor(ctx context.Context, cfg TrainConfig, lr, momentum float64, e
 		Parties: cfg.Parties, Batch: cfg.Batch, LR: lr, Momentum: momentum, Lambda: cfg.Lambda, Reg: reg,
 		Seed: cfg.Seed, MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
 		NewLocal: func(m, d int) model.Local {
-			l, _, _ := NewLocal(ctx, &cfg, m+1, d, data.Classes)
+			l, _, _ := run.NewLocal(ctx, &cfg, m+1, d, data.Classes)
 			return l
 		},
 		Head: wb, OnPoint: onPoint,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/rs/zerolog"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -56,12 +58,12 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 	var rows []NNRow
 	for _, set := range cfg.Order {
 		dir := cfg.Sets[set]
-		base := TrainConfig{Data: dir, Parties: cfg.Parties, Model: "mlp", K: 1, Batch: cfg.Batch, Window: cfg.Window,
+		base := run.Config{Data: dir, Parties: cfg.Parties, Model: "mlp", K: 1, Batch: cfg.Batch, Window: cfg.Window,
 			LR: cfg.LR, HeadLR: cfg.HeadLR, Seed: cfg.Seed, Log: zerolog.Nop(), EvalEvery: cfg.EvalEvery}
-		if err := base.defaults(); err != nil {
+		if err := base.Prepare(); err != nil {
 			return rows, err
 		}
-		data, err := LoadData(&base, RoleAll)
+		data, err := run.LoadData(&base, run.RoleAll)
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", set, err)
 		}
@@ -70,7 +72,7 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 			tc := base
 			tc.Algo, tc.Duration = algo, cfg.Duration
 			cfg.Log.Info().Str("set", set).Str("method", algo).Dur("duration", cfg.Duration).Msg("training")
-			s, err := Train(ctx, tc)
+			s, err := run.Train(ctx, tc)
 			if err != nil {
 				return rows, fmt.Errorf("%s %s: %w", set, algo, err)
 			}
@@ -121,7 +123,7 @@ func WriteNN(dir string, rows []NNRow) error {
 			fmtF(r.Seconds, 1), strconv.FormatInt(r.Steps, 10), fmtF(r.TimeToFinal, 1)})
 	}
 	header := []string{"set", "method", "test_accuracy", "best_accuracy", "paper_accuracy", "seconds", "steps", "seconds_to_within_1pt"}
-	if err := writeCSV(filepath.Join(dir, "nn.csv"), header, recs); err != nil {
+	if err := run.WriteCSV(filepath.Join(dir, "nn.csv"), header, recs); err != nil {
 		return err
 	}
 	var sets []string
@@ -177,5 +179,5 @@ func WriteNN(dir string, rows []NNRow) error {
 	if len(sets) == 0 {
 		return nil
 	}
-	return savePNG(filepath.Join(dir, "nn.png"), plots, vg.Length(len(sets))*4.5*vg.Inch, 4*vg.Inch)
+	return run.SavePNG(filepath.Join(dir, "nn.png"), plots, vg.Length(len(sets))*4.5*vg.Inch, 4*vg.Inch)
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"gonum.org/v1/gonum/optimize"
 
 	"github.com/asyrevel/asyrevel/dataset"
@@ -49,7 +51,7 @@ type RefConfig struct {
 	TargetAcc float64
 	// StopAtTarget ends the loop when TargetAcc is reached.
 	StopAtTarget bool
-	// NewLocal builds party m's model for d features.
+	// run.NewLocal builds party m's model for d features.
 	NewLocal func(m, d int) model.Local
 	Head     model.Head
 	OnPoint  func(RefPoint)
@@ -60,14 +62,14 @@ type RefConfig struct {
 // no asynchrony. It takes the same steps as the runtimes (fresh outputs
 // stored before h is computed, the same estimator and step sizes), so it is
 // the yardstick for the pipeline's time to accuracy.
-func ReferenceZO(ctx context.Context, data *Data, cfg RefConfig) (*RefResult, error) {
+func ReferenceZO(ctx context.Context, data *run.Data, cfg RefConfig) (*RefResult, error) {
 	q := cfg.Parties
 	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.Mu <= 0 || cfg.EvalEvery < 1 {
 		return nil, fmt.Errorf("%w: reference loop: parties %d (data split in %d), batch %d, mu %g, eval every %d",
-			ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.EvalEvery)
+			run.ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.EvalEvery)
 	}
 	if cfg.MaxSteps == 0 && cfg.Duration == 0 {
-		return nil, fmt.Errorf("%w: reference loop needs a step or time budget", ErrConfig)
+		return nil, fmt.Errorf("%w: reference loop needs a step or time budget", run.ErrConfig)
 	}
 	n := data.NTrain
 	trainY := data.TrainY
@@ -203,14 +205,14 @@ func (l *refLoop) point(ctx context.Context, t int64, accuracy func() float64) (
 
 // evaluator scores a VFL model on the test set.
 type evaluator struct {
-	data  *Data
+	data  *run.Data
 	q, k  int
 	rows  []uint32
 	out   []float64
 	table []float64
 }
 
-func newEvaluator(data *Data, q, k int) *evaluator {
+func newEvaluator(data *run.Data, q, k int) *evaluator {
 	e := &evaluator{data: data, q: q, k: k}
 	if data.NTest == 0 {
 		return e
@@ -264,7 +266,7 @@ type CentralResult struct {
 // federated runs are measured against.
 func CentralLogistic(train, test *dataset.Dataset, reg model.Regularizer, lambda float64, bias bool) (*CentralResult, error) {
 	if train.Classes != 2 {
-		return nil, fmt.Errorf("%w: central logistic regression needs a binary set, got %d classes", ErrConfig, train.Classes)
+		return nil, fmt.Errorf("%w: central logistic regression needs a binary set, got %d classes", run.ErrConfig, train.Classes)
 	}
 	d, n := train.X.NCols, train.Len()
 	lin := model.NewLinear(d, 1)

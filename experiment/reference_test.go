@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/zoo"
@@ -54,8 +56,8 @@ func TestReferenceZOMatchesCentral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := TrainConfig{Synthetic: cfg, Parties: 4}
-	data, err := LoadData(&tc, RoleAll)
+	tc := run.Config{Synthetic: cfg, Parties: 4}
+	data, err := run.LoadData(&tc, run.RoleAll)
 	if err != nil {
 		t.Fatal(err)
 	}

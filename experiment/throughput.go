@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/rs/zerolog"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -22,7 +24,7 @@ var Buses = []string{"memory", "jetstream-inprocess", "jetstream-tcp", "jetstrea
 
 // ThroughputConfig configures the throughput experiment.
 type ThroughputConfig struct {
-	Data     *Data // split over Parties
+	Data     *run.Data // split over Parties
 	Parties  int
 	Buses    []string
 	Windows  []int
@@ -51,12 +53,12 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 	for _, bus := range cfg.Buses {
 		for _, w := range cfg.Windows {
 			for _, b := range cfg.Batches {
-				tc := TrainConfig{
+				tc := run.Config{
 					Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: b, Window: w,
 					Duration: cfg.Duration, EvalEvery: 10 * cfg.Duration, Seed: cfg.Seed, Log: zerolog.Nop(),
 				}
 				setBus(&tc, bus)
-				s, err := Train(ctx, tc)
+				s, err := run.Train(ctx, tc)
 				if err != nil {
 					return rows, fmt.Errorf("%s window %d batch %d: %w", bus, w, b, err)
 				}
@@ -78,7 +80,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 }
 
 // setBus points a training configuration at one of Buses.
-func setBus(tc *TrainConfig, bus string) {
+func setBus(tc *run.Config, bus string) {
 	switch bus {
 	case "memory":
 		tc.Bus = "memory"
@@ -105,7 +107,7 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 			fmtF(r.BytesPerStep, 1), wire, strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 3)})
 	}
 	header := []string{"bus", "window", "batch", "steps_per_s", "bytes_per_step", "wire_bytes_per_step", "steps", "seconds"}
-	if err := writeCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
+	if err := run.WriteCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
 		return err
 	}
 	return plotThroughput(filepath.Join(dir, "throughput.png"), rows)
@@ -181,5 +183,5 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 		p.Legend.TextStyle.Color = color.Black
 		plots[0] = append(plots[0], p)
 	}
-	return savePNG(path, plots, vg.Length(len(windows))*3.5*vg.Inch, 4*vg.Inch)
+	return run.SavePNG(path, plots, vg.Length(len(windows))*3.5*vg.Inch, 4*vg.Inch)
 }

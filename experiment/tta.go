@@ -9,13 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/rs/zerolog"
 )
 
 // TTAConfig configures the time-to-accuracy experiment: the pipeline on
 // each bus against the single-process reference loop, same settings.
 type TTAConfig struct {
-	Data      *Data
+	Data      *run.Data
 	Parties   int
 	Target    float64
 	Seeds     []uint64
@@ -41,7 +43,7 @@ type TTARow struct {
 func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 	var rows []TTARow
 	for _, seed := range cfg.Seeds {
-		tc := TrainConfig{
+		tc := run.Config{
 			Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: cfg.Batch, Window: cfg.Window,
 			Duration: cfg.Budget, TargetAcc: cfg.Target, StopAtTarget: true, EvalEvery: cfg.EvalEvery,
 			Seed: seed, Log: zerolog.Nop(),
@@ -59,7 +61,7 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 		for _, bus := range cfg.Buses {
 			tb := tc
 			setBus(&tb, bus)
-			s, err := Train(ctx, tb)
+			s, err := run.Train(ctx, tb)
 			if err != nil {
 				return rows, fmt.Errorf("%s: %w", bus, err)
 			}
@@ -111,6 +113,6 @@ func WriteTTA(dir string, rows []TTARow) error {
 		recs = append(recs, []string{r.System, strconv.FormatUint(r.Seed, 10), fmtF(r.Seconds, 3), strconv.FormatInt(r.Steps, 10),
 			fmtF(r.WallSeconds, 3), fmtF(r.FinalAccuracy, 4)})
 	}
-	return writeCSV(filepath.Join(dir, "time_to_accuracy.csv"),
+	return run.WriteCSV(filepath.Join(dir, "time_to_accuracy.csv"),
 		[]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"}, recs)
 }

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/dataset"
@@ -221,7 +223,7 @@ func (f *expFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
 	return newLogger(stderr, lvl, false), nil
 }
 
-func a9aData(f *expFlags, parties int) (*experiment.Data, error) {
+func a9aData(f *expFlags, parties int) (*run.Data, error) {
 	tr, err := f.path("a9a/a9a.gz")
 	if err != nil {
 		return nil, err
@@ -230,11 +232,11 @@ func a9aData(f *expFlags, parties int) (*experiment.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := experiment.TrainConfig{Data: tr, Test: te, Parties: parties}
+	cfg := run.Config{Data: tr, Test: te, Parties: parties}
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
-	return experiment.LoadData(&cfg, experiment.RoleAll)
+	return run.LoadData(&cfg, run.RoleAll)
 }
 
 func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -42,12 +42,12 @@ Examples:
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes one command line and returns the exit status: 0 on success,
+// execute executes one command line and returns the exit status: 0 on success,
 // 1 on a failure, 2 on a usage error.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdExperiment(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
-			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+			return execute(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return 0

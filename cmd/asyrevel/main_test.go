@@ -16,7 +16,7 @@ import (
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer
-	code = run(context.Background(), args, &o, &e)
+	code = execute(context.Background(), args, &o, &e)
 	return code, o.String(), e.String()
 }
 

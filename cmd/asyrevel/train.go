@@ -13,18 +13,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asyrevel/asyrevel/run"
+
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/dataset"
-	"github.com/asyrevel/asyrevel/experiment"
 )
 
 // trainFlags registers the training flags shared by train, aggregator and
 // party on fs.
 type trainFlags struct {
 	bias     *bool
-	cfg      experiment.TrainConfig
+	cfg      run.Config
 	seed     uint64
 	logLevel string
 	logJSON  bool
@@ -37,7 +38,7 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.Preset, "preset", "", "named preprocessing of a CSV set that also makes its test split\n(uci-credit-card, give-me-some-credit; see asyrevel data presets)")
 	fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
 	fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
-	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(experiment.Algorithms, ", "))
+	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", "))
 	fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
 	fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
 	fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
@@ -189,7 +190,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.needBudget(); err != nil {
 		return err
 	}
-	s, err := experiment.Train(ctx, f.cfg)
+	s, err := run.Train(ctx, f.cfg)
 	if err != nil {
 		return err
 	}
@@ -205,7 +206,7 @@ func usageErr(err error) error {
 }
 
 // report prints the outcome of a run for people.
-func report(w io.Writer, cfg *experiment.TrainConfig, s *experiment.Summary) {
+func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	acc := "no test set"
 	if !math.IsNaN(s.TestAccuracy) {
 		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
@@ -246,7 +247,7 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := f.needBudget(); err != nil {
 		return err
 	}
-	s, err := experiment.Aggregate(ctx, f.cfg)
+	s, err := run.Aggregate(ctx, f.cfg)
 	if err != nil {
 		return err
 	}
@@ -266,7 +267,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.cfg.NATS == "" || !flagGiven(fs, "run") || *id < 1 || *id > f.cfg.Parties {
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
-	st, err := experiment.Participate(ctx, f.cfg, *id)
+	st, err := run.Participate(ctx, f.cfg, *id)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package experiment
+package run
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func writeSplit(t *testing.T, q int, seed uint64) string {
 
 func TestLoadSplitRoles(t *testing.T) {
 	dir := writeSplit(t, 3, 3)
-	cfg := TrainConfig{Data: dir, Parties: 3}
+	cfg := Config{Data: dir, Parties: 3}
 	all, err := LoadData(&cfg, RoleAll)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestLoadSplitRoles(t *testing.T) {
 
 func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	dir := writeSplit(t, 3, 3)
-	s, err := Train(context.Background(), TrainConfig{Data: dir, Parties: 3, Bus: "memory", Batch: 16, Window: 2, Epochs: 20, Log: zerolog.Nop()})
+	s, err := Train(context.Background(), Config{Data: dir, Parties: 3, Bus: "memory", Batch: 16, Window: 2, Epochs: 20, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, dataset.PartyFileName(2, "train")), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadData(&TrainConfig{Data: dir, Parties: 3}, RoleAll)
+	_, err = LoadData(&Config{Data: dir, Parties: 3}, RoleAll)
 	if !errors.Is(err, dataset.ErrChecksum) {
 		t.Fatalf("a file that is not the manifest's: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, dataset.ManifestFile), js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadData(&TrainConfig{Data: dir, Parties: 3}, RoleAll)
+	_, err = LoadData(&Config{Data: dir, Parties: 3}, RoleAll)
 	if !errors.Is(err, dataset.ErrMismatch) || !strings.Contains(err.Error(), "sample 1") {
 		t.Fatalf("misaligned party file: %v", err)
 	}

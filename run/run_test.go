@@ -1,4 +1,4 @@
-package experiment
+package run
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func (s *Summary) rejectedOut() int64 { return s.rejectedOutputs }
 
 func TestTrainOverEmbeddedJetStream(t *testing.T) {
 	out := t.TempDir()
-	s, err := Train(context.Background(), TrainConfig{
+	s, err := Train(context.Background(), Config{
 		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
 		Epochs: 30, Seed: 1, Out: out, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
 	})
@@ -86,7 +86,7 @@ func TestTrainOverCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster in -short mode")
 	}
-	s, err := Train(context.Background(), TrainConfig{
+	s, err := Train(context.Background(), Config{
 		Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 16, Window: 2,
 		Epochs: 30, Seed: 3, Cluster: 3, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
 	})
@@ -108,7 +108,7 @@ func TestTrainOverCluster(t *testing.T) {
 }
 
 func TestClusterConfigErrors(t *testing.T) {
-	for _, c := range []TrainConfig{{Cluster: 3, Bus: "memory"}, {Cluster: 3, NATS: "nats://x"}, {Cluster: 3, InProcess: true}, {Cluster: -1}} {
+	for _, c := range []Config{{Cluster: 3, Bus: "memory"}, {Cluster: 3, NATS: "nats://x"}, {Cluster: 3, InProcess: true}, {Cluster: -1}} {
 		c.Synthetic, c.Log = small(), testLog(t)
 		if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
@@ -117,7 +117,7 @@ func TestClusterConfigErrors(t *testing.T) {
 }
 
 func TestUniformDirectionsTrain(t *testing.T) {
-	s, err := Train(context.Background(), TrainConfig{
+	s, err := Train(context.Background(), Config{
 		Synthetic: small(), Parties: 3, Algo: "asyrevel-uni", Batch: 16, Window: 1,
 		Epochs: 30, Seed: 2, Bus: "memory", Log: testLog(t),
 	})
@@ -180,7 +180,7 @@ func TestBadMessagesAreRejected(t *testing.T) {
 			injected <- rogue.Flush(ctx)
 		}()
 	}
-	s, err := Train(ctx, TrainConfig{
+	s, err := Train(ctx, Config{
 		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
 		Epochs: 30, Seed: 1, NATS: srv.URL(), Run: run, Log: testLog(t), OnPoint: onPoint,
 		EvalEvery: 100 * time.Millisecond,

@@ -1,4 +1,4 @@
-package experiment
+package run
 
 import (
 	"encoding/csv"
@@ -33,7 +33,7 @@ func WriteOutputs(dir string, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
+	if err := WriteAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
 		return err
 	}
 	if err := writeCurveCSV(filepath.Join(dir, "curve.csv"), s.Curve); err != nil {
@@ -54,16 +54,16 @@ func jsonSafe(s *Summary) *Summary {
 	return &c
 }
 
-func writeAtomic(path string, data []byte) error {
-	return writeFileAtomic(path, func(w io.Writer) error {
+func WriteAtomic(path string, data []byte) error {
+	return WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
-// writeFileAtomic writes path through write into a temporary file that it
+// WriteFileAtomic writes path through write into a temporary file that it
 // renames into place only when everything was written.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -81,9 +81,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 	return os.Rename(tmp, path)
 }
 
-// writeCSV writes a header and records to path atomically.
-func writeCSV(path string, header []string, records [][]string) error {
-	return writeFileAtomic(path, func(f io.Writer) error {
+// WriteCSV writes a header and records to path atomically.
+func WriteCSV(path string, header []string, records [][]string) error {
+	return WriteFileAtomic(path, func(f io.Writer) error {
 		w := csv.NewWriter(f)
 		_ = w.Write(header)
 		_ = w.WriteAll(records)
@@ -91,9 +91,9 @@ func writeCSV(path string, header []string, records [][]string) error {
 	})
 }
 
-// savePNG renders plots laid out in rows x cols tiles of the given size
+// SavePNG renders plots laid out in rows x cols tiles of the given size
 // into a PNG file.
-func savePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
+func SavePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
 	img := vgimg.New(width, height)
 	cols := 0
 	for _, r := range plots {
@@ -107,7 +107,7 @@ func savePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
 			p.Draw(canvases[i][j])
 		}
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
 	})
@@ -125,7 +125,7 @@ func writeCurveCSV(path string, curve []aggregator.Point) error {
 		recs = append(recs, []string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
 			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10)})
 	}
-	return writeCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"}, recs)
+	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"}, recs)
 }
 
 // PlotCurve draws test accuracy and training loss against training time,
@@ -164,5 +164,5 @@ func PlotCurve(path, title string, curve []aggregator.Point) error {
 		points.Radius = vg.Points(1.5)
 		pl.p.Add(line, points)
 	}
-	return savePNG(path, [][]*plot.Plot{{top}, {bottom}}, 7*vg.Inch, 6*vg.Inch)
+	return SavePNG(path, [][]*plot.Plot{{top}, {bottom}}, 7*vg.Inch, 6*vg.Inch)
 }

@@ -1,4 +1,4 @@
-package experiment
+package run
 
 import (
 	"context"
@@ -26,14 +26,14 @@ import (
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
-// ErrConfig reports an unusable TrainConfig.
+// ErrConfig reports an unusable Config.
 var ErrConfig = errors.New("experiment: bad config")
 
 // Algorithms that Train runs.
 var Algorithms = []string{"asyrevel-gau", "asyrevel-uni"}
 
-// TrainConfig is one training run; the fields mirror `asyrevel train`.
-type TrainConfig struct {
+// Config is one training run; the fields mirror `asyrevel train`.
+type Config struct {
 	Data         string                   // training set path
 	Preset       string                   // named preprocessing recipe (dataset.LookupPreset)
 	Test         string                   // test set path ("" = none)
@@ -137,7 +137,7 @@ type StreamCounts struct {
 	Control uint64 `json:"ctl"`
 }
 
-func (c *TrainConfig) defaults() error {
+func (c *Config) defaults() error {
 	if c.Parties == 0 {
 		c.Parties = 8
 	}
@@ -280,7 +280,7 @@ const (
 // RoleAggregator, or a party id 1..q (that party's columns only). PATH may
 // be a LIBSVM or CSV file, a folder of IDX files, a split folder written by
 // `asyrevel data split` (each party reads only its own file), or synthetic.
-func LoadData(cfg *TrainConfig, role int) (*Data, error) {
+func LoadData(cfg *Config, role int) (*Data, error) {
 	if cfg.Loaded != nil {
 		if len(cfg.Loaded.Blocks) != cfg.Parties {
 			return nil, fmt.Errorf("%w: data split for %d parties, run has %d", ErrConfig, len(cfg.Loaded.Blocks), cfg.Parties)
@@ -362,7 +362,7 @@ func idHash(ids []string) string {
 }
 
 // loadSplit reads a split folder for a role; see LoadData.
-func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
+func loadSplit(cfg *Config, role int) (*Data, error) {
 	dir := cfg.Data
 	man, err := dataset.ReadManifest(dir)
 	if err != nil {
@@ -448,7 +448,7 @@ func loadSplit(cfg *TrainConfig, role int) (*Data, error) {
 // NewLocal builds a party's local model for d features. For an external
 // model it starts the model's process; close releases it (a no-op for the
 // others).
-func NewLocal(ctx context.Context, cfg *TrainConfig, m, d, classes int) (local model.Local, close func() error, err error) {
+func NewLocal(ctx context.Context, cfg *Config, m, d, classes int) (local model.Local, close func() error, err error) {
 	k := 1
 	if classes > 2 {
 		k = cfg.K
@@ -475,7 +475,7 @@ func NewLocal(ctx context.Context, cfg *TrainConfig, m, d, classes int) (local m
 func noClose() error { return nil }
 
 // NewHead builds the aggregator's head for q parties.
-func NewHead(cfg *TrainConfig, classes int) (model.Head, int) {
+func NewHead(cfg *Config, classes int) (model.Head, int) {
 	if classes <= 2 {
 		if cfg.NoBias {
 			return model.NewLogistic(cfg.Parties), 1
@@ -485,8 +485,8 @@ func NewHead(cfg *TrainConfig, classes int) (model.Head, int) {
 	return model.NewSoftmax(cfg.Parties*cfg.K, classes), cfg.K
 }
 
-// decay converts the configured decay scale (samples per party) into party steps.
-func (c *TrainConfig) schedule(n int) zoo.Schedule {
+// Schedule converts the configured decay scale (samples per party) into party steps.
+func (c *Config) Schedule(n int) zoo.Schedule {
 	s := c.LRDecay
 	if s == 0 {
 		s = float64(n) / 2
@@ -500,10 +500,10 @@ func (c *TrainConfig) schedule(n int) zoo.Schedule {
 // Prepare fills in defaults and checks the configuration. Train, Aggregate
 // and Participate call it; it is exported for command-line tools that want
 // to report errors before loading data.
-func (c *TrainConfig) Prepare() error { return c.defaults() }
+func (c *Config) Prepare() error { return c.defaults() }
 
-// budget is the number of answered requests after which the run stops.
-func (c *TrainConfig) budget(n int) (int64, error) {
+// Budget is the number of answered requests after which the run stops.
+func (c *Config) Budget(n int) (int64, error) {
 	maxSteps := c.MaxSteps
 	if c.Epochs > 0 {
 		s := int64(math.Ceil(c.Epochs * float64(n) / float64(c.Batch) * float64(c.Parties)))
@@ -518,14 +518,14 @@ func (c *TrainConfig) budget(n int) (int64, error) {
 }
 
 // NewAggregator builds the aggregator of a run from the labels of data.
-func NewAggregator(cfg *TrainConfig, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
+func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
 	dist, err := ParseAlgo(cfg.Algo)
 	if err != nil {
 		return nil, err
 	}
 	head, k := NewHead(cfg, data.Classes)
-	sched := cfg.schedule(data.NTrain)
-	maxSteps, err := cfg.budget(data.NTrain)
+	sched := cfg.Schedule(data.NTrain)
+	maxSteps, err := cfg.Budget(data.NTrain)
 	if err != nil {
 		return nil, err
 	}
@@ -542,7 +542,7 @@ func NewAggregator(cfg *TrainConfig, data *Data, onPoint func(aggregator.Point))
 
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
-func NewParty(ctx context.Context, cfg *TrainConfig, data *Data, m int) (p *party.Party, close func() error, err error) {
+func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
 	dist, err := ParseAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -561,7 +561,7 @@ func NewParty(ctx context.Context, cfg *TrainConfig, data *Data, m int) (p *part
 	p, err = party.New(party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: data.PartTrain[m-1], Test: data.PartTest[m-1],
-		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.schedule(data.NTrain), IDHash: data.IDHash,
+		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Log: cfg.Log,
 	})
@@ -576,7 +576,7 @@ func NewParty(ctx context.Context, cfg *TrainConfig, data *Data, m int) (p *part
 // data, starts the broker (an embedded JetStream server unless cfg.NATS
 // names one), the aggregator and the parties, each with a connection of its
 // own, runs until the configured end, and writes the outputs.
-func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
+func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -655,7 +655,7 @@ func Train(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 
 // Aggregate runs only the aggregator of a run, connected to the broker at
 // cfg.NATS, for a run whose parties are separate processes.
-func Aggregate(ctx context.Context, cfg TrainConfig) (*Summary, error) {
+func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
 	if err := cfg.defaults(); err != nil {
 		return nil, err
@@ -694,7 +694,7 @@ func Aggregate(ctx context.Context, cfg TrainConfig) (*Summary, error) {
 
 // Participate runs only party m of a run, connected to the broker at
 // cfg.NATS, until the aggregator stops the run.
-func Participate(ctx context.Context, cfg TrainConfig, m int) (party.Stats, error) {
+func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err := cfg.defaults(); err != nil {
 		return party.Stats{}, err
 	}
@@ -723,14 +723,14 @@ func Participate(ctx context.Context, cfg TrainConfig, m int) (party.Stats, erro
 	return p.Stats(), err
 }
 
-func logData(cfg *TrainConfig, data *Data) {
+func logData(cfg *Config, data *Data) {
 	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
 		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
 		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
-		Str("lr", cfg.schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")
+		Str("lr", cfg.Schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")
 }
 
-func summarize(cfg *TrainConfig, data *Data, res *aggregator.Result, bus string) *Summary {
+func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Summary {
 	s := &Summary{
 		Algo: cfg.Algo, Dataset: data.Name, Parties: cfg.Parties, Model: cfg.Model,
 		Steps: res.Steps, TrainSeconds: res.Training.Seconds(),
@@ -740,7 +740,7 @@ func summarize(cfg *TrainConfig, data *Data, res *aggregator.Result, bus string)
 		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
-		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
+		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve,
 	}
@@ -769,11 +769,11 @@ type network struct {
 	cluster *broker.Cluster
 	next    int // the cluster node the next connection goes to
 	url     string
-	cfg     *TrainConfig
+	cfg     *Config
 	tmp     string
 }
 
-func openNetwork(ctx context.Context, cfg *TrainConfig) (*network, error) {
+func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	n := &network{cfg: cfg}
 	if cfg.Bus == "memory" {
 		n.name = "memory"
@@ -875,7 +875,7 @@ func wireBytes(buses ...broker.Bus) int64 {
 
 // finish counts the run's messages in the stream into s and writes the
 // outputs if cfg asks for them.
-func (n *network) finish(ctx context.Context, cfg *TrainConfig, s *Summary) (*Summary, error) {
+func (n *network) finish(ctx context.Context, cfg *Config, s *Summary) (*Summary, error) {
 	var err error
 	if s.Stream, err = n.counts(ctx, cfg.Run); err != nil {
 		return nil, err

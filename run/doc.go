@@ -1,0 +1,10 @@
+// Package run puts one run together: it loads and vertically splits the
+// data, starts the broker (an embedded NATS JetStream server by default),
+// builds the aggregator and the parties, runs them each on its own
+// connection, and writes the results (summary.json, curve.csv, curve.png).
+//
+// Train runs a whole run in one process; Aggregate and Participate run one
+// role each, for runs whose parties are separate processes. Both the
+// command line (cmd/asyrevel) and the experiments (package experiment)
+// start runs through this package.
+package run
