@@ -22,6 +22,10 @@ import (
 // ErrConfig reports an unusable Config.
 var ErrConfig = errors.New("aggregator: bad config")
 
+// DefaultOutputBound is the default Config.OutputBound. Outputs of models
+// on scaled features are of order 1 to 100.
+const DefaultOutputBound = 1e6
+
 // Config is what the aggregator holds: the labels, the global model F_0 and
 // the run's schedule.
 type Config struct {
@@ -41,6 +45,10 @@ type Config struct {
 
 	MaxBatch   int  // largest accepted batch (default 4096)
 	ReplyDelta bool // reply only h_bar - h
+	// OutputBound rejects party outputs larger than this in magnitude
+	// (default DefaultOutputBound): finite but huge outputs would turn
+	// the head's arithmetic into Inf and NaN.
+	OutputBound float64
 
 	MaxSteps     int64         // stop after this many answered requests (0 = no limit)
 	Duration     time.Duration // stop after this much training time (0 = no limit)
@@ -192,6 +200,12 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.MaxBatch == 0 {
 		cfg.MaxBatch = 4096
+	}
+	if cfg.OutputBound == 0 {
+		cfg.OutputBound = DefaultOutputBound
+	}
+	if cfg.OutputBound < 0 || math.IsNaN(cfg.OutputBound) {
+		return nil, fmt.Errorf("%w: output bound %g", ErrConfig, cfg.OutputBound)
 	}
 	if cfg.EvalEvery <= 0 {
 		cfg.EvalEvery = time.Second
@@ -367,7 +381,7 @@ func (a *Aggregator) reject(m int, err error) {
 }
 
 func (a *Aggregator) limits(m int) schemas.Limits {
-	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch}
+	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, MaxAbs: a.cfg.OutputBound}
 }
 
 // Subscriptions whose sequences are checked apart.
@@ -605,7 +619,13 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	}
 	diff /= float64(b)
 	eta := a.cfg.LR.At(int(a.res.Steps))
-	zoo.AddScaled(a.w0, -eta*a.phi0/a.cfg.Mu*diff, a.u0)
+	if step := -eta * a.phi0 / a.cfg.Mu * diff; !math.IsNaN(step) && !math.IsInf(step, 0) {
+		zoo.AddScaled(a.w0, step, a.u0)
+	} else {
+		// Bounded outputs keep the losses finite; this guards the head's
+		// parameters should a head overflow all the same.
+		a.res.Rejected["nonfinite-step"]++
+	}
 }
 
 func (a *Aggregator) onEval(m int, data []byte) error {

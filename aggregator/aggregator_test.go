@@ -330,3 +330,44 @@ func TestLateRequestsAfterDone(t *testing.T) {
 		t.Fatalf("after a failure: late %d, seen %d", a.res.LateOutputs, a.outSeen)
 	}
 }
+
+// Two parties sending finite but huge outputs (c = 1e308) must be rejected
+// and counted; the head's parameters and every later reply stay finite.
+func TestHugeOutputsAreRejected(t *testing.T) {
+	q, classes, n := 2, 3, 4
+	a, s := newTest(t, q, []int32{0, 1, 2, 0}, model.NewSoftmax(q, classes))
+	train(a, make([]float64, n*q))
+	c := schemas.NewCodec()
+	out := func(m int, seq uint64, v float64) []byte {
+		b, err := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: uint16(m), Seq: seq},
+			IDs: []uint32{0, 1}, C: []float64{v, v}, CHat: []float64{v, -v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), b...)
+	}
+	for m := 1; m <= q; m++ {
+		a.handle(context.Background(), &delivery{schemas.Subject("t", schemas.KindOutput, m), out(m, 1, 1e308)})
+	}
+	if got := a.res.Rejected["range"]; got != int64(q) {
+		t.Fatalf("rejected %v, want %d out of range", a.res.Rejected, q)
+	}
+	for m := 1; m <= q; m++ {
+		a.handle(context.Background(), &delivery{schemas.Subject("t", schemas.KindOutput, m), out(m, 2, 0.5)})
+	}
+	if s.n != q {
+		t.Fatalf("%d replies to the good outputs, want %d", s.n, q)
+	}
+	for _, w := range a.w0 {
+		if math.IsNaN(w) || math.IsInf(w, 0) {
+			t.Fatalf("head parameters not finite: %v", a.w0)
+		}
+	}
+	var rep schemas.Reply
+	if err := c.Unmarshal(s.last, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Validate(schemas.Limits{Party: q}); err != nil {
+		t.Fatalf("last reply: %v", err)
+	}
+}

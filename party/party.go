@@ -24,6 +24,9 @@ var ErrConfig = errors.New("party: bad config")
 // DefaultChunk is the number of samples per EvalOutput.
 const DefaultChunk = 2048
 
+// DefaultReplyBound is the default Config.ReplyBound.
+const DefaultReplyBound = 1e9
+
 // Config is everything a party holds: its slice of the data, its private
 // model and the zeroth-order step settings. Nothing here leaves the party
 // except through the outputs of Model.Forward.
@@ -45,6 +48,10 @@ type Config struct {
 	Seed   uint64       // private RNG seed (directions and sampling)
 	Chunk  int          // samples per EvalOutput (default DefaultChunk)
 	IDHash string       // fingerprint of the training sample ids, sent in Hello
+	// ReplyBound rejects replies with a loss value larger than this in
+	// magnitude (default DefaultReplyBound): a finite but huge h_bar
+	// would throw the parameters to Inf.
+	ReplyBound float64
 
 	Log zerolog.Logger
 }
@@ -81,6 +88,10 @@ type Party struct {
 	wp   []float64 // w + mu u scratch
 	rng  *rand.Rand
 	seq  uint64 // last sequence number published
+	// aggSeq is the aggregator's last accepted sequence number: replies
+	// and controls arrive on one subscription, in the aggregator's order,
+	// so a number that does not increase is a replay.
+	aggSeq uint64
 	t    int    // steps taken
 	ring []pending
 	head int // oldest pending request
@@ -130,6 +141,9 @@ func New(cfg Config) (*Party, error) {
 	}
 	if cfg.Chunk == 0 {
 		cfg.Chunk = DefaultChunk
+	}
+	if cfg.ReplyBound == 0 {
+		cfg.ReplyBound = DefaultReplyBound
 	}
 	if cfg.Batch < 0 || cfg.Window < 0 || cfg.Chunk < 0 {
 		return nil, fmt.Errorf("%w: batch %d, window %d, chunk %d", ErrConfig, cfg.Batch, cfg.Window, cfg.Chunk)
@@ -357,7 +371,7 @@ func (p *Party) apply(r *schemas.Reply) error {
 	if r.ReqSeq != slot.seq {
 		return fmt.Errorf("%w: reply to %d, oldest request in flight is %d", schemas.ErrReplay, r.ReqSeq, slot.seq)
 	}
-	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids)}); err != nil {
+	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids), MaxAbs: p.cfg.ReplyBound}); err != nil {
 		return err
 	}
 	var diff float64
@@ -441,6 +455,10 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
+		if err := p.aggSeqOK(p.rep.Seq); err != nil {
+			p.reject(err)
+			return
+		}
 		if err := p.apply(&p.rep); err != nil {
 			p.reject(err)
 			return
@@ -459,10 +477,27 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
+		if err := p.aggSeqOK(p.ctl.Seq); err != nil {
+			p.reject(err)
+			return
+		}
 		p.control(&p.ctl)
 	default:
 		p.reject(fmt.Errorf("%w: %s on a party's subscription", schemas.ErrSubject, kind))
 	}
+}
+
+// aggSeqOK accepts the aggregator's sequence number seq if it is above
+// every one accepted before. It is checked after decoding and before the
+// message acts; a message rejected later (a reply that does not match the
+// request in flight) still moves the mark, since the aggregator never
+// reuses a number.
+func (p *Party) aggSeqOK(seq uint64) error {
+	if seq <= p.aggSeq {
+		return fmt.Errorf("%w: aggregator sequence %d after %d", schemas.ErrReplay, seq, p.aggSeq)
+	}
+	p.aggSeq = seq
+	return nil
 }
 
 func (p *Party) control(c *schemas.Control) {

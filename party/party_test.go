@@ -216,3 +216,73 @@ func BenchmarkStep(b *testing.B) {
 		})
 	}
 }
+
+// delivery is a broker.Delivery for driving the handler directly.
+type delivery struct {
+	subject string
+	data    []byte
+}
+
+func (d *delivery) Subject() string      { return d.subject }
+func (d *delivery) Data() []byte         { return d.data }
+func (d *delivery) ID() string           { return "" }
+func (d *delivery) Header(string) string { return "" }
+func (d *delivery) Seq() uint64          { return 0 }
+func (d *delivery) Ack() error           { return nil }
+
+// A replayed control (the same evaluation request delivered twice) must be
+// rejected as a replay, not run twice; so must a control that goes back in
+// the aggregator's sequence.
+func TestReplayedControlIsRejected(t *testing.T) {
+	p, s := newTest(t, 1, 1, zoo.Gaussian)
+	c := schemas.NewCodec()
+	ctl := func(seq uint64, op schemas.ControlKind) []byte {
+		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: seq}, Op: op, Round: 1, Splits: schemas.EvalTrain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), b...)
+	}
+	subj := schemas.Subject("t", schemas.KindControl, 0)
+	eval := ctl(5, schemas.CtlEval)
+	p.handle(context.Background(), &delivery{subj, eval})
+	if s.n != 1 {
+		t.Fatalf("first evaluation request published %d messages, want 1", s.n)
+	}
+	p.handle(context.Background(), &delivery{subj, eval})
+	p.handle(context.Background(), &delivery{subj, ctl(4, schemas.CtlEval)})
+	if s.n != 1 {
+		t.Fatalf("replayed evaluation requests ran again: %d messages published", s.n)
+	}
+	if got := p.Stats().Rejected["replay"]; got != 2 {
+		t.Fatalf("rejected %v, want 2 replays", p.Stats().Rejected)
+	}
+	p.handle(context.Background(), &delivery{subj, ctl(6, schemas.CtlEval)})
+	if s.n != 2 {
+		t.Fatalf("a new evaluation request after the replays was not answered (%d)", s.n)
+	}
+}
+
+// A reply whose values are finite but huge (a forged h_bar = 1e300) must be
+// rejected, not applied: it would blow the parameters up to Inf.
+func TestHugeReplyIsRejected(t *testing.T) {
+	p, _ := newTest(t, 1, 1, zoo.Gaussian)
+	if err := p.request(); err != nil {
+		t.Fatal(err)
+	}
+	w := append([]float64(nil), p.w...)
+	c := schemas.NewCodec()
+	b, err := c.Marshal(&schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 3}, ReqSeq: p.ring[0].seq, H: []float64{0.5}, HBar: []float64{1e300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.handle(context.Background(), &delivery{schemas.Subject("t", schemas.KindReply, 2), append([]byte(nil), b...)})
+	if got := p.Stats().Rejected["range"]; got != 1 {
+		t.Fatalf("rejected %v, want one range", p.Stats().Rejected)
+	}
+	for j := range w {
+		if p.w[j] != w[j] {
+			t.Fatal("a rejected reply changed the parameters")
+		}
+	}
+}

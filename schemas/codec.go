@@ -272,7 +272,10 @@ func (m *Hello) encode(c *Codec) {
 
 func (m *Hello) decode(c *Codec) (err error) {
 	extra, err := c.array(fieldsHello, &m.Header)
-	if err != nil || extra < 0 {
+	if err != nil {
+		return err
+	}
+	if extra < 0 {
 		return c.skip(extra)
 	}
 	if m.Model, err = c.str64(64); err != nil {
@@ -404,7 +407,10 @@ func (m *Control) encode(c *Codec) {
 
 func (m *Control) decode(c *Codec) (err error) {
 	extra, err := c.array(fieldsControl, &m.Header)
-	if err != nil || extra < 0 {
+	if err != nil {
+		return err
+	}
+	if extra < 0 {
 		return c.skip(extra)
 	}
 	var op uint8

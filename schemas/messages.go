@@ -41,6 +41,10 @@ type Limits struct {
 	NTest    int // test samples
 	MaxBatch int // most samples in one PartyOutput or Reply
 	Batch    int // exact number of samples expected (replies), 0 = any
+	// MaxAbs bounds the magnitude of every value (outputs, losses): a
+	// finite but huge value (1e308) would overflow the receiver's
+	// arithmetic into Inf and NaN. 0 = no bound beyond finiteness.
+	MaxAbs float64
 }
 
 // Message is implemented by the five message types of the protocol.
@@ -220,10 +224,10 @@ func (m *PartyOutput) Validate(lim Limits) error {
 	if err := checkIDs(m.IDs, lim.NTrain); err != nil {
 		return err
 	}
-	if err := finite("c", m.C); err != nil {
+	if err := finite("c", m.C, lim.MaxAbs); err != nil {
 		return err
 	}
-	return finite("c_hat", m.CHat)
+	return finite("c_hat", m.CHat, lim.MaxAbs)
 }
 
 // Validate implements Message. Limits.Batch, if set, is the size of the
@@ -251,7 +255,7 @@ func (m *Reply) Validate(lim Limits) error {
 		n string
 		x []float64
 	}{{"h", m.H}, {"h_bar", m.HBar}, {"delta", m.Delta}} {
-		if err := finite(v.n, v.x); err != nil {
+		if err := finite(v.n, v.x, lim.MaxAbs); err != nil {
 			return err
 		}
 	}
@@ -285,7 +289,7 @@ func (m *EvalOutput) Validate(lim Limits) error {
 	if uint64(m.First)+uint64(len(m.C)/k) > uint64(m.Total) {
 		return fmt.Errorf("%w: samples %d..%d beyond split size %d", ErrRange, m.First, int(m.First)+len(m.C)/k-1, m.Total)
 	}
-	return finite("c", m.C)
+	return finite("c", m.C, lim.MaxAbs)
 }
 
 // Validate implements Message.
@@ -317,10 +321,15 @@ func checkIDs(ids []uint32, n int) error {
 	return nil
 }
 
-func finite(name string, x []float64) error {
+// finite checks that every value of x is finite and, if bound > 0, at most
+// bound in magnitude.
+func finite(name string, x []float64, bound float64) error {
 	for i, v := range x {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("%w: %s[%d] = %v", ErrNonFinite, name, i, v)
+		}
+		if bound > 0 && math.Abs(v) > bound {
+			return fmt.Errorf("%w: |%s[%d]| = %g exceeds the bound %g", ErrRange, name, i, math.Abs(v), bound)
 		}
 	}
 	return nil

@@ -270,3 +270,62 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+// Every decoder must refuse a payload that is not a whole message of its
+// kind, whatever message it decoded before: an empty payload, nil (0xc0) or
+// an empty array (0x90) must never leave the previous message in place as
+// if it had been received again.
+func TestUnmarshalRejectsBadHeadersForEveryKind(t *testing.T) {
+	bad := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"nil", []byte{0xc0}},
+		{"empty array", []byte{0x90}},
+		{"string", []byte{0xa1, 'x'}},
+		{"map", []byte{0x80}},
+	}
+	for _, prev := range sampleMessages() {
+		for _, tc := range bad {
+			t.Run(prev.Kind().String()+"/"+tc.name, func(t *testing.T) {
+				c := NewCodec()
+				good, err := c.Marshal(prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := fresh(prev)
+				if err := c.Unmarshal(append([]byte(nil), good...), m); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Unmarshal(tc.data, m); !errors.Is(err, ErrDecode) {
+					t.Fatalf("got %v, want ErrDecode", err)
+				}
+			})
+		}
+	}
+}
+
+// A finite but huge value is refused when the receiver sets a bound: a
+// party's c of 1e308 would overflow the head's arithmetic.
+func TestValidateMaxAbs(t *testing.T) {
+	lim := Limits{Party: 1, K: 1, NTrain: 10, MaxAbs: 1e6}
+	h := Header{Version: Version, Party: 1, Seq: 1}
+	cases := []Message{
+		&PartyOutput{Header: h, IDs: []uint32{0}, C: []float64{1e308}, CHat: []float64{1}},
+		&PartyOutput{Header: h, IDs: []uint32{0}, C: []float64{1}, CHat: []float64{-2e6}},
+		&Reply{Header: h, ReqSeq: 1, H: []float64{1e300}, HBar: []float64{1}},
+		&Reply{Header: h, ReqSeq: 1, Delta: []float64{-1e7}},
+		&EvalOutput{Header: h, Split: SplitInit, Total: 10, C: []float64{1e9}},
+	}
+	for _, m := range cases {
+		if err := m.Validate(lim); !errors.Is(err, ErrRange) {
+			t.Errorf("%s: got %v, want ErrRange", m.Kind(), err)
+		}
+		lim0 := lim
+		lim0.MaxAbs = 0
+		if err := m.Validate(lim0); err != nil {
+			t.Errorf("%s without a bound: %v", m.Kind(), err)
+		}
+	}
+}
