@@ -83,27 +83,27 @@ type Party struct {
 	k   int
 	phi float64
 
-	mu   sync.Mutex // guards everything below; held by the handler and by Run's setup
-	w    []float64
-	wp   []float64 // w + mu u scratch
-	rng  *rand.Rand
-	seq  uint64 // last sequence number published
+	mu  sync.Mutex // guards everything below; held by the handler and by Run's setup
+	w   []float64
+	wp  []float64 // w + mu u scratch
+	rng *rand.Rand
+	seq uint64 // last sequence number published
 	// aggSeq is the aggregator's last accepted sequence number: replies
 	// and controls arrive on one subscription, in the aggregator's order,
 	// so a number that does not increase is a replay.
 	aggSeq uint64
-	t    int    // steps taken
-	ring []pending
-	head int // oldest pending request
-	n    int // requests in flight
-	out  schemas.PartyOutput
-	rep  schemas.Reply
-	ctl  schemas.Control
-	ev   schemas.EvalOutput
-	rows []uint32
-	enc  *schemas.Codec
-	dec  *schemas.Codec
-	msg  broker.Message
+	t      int // steps taken
+	ring   []pending
+	head   int // oldest pending request
+	n      int // requests in flight
+	out    schemas.PartyOutput
+	rep    schemas.Reply
+	ctl    schemas.Control
+	ev     schemas.EvalOutput
+	rows   []uint32
+	enc    *schemas.Codec
+	dec    *schemas.Codec
+	msg    broker.Message
 
 	subjects [schemas.KindControl + 1]string // this party's subject of each kind
 
