@@ -22,6 +22,21 @@ import (
 // ErrConfig reports an unusable Config.
 var ErrConfig = errors.New("aggregator: bad config")
 
+// ErrInterrupted is returned by Run, with the result so far, when its
+// context is done before the run ends (Ctrl-C, SIGTERM).
+var ErrInterrupted = errors.New("aggregator: interrupted")
+
+// ErrNoProgress reports a wait that ran out: a party that did not join, or
+// an evaluation that got no answer, within the configured time.
+var ErrNoProgress = errors.New("aggregator: no progress")
+
+// Default waits; see Config.
+const (
+	DefaultJoinWait = 10 * time.Minute
+	DefaultWait     = 2 * time.Minute
+	DefaultNotice   = 30 * time.Second
+)
+
 // DefaultOutputBound is the default Config.OutputBound. Outputs of models
 // on scaled features are of order 1 to 100.
 const DefaultOutputBound = 1e6
@@ -50,12 +65,23 @@ type Config struct {
 	// the head's arithmetic into Inf and NaN.
 	OutputBound float64
 
-	MaxSteps     int64         // stop after this many answered requests (0 = no limit)
-	Duration     time.Duration // stop after this much training time (0 = no limit)
-	EvalEvery    time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
-	EvalTimeout  time.Duration // fail if an evaluation is not complete after this (default 2m)
-	TargetAcc    float64       // record the time test accuracy first reaches this
-	StopAtTarget bool          // and stop there
+	MaxSteps  int64         // stop after this many answered requests (0 = no limit)
+	Duration  time.Duration // stop after this much training time (0 = no limit)
+	EvalEvery time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
+	// EvalTimeout aborts the run when an evaluation round gets no answer
+	// (no chunk from any party it waits for) for this long (default
+	// DefaultWait); every chunk resets it, so a large set that streams in
+	// slowly is not cut off.
+	EvalTimeout time.Duration
+	// JoinWait aborts the run when no party makes progress in joining
+	// (a hello, a chunk of its initial pass) for this long (default
+	// DefaultJoinWait). A refused party may join again meanwhile.
+	JoinWait time.Duration
+	// Notice is how often a wait is reported in the log: which parties
+	// are awaited and for what (default DefaultNotice).
+	Notice       time.Duration
+	TargetAcc    float64 // record the time test accuracy first reaches this
+	StopAtTarget bool    // and stop there
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
@@ -95,6 +121,13 @@ type Result struct {
 	MaxStaleness    uint32
 	MeanStaleness   float64
 	Params          []float64 // final w0
+	// Interrupted says why the run was cut short (Run then also returns
+	// ErrInterrupted): Final is the last evaluation before, Training and
+	// Steps run to the interruption. "" for a run that ended.
+	Interrupted string
+	// Refused lists the refusals of parties, by party: why each one's
+	// latest hello was refused.
+	Refused map[int]string
 }
 
 type phase int
@@ -114,6 +147,7 @@ type round struct {
 	msgs      int64
 	next      [][2]uint32 // per party: next expected First for train and test
 	requested time.Time
+	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
 	final     bool
 }
@@ -156,6 +190,14 @@ type Aggregator struct {
 		at   time.Duration
 		msgs int64
 	}
+
+	// Waits: the last progress of the join phase, the last notice
+	// logged, and per party the answered requests at the last notice.
+	joinProgress time.Time
+	lastNotice   time.Time
+	noticeSteps  []uint32
+	refused      []string // per party: why its latest hello was refused ("" = not refused)
+	lastReject   []string // per party: the latest rejection, for the wait messages
 
 	seq        uint64
 	enc        *schemas.Codec
@@ -211,27 +253,36 @@ func New(cfg Config) (*Aggregator, error) {
 		cfg.EvalEvery = time.Second
 	}
 	if cfg.EvalTimeout <= 0 {
-		cfg.EvalTimeout = 2 * time.Minute
+		cfg.EvalTimeout = DefaultWait
+	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = DefaultJoinWait
+	}
+	if cfg.Notice <= 0 {
+		cfg.Notice = DefaultNotice
 	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
 		cfg: cfg, q: q, k: k, width: q * k, n: n,
-		table:   make([]float64, n*q*k),
-		ver:     make([]uint32, n*q),
-		version: make([]uint32, q+1),
-		lastSeq: [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
-		hello:   make([]bool, q+1),
-		initAt:  make([]uint32, q+1),
-		initRem: q,
-		w0:      make([]float64, np),
-		w0p:     make([]float64, np),
-		u0:      make([]float64, np),
-		hh:      make([]float64, cfg.MaxBatch),
-		rng:     rand.New(rand.NewPCG(cfg.Seed, 0)),
-		enc:     schemas.NewCodec(),
-		dec:     schemas.NewCodec(),
-		fin:     make(chan struct{}),
+		table:       make([]float64, n*q*k),
+		ver:         make([]uint32, n*q),
+		version:     make([]uint32, q+1),
+		lastSeq:     [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
+		hello:       make([]bool, q+1),
+		initAt:      make([]uint32, q+1),
+		initRem:     q,
+		refused:     make([]string, q+1),
+		lastReject:  make([]string, q+1),
+		noticeSteps: make([]uint32, q+1),
+		w0:          make([]float64, np),
+		w0p:         make([]float64, np),
+		u0:          make([]float64, np),
+		hh:          make([]float64, cfg.MaxBatch),
+		rng:         rand.New(rand.NewPCG(cfg.Seed, 0)),
+		enc:         schemas.NewCodec(),
+		dec:         schemas.NewCodec(),
+		fin:         make(chan struct{}),
 	}
 	if np > 0 {
 		a.phi0 = cfg.Dist.Phi(np)
@@ -257,6 +308,7 @@ func New(cfg Config) (*Aggregator, error) {
 		Received:     map[string]int64{},
 		Published:    map[string]int64{},
 		Rejected:     map[string]int64{},
+		Refused:      map[int]string{},
 	}
 	return a, nil
 }
@@ -290,16 +342,24 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 
 	tick := time.NewTicker(min(a.cfg.EvalEvery, 100*time.Millisecond))
 	defer tick.Stop()
+	a.mu.Lock()
+	a.joinProgress, a.lastNotice = time.Now(), time.Now()
+	a.mu.Unlock()
+	a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
 	var lastEval time.Duration
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return a.interrupted(ctx, bus)
 		case <-a.fin:
 			a.mu.Lock()
 			err := a.err
 			a.mu.Unlock()
 			if err != nil {
+				// Let an abort sent to the parties reach the broker.
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				_ = bus.Flush(fctx)
+				cancel()
 				return nil, err
 			}
 			a.drain(ctx, bus)
@@ -313,9 +373,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			return res, nil
 		case <-tick.C:
 			a.mu.Lock()
-			if c := a.cur; c != nil && time.Since(c.requested) > a.cfg.EvalTimeout {
-				a.fail(fmt.Errorf("evaluation round %d: %s did not answer within %v", c.id, a.missing(c), a.cfg.EvalTimeout))
-			}
+			a.watch()
 			if a.phase == training {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
@@ -328,6 +386,145 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.mu.Unlock()
 		}
 	}
+}
+
+// watch checks the waits (with a.mu held): it logs what the aggregator
+// waits for every Notice and aborts the run when a wait runs out.
+func (a *Aggregator) watch() {
+	now := time.Now()
+	notice := now.Sub(a.lastNotice) >= a.cfg.Notice
+	switch {
+	case a.phase == joining:
+		idle := now.Sub(a.joinProgress)
+		if idle >= a.cfg.JoinWait {
+			a.abort(fmt.Errorf("%w: the run cannot start: %s; nothing changed for %v (--join-wait)", ErrNoProgress, a.joinStatus(), a.cfg.JoinWait))
+			return
+		}
+		if notice && idle >= a.cfg.Notice {
+			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for the parties to join: %s", a.joinStatus())
+			a.lastNotice = now
+		}
+	case a.cur != nil && (a.phase == training || a.phase == stopping):
+		c := a.cur
+		idle := now.Sub(c.progress)
+		if idle >= a.cfg.EvalTimeout {
+			a.abort(fmt.Errorf("%w: evaluation round %d: no answer from %s for %v (--wait)", ErrNoProgress, c.id, a.missing(c), a.cfg.EvalTimeout))
+			return
+		}
+		if notice && idle >= a.cfg.Notice {
+			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for %s: evaluation round %d, no answer", a.missing(c), c.id)
+			a.lastNotice = now
+		}
+	case a.phase == training && notice:
+		// Asynchronous training goes on without a silent party; say so.
+		var silent []string
+		for m := 1; m <= a.q; m++ {
+			if a.version[m] == a.noticeSteps[m] {
+				silent = append(silent, strconv.Itoa(m))
+			}
+			a.noticeSteps[m] = a.version[m]
+		}
+		if len(silent) > 0 {
+			a.cfg.Log.Warn().Str("for", now.Sub(a.lastNotice).Round(time.Second).String()).
+				Msgf("no request from party %s", strings.Join(silent, ", "))
+		}
+		a.lastNotice = now
+	}
+}
+
+// joinStatus says, party by party, what the join phase still waits for.
+func (a *Aggregator) joinStatus() string {
+	var ps []string
+	for m := 1; m <= a.q; m++ {
+		switch {
+		case a.refused[m] != "":
+			ps = append(ps, fmt.Sprintf("party %d was refused (%s)", m, a.refused[m]))
+		case !a.hello[m]:
+			ps = append(ps, fmt.Sprintf("party %d: no hello", m))
+		case int(a.initAt[m]) < a.n:
+			ps = append(ps, fmt.Sprintf("party %d: initial pass at %d of %d samples", m, a.initAt[m], a.n))
+		}
+	}
+	return strings.Join(ps, "; ")
+}
+
+// abort ends the run with err (a.mu held) and tells every party why: a
+// CtlRefuse addressed to all.
+func (a *Aggregator) abort(err error) {
+	if a.phase == done {
+		return
+	}
+	a.cfg.Log.Error().Err(err).Msg("aborting the run")
+	a.fail(err) // first: should the publish fail, err stays the reason
+	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlRefuse, Reason: truncate(err.Error(), 1024)}
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
+}
+
+// refuse tells party m that its hello (sequence seq) is refused, and why.
+// The party stops; the run waits for it to join again (JoinWait).
+func (a *Aggregator) refuse(m int, seq uint64, err error) {
+	reason := refusalReason(err)
+	if a.hello[m] {
+		a.cfg.Log.Warn().Int("party", m).Str("reason", reason).Msg("refused a second process for a party that has joined")
+	} else {
+		a.refused[m] = reason
+		a.res.Refused[m] = reason
+		a.cfg.Log.Warn().Int("party", m).Str("reason", reason).Msg("refused party; waiting for it to join again (--join-wait)")
+	}
+	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version, Party: uint16(m)}, Op: schemas.CtlRefuse,
+		Round: uint32(seq), Reason: truncate(reason, 1024)}
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
+}
+
+// refusalReason words a refused hello's error for the party's user.
+func refusalReason(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"aggregator: ", "schemas: wrong dimensions: ", "schemas: unsupported schema version: ", "schemas: value out of range: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	switch {
+	case errors.Is(err, schemas.ErrVersion):
+		return "schema version " + msg + ": the participants run different asyrevel versions"
+	case errors.Is(err, schemas.ErrShape):
+		return msg + ": every participant must read the same data set (for a split folder: asyrevel data verify)"
+	}
+	return msg
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// interrupted ends a run whose ctx is done: it tells the parties, and
+// returns the result so far with ErrInterrupted.
+func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, error) {
+	cause := context.Cause(ctx)
+	a.mu.Lock()
+	reason := "interrupted: " + cause.Error()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if a.phase != done {
+		// The parties stop too; they need not wait for a deadline.
+		a.ctx = pctx
+		a.control(schemas.CtlStop, 0, 0, reason)
+		if a.phase == training {
+			a.res.Training = time.Since(a.start)
+		}
+		a.phase = done
+		close(a.fin)
+	}
+	a.closed = true
+	res := a.result()
+	a.mu.Unlock()
+	_ = bus.Flush(pctx)
+	res.Interrupted = cause.Error()
+	if n := len(res.Curve); n > 0 {
+		res.Final = res.Curve[n-1]
+	}
+	return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
 }
 
 func (a *Aggregator) result() *Result {
@@ -377,6 +574,15 @@ func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8,
 func (a *Aggregator) reject(m int, err error) {
 	r := schemas.Reason(err)
 	a.res.Rejected[r]++
+	if errors.Is(err, errFromRefused) {
+		return
+	}
+	if m >= 1 && m <= a.q {
+		a.lastReject[m] = truncate(err.Error(), 300)
+		if a.refused[m] != "" && !a.hello[m] {
+			return // the refusal was logged; the rest of that attempt is counted
+		}
+	}
 	a.cfg.Log.Warn().Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
 }
 
@@ -500,30 +706,51 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	a.res.Received[kind.String()]++
 }
 
+// onHello admits party m, or refuses it: a hello that is well formed but
+// does not fit the run (schema version, k, sample counts, sample ids) is a
+// setup error of that party, which is told why (CtlRefuse) and may join
+// again; the run waits for it (Config.JoinWait). A hello that is not
+// well formed or claims another party is only rejected.
 func (a *Aggregator) onHello(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
 		return err
 	}
-	if err := a.hel.Validate(a.limits(m)); err != nil {
+	err := a.hel.Validate(a.limits(m))
+	switch {
+	case errors.Is(err, schemas.ErrParty) || a.hel.Seq == 0:
 		return err
+	case err != nil:
+	case a.hello[m]:
+		err = fmt.Errorf("%w: party %d has already joined this run (is another process running with --id %d?)", schemas.ErrState, m, m)
+	case a.cfg.IDHash != "" && a.hel.IDHash != a.cfg.IDHash:
+		have := "no sample ids"
+		if a.hel.IDHash != "" {
+			have = "ids with fingerprint " + a.hel.IDHash
+		}
+		err = fmt.Errorf("%w: party %d's training samples are not the labels' (it has %s, the labels %s)", schemas.ErrShape, m, have, a.cfg.IDHash)
 	}
-	if a.hello[m] {
-		return fmt.Errorf("%w: party %d said hello twice", schemas.ErrState, m)
-	}
-	if a.cfg.IDHash != "" && a.hel.IDHash != "" && a.hel.IDHash != a.cfg.IDHash {
-		// Not an attack to absorb but a setup error: the run cannot work.
-		err := fmt.Errorf("%w: party %d's training sample ids are not the labels' (id fingerprint %s, labels %s): check the split with `asyrevel data verify`",
-			schemas.ErrShape, m, a.hel.IDHash, a.cfg.IDHash)
-		a.fail(err)
+	if err != nil {
+		if a.phase != done {
+			a.refuse(m, a.hel.Seq, err)
+		}
 		return err
 	}
 	if err := a.seqOK(seqOther, m, a.hel.Seq); err != nil {
 		return err
 	}
 	a.hello[m] = true
+	a.joinProgress = time.Now()
+	if a.refused[m] != "" {
+		a.cfg.Log.Info().Int("party", m).Msg("refused party joined again")
+		a.refused[m] = ""
+	}
 	a.cfg.Log.Debug().Int("party", m).Str("model", a.hel.Model).Uint32("d", a.hel.InDim).Msg("party joined")
 	return nil
 }
+
+// errFromRefused marks messages of a party whose hello was refused: they
+// are counted, not logged one by one.
+var errFromRefused = fmt.Errorf("%w: from a refused party", schemas.ErrState)
 
 func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.out); err != nil {
@@ -638,6 +865,9 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	}
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
+			if a.refused[m] != "" {
+				return errFromRefused
+			}
 			return fmt.Errorf("%w: initial pass from party %d before its hello", schemas.ErrState, m)
 		}
 		if a.phase != joining || ev.First != a.initAt[m] {
@@ -647,6 +877,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 			return err
 		}
 		a.store(a.table, m, ev)
+		a.joinProgress = time.Now()
 		a.initAt[m] += uint32(len(ev.C) / a.k)
 		if int(a.initAt[m]) == a.n {
 			a.initRem--
@@ -675,6 +906,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 		return err
 	}
 	a.store(a.evalC[s], m, ev)
+	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
 	if cur.next[m][s] == ev.Total {
 		cur.remaining--
@@ -728,6 +960,7 @@ func (a *Aggregator) requestEval(final bool) {
 	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1)}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
+	r.progress = r.requested
 	if final {
 		r.at = a.res.Training
 	}
@@ -748,16 +981,24 @@ func (a *Aggregator) requestEval(final bool) {
 	a.control(schemas.CtlEval, r.id, splits, "")
 }
 
-// missing names the parties that have not finished their part of round r.
+// missing names the parties that have not finished their part of round r,
+// with the reason of the latest rejection of each, if any.
 func (a *Aggregator) missing(r *round) string {
-	var ps []string
+	var ps, why []string
 	for m := 1; m <= a.q; m++ {
 		if (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
 			(r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
 			ps = append(ps, strconv.Itoa(m))
+			if a.lastReject[m] != "" {
+				why = append(why, fmt.Sprintf("party %d's last rejected message: %s", m, a.lastReject[m]))
+			}
 		}
 	}
-	return "parties " + strings.Join(ps, ", ")
+	s := "party " + strings.Join(ps, ", ")
+	if len(why) > 0 {
+		s += " (" + strings.Join(why, "; ") + ")"
+	}
+	return s
 }
 
 func (a *Aggregator) msgCount() int64 {

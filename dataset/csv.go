@@ -51,6 +51,13 @@ type CSVOptions struct {
 	// Comma is the field separator; 0 means ','.
 	Comma rune
 
+	// SkipRows is the number of lines before the header line (notes,
+	// a title, an export banner) to skip.
+	SkipRows int
+
+	// Columns are named by their header name or, if no header name is
+	// that, by their 0-based position ("0" is the first column).
+
 	// ID names the id column, whose values name the samples (Dataset.IDs)
 	// and are not features. Empty means: the first column named "id" in
 	// any case, else an unnamed first column (as pandas writes an index),
@@ -61,8 +68,16 @@ type CSVOptions struct {
 	// Label names the label column. Empty means: the first column named
 	// label, labels, class, target or y in any case, or one of the label
 	// columns of the presets (default.payment.next.month,
-	// SeriousDlqin2yrs), else the last column. Labels must be numbers.
+	// SeriousDlqin2yrs); in scikit-learn's layout (see ReadCSV) the last
+	// column. Otherwise the label is not guessed: ReadCSV returns an error
+	// wrapping ErrNoLabel. Labels must be integers (class codes such as
+	// 0/1, -1/+1 or 0..K-1) with at most MaxClasses distinct values.
 	Label string
+
+	// MaxClasses bounds the distinct labels; 0 means DefaultMaxClasses.
+	// A column with more is refused as the label: a measurement, not a
+	// class (a float column would otherwise make hundreds of classes).
+	MaxClasses int
 
 	// Drop lists columns to ignore.
 	Drop []string
@@ -155,6 +170,19 @@ func (e *Encoding) Names() []string {
 	return names
 }
 
+// DefaultMaxClasses is the default CSVOptions.MaxClasses.
+const DefaultMaxClasses = 100
+
+// ErrNoLabel reports a CSV file whose label column is not named like one
+// (see CSVOptions.Label) or not given, or a label column that cannot be one.
+var ErrNoLabel = fmt.Errorf("%w (label column)", ErrFormat)
+
+// Given reports whether opts asks for anything about the columns or rows
+// of a file (more than the zero value's inference).
+func (o *CSVOptions) Given() bool {
+	return o.SkipRows != 0 || o.ID != "" || o.Label != "" || len(o.Drop) > 0 || len(o.Categorical) > 0
+}
+
 // labelNames are the column names the CSV reader takes for the label
 // column, compared in any case, when CSVOptions.Label is empty.
 var labelNames = []string{"label", "labels", "class", "target", "y",
@@ -165,6 +193,13 @@ var labelNames = []string{"label", "labels", "class", "target", "y",
 // columns, categorical columns and missing values. Fields may be quoted
 // (RFC 4180); spaces around a value are ignored; CRLF line ends and a
 // UTF-8 byte order mark are accepted.
+//
+// scikit-learn's layout of its sample data (iris.csv, wine_data.csv,
+// breast_cancer.csv) is read too: a first line "n_samples,n_features,
+// class names..." instead of a header, then rows of n_features values and
+// the class code last. The columns are then named x0, x1, ... and
+// "target", the last column is the label and the class names are
+// Dataset.ClassNames.
 //
 // Every remaining column is a feature: a numeric column is read as
 // float32 (zeros are not stored), a categorical column is one-hot encoded
@@ -198,15 +233,20 @@ func readCSV(r io.Reader, opts CSVOptions) (*Dataset, *csvTable, error) {
 
 // csvTable is a CSV file parsed into columns, not yet encoded.
 type csvTable struct {
-	header   []string
-	n        int       // data rows
-	lines    []int32   // the line of each row, for error messages
-	ids      []string  // id column, nil if none
-	labels   []float64 // NaN if missing
-	label    string    // label column name
-	cols     []tableColumn
-	missing  []bool // the row has a missing feature or label
-	nMissing int    // missing cells in feature and label columns
+	header     []string
+	n          int       // data rows
+	lines      []int32   // the line of each row, for error messages
+	ids        []string  // id column, nil if none
+	labels     []float64 // NaN if missing
+	label      string    // label column name
+	labelCol   int       // its position in the header
+	labelWhy   string    // why it is the label, for people
+	idCol      int       // the id column's position, -1 if none
+	idWhy      string    // why it is the id column ("" if none)
+	classNames []string  // scikit-learn layout: the class names of its first line
+	cols       []tableColumn
+	missing    []bool // the row has a missing feature or label
+	nMissing   int    // missing cells in feature and label columns
 }
 
 // tableColumn is one feature column of a csvTable.
@@ -248,21 +288,60 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 	if bom, _ := br.Peek(3); string(bom) == "\uFEFF" {
 		br.Discard(3)
 	}
+	for k := range opts.SkipRows {
+		if _, err := br.ReadSlice('\n'); err == io.EOF {
+			return nil, fmt.Errorf("%w: csv: the file has %d lines, --skip-rows %d skips them all", ErrFormat, k, opts.SkipRows)
+		} else if err != nil && err != bufio.ErrBufferFull {
+			return nil, fmt.Errorf("dataset: csv: %w", err)
+		}
+	}
+	skipped := int32(opts.SkipRows)
 	cr := csv.NewReader(br)
 	if opts.Comma != 0 {
 		cr.Comma = opts.Comma
 	}
 	cr.ReuseRecord = true
+	cr.FieldsPerRecord = -1 // the first line may be scikit-learn's, not a header
 	head, err := cr.Read()
 	if err == io.EOF {
 		return nil, fmt.Errorf("%w: csv: no header line", ErrFormat)
 	}
 	if err != nil {
-		return nil, csvError(err)
+		return nil, csvError(err, skipped)
 	}
 	header := make([]string, len(head))
 	for j, h := range head {
 		header[j] = strings.TrimSpace(h)
+	}
+	head0 := header[0]
+	// The first data row, read ahead to recognise scikit-learn's layout.
+	var pending []string
+	var classNames []string
+	sklearn := false
+	if rec, err := cr.Read(); err == nil {
+		pending = slices.Clone(rec)
+		if d, names, ok := sklearnHeader(header); ok && len(rec) == d+1 {
+			sklearn, classNames = true, names
+			header = make([]string, d+1)
+			for j := range d {
+				header[j] = "x" + strconv.Itoa(j)
+			}
+			header[d] = "target"
+		}
+		if len(pending) != len(header) {
+			line, _ := cr.FieldPos(0)
+			return nil, fmt.Errorf("%w: csv: line %d has %d fields, the header %d", ErrFormat, int32(line)+skipped, len(pending), len(header))
+		}
+	} else if err != io.EOF {
+		return nil, csvError(err, skipped)
+	}
+	cr.FieldsPerRecord = len(header)
+	if !sklearn && len(header) > 1 && !slices.ContainsFunc(header, func(h string) bool {
+		_, ok := parseFloat(stringBytes(h), 64)
+		return !ok
+	}) {
+		return nil, fmt.Errorf("%w: csv: line %d is numbers (%s), not column names: a CSV file needs a header line naming its columns (--skip-rows N skips lines before it)",
+			ErrFormat, skipped+1, shortList(header))
 	}
 	index := make(map[string]int, len(header))
 	for j, h := range header {
@@ -271,50 +350,66 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 		}
 		index[h] = j
 	}
+	// lookup finds a column by name or, failing that, by 0-based position.
 	lookup := func(what, name string) (int, error) {
-		j, ok := index[name]
-		if !ok {
-			return 0, fmt.Errorf("%w: csv: %s column %q is not in the header %s", ErrFormat, what, name, shortList(header))
+		if j, ok := index[name]; ok {
+			return j, nil
 		}
-		return j, nil
+		if j, err := strconv.Atoi(name); err == nil && j >= 0 && j < len(header) {
+			return j, nil
+		}
+		return 0, fmt.Errorf("%w: csv: %s column %q is neither a name in the header %s nor a position 0..%d", ErrFormat, what, name, shortList(header), len(header)-1)
 	}
 
 	// Which column is what.
-	idCol := -1
+	idCol, idWhy := -1, ""
 	switch opts.ID {
 	case "-":
 	case "":
 		for j, h := range header {
 			if strings.EqualFold(h, "id") {
-				idCol = j
+				idCol, idWhy = j, "named like an id"
 				break
 			}
 		}
 		if idCol < 0 && header[0] == "" && len(header) > 1 {
-			idCol = 0
+			idCol, idWhy = 0, "unnamed first column (an index, as pandas writes it)"
 		}
 	default:
 		if idCol, err = lookup("id", opts.ID); err != nil {
 			return nil, err
 		}
+		idWhy = "given (--id-column)"
 	}
-	labelCol := -1
-	if opts.Label != "" {
+	labelCol, labelWhy := -1, ""
+	switch {
+	case opts.Label != "":
 		if labelCol, err = lookup("label", opts.Label); err != nil {
 			return nil, err
 		}
-	} else {
+		labelWhy = "given (--label)"
+	case sklearn:
+		labelCol, labelWhy = len(header)-1, "the last column, in scikit-learn's layout (first line n_samples,n_features,class names)"
+	default:
 	find:
 		for _, name := range labelNames {
 			for j, h := range header {
 				if j != idCol && strings.EqualFold(h, name) {
-					labelCol = j
+					labelCol, labelWhy = j, "named like a label ("+name+"; --label chooses another)"
 					break find
 				}
 			}
 		}
 		if labelCol < 0 {
-			labelCol = len(header) - 1
+			var cols []string
+			for j, h := range header[:min(len(header), 12)] {
+				cols = append(cols, fmt.Sprintf("%d %q", j, h))
+			}
+			if len(header) > 12 {
+				cols = append(cols, fmt.Sprintf("... (%d columns)", len(header)))
+			}
+			return nil, fmt.Errorf("%w: csv: no column is named label, class, target or y, and asyrevel does not guess: give the label column with --label NAME or --label INDEX (CSVOptions.Label); columns: %s",
+				ErrNoLabel, strings.Join(cols, ", "))
 		}
 	}
 	if labelCol == idCol {
@@ -365,7 +460,8 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 		}
 	}
 
-	t := &csvTable{header: header, label: header[labelCol]}
+	t := &csvTable{header: header, label: header[labelCol], labelCol: labelCol, labelWhy: labelWhy,
+		idCol: idCol, idWhy: idWhy, classNames: classNames}
 	colOf := make([]int, len(header)) // header column -> t.cols index, or -1
 	for j, h := range header {
 		colOf[j] = -1
@@ -389,15 +485,21 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 	idLine := map[string]int32{}
 
 	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
+		var rec []string
+		var line int32
+		if pending != nil {
+			rec, pending = pending, nil
+			line = 2 + skipped
+		} else {
+			var err error
+			if rec, err = cr.Read(); err == io.EOF {
+				break
+			} else if err != nil {
+				return nil, csvError(err, skipped)
+			}
+			line32, _ := cr.FieldPos(0)
+			line = int32(line32) + skipped
 		}
-		if err != nil {
-			return nil, csvError(err)
-		}
-		line32, _ := cr.FieldPos(0)
-		line := int32(line32)
 		t.lines = append(t.lines, line)
 		missing := false
 		for j, cell := range rec {
@@ -447,8 +549,8 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				}
 				v, ok := parseValue(stringBytes(cell))
 				if !ok {
-					return nil, fmt.Errorf("%w: csv: line %d: column %q: value %s is not a finite float32 (list the column in CSVOptions.Categorical if it is categorical, or in NA if it means missing)",
-						ErrFormat, line, header[j], quote(stringBytes(cell)))
+					return nil, fmt.Errorf("%w: csv: line %d: column %q: value %s is not a finite number: if the column is categorical, give --categorical %s (one-hot encoding; CSVOptions.Categorical); to leave it out, --drop %s; if the value means missing, list it in CSVOptions.NA",
+						ErrFormat, line, header[j], quote(stringBytes(cell)), flagValue(header[j], j), flagValue(header[j], j))
 				}
 				c.num = append(c.num, v)
 			}
@@ -456,16 +558,46 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 		t.missing = append(t.missing, missing)
 		t.n++
 	}
+	if sklearn {
+		if n, _ := strconv.Atoi(head0); n != t.n {
+			return nil, fmt.Errorf("%w: csv: the first line (scikit-learn's layout) says %d samples, the file has %d", ErrFormat, n, t.n)
+		}
+	}
 	return t, nil
 }
 
-// csvError wraps an encoding/csv error as ErrFormat.
-func csvError(err error) error {
+// csvError wraps an encoding/csv error as ErrFormat; skipped lines come
+// before those the csv reader counts.
+func csvError(err error, skipped int32) error {
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%w: csv: line %d, field %d: %w", ErrFormat, pe.Line, pe.Column, pe.Err)
+		return fmt.Errorf("%w: csv: line %d, field %d: %w", ErrFormat, pe.Line+int(skipped), pe.Column, pe.Err)
 	}
 	return fmt.Errorf("dataset: csv: %w", err)
+}
+
+// flagValue is how a column is named on the command line: by its name,
+// or by its position if the name would not survive the shell or a comma
+// separated list.
+func flagValue(name string, j int) string {
+	if name == "" || strings.ContainsAny(name, ", \t\"'$`\\") {
+		return strconv.Itoa(j)
+	}
+	return name
+}
+
+// sklearnHeader recognises the first line of scikit-learn's sample data
+// layout: n_samples, n_features, then the class names.
+func sklearnHeader(h []string) (features int, classNames []string, ok bool) {
+	if len(h) < 2 {
+		return 0, nil, false
+	}
+	n, err1 := strconv.Atoi(h[0])
+	d, err2 := strconv.Atoi(h[1])
+	if err1 != nil || err2 != nil || n < 0 || d < 1 {
+		return 0, nil, false
+	}
+	return d, slices.Clone(h[2:]), true
 }
 
 // shortList formats a header for an error message.
@@ -582,6 +714,26 @@ func (t *csvTable) fitLabels(rows []int) []float64 {
 	return values
 }
 
+// checkLabels refuses a label column that holds measurements, not class
+// codes: values that are not whole numbers, or too many of them.
+func (t *csvTable) checkLabels(values []float64, maxClasses int) error {
+	if maxClasses <= 0 {
+		maxClasses = DefaultMaxClasses
+	}
+	frac := ""
+	for _, v := range values {
+		if v != math.Trunc(v) {
+			frac = fmt.Sprintf(", not whole numbers (%v)", v)
+			break
+		}
+	}
+	if frac == "" && len(values) <= maxClasses {
+		return nil
+	}
+	return fmt.Errorf("%w: csv: column %q (%s) cannot be the label: it holds %d distinct values%s, so it would make %d classes, and a label is a class code (0/1, -1/+1, 0..K-1, at most %d classes): give the label column with --label NAME or --label INDEX",
+		ErrNoLabel, t.label, t.labelWhy, len(values), frac, len(values), maxClasses)
+}
+
 // dataset encodes the rows of t. The encoding and the classes are fitted
 // on fitRows unless opts fixes them.
 func (t *csvTable) dataset(rows, fitRows []int, opts CSVOptions) (*Dataset, error) {
@@ -592,6 +744,9 @@ func (t *csvTable) dataset(rows, fitRows []int, opts CSVOptions) (*Dataset, erro
 	labelValues := opts.Labels
 	if labelValues == nil {
 		labelValues = t.fitLabels(fitRows)
+		if err := t.checkLabels(labelValues, opts.MaxClasses); err != nil {
+			return nil, err
+		}
 	}
 	classOf := make(map[float64]int32, len(labelValues))
 	for c, v := range labelValues {
@@ -678,7 +833,18 @@ func (t *csvTable) dataset(rows, fitRows []int, opts CSVOptions) (*Dataset, erro
 		}
 		indptr = append(indptr, int64(len(indices)))
 	}
+	var classNames []string
+	if len(t.classNames) > 0 {
+		// scikit-learn's class codes are 0..K-1, naming its class names.
+		classNames = make([]string, len(labelValues))
+		for c, v := range labelValues {
+			if i := int(v); float64(i) == v && i >= 0 && i < len(t.classNames) {
+				classNames[c] = t.classNames[i]
+			}
+		}
+	}
 	return &Dataset{
+		ClassNames:  classNames,
 		Format:      FormatCSV,
 		X:           &Matrix{NRows: len(rows), NCols: int(offset), Indptr: indptr, Indices: slices.Clip(indices), Values: slices.Clip(values)},
 		Y:           y,

@@ -140,7 +140,7 @@ func TestReadCSVErrors(t *testing.T) {
 		{"duplicate id", "id,a,y\n1,1,0\n1,2,1\n", CSVOptions{}, ErrFormat, "already used on line 2"},
 		{"empty id", "id,a,y\n,1,0\n", CSVOptions{}, ErrFormat, "id column"},
 		{"duplicate header", "a,a,y\n1,2,0\n", CSVOptions{}, ErrFormat, "both"},
-		{"unknown label column", "a,y\n1,0\n", CSVOptions{Label: "z"}, ErrFormat, `"z" is not in the header`},
+		{"unknown label column", "a,y\n1,0\n", CSVOptions{Label: "z"}, ErrFormat, `"z" is neither a name in the header`},
 		{"unknown categorical column", "a,y\n1,0\n", CSVOptions{Categorical: []string{"b"}}, ErrFormat, "categorical"},
 		{"label is categorical", "a,y\n1,0\n", CSVOptions{Categorical: []string{"y"}}, ErrFormat, "categorical"},
 		{"id is label", "id,a\n1,0\n", CSVOptions{ID: "id", Label: "id"}, ErrFormat, "both"},

@@ -47,6 +47,10 @@ type Dataset struct {
 	// A test file read with the training set's Encoding gets the same
 	// columns.
 	Encoding *Encoding
+
+	// ClassNames names the classes (ClassNames[c] for class c) if the file
+	// does (scikit-learn's CSV layout), else nil.
+	ClassNames []string
 }
 
 // Len is the number of samples.
@@ -88,5 +92,6 @@ func (d *Dataset) Subset(rows []int) *Dataset {
 		LabelValues: d.LabelValues,
 		IDs:         ids,
 		Encoding:    d.Encoding,
+		ClassNames:  d.ClassNames,
 	}
 }

@@ -27,22 +27,35 @@ type Info struct {
 	// Missing counts the missing values of a CSV file (empty or NA cells
 	// in feature and label columns), which Open reads as zeros.
 	Missing int
+
+	// Label says where the labels come from and why: for a CSV file the
+	// label column's name, position and the reason it was taken; ID the
+	// same for the id column ("" if none).
+	Label, ID string
+	// ClassNames names the classes, if the file does (scikit-learn's
+	// layout).
+	ClassNames []string
 }
 
 // Inspect reads the data set at path and summarises it. It detects gzip and
 // the format as Open does and infers the classes the same way, but it reads
 // a LIBSVM file in one streaming pass without building the matrix, so its
 // memory does not grow with the file.
-func Inspect(path string) (Info, error) {
+func Inspect(path string) (Info, error) { return InspectOptions(path, OpenOptions{}) }
+
+// InspectOptions is Inspect with the options Open would read the file with
+// (a CSV file's label column, ...).
+func InspectOptions(path string, opts OpenOptions) (Info, error) {
 	src, err := openSource(path)
 	if err != nil {
 		return Info{}, err
 	}
 	defer src.Close()
-	info := Info{Path: path, Format: src.format, Gzip: src.gzip}
-	switch src.format {
+	format := src.formatFor(opts)
+	info := Info{Path: path, Format: format, Gzip: src.gzip}
+	switch format {
 	case FormatLIBSVM:
-		p, err := newLIBSVMReader(src.r, LIBSVMOptions{})
+		p, err := newLIBSVMReader(src.r, opts.LIBSVM)
 		if err != nil {
 			return Info{}, fmt.Errorf("%s: %w", path, err)
 		}
@@ -62,28 +75,41 @@ func Inspect(path string) (Info, error) {
 		info.ClassCounts = p.counts
 		info.Classes = len(info.LabelValues)
 		info.Features = p.maxCol
+		info.Label = "the first token of each line (LIBSVM)"
 	case FormatCSV:
-		d, t, err := readCSV(src.r, CSVOptions{})
+		d, t, err := readCSV(src.r, opts.CSV)
 		if err != nil {
 			return Info{}, fmt.Errorf("%s: %w", path, err)
 		}
 		info = summarise(path, src.gzip, d)
 		info.Missing = t.nMissing
+		info.Label = fmt.Sprintf("column %d %q: %s", t.labelCol, t.label, t.labelWhy)
+		if t.idCol >= 0 {
+			info.ID = fmt.Sprintf("column %d %q: %s", t.idCol, t.header[t.idCol], t.idWhy)
+		}
 		return info, nil
 	default:
 		// Formats without a streaming summary are loaded whole; Open
 		// reports those it cannot read.
-		d, err := Open(path, OpenOptions{})
+		d, err := Open(path, opts)
 		if err != nil {
 			return Info{}, err
 		}
-		return summarise(path, src.gzip, d), nil
+		info = summarise(path, src.gzip, d)
+		if d.Format == FormatIDX {
+			info.Label = "the labels file of the folder (IDX)"
+		}
+		return info, nil
 	}
 	if cells := float64(info.Samples) * float64(info.Features); cells > 0 {
 		info.Density = float64(info.NNZ) / cells
 	}
 	return info, nil
 }
+
+// Summarise describes a data set that is already in memory (its Path is
+// its name).
+func Summarise(d *Dataset) Info { return summarise(d.Name, false, d) }
 
 // summarise describes a data set that is already in memory.
 func summarise(path string, gzip bool, d *Dataset) Info {
@@ -97,6 +123,7 @@ func summarise(path string, gzip bool, d *Dataset) Info {
 		ClassCounts: make([]int, d.Classes),
 		LabelValues: d.LabelValues,
 		NNZ:         d.X.NNZ(),
+		ClassNames:  d.ClassNames,
 	}
 	for _, y := range d.Y {
 		info.ClassCounts[y]++
@@ -132,10 +159,19 @@ func (in Info) String() string {
 	fmt.Fprintf(&b, "samples:   %d\n", in.Samples)
 	fmt.Fprintf(&b, "features:  %d\n", in.Features)
 	fmt.Fprintf(&b, "classes:   %d\n", in.Classes)
+	if in.Label != "" {
+		fmt.Fprintf(&b, "label:     %s\n", in.Label)
+	}
+	if in.ID != "" {
+		fmt.Fprintf(&b, "id:        %s\n", in.ID)
+	}
 	for c := range min(len(in.ClassCounts), maxShown) {
 		label := strconv.Itoa(c)
 		if c < len(in.LabelValues) {
 			label = labelText(in.LabelValues, c)
+		}
+		if c < len(in.ClassNames) {
+			label += " " + in.ClassNames[c]
 		}
 		share := 0.0
 		if in.Samples > 0 {

@@ -52,10 +52,7 @@ func Open(path string, opts OpenOptions) (*Dataset, error) {
 		return nil, err
 	}
 	defer src.Close()
-	format := opts.Format
-	if format == "" {
-		format = src.format
-	}
+	format := src.formatFor(opts)
 	var d *Dataset
 	switch {
 	case src.dir && format != FormatIDX:
@@ -202,6 +199,19 @@ func openSource(path string) (*source, error) {
 	}
 	src.format = detectFormat(head, err != nil)
 	return src, nil
+}
+
+// formatFor is the format to read the source in: the one opts forces, CSV
+// if opts skip lines before a CSV header (which detection cannot see
+// past), else the detected one.
+func (s *source) formatFor(opts OpenOptions) string {
+	switch {
+	case opts.Format != "":
+		return opts.Format
+	case opts.CSV.SkipRows > 0 && !s.dir:
+		return FormatCSV
+	}
+	return s.format
 }
 
 // Close closes the underlying file.

@@ -178,7 +178,7 @@ func TestInspect(t *testing.T) {
 		Path: path, Format: FormatLIBSVM, Gzip: true,
 		Samples: 3, Features: 4, Classes: 2,
 		ClassCounts: []int{2, 1}, LabelValues: []float64{-1, 1},
-		NNZ: 3, Density: 0.25,
+		NNZ: 3, Density: 0.25, Label: "the first token of each line (LIBSVM)",
 	}
 	if got.String() != want.String() || !slices.Equal(got.ClassCounts, want.ClassCounts) {
 		t.Errorf("Inspect =\n%v\nwant\n%v", got, want)

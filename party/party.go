@@ -21,6 +21,26 @@ import (
 // ErrConfig reports an unusable Config.
 var ErrConfig = errors.New("party: bad config")
 
+// Errors Run returns when the run ends without this party.
+var (
+	// ErrRefused: the aggregator refused this party (wrong data, version,
+	// ...); the error carries the aggregator's reason.
+	ErrRefused = errors.New("refused by the aggregator")
+	// ErrAborted: the aggregator aborted the run for everyone; the error
+	// carries its reason.
+	ErrAborted = errors.New("the aggregator aborted the run")
+	// ErrNoProgress: nothing came from the aggregator within a deadline
+	// (Config.JoinWait before the start, Config.Wait after it).
+	ErrNoProgress = errors.New("no word from the aggregator")
+)
+
+// Default waits; see Config.
+const (
+	DefaultJoinWait = 10 * time.Minute
+	DefaultWait     = 2 * time.Minute
+	DefaultNotice   = 30 * time.Second
+)
+
 // DefaultChunk is the number of samples per EvalOutput.
 const DefaultChunk = 2048
 
@@ -52,6 +72,18 @@ type Config struct {
 	// magnitude (default DefaultReplyBound): a finite but huge h_bar
 	// would throw the parameters to Inf.
 	ReplyBound float64
+	// SeqBase: the party's sequence numbers start after it. A new attempt
+	// of a party in a run that holds an earlier attempt's messages (a
+	// refused party that joins again) numbers after them, so that no
+	// message id repeats.
+	SeqBase uint64
+
+	// JoinWait bounds the wait for the start once the initial pass is sent
+	// (default DefaultJoinWait; the aggregator waits for every party);
+	// Wait bounds the silence of the aggregator after the start while
+	// requests are in flight (default DefaultWait). Notice is how often a
+	// wait is reported in the log (default DefaultNotice).
+	JoinWait, Wait, Notice time.Duration
 
 	Log zerolog.Logger
 }
@@ -68,6 +100,11 @@ type Stats struct {
 	Rejected    map[string]int64 // rejected deliveries by reason
 	MaxDelay    int              // most own updates between a request and its reply
 	LastRequest time.Time
+	StopReason  string // the aggregator's reason for the stop
+	// FlatProbes of the first requests were probed, FlatOutputs of them
+	// had c_hat == c exactly: a model flat at the scale mu (quantised)
+	// gives steps without signal.
+	FlatProbes, FlatOutputs int
 }
 
 type pending struct {
@@ -110,6 +147,8 @@ type Party struct {
 	stats    Stats
 	started  bool
 	stopping bool
+	helloSeq uint64    // the sequence number of this party's hello
+	lastAct  time.Time // the last delivery handled or step taken
 	done     chan struct{}
 	err      error
 	bus      broker.Bus
@@ -145,6 +184,15 @@ func New(cfg Config) (*Party, error) {
 	if cfg.ReplyBound == 0 {
 		cfg.ReplyBound = DefaultReplyBound
 	}
+	if cfg.JoinWait <= 0 {
+		cfg.JoinWait = DefaultJoinWait
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultWait
+	}
+	if cfg.Notice <= 0 {
+		cfg.Notice = DefaultNotice
+	}
 	if cfg.Batch < 0 || cfg.Window < 0 || cfg.Chunk < 0 {
 		return nil, fmt.Errorf("%w: batch %d, window %d, chunk %d", ErrConfig, cfg.Batch, cfg.Window, cfg.Chunk)
 	}
@@ -160,6 +208,7 @@ func New(cfg Config) (*Party, error) {
 		enc:  schemas.NewCodec(),
 		dec:  schemas.NewCodec(),
 		done: make(chan struct{}),
+		seq:  cfg.SeqBase,
 	}
 	if cfg.Params != nil {
 		if len(cfg.Params) != np {
@@ -227,6 +276,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 
 	p.mu.Lock()
 	err = p.hello()
+	p.helloSeq = p.seq
 	if err == nil {
 		err = p.sendSplit(schemas.SplitInit, 0)
 	}
@@ -238,11 +288,8 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("party %d: flush: %w", m, err)
 	}
 	p.cfg.Log.Debug().Int("party", m).Int("samples", p.cfg.Train.NRows).Msg("joined; initial pass sent")
-
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := p.wait(ctx); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	err = p.err
@@ -254,6 +301,54 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("party %d: flush: %w", m, err)
 	}
 	return nil
+}
+
+// wait waits for the end of the run. Before the start it gives up after
+// JoinWait, after it when the aggregator is silent for Wait while requests
+// are in flight; it logs what it waits for every Notice.
+func (p *Party) wait(ctx context.Context) error {
+	m := p.cfg.ID
+	joined := time.Now()
+	p.mu.Lock()
+	p.lastAct = joined
+	p.mu.Unlock()
+	lastNotice := joined
+	tick := time.NewTicker(min(time.Second, p.cfg.Notice/2))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			p.mu.Lock()
+			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
+			var err error
+			switch {
+			case p.err != nil || p.stopping:
+			case !started && now.Sub(joined) >= p.cfg.JoinWait:
+				err = fmt.Errorf("party %d: %w: no start within %v of joining run %s (--join-wait): is the aggregator running, with the same --run, on this broker? It starts when every party has joined",
+					m, ErrNoProgress, p.cfg.JoinWait, p.cfg.Run)
+			case started && inFlight > 0 && idle >= p.cfg.Wait:
+				err = fmt.Errorf("party %d: %w: no reply for %v with %d requests in flight (--wait): is the aggregator still running?",
+					m, ErrNoProgress, p.cfg.Wait, inFlight)
+			case now.Sub(lastNotice) < p.cfg.Notice:
+			case !started:
+				p.cfg.Log.Warn().Int("party", m).Str("for", now.Sub(joined).Round(time.Second).String()).
+					Msgf("waiting for the aggregator's start of run %s (it starts when every party has joined)", p.cfg.Run)
+				lastNotice = now
+			case inFlight > 0 && idle >= p.cfg.Notice:
+				p.cfg.Log.Warn().Int("party", m).Str("for", idle.Round(time.Second).String()).Int("in_flight", inFlight).
+					Msg("waiting for the aggregator: no reply")
+				lastNotice = now
+			}
+			p.mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
@@ -332,6 +427,9 @@ func (p *Party) request() error {
 	if err := p.checkOutputs(p.out.C, p.out.CHat); err != nil {
 		return err
 	}
+	if p.stats.FlatProbes < flatProbes {
+		p.probeFlat()
+	}
 	if err := p.publish(schemas.KindOutput, &p.out); err != nil {
 		return err
 	}
@@ -398,6 +496,33 @@ func (p *Party) apply(r *schemas.Reply) error {
 	return nil
 }
 
+// flatProbes is how many of its first requests a party checks for a model
+// whose outputs do not move under the perturbation.
+const flatProbes = 64
+
+// probeFlat counts a request whose c_hat equals c exactly, and warns once
+// when most of the first flatProbes are flat: the model does not react to
+// perturbations of size mu (quantised weights or outputs), so the
+// two-point differences are zero and the steps carry no signal.
+func (p *Party) probeFlat() {
+	p.stats.FlatProbes++
+	flat := true
+	for i, c := range p.out.C {
+		if p.out.CHat[i] != c {
+			flat = false
+			break
+		}
+	}
+	if flat {
+		p.stats.FlatOutputs++
+	}
+	if p.stats.FlatProbes == flatProbes && p.stats.FlatOutputs*10 >= flatProbes*9 {
+		p.cfg.Log.Warn().Int("party", p.cfg.ID).Msgf("the model's outputs did not change under %d of the first %d perturbations of size mu = %g: "+
+			"it is flat at that scale (quantised weights or outputs?), so the steps carry no signal: raise --mu (the quantised examples need --mu 0.1)",
+			p.stats.FlatOutputs, flatProbes, p.cfg.Mu)
+	}
+}
+
 // ErrModel reports a local model that failed or produced non-finite outputs.
 var ErrModel = errors.New("party: local model failed")
 
@@ -441,6 +566,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	if p.err != nil || p.stopping {
 		return
 	}
+	defer func() { p.lastAct = time.Now() }()
 	data := d.Data()
 	p.stats.MessagesIn++
 	p.stats.BytesIn += int64(len(data))
@@ -529,7 +655,17 @@ func (p *Party) control(c *schemas.Control) {
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Msg("checkpoint requested (not implemented)")
 	case schemas.CtlStop:
 		p.stopping = true
+		p.stats.StopReason = c.Reason
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
 		close(p.done)
+	case schemas.CtlRefuse:
+		switch m := int(c.Party); {
+		case m == 0:
+			p.fail(fmt.Errorf("%w: %s", ErrAborted, c.Reason))
+		case m == p.cfg.ID && (c.Round == 0 || uint64(c.Round) == p.helloSeq&0xffffffff):
+			p.fail(fmt.Errorf("%w: %s", ErrRefused, c.Reason))
+		case m != p.cfg.ID:
+			p.cfg.Log.Info().Int("party", p.cfg.ID).Int("refused", m).Str("reason", c.Reason).Msg("the aggregator refused another party; waiting for it to join again")
+		}
 	}
 }

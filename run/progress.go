@@ -1,21 +1,71 @@
 package run
 
 import (
+	"fmt"
 	"math"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/party"
 )
 
+// progress logs each evaluation and watches whether the run learns: a test
+// accuracy that stays at the share of the largest class, a training loss
+// that grows, a party model that does not react to its perturbations.
 type progress struct {
-	log  zerolog.Logger
-	next func(aggregator.Point)
+	log      zerolog.Logger
+	next     func(aggregator.Point)
+	cfg      *Config
+	majority float64 // share of the largest class in the test set (NaN: no test set)
+	entropy  float64 // the training loss of the best constant prediction: the class shares' entropy
+	first    float64 // the first training loss
+	points   int     // evaluations before the final one
+	atMajor  int     // of them, at the majority share
+	warned   map[string]bool
+	warnings []string
 }
 
-func newProgress(log zerolog.Logger, next func(aggregator.Point)) *progress {
-	return &progress{log: log, next: next}
+// Thresholds of the learning checks.
+const (
+	// majorityMargin: an accuracy within this of the largest class's share
+	// is "at the majority rate": no better than always predicting it.
+	majorityMargin = 0.005
+	// lossGrowth: a training loss this many times the first has grown.
+	lossGrowth = 1.5
+	// stuckPoints: evaluations all at the majority rate before a warning
+	// during the run.
+	stuckPoints = 10
+)
+
+func newProgress(cfg *Config, data *Data) *progress {
+	p := &progress{log: cfg.Log, next: cfg.OnPoint, cfg: cfg, majority: math.NaN(), entropy: math.NaN(), first: math.NaN(), warned: map[string]bool{}}
+	if n := len(data.TrainY); n > 0 {
+		counts := make(map[int32]int)
+		for _, y := range data.TrainY {
+			counts[y]++
+		}
+		p.entropy = 0
+		for _, c := range counts {
+			f := float64(c) / float64(n)
+			p.entropy -= f * math.Log(f)
+		}
+	}
+	if len(data.TestY) > 0 {
+		counts := make([]int, max(data.Classes, 1))
+		for _, y := range data.TestY {
+			if int(y) < len(counts) {
+				counts[y]++
+			}
+		}
+		top := 0
+		for _, c := range counts {
+			top = max(top, c)
+		}
+		p.majority = float64(top) / float64(len(data.TestY))
+	}
+	return p
 }
 
 // point logs one evaluation as a progress line.
@@ -31,7 +81,88 @@ func (p *progress) point(pt aggregator.Point) {
 		ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
 	}
 	ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0)).Uint32("stale", pt.MaxStaleness).Msg("progress")
+	p.check(pt)
 	if p.next != nil {
 		p.next(pt)
 	}
+}
+
+// check warns during the run, once each, when it does not learn.
+func (p *progress) check(pt aggregator.Point) {
+	if math.IsNaN(p.first) && !math.IsNaN(pt.TrainLoss) {
+		p.first = pt.TrainLoss
+	}
+	if pt.Final {
+		return
+	}
+	p.points++
+	if p.atMajority(pt.TestAccuracy) {
+		p.atMajor++
+	}
+	if w := p.lossWarning(pt.TrainLoss); w != "" {
+		p.warn("loss", w)
+	}
+	if p.points >= stuckPoints && p.atMajor == p.points {
+		p.warn("majority", p.majorityWarning(pt.TestAccuracy, fmt.Sprintf("in all %d evaluations so far", p.points)))
+	}
+}
+
+func (p *progress) atMajority(acc float64) bool {
+	return !math.IsNaN(acc) && !math.IsNaN(p.majority) && acc <= p.majority+majorityMargin
+}
+
+func (p *progress) lossWarning(loss float64) string {
+	if math.IsNaN(p.first) || !(math.IsNaN(loss) || loss > lossGrowth*p.first) {
+		return ""
+	}
+	return fmt.Sprintf("the training loss grows: %.4g at the start, %.4g now: the step size is too large (--lr, now %g: try %g) or the columns are on very different scales (--scale standard)",
+		p.first, loss, p.cfg.LR, p.cfg.LR/10)
+}
+
+func (p *progress) majorityWarning(acc float64, when string) string {
+	return fmt.Sprintf("the test accuracy, %.2f%% %s, is the share of the largest class (%.2f%%): the model predicts that class and has learnt nothing. %s",
+		100*acc, when, 100*p.majority, p.causes())
+}
+
+func (p *progress) causes() string {
+	return fmt.Sprintf("Likely causes: a step size too small to move or so large that it overshoots (--lr, now %g); a smoothing radius too small for a model whose weights or outputs are quantised (--mu, now %g; the quantised example models need --mu 0.1); columns on very different scales (--scale standard)",
+		p.cfg.LR, p.cfg.Mu)
+}
+
+// warn logs a warning once per kind and keeps it for the summary.
+func (p *progress) warn(kind, msg string) {
+	if p.warned[kind] {
+		return
+	}
+	p.warned[kind] = true
+	p.warnings = append(p.warnings, msg)
+	p.log.Warn().Msg(msg)
+}
+
+// flat records, for the summary, a party whose model did not react to
+// its perturbations (the party has logged it).
+func (p *progress) flat(st party.Stats) {
+	if st.FlatProbes > 0 && st.FlatOutputs*10 >= st.FlatProbes*9 && !p.warned["flat"] {
+		p.warned["flat"] = true
+		p.warnings = append(p.warnings, fmt.Sprintf("a party's model did not change its outputs under %d of its first %d perturbations of size mu = %g: it is flat at that scale (quantised weights or outputs?): raise --mu",
+			st.FlatOutputs, st.FlatProbes, p.cfg.Mu))
+	}
+}
+
+// finish adds the final checks and every warning to the summary.
+func (p *progress) finish(s *Summary) {
+	if n := len(s.Curve); n > 0 && s.Interrupted == "" {
+		last := s.Curve[n-1]
+		switch {
+		case p.atMajority(last.TestAccuracy):
+			p.warn("majority", p.majorityWarning(last.TestAccuracy, "at the end"))
+		case math.IsNaN(last.TestAccuracy) && last.TrainLoss >= p.entropy-majorityMargin:
+			p.warn("majority", fmt.Sprintf("the training loss, %.4f at the end, is no better than predicting the share of each class, the largest class's included (%.4f): the model has learnt nothing. %s",
+				last.TrainLoss, p.entropy, p.causes()))
+		}
+		if w := p.lossWarning(last.TrainLoss); w != "" {
+			p.warn("loss", w)
+		}
+	}
+	s.Warnings = append(s.Warnings, p.warnings...)
 }

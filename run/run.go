@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
@@ -37,6 +39,8 @@ type Config struct {
 	Data         string                   // training set path
 	Preset       string                   // named preprocessing recipe (dataset.LookupPreset)
 	Test         string                   // test set path ("" = none)
+	CSV          dataset.CSVOptions       // how a CSV file is read (label and id columns, categorical columns, rows to skip)
+	Scale        dataset.ScaleMethod      // scaling of each party's columns, fitted on the training set ("" = none)
 	Synthetic    *dataset.SyntheticConfig // used instead of Data when set
 	Loaded       *Data                    // used instead of Data and Synthetic when set (experiments)
 	Parties      int
@@ -75,6 +79,13 @@ type Config struct {
 	TargetAcc    float64
 	StopAtTarget bool
 
+	// Waits (0 = the runtimes' defaults): JoinWait bounds the join phase
+	// without progress (the aggregator) and the wait for the start (a
+	// party); Wait bounds an evaluation without an answer (the aggregator)
+	// and the aggregator's silence while requests are in flight (a party);
+	// Notice is how often a wait is logged.
+	JoinWait, Wait, Notice time.Duration
+
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
 	Log zerolog.Logger
 	// OnPoint, if set, is called for each evaluation (after the log line).
@@ -111,6 +122,24 @@ type Summary struct {
 	LateOutputs int64            `json:"late_outputs"` // PartyOutputs after the stop, not answered
 	Rejected    map[string]int64 `json:"rejected"`     // by reason, aggregator and parties
 	Stream      *StreamCounts    `json:"stream,omitempty"`
+
+	// Interrupted says why the run was cut short (a signal); the figures
+	// are those of the part that ran, the accuracy the last evaluation's.
+	Interrupted string `json:"interrupted,omitempty"`
+	// Warnings are the signs that the run did not learn (accuracy at the
+	// share of the largest class, a growing loss, a flat model) with their
+	// likely causes, and data warnings (unscaled columns).
+	Warnings []string `json:"warnings,omitempty"`
+	// Refused lists the refusals of parties at join time, by party.
+	Refused map[int]string `json:"refused,omitempty"`
+
+	// Store is the embedded broker's store directory ("" for a temporary
+	// one or an external broker); StoreBytes its size on disk after the
+	// run. StreamBytes is the size of the run's stream as the broker
+	// reports it.
+	Store       string `json:"store,omitempty"`
+	StoreBytes  int64  `json:"store_bytes,omitempty"`
+	StreamBytes uint64 `json:"stream_bytes,omitempty"`
 
 	Batch   int     `json:"batch"`
 	Window  int     `json:"window"`
@@ -265,9 +294,14 @@ type Data struct {
 	PartTrain     []*dataset.Matrix
 	PartTest      []*dataset.Matrix // nil entries without a test set
 	Blocks        []dataset.Block
-	// IDHash fingerprints the training sample ids (empty when the data has
-	// no ids): parties and aggregator compare it when they join.
+	// IDHash fingerprints the training sample ids (a file without ids:
+	// its row numbers): parties and aggregator compare it when they join.
 	IDHash string
+	// Names are the feature names where the format gives them ("" else),
+	// for messages.
+	Names []string
+	// Warnings are what loading found worth saying (unscaled columns).
+	Warnings []string
 }
 
 // Roles for LoadData.
@@ -287,10 +321,18 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 		}
 		return cfg.Loaded, nil
 	}
-	if cfg.Synthetic == nil && cfg.Data != "" {
-		if _, err := os.Stat(filepath.Join(cfg.Data, dataset.ManifestFile)); err == nil {
-			return loadSplit(cfg, role)
+	if cfg.CSV.Given() && (cfg.Synthetic != nil || cfg.Preset != "") {
+		return nil, fmt.Errorf("%w: the CSV column flags (--label, --id-column, --categorical, --drop, --skip-rows) are for CSV files; a preset and synthetic data fix their own columns", ErrConfig)
+	}
+	if cfg.Synthetic == nil && cfg.Data != "" && dataset.IsSplit(cfg.Data) {
+		if cfg.CSV.Given() {
+			return nil, fmt.Errorf("%w: %s is a split folder, whose label and columns were chosen when it was split: drop the CSV column flags (--label, ...)", ErrConfig, cfg.Data)
 		}
+		d, err := loadSplit(cfg, role)
+		if err != nil {
+			return nil, err
+		}
+		return d, finishData(cfg, d, role)
 	}
 	var tr, te *dataset.Dataset
 	var err error
@@ -312,7 +354,7 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 		}
 		tr, te, err = p.Load(cfg.Data)
 	default:
-		tr, te, err = dataset.OpenPair(cfg.Data, cfg.Test)
+		tr, te, err = dataset.OpenPairOptions(cfg.Data, cfg.Test, dataset.OpenOptions{CSV: cfg.CSV})
 	}
 	if err != nil {
 		return nil, err
@@ -320,8 +362,8 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 	if te != nil && te.Len() == 0 {
 		te = nil
 	}
-	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len()}
-	d.IDHash = idHash(tr.IDs)
+	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), Names: tr.FeatureNames()}
+	d.IDHash = datasetIDHash(tr)
 	if role == RoleAll || role == RoleAggregator {
 		d.TrainY = tr.Y
 		if te != nil {
@@ -345,7 +387,20 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 			d.PartTest[m] = te.X.Columns(b.Lo, b.Hi)
 		}
 	}
-	return d, nil
+	return d, finishData(cfg, d, role)
+}
+
+// datasetIDHash fingerprints the sample ids of d, its row numbers if it
+// has none (as a split folder written from it names them).
+func datasetIDHash(d *dataset.Dataset) string {
+	ids := d.IDs
+	if ids == nil {
+		ids = make([]string, d.Len())
+		for i := range ids {
+			ids[i] = d.ID(i)
+		}
+	}
+	return idHash(ids)
 }
 
 // idHash fingerprints a list of sample ids ("" for none).
@@ -374,8 +429,11 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 	if man.Q != cfg.Parties {
 		return nil, fmt.Errorf("%w: %s was split for %d parties, the run has --parties %d", ErrConfig, dir, man.Q, cfg.Parties)
 	}
+	if cfg.Scale != dataset.ScaleNone && man.Source.Scale != "" && man.Source.Scale != "none" {
+		return nil, fmt.Errorf("%w: %s was scaled (%s) when it was split: drop --scale", ErrConfig, dir, man.Source.Scale)
+	}
 	d := &Data{Name: filepath.Base(filepath.Clean(dir)), Features: man.Features, Classes: man.Classes, Blocks: man.Blocks,
-		PartTrain: make([]*dataset.Matrix, man.Q), PartTest: make([]*dataset.Matrix, man.Q)}
+		PartTrain: make([]*dataset.Matrix, man.Q), PartTest: make([]*dataset.Matrix, man.Q), Names: make([]string, man.Features)}
 	for _, set := range man.Sets {
 		switch set.Split {
 		case "train":
@@ -424,6 +482,9 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 					dataset.ErrMismatch, e.Name, p.Party, p.Parties, p.Lo, p.Hi, m, man.Q)
 			}
 			parts = append(parts, p)
+			if len(p.Names) == p.Hi-p.Lo {
+				copy(d.Names[p.Lo:p.Hi], p.Names)
+			}
 			if split == "train" {
 				d.PartTrain[m-1] = p.X
 				if role == m {
@@ -517,6 +578,10 @@ func (c *Config) Budget(n int) (int64, error) {
 	return maxSteps, nil
 }
 
+// ErrInterrupted is returned, with the summary of the part that ran, by a
+// run whose context was cancelled (Ctrl-C, SIGTERM).
+var ErrInterrupted = errors.New("run interrupted")
+
 // NewAggregator builds the aggregator of a run from the labels of data.
 func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
 	dist, err := ParseAlgo(cfg.Algo)
@@ -535,6 +600,7 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
 		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
+		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
 		Log: cfg.Log, OnPoint: onPoint,
 	})
@@ -543,6 +609,12 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
+	return newParty(ctx, cfg, data, m, 0)
+}
+
+// newParty is NewParty for a party whose sequence numbers start after
+// seqBase (see party.Config.SeqBase).
+func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64) (p *party.Party, close func() error, err error) {
 	dist, err := ParseAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -563,6 +635,7 @@ func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Par
 		Train: data.PartTrain[m-1], Test: data.PartTest[m-1],
 		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
+		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Log: cfg.Log,
 	})
 	if err != nil {
@@ -576,19 +649,22 @@ func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Par
 // data, starts the broker (an embedded JetStream server unless cfg.NATS
 // names one), the aggregator and the parties, each with a connection of its
 // own, runs until the configured end, and writes the outputs.
+//
+// If ctx is cancelled (Ctrl-C), Train still writes the outputs of the part
+// that ran and returns its summary with an error wrapping ErrInterrupted.
 func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	log := cfg.Log
 	data, err := LoadData(&cfg, RoleAll)
 	if err != nil {
 		return nil, err
 	}
 	logData(&cfg, data)
 	q := cfg.Parties
-	agg, err := NewAggregator(&cfg, data, newProgress(log, cfg.OnPoint).point)
+	prog := newProgress(&cfg, data)
+	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
@@ -609,6 +685,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	defer net.close()
 	aggBus, err := net.connect(ctx, "aggregator")
 	if err != nil {
+		return nil, err
+	}
+	if err := net.checkFresh(ctx, aggBus, cfg.Run); err != nil {
+		aggBus.Close()
 		return nil, err
 	}
 	partyBus := make([]broker.Bus, q)
@@ -632,12 +712,14 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	for m, p := range parties {
 		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	stopped := err != nil && ctx.Err() != nil && res != nil // interrupted: the outputs of the part that ran
+	if err != nil && !stopped {
 		return nil, err
 	}
 	buses := append(partyBus, aggBus)
 	for _, b := range buses {
-		if err := b.Close(); err != nil {
+		if err := b.Close(); err != nil && !stopped {
 			return nil, fmt.Errorf("closing connection: %w", err)
 		}
 	}
@@ -646,15 +728,18 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	s.WallSeconds = time.Since(t0).Seconds()
 	s.SetupSeconds = setup.Seconds()
 	for _, p := range parties {
-		for r, v := range p.Stats().Rejected {
+		st := p.Stats()
+		for r, v := range st.Rejected {
 			s.Rejected["party:"+r] += v
 		}
+		prog.flat(st)
 	}
-	return net.finish(ctx, &cfg, s)
+	return net.finish(ctx, &cfg, s, prog)
 }
 
 // Aggregate runs only the aggregator of a run, connected to the broker at
-// cfg.NATS, for a run whose parties are separate processes.
+// cfg.NATS, for a run whose parties are separate processes. Interrupted,
+// it writes the outputs of the part that ran as Train does.
 func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
 	if err := cfg.defaults(); err != nil {
@@ -665,7 +750,8 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	logData(&cfg, data)
-	agg, err := NewAggregator(&cfg, data, newProgress(cfg.Log, cfg.OnPoint).point)
+	prog := newProgress(&cfg, data)
+	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
@@ -678,22 +764,29 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := agg.Run(ctx, bus)
-	if err != nil {
+	if err := net.checkAggregator(ctx, bus, cfg.Run); err != nil {
 		bus.Close()
 		return nil, err
 	}
-	if err := bus.Close(); err != nil {
+	res, err := agg.Run(ctx, bus)
+	stopped := err != nil && ctx.Err() != nil && res != nil
+	if err != nil && !stopped {
+		bus.Close()
+		return nil, err
+	}
+	if err := bus.Close(); err != nil && !stopped {
 		return nil, err
 	}
 	s := summarize(&cfg, data, res, net.name)
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.WallSeconds = time.Since(t0).Seconds()
-	return net.finish(ctx, &cfg, s)
+	return net.finish(ctx, &cfg, s, prog)
 }
 
 // Participate runs only party m of a run, connected to the broker at
-// cfg.NATS, until the aggregator stops the run.
+// cfg.NATS, until the aggregator stops the run. It refuses a run that has
+// started or ended already; if the run's stream holds messages of an
+// earlier attempt of party m (refused, say), it joins as a new attempt.
 func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err := cfg.defaults(); err != nil {
 		return party.Stats{}, err
@@ -702,11 +795,6 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
-	p, close, err := NewParty(ctx, &cfg, data, m)
-	if err != nil {
-		return party.Stats{}, err
-	}
-	defer close()
 	net, err := openNetwork(ctx, &cfg)
 	if err != nil {
 		return party.Stats{}, err
@@ -716,6 +804,20 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	defer bus.Close()
+	base, err := net.checkParty(ctx, bus, cfg.Run, m)
+	if err != nil {
+		return party.Stats{}, err
+	}
+	if base > 0 {
+		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
+	}
+	p, close, err := newParty(ctx, &cfg, data, m, base)
+	if err != nil {
+		return party.Stats{}, err
+	}
+	defer close()
+	cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
 	err = p.Run(ctx, bus)
 	if cerr := bus.Close(); err == nil {
 		err = cerr
@@ -742,7 +844,10 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Rejected: map[string]int64{},
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
-		Curve: res.Curve,
+		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
+	}
+	if len(res.Refused) > 0 {
+		s.Refused = res.Refused
 	}
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
@@ -770,7 +875,9 @@ type network struct {
 	next    int // the cluster node the next connection goes to
 	url     string
 	cfg     *Config
-	tmp     string
+	dir     string // the embedded broker's store
+	tmp     string // a temporary store, removed by close
+	closed  bool
 }
 
 func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
@@ -785,16 +892,25 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		return n, nil
 	}
 	dir := cfg.StoreDir
-	if dir == "" && cfg.Out != "" {
-		dir = filepath.Join(cfg.Out, "stream")
-	}
-	if dir == "" {
+	switch {
+	case dir == "" && cfg.Out != "":
+		dir = storeIn(cfg.Out)
+		if err := replaceStore(cfg, dir); err != nil {
+			return nil, err
+		}
+	case dir != "":
+		if st, err := OpenStore(dir); err == nil && len(st.Runs) > 0 {
+			cfg.Log.Info().Str("store", dir).Int("runs", len(st.Runs)).Str("size", MB(st.Bytes)).
+				Msg("the store holds earlier runs (asyrevel store list, asyrevel store rm)")
+		}
+	default:
 		tmp, err := os.MkdirTemp("", "asyrevel-store-")
 		if err != nil {
 			return nil, err
 		}
 		n.tmp, dir = tmp, tmp
 	}
+	n.dir = dir
 	if cfg.Cluster > 0 {
 		c, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster})
 		if err != nil {
@@ -816,6 +932,29 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-inprocess"
 	}
 	return n, nil
+}
+
+// replaceStore removes the store an earlier run left in OUT/stream: an
+// --out folder describes one run (its summary.json and plot are replaced
+// too), so stores do not pile up there. A folder there that is not a
+// store is left alone, and the run refused.
+func replaceStore(cfg *Config, dir string) error {
+	st, err := OpenStore(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %s is where --out keeps the run's store, and it %w: choose another --out, or a store with --store", ErrConfig, dir, err)
+	case len(st.Runs) == 0 && st.Bytes == 0:
+		return nil
+	}
+	var runs []string
+	for _, r := range st.Runs {
+		runs = append(runs, r.Run)
+	}
+	cfg.Log.Info().Str("store", dir).Strs("runs", runs).Str("size", MB(st.Bytes)).
+		Msg("removing the store of the earlier run in this --out folder (keep stores with --store DIR)")
+	return st.Remove()
 }
 
 func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) {
@@ -841,11 +980,12 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	return b, nil
 }
 
-// counts reads back how many messages of each kind the run's stream holds.
-func (n *network) counts(ctx context.Context, run string) (*StreamCounts, error) {
+// counts reads back how many messages of each kind the run's stream holds
+// and, from a JetStream broker, the stream's size in bytes.
+func (n *network) counts(ctx context.Context, run string) (*StreamCounts, uint64, error) {
 	b, err := n.connect(ctx, "audit")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer b.Close()
 	var c StreamCounts
@@ -855,11 +995,21 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, error)
 	}{{schemas.KindHello, &c.Hello}, {schemas.KindOutput, &c.Outputs}, {schemas.KindReply, &c.Replies}, {schemas.KindEval, &c.Evals}, {schemas.KindControl, &c.Control}} {
 		v, err := b.Count(ctx, schemas.Filter(run, f.k))
 		if err != nil {
-			return nil, fmt.Errorf("counting the stream: %w", err)
+			return nil, 0, fmt.Errorf("counting the stream: %w", err)
 		}
 		*f.p = v
 	}
-	return &c, nil
+	var size uint64
+	if js, ok := b.(*broker.JetStream); ok {
+		if st, err := jetstream.New(js.Conn()); err == nil {
+			if s, err := st.Stream(ctx, broker.StreamName(run)); err == nil {
+				if info, err := s.Info(ctx); err == nil {
+					size = info.State.Bytes
+				}
+			}
+		}
+	}
+	return &c, size, nil
 }
 
 // wireBytes sums the bytes both ways on the buses' broker connections.
@@ -873,22 +1023,45 @@ func wireBytes(buses ...broker.Bus) int64 {
 	return n
 }
 
-// finish counts the run's messages in the stream into s and writes the
-// outputs if cfg asks for them.
-func (n *network) finish(ctx context.Context, cfg *Config, s *Summary) (*Summary, error) {
+// finish counts the run's messages in the stream into s, measures the
+// store, adds the warnings and writes the outputs if cfg asks for them. It
+// closes the network. An interrupted run (ctx done) is finished all the
+// same, and returned with an error wrapping ErrInterrupted.
+func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *progress) (*Summary, error) {
+	var interrupted error
+	wait := 30 * time.Second // the broker answers at once, unless it is gone
+	if ctx.Err() != nil {
+		interrupted = fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+		// Counting and writing must not stop with ctx; they are quick.
+		ctx, wait = context.WithoutCancel(ctx), 10*time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	var err error
-	if s.Stream, err = n.counts(ctx, cfg.Run); err != nil {
+	if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
 		return nil, err
 	}
+	n.close()
+	if n.dir != "" && n.tmp == "" {
+		s.Store = n.dir
+		if s.StoreBytes, _, err = dirSize(n.dir); err != nil {
+			return nil, err
+		}
+	}
+	prog.finish(s)
 	if cfg.Out != "" {
 		if err := WriteOutputs(cfg.Out, s); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	return s, interrupted
 }
 
 func (n *network) close() {
+	if n.closed {
+		return
+	}
+	n.closed = true
 	if n.srv != nil {
 		n.srv.Shutdown()
 	}

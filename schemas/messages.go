@@ -141,6 +141,13 @@ const (
 	CtlEval                              // publish EvalOutputs for round Round
 	CtlCheckpoint                        // save local state
 	CtlStop                              // stop: the run is over
+	// CtlRefuse refuses one party (Header.Party = m, 1..q) or, with
+	// Header.Party = 0, aborts the run for everyone: the addressee stops
+	// and reports Reason as an error. A refusal of party m names in Round
+	// the sequence number of the Hello it refuses (0: whatever party m
+	// sent), so that a second process with the same id does not take the
+	// refusal of the first for its own.
+	CtlRefuse
 )
 
 // String names the control kind.
@@ -154,6 +161,8 @@ func (k ControlKind) String() string {
 		return "checkpoint"
 	case CtlStop:
 		return "stop"
+	case CtlRefuse:
+		return "refuse"
 	}
 	return fmt.Sprintf("control(%d)", k)
 }
@@ -164,13 +173,14 @@ const (
 	EvalTest
 )
 
-// Control is broadcast by the aggregator to all parties.
+// Control is broadcast by the aggregator to all parties. Its Header.Party
+// is 0, but for CtlRefuse, which addresses one party (or 0: all).
 type Control struct {
 	Header
 	Op     ControlKind
-	Round  uint32
+	Round  uint32 // CtlEval: the round; CtlRefuse: the refused Hello's sequence number
 	Splits uint8  // EvalTrain|EvalTest for CtlEval
-	Reason string // human-readable, for CtlStop
+	Reason string // human-readable, for CtlStop and CtlRefuse
 }
 
 // Kind implements Message.
@@ -293,11 +303,15 @@ func (m *EvalOutput) Validate(lim Limits) error {
 }
 
 // Validate implements Message.
+// A CtlRefuse may address any party id up to MaxParties.
 func (m *Control) Validate(lim Limits) error {
+	if m.Op == CtlRefuse && int(m.Party) <= MaxParties {
+		lim.Party = int(m.Party)
+	}
 	if err := m.check(&lim); err != nil {
 		return err
 	}
-	if m.Op < CtlStart || m.Op > CtlStop {
+	if m.Op < CtlStart || m.Op > CtlRefuse {
 		return fmt.Errorf("%w: unknown control %d", ErrRange, m.Op)
 	}
 	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {

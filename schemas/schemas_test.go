@@ -16,6 +16,7 @@ func sampleMessages() []Message {
 		&Reply{Header: h(3), ReqSeq: 6, Delta: []float64{1e-3, -2e-3, 0}},
 		&EvalOutput{Header: h(3), Round: 2, Split: SplitTest, First: 10, Total: 50, C: []float64{1, 2, 3}},
 		&Control{Header: h(0), Op: CtlEval, Round: 2, Splits: EvalTest, Reason: "periodic"},
+		&Control{Header: h(3), Op: CtlRefuse, Round: 1, Reason: "party holds 2500 training samples, aggregator 2000"},
 	}
 }
 
@@ -162,6 +163,10 @@ func TestValidate(t *testing.T) {
 		{"control ok", &Control{Header: Header{Version, 0, 1}, Op: CtlStart}, Limits{}, nil},
 		{"control op", &Control{Header: Header{Version, 0, 1}, Op: 9}, Limits{}, ErrRange},
 		{"control eval no split", &Control{Header: Header{Version, 0, 1}, Op: CtlEval}, Limits{}, ErrRange},
+		{"control refuse party", &Control{Header: Header{Version, 3, 1}, Op: CtlRefuse, Reason: "r"}, Limits{}, nil},
+		{"control refuse all", &Control{Header: Header{Version, 0, 1}, Op: CtlRefuse, Reason: "r"}, Limits{}, nil},
+		{"control refuse beyond", &Control{Header: Header{Version, MaxParties + 1, 1}, Op: CtlRefuse}, Limits{}, ErrParty},
+		{"control start to a party", &Control{Header: Header{Version, 3, 1}, Op: CtlStart}, Limits{}, ErrParty},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

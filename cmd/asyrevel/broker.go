@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/run"
 )
 
 func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -21,6 +22,13 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err := os.MkdirAll(*store, 0o755); err != nil {
 		return err
+	}
+	st, err := run.OpenStore(*store)
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", *store, err)
+	}
+	if len(st.Runs) > 0 {
+		fmt.Fprintf(stderr, "the store holds %d earlier runs, %s (asyrevel store list %s; a run id cannot be used twice)\n", len(st.Runs), run.MB(st.Bytes), *store)
 	}
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: *store, Host: *host, Port: *port})
 	if err != nil {

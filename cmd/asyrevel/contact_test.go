@@ -50,8 +50,12 @@ func (s *syncBuffer) String() string {
 // 1e5), a 0/1 column, and last a float column with hundreds of distinct
 // values ("score").
 func writeCSV(t *testing.T, dir string, n int) string {
+	return writeCSVSeed(t, dir, "people.csv", n, 7)
+}
+
+func writeCSVSeed(t *testing.T, dir, name string, n int, seed uint64) string {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(7, 11))
+	rng := rand.New(rand.NewPCG(seed, 11))
 	var b strings.Builder
 	b.WriteString("Outcome,age,income,flag,score\n")
 	for i := range n {
@@ -66,7 +70,7 @@ func writeCSV(t *testing.T, dir string, n int) string {
 		income := 1e5 * (0.5 + rng.Float64())
 		fmt.Fprintf(&b, "%d,%.1f,%.0f,%d,%.4f\n", y, age, income, i%2, rng.NormFloat64())
 	}
-	path := filepath.Join(dir, "people.csv")
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestRefusedPartyCarryOn(t *testing.T) {
 	url := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	common := []string{"--nats", url, "--run", "refuse", "--parties", "2", "--batch", "16", "--window", "2", "--log", "warn"}
+	common := []string{"--nats", url, "--run", "refuse", "--parties", "2", "--batch", "16", "--log", "warn"}
 	good := "synthetic:n=2000,d=8,test=400"
 	p1 := goCLI(ctx, append([]string{"party", "--id", "1", "--data", good}, common...)...)
 	agg := goCLI(ctx, append([]string{"aggregator", "--data", good, "--epochs", "3", "--join-wait", "30s"}, common...)...)
@@ -192,7 +196,7 @@ func TestLabelColumn(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "classes") {
 		t.Errorf("a float column as the label: exit %d, want a refusal: %s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "train", "--data", path, "--label", "Outcome", "--parties", "2", "--epochs", "1", "--log", "warn")
+	code, out, errOut = runCLI(t, "train", "--data", path, "--label", "Outcome", "--scale", "standard", "--parties", "2", "--epochs", "1", "--log", "warn")
 	if code != 0 {
 		t.Errorf("train --label: exit %d: %s", code, errOut)
 	}
@@ -206,26 +210,35 @@ func TestLabelColumn(t *testing.T) {
 // Item 4: a run that learns nothing says so, and unscaled columns are
 // pointed out.
 func TestNotLearningWarned(t *testing.T) {
-	path := writeCSV(t, t.TempDir(), 600)
-	code, out, errOut := runCLI(t, "train", "--data", path, "--label", "Outcome", "--parties", "2", "--epochs", "2",
-		"--lr", "1e-9", "--log", "warn")
+	dir := t.TempDir()
+	train, test := writeCSV(t, dir, 600), writeCSVSeed(t, dir, "test.csv", 300, 8)
+	common := []string{"train", "--data", train, "--test", test, "--label", "Outcome", "--parties", "2", "--log", "warn"}
+	// A step size that cannot move: the accuracy stays at the share of
+	// the larger class.
+	code, out, errOut := runCLI(t, append(common, "--scale", "standard", "--epochs", "2", "--lr", "1e-9")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	all := out + errOut
 	for _, want := range []string{"largest class", "--lr", "--mu", "--scale"} {
-		if !strings.Contains(all, want) {
-			t.Errorf("no warning mentioning %q: %s", want, all)
+		if !strings.Contains(out, want) {
+			t.Errorf("the report has no warning mentioning %q: %s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "income") {
-		t.Errorf("no warning about the unscaled column income: %s", errOut)
+	// Without a test set, the training loss tells the same.
+	code, out, errOut = runCLI(t, "train", "--data", train, "--label", "Outcome", "--parties", "2", "--log", "warn",
+		"--scale", "standard", "--epochs", "2", "--lr", "1e-9")
+	if code != 0 || !strings.Contains(out, "no better than predicting the share of each class") {
+		t.Errorf("no test set: exit %d, no warning: %s%s", code, out, errOut)
 	}
-	// Scaled, the same data learns and the scale warning goes away.
-	code, out, errOut = runCLI(t, "train", "--data", path, "--label", "Outcome", "--parties", "2", "--epochs", "20",
-		"--scale", "standard", "--log", "warn")
-	if code != 0 || strings.Contains(errOut, "income") || strings.Contains(out+errOut, "largest class") {
-		t.Errorf("--scale standard: exit %d: %s%s", code, out, errOut)
+	// Unscaled columns on very different scales are pointed out.
+	code, out, errOut = runCLI(t, append(common, "--epochs", "1", "--lr", "1e-12")...)
+	if code != 0 || !strings.Contains(errOut, `"income" reaches`) || !strings.Contains(errOut, "--scale standard") {
+		t.Errorf("unscaled: exit %d, no warning about the column income: %s%s", code, out, errOut)
+	}
+	// Scaled, the same data learns and no warning is given.
+	code, out, errOut = runCLI(t, append(common, "--scale", "standard", "--epochs", "20")...)
+	if code != 0 || strings.Contains(out+errOut, "warning") || strings.Contains(errOut, "WRN") {
+		t.Errorf("--scale standard: exit %d, warnings: %s%s", code, out, errOut)
 	}
 }
 

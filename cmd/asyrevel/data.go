@@ -13,7 +13,9 @@ import (
 )
 
 const dataUsage = `Usage:
-  asyrevel data inspect PATH   samples, features, classes and format of a data set
+  asyrevel data inspect [--label COLUMN ...] PATH
+                               samples, features, classes and format of a data set, and
+                               which column is the label and why
   asyrevel data split --parties Q --out DIR [--test TEST | --preset NAME] [flags] DATA
                                write each party's columns (keyed by sample id) and
                                the aggregator's labels, for train and test
@@ -30,15 +32,7 @@ func cmdData(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch args[0] {
 	case "inspect":
-		if len(args) != 2 {
-			return fmt.Errorf("%w: data inspect takes one PATH", errUsage)
-		}
-		info, err := dataset.Inspect(args[1])
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, info.String())
-		return nil
+		return cmdDataInspect(args[1:], stdout, stderr)
 	case "split":
 		return cmdDataSplit(args[1:], stdout, stderr)
 	case "verify":
@@ -46,7 +40,12 @@ func cmdData(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "fetch":
 		return cmdDataFetch(ctx, args[1:], stdout, stderr)
 	case "presets":
-		if len(args) != 1 {
+		fs := newFlagSet("data presets", "asyrevel data presets\n\nLists the named preprocessing recipes of the paper's CSV sets.", stderr)
+		pos, err := parseInterleaved(fs, args[1:])
+		if err != nil {
+			return err
+		}
+		if len(pos) != 0 {
 			return fmt.Errorf("%w: data presets takes no argument", errUsage)
 		}
 		for _, p := range dataset.Presets() {
@@ -59,6 +58,46 @@ func cmdData(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	}
 	return fmt.Errorf("%w: unknown data subcommand %q", errUsage, args[0])
+}
+
+func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("data inspect", "asyrevel data inspect [flags] PATH\n\n"+
+		"Reads a data set as train would (a LIBSVM or CSV file, plain or gzip, an IDX folder, or a\n"+
+		"split folder) and prints its samples, features, classes, format, and which column is the\n"+
+		"label and why. A CSV file's label column is the one named label, class, target or y, or\n"+
+		"the one --label gives: asyrevel does not guess.", stderr)
+	var csv dataset.CSVOptions
+	addCSVFlags(fs, &csv)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: data inspect takes one PATH", errUsage)
+	}
+	if dataset.IsSplit(pos[0]) {
+		if csv.Given() {
+			return fmt.Errorf("%w: %s is a split folder, whose columns were chosen when it was split: drop the CSV flags", errUsage, pos[0])
+		}
+		tr, te, err := dataset.ReadSplit(pos[0])
+		if err != nil {
+			return err
+		}
+		for _, d := range []*dataset.Dataset{tr, te} {
+			if d != nil {
+				info := dataset.Summarise(d)
+				info.Path, info.Label = pos[0], "the labels files of the split"
+				fmt.Fprintln(stdout, info.String())
+			}
+		}
+		return nil
+	}
+	info, err := dataset.InspectOptions(pos[0], dataset.OpenOptions{CSV: csv})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, info.String())
+	return nil
 }
 
 // parseInterleaved parses flags that may come before or after the
@@ -90,7 +129,10 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 	preset := fs.String("preset", "", "read DATA with a preset recipe, which also splits off the test set\n(see asyrevel data presets)")
 	scale := fs.String("scale", "", "scaling fitted on the training set: none, standard, std, minmax, maxabs\n(default: the preset's, else none)")
 	frac := fs.Float64("test-fraction", 0, "without --test or --preset: hold out this share of DATA as the test set,\nchosen at random with --seed")
+	stratify := fs.Bool("stratify", false, "with --test-fraction: keep each class's share in both sets")
 	seed := fs.Uint64("seed", 1, "seed of the --test-fraction split")
+	var csv dataset.CSVOptions
+	addCSVFlags(fs, &csv)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -106,6 +148,10 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: --preset splits off its own test set: drop --test and --test-fraction", errUsage)
 	case *test != "" && *frac != 0:
 		return fmt.Errorf("%w: give --test or --test-fraction, not both", errUsage)
+	case *stratify && *frac == 0:
+		return fmt.Errorf("%w: --stratify goes with --test-fraction", errUsage)
+	case *preset != "" && csv.Given():
+		return fmt.Errorf("%w: --preset fixes the CSV columns: drop --label, --id-column, --categorical, --drop, --skip-rows", errUsage)
 	}
 	method, err := dataset.ParseScaleMethod(*scale)
 	if err != nil {
@@ -127,11 +173,11 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
-		if tr, te, err = dataset.OpenPair(data, *test); err != nil {
+		if tr, te, err = dataset.OpenPairOptions(data, *test, dataset.OpenOptions{CSV: csv}); err != nil {
 			return err
 		}
 		if te == nil && *frac != 0 {
-			if tr, te, err = dataset.TrainTestSplit(tr, dataset.TestSplit{Fraction: *frac, Shuffle: true, Seed: *seed}); err != nil {
+			if tr, te, err = dataset.TrainTestSplit(tr, dataset.TestSplit{Fraction: *frac, Shuffle: true, Seed: *seed, Stratify: *stratify}); err != nil {
 				return fmt.Errorf("%w: %v", errUsage, err)
 			}
 		}

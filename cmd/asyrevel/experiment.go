@@ -81,7 +81,7 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("experiment reference", "asyrevel experiment reference --data PATH [train flags]\n\n"+
 		"Runs AsyREVEL as a plain single-process loop over the parties in turn: no broker,\n"+
 		"no messages, no asynchrony; evaluation time is not counted.", stderr)
-	f := newTrainFlags(fs)
+	f := newTrainFlags(fs, roleReference)
 	every := fs.Int64("eval-steps", 0, "party steps between evaluations (default: one pass of the data)")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
@@ -113,7 +113,7 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"Trains the same vertically split network (--model, --parties, --k, --hidden) with\n"+
 		"back-propagation and mini-batch SGD in one process: what the network reaches\n"+
 		"when gradients are available.", stderr)
-	f := newTrainFlags(fs)
+	f := newTrainFlags(fs, roleFirstOrder)
 	lr := fs.Float64("fo-lr", 0.05, "SGD step size")
 	mom := fs.Float64("momentum", 0.9, "SGD momentum")
 	every := fs.Int64("eval-steps", 0, "steps between evaluations (default: a quarter pass)")
@@ -133,15 +133,22 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("experiment central", "asyrevel experiment central --data PATH [--test PATH] [--lambda X] [--reg R]\n\n"+
 		"Centralised logistic regression (all features at one place) with L-BFGS: the\n"+
-		"objective f* and the reference accuracy for federated runs on a binary set.", stderr)
-	data := fs.String("data", "", "training set")
+		"objective f* and the reference accuracy for federated runs on a binary set. PATH may\n"+
+		"be a split folder: its parties' columns are joined back for this baseline.", stderr)
+	data := fs.String("data", "", "training set (a file, an IDX folder, or a split folder with its test set)")
 	test := fs.String("test", "", "test set")
 	preset := fs.String("preset", "", "preprocessing preset")
+	scale := fs.String("scale", "", "scaling fitted on the training set: none, standard, std, minmax, maxabs")
 	lambda := fs.Float64("lambda", 1e-4, "regularisation weight")
 	regName := fs.String("reg", "nonconvex", "regulariser: nonconvex, l2 or none")
 	bias := fs.Bool("bias", true, "fit an intercept (as asyrevel train's head does by default)")
+	var csv dataset.CSVOptions
+	addCSVFlags(fs, &csv)
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	if *data == "" {
 		return fmt.Errorf("%w: --data is required", errUsage)
@@ -150,18 +157,36 @@ func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	method, err := dataset.ParseScaleMethod(*scale)
+	if err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
 	var tr, te *dataset.Dataset
-	if *preset != "" {
-		p, err := dataset.LookupPreset(*preset)
-		if err != nil {
-			return err
+	switch {
+	case dataset.IsSplit(*data):
+		if *test != "" || *preset != "" || csv.Given() {
+			return fmt.Errorf("%w: %s is a split folder with its own test set and columns: drop --test, --preset and the CSV flags", errUsage, *data)
+		}
+		tr, te, err = dataset.ReadSplit(*data)
+	case *preset != "":
+		if csv.Given() {
+			return fmt.Errorf("%w: --preset fixes the CSV columns: drop the CSV flags", errUsage)
+		}
+		p, perr := dataset.LookupPreset(*preset)
+		if perr != nil {
+			return perr
 		}
 		tr, te, err = p.Load(*data)
-		if err != nil {
+	default:
+		tr, te, err = dataset.OpenPairOptions(*data, *test, dataset.OpenOptions{CSV: csv})
+	}
+	if err != nil {
+		return err
+	}
+	if method != dataset.ScaleNone {
+		if err := scaleSets(method, tr, te, stderr); err != nil {
 			return err
 		}
-	} else if tr, te, err = dataset.OpenPair(*data, *test); err != nil {
-		return err
 	}
 	r, err := experiment.CentralLogistic(tr, te, reg, *lambda, *bias)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/asyrevel/asyrevel/run"
 )
 
 const usage = `asyrevel trains vertical federated learning models with AsyREVEL: parties
@@ -25,11 +27,14 @@ Usage:
   asyrevel aggregator --nats URL --run R [training flags]
   asyrevel party --nats URL --run R --id M [training flags]
                              the same run as separate processes
-  asyrevel data inspect PATH samples, features, classes and format of a data set
+  asyrevel data inspect PATH samples, features, classes, format, and which column
+                             is the label and why (CSV: --label, --categorical, ...)
   asyrevel data fetch NAME   download a data set and check its checksum (--list)
   asyrevel data split ...    write one file per party and a labels file
   asyrevel data verify DIR   check a split folder's checksums and sample ids
   asyrevel data presets      the named preprocessing recipes
+  asyrevel store list DIR    the runs a broker store holds, and their size on disk
+  asyrevel store rm DIR      remove a store, or one run's stream (--run R)
   asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
   asyrevel help [COMMAND]    this text, or a command's flags
 
@@ -39,9 +44,51 @@ Examples:
       --batch 64 --window 8 --duration 60s --out out/a9a
 `
 
+// command is a subcommand of asyrevel. The help test runs every command
+// and subcommand listed here: add new ones to the table.
+type command struct {
+	name string
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// subs are its subcommands, if it has any ("data inspect", ...).
+	subs []string
+}
+
+var commands = []command{
+	{name: "train", run: cmdTrain},
+	{name: "aggregator", run: cmdAggregator},
+	{name: "party", run: cmdParty},
+	{name: "broker", run: cmdBroker},
+	{name: "data", run: cmdData, subs: []string{"inspect", "split", "verify", "fetch", "presets"}},
+	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn"}},
+}
+
+// signalError is the cause of a run's end by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return e.sig.String() + " signal received" }
+
+// exitCode is the shell's code for a process ended by the signal.
+func (e signalError) exitCode() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 130
+}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal ends the run cleanly: the outputs of the part
+		// that ran are written. A second one ends the process at once.
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "asyrevel: %v: stopping; writing what the run has so far (again to quit at once)\n", sig)
+		cancel(signalError{sig})
+		sig = <-sigs
+		os.Exit(signalError{sig}.exitCode())
+	}()
 	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -53,29 +100,27 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "train":
-		err = cmdTrain(ctx, rest, stdout, stderr)
-	case "aggregator":
-		err = cmdAggregator(ctx, rest, stdout, stderr)
-	case "party":
-		err = cmdParty(ctx, rest, stdout, stderr)
-	case "broker":
-		err = cmdBroker(ctx, rest, stdout, stderr)
-	case "data":
-		err = cmdData(ctx, rest, stdout, stderr)
-	case "experiment":
-		err = cmdExperiment(ctx, rest, stdout, stderr)
+	cmd, rest := args[0], args[1:]
+	switch cmd {
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
-			return execute(ctx, []string{rest[0], "-h"}, stdout, stderr)
+			return execute(ctx, append(rest, "-h"), stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return 0
-	default:
+	}
+	found := false
+	for _, c := range commands {
+		if c.name == cmd {
+			found = true
+			err = c.run(ctx, rest, stdout, stderr)
+		}
+	}
+	if !found {
 		fmt.Fprintf(stderr, "asyrevel: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	var sig signalError
 	switch {
 	case err == nil:
 		return 0
@@ -84,6 +129,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 2
+	case errors.Is(err, run.ErrInterrupted):
+		fmt.Fprintf(stderr, "asyrevel: %v: the summary and the plot show the part that ran\n", err)
+		if errors.As(err, &sig) {
+			return sig.exitCode()
+		}
+		return 130
 	default:
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 1

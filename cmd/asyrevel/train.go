@@ -21,65 +21,245 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 )
 
-// trainFlags registers the training flags shared by train, aggregator and
-// party on fs.
+// Which commands a training flag is for: each command shows and reads only
+// the flags it uses.
+type role uint8
+
+const (
+	roleTrain      role = 1 << iota // asyrevel train: the whole run
+	roleAggregator                  // asyrevel aggregator
+	roleParty                       // asyrevel party
+	roleReference                   // asyrevel experiment reference: the single-process loop
+	roleFirstOrder                  // asyrevel experiment firstorder
+
+	roleAll   = roleTrain | roleAggregator | roleParty | roleReference | roleFirstOrder
+	roleLoops = roleReference | roleFirstOrder
+	roleRun   = roleTrain | roleAggregator | roleParty
+)
+
+// trainFlags registers the training flags shared by train, aggregator,
+// party and the reference loops on fs.
 type trainFlags struct {
+	role     role
 	bias     *bool
 	cfg      run.Config
 	seed     uint64
+	scale    string
 	logLevel string
 	logJSON  bool
 }
 
-func newTrainFlags(fs *flag.FlagSet) *trainFlags {
-	f := &trainFlags{}
-	c := &f.cfg
-	fs.StringVar(&c.Data, "data", "", "training set: a LIBSVM or CSV file (plain or gzip), a folder of IDX files\n(MNIST: its t10k files are the test set), a split folder from `asyrevel data split`,\nor \"synthetic[:n=20000,d=64,test=5000,noise=0.05,density=1,classes=2]\"")
-	fs.StringVar(&c.Preset, "preset", "", "named preprocessing of a CSV set that also makes its test split\n(uci-credit-card, give-me-some-credit; see asyrevel data presets)")
-	fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
-	fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
-	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", "))
-	fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
-	fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
-	fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
-	fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
-	fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets")
-	bias := fs.Bool("bias", true, "binary sets: the aggregator's head has an intercept (false: the paper's\nF_0 = log(1+exp(-y sum c)) without one)")
-	f.bias = bias
-	fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
-	fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
-	fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
-	fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
-	fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set, negative means constant")
-	fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
-	fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator")
-	fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
-	fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
-	fs.IntVar(&c.Batch, "batch", 64, "samples per request (the paper's algorithm is --batch 1 --window 1)")
-	fs.IntVar(&c.Window, "window", 8, "requests in flight per party; more trades staleness for throughput")
-	fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
-	fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
-	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
-	fs.StringVar(&c.NATS, "nats", "", "URL of an external NATS server with JetStream (default: embedded)")
-	fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
-	fs.IntVar(&c.Cluster, "cluster", 0, "run an embedded JetStream cluster of N nodes (stream replicated on 3), participants spread over them")
-	fs.StringVar(&c.StoreDir, "store", "", "embedded broker's store directory (default OUT/stream, else temporary)")
-	fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run> (default: generated)")
-	fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default 1s, or duration/40); rounds are spaced at least\n9 times their own duration apart, so that they take at most a tenth of the run")
-	fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
-	fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
-	fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
-	fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
-	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+func newTrainFlags(fs *flag.FlagSet, r role) *trainFlags {
+	f := &trainFlags{role: r, seed: 1, logLevel: "info"}
+	for _, d := range trainFlagTable(f) {
+		if d.roles&r != 0 {
+			d.add(fs)
+		}
+	}
 	return f
+}
+
+// flagDef is one training flag and the commands it is for.
+type flagDef struct {
+	roles role
+	add   func(fs *flag.FlagSet)
+}
+
+// trainFlagTable lists the training flags; the help test checks that each
+// command shows those of its role and no other.
+func trainFlagTable(f *trainFlags) []flagDef {
+	c := &f.cfg
+	return []flagDef{
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Data, "data", "", "training set: a LIBSVM or CSV file (plain or gzip), a folder of IDX files\n(MNIST: its t10k files are the test set), a split folder written by \"asyrevel data split\",\nor \"synthetic[:n=20000,d=64,test=5000,noise=0.05,density=1,classes=2]\"")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Preset, "preset", "", "named preprocessing of a CSV set that also makes its test split\n(uci-credit-card, give-me-some-credit; see asyrevel data presets)")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
+		}},
+		{roleAll, func(fs *flag.FlagSet) { addCSVFlags(fs, &c.CSV) }},
+		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
+			fs.StringVar(&f.scale, "scale", "", "scale each column, fitted on the training set only and applied to both sets:\nnone, standard, std, minmax, maxabs (as data split --scale; a party scales its own columns)")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
+		}},
+		{roleRun | roleReference, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", "))
+		}},
+		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
+			fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
+		}},
+		{roleTrain | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
+			fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
+		}},
+		{roleAll, func(fs *flag.FlagSet) { fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets") }},
+		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
+			f.bias = fs.Bool("bias", true, "binary sets: the aggregator's head has an intercept (false: the paper's\nF_0 = log(1+exp(-y sum c)) without one)")
+		}},
+		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
+			fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
+			fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
+		}},
+		{roleTrain | roleParty | roleReference, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
+		}},
+		{roleRun | roleReference, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set, negative means constant")
+		}},
+		{roleTrain | roleAggregator | roleReference, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
+		}},
+		{roleRun | roleReference, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator (a model with quantised weights\nor outputs needs one above its quantisation step: the example models 0.1)")
+		}},
+		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
+			fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
+		}},
+		{roleTrain | roleAggregator | roleParty | roleLoops, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.Batch, "batch", 64, "samples per request (the paper's algorithm is --batch 1 --window 1)")
+		}},
+		{roleTrain | roleParty, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.Window, "window", 8, "requests in flight per party; more trades staleness for throughput")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
+		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
+		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.NATS, "nats", "", "URL of a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (train: default\nan embedded one)")
+		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+			fs.IntVar(&c.Cluster, "cluster", 0, "run an embedded JetStream cluster of N nodes (stream replicated on 3), participants spread over them")
+			fs.StringVar(&c.StoreDir, "store", "", "embedded broker's store directory, kept after the run (default OUT/stream, which\nholds the latest run into OUT only; else a temporary one); see asyrevel store")
+		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run>, which must not hold an earlier run\n(train: default generated)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default 1s, or duration/40); rounds are spaced at least\n9 times their own duration apart, so that they take at most a tenth of the run")
+		}},
+		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
+			fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
+		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
+			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
+			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+		}},
+	}
+}
+
+// addCSVFlags registers the flags that say how a CSV file is read.
+func addCSVFlags(fs *flag.FlagSet, o *dataset.CSVOptions) {
+	fs.StringVar(&o.Label, "label", "", "CSV: the label column, by `NAME` or 0-based position (default: the column named\nlabel, class, target or y; asyrevel never guesses another)")
+	fs.StringVar(&o.ID, "id-column", "", "CSV: the column of sample ids, by `NAME` or position (default: one named id, or an\nunnamed first column; - for none)")
+	fs.Func("categorical", "CSV: `COLUMNS` (comma-separated names or positions) to one-hot encode", func(v string) error {
+		o.Categorical = append(o.Categorical, splitList(v)...)
+		return nil
+	})
+	fs.Func("drop", "CSV: `COLUMNS` (comma-separated names or positions) to leave out", func(v string) error {
+		o.Drop = append(o.Drop, splitList(v)...)
+		return nil
+	})
+	fs.IntVar(&o.SkipRows, "skip-rows", 0, "CSV: lines before the header to skip")
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // parse parses args and finishes the configuration.
 func (f *trainFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := f.otherRoles(fs, args); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
 	return f.finish(fs, stderr)
+}
+
+// roleNames name the commands of the roles, for messages.
+var roleNames = []struct {
+	r    role
+	name string
+}{{roleTrain, "train"}, {roleAggregator, "aggregator"}, {roleParty, "party"},
+	{roleReference, "experiment reference"}, {roleFirstOrder, "experiment firstorder"}}
+
+// otherRoles says clearly when args hold a training flag that another
+// command uses but this one does not (the same flags pasted to the
+// aggregator and the parties, say), rather than the flag package's
+// "flag provided but not defined".
+func (f *trainFlags) otherRoles(fs *flag.FlagSet, args []string) error {
+	var all *flag.FlagSet
+	for _, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			if a == "--" {
+				break
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "" || fs.Lookup(name) != nil {
+			continue
+		}
+		if all == nil {
+			all = flag.NewFlagSet("all", flag.ContinueOnError)
+			var g trainFlags
+			for _, d := range trainFlagTable(&g) {
+				d.add(all)
+			}
+		}
+		if all.Lookup(name) == nil {
+			continue // unknown everywhere: the flag package says so
+		}
+		var users []string
+		for _, d := range trainFlagTable(&trainFlags{}) {
+			probe := flag.NewFlagSet("probe", flag.ContinueOnError)
+			d.add(probe)
+			if probe.Lookup(name) != nil {
+				for _, rn := range roleNames {
+					if d.roles&rn.r != 0 {
+						users = append(users, rn.name)
+					}
+				}
+			}
+		}
+		this := ""
+		for _, rn := range roleNames {
+			if rn.r == f.role {
+				this = rn.name
+			}
+		}
+		return fmt.Errorf("%w: --%s is a flag of %s; %s does not use it: leave it out here", errUsage, name, strings.Join(users, ", "), this)
+	}
+	return nil
 }
 
 // finish checks the flags after parsing and sets up logging.
@@ -89,7 +269,17 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	c := &f.cfg
 	c.Seed = f.seed
-	c.NoBias = !*f.bias
+	if f.bias != nil {
+		c.NoBias = !*f.bias
+	}
+	if c.CSV.SkipRows < 0 {
+		return fmt.Errorf("%w: --skip-rows %d", errUsage, c.CSV.SkipRows)
+	}
+	scale, err := dataset.ParseScaleMethod(f.scale)
+	if err != nil {
+		return fmt.Errorf("%w: --scale: %v", errUsage, err)
+	}
+	c.Scale = scale
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
@@ -183,7 +373,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Runs a whole AsyREVEL training in this process: an embedded NATS JetStream broker\n"+
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
-	f := newTrainFlags(fs)
+	f := newTrainFlags(fs, roleTrain)
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -191,11 +381,10 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	s, err := run.Train(ctx, f.cfg)
-	if err != nil {
-		return err
+	if s != nil {
+		report(stdout, &f.cfg, s)
 	}
-	report(stdout, &f.cfg, s)
-	return nil
+	return err
 }
 
 func usageErr(err error) error {
@@ -228,6 +417,18 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	if rej > 0 {
 		fmt.Fprintf(w, "rejected messages: %v\n", s.Rejected)
 	}
+	for m, r := range s.Refused {
+		fmt.Fprintf(w, "party %d was refused at first: %s\n", m, r)
+	}
+	for _, warn := range s.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if s.Interrupted != "" {
+		fmt.Fprintf(w, "interrupted (%s): these are the figures of the part that ran\n", s.Interrupted)
+	}
+	if s.Store != "" {
+		fmt.Fprintf(w, "store: %s, %s (the audit log; asyrevel store list|rm)\n", s.Store, run.MB(s.StoreBytes))
+	}
 	if cfg.Out != "" {
 		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
 	}
@@ -237,7 +438,7 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := newFlagSet("aggregator", "asyrevel aggregator --nats URL --run R [training flags]\n\n"+
 		"Runs only the aggregator of a run whose parties are separate processes\n"+
 		"(asyrevel party). It holds the labels: it reads them from --data.", stderr)
-	f := newTrainFlags(fs)
+	f := newTrainFlags(fs, roleAggregator)
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -248,18 +449,17 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	s, err := run.Aggregate(ctx, f.cfg)
-	if err != nil {
-		return err
+	if s != nil {
+		report(stdout, &f.cfg, s)
 	}
-	report(stdout, &f.cfg, s)
-	return nil
+	return err
 }
 
 func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("party", "asyrevel party --nats URL --run R --id M [training flags]\n\n"+
 		"Runs party M of a run: it reads its block of columns of --data, joins the run\n"+
 		"and steps until the aggregator stops it.", stderr)
-	f := newTrainFlags(fs)
+	f := newTrainFlags(fs, roleParty)
 	id := fs.Int("id", 0, "this party's id, 1..parties")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
@@ -271,7 +471,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected))
+	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), st.StopReason)
 	return nil
 }
 
@@ -293,4 +493,3 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
-var _ = time.Second

@@ -1,0 +1,154 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// ErrRunExists reports a run id whose stream already holds an earlier
+// run's messages. A run id names one stream, the run's audit log: a second
+// run under the same id would mix its messages with the first's, and the
+// broker would drop those whose ids repeat (its duplicate window).
+var ErrRunExists = errors.New("run id already used")
+
+// where names the store of the network for messages: the embedded
+// broker's directory or the external broker's URL.
+func (n *network) where() string {
+	switch {
+	case n.dir != "" && n.tmp == "":
+		return n.dir
+	case n.url != "" && n.srv == nil:
+		return "the broker at " + n.url
+	}
+	return "the broker's store"
+}
+
+// reused is the error for a run id that holds messages already.
+func (n *network) reused(run string, count uint64, what string) error {
+	fix := "asyrevel store rm --run " + run + " STORE on the broker's host, with the broker stopped"
+	if n.dir != "" && n.tmp == "" {
+		fix = "asyrevel store rm --run " + run + " " + n.dir
+	}
+	return fmt.Errorf("%w: run %s already has %d %s in %s: choose another --run (every participant the same), "+
+		"or remove the old run first (%s); resuming a run is not supported yet",
+		ErrRunExists, run, count, what, n.where(), fix)
+}
+
+// count counts the messages of the run's stream that match filters.
+func count(ctx context.Context, b broker.Bus, filters ...string) (uint64, error) {
+	var sum uint64
+	for _, f := range filters {
+		v, err := b.Count(ctx, f)
+		if err != nil {
+			return 0, fmt.Errorf("counting the run's messages: %w", err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+// checkFresh refuses to start a whole run (Train) on a stream that holds
+// messages already.
+func (n *network) checkFresh(ctx context.Context, b broker.Bus, run string) error {
+	c, err := count(ctx, b, schemas.All(run))
+	if err != nil || c == 0 {
+		return err
+	}
+	return n.reused(run, c, "messages")
+}
+
+// checkAggregator refuses to start an aggregator on a stream that holds an
+// earlier aggregator's messages (its controls and replies). The parties'
+// hellos may be there already: they may start first.
+func (n *network) checkAggregator(ctx context.Context, b broker.Bus, run string) error {
+	c, err := count(ctx, b, schemas.Filter(run, schemas.KindControl), schemas.Filter(run, schemas.KindReply))
+	if err != nil || c == 0 {
+		return err
+	}
+	return n.reused(run, c, "messages from an aggregator")
+}
+
+// checkParty decides how party m joins the run: it refuses a run that has
+// started or ended (the aggregator's controls say so), and it returns the
+// number of party m's messages already in the stream (an earlier attempt,
+// refused, or another process with the same id), after which the new
+// attempt numbers its own so that no message id repeats.
+func (n *network) checkParty(ctx context.Context, b broker.Bus, run string, m int) (seqBase uint64, err error) {
+	ctl, err := count(ctx, b, schemas.Filter(run, schemas.KindControl))
+	if err != nil {
+		return 0, err
+	}
+	if ctl > 0 {
+		st, err := readControls(ctx, b, run, ctl)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case st.ended != "":
+			return 0, fmt.Errorf("%w: run %s is over in %s (%s): choose another --run (every participant the same); resuming a run is not supported yet",
+				ErrRunExists, run, n.where(), st.ended)
+		case st.started:
+			return 0, fmt.Errorf("%w: run %s has started without party %d in %s: a party cannot join a started run (resuming is not supported yet); choose another --run and start all participants again",
+				ErrRunExists, run, m, n.where())
+		}
+	}
+	return count(ctx, b, schemas.Subject(run, schemas.KindHello, m), schemas.Subject(run, schemas.KindOutput, m), schemas.Subject(run, schemas.KindEval, m))
+}
+
+type ctlState struct {
+	started bool
+	ended   string // why, if the run stopped or was aborted
+}
+
+// readControls reads the first n control messages of the run.
+func readControls(ctx context.Context, b broker.Bus, run string, n uint64) (ctlState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		st   ctlState
+		seen uint64
+		dec  = schemas.NewCodec()
+		done = make(chan struct{})
+		c    schemas.Control
+	)
+	sub, err := b.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindControl)}, broker.SubscribeOptions{},
+		func(_ context.Context, d broker.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen >= n {
+				return
+			}
+			if dec.Unmarshal(d.Data(), &c) == nil {
+				switch {
+				case c.Op == schemas.CtlStart:
+					st.started = true
+				case c.Op == schemas.CtlStop:
+					st.ended = "stopped: " + c.Reason
+				case c.Op == schemas.CtlRefuse && c.Party == 0:
+					st.ended = "aborted: " + c.Reason
+				}
+			}
+			if seen++; seen == n {
+				close(done)
+			}
+		})
+	if err != nil {
+		return st, fmt.Errorf("reading the run's control messages: %w", err)
+	}
+	defer sub.Close()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return st, fmt.Errorf("reading the run's %d control messages: %w", n, ctx.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return st, nil
+}

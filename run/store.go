@@ -1,0 +1,217 @@
+package run
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+)
+
+// ErrNotStore reports a directory that is not an asyrevel broker store:
+// store commands never remove such a directory.
+var ErrNotStore = errors.New("not an asyrevel store")
+
+// Store is a broker store directory as the embedded broker writes it: a
+// single server's (DIR/jetstream/<account>/streams/ASYREVEL_<run>/...), or
+// a cluster's (DIR/node-N/...).
+type Store struct {
+	Dir     string     // the store directory
+	Cluster bool       // DIR holds node-N stores of an embedded cluster
+	Runs    []StoreRun // by run id
+	Bytes   int64      // everything under Dir
+}
+
+// StoreRun is one run's stream in a store.
+type StoreRun struct {
+	Run      string
+	Bytes    int64     // on disk, over all the nodes that hold it
+	Modified time.Time // the newest file of the stream
+	dirs     []string
+}
+
+// storeIn is the store directory of an --out folder.
+func storeIn(out string) string { return filepath.Join(out, "stream") }
+
+// OpenStore reads the layout of the store at dir, or of the store in dir
+// if dir is an --out folder of `asyrevel train` (dir/stream). It returns an
+// error wrapping ErrNotStore if dir holds anything else than the streams of
+// asyrevel runs.
+func OpenStore(dir string) (*Store, error) {
+	if fi, err := os.Stat(dir); err != nil {
+		return nil, err
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%s: %w: not a directory", dir, ErrNotStore)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "jetstream")); err != nil {
+		if fi, err := os.Stat(storeIn(dir)); err == nil && fi.IsDir() {
+			dir = storeIn(dir)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &Store{Dir: dir}
+	var servers []string
+	switch {
+	case len(entries) == 0:
+		return st, nil // a new store
+	case slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == "jetstream" }):
+		servers = []string{dir}
+	case len(entries) > 0 && !slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return !strings.HasPrefix(e.Name(), "node-") }):
+		st.Cluster = true
+		for _, e := range entries {
+			servers = append(servers, filepath.Join(dir, e.Name()))
+		}
+	default:
+		return nil, fmt.Errorf("%s: %w: it has no jetstream folder (a broker store has DIR/jetstream/...)%s", dir, ErrNotStore, listed(entries))
+	}
+	runs := map[string]*StoreRun{}
+	for _, srv := range servers {
+		top, err := os.ReadDir(srv)
+		if err != nil {
+			return nil, err
+		}
+		if other := slices.DeleteFunc(top, func(e fs.DirEntry) bool { return e.Name() == "jetstream" && e.IsDir() }); len(other) > 0 {
+			return nil, fmt.Errorf("%s: %w: besides its jetstream folder it holds%s", srv, ErrNotStore, listed(other))
+		}
+		accounts, err := os.ReadDir(filepath.Join(srv, "jetstream"))
+		if err != nil {
+			return nil, err
+		}
+		for _, acc := range accounts {
+			streams := filepath.Join(srv, "jetstream", acc.Name(), "streams")
+			if !acc.IsDir() {
+				return nil, fmt.Errorf("%s: %w: unexpected file %s in its jetstream folder", srv, ErrNotStore, acc.Name())
+			}
+			list, err := os.ReadDir(streams)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // the system account of a cluster: no streams
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range list {
+				name := s.Name()
+				run, ok := strings.CutPrefix(name, broker.StreamName(""))
+				if !ok || !s.IsDir() {
+					return nil, fmt.Errorf("%s: %w: it holds the stream %s, which is not an asyrevel run's", srv, ErrNotStore, name)
+				}
+				r := runs[run]
+				if r == nil {
+					r = &StoreRun{Run: run}
+					runs[run] = r
+				}
+				d := filepath.Join(streams, name)
+				b, mod, err := dirSize(d)
+				if err != nil {
+					return nil, err
+				}
+				r.Bytes += b
+				if mod.After(r.Modified) {
+					r.Modified = mod
+				}
+				r.dirs = append(r.dirs, d)
+			}
+		}
+	}
+	if st.Bytes, _, err = dirSize(dir); err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		st.Runs = append(st.Runs, *r)
+	}
+	sort.Slice(st.Runs, func(i, j int) bool { return st.Runs[i].Modified.Before(st.Runs[j].Modified) })
+	return st, nil
+}
+
+func listed(entries []fs.DirEntry) string {
+	if len(entries) == 0 {
+		return ""
+	}
+	var names []string
+	for _, e := range entries[:min(len(entries), 5)] {
+		names = append(names, e.Name())
+	}
+	if len(entries) > 5 {
+		names = append(names, "...")
+	}
+	return " (" + strings.Join(names, ", ") + ")"
+}
+
+// Remove deletes the whole store. Stop the broker that serves it first.
+func (s *Store) Remove() error { return os.RemoveAll(s.Dir) }
+
+// RemoveRun deletes one run's stream from a single server's store. Stop
+// the broker that serves it first. A cluster's streams are also recorded
+// in the cluster's metadata: remove a cluster's store as a whole.
+func (s *Store) RemoveRun(run string) error {
+	if s.Cluster {
+		return fmt.Errorf("%s is an embedded cluster's store, whose metadata also records each stream: remove the whole store", s.Dir)
+	}
+	for _, r := range s.Runs {
+		if r.Run == run {
+			for _, d := range r.dirs {
+				if err := os.RemoveAll(d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s holds no run %q (it holds %s)", s.Dir, run, s.runNames())
+}
+
+func (s *Store) runNames() string {
+	if len(s.Runs) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, r := range s.Runs {
+		names = append(names, r.Run)
+	}
+	return strings.Join(names, ", ")
+}
+
+// dirSize sums the sizes of the regular files under dir and finds the
+// newest modification.
+func dirSize(dir string) (n int64, newest time.Time, err error) {
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking (a server compacting)
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			n += fi.Size()
+			if fi.ModTime().After(newest) {
+				newest = fi.ModTime()
+			}
+		}
+		return nil
+	})
+	return n, newest, err
+}
+
+// MB formats a byte count for people.
+func MB(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
+}
