@@ -716,8 +716,13 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		return err
 	}
 	err := a.hel.Validate(a.limits(m))
+	seq := a.hel.Seq
 	switch {
-	case errors.Is(err, schemas.ErrParty) || a.hel.Seq == 0:
+	case errors.Is(err, schemas.ErrVersion):
+		// Another version's header is not read: the refusal addresses
+		// whatever party m sent.
+		seq = 0
+	case errors.Is(err, schemas.ErrParty) || seq == 0:
 		return err
 	case err != nil:
 	case a.hello[m]:
@@ -731,7 +736,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	}
 	if err != nil {
 		if a.phase != done {
-			a.refuse(m, a.hel.Seq, err)
+			a.refuse(m, seq, err)
 		}
 		return err
 	}

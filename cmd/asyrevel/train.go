@@ -492,4 +492,3 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	})
 	return given
 }
-
