@@ -507,7 +507,9 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if a.phase != done {
-		// The parties stop too; they need not wait for a deadline.
+		// The parties stop too; they need not wait for a deadline. (A
+		// checkpoint of w0, and a CtlCheckpoint to the parties before the
+		// stop, belong here once checkpoints exist.)
 		a.ctx = pctx
 		a.control(schemas.CtlStop, 0, 0, reason)
 		if a.phase == training {

@@ -21,4 +21,13 @@
 // test sets), stopping (a final evaluation after the step, time or accuracy
 // budget; late requests are counted, not answered) and done (Stop
 // broadcast).
+//
+// A hello that does not fit the run (schema version, outputs per sample,
+// sample counts, the fingerprint of the sample ids) refuses that party
+// alone: a Control refuse addressed to it says why, and the run waits for
+// it to join again. No wait is unbounded or silent: the join phase ends
+// after JoinWait without progress, an evaluation after EvalTimeout
+// without an answer, each with an abort that tells every party the reason;
+// meanwhile the log says every Notice what is awaited. A cancelled context
+// ends the run with the result so far (ErrInterrupted).
 package aggregator

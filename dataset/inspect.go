@@ -52,6 +52,9 @@ func InspectOptions(path string, opts OpenOptions) (Info, error) {
 	}
 	defer src.Close()
 	format := src.formatFor(opts)
+	if err := csvOnly(format, opts); err != nil {
+		return Info{}, fmt.Errorf("%s: %w", path, err)
+	}
 	info := Info{Path: path, Format: format, Gzip: src.gzip}
 	switch format {
 	case FormatLIBSVM:

@@ -53,6 +53,9 @@ func Open(path string, opts OpenOptions) (*Dataset, error) {
 	}
 	defer src.Close()
 	format := src.formatFor(opts)
+	if err := csvOnly(format, opts); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	var d *Dataset
 	switch {
 	case src.dir && format != FormatIDX:
@@ -212,6 +215,15 @@ func (s *source) formatFor(opts OpenOptions) string {
 		return FormatCSV
 	}
 	return s.format
+}
+
+// csvOnly refuses CSV column options for a file of another format, rather
+// than ignoring them.
+func csvOnly(format string, opts OpenOptions) error {
+	if format != FormatCSV && opts.CSV.Given() {
+		return fmt.Errorf("%w: the CSV options (label, id, categorical, dropped columns, rows to skip) are for CSV files, and this is %s", ErrMismatch, format)
+	}
+	return nil
 }
 
 // Close closes the underlying file.

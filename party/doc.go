@@ -17,4 +17,10 @@
 // aggregator's table starts full) and on request it publishes outputs for
 // the training and test sets (evaluation). It talks to the aggregator only
 // through a broker.Bus and shares only the schemas package with it.
+//
+// A refusal addressed to it (or an abort of the run) ends Run with the
+// aggregator's reason (ErrRefused, ErrAborted). Its waits are bounded: the
+// start within JoinWait of joining, a reply within Wait of the last sign of
+// life while requests are in flight (ErrNoProgress); the log says every
+// Notice what it waits for.
 package party

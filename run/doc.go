@@ -7,4 +7,11 @@
 // role each, for runs whose parties are separate processes. Both the
 // command line (cmd/asyrevel) and the experiments (package experiment)
 // start runs through this package.
+//
+// A run id names one stream: a run refuses a stream that holds an earlier
+// run's messages (ErrRunExists). Store and OpenStore list and remove the
+// runs' streams of a broker store. An interrupted run (its context
+// cancelled) still writes the summary and the plot of the part that ran,
+// and returns them with ErrInterrupted: the place where a checkpoint of
+// the models would be written too.
 package run

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -974,6 +975,9 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		n.next++
 	}
 	b, err := broker.ConnectJetStream(ctx, jc)
+	if errors.Is(err, nats.ErrNoServers) {
+		return nil, fmt.Errorf("connecting %s to the broker: %w (is a broker running there? asyrevel broker starts one)", name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting %s to the broker: %w", name, err)
 	}

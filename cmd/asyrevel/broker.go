@@ -28,7 +28,7 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("--store %s: %w", *store, err)
 	}
 	if len(st.Runs) > 0 {
-		fmt.Fprintf(stderr, "the store holds %d earlier runs, %s (asyrevel store list %s; a run id cannot be used twice)\n", len(st.Runs), run.MB(st.Bytes), *store)
+		fmt.Fprintf(stderr, "the store holds %s already, %s (asyrevel store list %s; a run id cannot be used twice)\n", plural(len(st.Runs), "run"), run.MB(st.Bytes), *store)
 	}
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: *store, Host: *host, Port: *port})
 	if err != nil {

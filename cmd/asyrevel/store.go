@@ -56,7 +56,7 @@ func cmdStoreList(args []string, stdout, stderr io.Writer) error {
 		if st.Cluster {
 			kind = "cluster store"
 		}
-		fmt.Fprintf(stdout, "%s %s: %d runs, %s\n", kind, st.Dir, len(st.Runs), run.MB(st.Bytes))
+		fmt.Fprintf(stdout, "%s %s: %s, %s\n", kind, st.Dir, plural(len(st.Runs), "run"), run.MB(st.Bytes))
 		if len(st.Runs) == 0 {
 			continue
 		}
@@ -103,6 +103,13 @@ func cmdStoreRm(args []string, stdout, stderr io.Writer) error {
 	if err := st.Remove(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "removed %s (%d runs, %s)\n", st.Dir, len(st.Runs), run.MB(st.Bytes))
+	fmt.Fprintf(stdout, "removed %s (%s, %s)\n", st.Dir, plural(len(st.Runs), "run"), run.MB(st.Bytes))
 	return nil
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
