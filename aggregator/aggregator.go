@@ -28,7 +28,7 @@ var ErrInterrupted = errors.New("aggregator: interrupted")
 
 // ErrNoProgress reports a wait that ran out: a party that did not join, or
 // an evaluation that got no answer, within the configured time.
-var ErrNoProgress = errors.New("aggregator: no progress")
+var ErrNoProgress = errors.New("no progress")
 
 // Default waits; see Config.
 const (
