@@ -106,16 +106,16 @@ type SenderStats struct {
 
 // AuditReport is the outcome of an audit.
 type AuditReport struct {
-	Run       string        `json:"run"`
-	Messages  uint64        `json:"messages"`
-	FirstSeq  uint64        `json:"first_stream_seq"`
-	LastSeq   uint64        `json:"last_stream_seq"`
-	Senders   []SenderStats `json:"senders"`
-	Receipts  int           `json:"receipts_verified"`
-	Problems  []Problem     `json:"problems"`
+	Run       string            `json:"run"`
+	Messages  uint64            `json:"messages"`
+	FirstSeq  uint64            `json:"first_stream_seq"`
+	LastSeq   uint64            `json:"last_stream_seq"`
+	Senders   []SenderStats     `json:"senders"`
+	Receipts  int               `json:"receipts_verified"`
+	Problems  []Problem         `json:"problems"`
 	Counts    map[string]uint64 `json:"problem_counts"`
-	Dropped   uint64        `json:"problems_not_listed,omitempty"`
-	IntactLog bool          `json:"intact"`
+	Dropped   uint64            `json:"problems_not_listed,omitempty"`
+	IntactLog bool              `json:"intact"`
 }
 
 // Intact reports whether the log is complete and unaltered as far as the
@@ -208,17 +208,17 @@ type auditState struct {
 	kind     string
 	mustSign bool
 
-	chain     Chain
-	anchored  bool   // chain head known (false after a declared gap until a signature)
-	unsigned  int    // messages since the last coverage
-	firstOpen uint64 // stream seq of the first of them
-	firstSeq  uint64 // seq of the first of them
+	chain      Chain
+	anchored   bool   // chain head known (false after a declared gap until a signature)
+	unsigned   int    // messages since the last coverage
+	firstOpen  uint64 // stream seq of the first of them
+	firstSeq   uint64 // seq of the first of them
 	lastStream uint64
-	hist      ring
-	missing   [][2]uint64 // declared gaps, for late arrivals
-	pending   []held
-	expects   []expect // sorted by seq
-	next      int      // expects[next:] are still ahead
+	hist       ring
+	missing    [][2]uint64 // declared gaps, for late arrivals
+	pending    []held
+	expects    []expect // sorted by seq
+	next       int      // expects[next:] are still ahead
 }
 
 // NewAuditor makes an auditor for the roster's run.

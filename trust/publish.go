@@ -191,7 +191,7 @@ type Publisher struct {
 
 	mu       sync.Mutex
 	chain    Chain
-	unsigned int       // messages appended since the last signature
+	unsigned int           // messages appended since the last signature
 	oldest   time.Duration // when the oldest of them was appended (since the outbox's epoch)
 	signNext bool          // sign the next message (after Resume)
 	hist     ring
@@ -382,4 +382,3 @@ func (r *ring) get(seq uint64) (Hash, bool) {
 	}
 	return r.heads[seq%uint64(len(r.heads))], true
 }
-

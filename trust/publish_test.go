@@ -201,4 +201,3 @@ func TestPublisherResumeAndHistory(t *testing.T) {
 		}
 	}
 }
-

@@ -38,7 +38,7 @@ func TestRoster(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		subject, owner, kind string
-		every               bool
+		every                bool
 	}{
 		{"asyrevel.r1.out.2", "party-2", "out", false},
 		{"asyrevel.r1.join.1", "party-1", "join", true},
