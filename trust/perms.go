@@ -19,8 +19,8 @@ func StreamName(run string) string { return "ASYREVEL_" + run }
 // deliveries arrive there.
 func InboxPrefix(run, id string) string { return "_INBOX." + run + "." + id }
 
-// ConsumerGrant is a JetStream consumer a participant may create, read
-// and (with Ack) acknowledge. The consumer has exactly one filter subject,
+// ConsumerGrant is a JetStream consumer a participant may create, read,
+// delete and (with Ack) acknowledge. The consumer has exactly one filter subject,
 // named in the create request's subject, so the broker refuses any other
 // filter: a consumer with several filters cannot be limited this way.
 type ConsumerGrant struct {
@@ -115,7 +115,6 @@ var deniedAPI = []string{
 	"$JS.API.DIRECT.GET.>",
 	"$JS.API.STREAM.SNAPSHOT.>",
 	"$JS.API.STREAM.RESTORE.>",
-	"$JS.API.CONSUMER.DELETE.>",
 	"$JS.API.CONSUMER.PAUSE.>",
 	"$JS.API.CONSUMER.UNPIN.>",
 	"$JS.API.CONSUMER.RESET.>",
@@ -132,10 +131,10 @@ var deniedAPI = []string{
 // the aggregator may publish only on the control and reply subjects and
 // subscribe only to the parties' subjects and its inbox. Each may use
 // exactly the JetStream API subjects of its own consumers: create with its
-// one filter, next message, info and (Ack) acknowledgements. Nobody may
-// delete, purge or update the stream, delete messages, read them by
-// sequence (message get, direct get) or create a consumer that is not its
-// own.
+// one filter, next message, info, delete and (Ack) acknowledgements.
+// Nobody may delete, purge or update the stream, delete messages, read
+// them by sequence (message get, direct get) or create, read or delete a
+// consumer that is not its own.
 func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 	stream := pol.Stream
 	if stream == "" {
@@ -179,7 +178,10 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 				g.Publish = append(g.Publish,
 					"$JS.API.CONSUMER.CREATE."+stream+"."+n+"."+c.Filter,
 					"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+n,
-					"$JS.API.CONSUMER.INFO."+stream+"."+n)
+					"$JS.API.CONSUMER.INFO."+stream+"."+n,
+					// nats.go's ordered consumers delete their previous
+					// consumer at each reset; one's own, harmless to others.
+					"$JS.API.CONSUMER.DELETE."+stream+"."+n)
 				if c.Ack {
 					g.Publish = append(g.Publish,
 						"$JS.ACK."+stream+"."+n+".>",     // acknowledgement subjects, v1 form
