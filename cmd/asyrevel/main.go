@@ -31,6 +31,10 @@ Usage:
   asyrevel data verify DIR   check a split folder's checksums and sample ids
   asyrevel data presets      the named preprocessing recipes
   asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
+  asyrevel keys --run R --parties Q --out DIR
+                             a run's NATS keys (one secret .nk file per participant)
+                             and roster.json; also keys --id, public, roster and
+                             server-config (asyrevel keys help)
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -66,6 +70,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdData(ctx, rest, stdout, stderr)
 	case "experiment":
 		err = cmdExperiment(ctx, rest, stdout, stderr)
+	case "keys":
+		err = cmdKeys(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
 			return execute(ctx, []string{rest[0], "-h"}, stdout, stderr)
