@@ -36,6 +36,22 @@ func FuzzParseSignature(f *testing.F) {
 	})
 }
 
+// A decoded hash encodes back to the same text.
+func FuzzParseHash(f *testing.F) {
+	f.Add(GenesisHead("r", "s").String())
+	f.Add("")
+	f.Add("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB")
+	f.Fuzz(func(t *testing.T, v string) {
+		h, err := ParseHash(v)
+		if err != nil {
+			return
+		}
+		if h.String() != v {
+			t.Fatalf("%q decodes and encodes to %q", v, h.String())
+		}
+	})
+}
+
 // fuzzCheckpoint is a signed checkpoint and receipt to seed the corpus.
 var fuzzCheckpoint = sync.OnceValues(func() (*Checkpoint, *Receipt) {
 	keys := make([]*Key, 3)

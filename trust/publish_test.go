@@ -181,6 +181,12 @@ func TestPublisherResumeAndHistory(t *testing.T) {
 			t.Fatalf("seq %d: remembered %v, head right %v", seq, ok, h == want)
 		}
 	}
+	none := tr.outbox(t, "party-1", Policy{History: -1})
+	pn, _ := none.Publisher(p.Subject())
+	publish(pn, 3, 20, false, 1)
+	if _, ok := pn.HeadAt(2); ok {
+		t.Fatal("History -1 remembers heads")
+	}
 	if e := o.Entries(); len(e) != 1 || e[0].Seq != 10 || e[0].Head != p.Head() {
 		t.Fatalf("entries %+v", e)
 	}

@@ -92,7 +92,10 @@ type VerifierOptions struct {
 	// DefaultEvery.
 	Every int
 	// History is how many recent heads are kept per subject for checking
-	// checkpoints (HeadAt); 0 means DefaultHistory.
+	// checkpoints (HeadAt, 32 bytes each, taken at a subject's first
+	// message); 0 means DefaultHistory, a negative value none. A party
+	// needs them for the subjects it receives; the aggregator, which makes
+	// checkpoints from current heads, needs none.
 	History int
 }
 
@@ -137,8 +140,8 @@ type inState struct {
 
 // NewVerifier makes a verifier for the roster's run.
 func NewVerifier(r *Roster, opts VerifierOptions) (*Verifier, error) {
-	if opts.Every < 0 || opts.History < 0 {
-		return nil, fmt.Errorf("trust: verifier: Every %d and History %d must not be negative", opts.Every, opts.History)
+	if opts.Every < 0 {
+		return nil, fmt.Errorf("trust: verifier: Every %d must not be negative", opts.Every)
 	}
 	if opts.Every == 0 {
 		opts.Every = DefaultEvery
