@@ -564,7 +564,7 @@ func ReadReceipts(dir string) ([]*Receipt, error) {
 	for _, name := range names {
 		data, err := readLimited(name, maxFileSize)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("trust: receipts: %w", err)
 		}
 		rc, err := ParseReceiptJSON(data)
 		if err != nil {
@@ -584,12 +584,12 @@ func ReadReceipts(dir string) ([]*Receipt, error) {
 func readLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("trust: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("trust: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(data)) > limit {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrMalformed, path, limit)

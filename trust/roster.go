@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -211,14 +210,9 @@ func ParseRoster(data []byte) (*Roster, error) {
 
 // ReadRoster reads a roster file.
 func ReadRoster(path string) (*Roster, error) {
-	f, err := os.Open(path)
+	data, err := readLimited(path, maxRosterSize)
 	if err != nil {
 		return nil, fmt.Errorf("trust: roster: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRosterSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("trust: roster %s: %w", path, err)
 	}
 	r, err := ParseRoster(data)
 	if err != nil {

@@ -206,16 +206,7 @@ func TestTLSNATS(t *testing.T) {
 	}
 	tr := newTestRun(t, "tls", 1)
 	grants, _ := tr.roster.Grants(BrokerPolicy{})
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		TLSConfig: srvTLS, TLSVerify: true, TLSTimeout: 5, Nkeys: NkeyUsers(grants)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	ns := startServer(t, &server.Options{TLSConfig: srvTLS, TLSVerify: true, TLSTimeout: 5, Nkeys: NkeyUsers(grants)})
 	cliTLS, err := ClientTLS(ca.issue(t, "party-1", false), "")
 	if err != nil {
 		t.Fatal(err)
