@@ -187,6 +187,34 @@ func (r *Roster) index() error {
 	return nil
 }
 
+// GenerateRun makes a key for every participant of run (the aggregator and
+// parties 1..parties) and their roster, for a run whose participants all
+// start in one place (asyrevel keys --run, asyrevel train). keys[0] is the
+// aggregator's, keys[m] party m's.
+func GenerateRun(run string, parties int) (*Roster, []*Key, error) {
+	if parties < 1 || parties > schemas.MaxParties {
+		return nil, nil, fmt.Errorf("trust: %d parties, want 1..%d", parties, schemas.MaxParties)
+	}
+	keys := make([]*Key, parties+1)
+	ps := make([]Participant, parties+1)
+	for m := range keys {
+		k, err := GenerateKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		id := AggregatorID
+		if m > 0 {
+			id = PartyID(m)
+		}
+		keys[m], ps[m] = k, Participant{ID: id, PublicKey: k.PublicKey()}
+	}
+	r, err := NewRoster(run, ps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, keys, nil
+}
+
 // ParseRoster reads a roster from its JSON form (as Marshal writes it).
 // Unknown fields are refused.
 func ParseRoster(data []byte) (*Roster, error) {

@@ -141,3 +141,27 @@ func TestRosterRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestGenerateRun(t *testing.T) {
+	r, keys, err := GenerateRun("g", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 4 || r.Parties() != 3 {
+		t.Fatalf("%d keys, %d parties", len(keys), r.Parties())
+	}
+	for m, k := range keys {
+		p, err := r.Identify(k)
+		if err != nil || p.Index() != m {
+			t.Fatalf("key %d is %v (%v)", m, p, err)
+		}
+	}
+	for _, q := range []int{0, -1, 1025} {
+		if _, _, err := GenerateRun("g", q); err == nil {
+			t.Errorf("%d parties accepted", q)
+		}
+	}
+	if _, _, err := GenerateRun("a b", 1); err == nil {
+		t.Error("bad run id accepted")
+	}
+}

@@ -108,20 +108,12 @@ func keysRun(run string, q int, dir string, force bool, stdout io.Writer) error 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	keys := make([]*trust.Key, len(ids))
-	ps := make([]trust.Participant, len(ids))
-	for i, id := range ids {
-		k, err := trust.GenerateKey()
-		if err != nil {
-			return err
-		}
-		defer k.Wipe()
-		keys[i] = k
-		ps[i] = trust.Participant{ID: id, PublicKey: k.PublicKey()}
-	}
-	roster, err := trust.NewRoster(run, ps)
+	roster, keys, err := trust.GenerateRun(run, q)
 	if err != nil {
 		return err
+	}
+	for _, k := range keys {
+		defer k.Wipe()
 	}
 	for i, k := range keys {
 		if err := trust.WriteKeyFile(paths[i], k, force); err != nil {
