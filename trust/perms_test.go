@@ -215,33 +215,16 @@ func TestPermissionsExternal(t *testing.T) {
 	}})
 }
 
-var (
-	natsServerOnce sync.Once
-	natsServerBin  string
-	natsServerErr  error
-)
-
-// buildNATSServer builds the nats-server of go.mod's version once per test
-// binary, or skips the test.
+// buildNATSServer builds the nats-server of go.mod's version into a
+// temporary folder, or skips the test.
 func buildNATSServer(t *testing.T) string {
-	natsServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "asyrevel-nats-server")
-		if err != nil {
-			natsServerErr = err
-			return
-		}
-		natsServerBin = filepath.Join(dir, "nats-server")
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(goBin, "build", "-o", natsServerBin, "github.com/nats-io/nats-server/v2").CombinedOutput()
-		if err != nil {
-			natsServerErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if natsServerErr != nil {
-		t.Skipf("cannot build nats-server from the module (go build github.com/nats-io/nats-server/v2): %v", natsServerErr)
+	bin := filepath.Join(t.TempDir(), "nats-server")
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot build nats-server from the module (go build github.com/nats-io/nats-server/v2): %v\n%s", err, out)
 	}
-	t.Cleanup(func() {}) // the binary stays in the temporary folder for the package's other tests
-	return natsServerBin
+	return bin
 }
 
 func freePort(t *testing.T) int {
