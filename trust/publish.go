@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,8 +49,6 @@ type Policy struct {
 	// that nobody without the sender's key can predict. Without it, no
 	// Nats-Msg-Id is needed: receivers reject duplicates by sequence number.
 	DedupeIDs bool
-	// Now is the clock (for tests); nil means the monotonic clock.
-	Now func() time.Time
 }
 
 func (p Policy) withDefaults() (Policy, error) {
@@ -77,7 +76,6 @@ type Outbox struct {
 	key       *Key
 	pol       Policy
 	dedupeKey [32]byte
-	epoch     time.Time
 
 	mu   sync.Mutex
 	pubs map[string]*Publisher
@@ -97,22 +95,13 @@ func NewOutbox(r *Roster, key *Key, pol Policy) (*Outbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Outbox{roster: r, self: self, key: key, pol: pol, pubs: make(map[string]*Publisher), epoch: time.Now()}
+	o := &Outbox{roster: r, self: self, key: key, pol: pol, pubs: make(map[string]*Publisher)}
 	// A MAC key for dedupe ids, derived from (not equal to) the secret.
 	h := sha256.New()
 	h.Write([]byte("asyrevel/dedupe/v1\x00"))
 	h.Write(key.priv.Seed())
 	h.Sum(o.dedupeKey[:0])
 	return o, nil
-}
-
-// clock is the time since the outbox's epoch. time.Since reads only the
-// monotonic clock, about half the cost of time.Now.
-func (o *Outbox) clock() time.Duration {
-	if o.pol.Now != nil {
-		return o.pol.Now().Sub(o.epoch)
-	}
-	return time.Since(o.epoch)
 }
 
 // Self is the participant the outbox sends as.
@@ -195,9 +184,10 @@ type Publisher struct {
 
 	mu       sync.Mutex
 	chain    Chain
-	unsigned int           // messages appended since the last signature
-	oldest   time.Duration // when the oldest of them was appended (since the outbox's epoch)
-	signNext bool          // sign the next message (after Resume)
+	unsigned int         // messages appended since the last signature
+	signNext bool        // sign the next message (after Resume)
+	due      atomic.Bool // the oldest unsigned message is MaxDelay old
+	timer    *time.Timer // sets due MaxDelay after the first unsigned message
 	hist     ring
 	buf      []byte // scratch for the signed message
 	mac      hash.Hash
@@ -253,25 +243,28 @@ func (p *Publisher) Head() Hash {
 // sequence number), or receivers see a gap. It does not allocate.
 func (p *Publisher) Append(payload []byte, seal bool) Stamp {
 	pol := &p.o.pol
-	var now time.Duration
-	if pol.MaxDelay > 0 {
-		now = p.o.clock()
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	seq, head := p.chain.Append(payload)
 	p.hist.put(seq, head)
 	st := Stamp{Seq: seq, Head: head}
-	sign := seal || p.mustSign || p.signNext || p.unsigned+1 >= pol.Every ||
-		(pol.MaxDelay > 0 && p.unsigned > 0 && now-p.oldest >= pol.MaxDelay)
-	if sign {
+	// The clock rule reads a flag a timer sets: no clock read per message.
+	if seal || p.mustSign || p.signNext || p.unsigned+1 >= pol.Every || p.due.Load() {
 		p.buf = SignedMessage(p.buf[:0], p.o.roster.Run, p.subject, seq, head)
 		st.Signed = true
 		st.Sig = Signature{Signer: p.o.self.ID, Head: head, Sig: p.o.key.Sign(p.buf)}
 		p.unsigned, p.signNext = 0, false
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		p.due.Store(false)
 	} else {
-		if p.unsigned == 0 {
-			p.oldest = now
+		if p.unsigned == 0 && pol.MaxDelay > 0 {
+			if p.timer == nil {
+				p.timer = time.AfterFunc(pol.MaxDelay, func() { p.due.Store(true) })
+			} else {
+				p.timer.Reset(pol.MaxDelay)
+			}
 		}
 		p.unsigned++
 	}
@@ -306,6 +299,9 @@ func (p *Publisher) Resume(seq uint64, head Hash) {
 	p.hist.put(seq, head)
 	p.unsigned = 0
 	p.signNext = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 }
 
 // HeadAt is the head after message seq, if it is among the History most

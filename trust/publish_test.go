@@ -6,24 +6,18 @@ import (
 	"time"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) Now() time.Time { return c.t }
-
 func TestPublisherPolicy(t *testing.T) {
 	tr := newTestRun(t, "r", 2)
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	p := tr.publisher(t, "party-1", subj("r", "out", 1), Policy{Every: 4, MaxDelay: time.Second, Now: clk.Now})
-	signed := func(step time.Duration, seal bool) bool {
-		clk.t = clk.t.Add(step)
+	const delay = 30 * time.Millisecond
+	p := tr.publisher(t, "party-1", subj("r", "out", 1), Policy{Every: 4, MaxDelay: delay})
+	signed := func(seal bool) bool {
 		st := p.Append([]byte("x"), seal)
 		return st.Signed
 	}
 	// Every 4th message, counting from the last signature.
 	var got []bool
 	for range 9 {
-		got = append(got, signed(time.Millisecond, false))
+		got = append(got, signed(false))
 	}
 	want := []bool{false, false, false, true, false, false, false, true, false}
 	for i := range want {
@@ -31,15 +25,27 @@ func TestPublisherPolicy(t *testing.T) {
 			t.Fatalf("message %d signed %v, want %v (all %v)", i+1, got[i], want[i], got)
 		}
 	}
-	// Message 10 comes when the oldest unsigned one (9) is a second old.
-	if !signed(time.Second, false) {
+	// Message 10 comes when the oldest unsigned one (9) is MaxDelay old.
+	start := time.Now()
+	for !p.due.Load() {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("MaxDelay timer never fired")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if time.Since(start) < delay*9/10 {
+		t.Fatalf("timer fired after %v, before MaxDelay", time.Since(start))
+	}
+	if !signed(false) {
 		t.Fatal("MaxDelay did not sign")
 	}
-	// A first unsigned message is not signed however late it comes.
-	if signed(time.Hour, false) {
+	// A first unsigned message is not signed however late it comes: no
+	// timer runs while nothing is unsigned.
+	time.Sleep(2 * delay)
+	if p.due.Load() || signed(false) {
 		t.Fatal("signed with nothing unsigned before it")
 	}
-	if !signed(0, true) {
+	if !signed(true) {
 		t.Fatal("seal did not sign")
 	}
 	if p.Unsigned() != 0 || p.Seq() != 12 || p.Next() != 13 {
@@ -51,6 +57,12 @@ func TestPublisherPolicy(t *testing.T) {
 		if st := q.Append([]byte("y"), false); !st.Signed {
 			t.Fatal("Every=1 left a message unsigned")
 		}
+	}
+	// MaxDelay < 0: no timer, only Every.
+	r := tr.publisher(t, "party-2", subj("r", "eval", 2), Policy{Every: 100, MaxDelay: -1})
+	r.Append([]byte("z"), false)
+	if r.timer != nil {
+		t.Fatal("a timer with MaxDelay < 0")
 	}
 }
 

@@ -120,7 +120,6 @@ type Verifier struct {
 	every    int
 	subjects map[string]*inState // read-only after NewVerifier
 
-	accepted atomic.Uint64
 	rejected [numReasons]atomic.Uint64
 }
 
@@ -134,6 +133,7 @@ type inState struct {
 	chain     Chain
 	streamSeq uint64 // of the last accepted message
 	unsigned  int    // accepted messages not yet covered by a signature
+	accepted  uint64
 	hist      ring
 	buf       []byte
 }
@@ -177,13 +177,14 @@ func (v *Verifier) Verify(m *Msg) error {
 	}
 	st.mu.Lock()
 	err := st.verify(v, m)
+	if err == nil {
+		st.accepted++ // under the subject's lock: no counter shared between subjects
+	}
 	st.mu.Unlock()
 	if err != nil {
 		v.rejected[reasonOf(err)].Add(1)
-		return err
 	}
-	v.accepted.Add(1)
-	return nil
+	return err
 }
 
 func (st *inState) verify(v *Verifier, m *Msg) error {
@@ -252,7 +253,15 @@ func (st *inState) accept(seq uint64, head Hash, streamSeq uint64) {
 }
 
 // Accepted is the number of messages accepted.
-func (v *Verifier) Accepted() uint64 { return v.accepted.Load() }
+func (v *Verifier) Accepted() uint64 {
+	var n uint64
+	for _, st := range v.subjects {
+		st.mu.Lock()
+		n += st.accepted
+		st.mu.Unlock()
+	}
+	return n
+}
 
 // Rejected counts the rejected messages by Reason (only reasons with a
 // count).
