@@ -79,16 +79,17 @@
 // Measured with go test -run '^$' -bench 'Chain|Sign|Verif|Publisher|Step'
 // -benchmem -count 3 ./trust on the project's shared 2-core machine; CPU
 // time per operation (cpu-ns/op), medians: a chain link costs 0.15 µs for a
-// 66-byte message and 1.55 µs for 2.3 KB (SHA-256 at 1.5 GB/s); an
-// Ed25519 signature 20 to 22 µs and its check 45 to 55 µs. Per pipeline
-// step (the party's output and the aggregator's reply, each chained by its
-// sender and checked by its receiver: four links), the trust layer adds
-// 1.0 to 1.1 µs at batch 1 and 4.0 to 4.7 µs at batch 64 with the default
-// policy, half of it on the aggregator, against 6.2 µs and 31.6 µs of wall
-// time per step on the in-memory bus with both cores busy (8 to 9% and 7%);
-// signing every message instead would add 130 to 150 µs. The chain is the
-// floor: what the signature interval saves beyond 1,024 is below 0.1 µs.
-// Neither Publisher.Append nor Verifier.Verify allocates.
+// 66-byte message and 1.55 µs for 2.3 KB (SHA-256 with the CPU's SHA
+// instructions, 1.5 GB/s; BLAKE2b is slower here); an Ed25519 signature 20
+// to 22 µs and its check 45 to 55 µs. Per pipeline step (the party's output
+// and the aggregator's reply, each chained by its sender and checked by its
+// receiver: four links), the trust layer adds about 1.0 µs at batch 1 and
+// 4.1 µs at batch 64 with the default policy, half of it on the
+// aggregator. A whole step on the in-memory bus (a9a, 8 parties, window 8)
+// costs 6.7 to 7.8 µs of CPU at batch 1 and 49 µs at batch 64, so the trust
+// layer adds 13 to 15% and 8%; the four links alone are 9% at batch 1.
+// Signing every message instead would add 130 to 150 µs a step. Neither
+// Publisher.Append nor Verifier.Verify allocates.
 //
 // # Formats
 //

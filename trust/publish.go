@@ -15,14 +15,13 @@ import (
 
 // Defaults of a Policy, chosen from BenchmarkStep, BenchmarkSign and
 // BenchmarkVerifySignature (see the package documentation, "Cost"). The
-// chain alone costs about 1 µs of CPU per pipeline step at batch 1 and 4 µs
-// at batch 64; a signature and its check about 75 µs. Signing every
+// chain alone costs about 0.6 µs of CPU per pipeline step at batch 1 and
+// 4 µs at batch 64; a signature and its check about 70 µs. Signing every
 // message would add 130 µs a step, 20 times a whole batch-1 step on the
-// in-memory bus (6.2 µs); every 256th adds 0.5 µs, every 1,024th 0.1 µs,
-// which keeps the trust layer under 10% of the step (8 to 9% at batch 1,
-// 7% at batch 64, counting the two cores a step keeps busy) while a
-// message waits for its proof at most 1,024 messages or 100 ms. The 100
-// ms bound costs at most 10 signatures a second per subject.
+// in-memory bus; every 256th adds 0.5 µs, every 1,024th 0.13 µs, and
+// beyond that the chain is the cost. A message then waits for its proof at
+// most 1,024 messages or 100 ms; the 100 ms bound costs at most 10
+// signatures a second per subject.
 const (
 	DefaultEvery    = 1024
 	DefaultMaxDelay = 100 * time.Millisecond
