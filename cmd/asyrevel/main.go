@@ -36,6 +36,10 @@ Usage:
   asyrevel store list DIR    the runs a broker store holds, and their size on disk
   asyrevel store rm DIR      remove a store, or one run's stream (--run R)
   asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
+  asyrevel keys --run R --parties Q --out DIR
+                             a run's NATS keys (one secret .nk file per participant)
+                             and roster.json; also keys --id, public, roster and
+                             server-config (asyrevel keys help)
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -60,6 +64,10 @@ var commands = []command{
 	{name: "broker", run: cmdBroker},
 	{name: "data", run: cmdData, subs: []string{"inspect", "split", "verify", "fetch", "presets"}},
 	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
+	{name: "keys", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		return cmdKeys(args, stdout, stderr)
+	},
+		subs: []string{"public", "roster", "server-config"}},
 	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn"}},
 }
 

@@ -1,0 +1,300 @@
+package trust
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// StreamName is the name of run's stream; it must equal
+// broker.StreamName (a test checks).
+func StreamName(run string) string { return "ASYREVEL_" + run }
+
+// InboxPrefix is participant id's inbox prefix in run: its connection must
+// use it (nats.CustomInboxPrefix), since it may subscribe to nothing else
+// of the kind. Replies to its JetStream requests and its consumers'
+// deliveries arrive there.
+func InboxPrefix(run, id string) string { return "_INBOX." + run + "." + id }
+
+// ConsumerGrant is a JetStream consumer a participant may create, read,
+// delete and (with Ack) acknowledge. The consumer has exactly one filter subject,
+// named in the create request's subject, so the broker refuses any other
+// filter: a consumer with several filters cannot be limited this way.
+type ConsumerGrant struct {
+	// Names the consumer may have. nats.go's ordered consumers take a new
+	// name at each reset (prefix_1, prefix_2, ...): see OrderedNames.
+	Names []string
+	// Filter is the consumer's one filter subject: the participant must be
+	// allowed to read every subject of the run it matches.
+	Filter string
+	// Ack grants the acknowledgement subjects (explicit-ack consumers).
+	Ack bool
+}
+
+// OrderedNames are the names an ordered consumer with name prefix prefix
+// (jetstream.OrderedConsumerConfig.NamePrefix) takes in its first n
+// lives: prefix_1 .. prefix_n. A consumer reset more often than n times is
+// refused by the broker.
+func OrderedNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + "_" + strconv.Itoa(i+1)
+	}
+	return out
+}
+
+// DefaultOrderedResets is how many lives DefaultConsumers grants each
+// ordered consumer.
+const DefaultOrderedResets = 16
+
+// DefaultConsumers is the consumer layout of a participant: ordered
+// consumers (AckNone), one filter each. Party m reads its reply subject
+// (name prefix "party-m-reply") and the control subject ("party-m-ctl");
+// the aggregator reads every party's join, out, eval and rcpt subjects
+// ("aggregator-join", ...).
+func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
+	var out []ConsumerGrant
+	add := func(prefix, filter string) {
+		out = append(out, ConsumerGrant{Names: OrderedNames(prefix, DefaultOrderedResets), Filter: filter})
+	}
+	if p.Role == RoleParty {
+		add(p.ID+"-reply", "asyrevel."+r.Run+".reply."+strconv.Itoa(p.index))
+		add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
+		return out
+	}
+	for _, k := range []string{"join", "out", "eval", "rcpt"} {
+		add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+".*")
+	}
+	return out
+}
+
+// BrokerPolicy is what Grants derives the broker's permissions from,
+// besides the roster.
+type BrokerPolicy struct {
+	// Stream is the run's stream; "" means StreamName(run).
+	Stream string
+	// Consumers lists the consumers each participant may use; nil means
+	// DefaultConsumers.
+	Consumers func(r *Roster, p *Participant) []ConsumerGrant
+	// AggregatorCreatesStream lets the aggregator create the stream
+	// ($JS.API.STREAM.CREATE; a create with another configuration than the
+	// existing stream's fails, so it cannot change it). Without it, whoever
+	// runs the broker creates the stream before the run.
+	AggregatorCreatesStream bool
+	// Extra adds subjects a participant may publish to or subscribe to
+	// (for example more JetStream API subjects); they pass through
+	// unchecked, but the destructive API subjects stay denied.
+	Extra func(p *Participant) (publish, subscribe []string)
+}
+
+// Grant is one participant's broker user: its public key and what it may
+// publish and subscribe to.
+type Grant struct {
+	ID          string
+	PublicKey   string
+	InboxPrefix string
+	Publish     []string
+	Subscribe   []string
+	// Deny lists the publish subjects refused even if an allow entry
+	// matched (defence in depth against a too broad Extra).
+	Deny []string
+}
+
+// deniedAPI are JetStream API subjects no participant may use: they
+// remove or hide stored messages, change the stream or read it past the
+// consumers' filters.
+var deniedAPI = []string{
+	"$JS.API.STREAM.DELETE.>",
+	"$JS.API.STREAM.PURGE.>",
+	"$JS.API.STREAM.UPDATE.>",
+	"$JS.API.STREAM.MSG.DELETE.>",
+	"$JS.API.STREAM.MSG.GET.>",
+	"$JS.API.DIRECT.GET.>",
+	"$JS.API.STREAM.SNAPSHOT.>",
+	"$JS.API.STREAM.RESTORE.>",
+	"$JS.API.CONSUMER.PAUSE.>",
+	"$JS.API.CONSUMER.UNPIN.>",
+	"$JS.API.CONSUMER.RESET.>",
+	"$JS.API.STREAM.LEADER.STEPDOWN.>",
+	"$JS.API.CONSUMER.LEADER.STEPDOWN.>",
+	"$JS.API.META.>",
+	"$JS.API.ACCOUNT.>",
+	"$JS.API.SERVER.>",
+}
+
+// Grants derives every participant's broker permissions from the roster.
+// A party may publish only on its own join, out, eval and rcpt subjects and
+// subscribe only to its reply subject, the control subject and its inbox;
+// the aggregator may publish only on the control and reply subjects and
+// subscribe only to the parties' subjects and its inbox. Each may use
+// exactly the JetStream API subjects of its own consumers: create with its
+// one filter, next message, info, delete and (Ack) acknowledgements.
+// Nobody may delete, purge or update the stream, delete messages, read
+// them by sequence (message get, direct get) or create, read or delete a
+// consumer that is not its own.
+func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
+	stream := pol.Stream
+	if stream == "" {
+		stream = StreamName(r.Run)
+	}
+	if !validName(stream) {
+		return nil, fmt.Errorf("trust: stream name %q: letters, digits, '-' and '_' only", stream)
+	}
+	consumers := pol.Consumers
+	if consumers == nil {
+		consumers = DefaultConsumers
+	}
+	seen := make(map[string]string) // consumer name -> participant
+	out := make([]Grant, 0, len(r.Participants))
+	for i := range r.Participants {
+		p := &r.Participants[i]
+		g := Grant{ID: p.ID, PublicKey: p.PublicKey, InboxPrefix: InboxPrefix(r.Run, p.ID)}
+		g.Publish = append(g.Publish, r.Subjects(p.ID)...)
+		if p.Role == RoleParty {
+			g.Subscribe = append(g.Subscribe, r.Inbound(p.ID)...)
+		} else {
+			for _, k := range []string{"join", "out", "eval", "rcpt"} {
+				g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+"."+k+".*")
+			}
+			g.Publish = append(g.Publish, "$JS.API.STREAM.INFO."+stream)
+			if pol.AggregatorCreatesStream {
+				g.Publish = append(g.Publish, "$JS.API.STREAM.CREATE."+stream)
+			}
+		}
+		g.Subscribe = append(g.Subscribe, g.InboxPrefix+".>")
+		readable := append(r.Inbound(p.ID), r.Subjects(p.ID)...)
+		for _, c := range consumers(r, p) {
+			if err := r.checkConsumer(p, c, readable); err != nil {
+				return nil, err
+			}
+			for _, n := range c.Names {
+				if q, dup := seen[n]; dup {
+					return nil, fmt.Errorf("trust: consumer name %s granted to %s and %s", n, q, p.ID)
+				}
+				seen[n] = p.ID
+				g.Publish = append(g.Publish,
+					"$JS.API.CONSUMER.CREATE."+stream+"."+n+"."+c.Filter,
+					"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+n,
+					"$JS.API.CONSUMER.INFO."+stream+"."+n,
+					// nats.go's ordered consumers delete their previous
+					// consumer at each reset; one's own, harmless to others.
+					"$JS.API.CONSUMER.DELETE."+stream+"."+n)
+				if c.Ack {
+					g.Publish = append(g.Publish,
+						"$JS.ACK."+stream+"."+n+".>",     // acknowledgement subjects, v1 form
+						"$JS.ACK.*.*."+stream+"."+n+".>") // v2 form: domain and account hash first
+				}
+			}
+		}
+		if pol.Extra != nil {
+			pub, sub := pol.Extra(p)
+			g.Publish = append(g.Publish, pub...)
+			g.Subscribe = append(g.Subscribe, sub...)
+		}
+		g.Deny = slices.Clone(deniedAPI)
+		for _, s := range slices.Concat(g.Publish, g.Subscribe) {
+			if !server.IsValidSubject(s) || strings.ContainsAny(s, "\"\\") {
+				return nil, fmt.Errorf("trust: %s: invalid subject %q", p.ID, s)
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+func (r *Roster) checkConsumer(p *Participant, c ConsumerGrant, readable []string) error {
+	if len(c.Names) == 0 {
+		return fmt.Errorf("trust: consumer grant of %s for %q has no name", p.ID, c.Filter)
+	}
+	for _, n := range c.Names {
+		if !validName(n) {
+			return fmt.Errorf("trust: consumer name %q of %s: letters, digits, '-' and '_' only", n, p.ID)
+		}
+	}
+	if c.Filter == "" || !server.IsValidSubject(c.Filter) {
+		return fmt.Errorf("trust: consumer %s of %s: bad filter %q", c.Names[0], p.ID, c.Filter)
+	}
+	if !strings.HasPrefix(c.Filter, "asyrevel."+r.Run+".") {
+		return fmt.Errorf("trust: consumer %s of %s: filter %q is not within run %s", c.Names[0], p.ID, c.Filter, r.Run)
+	}
+	for _, s := range r.AllSubjects() {
+		if server.SubjectMatchesFilter(s, c.Filter) && !slices.Contains(readable, s) {
+			return fmt.Errorf("trust: consumer %s of %s: filter %q would let it read %s", c.Names[0], p.ID, c.Filter, s)
+		}
+	}
+	return nil
+}
+
+// validName reports whether s can name a stream or consumer: 1 to 255
+// letters, digits, '-' or '_'.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// NkeyUsers turns grants into the users of an embedded nats-server
+// (server.Options.Nkeys). With them set and no NoAuthUser, the server
+// refuses anonymous connections. No user gets response permissions:
+// nobody answers requests but the server's JetStream API.
+func NkeyUsers(grants []Grant) []*server.NkeyUser {
+	out := make([]*server.NkeyUser, 0, len(grants))
+	for _, g := range grants {
+		out = append(out, &server.NkeyUser{
+			Nkey: g.PublicKey,
+			Permissions: &server.Permissions{
+				Publish:   &server.SubjectPermission{Allow: slices.Clone(g.Publish), Deny: slices.Clone(g.Deny)},
+				Subscribe: &server.SubjectPermission{Allow: slices.Clone(g.Subscribe)},
+			},
+		})
+	}
+	return out
+}
+
+// AuthorizationBlock is the authorization block of a stock nats-server
+// configuration file that gives the same users and permissions as
+// NkeyUsers.
+func AuthorizationBlock(run string, grants []Grant) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# asyrevel run %s: %d participants. Generated by 'asyrevel keys server-config';\n", run, len(grants))
+	b.WriteString("# each participant connects with its nkey seed and uses its own inbox prefix.\n")
+	b.WriteString("authorization {\n  users = [\n")
+	for i, g := range grants {
+		fmt.Fprintf(&b, "    # %s (inbox prefix %s)\n", g.ID, g.InboxPrefix)
+		fmt.Fprintf(&b, "    {\n      nkey: %q\n      permissions: {\n", g.PublicKey)
+		b.WriteString("        publish: {\n")
+		writeList(&b, "allow", g.Publish)
+		writeList(&b, "deny", g.Deny)
+		b.WriteString("        }\n        subscribe: {\n")
+		writeList(&b, "allow", g.Subscribe)
+		b.WriteString("        }\n      }\n    }")
+		if i < len(grants)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+func writeList(b *strings.Builder, key string, subjects []string) {
+	fmt.Fprintf(b, "          %s: [\n", key)
+	for i, s := range subjects {
+		fmt.Fprintf(b, "            %q", s)
+		if i < len(subjects)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("          ]\n")
+}
