@@ -270,3 +270,62 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+// The aggregator's batches: every sample exactly once per epoch, a
+// different order per party and epoch, the same ids for the same
+// arguments, and no allocation.
+func TestDrawBatchPermutes(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 100, 1000, 32561} {
+		b := 64
+		if n < b {
+			b = n
+		}
+		epochs := 3
+		reqs := (epochs*n + b - 1) / b
+		seen := make([]int, n)
+		buf := make([]uint32, b)
+		var first []uint32
+		for r := range reqs {
+			DrawBatch(buf, 42, 3, uint64(r), n)
+			if r == 0 {
+				first = append([]uint32(nil), buf...)
+			}
+			for j, id := range buf {
+				if p := r*b + j; p < epochs*n {
+					if int(id) >= n {
+						t.Fatalf("n %d: id %d out of range", n, id)
+					}
+					seen[id]++
+				}
+			}
+		}
+		for i, c := range seen {
+			if c != epochs {
+				t.Fatalf("n %d: sample %d drawn %d times in %d epochs", n, i, c, epochs)
+			}
+		}
+		DrawBatch(buf, 42, 3, 0, n)
+		for j := range buf {
+			if buf[j] != first[j] {
+				t.Fatalf("n %d: not deterministic", n)
+			}
+		}
+		if n >= 100 {
+			other := make([]uint32, b)
+			DrawBatch(other, 42, 4, 0, n)
+			same := 0
+			for j := range other {
+				if other[j] == buf[j] {
+					same++
+				}
+			}
+			if same > b/4 {
+				t.Errorf("n %d: parties 3 and 4 share %d of %d ids", n, same, b)
+			}
+		}
+	}
+	buf := make([]uint32, 64)
+	if a := testing.AllocsPerRun(100, func() { DrawBatch(buf, 1, 1, 5, 32561) }); a != 0 {
+		t.Errorf("%v allocations", a)
+	}
+}

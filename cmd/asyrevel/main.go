@@ -31,6 +31,11 @@ Usage:
   asyrevel data verify DIR   check a split folder's checksums and sample ids
   asyrevel data presets      the named preprocessing recipes
   asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
+  asyrevel replay (--store DIR | --nats URL) --run R --out DIR [--reexecute]
+                             a run's log in order: per-party transcripts, summary;
+                             re-execution of the aggregator against the recorded replies
+  asyrevel attack NAME (--store DIR | --nats URL) --run R --as M --out DIR
+                             an attack on a run's recorded traffic, scored (asyrevel attack help)
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -66,6 +71,10 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdData(ctx, rest, stdout, stderr)
 	case "experiment":
 		err = cmdExperiment(ctx, rest, stdout, stderr)
+	case "replay":
+		err = cmdReplay(ctx, rest, stdout, stderr)
+	case "attack":
+		err = cmdAttack(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
 			return execute(ctx, []string{rest[0], "-h"}, stdout, stderr)

@@ -71,6 +71,8 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
 	fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+	addDefenseFlags(fs, &c.Defense, &c.NoLeakage)
+	addAdversaryFlag(fs, c)
 	return f
 }
 
@@ -228,6 +230,7 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	if rej > 0 {
 		fmt.Fprintf(w, "rejected messages: %v\n", s.Rejected)
 	}
+	reportLeakage(w, cfg, s)
 	if cfg.Out != "" {
 		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
 	}
