@@ -28,8 +28,11 @@ import (
 type Active struct {
 	One     bool
 	Perturb float64 // size of the crafted perturbation (0: keep the party's own)
-	next    uint32
-	probes  []uint16
+	// Prefer are samples it probes first when a batch holds one (those
+	// whose labels it knows, to place the classes of a multiclass head).
+	Prefer map[uint32]bool
+	next   uint32
+	probes []uint16
 }
 
 var _ party.Adversary = (*Active)(nil)
@@ -50,9 +53,16 @@ func (a *Active) Request(r uint64, ids []uint32, c, cHat []float64) {
 	if a.probes == nil {
 		a.probes = make([]uint16, 1<<20)
 	}
-	best := 0
+	best, pref := 0, false
 	for j, id := range ids {
-		if int(id) < len(a.probes) && a.probes[id] < a.probes[ids[best]] {
+		if int(id) >= len(a.probes) {
+			continue
+		}
+		p := a.Prefer[id] && a.probes[id] < 3
+		switch {
+		case p && !pref:
+			best, pref = j, true
+		case p == pref && a.probes[id] < a.probes[ids[best]]:
 			best = j
 		}
 	}

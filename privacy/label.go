@@ -316,3 +316,42 @@ func DerivativeAttack(v *View, classes int, aux map[uint32]int32) (*LabelInferen
 	inf.Note = fmt.Sprintf("%d known labels (%d classes) place the class centroids", len(aux), known)
 	return inf, nil
 }
+
+// ModelAttack is the reference every label attack is measured against:
+// the party's own model, trained in the run, as a label predictor. The
+// head sums the parties' outputs (z = sum_m c_m), so the party's own
+// output c_m is a score of class 1 for every training sample; its last
+// complete pass over the training set is used. What it reveals is what
+// the party legitimately learns by training (generalisation from all the
+// labels), not a leak of any one label: no label defense removes it
+// without removing the training.
+func ModelAttack(v *View) (*LabelInference, error) {
+	if err := needK1(v, "model"); err != nil {
+		return nil, err
+	}
+	sum := map[uint32]float64{}
+	for _, m := range v.Parties {
+		t, err := PartyTrajectories(v, m)
+		if err != nil {
+			return nil, err
+		}
+		w := t.Rounds * t.K
+		for i := range t.N {
+			sum[uint32(i)] += t.X[i*w+w-1]
+		}
+	}
+	acc := newAccumulate()
+	acc.visits = 1
+	// Centre the scores: the intercept of the head is not the party's.
+	var mean float64
+	for _, s := range sum {
+		mean += s
+	}
+	mean /= float64(len(sum))
+	for id, s := range sum {
+		acc.sum[id] = s - mean
+	}
+	inf := acc.binary("model")
+	inf.Note = "the party's own model output on its last pass over the training set (scores centred)"
+	return inf, nil
+}

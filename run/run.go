@@ -539,21 +539,31 @@ func (c *Config) Budget(n int) (int64, error) {
 
 // NewAggregator builds the aggregator of a run from the labels of data.
 func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
-	dist, err := ParseAlgo(cfg.Algo)
+	ac, err := AggregatorConfig(cfg, data, onPoint)
 	if err != nil {
 		return nil, err
+	}
+	return aggregator.New(ac)
+}
+
+// AggregatorConfig is the configuration of the aggregator of a run (for
+// NewAggregator, and for re-execution).
+func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (aggregator.Config, error) {
+	dist, err := ParseAlgo(cfg.Algo)
+	if err != nil {
+		return aggregator.Config{}, err
 	}
 	head, k := NewHead(cfg, data.Classes)
 	sched := cfg.Schedule(data.NTrain)
 	maxSteps, err := cfg.Budget(data.NTrain)
 	if err != nil {
-		return nil, err
+		return aggregator.Config{}, err
 	}
 	def, err := cfg.aggregatorDefense()
 	if err != nil {
-		return nil, err
+		return aggregator.Config{}, err
 	}
-	return aggregator.New(aggregator.Config{
+	return aggregator.Config{
 		Defense: def, ScoreLeakage: !cfg.NoLeakage,
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
 		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
@@ -562,7 +572,7 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
 		Log: cfg.Log, OnPoint: onPoint,
-	})
+	}, nil
 }
 
 // NewParty builds party m (1..q) of a run from its columns of data. close

@@ -31,6 +31,8 @@ Label inference by a curious party (--as M, or colluding parties: --as 1,2,3):
                replies and an active attacker's crafted requests (any reply format)
   derivative   multiclass heads: per-sample loss derivatives, classes placed with --aux N
                known labels
+  model        the reference: the party's own trained model as a label predictor (what it
+               learns legitimately by training, from all the labels)
   tig-sign, tig-norm, tig-direction
                the same on TIG (split learning) traffic: gradient sign, norm and direction
 Feature inference by a curious aggregator (--as 0 --target M --aux N):
@@ -76,7 +78,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch name {
 	case "tig-sign", "tig-norm", "tig-direction":
 		return fmt.Errorf("%w: TIG not available: this build has no --algo tig (the baselines issue adds it); the %s attack reads its gradient replies", privacy.ErrView, name)
-	case "sign", "loss", "regression", "derivative", "feature", "backdoor", "inflate":
+	case "sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate":
 	default:
 		return fmt.Errorf("%w: unknown attack %q\n\n%s", errUsage, name, attackUsage)
 	}
@@ -116,6 +118,8 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		inf, err = privacy.LossAttack(v)
 	case "regression":
 		inf, err = privacy.RegressionAttack(v, *iters)
+	case "model":
+		inf, err = privacy.ModelAttack(v)
 	case "derivative":
 		if labels == nil {
 			return fmt.Errorf("%w: the derivative attack places its classes with --aux N known labels: give --truth DATA", errUsage)
