@@ -65,6 +65,11 @@ type Defense struct {
 	// parameters, the head's own step is clipped and noised the same way
 	// and accounted too: it also reads the labels.
 	Noise float64
+	// HeadNoise is the noise of the head's own step, when the head has
+	// parameters (0: Noise). Every party's step moves the head, so its
+	// privacy cost per label grows q times faster than a reply's: a larger
+	// HeadNoise (with a smaller head step size) keeps it in check.
+	HeadNoise float64
 	// Budget caps each label's zCDP rho: a sample whose next visit would
 	// exceed it contributes 0 instead (a privacy filter; 0: no cap).
 	Budget float64
@@ -106,6 +111,8 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: negative defense setting", ErrConfig)
 	case d.Reply == ReplyLosses && (d.Clip > 0 || d.Noise > 0):
 		return fmt.Errorf("%w: clipping and noise need replies of deltas or means, not losses", ErrConfig)
+	case d.HeadNoise < 0 || d.HeadNoise > 0 && d.Noise == 0:
+		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
 	case d.Noise > 0 && d.Clip == 0:
 		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip)", ErrConfig)
 	case d.Budget > 0 && d.Noise == 0:
@@ -130,6 +137,7 @@ type DefenseReport struct {
 	MaxOutput    float64 `json:"max_output,omitempty"`
 	MaxPerturb   float64 `json:"max_perturb,omitempty"`
 	HeadNoised   bool    `json:"head_step_noised,omitempty"`
+	HeadNoise    float64 `json:"head_noise,omitempty"`
 
 	// Counters.
 	ClippedOutputs int64       `json:"clipped_outputs,omitempty"` // c or c_hat values clipped to MaxOutput
@@ -187,6 +195,7 @@ type defense struct {
 	occ       []uint16 // per sample occurrences in the current batch (scratch)
 	maxUnit   float64  // Budget in units (0: none)
 	unitRho   float64  // rho of one unit: 2 clip^2 / noise^2
+	headInc   float64  // a head step's units per unit of sensitivity: (noise / head noise)^2
 	batchSeed uint64
 	drawn     []uint32 // scratch for DrawBatch
 	sum       float64  // running sum of the current mean reply
@@ -260,11 +269,18 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		d.visits = make([]uint32, a.n)
 		d.occ = make([]uint16, a.n)
 		d.unitRho = dp.GaussianRho(2*c.Clip, c.Noise)
+		if c.HeadNoise == 0 {
+			c.HeadNoise = c.Noise
+		}
+		d.headInc = (c.Noise / c.HeadNoise) * (c.Noise / c.HeadNoise)
 		if c.Budget > 0 {
 			d.maxUnit = c.Budget / d.unitRho
 		}
 		d.head = cfg.Head.NumParams() > 0
 		d.rep.HeadNoised = d.head
+		if d.head {
+			d.rep.HeadNoise = c.HeadNoise
+		}
 	}
 	return nil
 }
@@ -349,6 +365,9 @@ func (d *defense) sampleTerm(m, i, b int, v float64, term int) float64 {
 	inc := 1.0
 	if term != termDelta {
 		inc = (2*o - 1) / float64(b*b)
+	}
+	if term == termHead {
+		inc *= d.headInc
 	}
 	p := (m-1)*d.n + i
 	if d.maxUnit > 0 {
@@ -440,7 +459,7 @@ func (a *Aggregator) headNoise() float64 {
 	if !a.def.head {
 		return 0
 	}
-	return a.def.cfg.Noise * a.def.noise.NormFloat64()
+	return a.def.cfg.HeadNoise * a.def.noise.NormFloat64()
 }
 
 // report is the defense's report with the accounting so far, for n labels.

@@ -35,7 +35,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	}
 	rows, err := Privacy(context.Background(), PrivacyConfig{
 		Sets: map[string]*run.Data{"syn": data}, Order: []string{"syn"}, Settings: map[string][]PrivacySetting{"syn": settings},
-		Parties: 4, Epochs: map[string]float64{"syn": 3}, Seeds: []uint64{1}, Attacker: 2, Store: t.TempDir(), Log: zerolog.Nop(),
+		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Store: t.TempDir(), Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -124,9 +124,13 @@ func (f *Inflate) Eval(_ schemas.Split, _ int, c []float64) {
 type Backdoor struct {
 	Target   int32
 	Features []int
-	Value    float32
-	Poison   []int
-	Amplify  float64
+	// Rare, if positive, picks the trigger instead: the Rare columns of
+	// the party's block that its training samples use least (their
+	// weights are learnt from the poisoned samples alone).
+	Rare    int
+	Value   float32
+	Poison  []int
+	Amplify float64
 }
 
 var _ party.Adversary = (*Backdoor)(nil)
@@ -154,6 +158,18 @@ func (b *Backdoor) Eval(s schemas.Split, first int, c []float64) {
 // Data returns the party's training and test matrices with the trigger
 // planted: on the poisoned training rows and on the odd test rows.
 func (b *Backdoor) Data(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix) {
+	if b.Rare > 0 {
+		count := make([]int, train.NCols)
+		for _, c := range train.Indices {
+			count[c]++
+		}
+		cols := make([]int, train.NCols)
+		for i := range cols {
+			cols[i] = i
+		}
+		slices.SortStableFunc(cols, func(a, c int) int { return count[a] - count[c] })
+		b.Features = slices.Clone(cols[:min(b.Rare, len(cols))])
+	}
 	rows := map[int]bool{}
 	for _, i := range b.Poison {
 		rows[i] = true
@@ -245,12 +261,18 @@ func ParseAdversary(spec string, labels []int32, seed uint64) (party.Adversary, 
 			return nil, nil, fmt.Errorf("adversary %q: %w", spec, err)
 		}
 		b := &Backdoor{Target: int32(t), Value: float32(v), Amplify: amp}
-		for _, f := range strings.Split(cmpOr(kv["features"], "0"), ":") {
-			c, err := strconv.Atoi(f)
-			if err != nil {
-				return nil, nil, fmt.Errorf("adversary %q: features: %w", spec, err)
+		if r, ok := strings.CutPrefix(kv["features"], "rare"); ok {
+			if b.Rare, _ = strconv.Atoi(r); b.Rare <= 0 {
+				b.Rare = 3
 			}
-			b.Features = append(b.Features, c)
+		} else {
+			for _, f := range strings.Split(cmpOr(kv["features"], "0"), ":") {
+				c, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, nil, fmt.Errorf("adversary %q: features: %w", spec, err)
+				}
+				b.Features = append(b.Features, c)
+			}
 		}
 		for _, i := range AuxSamples(len(labels), len(labels), seed) {
 			if labels[i] == b.Target && len(b.Poison) < int(np) {

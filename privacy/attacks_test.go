@@ -1,12 +1,15 @@
 package privacy
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
@@ -233,5 +236,70 @@ func TestScoreLabels(t *testing.T) {
 	}
 	if math.IsNaN(s.AUC) {
 		t.Error("NaN")
+	}
+}
+
+// A view read from a real log with hostile messages (a reply that does
+// not fit its request, an undecodable payload, a request with ids out of
+// range) keeps only what validates, and the attacks run on it.
+func TestViewRejectsHostileMessages(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.NewCodec()
+	h := func(p int, seq uint64) schemas.Header {
+		return schemas.Header{Version: schemas.Version, Party: uint16(p), Seq: seq}
+	}
+	msgs := []struct {
+		k schemas.Kind
+		m schemas.Message
+		b []byte
+	}{
+		{schemas.KindHello, &schemas.Hello{Header: h(1, 1), Model: "linear", InDim: 3, OutDim: 1, NTrain: 10}, nil},
+		{schemas.KindOutput, &schemas.PartyOutput{Header: h(1, 2), IDs: []uint32{1, 2}, C: []float64{0, 0}, CHat: []float64{1, -1}}, nil},
+		{schemas.KindReply, &schemas.Reply{Header: h(1, 1), ReqSeq: 2, Delta: []float64{0.1}}, nil},                              // one value for two samples
+		{schemas.KindOutput, &schemas.PartyOutput{Header: h(1, 3), IDs: []uint32{99}, C: []float64{0}, CHat: []float64{1}}, nil}, // id out of range
+		{schemas.KindReply, nil, []byte{0xc1}},
+		{schemas.KindOutput, &schemas.PartyOutput{Header: h(1, 4), IDs: []uint32{3}, C: []float64{0}, CHat: []float64{1}}, nil},
+		{schemas.KindReply, &schemas.Reply{Header: h(1, 2), ReqSeq: 4, Delta: []float64{-0.2}}, nil},
+	}
+	for _, x := range msgs {
+		data := x.b
+		if x.m != nil {
+			b, err := c.Marshal(x.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = append([]byte(nil), b...)
+		}
+		if err := bus.Publish(ctx, &broker.Message{Subject: schemas.Subject("h", x.k, 1), Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := replay.Open(ctx, replay.Source{URL: srv.URL(), Run: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	v, err := ReadView(ctx, l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Invalid != 2 || v.Undecodable != 1 || len(v.Requests) != 2 || v.Requests[0].Replied || !v.Requests[1].Replied {
+		t.Fatalf("view: invalid %d undecodable %d requests %+v", v.Invalid, v.Undecodable, v.Requests)
+	}
+	inf, err := SignAttack(v)
+	if err != nil || len(inf.IDs) != 1 || inf.IDs[0] != 3 || inf.Pred[0] != 1 {
+		t.Errorf("sign attack on the valid part: %+v %v", inf, err)
 	}
 }

@@ -68,8 +68,11 @@ type View struct {
 	Evals map[int][]EvalRound
 	// Format is the replies' format: "h,h_bar", "delta" or "mean".
 	Format string
-	// Undecodable counts records of the view that could not be decoded.
-	Undecodable int
+	// Undecodable counts records of the view that could not be decoded;
+	// Invalid those that decoded but failed validation (a reply that does
+	// not fit its request, say). Neither enters the view: a log may hold
+	// hostile messages.
+	Undecodable, Invalid int
 }
 
 // ReadView reads the view of parties from the log.
@@ -106,6 +109,16 @@ func (v *View) read(ctx context.Context, l *replay.Log, m int) error {
 			v.Undecodable++
 			return nil
 		}
+		lim := schemas.Limits{Party: r.Party, K: v.K, NTrain: v.NTrain, NTest: v.NTest}
+		if r.Kind == schemas.KindControl {
+			lim.Party = 0
+		}
+		if _, ok := r.Msg.(*schemas.Reply); !ok {
+			if err := r.Msg.Validate(lim); err != nil {
+				v.Invalid++
+				return nil
+			}
+		}
 		switch msg := r.Msg.(type) {
 		case *schemas.Hello:
 			v.K = max(1, int(msg.OutDim))
@@ -119,8 +132,12 @@ func (v *View) read(ctx context.Context, l *replay.Log, m int) error {
 			if !ok {
 				return nil
 			}
-			delete(pending, msg.ReqSeq)
 			q := &v.Requests[i]
+			if err := msg.Validate(schemas.Limits{Party: m, Batch: len(q.IDs)}); err != nil {
+				v.Invalid++
+				return nil
+			}
+			delete(pending, msg.ReqSeq)
 			q.Replied, q.Mean, q.Staleness = true, msg.Mean, msg.Staleness
 			if len(msg.Delta) > 0 {
 				q.Delta = slices.Clone(msg.Delta)

@@ -19,6 +19,7 @@ type DefenseConfig struct {
 	Clip            float64 `json:"clip,omitempty"`             // per-sample |h_bar - h| bound
 	Noise           float64 `json:"noise,omitempty"`            // Gaussian noise std on every value sent
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"` // noise as a multiple of one visit's sensitivity
+	HeadNoise       float64 `json:"head_noise,omitempty"`       // the head's step noise as a multiple of the replies' (heads with parameters; default 1)
 	DPEpsilon       float64 `json:"dp_epsilon,omitempty"`       // per-label budget: visits beyond it are refused
 	DPAUC           float64 `json:"dp_auc,omitempty"`           // the same budget given as the largest attack AUC it allows
 	DPDelta         float64 `json:"dp_delta,omitempty"`         // delta of the accounting (default 1e-5)
@@ -80,6 +81,9 @@ func (c *Config) aggregatorDefense() (aggregator.Defense, error) {
 	default:
 		return out, fmt.Errorf("%w: --dp-scope %q: want party or all", ErrConfig, d.DPScope)
 	}
+	if d.HeadNoise > 0 {
+		out.HeadNoise = d.HeadNoise * out.Noise
+	}
 	if d.DPAUC > 0 {
 		if d.DPEpsilon > 0 || d.DPAUC <= 0.5 || d.DPAUC >= 1 {
 			return out, fmt.Errorf("%w: --dp-auc in (0.5, 1), and not with --dp-epsilon", ErrConfig)
@@ -108,7 +112,7 @@ func (c *Config) aggregatorDefense() (aggregator.Defense, error) {
 		}
 		copy(out.Key[:], b)
 	}
-	for _, v := range []float64{d.Clip, d.Noise, d.NoiseMultiplier, d.DPEpsilon, d.DPAUC, d.DPDelta, d.LabelEpsilon, d.MaxOutput, d.MaxPerturb} {
+	for _, v := range []float64{d.Clip, d.Noise, d.NoiseMultiplier, d.HeadNoise, d.DPEpsilon, d.DPAUC, d.DPDelta, d.LabelEpsilon, d.MaxOutput, d.MaxPerturb} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return out, fmt.Errorf("%w: defense settings must be finite and non-negative", ErrConfig)
 		}

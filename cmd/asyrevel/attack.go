@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,6 +66,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	iters := fs.Int("iters", 100, "regression: CGLS iterations")
 	summary := fs.String("summary", "", "the run's summary.json (backdoor, inflate)")
 	seed := fs.Uint64("seed", 1, "seed of the run's synthetic data (--truth synthetic...)")
+	targetClass := fs.Int("target-class", 1, "backdoor: the class the backdoor aims at")
 	if err := fs.Parse(rest); err != nil {
 		return usageErr(err)
 	}
@@ -92,7 +94,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "feature":
 		return attackFeature(ctx, l, parties, *target, *aux, tr, *out, stdout)
 	case "backdoor", "inflate":
-		return attackMalicious(ctx, name, l, parties, tr, *summary, *out, stdout)
+		return attackMalicious(ctx, name, l, parties, tr, *summary, *targetClass, *out, stdout)
 	}
 	if len(parties) == 1 && parties[0] == 0 {
 		return fmt.Errorf("%w: a label attack is by a party: --as M", errUsage)
@@ -263,6 +265,79 @@ func attackFeature(ctx context.Context, l *replay.Log, as []int, target, aux int
 	return nil
 }
 
-func attackMalicious(ctx context.Context, name string, l *replay.Log, as []int, tr *truthSource, summary, out string, stdout io.Writer) error {
-	return fmt.Errorf("%s: not yet", name)
+func attackMalicious(ctx context.Context, name string, l *replay.Log, as []int, tr *truthSource, summary string, targetClass int, out string, stdout io.Writer) error {
+	if len(as) != 1 || as[0] < 1 {
+		return fmt.Errorf("%w: %s: give the malicious party: --as M", errUsage, name)
+	}
+	if summary == "" {
+		return fmt.Errorf("%w: %s is scored with the head the aggregator ended with: give the run's --summary FILE", errUsage, name)
+	}
+	raw, err := os.ReadFile(summary)
+	if err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	var s struct {
+		HeadParams []float64    `json:"head_params"`
+		Settings   run.Settings `json:"settings"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("--summary: %w", err)
+	}
+	q := s.Settings.Parties
+	if q == 0 {
+		return fmt.Errorf("%w: --summary %s has no settings (written by an older version)", errUsage, summary)
+	}
+	if tr.test == "" && tr.preset == "" && !strings.HasPrefix(tr.path, "synthetic") {
+		return fmt.Errorf("%w: %s is scored on the test set: give --truth DATA --test TEST", errUsage, name)
+	}
+	d, err := tr.load(0, q)
+	if err != nil {
+		return err
+	}
+	if d.TestY == nil {
+		return fmt.Errorf("%w: the truth has no test set", errUsage)
+	}
+	parties := make([]int, q)
+	for i := range parties {
+		parties[i] = i + 1
+	}
+	v, err := privacy.ReadView(ctx, l, parties...)
+	if err != nil {
+		return err
+	}
+	table, round, err := privacy.FinalTable(v, q, schemas.SplitTest)
+	if err != nil {
+		return err
+	}
+	var cfg run.Config
+	s.Settings.Apply(&cfg)
+	head, k := run.NewHead(&cfg, d.Classes)
+	w0 := s.HeadParams
+	if len(w0) != head.NumParams() {
+		return fmt.Errorf("%w: the summary holds %d head parameters, the head has %d", errUsage, len(w0), head.NumParams())
+	}
+	target := int32(-1)
+	if name == "backdoor" {
+		target = int32(targetClass)
+	}
+	sc, err := privacy.ScoreMalicious(table, q, k, head, w0, d.TestY, as[0], target, s.Settings.Defense.MaxOutput)
+	if err != nil {
+		return err
+	}
+	sc.Run, sc.Round = l.Run(), round
+	if err := privacy.WriteJSON(out, "attack.json", sc); err != nil {
+		return err
+	}
+	if err := privacy.PlotMalicious(filepath.Join(out, "attack.png"), sc); err != nil {
+		return err
+	}
+	if name == "backdoor" {
+		fmt.Fprintf(stdout, "backdoor by party %d (target class %d): attack success rate %.2f%% on %d triggered test samples, main-task accuracy %.2f%% on %d clean ones; its outputs are %.1fx the others'\n",
+			as[0], target, 100*sc.ASR, sc.Triggered, 100*sc.Accuracy, sc.Samples, sc.Dominance)
+	} else {
+		fmt.Fprintf(stdout, "inflating party %d: main-task accuracy %.2f%% on %d test samples; its outputs are %.1fx the others'\n",
+			as[0], 100*sc.Accuracy, sc.Samples, sc.Dominance)
+	}
+	fmt.Fprintf(stdout, "-> %s, %s\n", filepath.Join(out, "attack.json"), filepath.Join(out, "attack.png"))
+	return nil
 }

@@ -23,7 +23,7 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f := newExpFlags(fs)
 	setsFlag := fs.String("sets", "a9a,mnist", "data sets")
 	seeds := fs.Int("seeds", 3, "seeds per setting (--quick: 1)")
-	epochs := fs.Float64("epochs", 5, "passes over the training set per party on a9a (MNIST: 3; --quick: 2 and 1)")
+	epochs := fs.Float64("epochs", 8, "passes over the training set per party on a9a (MNIST: 3; --quick: 2 and 1)")
 	attacker := fs.Int("attacker", 3, "the attacking party")
 	aux := fs.Int("aux", 100, "labels the multiclass attacker knows (the derivative attack places its classes with them)")
 	log, err := f.parse(fs, args, stderr)
