@@ -97,12 +97,6 @@ type Defense struct {
 	Key [32]byte
 }
 
-// Enabled reports whether d differs from the paper's undefended protocol.
-func (d *Defense) Enabled() bool {
-	z := Defense{Key: d.Key, Delta: d.Delta}
-	return *d != z
-}
-
 func (d *Defense) check() error {
 	switch {
 	case d.Reply > ReplyMean:

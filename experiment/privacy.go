@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"image/color"
@@ -399,7 +400,8 @@ func meanSD(x []float64) (float64, float64) {
 
 // WritePrivacy writes privacy.csv (setting, attacker, attack, auc,
 // test_accuracy, accuracy_drop_pp, epsilon, then the details), privacy.png
-// (attack AUC against test accuracy) and REPORT-privacy.md into dir.
+// (attack AUC against test accuracy) and REPORT-privacy.md into dir; the
+// report ends with dir/privacy-notes.md if there is one.
 func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -427,7 +429,13 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 	if err := plotPrivacy(filepath.Join(dir, "privacy.png"), sum); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "REPORT-privacy.md"), []byte(privacyReport(sum, cmdline)), 0o644)
+	report := privacyReport(sum, cmdline)
+	// Measurements made by hand (with their commands) live in
+	// privacy-notes.md and are kept across re-runs.
+	if notes, err := os.ReadFile(filepath.Join(dir, "privacy-notes.md")); err == nil {
+		report += "\n" + string(notes)
+	}
+	return os.WriteFile(filepath.Join(dir, "REPORT-privacy.md"), []byte(report), 0o644)
 }
 
 // headline picks, per (set, setting), the strongest label attack of each
@@ -448,30 +456,39 @@ func headline(sum []PrivacySummary) map[[3]string]PrivacySummary {
 
 func plotPrivacy(path string, sum []PrivacySummary) error {
 	best := headline(sum)
-	var sets []string
-	for _, s := range sum {
-		if !slices.Contains(sets, s.Set) {
-			sets = append(sets, s.Set)
-		}
-	}
 	var row []*plot.Plot
-	for _, set := range sets {
+	blue, red := color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}
+	for _, set := range uniqueSummarySets(sum) {
 		p := plot.New()
-		p.Title.Text = set + ": strongest label attack against test accuracy"
+		p.Title.Text = set + ": the strongest label attack of each attacker, against the defense's test accuracy"
+		p.Title.TextStyle.Font.Size = vg.Points(10)
 		p.X.Label.Text = "label-inference ROC AUC (0.5: chance)"
-		p.Y.Label.Text = "test accuracy (%)"
+		p.Y.Label.Text = "test accuracy with honest parties (%)"
 		p.Add(plotter.NewGrid())
-		for i, who := range []string{"passive", "active"} {
-			var xy plotter.XYs
-			var labels []string
-			for _, s := range sum {
-				b, ok := best[[3]string{set, s.Setting, who}]
-				if !ok || b.Attack != s.Attack || b.Attacker != s.Attacker || b.Setting != s.Setting || s.Set != set {
-					continue
-				}
-				xy = append(xy, plotter.XY{X: b.AUC, Y: 100 * b.TestAccuracy})
-				labels = append(labels, b.Setting)
+		var pas, act plotter.XYs
+		var labels []string
+		ymin, ymax := 100.0, 0.0
+		for _, st := range settingsOf(sum, set) {
+			pa, okp := best[[3]string{set, st, "passive"}]
+			ac, oka := best[[3]string{set, st, "active"}]
+			if !okp || math.IsNaN(pa.TestAccuracy) {
+				continue
 			}
+			y := 100 * pa.TestAccuracy
+			ymin, ymax = min(ymin, y), max(ymax, y)
+			pas = append(pas, plotter.XY{X: pa.AUC, Y: y})
+			labels = append(labels, st)
+			if oka {
+				act = append(act, plotter.XY{X: ac.AUC, Y: y})
+				seg, err := plotter.NewLine(plotter.XYs{{X: pa.AUC, Y: y}, {X: ac.AUC, Y: y}})
+				if err != nil {
+					return err
+				}
+				seg.Color = color.Gray{Y: 170}
+				p.Add(seg)
+			}
+		}
+		for i, xy := range []plotter.XYs{pas, act} {
 			if len(xy) == 0 {
 				continue
 			}
@@ -479,42 +496,87 @@ func plotPrivacy(path string, sum []PrivacySummary) error {
 			if err != nil {
 				return err
 			}
-			c := []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}}[i]
-			sc.Color = c
+			sc.Color = []color.Color{blue, red}[i]
 			sc.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}}[i]
 			sc.Radius = vg.Points(3.5)
-			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: xy, Labels: labels})
+			p.Add(sc)
+			p.Legend.Add([]string{"passive attacker (party 3)", "active attacker (party 3)"}[i], sc)
+		}
+		if len(pas) > 0 {
+			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pas, Labels: labels})
 			if err != nil {
 				return err
 			}
 			for j := range lb.TextStyle {
 				lb.TextStyle[j].Font.Size = vg.Points(7)
-				lb.TextStyle[j].Color = c
-				lb.Offset = vg.Point{X: vg.Points(4), Y: vg.Points(-3 + 6*float64(i))}
 			}
-			p.Add(sc, lb)
-			p.Legend.Add(who+" attacker (party 3)", sc)
+			lb.Offset = vg.Point{X: vg.Points(-4), Y: vg.Points(4)}
+			p.Add(lb)
 		}
-		bound, _ := plotter.NewLine(plotter.XYs{{X: 0.6, Y: 0}, {X: 0.6, Y: 100}})
+		bound, _ := plotter.NewLine(plotter.XYs{{X: 0.6, Y: ymin - 1}, {X: 0.6, Y: ymax + 1}})
 		bound.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		bound.Color = color.Gray{Y: 120}
 		p.Add(bound)
 		p.Legend.Add("AUC 0.6", bound)
-		p.Legend.Top, p.Legend.Left = false, true
-		p.X.Min, p.X.Max = 0.45, 1.02
-		ymin, ymax := 100.0, 0.0
-		for _, s := range best {
-			if s.Set == set && !math.IsNaN(s.TestAccuracy) {
-				ymin, ymax = min(ymin, 100*s.TestAccuracy), max(ymax, 100*s.TestAccuracy)
-			}
-		}
-		if ymax > ymin {
-			p.Y.Min, p.Y.Max = ymin-1, ymax+0.5
+		p.Legend.Top, p.Legend.Left = false, false
+		p.X.Min, p.X.Max = 0.45, 1.03
+		if ymax >= ymin {
+			p.Y.Min, p.Y.Max = ymin-0.5, ymax+0.5
 		}
 		row = append(row, p)
 	}
 	if len(row) == 0 {
 		return nil
 	}
-	return run.SavePNG(path, [][]*plot.Plot{row}, vg.Length(len(row))*6*vg.Inch, 5*vg.Inch)
+	return run.SavePNG(path, [][]*plot.Plot{row}, vg.Length(len(row))*6.5*vg.Inch, 5*vg.Inch)
+}
+
+func uniqueSummarySets(sum []PrivacySummary) []string {
+	var sets []string
+	for _, s := range sum {
+		if !slices.Contains(sets, s.Set) {
+			sets = append(sets, s.Set)
+		}
+	}
+	return sets
+}
+
+// ReadPrivacyCSV reads back a privacy.csv that WritePrivacy wrote, to
+// write its plot and report again (asyrevel experiment privacy
+// --report-only).
+func ReadPrivacyCSV(path string) ([]PrivacySummary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) < 1 || len(recs[0]) < 18 || recs[0][0] != "setting" {
+		return nil, fmt.Errorf("%s: not a privacy.csv of this version", path)
+	}
+	num := func(s string) float64 {
+		switch s {
+		case "":
+			return nanF
+		case "inf":
+			return inf
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nanF
+		}
+		return v
+	}
+	var out []PrivacySummary
+	for _, r := range recs[1:] {
+		covered, _ := strconv.Atoi(r[13])
+		seeds, _ := strconv.Atoi(r[14])
+		out = append(out, PrivacySummary{Setting: r[0], Attacker: r[1], Attack: r[2], AUC: num(r[3]), TestAccuracy: num(r[4]),
+			DropPP: num(r[5]), Epsilon: num(r[6]), Set: r[7], AUCSD: num(r[8]), AttackAccuracy: num(r[9]), TestSD: num(r[10]),
+			EpsilonAll: num(r[11]), AUCBound: num(r[12]), Covered: covered, Seeds: seeds, DCS: num(r[15]), DCSAUC: num(r[16]), Note: r[17]})
+	}
+	return out, nil
 }

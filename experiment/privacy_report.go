@@ -59,12 +59,7 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 	p("colluding); the AUC bound is the largest AUC any single party can reach against any one label.\n\n")
 
 	for _, set := range sets {
-		settings = settings[:0]
-		for _, s := range sum {
-			if s.Set == set && !slices.Contains(settings, s.Setting) {
-				settings = append(settings, s.Setting)
-			}
-		}
+		settings = settingsOf(sum, set)
 		p("### %s\n\n", set)
 		p("| setting | test acc. %% | drop (pp) | epsilon (party) | AUC bound | passive: strongest attack, AUC | active: AUC (labels probed) | own model's AUC | DCS |\n")
 		p("|---|---|---|---|---|---|---|---|---|\n")
@@ -133,12 +128,12 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 	// The target.
 	p("### A defense with label-inference AUC at most 0.6 against both attackers, at most 1 point of accuracy\n\n")
 	for _, set := range sets {
-		var meet, curve []string
-		for _, st := range settings {
-			if n, has := find(set, st, "passive", "tig-sign"); has {
-				p("| %s | %s |||||||\n", st, n.Note)
-				continue
-			}
+		type cand struct {
+			line string
+			drop float64
+		}
+		var meet, curve []cand
+		for _, st := range settingsOf(sum, set) {
 			pa, okp := best[[3]string{set, st, "passive"}]
 			ac, oka := best[[3]string{set, st, "active"}]
 			if !okp || !oka {
@@ -147,22 +142,33 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 			line := fmt.Sprintf("`%s`: passive %s, active %s, drop %s pp (test accuracy sd %s over %d seeds), epsilon %s, AUC bound %s",
 				st, f(pa.AUC, 3), f(ac.AUC, 3), f(pa.DropPP, 2), f(100*pa.TestSD, 2), pa.Seeds, f(pa.Epsilon, 2), f(pa.AUCBound, 3))
 			if pa.AUC <= 0.6 && ac.AUC <= 0.6 {
-				curve = append(curve, line)
+				curve = append(curve, cand{line, pa.DropPP})
 				if pa.DropPP <= 1 {
-					meet = append(meet, line)
+					meet = append(meet, cand{line, pa.DropPP})
 				}
 			}
 		}
+		byDrop := func(a, b cand) int {
+			switch {
+			case a.drop < b.drop:
+				return -1
+			case a.drop > b.drop:
+				return 1
+			}
+			return 0
+		}
+		slices.SortFunc(meet, byDrop)
+		slices.SortFunc(curve, byDrop)
 		p("- %s: ", set)
 		if len(meet) > 0 {
 			p("measured AUC at most 0.6 for both attackers within 1 point of accuracy:\n")
 			for _, m := range meet {
-				p("  - %s\n", m)
+				p("  - %s\n", m.line)
 			}
 		} else if len(curve) > 0 {
 			p("no setting keeps both measured AUCs at most 0.6 within 1 point; those under 0.6, by cost:\n")
 			for _, m := range curve {
-				p("  - %s\n", m)
+				p("  - %s\n", m.line)
 			}
 		} else {
 			p("no setting brings both measured AUCs to 0.6 or below.\n")
@@ -192,4 +198,15 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 	p("  `dcs_auc` uses the attack's advantage 2|AUC - 0.5| as AP, which does not credit an attack for\n")
 	p("  guessing the majority class.\n")
 	return b.String()
+}
+
+// settingsOf lists the settings of set in the order of sum.
+func settingsOf(sum []PrivacySummary, set string) []string {
+	var out []string
+	for _, s := range sum {
+		if s.Set == set && !slices.Contains(out, s.Setting) {
+			out = append(out, s.Setting)
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,9 +27,21 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	epochs := fs.Float64("epochs", 8, "passes over the training set per party on a9a (MNIST: 3; --quick: 2 and 1)")
 	attacker := fs.Int("attacker", 3, "the attacking party")
 	aux := fs.Int("aux", 100, "labels the multiclass attacker knows (the derivative attack places its classes with them)")
+	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv (and\nOUT/privacy-notes.md), without running anything")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if *reportOnly {
+		sum, err := experiment.ReadPrivacyCSV(filepath.Join(f.out, "privacy.csv"))
+		if err != nil {
+			return err
+		}
+		if err := experiment.WritePrivacy(f.out, sum, "asyrevel experiment privacy"); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s/privacy.png and REPORT-privacy.md from privacy.csv\n", f.out)
+		return nil
 	}
 	n := *seeds
 	ep := map[string]float64{"a9a": *epochs, "mnist": 3}

@@ -61,6 +61,10 @@ func TestReplayAttackCLI(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	code, stdout, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "cli", "--as", "1,3", "--truth", data, "--out", at)
+	if code != 0 || !strings.Contains(stdout, "by parties 1,3") {
+		t.Errorf("colluding parties: exit %d: %s %s", code, stdout, stderr)
+	}
 	code, stdout, _ = runCLI(t, "attack", "loss", "--store", store, "--run", "cli", "--as", "1", "--truth", data, "--out", at)
 	if code != 0 || !strings.Contains(stdout, "other parties' outputs: correlation") {
 		t.Errorf("attack loss: exit %d: %s", code, stdout)
