@@ -2,9 +2,11 @@ package aggregator
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -358,6 +360,54 @@ func BenchmarkStepLeakage(b *testing.B) {
 			for b.Loop() {
 				step(a, 3, data)
 			}
+		})
+	}
+}
+
+// BenchmarkLeakageOverhead measures the online leakage scoring's cost
+// on the aggregator's step as a ratio, alternating blocks of steps with
+// the scoring off and on in one process (a shared, loaded machine slows
+// both alike): the metric "overhead-%" is the median over blocks of
+// on/off - 1.
+func BenchmarkLeakageOverhead(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			n := 32561
+			mk := func(score bool) (*Aggregator, []byte) {
+				a, err := New(Config{Run: "t", Parties: 8, K: 1, Head: model.NewLogistic(8), Labels: make([]int32, n), Mu: 1e-3,
+					LR: zoo.Schedule{Eta0: 0.01}, Log: zerolog.Nop(), ScoreLeakage: score})
+				if err != nil {
+					b.Fatal(err)
+				}
+				train(a, make([]float64, n*8))
+				ids := make([]uint32, batch)
+				cs, chs := make([]float64, batch), make([]float64, batch)
+				for i := range ids {
+					ids[i] = uint32(i * 7919 % n)
+					cs[i], chs[i] = 0.1, 0.1+1e-3
+				}
+				data, _ := schemas.NewCodec().Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3, Seq: 1},
+					IDs: ids, C: cs, CHat: chs})
+				return a, append([]byte(nil), data...)
+			}
+			off, doff := mk(false)
+			on, don := mk(true)
+			block := max(1, 20000/batch)
+			var ratios []float64
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				for range block {
+					step(off, 3, doff)
+				}
+				t1 := time.Now()
+				for range block {
+					step(on, 3, don)
+				}
+				ratios = append(ratios, float64(time.Since(t1))/float64(t1.Sub(t0)))
+			}
+			slices.Sort(ratios)
+			b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
 		})
 	}
 }
