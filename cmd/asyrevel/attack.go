@@ -79,7 +79,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch name {
 	case "tig-sign", "tig-norm", "tig-direction":
-		return fmt.Errorf("%w: TIG not available: this build has no --algo tig (the baselines issue adds it); the %s attack reads its gradient replies", privacy.ErrView, name)
+		return fmt.Errorf("%w; the %s attack (privacy.Gradient*Attack, tested) will read its gradient replies", privacy.ErrNoTIG, name)
 	case "sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate":
 	default:
 		return fmt.Errorf("%w: unknown attack %q\n\n%s", errUsage, name, attackUsage)
