@@ -329,3 +329,43 @@ func TestDrawBatchPermutes(t *testing.T) {
 		t.Errorf("%v allocations", a)
 	}
 }
+
+// The optional fields of this revision round-trip, and a message without
+// them decodes with them zero (not left over from the previous message).
+func TestOptionalFields(t *testing.T) {
+	c := NewCodec()
+	h := Header{Version: Version, Party: 2, Seq: 5}
+	mean := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25}, Mean: true}
+	plain := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25, 0.5}}
+	start := &Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 1<<63 + 7}
+	stop := &Control{Header: Header{Version: Version, Seq: 2}, Op: CtlStop}
+	var r Reply
+	var ctl Control
+	for _, tc := range []struct {
+		in  Message
+		out Message
+		ok  func() bool
+	}{
+		{mean, &r, func() bool { return r.Mean && len(r.Delta) == 1 && r.Delta[0] == 0.25 }},
+		{plain, &r, func() bool { return !r.Mean && len(r.Delta) == 2 }},
+		{start, &ctl, func() bool { return ctl.BatchSeed == 1<<63+7 && ctl.Op == CtlStart }},
+		{stop, &ctl, func() bool { return ctl.BatchSeed == 0 && ctl.Op == CtlStop }},
+	} {
+		b, err := c.Marshal(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Unmarshal(append([]byte(nil), b...), tc.out); err != nil || !tc.ok() {
+			t.Errorf("%s: %v, decoded %+v", tc.in.Kind(), err, tc.out)
+		}
+	}
+	// A mean reply validates against the request's batch size; a mean
+	// reply with several values does not.
+	if err := mean.Validate(Limits{Party: 2, Batch: 64}); err != nil {
+		t.Errorf("mean reply: %v", err)
+	}
+	bad := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25, 1}, Mean: true}
+	if err := bad.Validate(Limits{Party: 2, Batch: 2}); !errors.Is(err, ErrShape) {
+		t.Errorf("a mean reply with two values: %v", err)
+	}
+}
