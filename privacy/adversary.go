@@ -23,22 +23,46 @@ import (
 //     does.
 //   - One: it asks about one sample at a time (batches of one), cycling
 //     through the training set; a minimum batch size stops it.
+//   - Pairs: it sends pairs of requests whose batches differ in one
+//     sample (S with i, then S with j, the same perturbation on S), so
+//     that the difference of the two replies is that of i and j; batches
+//     drawn by the aggregator stop it (Single does not need to choose).
 //
 // It gives up its own training: its updates follow crafted differences.
 type Active struct {
 	One     bool
+	Pairs   bool
 	Perturb float64 // size of the crafted perturbation (0: keep the party's own)
 	// Prefer are samples it probes first when a batch holds one (those
 	// whose labels it knows, to place the classes of a multiclass head).
 	Prefer map[uint32]bool
 	next   uint32
 	probes []uint16
+	shared []uint32  // Pairs: the common part of the current pair
+	dcs    []float64 // Pairs: its perturbation (c_hat - c), reused by the second request
 }
 
 var _ party.Adversary = (*Active)(nil)
 
 // Batch implements party.Adversary.
 func (a *Active) Batch(r uint64, ids []uint32, n int) int {
+	if a.Pairs {
+		b := len(ids)
+		if r%2 == 0 {
+			// A fresh common part S (b-1 ids) and the first target.
+			a.shared = a.shared[:0]
+			for j := range b - 1 {
+				ids[j] = (a.next + uint32(j) + 1) % uint32(n)
+				a.shared = append(a.shared, ids[j])
+			}
+			ids[b-1] = a.next % uint32(n)
+		} else {
+			copy(ids, a.shared)
+			ids[b-1] = (a.next + uint32(b)) % uint32(n)
+			a.next += uint32(b) + 1
+		}
+		return b
+	}
 	if !a.One {
 		return 0
 	}
@@ -50,6 +74,20 @@ func (a *Active) Batch(r uint64, ids []uint32, n int) int {
 // Request implements party.Adversary.
 func (a *Active) Request(r uint64, ids []uint32, c, cHat []float64) {
 	k := len(c) / len(ids)
+	if a.Pairs {
+		s := (len(ids) - 1) * k
+		if r%2 == 0 {
+			a.dcs = a.dcs[:0]
+			for t := range s {
+				a.dcs = append(a.dcs, cHat[t]-c[t])
+			}
+		} else if len(a.dcs) == s {
+			for t := range s {
+				cHat[t] = c[t] + a.dcs[t]
+			}
+		}
+		return
+	}
 	if a.probes == nil {
 		a.probes = make([]uint16, 1<<20)
 	}
@@ -241,11 +279,12 @@ func ParseAdversary(spec string, labels []int32, seed uint64) (party.Adversary, 
 	switch kind {
 	case "active":
 		_, one := kv["one"]
+		_, pairs := kv["pairs"]
 		p, err := num("perturb", 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("adversary %q: %w", spec, err)
 		}
-		return &Active{One: one, Perturb: p}, nil, nil
+		return &Active{One: one, Pairs: pairs, Perturb: p}, nil, nil
 	case "inflate":
 		f, err := strconv.ParseFloat(val, 64)
 		if err != nil || f == 0 {

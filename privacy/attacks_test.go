@@ -303,3 +303,46 @@ func TestViewRejectsHostileMessages(t *testing.T) {
 		t.Errorf("sign attack on the valid part: %+v %v", inf, err)
 	}
 }
+
+// The active attacker's request shaping: single perturbation, batches of
+// one, pairs of batches that differ in one sample.
+func TestActiveShapes(t *testing.T) {
+	ids := []uint32{5, 6, 7, 8}
+	c := []float64{1, 2, 3, 4}
+	ch := []float64{1.1, 2.1, 3.1, 4.1}
+	a := &Active{Perturb: 0.5}
+	a.Request(0, ids, c, ch)
+	n := 0
+	for j := range c {
+		if ch[j] != c[j] {
+			n++
+			if ch[j]-c[j] != 0.5 {
+				t.Errorf("perturbation %g, want 0.5", ch[j]-c[j])
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d samples perturbed, want 1", n)
+	}
+	one := &Active{One: true}
+	buf := make([]uint32, 4)
+	if b := one.Batch(0, buf, 100); b != 1 {
+		t.Errorf("batch of %d", b)
+	}
+	p := &Active{Pairs: true}
+	a1, a2 := make([]uint32, 4), make([]uint32, 4)
+	p.Batch(0, a1, 100)
+	c1, h1 := []float64{0, 0, 0, 0}, []float64{0.1, 0.2, 0.3, 0.4}
+	p.Request(0, a1, c1, h1)
+	p.Batch(1, a2, 100)
+	c2, h2 := []float64{1, 1, 1, 1}, []float64{9, 9, 9, 9}
+	p.Request(1, a2, c2, h2)
+	if !slices.Equal(a1[:3], a2[:3]) || a1[3] == a2[3] {
+		t.Errorf("pair batches %v %v: want the same first three and different last", a1, a2)
+	}
+	for j := range 3 {
+		if math.Abs((h2[j]-c2[j])-(h1[j]-c1[j])) > 1e-12 {
+			t.Errorf("shared sample %d: perturbation %g then %g", j, h1[j]-c1[j], h2[j]-c2[j])
+		}
+	}
+}

@@ -19,7 +19,8 @@ import (
 func addAdversaryFlag(fs *flag.FlagSet, c *run.Config) {
 	var specs []string
 	fs.Func("adversary", "make party M an attacker (attack experiments; repeatable): M:active (perturbs one\n"+
-		"sample per request), M:active,one (batches of one), M:inflate=F (multiplies its outputs\n"+
+		"sample per request), M:active,one (batches of one), M:active,pairs (pairs of batches\n"+
+		"that differ in one sample), M:inflate=F (multiplies its outputs\n"+
 		"by F), M:backdoor,target=1,features=0:1,value=1,poison=300,amplify=5 (a backdoor on\n"+
 		"its feature columns 0 and 1, planted on 300 samples of class 1 it knows; train only)",
 		func(v string) error {
