@@ -3,6 +3,7 @@ package privacy
 import (
 	"context"
 	"math"
+	"slices"
 	"math/rand/v2"
 	"testing"
 
