@@ -3,8 +3,8 @@ package privacy
 import (
 	"context"
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/asyrevel/asyrevel/broker"
