@@ -57,6 +57,11 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 	p("CSV); the accuracy drop is against the undefended `paper` setting of the same set; epsilon is the\n")
 	p("worst label's in one party's view at delta = 1e-5 (`epsilon_all_parties` in the CSV: every party\n")
 	p("colluding); the AUC bound is the largest AUC any single party can reach against any one label.\n\n")
+	if strings.Contains(cmdline, "--quick") {
+		p("**A quick run** (one seed, 2 epochs on a9a, 1 on MNIST, noise calibrated for the full run): it\n")
+		p("checks the pipeline; its accuracy costs are those of an unconverged training. The full run\n")
+		p("(`asyrevel experiment privacy`) gives the figures to quote.\n\n")
+	}
 
 	for _, set := range sets {
 		settings = settingsOf(sum, set)
