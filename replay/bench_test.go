@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -124,6 +127,58 @@ func BenchmarkReadNext(b *testing.B) {
 			total++
 		}
 		r.Close()
+	}
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkRawOrderedConsumer is the floor of BenchmarkReadStoppedStore:
+// the same store read by a bare nats.go ordered consumer (push delivery,
+// nothing decoded), to tell the reader's own cost from the transport's.
+func BenchmarkRawOrderedConsumer(b *testing.B) {
+	n := 200000
+	if os.Getenv("ASYREVEL_BENCH_N") == "small" {
+		n = 20000
+	}
+	dir := benchStore(b, n)
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, SharedStoreLock: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(nats.DefaultURL, nats.InProcessServer(srv.InProcess()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctx, broker.StreamName("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var total int
+	for b.Loop() {
+		c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		done := make(chan struct{})
+		cc, err := c.Consume(func(m jetstream.Msg) {
+			got++
+			_, _ = m.Headers(), m.Reply()
+			if got == n {
+				close(done)
+			}
+		}, jetstream.PullMaxMessages(replay.DefaultPrefetch))
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-done
+		cc.Stop()
+		<-cc.Closed()
+		total += got
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
 }
