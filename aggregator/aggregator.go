@@ -58,12 +58,18 @@ type Config struct {
 	Dist zoo.Dist     // directions u_0 of the head's own step
 	Seed uint64
 
-	MaxBatch   int  // largest accepted batch (default 4096)
-	ReplyDelta bool // reply only h_bar - h
+	MaxBatch int // largest accepted batch (default 4096)
 	// OutputBound rejects party outputs larger than this in magnitude
 	// (default DefaultOutputBound): finite but huge outputs would turn
 	// the head's arithmetic into Inf and NaN.
 	OutputBound float64
+	ReplyDelta  bool // reply only h_bar - h (Defense.Reply = ReplyDelta)
+	// Defense protects the labels and bounds what the parties send
+	// (defense.go); the zero value is the paper's protocol.
+	Defense Defense
+	// ScoreLeakage scores, as the run goes, what each party's view would
+	// reveal to the label-inference attacks (Result.Leakage).
+	ScoreLeakage bool
 
 	MaxSteps  int64         // stop after this many answered requests (0 = no limit)
 	Duration  time.Duration // stop after this much training time (0 = no limit)
@@ -128,6 +134,8 @@ type Result struct {
 	// Refused lists the refusals of parties, by party: why each one's
 	// latest hello was refused.
 	Refused map[int]string
+	Defense DefenseReport
+	Leakage *Leakage // with Config.ScoreLeakage
 }
 
 type phase int
@@ -178,6 +186,9 @@ type Aggregator struct {
 	hh      []float64 // h per sample of the current request
 	rng     *rand.Rand
 	phi0    float64
+	labels  []int32 // the labels the head trains on (randomised response may have changed some)
+	def     defense
+	leak    leakage
 
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
@@ -287,6 +298,10 @@ func New(cfg Config) (*Aggregator, error) {
 	if np > 0 {
 		a.phi0 = cfg.Dist.Phi(np)
 	}
+	if err := a.initDefense(&a.cfg); err != nil {
+		return nil, err
+	}
+	a.leak.init(&a.cfg, q, n, a.def.cfg.Reply)
 	if cfg.Params != nil {
 		if len(cfg.Params) != np {
 			return nil, fmt.Errorf("%w: %d initial head parameters, head has %d", ErrConfig, len(cfg.Params), np)
@@ -532,6 +547,9 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 func (a *Aggregator) result() *Result {
 	r := a.res
 	r.Params = append([]float64(nil), a.w0...)
+	r.Defense = a.def.report(a.n)
+	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
+	r.Leakage.Defense = &r.Defense
 	if a.stN > 0 {
 		r.MeanStaleness = a.stSum / float64(a.stN)
 	}
@@ -570,6 +588,9 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 
 func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8, reason string) {
 	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: op, Round: round, Splits: splits, Reason: reason}
+	if op == schemas.CtlStart {
+		c.BatchSeed = a.def.batchSeed // 0 unless the aggregator draws the batches
+	}
 	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
 }
 
@@ -780,6 +801,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err
 	}
+	if err := a.checkRequest(m, &a.out); err != nil {
+		return err
+	}
 	a.answer(m, &a.out)
 	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
@@ -797,8 +821,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 // step. It does not allocate.
 func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	q, k, w := a.q, a.k, a.width
-	head, y := a.cfg.Head, a.cfg.Labels
+	head, y := a.cfg.Head, a.labels
 	slot := (m - 1) * k
+	a.boundOutputs(o)
 	b := len(o.IDs)
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
@@ -825,13 +850,11 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 		hb := head.Loss(a.w0, row, y[i])
 		copy(row[slot:slot+k], o.C[j*k:(j+1)*k])
 		a.hh[j] = h
-		if a.cfg.ReplyDelta {
-			r.Delta = append(r.Delta, hb-h)
-		} else {
-			r.H = append(r.H, h)
-			r.HBar = append(r.HBar, hb)
-		}
+		a.emit(r, m, i, b, h, hb)
 	}
+	a.finishReply(r, b)
+	a.def.endBatch(o.IDs, true)
+	a.leak.observe(m, o, r)
 	r.Staleness = stale
 	a.version[m]++
 	if stale > a.res.MaxStaleness {
@@ -849,9 +872,10 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	var diff float64
 	for j, id := range o.IDs {
 		i := int(id)
-		diff += head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i]) - a.hh[j]
+		diff += a.headTerm(i, b, head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i])-a.hh[j])
 	}
-	diff /= float64(b)
+	a.def.endBatch(o.IDs, false)
+	diff = diff/float64(b) + a.headNoise()
 	eta := a.cfg.LR.At(int(a.res.Steps))
 	if step := -eta * a.phi0 / a.cfg.Mu * diff; !math.IsNaN(step) && !math.IsInf(step, 0) {
 		zoo.AddScaled(a.w0, step, a.u0)
@@ -870,6 +894,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if err := ev.Validate(a.limits(m)); err != nil {
 		return err
 	}
+	a.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
 			if a.refused[m] != "" {

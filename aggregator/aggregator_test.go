@@ -88,7 +88,7 @@ func TestAnswerUsesFreshOutputs(t *testing.T) {
 
 func TestDeltaReply(t *testing.T) {
 	a, _ := newTest(t, 2, []int32{1}, model.NewLogistic(2))
-	a.cfg.ReplyDelta = true
+	a.def.cfg.Reply = ReplyDelta
 	train(a, []float64{0, 0})
 	a.answer(2, &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1},
 		IDs: []uint32{0}, C: []float64{1}, CHat: []float64{1.1}})

@@ -33,6 +33,10 @@ type ServerConfig struct {
 	MaxPayload int32
 	// Logger receives the server's log; nil means silent.
 	Logger *zerolog.Logger
+	// SharedStoreLock is for readers of a stopped run's store: the server
+	// takes a shared lock on the store (see LockStore) and creates no lock
+	// file. By default it takes the store exclusively.
+	SharedStoreLock bool
 	// Configure, if not nil, may adjust the server options last (users and
 	// permissions, TLS, cluster). Use with care: the fields above are
 	// already set.
@@ -41,8 +45,9 @@ type ServerConfig struct {
 
 // Server is an embedded NATS server with JetStream enabled.
 type Server struct {
-	ns  *server.Server
-	url string
+	ns     *server.Server
+	url    string
+	unlock func() error // releases the store lock (StartServer)
 }
 
 // Defaults of the embedded server.
@@ -67,7 +72,17 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if cfg.Configure != nil {
 		cfg.Configure(opts)
 	}
-	return startNATS(ctx, opts, cfg.Logger)
+	unlock, err := LockStore(opts.StoreDir, cfg.SharedStoreLock)
+	if err != nil {
+		return nil, err
+	}
+	s, err := startNATS(ctx, opts, cfg.Logger)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	s.unlock = unlock
+	return s, nil
 }
 
 // serverOptions are the options of an embedded server for cfg.
@@ -153,6 +168,10 @@ func (s *Server) NATS() *server.Server { return s.ns }
 func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
+	}
 }
 
 // serverLogger adapts zerolog to the nats-server Logger interface.

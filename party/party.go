@@ -85,6 +85,10 @@ type Config struct {
 	// wait is reported in the log (default DefaultNotice).
 	JoinWait, Wait, Notice time.Duration
 
+	// Adversary, if set, makes this party an attacker (attack experiments
+	// only; see batching.go).
+	Adversary Adversary
+
 	Log zerolog.Logger
 }
 
@@ -153,6 +157,11 @@ type Party struct {
 	err      error
 	bus      broker.Bus
 	ctx      context.Context
+
+	// requests counts the requests prepared; batchSeed, if not 0, is the
+	// aggregator's: it draws the batches (Control.BatchSeed on start).
+	requests  uint64
+	batchSeed uint64
 }
 
 // New checks cfg and prepares a party.
@@ -411,6 +420,9 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 		p.ev.First = uint32(first)
 		p.ev.C = p.ev.C[:n*p.k]
 		p.cfg.Model.Forward(p.w, x, rows, p.ev.C)
+		if a := p.cfg.Adversary; a != nil {
+			a.Eval(s, first, p.ev.C)
+		}
 		if err := p.checkOutputs(p.ev.C, nil); err != nil {
 			return err
 		}
@@ -443,14 +455,16 @@ func (p *Party) request() error {
 // evaluates the model at w and at w + mu u into p.out. It does not allocate.
 func (p *Party) prepare() *pending {
 	slot := &p.ring[(p.head+p.n)%len(p.ring)]
-	n := p.cfg.Train.NRows
-	for j := range slot.ids {
-		slot.ids[j] = uint32(p.rng.IntN(n))
-	}
+	p.drawBatch(slot)
 	p.cfg.Dist.Draw(p.rng, slot.u)
 	zoo.Perturb(p.wp, p.w, slot.u, p.cfg.Mu)
+	b := len(slot.ids) * p.k
+	p.out.C, p.out.CHat = p.out.C[:b], p.out.CHat[:b]
 	p.cfg.Model.Forward(p.w, p.cfg.Train, slot.ids, p.out.C)
 	p.cfg.Model.Forward(p.wp, p.cfg.Train, slot.ids, p.out.CHat)
+	if a := p.cfg.Adversary; a != nil {
+		a.Request(p.requests-1, slot.ids, p.out.C, p.out.CHat)
+	}
 	slot.regDiff = 0
 	if p.cfg.Reg != nil && p.cfg.Lambda != 0 {
 		slot.regDiff = p.cfg.Lambda * (p.cfg.Reg.Value(p.wp) - p.cfg.Reg.Value(p.w))
@@ -472,17 +486,7 @@ func (p *Party) apply(r *schemas.Reply) error {
 	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids), MaxAbs: p.cfg.ReplyBound}); err != nil {
 		return err
 	}
-	var diff float64
-	if len(r.Delta) > 0 {
-		for _, d := range r.Delta {
-			diff += d
-		}
-	} else {
-		for i, h := range r.H {
-			diff += r.HBar[i] - h
-		}
-	}
-	diff = diff/float64(len(slot.ids)) + slot.regDiff
+	diff := replyDiff(r, len(slot.ids)) + slot.regDiff
 	eta := p.cfg.LR.At(p.t)
 	zoo.AddScaled(p.w, -eta*p.phi/p.cfg.Mu*diff, slot.u)
 	p.t++
@@ -633,6 +637,7 @@ func (p *Party) control(c *schemas.Control) {
 			return
 		}
 		p.started = true
+		p.batchSeed = c.BatchSeed
 		for p.n < p.cfg.Window {
 			if err := p.request(); err != nil {
 				p.fail(err)

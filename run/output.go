@@ -39,6 +39,15 @@ func WriteOutputs(dir string, s *Summary) error {
 	if err := writeCurveCSV(filepath.Join(dir, "curve.csv"), s.Curve); err != nil {
 		return err
 	}
+	if s.Leakage != nil {
+		js, err := json.MarshalIndent(s.Leakage, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := WriteAtomic(filepath.Join(dir, "privacy.json"), append(js, '\n')); err != nil {
+			return err
+		}
+	}
 	title := fmt.Sprintf("%s on %s, %d parties", s.Algo, s.Dataset, s.Parties)
 	return PlotCurve(filepath.Join(dir, "curve.png"), title, s.Curve)
 }

@@ -68,6 +68,18 @@ type Config struct {
 	Seed     uint64
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
+	// Defense protects the labels (replies, noise, randomised response,
+	// batches drawn by the aggregator, output bounds): defense.go.
+	Defense DefenseConfig
+	// NoLeakage skips privacy.json (what each party's view reveals).
+	NoLeakage bool
+	// Adversaries turns parties into attackers (attack experiments), and
+	// PartyData changes an attacker's own data (a backdoor's trigger).
+	Adversaries map[int]party.Adversary
+	PartyData   map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix)
+	// Attackers, if set, is called once the data are loaded, before the
+	// parties are built, to set Adversaries and PartyData from them.
+	Attackers func(cfg *Config, d *Data) error
 
 	Bus       string // jetstream (default) | memory
 	NATS      string // external server URL ("" = embedded)
@@ -153,7 +165,15 @@ type Summary struct {
 	Samples int     `json:"train_samples"`
 	Tests   int     `json:"test_samples"`
 
-	Curve []aggregator.Point `json:"-"`
+	// Defense is the defense in force, what it did and the label privacy
+	// accounting; Settings what re-execution needs.
+	Defense  *aggregator.DefenseReport `json:"defense,omitempty"`
+	Settings Settings                  `json:"settings"`
+	// HeadParams are the aggregator's final head parameters (w0).
+	HeadParams []float64 `json:"head_params,omitempty"`
+
+	Curve   []aggregator.Point  `json:"-"`
+	Leakage *aggregator.Leakage `json:"-"` // privacy.json
 
 	rejectedOutputs int64 // PartyOutputs the aggregator rejected
 }
@@ -585,17 +605,32 @@ var ErrInterrupted = errors.New("run interrupted")
 
 // NewAggregator builds the aggregator of a run from the labels of data.
 func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
-	dist, err := ParseAlgo(cfg.Algo)
+	ac, err := AggregatorConfig(cfg, data, onPoint)
 	if err != nil {
 		return nil, err
+	}
+	return aggregator.New(ac)
+}
+
+// AggregatorConfig is the configuration of the aggregator of a run (for
+// NewAggregator, and for re-execution).
+func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (aggregator.Config, error) {
+	dist, err := ParseAlgo(cfg.Algo)
+	if err != nil {
+		return aggregator.Config{}, err
 	}
 	head, k := NewHead(cfg, data.Classes)
 	sched := cfg.Schedule(data.NTrain)
 	maxSteps, err := cfg.Budget(data.NTrain)
 	if err != nil {
-		return nil, err
+		return aggregator.Config{}, err
 	}
-	return aggregator.New(aggregator.Config{
+	def, err := cfg.aggregatorDefense()
+	if err != nil {
+		return aggregator.Config{}, err
+	}
+	return aggregator.Config{
+		Defense: def, ScoreLeakage: !cfg.NoLeakage,
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
 		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
 		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
@@ -604,7 +639,7 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
 		Log: cfg.Log, OnPoint: onPoint,
-	})
+	}, nil
 }
 
 // NewParty builds party m (1..q) of a run from its columns of data. close
@@ -631,13 +666,18 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	if err != nil {
 		return nil, nil, err
 	}
+	train, test := data.PartTrain[m-1], data.PartTest[m-1]
+	if f := cfg.PartyData[m]; f != nil {
+		train, test = f(train, test)
+	}
 	p, err = party.New(party.Config{
 		Run: cfg.Run, ID: m, Model: local,
-		Train: data.PartTrain[m-1], Test: data.PartTest[m-1],
+		Train: train, Test: test,
 		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
-		Log: cfg.Log,
+		Adversary: cfg.Adversaries[m],
+		Log:       cfg.Log,
 	})
 	if err != nil {
 		close()
@@ -663,6 +703,11 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	logData(&cfg, data)
+	if cfg.Attackers != nil {
+		if err := cfg.Attackers(&cfg, data); err != nil {
+			return nil, err
+		}
+	}
 	q := cfg.Parties
 	prog := newProgress(&cfg, data)
 	agg, err := NewAggregator(&cfg, data, prog.point)
@@ -796,6 +841,11 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	if cfg.Attackers != nil {
+		if err := cfg.Attackers(&cfg, data); err != nil {
+			return party.Stats{}, err
+		}
+	}
 	net, err := openNetwork(ctx, &cfg)
 	if err != nil {
 		return party.Stats{}, err
@@ -846,6 +896,11 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
+		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params,
+	}
+	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {
+		d := res.Defense
+		s.Defense = &d
 	}
 	if len(res.Refused) > 0 {
 		s.Refused = res.Refused

@@ -79,7 +79,9 @@ func OpenStore(dir string) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		if other := slices.DeleteFunc(top, func(e fs.DirEntry) bool { return e.Name() == "jetstream" && e.IsDir() }); len(other) > 0 {
+		if other := slices.DeleteFunc(top, func(e fs.DirEntry) bool {
+			return e.Name() == "jetstream" && e.IsDir() || e.Name() == broker.StoreLockFile && e.Type().IsRegular()
+		}); len(other) > 0 {
 			return nil, fmt.Errorf("%s: %w: besides its jetstream folder it holds%s", srv, ErrNotStore, listed(other))
 		}
 		accounts, err := os.ReadDir(filepath.Join(srv, "jetstream"))
@@ -146,8 +148,47 @@ func listed(entries []fs.DirEntry) string {
 	return " (" + strings.Join(names, ", ") + ")"
 }
 
-// Remove deletes the whole store. Stop the broker that serves it first.
-func (s *Store) Remove() error { return os.RemoveAll(s.Dir) }
+// Remove deletes the whole store. It refuses (broker.ErrStoreInUse) while
+// a broker or run of this process tree holds the store's lock.
+func (s *Store) Remove() error {
+	release, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return os.RemoveAll(s.Dir)
+}
+
+// lock takes the lock of every server folder of the store, so that no
+// embedded broker runs on it while it is changed.
+func (s *Store) lock() (release func(), err error) {
+	var rels []func() error
+	release = func() {
+		for _, r := range rels {
+			_ = r()
+		}
+	}
+	dirs := []string{s.Dir}
+	if s.Cluster {
+		entries, err := os.ReadDir(s.Dir)
+		if err != nil {
+			return nil, err
+		}
+		dirs = dirs[:0]
+		for _, e := range entries {
+			dirs = append(dirs, filepath.Join(s.Dir, e.Name()))
+		}
+	}
+	for _, d := range dirs {
+		r, err := broker.LockStore(d, false)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		rels = append(rels, r)
+	}
+	return release, nil
+}
 
 // RemoveRun deletes one run's stream from a single server's store. Stop
 // the broker that serves it first. A cluster's streams are also recorded
@@ -158,6 +199,11 @@ func (s *Store) RemoveRun(run string) error {
 	}
 	for _, r := range s.Runs {
 		if r.Run == run {
+			release, err := s.lock()
+			if err != nil {
+				return err
+			}
+			defer release()
 			for _, d := range r.dirs {
 				if err := os.RemoveAll(d); err != nil {
 					return err

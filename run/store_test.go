@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
 )
 
 // A store lists its runs and removes one or all; a folder that holds
@@ -87,5 +89,32 @@ func TestOutKeepsOneStore(t *testing.T) {
 	os.WriteFile(filepath.Join(out2, "stream", "notes"), []byte("x"), 0o644)
 	if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Epochs: 1, Out: out2, Log: testLog(t)}); !errors.Is(err, ErrNotStore) {
 		t.Fatalf("%v", err)
+	}
+}
+
+// A store that a live broker holds is not removed under it.
+func TestStoreInUseIsNotRemoved(t *testing.T) {
+	store := t.TempDir()
+	if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1,
+		Seed: 1, StoreDir: store, Run: "live", Log: testLog(t)}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RemoveRun("live"); !errors.Is(err, broker.ErrStoreInUse) {
+		t.Fatalf("RemoveRun with a live broker: %v, want ErrStoreInUse", err)
+	}
+	if err := st.Remove(); !errors.Is(err, broker.ErrStoreInUse) {
+		t.Fatalf("Remove with a live broker: %v, want ErrStoreInUse", err)
+	}
+	srv.Shutdown()
+	if err := st.Remove(); err != nil {
+		t.Fatalf("Remove after the broker stopped: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // MaxMessageSize bounds an encoded message; larger input is rejected before
@@ -153,6 +154,28 @@ func (c *Codec) array(want int, h *Header) (extra int, err error) {
 		return 0, err
 	}
 	return n - want, nil
+}
+
+// peekIs reports whether the next value starts with one of codes.
+func (c *Codec) peekIs(codes ...byte) bool {
+	code, err := c.dec.PeekCode()
+	if err != nil {
+		return false
+	}
+	for _, x := range codes {
+		if code == x {
+			return true
+		}
+	}
+	return false
+}
+
+// peekUint reports whether the next value is an unsigned integer (an
+// optional field of this revision, not a newer one's unknown field).
+func (c *Codec) peekUint() bool {
+	code, err := c.dec.PeekCode()
+	return err == nil && (msgpcode.IsFixedNum(code) && int8(code) >= 0 ||
+		code == msgpcode.Uint8 || code == msgpcode.Uint16 || code == msgpcode.Uint32 || code == msgpcode.Uint64)
 }
 
 // skip discards unknown trailing fields; for a message of another version it
@@ -324,12 +347,19 @@ func (m *PartyOutput) decode(c *Codec) (err error) {
 }
 
 func (m *Reply) encode(c *Codec) {
-	c.head(fieldsReply, &m.Header)
+	n := fieldsReply
+	if m.Mean {
+		n++ // an optional last field: older decoders skip it
+	}
+	c.head(n, &m.Header)
 	c.uint(m.ReqSeq)
 	c.floats(m.H)
 	c.floats(m.HBar)
 	c.floats(m.Delta)
 	c.uint(uint64(m.Staleness))
+	if m.Mean {
+		c.check(c.enc.EncodeBool(true))
+	}
 }
 
 func (m *Reply) decode(c *Codec) (err error) {
@@ -355,6 +385,13 @@ func (m *Reply) decode(c *Codec) (err error) {
 	}
 	if m.Staleness, err = c.u32(); err != nil {
 		return err
+	}
+	m.Mean = false
+	if extra > 0 && c.peekIs(msgpcode.True, msgpcode.False) {
+		if m.Mean, err = c.dec.DecodeBool(); err != nil {
+			return err
+		}
+		extra--
 	}
 	return c.skip(extra)
 }
@@ -398,11 +435,18 @@ func (m *EvalOutput) decode(c *Codec) (err error) {
 }
 
 func (m *Control) encode(c *Codec) {
-	c.head(fieldsControl, &m.Header)
+	n := fieldsControl
+	if m.BatchSeed != 0 {
+		n++ // an optional last field: older decoders skip it
+	}
+	c.head(n, &m.Header)
 	c.uint(uint64(m.Op))
 	c.uint(uint64(m.Round))
 	c.uint(uint64(m.Splits))
 	c.str(m.Reason)
+	if m.BatchSeed != 0 {
+		c.uint(m.BatchSeed)
+	}
 }
 
 func (m *Control) decode(c *Codec) (err error) {
@@ -426,6 +470,13 @@ func (m *Control) decode(c *Codec) (err error) {
 	}
 	if m.Reason, err = c.str64(1024); err != nil {
 		return err
+	}
+	m.BatchSeed = 0
+	if extra > 0 && c.peekUint() {
+		if m.BatchSeed, err = c.dec.DecodeUint64(); err != nil {
+			return err
+		}
+		extra--
 	}
 	return c.skip(extra)
 }

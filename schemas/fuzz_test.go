@@ -10,7 +10,11 @@ import (
 // the same bytes, and that validation never panics either.
 func fuzzDecoder(f *testing.F, newMsg func() Message) {
 	c := NewCodec()
-	for _, m := range sampleMessages() {
+	extra := []Message{
+		&Reply{Header: Header{Version: Version, Party: 1, Seq: 9}, ReqSeq: 3, Delta: []float64{0.5}, Mean: true},
+		&Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 12345},
+	}
+	for _, m := range append(sampleMessages(), extra...) {
 		if m.Kind() == newMsg().Kind() {
 			b, _ := c.Marshal(m)
 			f.Add(append([]byte(nil), b...))

@@ -85,7 +85,9 @@ type PartyOutput struct {
 
 // Reply answers a PartyOutput: the head's loss h at the stored outputs and
 // h_bar with the party's slot replaced by c_hat, per sample of the request;
-// or, in delta mode, only Delta = h_bar - h (H and HBar empty).
+// or, in delta mode, only Delta = h_bar - h (H and HBar empty); or, with
+// Mean set, one value in Delta: the mean of h_bar - h over the request's
+// samples, all that the party's update needs (a privacy defense).
 // Staleness is the largest number of updates of another party that the
 // slots used to compute h were behind.
 type Reply struct {
@@ -95,6 +97,7 @@ type Reply struct {
 	HBar      []float64
 	Delta     []float64
 	Staleness uint32
+	Mean      bool // Delta holds the batch mean of h_bar - h (one value)
 }
 
 // Split names a set of samples in an EvalOutput.
@@ -181,6 +184,10 @@ type Control struct {
 	Round  uint32 // CtlEval: the round; CtlRefuse: the refused Hello's sequence number
 	Splits uint8  // EvalTrain|EvalTest for CtlEval
 	Reason string // human-readable, for CtlStop and CtlRefuse
+	// BatchSeed, if not 0 on CtlStart, says that the aggregator draws the
+	// batches: a party's r-th request (r = 0, 1, ...) must carry the ids
+	// DrawBatch(BatchSeed, party, r, its batch size, NTrain).
+	BatchSeed uint64
 }
 
 // Kind implements Message.
@@ -248,6 +255,11 @@ func (m *Reply) Validate(lim Limits) error {
 	}
 	var b int
 	switch {
+	case m.Mean:
+		if len(m.Delta) != 1 || len(m.H) != 0 || len(m.HBar) != 0 {
+			return fmt.Errorf("%w: mean reply with %d h, %d h_bar, %d delta", ErrShape, len(m.H), len(m.HBar), len(m.Delta))
+		}
+		b = lim.Batch // one value for the whole batch
 	case len(m.Delta) > 0 && len(m.H) == 0 && len(m.HBar) == 0:
 		b = len(m.Delta)
 	case len(m.Delta) == 0 && len(m.H) > 0 && len(m.H) == len(m.HBar):

@@ -334,3 +334,102 @@ func TestValidateMaxAbs(t *testing.T) {
 		}
 	}
 }
+
+// The aggregator's batches: every sample exactly once per epoch, a
+// different order per party and epoch, the same ids for the same
+// arguments, and no allocation.
+func TestDrawBatchPermutes(t *testing.T) {
+	for _, n := range []int{1, 2, 7, 100, 1000, 32561} {
+		b := 64
+		if n < b {
+			b = n
+		}
+		epochs := 3
+		reqs := (epochs*n + b - 1) / b
+		seen := make([]int, n)
+		buf := make([]uint32, b)
+		var first []uint32
+		for r := range reqs {
+			DrawBatch(buf, 42, 3, uint64(r), n)
+			if r == 0 {
+				first = append([]uint32(nil), buf...)
+			}
+			for j, id := range buf {
+				if p := r*b + j; p < epochs*n {
+					if int(id) >= n {
+						t.Fatalf("n %d: id %d out of range", n, id)
+					}
+					seen[id]++
+				}
+			}
+		}
+		for i, c := range seen {
+			if c != epochs {
+				t.Fatalf("n %d: sample %d drawn %d times in %d epochs", n, i, c, epochs)
+			}
+		}
+		DrawBatch(buf, 42, 3, 0, n)
+		for j := range buf {
+			if buf[j] != first[j] {
+				t.Fatalf("n %d: not deterministic", n)
+			}
+		}
+		if n >= 100 {
+			other := make([]uint32, b)
+			DrawBatch(other, 42, 4, 0, n)
+			same := 0
+			for j := range other {
+				if other[j] == buf[j] {
+					same++
+				}
+			}
+			if same > b/4 {
+				t.Errorf("n %d: parties 3 and 4 share %d of %d ids", n, same, b)
+			}
+		}
+	}
+	buf := make([]uint32, 64)
+	if a := testing.AllocsPerRun(100, func() { DrawBatch(buf, 1, 1, 5, 32561) }); a != 0 {
+		t.Errorf("%v allocations", a)
+	}
+}
+
+// The optional fields of this revision round-trip, and a message without
+// them decodes with them zero (not left over from the previous message).
+func TestOptionalFields(t *testing.T) {
+	c := NewCodec()
+	h := Header{Version: Version, Party: 2, Seq: 5}
+	mean := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25}, Mean: true}
+	plain := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25, 0.5}}
+	start := &Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 1<<63 + 7}
+	stop := &Control{Header: Header{Version: Version, Seq: 2}, Op: CtlStop}
+	var r Reply
+	var ctl Control
+	for _, tc := range []struct {
+		in  Message
+		out Message
+		ok  func() bool
+	}{
+		{mean, &r, func() bool { return r.Mean && len(r.Delta) == 1 && r.Delta[0] == 0.25 }},
+		{plain, &r, func() bool { return !r.Mean && len(r.Delta) == 2 }},
+		{start, &ctl, func() bool { return ctl.BatchSeed == 1<<63+7 && ctl.Op == CtlStart }},
+		{stop, &ctl, func() bool { return ctl.BatchSeed == 0 && ctl.Op == CtlStop }},
+	} {
+		b, err := c.Marshal(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Unmarshal(append([]byte(nil), b...), tc.out); err != nil || !tc.ok() {
+			t.Errorf("%s: %v, decoded %+v", tc.in.Kind(), err, tc.out)
+		}
+	}
+	// A mean reply validates against the request's batch size; a mean
+	// reply with several values does not.
+	if err := mean.Validate(Limits{Party: 2, Batch: 64}); err != nil {
+		t.Errorf("mean reply: %v", err)
+	}
+	bad := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25, 1}, Mean: true}
+	if err := bad.Validate(Limits{Party: 2, Batch: 2}); !errors.Is(err, ErrShape) {
+		t.Errorf("a mean reply with two values: %v", err)
+	}
+}

@@ -37,6 +37,9 @@ Experiments:
                bus against the single-process reference loop: results/time_to_accuracy.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
+  privacy      label inference by a passive and an active party against the paper's wire
+               format and the defenses, on a9a and MNIST: results/privacy.csv, privacy.png,
+               REPORT-privacy.md
 
 Common flags: --data-dir DIR (where "asyrevel data fetch" put the sets; default data,
 else ../shared/data), --out DIR (default results), --quick (a short version).
@@ -66,6 +69,8 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expTTA(ctx, rest, stdout, stderr)
 	case "nn":
 		return expNN(ctx, rest, stdout, stderr)
+	case "privacy":
+		return expPrivacy(ctx, rest, stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown experiment %q\n\n%s", errUsage, name, experimentUsage)
 }

@@ -115,7 +115,8 @@ func TestTrainFlagsAreRead(t *testing.T) {
 		"data": "synthetic", "preset": "uci-credit-card", "test": "t.csv", "label": "y", "id-column": "k",
 		"categorical": "a,b", "drop": "c", "scale": "std", "algo": "asyrevel-uni", "model": "mlp",
 		"model-cmd": "bin/m", "reg": "l2", "bus": "memory", "nats": "nats://h:1", "store": "s", "run": "r",
-		"out": "o", "log": "warn",
+		"out": "o", "log": "warn", "adversary": "2:active", "reply": "mean", "dp-scope": "all",
+		"defense-key": strings.Repeat("ab", 32),
 	}
 	for _, r := range []struct {
 		name string

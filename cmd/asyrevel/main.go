@@ -36,6 +36,11 @@ Usage:
   asyrevel store list DIR    the runs a broker store holds, and their size on disk
   asyrevel store rm DIR      remove a store, or one run's stream (--run R)
   asyrevel experiment NAME   reference loops and paper experiments (asyrevel experiment help)
+  asyrevel replay (--store DIR | --nats URL) --run R --out DIR [--reexecute]
+                             a run's log in order: per-party transcripts, summary;
+                             re-execution of the aggregator against the recorded replies
+  asyrevel attack NAME (--store DIR | --nats URL) --run R --as M --out DIR
+                             an attack on a run's recorded traffic, scored (asyrevel attack help)
   asyrevel keys --run R --parties Q --out DIR
                              a run's NATS keys (one secret .nk file per participant)
                              and roster.json; also keys --id, public, roster and
@@ -64,6 +69,8 @@ var commands = []command{
 	{name: "broker", run: cmdBroker},
 	{name: "data", run: cmdData, subs: []string{"inspect", "split", "verify", "fetch", "presets"}},
 	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
+	{name: "replay", run: cmdReplay},
+	{name: "attack", run: cmdAttack, subs: []string{"sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate"}},
 	{name: "keys", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeys(args, stdout, stderr)
 	},

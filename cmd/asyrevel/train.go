@@ -134,6 +134,8 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
 		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) { addDefenseFlags(fs, &c.Defense, &c.NoLeakage) }},
+		{roleTrain, func(fs *flag.FlagSet) { addAdversaryFlag(fs, c) }},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
 		}},
@@ -429,6 +431,7 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	if s.Store != "" {
 		fmt.Fprintf(w, "store: %s, %s (the audit log; asyrevel store list|rm)\n", s.Store, run.MB(s.StoreBytes))
 	}
+	reportLeakage(w, cfg, s)
 	if cfg.Out != "" {
 		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
 	}

@@ -1,0 +1,502 @@
+package aggregator
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/asyrevel/asyrevel/privacy/dp"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// ReplyMode is what a reply carries.
+type ReplyMode uint8
+
+// Reply modes.
+const (
+	// ReplyLosses sends h and h_bar per sample: the paper's wire format.
+	// h is the loss itself: inverting a logistic loss gives the margin.
+	ReplyLosses ReplyMode = iota
+	// ReplyDelta sends h_bar - h per sample.
+	ReplyDelta
+	// ReplyMean sends one value, the batch mean of h_bar - h: all that
+	// the party's update needs.
+	ReplyMean
+)
+
+// String names the mode as the command line does.
+func (m ReplyMode) String() string {
+	switch m {
+	case ReplyLosses:
+		return "losses"
+	case ReplyDelta:
+		return "delta"
+	case ReplyMean:
+		return "mean"
+	}
+	return fmt.Sprintf("reply(%d)", m)
+}
+
+// ParseReplyMode reads "losses", "delta" or "mean".
+func ParseReplyMode(s string) (ReplyMode, error) {
+	for m := ReplyLosses; m <= ReplyMean; m++ {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: reply mode %q: want losses, delta or mean", ErrConfig, s)
+}
+
+// Defense is how the aggregator protects its labels from what the parties
+// see and bounds what the parties send. The zero value is the paper's
+// protocol, undefended.
+type Defense struct {
+	Reply ReplyMode
+	// MinBatch rejects requests with fewer samples (0: any size).
+	MinBatch int
+	// Clip bounds every per-sample h_bar - h to [-Clip, Clip] before it
+	// is sent or averaged (0: no clipping). Required by Noise.
+	Clip float64
+	// Noise is the standard deviation of the Gaussian noise added to
+	// every value a reply carries (0: none). Each label's privacy loss is
+	// accounted over all its visits (see package dp). With a head that has
+	// parameters, the head's own step is clipped and noised the same way
+	// and accounted too: it also reads the labels.
+	Noise float64
+	// HeadNoise is the noise of the head's own step, when the head has
+	// parameters (0: Noise). Every party's step moves the head, so its
+	// privacy cost per label grows q times faster than a reply's: a larger
+	// HeadNoise (with a smaller head step size) keeps it in check.
+	HeadNoise float64
+	// Budget caps each label's zCDP rho: a sample whose next visit would
+	// exceed it contributes 0 instead (a privacy filter; 0: no cap).
+	Budget float64
+	// BudgetAll applies Budget to the union of every party's view (all
+	// the parties colluding) instead of each party's own view.
+	BudgetAll bool
+	// Delta is the delta of the (epsilon, delta) reported (default 1e-5).
+	Delta float64
+	// LabelEpsilon, if positive, trains on labels passed once through
+	// randomised response with this epsilon (label DP for everything the
+	// run reveals).
+	LabelEpsilon float64
+	// DrawBatches makes the aggregator draw each party's batches
+	// (Control.BatchSeed): a party can no longer choose which samples it
+	// asks about.
+	DrawBatches bool
+	// MaxOutput clips every c and c_hat a party sends to [-MaxOutput,
+	// MaxOutput], and MaxPerturb every c_hat - c to [-MaxPerturb,
+	// MaxPerturb] (0: no bound): against a party that inflates its
+	// outputs to dominate the head.
+	MaxOutput, MaxPerturb float64
+	// Key is the aggregator's secret for the noise, the randomised
+	// response and the batch seed. Parties must never learn it; re-
+	// execution needs it.
+	Key [32]byte
+}
+
+func (d *Defense) check() error {
+	switch {
+	case d.Reply > ReplyMean:
+		return fmt.Errorf("%w: reply mode %d", ErrConfig, d.Reply)
+	case d.MinBatch < 0 || d.Clip < 0 || d.Noise < 0 || d.Budget < 0 || d.LabelEpsilon < 0 || d.MaxOutput < 0 || d.MaxPerturb < 0:
+		return fmt.Errorf("%w: negative defense setting", ErrConfig)
+	case d.Reply == ReplyLosses && (d.Clip > 0 || d.Noise > 0):
+		return fmt.Errorf("%w: clipping and noise need replies of deltas or means, not losses", ErrConfig)
+	case d.HeadNoise < 0 || d.HeadNoise > 0 && d.Noise == 0:
+		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
+	case d.Noise > 0 && d.Clip == 0:
+		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip)", ErrConfig)
+	case d.Budget > 0 && d.Noise == 0:
+		return fmt.Errorf("%w: a privacy budget needs noise", ErrConfig)
+	case d.Delta < 0 || d.Delta >= 1:
+		return fmt.Errorf("%w: delta %g not in [0, 1)", ErrConfig, d.Delta)
+	}
+	return nil
+}
+
+// DefenseReport is the defense in force and what it did, with the label
+// privacy accounting.
+type DefenseReport struct {
+	Reply        string  `json:"reply"`
+	MinBatch     int     `json:"min_batch,omitempty"`
+	Clip         float64 `json:"clip,omitempty"`
+	Noise        float64 `json:"noise,omitempty"`
+	Budget       float64 `json:"rho_budget,omitempty"`
+	BudgetScope  string  `json:"budget_scope,omitempty"` // "party" or "all"
+	LabelEpsilon float64 `json:"label_epsilon,omitempty"`
+	DrawBatches  bool    `json:"aggregator_draws_batches,omitempty"`
+	MaxOutput    float64 `json:"max_output,omitempty"`
+	MaxPerturb   float64 `json:"max_perturb,omitempty"`
+	HeadNoised   bool    `json:"head_step_noised,omitempty"`
+	HeadNoise    float64 `json:"head_noise,omitempty"`
+
+	// Counters.
+	ClippedOutputs int64       `json:"clipped_outputs,omitempty"` // c or c_hat values clipped to MaxOutput
+	ClippedPerturb int64       `json:"clipped_perturbations,omitempty"`
+	ClippedDeltas  int64       `json:"clipped_deltas,omitempty"`  // h_bar - h values clipped to Clip
+	Masked         int64       `json:"masked_visits,omitempty"`   // sample visits refused by the budget
+	SmallBatches   int64       `json:"small_batches,omitempty"`   // requests rejected under MinBatch
+	UndrawnBatches int64       `json:"undrawn_batches,omitempty"` // requests whose ids were not the drawn ones
+	FlippedLabels  int         `json:"flipped_labels,omitempty"`  // by randomised response
+	Accounting     *Accounting `json:"accounting,omitempty"`      // with Noise
+}
+
+// Accounting is the per-label privacy loss of the noised replies: zCDP rho
+// composed over the visits of each label, and the (epsilon, delta) of the
+// exact Gaussian conversion; first what one party's own view reveals (the
+// worst party and label), then the union of every party's view (all of
+// them colluding).
+type Accounting struct {
+	Delta     float64 `json:"delta"`
+	Labels    int     `json:"labels"`     // training labels
+	Visited   int     `json:"visited"`    // labels with at least one visit
+	MaxVisits int64   `json:"max_visits"` // most visits of one label, all parties
+	// One party's view.
+	MaxRho    float64 `json:"max_rho"`    // the worst (party, label)
+	MedianRho float64 `json:"median_rho"` // median over visited labels of the worst party's rho
+	Epsilon   float64 `json:"epsilon"`    // the worst (party, label)'s epsilon at Delta
+	MedianEps float64 `json:"median_epsilon"`
+	// AUCBound is the largest label-inference AUC that any single party,
+	// passive or active, can reach against the worst label (Gaussian
+	// trade-off; with randomised response, the smaller of the two).
+	AUCBound float64 `json:"auc_bound"`
+	// The union of all views (every party colluding).
+	MaxRhoAll    float64 `json:"max_rho_all"`
+	EpsilonAll   float64 `json:"epsilon_all"`
+	MedianEpsAll float64 `json:"median_epsilon_all"`
+	AUCBoundAll  float64 `json:"auc_bound_all"`
+	// EpsilonZCDP is the classic zCDP conversion of MaxRho, for comparison.
+	EpsilonZCDP float64 `json:"epsilon_zcdp"`
+}
+
+// defense is the aggregator's runtime state of its Defense.
+type defense struct {
+	cfg   Defense
+	noise *rand.Rand // ChaCha8 keyed by Key: reproducible by re-execution
+	// Privacy loss in units of one unit-sensitivity visit, (sensitivity /
+	// 2 clip)^2: of the replies to every party (unitAll), to each party
+	// (unitP, q x n; maxP is its maximum over the parties) and of the
+	// head's own steps (unitH, which every party sees the effects of).
+	unitAll   []float64
+	unitP     []float32
+	maxP      []float32
+	unitH     []float64
+	n         int
+	visits    []uint32 // per sample visits (with Noise)
+	occ       []uint16 // per sample occurrences in the current batch (scratch)
+	maxUnit   float64  // Budget in units (0: none)
+	unitRho   float64  // rho of one unit: 2 clip^2 / noise^2
+	headInc   float64  // a head step's units per unit of sensitivity: (noise / head noise)^2
+	batchSeed uint64
+	drawn     []uint32 // scratch for DrawBatch
+	sum       float64  // running sum of the current mean reply
+	rep       DefenseReport
+	head      bool // the head's own step is noised
+}
+
+// deriveKey gives an independent key for purpose p from the secret.
+func deriveKey(k [32]byte, p byte) [32]byte {
+	k[31] ^= p
+	var g = rand.NewChaCha8(k)
+	var out [32]byte
+	for i := 0; i < 32; i += 8 {
+		binary.LittleEndian.PutUint64(out[i:], g.Uint64())
+	}
+	return out
+}
+
+func (a *Aggregator) initDefense(cfg *Config) error {
+	d := &a.def
+	if cfg.ReplyDelta && cfg.Defense.Reply == ReplyLosses {
+		cfg.Defense.Reply = ReplyDelta
+	}
+	d.cfg = cfg.Defense
+	if err := d.cfg.check(); err != nil {
+		return err
+	}
+	if d.cfg.Delta == 0 {
+		d.cfg.Delta = 1e-5
+	}
+	c := &d.cfg
+	d.rep = DefenseReport{Reply: c.Reply.String(), MinBatch: c.MinBatch, Clip: c.Clip, Noise: c.Noise, Budget: c.Budget,
+		LabelEpsilon: c.LabelEpsilon, DrawBatches: c.DrawBatches, MaxOutput: c.MaxOutput, MaxPerturb: c.MaxPerturb}
+	d.noise = rand.New(rand.NewChaCha8(deriveKey(c.Key, 1)))
+	a.labels = cfg.Labels
+	if c.LabelEpsilon > 0 {
+		a.labels = slices.Clone(cfg.Labels)
+		classes := cfg.Head.Classes()
+		keep := dp.KeepProb(c.LabelEpsilon, classes)
+		rr := rand.New(rand.NewChaCha8(deriveKey(c.Key, 2)))
+		for i, y := range a.labels {
+			if rr.Float64() >= keep {
+				o := int32(rr.IntN(classes - 1))
+				if o >= y {
+					o++
+				}
+				a.labels[i] = o
+				d.rep.FlippedLabels++
+			}
+		}
+	}
+	if c.DrawBatches {
+		g := rand.NewChaCha8(deriveKey(c.Key, 3))
+		for d.batchSeed == 0 {
+			d.batchSeed = g.Uint64()
+		}
+		d.drawn = make([]uint32, cfg.MaxBatch)
+	}
+	if c.Budget > 0 {
+		d.rep.BudgetScope = "party"
+		if c.BudgetAll {
+			d.rep.BudgetScope = "all"
+		}
+	}
+	if c.Noise > 0 {
+		d.n = a.n
+		d.unitAll = make([]float64, a.n)
+		d.unitP = make([]float32, a.q*a.n)
+		d.maxP = make([]float32, a.n)
+		d.unitH = make([]float64, a.n)
+		d.visits = make([]uint32, a.n)
+		d.occ = make([]uint16, a.n)
+		d.unitRho = dp.GaussianRho(2*c.Clip, c.Noise)
+		if c.HeadNoise == 0 {
+			c.HeadNoise = c.Noise
+		}
+		d.headInc = (c.Noise / c.HeadNoise) * (c.Noise / c.HeadNoise)
+		if c.Budget > 0 {
+			d.maxUnit = c.Budget / d.unitRho
+		}
+		d.head = cfg.Head.NumParams() > 0
+		d.rep.HeadNoised = d.head
+		if d.head {
+			d.rep.HeadNoise = c.HeadNoise
+		}
+	}
+	return nil
+}
+
+// checkRequest enforces the batch rules on a valid request o of party m.
+func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
+	d := &a.def
+	if len(o.IDs) < d.cfg.MinBatch {
+		d.rep.SmallBatches++
+		return fmt.Errorf("%w: batch of %d samples, the aggregator requires at least %d", schemas.ErrShape, len(o.IDs), d.cfg.MinBatch)
+	}
+	if d.cfg.DrawBatches {
+		want := d.drawn[:len(o.IDs)]
+		schemas.DrawBatch(want, d.batchSeed, m, uint64(a.version[m]), a.n)
+		if !slices.Equal(want, o.IDs) {
+			d.rep.UndrawnBatches++
+			return fmt.Errorf("%w: request %d of party %d does not hold the batch the aggregator drew", schemas.ErrState, a.version[m], m)
+		}
+	}
+	return nil
+}
+
+// boundOutputs clips c and c_hat - c of a request in place.
+func (a *Aggregator) boundOutputs(o *schemas.PartyOutput) {
+	d := &a.def
+	if mo := d.cfg.MaxOutput; mo > 0 {
+		d.rep.ClippedOutputs += clipAll(o.C, mo) + clipAll(o.CHat, mo)
+	}
+	if mp := d.cfg.MaxPerturb; mp > 0 {
+		for j, c := range o.C {
+			if v := o.CHat[j] - c; v > mp || v < -mp {
+				o.CHat[j] = c + math.Copysign(mp, v)
+				d.rep.ClippedPerturb++
+			}
+		}
+	}
+}
+
+// boundEval clips evaluation outputs to MaxOutput.
+func (a *Aggregator) boundEval(c []float64) {
+	if mo := a.def.cfg.MaxOutput; mo > 0 {
+		a.def.rep.ClippedOutputs += clipAll(c, mo)
+	}
+}
+
+func clipAll(x []float64, b float64) int64 {
+	var n int64
+	for i, v := range x {
+		if v > b {
+			x[i], n = b, n+1
+		} else if v < -b {
+			x[i], n = -b, n+1
+		}
+	}
+	return n
+}
+
+// Mechanisms over a batch whose privacy loss sampleTerm accounts.
+const (
+	termDelta = iota // per-sample reply values
+	termMean         // the batch mean of a reply
+	termHead         // the batch mean of the head's own step
+)
+
+// sampleTerm is the clipped, budget-filtered contribution of one visit of
+// sample i (one occurrence in a batch of b) to a mechanism of kind term
+// whose result goes to party m (every party, for the head's step). It
+// accounts the visit.
+func (d *defense) sampleTerm(m, i, b int, v float64, term int) float64 {
+	if c := d.cfg.Clip; c > 0 && (v > c || v < -c) {
+		v = math.Copysign(c, v)
+		d.rep.ClippedDeltas++
+	}
+	if d.unitAll == nil {
+		return v
+	}
+	// The L2 sensitivity of the mechanism to y_i grows with the number of
+	// occurrences o of i: 2C sqrt(o) per sample, 2C o/b for a mean. In
+	// units of (2C)^2: o, or o^2/b^2; this occurrence adds the increment.
+	d.occ[i]++
+	o := float64(d.occ[i])
+	inc := 1.0
+	if term != termDelta {
+		inc = (2*o - 1) / float64(b*b)
+	}
+	if term == termHead {
+		inc *= d.headInc
+	}
+	p := (m-1)*d.n + i
+	if d.maxUnit > 0 {
+		var cur float64
+		switch {
+		case d.cfg.BudgetAll:
+			cur = d.unitAll[i] + d.unitH[i]
+		case term == termHead:
+			cur = float64(d.maxP[i]) + d.unitH[i]
+		default:
+			cur = float64(d.unitP[p]) + d.unitH[i]
+		}
+		if cur+inc > d.maxUnit {
+			d.occ[i]-- // not counted: it contributes nothing
+			d.rep.Masked++
+			return 0
+		}
+	}
+	if term == termHead {
+		d.unitH[i] += inc
+		return v
+	}
+	d.unitAll[i] += inc
+	d.unitP[p] += float32(inc)
+	d.maxP[i] = max(d.maxP[i], d.unitP[p])
+	return v
+}
+
+// endBatch resets the occurrence counters after one mechanism over a
+// batch; visit counts the batch's samples as visited (once per batch).
+func (d *defense) endBatch(ids []uint32, visit bool) {
+	if d.occ == nil {
+		return
+	}
+	for _, id := range ids {
+		if d.occ[id] > 0 {
+			d.occ[id] = 0
+			if visit {
+				d.visits[id]++
+			}
+		}
+	}
+}
+
+// emit adds sample i's part of the reply r to party m (its losses h and
+// hb) in a batch of b.
+func (a *Aggregator) emit(r *schemas.Reply, m, i, b int, h, hb float64) {
+	d := &a.def
+	switch d.cfg.Reply {
+	case ReplyLosses:
+		r.H = append(r.H, h)
+		r.HBar = append(r.HBar, hb)
+	case ReplyDelta:
+		v := d.sampleTerm(m, i, b, hb-h, termDelta)
+		if d.cfg.Noise > 0 {
+			v += d.cfg.Noise * d.noise.NormFloat64()
+		}
+		r.Delta = append(r.Delta, v)
+	case ReplyMean:
+		d.sum += d.sampleTerm(m, i, b, hb-h, termMean)
+	}
+}
+
+// finishReply completes the reply r to a batch of b samples.
+func (a *Aggregator) finishReply(r *schemas.Reply, b int) {
+	d := &a.def
+	r.Mean = d.cfg.Reply == ReplyMean
+	if r.Mean {
+		v := d.sum / float64(b)
+		if d.cfg.Noise > 0 {
+			v += d.cfg.Noise * d.noise.NormFloat64()
+		}
+		r.Delta = append(r.Delta, v)
+		d.sum = 0
+	}
+}
+
+// headTerm is sample i's term of the head's own step (h_hat - h): clipped,
+// filtered and accounted like a mean reply when the head is noised.
+func (a *Aggregator) headTerm(i, b int, v float64) float64 {
+	if !a.def.head {
+		return v
+	}
+	return a.def.sampleTerm(0, i, b, v, termHead)
+}
+
+// headNoise is the noise of the head's step (0 unless noised).
+func (a *Aggregator) headNoise() float64 {
+	if !a.def.head {
+		return 0
+	}
+	return a.def.cfg.HeadNoise * a.def.noise.NormFloat64()
+}
+
+// report is the defense's report with the accounting so far, for n labels.
+func (d *defense) report(n int) DefenseReport {
+	r := d.rep
+	if d.unitAll == nil {
+		if d.cfg.LabelEpsilon > 0 {
+			e, b := d.cfg.LabelEpsilon, dp.AUCBoundPure(d.cfg.LabelEpsilon)
+			r.Accounting = &Accounting{Labels: n, Epsilon: e, MedianEps: e, AUCBound: b, EpsilonAll: e, MedianEpsAll: e, AUCBoundAll: b}
+		}
+		return r
+	}
+	acc := &Accounting{Delta: d.cfg.Delta, Labels: n}
+	var party, all []float64
+	for i := range d.n {
+		if d.visits[i] == 0 {
+			continue
+		}
+		party = append(party, (float64(d.maxP[i])+d.unitH[i])*d.unitRho)
+		all = append(all, (d.unitAll[i]+d.unitH[i])*d.unitRho)
+		acc.MaxVisits = max(acc.MaxVisits, int64(d.visits[i]))
+	}
+	acc.Visited = len(party)
+	med := func(x []float64) (float64, float64) {
+		if len(x) == 0 {
+			return 0, 0
+		}
+		slices.Sort(x)
+		return x[len(x)-1], x[len(x)/2]
+	}
+	var medAll float64
+	acc.MaxRho, acc.MedianRho = med(party)
+	acc.MaxRhoAll, medAll = med(all)
+	acc.Epsilon, acc.MedianEps = dp.Epsilon(acc.MaxRho, acc.Delta), dp.Epsilon(acc.MedianRho, acc.Delta)
+	acc.EpsilonAll, acc.MedianEpsAll = dp.Epsilon(acc.MaxRhoAll, acc.Delta), dp.Epsilon(medAll, acc.Delta)
+	acc.EpsilonZCDP = dp.EpsilonZCDP(acc.MaxRho, acc.Delta)
+	acc.AUCBound = dp.AUCBoundGaussian(dp.Mu(acc.MaxRho))
+	acc.AUCBoundAll = dp.AUCBoundGaussian(dp.Mu(acc.MaxRhoAll))
+	if e := d.cfg.LabelEpsilon; e > 0 {
+		b := dp.AUCBoundPure(e)
+		acc.AUCBound, acc.AUCBoundAll = min(acc.AUCBound, b), min(acc.AUCBoundAll, b)
+		acc.Epsilon, acc.EpsilonAll = min(acc.Epsilon, e), min(acc.EpsilonAll, e)
+	}
+	r.Accounting = acc
+	return r
+}

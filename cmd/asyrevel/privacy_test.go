@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// train, then replay, re-execute and attack the run from its store, as a
+// user would.
+func TestReplayAttackCLI(t *testing.T) {
+	out := t.TempDir()
+	data := "synthetic:n=1500,d=16,test=300,noise=0.02"
+	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--batch", "8", "--window", "2",
+		"--steps", "400", "--run", "cli", "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "leakage: ") || !strings.Contains(stdout, "privacy.json") {
+		t.Errorf("train does not report the leakage: %s", stdout)
+	}
+	var leak struct {
+		Scored  bool
+		Parties []struct {
+			SignAUC float64 `json:"sign_auc"`
+		}
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "privacy.json"))
+	if err := json.Unmarshal(raw, &leak); err != nil || !leak.Scored || len(leak.Parties) != 3 || leak.Parties[0].SignAUC < 0.999 {
+		t.Fatalf("privacy.json: %v %s", err, raw)
+	}
+	store := filepath.Join(out, "stream")
+
+	tr := t.TempDir()
+	code, stdout, stderr = runCLI(t, "replay", "--store", store, "--run", "cli", "--out", tr)
+	if code != 0 || !strings.Contains(stdout, "party-2.csv") {
+		t.Fatalf("replay: exit %d: %s %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tr, "summary.json")); err != nil {
+		t.Error(err)
+	}
+
+	code, stdout, stderr = runCLI(t, "replay", "--store", store, "--run", "cli", "--reexecute", "--summary", filepath.Join(out, "summary.json"))
+	if code != 0 || !strings.Contains(stdout, "every reply in the log") {
+		t.Fatalf("reexecute: exit %d: %s %s", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "replay", "--store", store, "--run", "cli", "--reexecute")
+	if code != 2 || !strings.Contains(stderr, "--summary") || !strings.Contains(stderr, "--data") {
+		t.Errorf("reexecute without settings: exit %d, %s", code, stderr)
+	}
+
+	at := t.TempDir()
+	code, stdout, stderr = runCLI(t, "attack", "sign", "--store", store, "--run", "cli", "--as", "2", "--truth", data, "--out", at)
+	if code != 0 || !strings.Contains(stdout, "AUC 1.0000") {
+		t.Fatalf("attack sign: exit %d: %s %s", code, stdout, stderr)
+	}
+	for _, f := range []string{"attack.json", "attack.png", "inference.csv"} {
+		if st, err := os.Stat(filepath.Join(at, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "cli", "--as", "1,3", "--truth", data, "--out", at)
+	if code != 0 || !strings.Contains(stdout, "by parties 1,3") {
+		t.Errorf("colluding parties: exit %d: %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "attack", "loss", "--store", store, "--run", "cli", "--as", "1", "--truth", data, "--out", at)
+	if code != 0 || !strings.Contains(stdout, "other parties' outputs: correlation") {
+		t.Errorf("attack loss: exit %d: %s", code, stdout)
+	}
+	code, _, stderr = runCLI(t, "attack", "tig-sign", "--store", store, "--run", "cli", "--as", "1", "--out", at)
+	if code == 0 || !strings.Contains(stderr, "TIG not available") {
+		t.Errorf("tig: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "attack", "feature", "--store", store, "--run", "cli", "--as", "0", "--target", "2",
+		"--aux", "50", "--truth", data, "--out", at)
+	if code != 0 || !strings.Contains(stdout, "R squared") {
+		t.Errorf("feature: exit %d: %s %s", code, stdout, stderr)
+	}
+}
+
+func TestDefenseFlags(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=1500,d=16,test=300", "--parties", "3", "--batch", "16",
+		"--steps", "300", "--reply", "mean", "--min-batch", "16", "--clip", "0.01", "--noise-multiplier", "2",
+		"--dp-auc", "0.7", "--aggregator-batches", "--adversary", "2:active", "--out", out, "--log", "error")
+	if code != 0 || !strings.Contains(stdout, "label privacy: epsilon") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	var s struct {
+		Defense  map[string]any
+		Settings struct{ Defense map[string]any }
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(raw, &s); err != nil || s.Defense["reply"] != "mean" || s.Settings.Defense["key"] == nil {
+		t.Fatalf("summary: %v %s", err, raw)
+	}
+	for _, bad := range [][]string{
+		{"--clip", "0.1", "--noise", "0.1"},                   // losses cannot be noised
+		{"--reply", "mean", "--noise", "0.1"},                 // noise needs a clip
+		{"--reply", "bogus"},                                  // unknown mode
+		{"--reply", "mean", "--dp-auc", "0.4", "--clip", "1"}, // AUC below chance
+		{"--adversary", "x:active"},                           // bad spec
+	} {
+		args := append([]string{"train", "--data", "synthetic:n=500,d=8,test=100", "--parties", "2", "--steps", "10", "--log", "error"}, bad...)
+		if code, _, stderr := runCLI(t, args...); code == 0 {
+			t.Errorf("%v: exit 0 (%s)", bad, stderr)
+		}
+	}
+}

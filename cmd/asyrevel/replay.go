@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asyrevel/asyrevel/replay"
+)
+
+// logFlags are the flags that name a run's log.
+type logFlags struct {
+	store, nats, run string
+}
+
+func addLogFlags(fs *flag.FlagSet) *logFlags {
+	f := &logFlags{}
+	fs.StringVar(&f.store, "store", "", "store folder of a stopped run (train --store DIR, or OUT/stream of train --out OUT)")
+	fs.StringVar(&f.nats, "nats", "", "URL of a NATS server holding the run's stream (a live or standalone broker)")
+	fs.StringVar(&f.run, "run", "", "run id (the stream ASYREVEL_<run>)")
+	return f
+}
+
+func (f *logFlags) open(ctx context.Context) (*replay.Log, error) {
+	if (f.store == "") == (f.nats == "") || f.run == "" {
+		return nil, fmt.Errorf("%w: give --run R and one of --store DIR and --nats URL", errUsage)
+	}
+	return replay.Open(ctx, replay.Source{Store: f.store, URL: f.nats, Run: f.run})
+}
+
+func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("replay", "asyrevel replay (--store DIR | --nats URL) --run R [--from SEQ | --since TIME] [--party M] --out DIR\n"+
+		"       asyrevel replay ... --reexecute [--data PATH] [--summary FILE]\n\n"+
+		"Reads a run's log in stream order and writes, into --out, one transcript per party\n"+
+		"(party-M.csv: stream_seq, time, kind, sender, seq, req_seq, sample_ids, values,\n"+
+		"staleness: what that party sent and received) and summary.json. A store folder is\n"+
+		"opened read-only in spirit: an embedded server is started on it in this process; a\n"+
+		"store that a live broker holds is refused (read it through that broker: --nats).\n\n"+
+		"--reexecute feeds the recorded party messages, in log order, to a fresh aggregator\n"+
+		"built from the run's settings (summary.json of the run) and the aggregator's labels\n"+
+		"(--data), and checks that it computes every recorded reply exactly.", stderr)
+	lf := addLogFlags(fs)
+	from := fs.Uint64("from", 0, "first stream sequence to read")
+	since := fs.String("since", "", "read from this time (RFC 3339, e.g. 2026-01-02T15:04:05Z, or a duration\nbefore the end of the log, e.g. 30s)")
+	partyID := fs.Int("party", 0, "only what party M sent and received")
+	out := fs.String("out", "", "output folder for the transcripts and summary.json")
+	evalValues := fs.Bool("eval-values", false, "write the outputs of evaluation messages too (large)")
+	re := addReexecFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *out == "" && !re.on {
+		return fmt.Errorf("%w: replay needs --out DIR (or --reexecute)", errUsage)
+	}
+	l, err := lf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	info := l.Info()
+	fmt.Fprintf(stdout, "run %s: %d messages (stream sequences %d..%d, %s to %s)\n", info.Run, info.Messages,
+		info.FirstSeq, info.LastSeq, info.First.Format(time.RFC3339), info.Last.Format(time.RFC3339))
+	if re.on {
+		return re.run(ctx, l, stdout, stderr)
+	}
+	opts := replay.ReadOptions{From: *from, Party: *partyID}
+	if *since != "" {
+		if d, err := time.ParseDuration(*since); err == nil {
+			opts.Since = info.Last.Add(-d)
+		} else if t, err := time.Parse(time.RFC3339Nano, *since); err == nil {
+			opts.Since = t
+		} else {
+			return fmt.Errorf("%w: --since %q: want an RFC 3339 time or a duration", errUsage, *since)
+		}
+	}
+	t0 := time.Now()
+	s, err := replay.WriteTranscripts(ctx, l, opts, replay.TranscriptOptions{Dir: *out, EvalValues: *evalValues,
+		ProgressEvery: 500000, Progress: func(n uint64) {
+			fmt.Fprintf(stderr, "%d messages read (%.0f/s)\n", n, float64(n)/time.Since(t0).Seconds())
+		}})
+	if err != nil {
+		if errors.Is(err, replay.ErrSource) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "read %d messages in %.2f s (%.0f/s)", s.Records, s.ReadSeconds, s.RecordsPerS)
+	if len(s.Undecodable) > 0 {
+		fmt.Fprintf(stdout, "; undecodable: %v", s.Undecodable)
+	}
+	fmt.Fprintln(stdout)
+	for _, p := range s.Parties {
+		fmt.Fprintf(stdout, "party %d: %d requests, %d replies (%s), %d samples covered, max staleness %d -> %s\n",
+			p.Party, p.Requests, p.Replies, p.ReplyFormat, p.SamplesCovered, p.MaxStaleness,
+			strings.TrimSuffix(*out, "/")+"/party-"+strconv.Itoa(p.Party)+".csv")
+	}
+	fmt.Fprintf(stdout, "summary: %s/summary.json\n", strings.TrimSuffix(*out, "/"))
+	return nil
+}

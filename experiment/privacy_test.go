@@ -1,0 +1,95 @@
+package experiment
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/run"
+)
+
+// The privacy experiment end to end on a small synthetic set: real runs
+// over the embedded broker, attacks read back from the logs, the CSV,
+// plot and report.
+func TestPrivacyExperimentSmall(t *testing.T) {
+	c := run.Config{Synthetic: &dataset.SyntheticConfig{Samples: 1500, TestSamples: 300, Features: 16, Classes: 2, Noise: 0.02, Seed: 4}, Parties: 4}
+	if err := c.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := run.LoadData(&c, run.RoleAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := DefaultPrivacySettings(true)["a9a"]
+	var settings []PrivacySetting
+	for _, s := range all {
+		if s.Name == "tig" || s.Name == "paper" || s.Name == "dp-auc0.6" {
+			settings = append(settings, s)
+		}
+	}
+	rows, err := Privacy(context.Background(), PrivacyConfig{
+		Sets: map[string]*run.Data{"syn": data}, Order: []string{"syn"}, Settings: map[string][]PrivacySetting{"syn": settings},
+		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Store: t.TempDir(), Log: zerolog.Nop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := SummarizePrivacy(rows)
+	get := func(setting, who, attack string) PrivacySummary {
+		for _, s := range sum {
+			if s.Setting == setting && s.Attacker == who && s.Attack == attack {
+				return s
+			}
+		}
+		t.Fatalf("no row %s %s %s in %+v", setting, who, attack, sum)
+		return PrivacySummary{}
+	}
+	if s := get("paper", "passive", "sign"); s.AUC < 0.999 || s.DropPP != 0 || !math.IsInf(s.Epsilon, 1) {
+		t.Errorf("paper wire format, passive sign attack: %+v", s)
+	}
+	if s := get("paper", "active", "regression"); s.AUC < 0.999 {
+		t.Errorf("paper wire format, active attacker: %+v", s)
+	}
+	if s := get("dp-auc0.6", "active", "regression"); s.AUC > 0.75 || s.Epsilon > 2 || s.AUCBound > 0.6001 {
+		t.Errorf("the noised, budgeted defense against the active attacker: %+v", s)
+	}
+	if s := get("tig", "passive", "tig-sign"); !strings.Contains(s.Note, "TIG") {
+		t.Errorf("tig row %+v", s)
+	}
+	dir := t.TempDir()
+	if err := WritePrivacy(dir, sum, "test"); err != nil {
+		t.Fatal(err)
+	}
+	csv, _ := os.ReadFile(filepath.Join(dir, "privacy.csv"))
+	if !strings.HasPrefix(string(csv), "setting,attacker,attack,auc,test_accuracy,accuracy_drop_pp,epsilon") {
+		t.Errorf("csv header: %.80s", csv)
+	}
+	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
+	if !strings.Contains(string(rep), "TIG not available") || !strings.Contains(string(rep), "| paper |") {
+		t.Errorf("report:\n%s", rep)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "privacy.png")); err != nil || st.Size() == 0 {
+		t.Errorf("plot: %v", err)
+	}
+}
+
+func TestDCS(t *testing.T) {
+	// No attack success, no accuracy lost: 1.
+	if d := dcs(0, 0.85, 0.85); d != 1 {
+		t.Errorf("ideal %g", d)
+	}
+	// AP 1, no loss: 1/(1+sqrt(0.5)).
+	if d := dcs(1, 0.85, 0.85); math.Abs(d-1/(1+math.Sqrt(0.5))) > 1e-12 {
+		t.Errorf("undefended %g", d)
+	}
+	// An accuracy gain is not rewarded.
+	if dcs(0.5, 0.9, 0.85) != dcs(0.5, 0.85, 0.85) {
+		t.Error("gain rewarded")
+	}
+}

@@ -1,0 +1,109 @@
+package replay_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// reexecConfig rebuilds the run's aggregator configuration from its
+// settings, as `asyrevel replay --reexecute` does.
+func reexecConfig(t *testing.T, s *run.Summary, key string) run.Config {
+	t.Helper()
+	var cfg run.Config
+	st := s.Settings
+	st.Apply(&cfg)
+	cfg.Run, cfg.MaxSteps = s.Run, 1
+	if key != "" {
+		cfg.Defense.Key = key
+	}
+	return cfg
+}
+
+func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport {
+	t.Helper()
+	data, err := run.LoadData(&cfg, run.RoleAggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := run.AggregatorConfig(&cfg, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := replay.Reexecute(context.Background(), l, ac, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// Re-execution of a real run over JetStream reproduces every reply bit for
+// bit, with noised batch means (the noise comes from the secret key); a
+// wrong key, or a reply that the aggregator did not compute, is caught
+// and the first difference named.
+func TestReexecute(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	s, err := run.Train(context.Background(), run.Config{
+		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, MaxSteps: 300, Seed: 11,
+		Run: "reexec", StoreDir: store, EvalEvery: 50 * time.Millisecond,
+		Defense: run.DefenseConfig{Reply: "mean", MinBatch: 8, Clip: 0.01, NoiseMultiplier: 1, DrawBatches: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Defense == nil || s.Settings.Defense.Key == "" {
+		t.Fatalf("the summary records no defense or key: %+v", s.Settings.Defense)
+	}
+	l, err := replay.Open(context.Background(), replay.Source{Store: store, Run: "reexec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rep := reexecute(t, l, reexecConfig(t, s, ""))
+	if !rep.OK() || rep.Matched != int(s.Replies) {
+		t.Fatalf("re-execution: %+v (first: %v)", rep, rep.First)
+	}
+	other := strings.Repeat("ab", 32)
+	rep = reexecute(t, l, reexecConfig(t, s, other))
+	if rep.OK() || rep.First == nil {
+		t.Fatalf("a wrong key went unnoticed: %+v", rep)
+	}
+	t.Logf("wrong key: %v", rep.First)
+	l.Close()
+
+	// A reply the aggregator never computed, slipped into the log.
+	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store, NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, err := broker.ConnectJetStream(context.Background(), broker.JetStreamConfig{Server: srv, InProcess: true, Run: "reexec", NoCreate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := schemas.NewCodec().Marshal(&schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1 << 40},
+		ReqSeq: 1 << 40, Delta: []float64{0.5}, Mean: true})
+	if err := bus.Publish(context.Background(), &broker.Message{Subject: schemas.Subject("reexec", schemas.KindReply, 2), Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	bus.Close()
+	srv.Shutdown()
+	l2, err := replay.Open(context.Background(), replay.Source{Store: store, Run: "reexec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	// The forged reply counts as a recorded reply: the fresh aggregator
+	// stops one step later than the run and gives no reply for it.
+	rep = reexecute(t, l2, reexecConfig(t, s, ""))
+	if rep.OK() || rep.Missing != 1 || rep.First == nil || rep.First.Party != 2 {
+		t.Fatalf("a forged reply went unnoticed: %+v (first %v)", rep, rep.First)
+	}
+}
