@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,9 +31,10 @@ Experiments:
                (centralised back-propagation, SGD); --fo-lr, --momentum
   central      centralised logistic regression with L-BFGS: f* and the reference
                accuracy for a binary set (--data, --test)
-  throughput   steps/s and bytes per step on a9a with 8 parties for the in-memory bus,
-               JetStream in-process, over TCP loopback and a 3-node cluster, windows
-               1, 8, 64 and batches 1, 16, 64: results/throughput.csv and .png
+  throughput   steps/s, bytes per step and messages stored on a9a with 8 parties for the
+               in-memory bus and each transport design over NATS (TCP, in-process, a
+               3-node cluster), windows 1, 8, 64 and batches 1, 16, 64:
+               results/throughput.csv and .png
   tta          time to 84.5% test accuracy on a9a with 8 parties: the pipeline on each
                bus against the single-process reference loop: results/time_to_accuracy.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
@@ -244,7 +246,11 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"Steps/s and bytes per step of the whole pipeline on a9a with 8 parties.", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
-	buses := fs.String("buses", strings.Join(experiment.Buses, ","), "buses to compare")
+	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-plain]-CONNECTION\n"+
+		"(designs capture, core, ordered, acked; connections tcp, inprocess, cluster;\n"+
+		"-sync: each message written before its ack; -plain: no store compression)")
+	windows := fs.String("windows", "1,8,64", "requests in flight per party")
+	batches := fs.String("batches", "1,16,64", "samples per request")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -253,10 +259,21 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	cfg := experiment.ThroughputConfig{Data: data, Parties: 8, Buses: strings.Split(*buses, ","),
-		Windows: []int{1, 8, 64}, Batches: []int{1, 16, 64}, Duration: *dur, Seed: f.seed, Log: log}
+	cfg := experiment.ThroughputConfig{Data: data, Parties: 8, Variants: strings.Split(*variants, ","),
+		Duration: *dur, Seed: f.seed, Log: log}
+	if cfg.Windows, err = intList("windows", *windows); err != nil {
+		return err
+	}
+	if cfg.Batches, err = intList("batches", *batches); err != nil {
+		return err
+	}
 	if f.quick {
-		cfg.Windows, cfg.Batches = []int{1, 8}, []int{1, 64}
+		if !flagGiven(fs, "windows") {
+			cfg.Windows = []int{8}
+		}
+		if !flagGiven(fs, "batches") {
+			cfg.Batches = []int{1, 64}
+		}
 		if !flagGiven(fs, "duration") {
 			cfg.Duration = 1500 * time.Millisecond
 		}
@@ -269,9 +286,14 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "bus\twindow\tbatch\tsteps/s\tbytes/step\twire bytes/step\t")
+	fmt.Fprintln(tw, "variant\twindow\tbatch\tsteps/s\tx memory\tbytes/step\tstep wire bytes\tsent\tstored\tlost\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Bus, r.Window, r.Batch, r.StepsPerSec, r.BytesPerStep, r.WireBytesPerStep)
+		stored, lost := "-", "-"
+		if r.MessagesStored >= 0 {
+			stored, lost = fmt.Sprint(r.MessagesStored), fmt.Sprint(r.Lost)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.3f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.Variant, r.Window, r.Batch, r.StepsPerSec, r.Ratio,
+			r.BytesPerStep, r.StepWireBytes, r.MessagesSent, stored, lost)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "throughput.csv"), filepath.Join(f.out, "throughput.png"))
@@ -287,7 +309,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	target := fs.Float64("target", 0.845, "test accuracy to reach")
 	batch := fs.Int("batch", 64, "samples per request")
 	window := fs.Int("window", 8, "requests in flight per party")
-	buses := fs.String("buses", "jetstream-tcp,jetstream-inprocess,memory", "pipeline variants")
+	variants := fs.String("variants", experiment.DefaultVariant+",capture-inprocess,memory", "pipeline variants (see experiment throughput -h)")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -297,7 +319,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg := experiment.TTAConfig{Data: data, Parties: 8, Target: *target, Batch: *batch, Window: *window,
-		Buses: strings.Split(*buses, ","), Budget: 60 * time.Second, EvalEvery: 100 * time.Millisecond, Log: log}
+		Variants: strings.Split(*variants, ","), Budget: 60 * time.Second, EvalEvery: 100 * time.Millisecond, Log: log}
 	n := *seeds
 	if f.quick && !flagGiven(fs, "seeds") {
 		n = 1
@@ -315,7 +337,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	ref := experiment.MedianSeconds(rows, "reference")
 	fmt.Fprintf(stdout, "median time to %.1f%% over %d seeds (training time; wall time in the csv):\n", 100**target, n)
 	fmt.Fprintf(stdout, "  %-22s %7.2f s\n", "reference (1 process)", ref)
-	for _, b := range cfg.Buses {
+	for _, b := range cfg.Variants {
 		m := experiment.MedianSeconds(rows, b)
 		fmt.Fprintf(stdout, "  %-22s %7.2f s  (%.2fx the reference)\n", b, m, m/ref)
 	}
@@ -370,4 +392,17 @@ func expNN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "nn.csv"), filepath.Join(f.out, "nn.png"))
 	return nil
+}
+
+// intList parses a comma-separated list of positive integers.
+func intList(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%w: --%s %q: want positive integers separated by commas", errUsage, flagName, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

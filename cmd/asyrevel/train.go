@@ -60,6 +60,12 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
 	fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
 	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
+	fs.StringVar(&c.Design, "transport", "", "how messages travel over NATS (default capture):\n"+
+		"  capture  core NATS publish/subscribe, the stream captures every message,\n"+
+		"           publishers bounded by the stream's confirmed position (lossless)\n"+
+		"  ordered  acked JetStream publishes, ordered consumers without acks\n"+
+		"  acked    acked publishes, durable consumers with acks (the first design)\n"+
+		"  core     core NATS only: no stream, no audit log (a benchmark baseline)")
 	fs.StringVar(&c.NATS, "nats", "", "URL of an external NATS server with JetStream (default: embedded)")
 	fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
 	fs.IntVar(&c.Cluster, "cluster", 0, "run an embedded JetStream cluster of N nodes (stream replicated on 3), participants spread over them")
