@@ -190,10 +190,14 @@ func TestClusterLeaderChange(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		fstart := time.Now()
 		ferr := b.Flush(ctx)
+		t.Logf("%s: flush took %v: %v", d, time.Since(fstart), ferr)
 		var got uint64
-		bustest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-			got, err = admin.Count(ctx, subj)
+		bustest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			got, err = admin.Count(cctx, subj)
 			if err == nil && got > n {
 				t.Fatalf("%s: %d stored, %d published", d, got, n)
 			}

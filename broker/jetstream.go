@@ -401,7 +401,9 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		DenyDelete:   true,
 		DenyPurge:    true,
 	}
-	if p := cfg.Persist; b.feats.AsyncPersist && (p == PersistAsync || p == PersistDefault && DefaultPersist == PersistAsync) {
+	// A replicated stream flushes asynchronously anyway (its raft log
+	// backs it) and refuses the setting.
+	if p := cfg.Persist; b.feats.AsyncPersist && cfg.Replicas == 1 && (p == PersistAsync || p == PersistDefault && DefaultPersist == PersistAsync) {
 		scfg.PersistMode = jetstream.AsyncPersistMode
 	}
 	if c := cfg.Compression; b.feats.Compression && (c == CompressionS2 || c == CompressionDefault && DefaultCompression == CompressionS2) {
@@ -687,7 +689,11 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 	case DesignCore:
 		s, err = b.subscribeCore(ctx, filters, opts, h, false)
 	case DesignCapture:
-		s, err = b.subscribeCore(ctx, filters, opts, h, opts.StartSeq > 0 || opts.Deliver == DeliverAll)
+		// In a cluster the interest of a new core subscription reaches the
+		// other nodes a moment later: what their clients publish
+		// meanwhile comes from the stream (see coreSub).
+		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || b.nc.ConnectedClusterName() != ""
+		s, err = b.subscribeCore(ctx, filters, opts, h, history)
 	case DesignOrdered:
 		s, err = b.subscribeOrdered(ctx, filters, opts, h)
 	default:

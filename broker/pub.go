@@ -222,6 +222,7 @@ type capturePub struct {
 	markB     uint64
 	marks     map[*nats.Msg]mark
 	last      string // subject of the last message sent
+	noStream  bool   // a marker found no stream: publish nothing until a barrier gets through
 	subjects  map[string]*subjectCount
 	msg       nats.Msg
 }
@@ -229,9 +230,10 @@ type capturePub struct {
 type mark struct{ n, bytes uint64 }
 
 // subjectCount is what was sent on one subject: base messages were in the
-// stream before the first, n were sent, dups of them were reported
-// duplicates, verified of them checked.
-type subjectCount struct{ base, n, dups, verified uint64 }
+// stream before the first, n were sent, gone of them are not in the
+// stream for a reason already known (reported duplicates, refusals,
+// losses reported by an earlier check), verified of them were checked.
+type subjectCount struct{ base, n, gone, verified uint64 }
 
 // barrierSeq is the last sequence a barrier expects: no stream has it, so
 // the stream refuses the barrier (error 10071) and stores nothing.
@@ -240,6 +242,13 @@ const (
 	errCodeWrongLastSeq    = 10071
 	expectedLastSeqHeader  = jetstream.ExpectedLastSeqHeader
 	barrierReplicatedPause = 2 * time.Millisecond
+	barrierReplicatedWait  = 500 * time.Millisecond
+	// markerGrace: after a barrier, how long Flush waits for the answers
+	// to markers sent before it.
+	markerGrace = 200 * time.Millisecond
+	// stallBarrier: a publisher whose window stays full this long
+	// confirms with a barrier.
+	stallBarrier = time.Second
 )
 
 func newCapturePub(b *JetStream, cfg JetStreamConfig) (*capturePub, error) {
@@ -276,14 +285,24 @@ func (p *capturePub) signal() {
 func (p *capturePub) publish(ctx context.Context, m *Message) error {
 	size := uint64(len(m.Data))
 	p.mu.Lock()
+	var stall *time.Timer
 	for {
 		out := p.published - p.confirmed
-		if out == 0 || out < p.window && p.pubBytes-p.confBytes+size <= p.winBytes {
+		if !p.noStream && (out == 0 || out < p.window && p.pubBytes-p.confBytes+size <= p.winBytes) {
 			break
 		}
 		p.mu.Unlock()
+		if stall == nil {
+			stall = time.NewTimer(stallBarrier)
+			defer stall.Stop()
+		}
 		select {
 		case <-p.space:
+		case <-stall.C:
+			// No marker answer for a while (a stream leader change can
+			// swallow one): confirm with a barrier instead.
+			p.settle(ctx)
+			stall.Reset(stallBarrier)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.b.closing:
@@ -364,7 +383,7 @@ func (p *capturePub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.Pu
 	if ack.Duplicate {
 		p.dups.Add(1)
 		if sc := p.subjects[m.Subject]; sc != nil {
-			sc.dups++
+			sc.gone++
 		}
 	}
 	if mk, ok := p.marks[m]; ok {
@@ -378,25 +397,62 @@ func (p *capturePub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.Pu
 func (p *capturePub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 	p.mu.Lock()
 	mk, ok := p.marks[m]
-	if ok {
-		delete(p.marks, m)
-		// The window moves on; the failure is Flush's to report.
-		p.confirmLocked(mk.n, mk.bytes)
+	if !ok {
+		// Settled by a barrier already: the count check has its fate.
+		p.mu.Unlock()
+		return
+	}
+	delete(p.marks, m)
+	// The window moves on; the failure is Flush's to report.
+	p.confirmLocked(mk.n, mk.bytes)
+	sc := p.subjects[m.Subject]
+	if sc != nil {
+		sc.gone++
 	}
 	if isDupInProcess(err) {
 		// Stored by the stream in order like any other message, but not
 		// again: a duplicate, and the ones before it are confirmed.
 		p.dups.Add(1)
-		if sc := p.subjects[m.Subject]; sc != nil {
-			sc.dups++
-		}
 		p.mu.Unlock()
 		p.signal()
 		return
 	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		// No answer from the stream (no leader, say): what is published
+		// now would go nowhere, so publishing waits until a barrier gets
+		// through (at most a window is lost, and reported).
+		p.noStream = true
+	}
 	p.mu.Unlock()
-	p.errs.set(fmt.Errorf("%w: the stream did not confirm message %d (on %s), nor therefore the unconfirmed ones before it: %w",
-		ErrLost, mk.n, m.Subject, err))
+	p.errs.set(fmt.Errorf("%w: the stream did not store message %d (on %s): %w", ErrLost, mk.n, m.Subject, err))
+	p.signal()
+}
+
+// settle confirms what was published so far with a barrier, and settles
+// the markers before it whose answers did not come (the count check of
+// the next Flush tells whether their messages are stored). A failed
+// barrier changes nothing: the window stays full.
+func (p *capturePub) settle(ctx context.Context) {
+	p.mu.Lock()
+	target, targetBytes, last := p.published, p.pubBytes, p.last
+	p.mu.Unlock()
+	bctx, cancel := context.WithTimeout(ctx, stallBarrier)
+	err := p.barrier(bctx, last)
+	cancel()
+	if err != nil {
+		p.b.log.Debug().Err(err).Msg("capture: barrier while the window is full")
+		return
+	}
+	p.mu.Lock()
+	p.confirmLocked(target, targetBytes)
+	p.noStream = false
+	for m, mk := range p.marks {
+		if mk.n <= target {
+			delete(p.marks, m)
+		}
+	}
+	p.mu.Unlock()
 	p.signal()
 }
 
@@ -414,15 +470,17 @@ func (p *capturePub) flush(ctx context.Context) error {
 		p.signal()
 	}
 	// Markers before the barrier are settled by now, but their answers
-	// may still be on their way to the ack handler.
-	for {
+	// may still be on their way to the ack handler (a refusal is worth
+	// reporting with its reason). Those that do not come (a stream leader
+	// change can swallow them) are settled here: the count check below
+	// tells whether their messages are stored.
+	wait := time.NewTimer(markerGrace)
+	defer wait.Stop()
+	for open := true; open; {
 		p.mu.Lock()
-		open := false
+		open = false
 		for _, mk := range p.marks {
-			if mk.n <= target {
-				open = true
-				break
-			}
+			open = open || mk.n <= target
 		}
 		p.mu.Unlock()
 		if !open {
@@ -431,6 +489,15 @@ func (p *capturePub) flush(ctx context.Context) error {
 		select {
 		case <-p.space:
 		case <-time.After(time.Millisecond):
+		case <-wait.C:
+			p.mu.Lock()
+			for m, mk := range p.marks {
+				if mk.n <= target {
+					delete(p.marks, m)
+				}
+			}
+			p.mu.Unlock()
+			open = false
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -444,40 +511,51 @@ func (p *capturePub) flush(ctx context.Context) error {
 // barrier waits until the stream has processed every message sent so far
 // on this connection (see capturePub).
 func (p *capturePub) barrier(ctx context.Context, subject string) error {
+	for {
+		n, err := p.barrierOnce(ctx, subject)
+		if err != nil || p.b.replicas <= 1 {
+			return err
+		}
+		// A replicated stream answers before its replicas have agreed on
+		// what came before: wait until its last sequence has reached the
+		// one named in the answer ("wrong last sequence: N"). A leader
+		// change may drop proposals counted in N: then ask again.
+		deadline := time.Now().Add(barrierReplicatedWait)
+		for time.Now().Before(deadline) {
+			last, err := p.b.lastSeq(ctx)
+			if err != nil {
+				return err
+			}
+			if last >= n {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(barrierReplicatedPause):
+			}
+		}
+	}
+}
+
+// barrierOnce sends one barrier and returns the stream's last sequence
+// named in its refusal.
+func (p *capturePub) barrierOnce(ctx context.Context, subject string) (uint64, error) {
 	msg := &nats.Msg{Subject: subject}
 	_, err := p.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(barrierSeq), jetstream.WithRetryAttempts(0))
 	if err == nil {
-		return fmt.Errorf("broker: barrier on %s was stored", subject) // cannot happen: no stream has that sequence
+		return 0, fmt.Errorf("broker: barrier on %s was stored", subject) // cannot happen: no stream has that sequence
 	}
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWrongLastSeq {
-		return fmt.Errorf("%w: confirming the messages published on %s: %w", ErrLost, subject, err)
+		return 0, fmt.Errorf("%w: confirming the messages published on %s: %w", ErrLost, subject, err)
 	}
-	if p.b.replicas <= 1 {
-		return nil
-	}
-	// A replicated stream answers before its replicas have agreed on what
-	// came before: wait until its last sequence has reached the one named
-	// in the answer ("wrong last sequence: N").
 	desc := apiErr.Description
 	n, perr := strconv.ParseUint(strings.TrimSpace(desc[strings.LastIndexByte(desc, ':')+1:]), 10, 64)
 	if perr != nil {
-		return fmt.Errorf("broker: barrier answer %q: %w", desc, perr)
+		return 0, fmt.Errorf("broker: barrier answer %q: %w", desc, perr)
 	}
-	for {
-		last, err := p.b.lastSeq(ctx)
-		if err != nil {
-			return err
-		}
-		if last >= n {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(barrierReplicatedPause):
-		}
-	}
+	return n, nil
 }
 
 // verify compares the stream's count of each subject published on since
@@ -495,7 +573,7 @@ func (p *capturePub) verify(ctx context.Context) error {
 	p.mu.Lock()
 	for s, sc := range p.subjects {
 		if sc.n > sc.verified {
-			checks = append(checks, check{s, sc, sc.base + sc.n - sc.dups})
+			checks = append(checks, check{s, sc, sc.base + sc.n - sc.gone})
 		}
 	}
 	p.mu.Unlock()
@@ -511,11 +589,12 @@ func (p *capturePub) verify(ctx context.Context) error {
 		}
 		// Other publishers on the same subject only add: fewer than
 		// sent means some of ours are missing.
+		p.mu.Lock()
 		if stored < c.want {
 			errs = append(errs, fmt.Errorf("%w: %s holds %d messages, %d were published there", ErrLost, c.subject, stored, c.want))
+			c.sc.gone += c.want - stored // reported once
 		}
-		p.mu.Lock()
-		c.sc.verified = max(c.sc.verified, c.want+c.sc.dups-c.sc.base)
+		c.sc.verified = c.sc.n
 		p.mu.Unlock()
 	}
 	return errors.Join(errs...)

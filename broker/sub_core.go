@@ -99,6 +99,10 @@ func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts Su
 		if s.l0, err = b.lastSeq(ctx); err != nil {
 			return nil, err
 		}
+		if opts.StartSeq == 0 && opts.Deliver == DeliverNew {
+			s.start = s.l0 + 1
+			opts.StartSeq = s.start
+		}
 	}
 	unsub := func() {
 		for _, ns := range s.subs {

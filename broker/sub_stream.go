@@ -79,6 +79,7 @@ type orderedSub struct {
 	hmu    sync.Mutex // held while the handler runs
 	closed atomic.Bool
 	last   uint64
+	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
 	d      streamDelivery
 
 	closeOne sync.Once
@@ -90,7 +91,7 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}
-	s := &orderedSub{bus: b, handler: h, match: match, cons: cons}
+	s := &orderedSub{bus: b, handler: h, match: match, cons: cons, from: opts.StartSeq}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
 	if err != nil {
@@ -114,7 +115,7 @@ func (s *orderedSub) onMsg(m jetstream.Msg) {
 		return
 	}
 	s.last = seq
-	if s.match != nil && !matchAny(s.match, m.Subject()) {
+	if seq < s.from || s.match != nil && !matchAny(s.match, m.Subject()) {
 		return
 	}
 	s.bus.ctr.delivered(len(m.Data()))
@@ -186,6 +187,7 @@ type jsSub struct {
 	hmu    sync.Mutex // held while the handler runs
 	closed atomic.Bool
 	last   uint64 // stream sequence of the last delivery handed out
+	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
 	d      streamDelivery
 
 	amu      sync.Mutex // ack coalescing
@@ -218,6 +220,9 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 		durable: opts.Durable != "",
 		handler: h,
 		match:   match,
+	}
+	if cfg := cons.CachedInfo().Config; cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		s.from = cfg.OptStartSeq
 	}
 	if s.durable {
 		s.d.ack = s.ack
@@ -262,6 +267,16 @@ func (b *JetStream) consumer(ctx context.Context, filters []string, opts Subscri
 	cfg.Replicas = b.consumerReplicas
 	cfg.AckPolicy = jetstream.AckAllPolicy
 	cfg.MaxAckPending = maxAckPending
+	if cfg.DeliverPolicy == jetstream.DeliverNewPolicy {
+		// An explicit start, so that a durable that was never acked can
+		// be recreated where it began (a server before 2.14 has no reset
+		// API and reports an ack floor of 0 for it).
+		last, err := b.lastSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+	}
 	for attempt := 0; ; attempt++ {
 		c, err := b.js.Consumer(ctx, b.stream, opts.Durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -311,8 +326,12 @@ func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jet
 		return c, nil
 	}
 	cfg := info.Config
+	start := info.AckFloor.Stream + 1
+	if info.AckFloor.Stream == 0 && cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		start = cfg.OptStartSeq // never acked: where it began
+	}
 	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-	cfg.OptStartSeq = info.AckFloor.Stream + 1
+	cfg.OptStartSeq = start
 	cfg.OptStartTime = nil
 	if err := b.js.DeleteConsumer(ctx, b.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
@@ -368,7 +387,7 @@ func (s *jsSub) onMsg(m jetstream.Msg) {
 		return
 	}
 	s.last = seq
-	if s.match != nil && !matchAny(s.match, m.Subject()) {
+	if seq < s.from || s.match != nil && !matchAny(s.match, m.Subject()) {
 		// Not acked: the next Ack of the handler covers it (AckAll).
 		return
 	}

@@ -1,0 +1,59 @@
+package run
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
+)
+
+// Every transport design trains, and every design with a log stores every
+// message the runtimes sent (the default one in particular).
+func TestTrainEveryDesign(t *testing.T) {
+	for _, d := range broker.Designs {
+		t.Run(string(d), func(t *testing.T) {
+			s, err := Train(context.Background(), Config{
+				Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 4, Window: 4, Design: string(d),
+				InProcess: true, MaxSteps: 3000, Seed: 1, Log: testLog(t), EvalEvery: 100 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Design != string(d) || s.Steps < 3000 {
+				t.Fatalf("design %q, %d steps", s.Design, s.Steps)
+			}
+			if !d.Capabilities().Log {
+				if s.MessagesStored != -1 || s.Stream != nil {
+					t.Errorf("a design without a log reports %d stored", s.MessagesStored)
+				}
+				return
+			}
+			checkCounts(t, s)
+			if s.MessagesSent == 0 || s.MessagesStored != s.MessagesSent || s.Lost != 0 || s.Dropped != 0 {
+				t.Errorf("sent %d, stored %d, lost %d, dropped %d", s.MessagesSent, s.MessagesStored, s.Lost, s.Dropped)
+			}
+		})
+	}
+}
+
+// Training through a stock nats-server binary (Debian's 2.9.10 where
+// installed), which lacks multi-filter consumers, S2 compression and
+// asynchronous persistence.
+func TestTrainOnStockServer(t *testing.T) {
+	url, version := bustest.StartStockServer(t)
+	for _, d := range []broker.Design{broker.DefaultDesign, broker.DesignAcked} {
+		s, err := Train(context.Background(), Config{
+			Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 16, Window: 2, NATS: url, Design: string(d),
+			Epochs: 5, Seed: 1, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatalf("%s on nats-server %s: %v", d, version, err)
+		}
+		checkCounts(t, s)
+		if s.TestAccuracy < 0.85 || s.Lost != 0 || s.MessagesStored != s.MessagesSent {
+			t.Errorf("%s on nats-server %s: accuracy %.3f, sent %d, stored %d", d, version, s.TestAccuracy, s.MessagesSent, s.MessagesStored)
+		}
+	}
+}
