@@ -137,6 +137,10 @@ type ThroughputRow struct {
 	// StoreBytesPerStep is the embedded store's disk size after the run
 	// per step (NaN without an embedded store).
 	StoreBytesPerStep float64
+	// CPUPerStep is the process's CPU time (every participant and the
+	// embedded broker) per step, microseconds, setup included: less
+	// sensitive than steps/s to other processes on a shared machine.
+	CPUPerStep float64
 	// MessagesSent counts what the parties and the aggregator published,
 	// MessagesStored the run's messages in the stream afterwards (-1
 	// without a log); Lost is their difference, Dropped the live
@@ -194,7 +198,9 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 				tc := base(w, b)
 				tc.Duration = cfg.Duration
 				v.apply(&tc)
+				cpu0 := cpuTime()
 				s, err := run.Train(ctx, tc)
+				cpu := cpuTime() - cpu0
 				if err != nil {
 					return rows, fmt.Errorf("%s window %d batch %d: %w", v.name, w, b, err)
 				}
@@ -203,6 +209,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 					WireBytesPerStep: nanF, StepWireBytes: nanF, StoreBytesPerStep: nanF, Ratio: nanF,
 					MessagesSent: s.MessagesSent, MessagesStored: s.MessagesStored, Lost: s.Lost, Dropped: s.Dropped}
 				if s.Steps > 0 {
+					r.CPUPerStep = float64(cpu.Microseconds()) / float64(s.Steps)
 					r.BytesPerStep = float64(s.StepBytes) / float64(s.Steps)
 					if s.WireBytes > 0 {
 						r.WireBytesPerStep = float64(s.WireBytes) / float64(s.Steps)
@@ -263,11 +270,11 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 			stored, lost = strconv.FormatInt(r.MessagesStored, 10), strconv.FormatInt(r.Lost, 10)
 		}
 		recs = append(recs, []string{r.Variant, r.Bus, r.Design, strconv.Itoa(r.Window), strconv.Itoa(r.Batch),
-			fmtF(r.StepsPerSec, 1), opt(r.Ratio, 3), fmtF(r.BytesPerStep, 1), opt(r.WireBytesPerStep, 1), opt(r.StepWireBytes, 1),
+			fmtF(r.StepsPerSec, 1), opt(r.Ratio, 3), fmtF(r.CPUPerStep, 2), fmtF(r.BytesPerStep, 1), opt(r.WireBytesPerStep, 1), opt(r.StepWireBytes, 1),
 			opt(r.StoreBytesPerStep, 1), strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 3),
 			strconv.FormatInt(r.MessagesSent, 10), stored, lost, strconv.FormatInt(r.Dropped, 10)})
 	}
-	header := []string{"variant", "bus", "design", "window", "batch", "steps_per_s", "ratio_to_memory", "bytes_per_step",
+	header := []string{"variant", "bus", "design", "window", "batch", "steps_per_s", "ratio_to_memory", "cpu_us_per_step", "bytes_per_step",
 		"wire_bytes_per_step", "step_wire_bytes", "store_bytes_per_step", "steps", "seconds",
 		"messages_sent", "messages_stored", "lost", "dropped"}
 	if err := run.WriteCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
@@ -340,6 +347,10 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 		}
 		if hi > 0 {
 			p.Y.Min, p.Y.Max = lo/4, hi*1.3
+		}
+		p.X.Min, p.X.Max = math.Inf(1), math.Inf(-1)
+		for _, r := range rows {
+			p.X.Min, p.X.Max = math.Min(p.X.Min, float64(r.Batch)/1.5), math.Max(p.X.Max, float64(r.Batch)*1.5)
 		}
 		// Bottom left: below the lines, as small batches are the fastest.
 		p.Legend.Left = true

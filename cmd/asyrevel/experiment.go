@@ -286,14 +286,14 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "variant\twindow\tbatch\tsteps/s\tx memory\tbytes/step\tstep wire bytes\tsent\tstored\tlost\t")
+	fmt.Fprintln(tw, "variant\twindow\tbatch\tsteps/s\tx memory\tcpu us/step\tbytes/step\tstep wire bytes\tsent\tstored\tlost\t")
 	for _, r := range rows {
 		stored, lost := "-", "-"
 		if r.MessagesStored >= 0 {
 			stored, lost = fmt.Sprint(r.MessagesStored), fmt.Sprint(r.Lost)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.3f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.Variant, r.Window, r.Batch, r.StepsPerSec, r.Ratio,
-			r.BytesPerStep, r.StepWireBytes, r.MessagesSent, stored, lost)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.3f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.Variant, r.Window, r.Batch, r.StepsPerSec, r.Ratio,
+			r.CPUPerStep, r.BytesPerStep, r.StepWireBytes, r.MessagesSent, stored, lost)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "throughput.csv"), filepath.Join(f.out, "throughput.png"))
