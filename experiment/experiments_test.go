@@ -35,7 +35,7 @@ func smallData(t *testing.T, q int) *run.Data {
 func TestThroughputWritesResults(t *testing.T) {
 	rows, err := Throughput(context.Background(), ThroughputConfig{
 		Data: smallData(t, 4), Parties: 4, Variants: []string{"memory", "capture-tcp", "core-inprocess"},
-		Windows: []int{1}, Batches: []int{1, 16}, Duration: 300 * time.Millisecond, Seed: 1, Log: zerolog.Nop(),
+		Windows: []int{8}, Batches: []int{1, 16}, Duration: time.Second, Seed: 1, Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -131,8 +131,8 @@ type ThroughputRow struct {
 	// WireBytesPerStep is all bytes on the clients' broker connections
 	// during the run (initial pass, evaluations and setup included) per
 	// step; StepWireBytes the bytes of the training steps alone: the
-	// run's wire bytes less those of a run of the same variant that
-	// stopped after a handful of steps, per extra step. NaN for memory.
+	// difference with a shorter run of the same configuration, per extra
+	// step (window 8 only; NaN otherwise and for memory).
 	WireBytesPerStep, StepWireBytes float64
 	// StoreBytesPerStep is the embedded store's disk size after the run
 	// per step (NaN without an embedded store).
@@ -174,27 +174,28 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 			Run: shortRun(),
 		}
 	}
-	// The wire bytes of a run without steps: initial pass, two
-	// evaluations, setup.
-	cal := map[string]calibration{}
-	for _, v := range vs {
-		if v.memory {
-			continue
-		}
-		tc := base(8, 1)
-		tc.MaxSteps = 64
-		v.apply(&tc)
-		s, err := run.Train(ctx, tc)
-		if err != nil {
-			return nil, fmt.Errorf("%s calibration: %w", v.name, err)
-		}
-		cal[v.name] = calibration{float64(s.WireBytes), s.Steps}
-	}
 	var rows []ThroughputRow
 	for _, w := range cfg.Windows {
 		for _, b := range cfg.Batches {
 			first := len(rows)
 			for _, v := range vs {
+				// At window 8, a shorter run of the same configuration:
+				// the difference of the wire bytes over the difference of
+				// the steps leaves out what does not grow with the steps
+				// (setup, the initial pass, the two evaluations, the
+				// catch-up of a subscription, which receives what comes
+				// live twice for its first CatchUpGrace).
+				var cal *calibration
+				if w == 8 && !v.memory {
+					tc := base(w, b)
+					tc.Duration = max(cfg.Duration/4, 400*time.Millisecond)
+					v.apply(&tc)
+					s, err := run.Train(ctx, tc)
+					if err != nil {
+						return nil, fmt.Errorf("%s calibration: %w", v.name, err)
+					}
+					cal = &calibration{float64(s.WireBytes), s.Steps}
+				}
 				tc := base(w, b)
 				tc.Duration = cfg.Duration
 				v.apply(&tc)
@@ -213,8 +214,8 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 					r.BytesPerStep = float64(s.StepBytes) / float64(s.Steps)
 					if s.WireBytes > 0 {
 						r.WireBytesPerStep = float64(s.WireBytes) / float64(s.Steps)
-						if c, ok := cal[v.name]; ok && s.Steps > c.steps {
-							r.StepWireBytes = (float64(s.WireBytes) - c.wire) / float64(s.Steps-c.steps)
+						if cal != nil && s.Steps > cal.steps {
+							r.StepWireBytes = (float64(s.WireBytes) - cal.wire) / float64(s.Steps-cal.steps)
 						}
 					}
 					if s.StoreBytes > 0 {

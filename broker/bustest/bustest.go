@@ -68,6 +68,7 @@ func Run(t *testing.T, f Factory) {
 		{"PublisherOrderAcrossSubjects", any, testPublisherOrder},
 		{"Count", log, testCount},
 		{"Flush", log, testFlush},
+		{"FlushWhilePublishing", any, testFlushWhilePublishing},
 		{"ConcurrentPublishers", any, testConcurrentPublishers},
 		{"PublishCancelledContext", any, testPublishCancelled},
 		{"NoHandlerAfterClose", any, testNoHandlerAfterClose},
@@ -1035,4 +1036,35 @@ func testUnsupported(t *testing.T, s *suite) {
 			t.Errorf("StartSeq: %v", err)
 		}
 	}
+}
+
+// Flush while other goroutines of the same participant keep publishing:
+// it confirms what came before it and reports nothing lost.
+func testFlushWhilePublishing(t *testing.T, s *suite) {
+	b := s.connect("p")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		subject := s.subj("fw." + strconv.Itoa(w))
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := b.Publish(context.Background(), &broker.Message{Subject: subject, Data: []byte(strconv.Itoa(i))}); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for range 20 {
+		s.flush(b)
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	s.flush(b)
 }
