@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,25 @@ func TestParseVariant(t *testing.T) {
 		if _, err := parseVariant(name); err != nil {
 			t.Errorf("default variant %s: %v", name, err)
 		}
+	}
+}
+
+func TestScaleSlopes(t *testing.T) {
+	mb := int64(1 << 20)
+	rows := []ScaleRow{
+		{ScaleRun: ScaleRun{8, 1000, 64}, PeakRSS: 100 * mb},
+		{ScaleRun: ScaleRun{32, 1000, 64}, PeakRSS: 148 * mb},
+		{ScaleRun: ScaleRun{128, 1000, 64}, PeakRSS: 340 * mb},
+		{ScaleRun: ScaleRun{8, 101000, 64}, PeakRSS: 300 * mb},
+	}
+	perParty, perSample := ScaleSlopes(rows)
+	if math.Abs(perParty-2*float64(mb)) > 1 {
+		t.Errorf("per party %v, want 2 MiB", perParty)
+	}
+	if math.Abs(perSample-2*float64(mb)/1000) > 1e-6 {
+		t.Errorf("per sample %v, want 2 KiB", perSample)
+	}
+	if p, s := ScaleSlopes(rows[:1]); !math.IsNaN(p) || !math.IsNaN(s) {
+		t.Errorf("one run: %v %v", p, s)
 	}
 }

@@ -37,6 +37,8 @@ Experiments:
                results/throughput.csv and .png
   tta          time to 84.5% test accuracy on a9a with 8 parties: the pipeline on each
                bus against the single-process reference loop: results/time_to_accuracy.csv
+  scale        steps/s and peak resident memory with 8, 32 and 128 parties and with a
+               million samples (synthetic data, one process each): results/scale.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
 
@@ -66,6 +68,8 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expThroughput(ctx, rest, stdout, stderr)
 	case "tta":
 		return expTTA(ctx, rest, stdout, stderr)
+	case "scale":
+		return expScale(ctx, rest, stdout, stderr)
 	case "nn":
 		return expNN(ctx, rest, stdout, stderr)
 	}
@@ -405,4 +409,47 @@ func intList(flagName, s string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+func expScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment scale", "asyrevel experiment scale [--quick] [--duration 10s]\n\n"+
+		"Steps/s and peak resident memory of \"asyrevel train\" (one process each, synthetic data,\n"+
+		"batch 64, window 8) with 8, 32 and 128 parties and with a million samples; the memory\n"+
+		"per party and per sample.", stderr)
+	f := newExpFlags(fs)
+	dur := fs.Duration("duration", 10*time.Second, "training time per run")
+	transport := fs.String("transport", "", "transport design (default: train's)")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := experiment.ScaleConfig{Binary: bin, Runs: experiment.DefaultScaleRuns, Duration: *dur, Transport: *transport, Seed: f.seed, Log: log}
+	if f.quick {
+		cfg.Runs = []experiment.ScaleRun{{Parties: 8, Samples: 5000, Features: 64}, {Parties: 32, Samples: 5000, Features: 64}, {Parties: 8, Samples: 50000, Features: 64}}
+		if !flagGiven(fs, "duration") {
+			cfg.Duration = 2 * time.Second
+		}
+	}
+	rows, err := experiment.Scale(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := experiment.WriteScale(f.out, rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "parties\tsamples\tfeatures\tsteps/s\tpeak RSS MB\twall s\tsent\tstored\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.1f\t%d\t%d\t\n", r.Parties, r.Samples, r.Features, r.StepsPerSec,
+			float64(r.PeakRSS)/(1<<20), r.WallSeconds, r.MessagesSent, r.MessagesStored)
+	}
+	tw.Flush()
+	perParty, perSample := experiment.ScaleSlopes(rows)
+	fmt.Fprintf(stdout, "memory per party %.1f MB, per sample %.0f bytes\n", perParty/(1<<20), perSample)
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "scale.csv"))
+	return nil
 }
