@@ -7,6 +7,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/broker/bustest"
+	"github.com/asyrevel/asyrevel/schemas"
 )
 
 // Every transport design trains, and every design with a log stores every
@@ -55,5 +56,46 @@ func TestTrainOnStockServer(t *testing.T) {
 		if s.TestAccuracy < 0.85 || s.Lost != 0 || s.MessagesStored != s.MessagesSent {
 			t.Errorf("%s on nats-server %s: accuracy %.3f, sent %d, stored %d", d, version, s.TestAccuracy, s.MessagesSent, s.MessagesStored)
 		}
+	}
+}
+
+// Messages carrying the dedupe ids the runtimes used to send
+// ("run.sender.seq") can no longer make the broker drop the real ones:
+// the runtimes send no id (issue 12's squatting attack).
+func TestTrainIgnoresSquattedIDs(t *testing.T) {
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	const run = "squat"
+	junk, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: run, Design: broker.DesignAcked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := broker.SubjectPrefix(run) + ".junk"
+	for sender := range 4 {
+		for seq := 1; seq <= 2000; seq++ {
+			if err := junk.Publish(ctx, &broker.Message{Subject: subj, ID: schemas.MsgID(run, sender, uint64(seq)), Data: []byte("x")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := junk.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	s, err := Train(tctx, Config{
+		Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 4, Window: 2, NATS: srv.URL(), Run: run,
+		MaxSteps: 3000, Seed: 1, Log: testLog(t), EvalEvery: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCounts(t, s)
+	if s.Lost != 0 || s.MessagesStored != s.MessagesSent {
+		t.Errorf("sent %d, stored %d", s.MessagesSent, s.MessagesStored)
 	}
 }
