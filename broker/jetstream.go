@@ -70,7 +70,8 @@ type JetStreamConfig struct {
 	// SubscribeBuffer (DesignCapture, DesignCore) bounds the live
 	// deliveries a subscription holds for its Handler. A subscription
 	// that falls further behind loses deliveries (counted in
-	// Stats.Dropped and logged). Default 65,536.
+	// Stats.Dropped and logged). Default 32,768 (256 KiB of pointers a
+	// subscription).
 	SubscribeBuffer int
 	// CatchUpGrace (DesignCapture): a subscription that replays history
 	// reads the stream for at least this long before it hands over to
@@ -139,7 +140,7 @@ const (
 	defaultWindowBytes     = 1 << 20
 	defaultDuplicates      = 2 * time.Minute
 	defaultPullBytes       = 8 << 20
-	defaultSubscribeBuffer = 1 << 16
+	defaultSubscribeBuffer = 1 << 15
 	defaultCatchUpGrace    = 200 * time.Millisecond
 
 	// publishAckTimeout fails an asynchronous publish whose ack does not

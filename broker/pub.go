@@ -474,6 +474,7 @@ func (p *capturePub) flush(ctx context.Context) error {
 		}
 		p.mu.Lock()
 		p.confirmLocked(target, targetBytes)
+		p.noStream = false
 		p.mu.Unlock()
 		p.signal()
 	}

@@ -66,6 +66,7 @@ type coreSub struct {
 	cons  jetstream.Consumer
 	match []matcher
 	feed  chan jetstream.Msg
+	fed   chan struct{} // closed when the catch-up is over: the feed is no longer read
 	cc    jetstream.ConsumeContext
 	l0    uint64 // stream's last sequence before T
 	start uint64 // first sequence asked for (0: all)
@@ -136,9 +137,11 @@ func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts Su
 		if err == nil {
 			s.cons, s.match = cons, match
 			s.feed = make(chan jetstream.Msg, 512)
+			s.fed = make(chan struct{})
 			s.cc, err = cons.Consume(func(m jetstream.Msg) {
 				select {
 				case s.feed <- m:
+				case <-s.fed:
 				case <-s.ctx.Done():
 				}
 			}, b.consumeOpts(func(_ jetstream.ConsumeContext, err error) {
@@ -233,6 +236,7 @@ func (s *coreSub) hash(subject string, hdr nats.Header, data []byte) uint64 {
 func (s *coreSub) catchUp() bool {
 	b := s.bus
 	defer func() {
+		close(s.fed)
 		s.cc.Stop()
 		name := s.cons.CachedInfo().Name
 		go b.deleteConsumer(name)

@@ -99,3 +99,30 @@ func TestTrainIgnoresSquattedIDs(t *testing.T) {
 		t.Errorf("sent %d, stored %d", s.MessagesSent, s.MessagesStored)
 	}
 }
+
+// Train starts the parties once the aggregator listens to what they send
+// first, even when the aggregator subscribed before Train looks.
+func TestWatchBusReady(t *testing.T) {
+	hub := broker.NewMemoryHub()
+	w := newWatchBus(hub.Connect("aggregator"), "r")
+	nop := func(context.Context, broker.Delivery) {}
+	ctx := context.Background()
+	if _, err := w.Subscribe(ctx, []string{schemas.Filter("r", schemas.KindOutput)}, broker.SubscribeOptions{}, nop); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.ready:
+		t.Fatal("ready before the aggregator listens to hellos")
+	default:
+	}
+	if _, err := w.Subscribe(ctx, []string{schemas.Filter("r", schemas.KindHello), schemas.Filter("r", schemas.KindEval)}, broker.SubscribeOptions{}, nop); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // ready stays ready
+		select {
+		case <-w.ready:
+		case <-time.After(time.Second):
+			t.Fatal("not ready after the aggregator subscribed")
+		}
+	}
+}

@@ -732,9 +732,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 // aggregator has subscribed to the subjects a party publishes on.
 type watchBus struct {
 	broker.Bus
-	mu    sync.Mutex
-	need  []string
-	ready chan struct{}
+	mu     sync.Mutex
+	need   []string
+	ready  chan struct{}
+	closed bool
 }
 
 func newWatchBus(b broker.Bus, run string) *watchBus {
@@ -753,9 +754,9 @@ func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.
 	w.need = slices.DeleteFunc(w.need, func(subj string) bool {
 		return slices.ContainsFunc(filters, func(f string) bool { return broker.SubjectMatch(f, subj) })
 	})
-	if len(w.need) == 0 && w.ready != nil {
+	if len(w.need) == 0 && !w.closed {
 		close(w.ready)
-		w.ready = nil
+		w.closed = true
 	}
 	return s, nil
 }
