@@ -243,6 +243,9 @@ const (
 	expectedLastSeqHeader  = jetstream.ExpectedLastSeqHeader
 	barrierReplicatedPause = 2 * time.Millisecond
 	barrierReplicatedWait  = 500 * time.Millisecond
+	// barrierAttempts bounds the barriers sent after timeouts (each
+	// waits apiTimeout for its answer).
+	barrierAttempts = 3
 	// markerGrace: after a barrier, how long Flush waits for the answers
 	// to markers sent before it.
 	markerGrace = 200 * time.Millisecond
@@ -520,8 +523,12 @@ func (p *capturePub) flush(ctx context.Context) error {
 // barrier waits until the stream has processed every message sent so far
 // on this connection (see capturePub).
 func (p *capturePub) barrier(ctx context.Context, subject string) error {
-	for {
+	for attempt := 1; ; attempt++ {
 		n, err := p.barrierOnce(ctx, subject)
+		if err != nil && attempt < barrierAttempts && ctx.Err() == nil &&
+			(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue // a loaded or electing cluster: ask again
+		}
 		if err != nil || p.b.replicas <= 1 {
 			return err
 		}
