@@ -137,6 +137,7 @@ func TestParseVariant(t *testing.T) {
 		{"capture-tcp", "capture", "tcp", "", "", true},
 		{"jetstream-tcp", "capture", "tcp", "", "", true},
 		{"acked-sync-plain-cluster", "acked", "cluster", "sync", "none", true},
+		{"capture-s2-tcp", "capture", "tcp", "", "s2", true},
 		{"ordered-inprocess", "ordered", "inprocess", "", "", true},
 		{"capture", "", "", "", "", false},
 		{"memory-tcp", "", "", "", "", false},

@@ -24,14 +24,14 @@ import (
 
 // Variants that the throughput experiment compares by default: the
 // in-memory bus, each transport design over TCP loopback, the default
-// design in-process, with synchronous writes and without compression,
+// design in-process, with synchronous writes and with S2 compression,
 // and the 3-node cluster with the default and the acked design. A
-// variant is "memory" or DESIGN[-sync][-plain]-CONNECTION, CONNECTION
-// one of tcp, inprocess and cluster (3 nodes, the stream on all three);
-// -sync writes each message to the store before acknowledging it
-// (broker.PersistSync), -plain stores it uncompressed.
+// variant is "memory" or DESIGN[-OPTION...]-CONNECTION, CONNECTION one
+// of tcp, inprocess and cluster (3 nodes, the stream on all three);
+// OPTION sync writes each message to the store before acknowledging it
+// (broker.PersistSync), s2 compresses the store with S2, plain does not.
 var Variants = []string{
-	"memory", "core-tcp", "capture-tcp", "capture-inprocess", "capture-sync-tcp", "capture-plain-tcp",
+	"memory", "core-tcp", "capture-tcp", "capture-inprocess", "capture-sync-tcp", "capture-s2-tcp",
 	"ordered-tcp", "acked-tcp", "capture-cluster", "acked-cluster",
 }
 
@@ -61,7 +61,7 @@ func parseVariant(name string) (variant, error) {
 	parts := strings.Split(name, "-")
 	v := variant{name: name}
 	if len(parts) < 2 {
-		return v, fmt.Errorf("%w: variant %q: want memory or DESIGN[-sync][-plain]-CONNECTION", run.ErrConfig, name)
+		return v, fmt.Errorf("%w: variant %q: want memory or DESIGN[-sync][-s2|-plain]-CONNECTION", run.ErrConfig, name)
 	}
 	d, err := broker.ParseDesign(parts[0])
 	if err != nil || d == broker.DesignMemory {
@@ -83,8 +83,10 @@ func parseVariant(name string) (variant, error) {
 			v.persist = "sync"
 		case "plain":
 			v.compr = "none"
+		case "s2":
+			v.compr = "s2"
 		default:
-			return v, fmt.Errorf("%w: variant %q: option %q: want sync or plain", run.ErrConfig, name, o)
+			return v, fmt.Errorf("%w: variant %q: option %q: want sync, s2 or plain", run.ErrConfig, name, o)
 		}
 	}
 	return v, nil

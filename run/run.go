@@ -69,7 +69,7 @@ type Config struct {
 	Bus       string // jetstream (default) | memory
 	Design    string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
 	Persist   string // when the stream writes to its files: async (default where the server has it) or sync
-	Compress  string // the stream's store compression: s2 (default where the server has it) or none
+	Compress  string // the stream's store compression: none (default) or s2 (server 2.10+)
 	NATS      string // external server URL ("" = embedded)
 	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))

@@ -250,9 +250,9 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"Steps/s and bytes per step of the whole pipeline on a9a with 8 parties.", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
-	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-plain]-CONNECTION\n"+
+	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain]-CONNECTION\n"+
 		"(designs capture, core, ordered, acked; connections tcp, inprocess, cluster;\n"+
-		"-sync: each message written before its ack; -plain: no store compression)")
+		"-sync: each message written before its ack; -s2: S2 store compression; -plain: none)")
 	windows := fs.String("windows", "1,8,64", "requests in flight per party")
 	batches := fs.String("batches", "1,16,64", "samples per request")
 	log, err := f.parse(fs, args, stderr)
