@@ -591,6 +591,23 @@ func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
 	return n, nil
 }
 
+// subjectCounts is the stream's message count of each of the run's
+// subjects.
+func (b *JetStream) subjectCounts(ctx context.Context) (map[string]uint64, error) {
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream info: %w", err)
+	}
+	if info.State.Subjects == nil {
+		return map[string]uint64{}, nil
+	}
+	return info.State.Subjects, nil
+}
+
 // lastSeq is the stream's last sequence.
 func (b *JetStream) lastSeq(ctx context.Context) (uint64, error) {
 	st, err := b.streamHandle(ctx)

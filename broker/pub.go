@@ -224,13 +224,15 @@ type capturePub struct {
 	last      string // subject of the last message sent
 	noStream  bool   // a marker found no stream: publish nothing until a barrier gets through
 	subjects  map[string]*subjectCount
+	base      map[string]uint64 // the stream's count of each subject at connect
 	msg       nats.Msg
 }
 
 type mark struct{ n, bytes uint64 }
 
 // subjectCount is what was sent on one subject: base messages were in the
-// stream before the first, n were sent, gone of them are not in the
+// stream when the Bus connected (others may add more: the check is
+// conservative), n were sent, gone of them are not in the
 // stream for a reason already known (reported duplicates, refusals,
 // losses reported by an earlier check), verified of them were checked.
 type subjectCount struct{ base, n, gone, verified uint64 }
@@ -275,6 +277,13 @@ func newCapturePub(b *JetStream, cfg JetStreamConfig) (*capturePub, error) {
 		return nil, fmt.Errorf("broker: jetstream publisher: %w", err)
 	}
 	p.js = js
+	// The per-subject counts the checks of Flush start from, read once:
+	// no API call on the publishing path.
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if p.base, err = b.subjectCounts(ctx); err != nil {
+		p.disableVerify(err)
+	}
 	return p, nil
 }
 
@@ -315,7 +324,7 @@ func (p *capturePub) publish(ctx context.Context, m *Message) error {
 	}
 	sc := p.subjects[m.Subject]
 	if sc == nil {
-		sc = &subjectCount{base: p.baseline(ctx, m.Subject)}
+		sc = &subjectCount{base: p.base[m.Subject]}
 		p.subjects[m.Subject] = sc
 	}
 	marker := m.ID != "" || p.sinceMark+1 >= p.markEvery || p.markB+size >= p.markBytes
@@ -349,22 +358,6 @@ func (p *capturePub) publish(ctx context.Context, m *Message) error {
 	p.last = m.Subject
 	p.mu.Unlock()
 	return nil
-}
-
-// baseline is the stream's count of subject before this connection's
-// first message on it (0, and no verification, if it cannot be read).
-func (p *capturePub) baseline(ctx context.Context, subject string) uint64 {
-	if p.noVerify.Load() {
-		return 0
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
-	defer cancel()
-	n, err := p.b.count(cctx, subject)
-	if err != nil {
-		p.disableVerify(err)
-		return 0
-	}
-	return n
 }
 
 func (p *capturePub) disableVerify(err error) {
