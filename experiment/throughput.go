@@ -324,6 +324,12 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 		}
 	}
 	plots := make([][]*plot.Plot, 1)
+	// The legend in a panel of its own, right of the others: no line
+	// hides behind it.
+	lp := plot.New()
+	lp.HideAxes()
+	lp.Legend.Top, lp.Legend.Left = true, true
+	lp.Legend.TextStyle.Color = color.Black
 	for i, win := range windows {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("window %d", win)
@@ -359,20 +365,18 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 			}
 			p.Add(l, pts)
 			if i == 0 {
-				p.Legend.Add(v, l, pts)
+				lp.Legend.Add(v, l, pts)
 			}
 		}
 		if hi > 0 {
-			p.Y.Min, p.Y.Max = lo/4, hi*1.3
+			p.Y.Min, p.Y.Max = lo/2, hi*1.5
 		}
 		p.X.Min, p.X.Max = math.Inf(1), math.Inf(-1)
 		for _, r := range rows {
 			p.X.Min, p.X.Max = math.Min(p.X.Min, float64(r.Batch)/1.5), math.Max(p.X.Max, float64(r.Batch)*1.5)
 		}
-		// Bottom left: below the lines, as small batches are the fastest.
-		p.Legend.Left = true
-		p.Legend.TextStyle.Color = color.Black
 		plots[0] = append(plots[0], p)
 	}
-	return run.SavePNG(path, plots, vg.Length(len(windows))*3.5*vg.Inch, 4.5*vg.Inch)
+	plots[0] = append(plots[0], lp)
+	return run.SavePNG(path, plots, vg.Length(len(windows)+1)*3.5*vg.Inch, 4.5*vg.Inch)
 }
