@@ -66,17 +66,25 @@ type asyncPub struct {
 
 func newAsyncPub(b *JetStream, window int) (*asyncPub, error) {
 	p := &asyncPub{b: b, slots: make(chan struct{}, window)}
+	var err error
+	p.js, err = publisherJS(b, window, p.onAck, p.onErr)
+	return p, err
+}
+
+// publisherJS is a JetStream context for asynchronous publishes whose
+// answers go to onAck and onErr; the window is the caller's to keep, so
+// nats.go never stalls.
+func publisherJS(b *JetStream, window int, onAck jetstream.MsgAckHandler, onErr jetstream.MsgErrHandler) (jetstream.JetStream, error) {
 	js, err := jetstream.New(b.nc,
 		jetstream.WithDefaultTimeout(apiTimeout),
-		jetstream.WithPublishAsyncMaxPending(window+1), // never stalls: the window is ours
+		jetstream.WithPublishAsyncMaxPending(window+1),
 		jetstream.WithPublishAsyncTimeout(publishAckTimeout),
-		jetstream.WithPublishAsyncAckHandler(p.onAck),
-		jetstream.WithPublishAsyncErrHandler(p.onErr))
+		jetstream.WithPublishAsyncAckHandler(onAck),
+		jetstream.WithPublishAsyncErrHandler(onErr))
 	if err != nil {
 		return nil, fmt.Errorf("broker: jetstream publisher: %w", err)
 	}
-	p.js = js
-	return p, nil
+	return js, nil
 }
 
 func (p *asyncPub) publish(ctx context.Context, m *Message) error {
@@ -267,16 +275,10 @@ func newCapturePub(b *JetStream, cfg JetStreamConfig) (*capturePub, error) {
 		marks:     make(map[*nats.Msg]mark),
 		subjects:  make(map[string]*subjectCount),
 	}
-	js, err := jetstream.New(b.nc,
-		jetstream.WithDefaultTimeout(apiTimeout),
-		jetstream.WithPublishAsyncMaxPending(cfg.Window+1),
-		jetstream.WithPublishAsyncTimeout(publishAckTimeout),
-		jetstream.WithPublishAsyncAckHandler(p.onAck),
-		jetstream.WithPublishAsyncErrHandler(p.onErr))
-	if err != nil {
-		return nil, fmt.Errorf("broker: jetstream publisher: %w", err)
+	var err error
+	if p.js, err = publisherJS(b, cfg.Window, p.onAck, p.onErr); err != nil {
+		return nil, err
 	}
-	p.js = js
 	// The per-subject counts the checks of Flush start from, read once:
 	// no API call on the publishing path.
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)

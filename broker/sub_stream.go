@@ -66,23 +66,65 @@ func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedCon
 // sequence seen whenever it detects a gap, and the runtime keeps its own
 // position.
 type orderedSub struct {
-	bus       *JetStream
-	handler   Handler
-	match     []matcher // client-side filters (server without multi-filter consumers)
+	consumerFeed
 	cons      jetstream.Consumer
 	cc        jetstream.ConsumeContext
-	ctx       context.Context
-	cancel    context.CancelFunc
 	watchMu   sync.Mutex
 	stopWatch func() bool
+	closeOne  sync.Once
+}
+
+// consumerFeed hands a consumer's messages to a Handler, one at a time
+// and once each, from the first sequence asked for, filtered on the
+// client where the server could not (before 2.10).
+type consumerFeed struct {
+	bus     *JetStream
+	handler Handler
+	match   []matcher // client-side filters (server without multi-filter consumers)
+	ctx     context.Context
+	cancel  context.CancelFunc
 
 	hmu    sync.Mutex // held while the handler runs
 	closed atomic.Bool
-	last   uint64
+	last   uint64 // stream sequence of the last message seen
 	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
 	d      streamDelivery
+}
 
-	closeOne sync.Once
+func (f *consumerFeed) onMsg(m jetstream.Msg) {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	if f.closed.Load() {
+		return
+	}
+	seq, ok := ackStreamSeq(m.Reply())
+	if !ok || seq <= f.last {
+		// Not a stream message, or a redelivery of what the handler
+		// already had (redelivered after AckWait while still buffered).
+		return
+	}
+	f.last = seq
+	if seq < f.from || f.match != nil && !matchAny(f.match, m.Subject()) {
+		// Not acked (DesignAcked): the next Ack of the handler covers it.
+		return
+	}
+	f.bus.ctr.delivered(len(m.Data()))
+	f.d.msg, f.d.seq = m, seq
+	f.handler(f.ctx, &f.d)
+	f.d.msg = nil
+}
+
+// stop ends deliveries (a handler call in progress goes on: see
+// waitHandler).
+func (f *consumerFeed) stop() {
+	f.closed.Store(true)
+	f.cancel()
+}
+
+// waitHandler waits for a handler call in progress.
+func (f *consumerFeed) waitHandler() {
+	f.hmu.Lock()
+	f.hmu.Unlock()
 }
 
 func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
@@ -91,7 +133,7 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}
-	s := &orderedSub{bus: b, handler: h, match: match, cons: cons, from: opts.StartSeq}
+	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
 	if err != nil {
@@ -104,26 +146,6 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 	return s, nil
 }
 
-func (s *orderedSub) onMsg(m jetstream.Msg) {
-	s.hmu.Lock()
-	defer s.hmu.Unlock()
-	if s.closed.Load() {
-		return
-	}
-	seq, ok := ackStreamSeq(m.Reply())
-	if !ok || seq <= s.last {
-		return
-	}
-	s.last = seq
-	if seq < s.from || s.match != nil && !matchAny(s.match, m.Subject()) {
-		return
-	}
-	s.bus.ctr.delivered(len(m.Data()))
-	s.d.msg, s.d.seq = m, seq
-	s.handler(s.ctx, &s.d)
-	s.d.msg = nil
-}
-
 func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 	if !s.closed.Load() {
 		s.bus.log.Debug().Err(err).Msg("ordered consumer")
@@ -134,11 +156,9 @@ func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 // the consumer.
 func (s *orderedSub) Close() error {
 	s.closeOne.Do(func() {
-		s.closed.Store(true)
-		s.cancel()
+		s.stop()
 		s.cc.Stop()
-		s.hmu.Lock() // wait for the handler call in progress
-		s.hmu.Unlock()
+		s.waitHandler()
 		s.watchMu.Lock()
 		if s.stopWatch != nil {
 			s.stopWatch()
@@ -173,22 +193,12 @@ func (b *JetStream) deleteConsumer(name string) error {
 // with AckAll, or ephemeral without acks. nats.go calls onMsg from the
 // consume subscription's goroutine, one message at a time.
 type jsSub struct {
-	bus       *JetStream
+	consumerFeed
 	name      string // consumer name
 	durable   bool
-	handler   Handler
-	match     []matcher
-	ctx       context.Context
-	cancel    context.CancelFunc
 	cc        jetstream.ConsumeContext
 	watchMu   sync.Mutex
 	stopWatch func() bool // ends the ctx watch; set once Consume runs
-
-	hmu    sync.Mutex // held while the handler runs
-	closed atomic.Bool
-	last   uint64 // stream sequence of the last delivery handed out
-	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
-	d      streamDelivery
 
 	amu      sync.Mutex // ack coalescing
 	ackTimer *time.Timer
@@ -215,11 +225,9 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 		return nil, err
 	}
 	s := &jsSub{
-		bus:     b,
-		name:    cons.CachedInfo().Name,
-		durable: opts.Durable != "",
-		handler: h,
-		match:   match,
+		consumerFeed: consumerFeed{bus: b, handler: h, match: match},
+		name:         cons.CachedInfo().Name,
+		durable:      opts.Durable != "",
 	}
 	if cfg := cons.CachedInfo().Config; cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
 		s.from = cfg.OptStartSeq
@@ -374,29 +382,6 @@ func sameFilters(cfg jetstream.ConsumerConfig, filters []string) bool {
 	return true
 }
 
-func (s *jsSub) onMsg(m jetstream.Msg) {
-	s.hmu.Lock()
-	defer s.hmu.Unlock()
-	if s.closed.Load() {
-		return
-	}
-	seq, ok := ackStreamSeq(m.Reply())
-	if !ok || seq <= s.last {
-		// Not a stream message, or a redelivery of what the handler
-		// already had (redelivered after AckWait while still buffered).
-		return
-	}
-	s.last = seq
-	if seq < s.from || s.match != nil && !matchAny(s.match, m.Subject()) {
-		// Not acked: the next Ack of the handler covers it (AckAll).
-		return
-	}
-	s.bus.ctr.delivered(len(m.Data()))
-	s.d.msg, s.d.seq = m, seq
-	s.handler(s.ctx, &s.d)
-	s.d.msg = nil
-}
-
 func (s *jsSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 	if s.closed.Load() {
 		return
@@ -451,11 +436,9 @@ func (s *jsSub) Close() error {
 }
 
 func (s *jsSub) close() error {
-	s.closed.Store(true)
-	s.cancel()
+	s.stop()
 	s.cc.Stop()
-	s.hmu.Lock() // wait for the handler call in progress
-	s.hmu.Unlock()
+	s.waitHandler()
 	s.watchMu.Lock()
 	if s.stopWatch != nil {
 		s.stopWatch()
