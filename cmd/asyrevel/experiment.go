@@ -247,7 +247,10 @@ func a9aData(f *expFlags, parties int) (*run.Data, error) {
 
 func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("experiment throughput", "asyrevel experiment throughput [--quick] [--duration 4s]\n\n"+
-		"Steps/s and bytes per step of the whole pipeline on a9a with 8 parties.", stderr)
+		"Steps/s, CPU and bytes per step, and the messages sent against those the stream\n"+
+		"stored, of the whole pipeline on a9a with 8 parties, for each transport variant\n"+
+		"(the variants of one window and batch run one after the other; the ratios are\n"+
+		"to the memory bus of the same window and batch).", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
 	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain]-CONNECTION\n"+
