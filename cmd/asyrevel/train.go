@@ -9,10 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/mattn/go-isatty"
@@ -190,11 +193,19 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
 	f := newTrainFlags(fs)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	if err := f.needBudget(); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := profileFromStart(&f.cfg, *cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	s, err := run.Train(ctx, f.cfg)
 	if err != nil {
@@ -202,6 +213,30 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	report(stdout, &f.cfg, s)
 	return nil
+}
+
+// profileFromStart makes cfg start a CPU profile into path at its first
+// evaluation point (training starts there); stop ends it.
+func profileFromStart(cfg *run.Config, path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	started := false
+	next := cfg.OnPoint
+	cfg.OnPoint = func(p aggregator.Point) {
+		once.Do(func() { started = pprof.StartCPUProfile(out) == nil })
+		if next != nil {
+			next(p)
+		}
+	}
+	return func() {
+		if started {
+			pprof.StopCPUProfile()
+		}
+		out.Close()
+	}, nil
 }
 
 func usageErr(err error) error {
