@@ -574,8 +574,8 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(err)
 		return 0
 	}
+	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
-	a.msg.ID = schemas.MsgID(a.cfg.Run, 0, a.seq)
 	a.msg.Data = data
 	if err := a.bus.Publish(a.ctx, &a.msg); err != nil {
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))

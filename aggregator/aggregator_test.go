@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -369,5 +370,57 @@ func TestHugeOutputsAreRejected(t *testing.T) {
 	}
 	if err := rep.Validate(schemas.Limits{Party: q}); err != nil {
 		t.Fatalf("last reply: %v", err)
+	}
+}
+
+// handleLoop is the aggregator's hot loop as it runs: a request delivered
+// to the subscription's handler is decoded, validated and answered, the
+// head takes its step and the reply is published (on a Bus that keeps the
+// last one).
+func handleLoop(t testing.TB, batch int) (a *Aggregator, once func()) {
+	n := 10000
+	a, _ = newTest(t, 8, make([]int32, n), model.NewLogisticBias(8))
+	train(a, make([]float64, n*8))
+	c := schemas.NewCodec()
+	out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3},
+		IDs: make([]uint32, batch), C: make([]float64, batch), CHat: make([]float64, batch)}
+	for i := range out.IDs {
+		out.IDs[i] = uint32(i * 97 % n)
+	}
+	d := &delivery{subject: schemas.Subject("t", schemas.KindOutput, 3)}
+	ctx := context.Background()
+	return a, func() {
+		out.Seq++
+		d.data, _ = c.Marshal(out)
+		a.handleOutputs(ctx, d)
+	}
+}
+
+func BenchmarkHandle(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("logistic/batch=%d", batch), func(b *testing.B) {
+			a, once := handleLoop(b, batch)
+			b.ReportAllocs()
+			for b.Loop() {
+				once()
+			}
+			if a.res.Steps != int64(b.N) {
+				b.Fatalf("%d steps of %d: %v", a.res.Steps, b.N, a.res.Rejected)
+			}
+		})
+	}
+}
+
+// The hot loop, publishing included, does not allocate.
+func TestHandleDoesNotAllocate(t *testing.T) {
+	for _, batch := range []int{1, 64} {
+		a, once := handleLoop(t, batch)
+		once()
+		if n := testing.AllocsPerRun(200, once); n != 0 {
+			t.Errorf("batch %d: %v allocations a step", batch, n)
+		}
+		if a.res.Steps != 202 {
+			t.Fatalf("%d steps: %v", a.res.Steps, a.res.Rejected)
+		}
 	}
 }

@@ -21,14 +21,15 @@ import (
 //	go test ./broker -run '^$' -bench . -benchtime 2s
 //	go test ./broker -run '^$' -bench Steps -benchtime 30000x
 //
-// Messages of Publish, RoundTrip and Consume carry an ID and an 88-byte
-// signature header. Knobs for experiments (environment):
+// Messages of Publish, RoundTrip and Consume carry an 88-byte signature
+// header. Each NATS backend runs with each transport design
+// (BENCH_DESIGNS=capture,acked narrows the list). Knobs for experiments
+// (environment):
 //
-//	BENCH_PERMSG=1   JetStream with one broker ack per message (PerMessageAcks)
+//	BENCH_ID=1       messages carry a dedupe ID (Nats-Msg-Id)
 //	BENCH_DUP=10s    the stream's dedupe window (JetStreamConfig.Duplicates)
 //	BENCH_CR=1       durable consumer replicas on the cluster (ConsumerReplicas)
 //	BENCH_W=N        requests in flight per party in Steps (default 8)
-//	BENCH_NOID=1     Steps without message IDs (the cost of broker dedupe)
 //	BENCH_SINGLE=1   Steps with one filter per subscription (out.* for the
 //	                 aggregator, reply.m for a party): what several
 //	                 filters cost the broker
@@ -42,31 +43,42 @@ type benchBackend struct {
 }
 
 // benchConfig is a JetStream configuration with the knobs applied.
-func benchConfig(srv *broker.Server, inProcess bool, run, name string, replicas int) broker.JetStreamConfig {
-	cfg := broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: replicas}
+func benchConfig(srv *broker.Server, inProcess bool, run, name string, replicas int, d broker.Design) broker.JetStreamConfig {
+	cfg := broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name, Replicas: replicas, Design: d}
 	if d, err := time.ParseDuration(os.Getenv("BENCH_DUP")); err == nil {
 		cfg.Duplicates = d
 	}
-	cfg.PerMessageAcks = os.Getenv("BENCH_PERMSG") != ""
 	if n, err := strconv.Atoi(os.Getenv("BENCH_CR")); err == nil && replicas > 1 {
 		cfg.ConsumerReplicas = n
 	}
 	return cfg
 }
 
+// benchDesigns are the NATS designs benchmarked (BENCH_DESIGNS).
+func benchDesigns() []broker.Design {
+	ds := []broker.Design{broker.DesignCapture, broker.DesignCore, broker.DesignOrdered, broker.DesignAcked}
+	if v := os.Getenv("BENCH_DESIGNS"); v != "" {
+		ds = nil
+		for _, n := range strings.Split(v, ",") {
+			ds = append(ds, broker.Design(n))
+		}
+	}
+	return ds
+}
+
 func benchBackends(b *testing.B) []benchBackend {
 	// Each benchmark run gets its own server: streams and consumers left
 	// by earlier runs would otherwise load the server and the heap.
-	js := func(inProcess bool) func(b *testing.B) (func(string) broker.Bus, string) {
+	js := func(inProcess bool, d broker.Design) func(b *testing.B) (func(string) broker.Bus, string) {
 		return func(rb *testing.B) (func(string) broker.Bus, string) {
 			s := startServer(rb)
 			run := newRun()
 			return func(name string) broker.Bus {
-				return connectJSConfig(rb, benchConfig(s, inProcess, run, name, 1))
+				return connectJSConfig(rb, benchConfig(s, inProcess, run, name, 1, d))
 			}, broker.SubjectPrefix(run)
 		}
 	}
-	return []benchBackend{
+	bes := []benchBackend{
 		{"memory", func(rb *testing.B) (func(string) broker.Bus, string) {
 			hub := broker.NewMemoryHub()
 			return func(name string) broker.Bus {
@@ -75,19 +87,23 @@ func benchBackends(b *testing.B) []benchBackend {
 				return bus
 			}, "asyrevel.bench"
 		}},
-		{"jetstream-inproc", js(true)},
-		{"jetstream-tcp", js(false)},
-		{"jetstream-cluster3", func(rb *testing.B) (func(string) broker.Bus, string) {
-			// Stream R3; participants over TCP to the nodes in turn.
-			c := startCluster(rb)
-			run := newRun()
-			var n int
-			return func(name string) broker.Bus {
-				n++
-				return connectJSConfig(rb, benchConfig(c.Servers()[n%3], false, run, name, 3))
-			}, broker.SubjectPrefix(run)
-		}},
 	}
+	for _, d := range benchDesigns() {
+		bes = append(bes,
+			benchBackend{"inproc-" + string(d), js(true, d)},
+			benchBackend{"tcp-" + string(d), js(false, d)},
+			benchBackend{"cluster3-" + string(d), func(rb *testing.B) (func(string) broker.Bus, string) {
+				// Stream R3; participants over TCP to the nodes in turn.
+				c := startCluster(rb)
+				run := newRun()
+				var n int
+				return func(name string) broker.Bus {
+					n++
+					return connectJSConfig(rb, benchConfig(c.Servers()[n%3], false, run, name, 3, d))
+				}, broker.SubjectPrefix(run)
+			}})
+	}
+	return bes
 }
 
 var benchSizes = []int{64, 1024}
@@ -125,7 +141,9 @@ func BenchmarkPublish(b *testing.B) {
 						bus = connect("party-1")
 						b.StartTimer()
 					}
-					m.ID = idPrefix + strconv.Itoa(i)
+					if benchIDs {
+						m.ID = idPrefix + strconv.Itoa(i)
+					}
 					if err := bus.Publish(ctx, m); err != nil {
 						b.Fatal(err)
 					}
@@ -167,7 +185,9 @@ func benchRoundTrip(b *testing.B, be benchBackend, size, w int) {
 	asub, err := agg.Subscribe(ctx, []string{prefix + ".out.*"}, broker.SubscribeOptions{Durable: "aggregator"},
 		func(ctx context.Context, d broker.Delivery) {
 			nreply++
-			reply.ID = rid + strconv.Itoa(nreply)
+			if benchIDs {
+				reply.ID = rid + strconv.Itoa(nreply)
+			}
 			if err := agg.Publish(ctx, reply); err != nil {
 				b.Error(err)
 			}
@@ -204,7 +224,9 @@ func benchRoundTrip(b *testing.B, be benchBackend, size, w int) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-tokens
-		m.ID = idPrefix + strconv.Itoa(i)
+		if benchIDs {
+			m.ID = idPrefix + strconv.Itoa(i)
+		}
 		if err := party.Publish(ctx, m); err != nil {
 			b.Fatal(err)
 		}
@@ -226,6 +248,9 @@ func benchRoundTrip(b *testing.B, be benchBackend, size, w int) {
 func BenchmarkConsume(b *testing.B) {
 	const consumeRound = 1 << 16
 	for _, be := range benchBackends(b) {
+		if strings.HasSuffix(be.name, "-core") {
+			continue // no log to read
+		}
 		for _, size := range benchSizes {
 			b.Run(fmt.Sprintf("%s/%dB", be.name, size), func(b *testing.B) {
 				ctx := context.Background()
@@ -234,7 +259,9 @@ func BenchmarkConsume(b *testing.B) {
 				n := min(b.N, consumeRound)
 				m := benchMessage(prefix, "out.1", size)
 				for i := range n {
-					m.ID = prefix + ".1." + strconv.Itoa(i)
+					if benchIDs {
+						m.ID = prefix + ".1." + strconv.Itoa(i)
+					}
 					if err := pub.Publish(ctx, m); err != nil {
 						b.Fatal(err)
 					}
@@ -345,7 +372,7 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 			}
 			nreply++
 			rmsg.Subject = replySubj[m]
-			if expNoID == "" {
+			if benchIDs {
 				rmsg.ID = run + ".0." + strconv.Itoa(nreply)
 			}
 			if err := agg.Publish(ctx, rmsg); err != nil {
@@ -372,7 +399,7 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.seq++
-		if expNoID == "" {
+		if benchIDs {
 			p.msg.ID = run + "." + strconv.Itoa(m) + "." + strconv.Itoa(p.seq)
 		}
 		if err := p.bus.Publish(ctx, &p.msg); err != nil {
@@ -403,6 +430,8 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 		defer sub.Close()
 	}
 	b.ReportAllocs()
+	all := append([]broker.Bus{agg}, pbus[1:]...)
+	wire0 := benchWire(all)
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	for i := 0; i < w; i++ {
@@ -430,9 +459,23 @@ func benchSteps(b *testing.B, be benchBackend, sh stepShape, parties, w int) {
 	cpu := cpuTime() - cpu0
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/step")
+	if w := benchWire(all) - wire0; w > 0 {
+		b.ReportMetric(float64(w)/float64(b.N), "wire-B/step")
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MB")
 }
 
-var expNoID = os.Getenv("BENCH_NOID")
+var benchIDs = os.Getenv("BENCH_ID") != ""
+
+// benchWire sums the wire bytes of the buses' connections.
+func benchWire(buses []broker.Bus) uint64 {
+	var n uint64
+	for _, b := range buses {
+		if st, ok := broker.BusStats(b); ok {
+			n += st.WireIn + st.WireOut
+		}
+	}
+	return n
+}

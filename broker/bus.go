@@ -19,6 +19,16 @@ var (
 	// ErrInvalid reports an unusable argument (empty subject, bad filter,
 	// overlapping filters, reserved header, bad durable name).
 	ErrInvalid = errors.New("broker: invalid argument")
+	// ErrUnsupported is returned by a call that the Bus's design cannot
+	// serve: Count on a design without a stream, a start sequence on a
+	// design without stream sequences. See Capabilities.
+	ErrUnsupported = errors.New("broker: not supported by this transport design")
+	// ErrLost reports messages that the Bus knows were not stored (Flush)
+	// or not delivered (a subscription that fell behind).
+	ErrLost = errors.New("broker: messages lost")
+	// ErrServer reports a NATS server that lacks what asyrevel needs
+	// (JetStream, or a version older than 2.9).
+	ErrServer = errors.New("broker: unusable NATS server")
 )
 
 // Message is one message to publish.
@@ -49,7 +59,10 @@ type Delivery interface {
 	// Header returns the value of a header set by the publisher ("" if
 	// none). Keys are case-sensitive.
 	Header(key string) string
-	// Seq is the stream sequence number (1-based, increasing in stream order).
+	// Seq is the stream sequence number (1-based, increasing in stream
+	// order), or 0 where the design delivers without it: the live
+	// deliveries of DesignCapture and DesignCore come straight from the
+	// publisher, not from the stream (Capabilities.Seq).
 	Seq() uint64
 	// Ack acknowledges this delivery and every earlier delivery of the same
 	// subscription (cumulative). Implementations may defer and coalesce acks,
@@ -60,7 +73,10 @@ type Delivery interface {
 }
 
 // Handler consumes deliveries. Within one subscription it is called from a
-// single goroutine, one delivery at a time, in stream order.
+// single goroutine, one delivery at a time, in stream order where the
+// design has it (Capabilities.StreamOrder), else in the order each
+// publisher (each connection) sent its messages; messages of different
+// publishers may then interleave differently than in the stream.
 type Handler func(ctx context.Context, d Delivery)
 
 // DeliverPolicy chooses where a new subscription starts.
@@ -75,14 +91,22 @@ const (
 
 // SubscribeOptions configures a subscription.
 type SubscribeOptions struct {
-	// Durable names the subscription so that closing and opening it again
-	// (from any participant of the run) resumes after the last Ack. Empty
-	// means ephemeral. Letters, digits, '-' and '_'. At most one live
-	// subscription per name.
+	// Durable names the subscription. On a design that keeps consumer
+	// positions in the broker (Capabilities.Durable) closing and opening
+	// it again (from any participant of the run) resumes after the last
+	// Ack, and at most one subscription per name may be live; on the
+	// others the runtime keeps its own position (Delivery.Seq, StartSeq)
+	// and the name is only a label. Empty means ephemeral. Letters,
+	// digits, '-' and '_'.
 	Durable string
 	// Deliver is where a new (not resumed) subscription starts; a resumed
 	// durable ignores it.
 	Deliver DeliverPolicy
+	// StartSeq, if not 0, starts a new subscription at this stream
+	// sequence (inclusive) instead of Deliver: the way a runtime resumes
+	// from a position it kept itself. Needs Capabilities.StartSeq
+	// (ErrUnsupported otherwise).
+	StartSeq uint64
 }
 
 // Subscription is an active consumer.
@@ -95,7 +119,9 @@ type Subscription interface {
 }
 
 // Bus is the transport the runtimes talk through: an append-only log of
-// messages that keeps what was consumed (the audit log).
+// messages that keeps what was consumed (the audit log). What a Bus
+// guarantees beyond the methods' contracts depends on its design; see
+// Capabilities.
 type Bus interface {
 	// Publish stores m. It may return before the broker has confirmed the
 	// write (asynchronous, with a bounded window of unconfirmed messages); a

@@ -11,17 +11,5 @@ func ForceRecreateOnReset() (restore func()) {
 // confirmed yet.
 func UnconfirmedPublishes(b *JetStream) int { return b.pub.pending() }
 
-// ForceFastBatches makes b publish in fast batches whatever the stream
-// allows (to test the fallback).
-func ForceFastBatches(b *JetStream) {
-	b.pub.mu.Lock()
-	b.pub.mode = pubFast
-	b.pub.mu.Unlock()
-}
-
-// UsesFastBatches reports whether b publishes in fast batches.
-func UsesFastBatches(b *JetStream) bool {
-	b.pub.mu.Lock()
-	defer b.pub.mu.Unlock()
-	return b.pub.mode == pubFast
-}
+// FeaturesOf exposes featuresOf.
+var FeaturesOf = featuresOf

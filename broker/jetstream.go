@@ -31,37 +31,53 @@ type JetStreamConfig struct {
 	Name string
 	// User and Password authenticate the connection (optional).
 	User, Password string
-	// MaxPending bounds the asynchronous publish window: Publish blocks
-	// while this many messages wait for the broker's ack. Default 4096.
-	MaxPending int
+	// Design is how messages travel; "" means DefaultDesign
+	// (DesignCapture). DesignMemory is not a NATS design (ErrInvalid).
+	Design Design
+	// Window bounds what a publisher may have unconfirmed by the stream:
+	// Publish blocks while Window messages or WindowBytes payload bytes
+	// wait for the stream's confirmation. Defaults 1024 and 1 MiB. Each
+	// connection's window is part of the stream's ingest buffer (100,000
+	// messages and 128 MiB on a stock server): keep the sum of the
+	// participants' windows below it.
+	Window, WindowBytes int
+	// MarkEvery (DesignCapture): every MarkEvery-th message (and every
+	// message with an ID) is published with a stream acknowledgement
+	// that confirms it and all before it. Default Window/16, at least 1.
+	MarkEvery int
 	// Duplicates is the stream's dedupe window for message IDs. Default 2m.
 	Duplicates time.Duration
 	// Replicas is the stream's replication factor. Default 1.
 	Replicas int
 	// ConsumerReplicas is the replication factor of the durable
-	// consumers this connection creates (the state that lets a durable
-	// subscription resume). 0 means the stream's. On a 3-node cluster
-	// with an R3 stream, 1 nearly doubles the steps per second of the
-	// training pipeline (each replica of a consumer rewrites its state
-	// file up to 10 times a second and replicates every ack), at a cost:
-	// a durable whose node is down cannot resume until the node is back.
-	// The stream itself stays replicated.
+	// consumers this connection creates (DesignAcked). 0 means the
+	// stream's. On a 3-node cluster with an R3 stream, 1 nearly doubles
+	// the steps per second of the acked design, at a cost: a durable
+	// whose node is down cannot resume until the node is back.
 	ConsumerReplicas int
-	// PerMessageAcks publishes with one broker ack per message instead of
-	// fast batches (which nats-server 2.14+ offers, and the Bus uses by
-	// default when it creates or updates the stream: the broker then
-	// confirms every N messages). With fast batches the broker drops a
-	// duplicate ID without saying so: Duplicates counts only the
-	// duplicates it reports (always, with PerMessageAcks). NoCreate and
-	// older servers imply PerMessageAcks.
-	PerMessageAcks bool
+	// Compression of the stream's store when the Bus creates it.
+	Compression Compression
+	// Persist is when the stream writes a message to its files, when the
+	// Bus creates it.
+	Persist Persist
 	// NoCreate uses the run's stream as it is and does not create or
 	// update it, for users without stream-admin permissions.
 	NoCreate bool
-	// PullBytes bounds the bytes each subscription buffers ahead of its
-	// Handler. Default 8 MiB; always at least twice the server's max
-	// payload (a pull request must fit the largest message).
+	// PullBytes bounds the bytes each stream subscription buffers ahead
+	// of its Handler. Default 8 MiB; always at least twice the server's
+	// max payload (a pull request must fit the largest message).
 	PullBytes int
+	// SubscribeBuffer (DesignCapture, DesignCore) bounds the live
+	// deliveries a subscription holds for its Handler. A subscription
+	// that falls further behind loses deliveries (counted in
+	// Stats.Dropped and logged). Default 32,768 (256 KiB of pointers a
+	// subscription).
+	SubscribeBuffer int
+	// CatchUpGrace (DesignCapture): a subscription that replays history
+	// reads the stream for at least this long before it hands over to
+	// the live feed, so that messages routed just before it subscribed
+	// have reached the stream. Default 200ms.
+	CatchUpGrace time.Duration
 	// Options are extra nats.go connection options (credentials, TLS,
 	// reconnect policy, custom inbox prefix, dialer), applied after the
 	// Bus's own but before the wire counter of Stats, which wraps the
@@ -72,11 +88,63 @@ type JetStreamConfig struct {
 	Logger *zerolog.Logger
 }
 
+// Compression chooses the stream's store compression.
+type Compression int
+
+const (
+	// CompressionDefault is DefaultCompression.
+	CompressionDefault Compression = iota
+	// CompressionNone stores messages as they are.
+	CompressionNone
+	// CompressionS2 compresses the store with S2 (server 2.10+; an older
+	// server stores uncompressed and ServerFeatures says so).
+	CompressionS2
+)
+
+// DefaultCompression is what CompressionDefault means: none. S2 makes
+// the store about 40% smaller (a9a, batch 1: 115 to 148 bytes a step
+// against 207 to 344; batch 64: 1,700 against 2,550 to 3,270) but costs
+// 13% more CPU a step at batch 1 and 31% at batch 64 (the server
+// compresses each message block when it closes it): more than the 5% of
+// steps per second it may cost to be on by default (`asyrevel experiment
+// throughput --variants capture-tcp,capture-s2-tcp`).
+var DefaultCompression = CompressionNone
+
+// Persist chooses when the stream writes messages to its files.
+type Persist int
+
+const (
+	// PersistDefault is DefaultPersist.
+	PersistDefault Persist = iota
+	// PersistSync writes each message to the store file (the operating
+	// system's cache) before the stream acknowledges it: the server's
+	// default. A crash of the broker's process loses nothing
+	// acknowledged; a power cut loses what was not synced (every 2
+	// minutes by default).
+	PersistSync
+	// PersistAsync lets a flusher write messages shortly after they are
+	// acknowledged, many per write (server 2.12+; an older server
+	// persists synchronously and ServerFeatures says so). A crash of the
+	// broker's process can lose the messages of the last few
+	// milliseconds; with DesignCapture the live deliveries do not wait
+	// for the stream anyway, and a replicated stream (Replicas > 1)
+	// flushes this way whatever the setting.
+	PersistAsync
+)
+
+// DefaultPersist is what PersistDefault means (see the throughput
+// experiment: synchronous writes cost the capture design about half of
+// its steps per second at batch 1).
+var DefaultPersist = PersistAsync
+
 // Defaults and tuning of the JetStream Bus.
 const (
-	defaultMaxPending = 4096
-	defaultDuplicates = 2 * time.Minute
-	defaultPullBytes  = 8 << 20
+	defaultWindow          = 1024
+	defaultWindowBytes     = 1 << 20
+	defaultDuplicates      = 2 * time.Minute
+	defaultPullBytes       = 8 << 20
+	defaultSubscribeBuffer = 1 << 15
+	defaultCatchUpGrace    = 200 * time.Millisecond
 
 	// publishAckTimeout fails an asynchronous publish whose ack does not
 	// come back; Flush then reports it.
@@ -120,15 +188,20 @@ func StreamName(run string) string { return "ASYREVEL_" + run }
 // stream captures SubjectPrefix(run)+".>".
 func SubjectPrefix(run string) string { return "asyrevel." + run }
 
-// JetStream is a Bus on a run's NATS JetStream stream. One JetStream is
-// one NATS connection (one participant).
+// JetStream is a Bus on a run's NATS stream (or, with DesignCore, on core
+// NATS alone). One JetStream is one NATS connection (one participant).
 type JetStream struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
+	design    Design
+	feats     ServerFeatures
 	run       string
 	stream    string
 	prefix    string // SubjectPrefix(run) + "."
+	replicas  int
 	pullBytes int
+	subBuffer int
+	grace     time.Duration
 	log       zerolog.Logger
 
 	consumerReplicas int
@@ -136,31 +209,62 @@ type JetStream struct {
 	streamMu sync.Mutex
 	st       jetstream.Stream
 
-	slots   chan struct{} // publish window
-	pub     *publisher
-	ctr     counters
-	dups    atomic.Uint64
-	closing chan struct{}
+	pub        publisher
+	ctr        counters
+	reconnects atomic.Uint64
+	closing    chan struct{}
 
-	closeMu  sync.RWMutex // Publish hand-offs hold it for reading
+	closeMu  sync.RWMutex // Publish holds it for reading
 	closed   atomic.Bool
 	closeOne sync.Once
 
 	subsMu sync.Mutex
-	subs   map[*jsSub]struct{}
+	subs   map[Subscription]struct{}
+	core   map[*nats.Subscription]*coreSub // for slow-consumer reports
 }
 
 var _ Bus = (*JetStream)(nil)
 
-// ConnectJetStream connects to NATS and creates or updates the run's stream
-// (limits retention, file storage, DenyDelete, DenyPurge, dedupe window).
-// Several participants may connect at once.
+// publisher is how a design publishes.
+type publisher interface {
+	// publish sends m (copying what it keeps) or blocks while the window
+	// is full, until ctx is done or the Bus closes.
+	publish(ctx context.Context, m *Message) error
+	// flush waits until everything published so far is confirmed and
+	// returns the first failure since the last flush.
+	flush(ctx context.Context) error
+	// pending is the number of messages not yet confirmed.
+	pending() int
+	// duplicates counts messages the stream reported as duplicates.
+	duplicates() uint64
+	// takeErr returns and clears the first failure.
+	takeErr() error
+}
+
+// ConnectJetStream connects to NATS, checks the server (version 2.9 or
+// newer, JetStream) and, unless the design has no stream or NoCreate is
+// set, creates or updates the run's stream (limits retention, file
+// storage, DenyDelete, DenyPurge, dedupe window, compression). Several
+// participants may connect at once.
 func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, error) {
 	if err := checkName("run", cfg.Run); err != nil {
 		return nil, err
 	}
-	if cfg.MaxPending <= 0 {
-		cfg.MaxPending = defaultMaxPending
+	design, err := ParseDesign(string(cfg.Design))
+	if err != nil {
+		return nil, err
+	}
+	if design == DesignMemory {
+		return nil, fmt.Errorf("%w: design %q has no broker: use NewMemoryHub", ErrInvalid, design)
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = defaultWindow
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = defaultWindowBytes
+	}
+	if cfg.MarkEvery <= 0 {
+		cfg.MarkEvery = max(1, cfg.Window/16)
 	}
 	if cfg.Duplicates <= 0 {
 		cfg.Duplicates = defaultDuplicates
@@ -174,17 +278,27 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	if cfg.PullBytes <= 0 {
 		cfg.PullBytes = defaultPullBytes
 	}
+	if cfg.SubscribeBuffer <= 0 {
+		cfg.SubscribeBuffer = defaultSubscribeBuffer
+	}
+	if cfg.CatchUpGrace <= 0 {
+		cfg.CatchUpGrace = defaultCatchUpGrace
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	b := &JetStream{
-		run:     cfg.Run,
-		stream:  StreamName(cfg.Run),
-		prefix:  SubjectPrefix(cfg.Run) + ".",
-		log:     zerolog.Nop(),
-		slots:   make(chan struct{}, cfg.MaxPending),
-		closing: make(chan struct{}),
-		subs:    make(map[*jsSub]struct{}),
+		design:    design,
+		run:       cfg.Run,
+		stream:    StreamName(cfg.Run),
+		prefix:    SubjectPrefix(cfg.Run) + ".",
+		replicas:  cfg.Replicas,
+		subBuffer: cfg.SubscribeBuffer,
+		grace:     cfg.CatchUpGrace,
+		log:       zerolog.Nop(),
+		closing:   make(chan struct{}),
+		subs:      make(map[Subscription]struct{}),
+		core:      make(map[*nats.Subscription]*coreSub),
 
 		consumerReplicas: cfg.ConsumerReplicas,
 	}
@@ -198,8 +312,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	}
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
-		nats.ClosedHandler(b.onConnClosed),
 		nats.ErrorHandler(b.onConnError),
+		nats.ReconnectHandler(b.onReconnect),
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
@@ -223,34 +337,58 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		return nil, fmt.Errorf("broker: connect %s: %w", url, err)
 	}
 	b.nc = nc
-	b.pullBytes = max(cfg.PullBytes, 2*int(nc.MaxPayload())+64<<10)
-	b.js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(apiTimeout))
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("broker: jetstream: %w", err)
-	}
-	fast := !cfg.NoCreate && !cfg.PerMessageAcks && serverAtLeast(nc.ConnectedServerVersion(), 2, 14)
-	if !cfg.NoCreate {
-		if err := b.ensureStream(ctx, cfg, fast); err != nil {
-			nc.Close()
-			return nil, err
-		}
-	}
-	mode := pubAcks
-	if fast {
-		mode = pubFast
-	}
-	if b.pub, err = newPublisher(nc, mode, cfg.MaxPending, b.slots, &b.dups, &b.log); err != nil {
+	fail := func(err error) (*JetStream, error) {
 		nc.Close()
 		return nil, err
 	}
+	if b.feats, err = featuresOf(nc.ConnectedServerVersion()); err != nil {
+		return fail(err)
+	}
+	b.pullBytes = max(cfg.PullBytes, 2*int(nc.MaxPayload())+64<<10)
+	b.js, err = jetstream.New(nc, jetstream.WithDefaultTimeout(apiTimeout))
+	if err != nil {
+		return fail(fmt.Errorf("broker: jetstream: %w", err))
+	}
+	if design != DesignCore {
+		if cfg.NoCreate {
+			_, err = b.streamHandle(ctx)
+		} else {
+			err = b.ensureStream(ctx, cfg)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	switch design {
+	case DesignCore:
+		b.pub = &corePub{nc: nc}
+	case DesignCapture:
+		b.pub, err = newCapturePub(b, cfg)
+	default:
+		b.pub, err = newAsyncPub(b, cfg.Window)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if m := b.feats.Missing(); m != "" {
+		b.log.Debug().Msg(m)
+	}
 	return b, nil
+}
+
+// jetStreamMissing turns "JetStream is off" into a clear ErrServer.
+func jetStreamMissing(err error, version string) error {
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%w: nats-server %s has no JetStream for this account: start it with -js (or jetstream {} in its configuration)", ErrServer, version)
+	}
+	return err
 }
 
 // ensureStream creates the run's stream or updates it to cfg. A concurrent
 // creation with a slightly different configuration makes the create fail
 // with "name already in use"; the next round then updates.
-func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batches bool) error {
+func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error {
 	scfg := jetstream.StreamConfig{
 		Name:         b.stream,
 		Description:  "asyrevel run " + cfg.Run,
@@ -266,9 +404,14 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batch
 		Duplicates:   cfg.Duplicates,
 		DenyDelete:   true,
 		DenyPurge:    true,
-		// Fast batch publishing (nats-server 2.14+); a publisher that
-		// does not use it is not affected.
-		AllowBatchPublish: batches,
+	}
+	// A replicated stream flushes asynchronously anyway (its raft log
+	// backs it) and refuses the setting.
+	if p := cfg.Persist; b.feats.AsyncPersist && cfg.Replicas == 1 && (p == PersistAsync || p == PersistDefault && DefaultPersist == PersistAsync) {
+		scfg.PersistMode = jetstream.AsyncPersistMode
+	}
+	if c := cfg.Compression; b.feats.Compression && (c == CompressionS2 || c == CompressionDefault && DefaultCompression == CompressionS2) {
+		scfg.Compression = jetstream.S2Compression
 	}
 	var err error
 	for range 5 {
@@ -285,7 +428,7 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig, batch
 			break
 		}
 	}
-	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, err)
+	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
 }
 
 // waitStreamLeader waits until the replicated stream has a leader and
@@ -320,21 +463,31 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 // Run is the run name.
 func (b *JetStream) Run() string { return b.run }
 
+// Design is the transport design of the Bus.
+func (b *JetStream) Design() Design { return b.design }
+
+// Features are the features of the server the Bus is connected to.
+func (b *JetStream) Features() ServerFeatures { return b.feats }
+
 // Conn is the underlying NATS connection.
 func (b *JetStream) Conn() *nats.Conn { return b.nc }
 
 // Stats returns the connection's traffic counters.
-func (b *JetStream) Stats() Stats { return b.ctr.stats() }
+func (b *JetStream) Stats() Stats {
+	s := b.ctr.stats()
+	s.Reconnects = b.reconnects.Load()
+	return s
+}
 
 // Duplicates is the number of messages published on this connection that
 // the broker acknowledged as duplicates (same ID within the window) and
 // did not store again.
-func (b *JetStream) Duplicates() uint64 { return b.dups.Load() }
+func (b *JetStream) Duplicates() uint64 { return b.pub.duplicates() }
 
-// Publish hands m to the broker asynchronously. It blocks while MaxPending
-// messages are unacknowledged, until ctx is done. Failures of the
-// asynchronous part are reported by Flush. A duplicate ID is not an error
-// here; see Duplicates.
+// Publish hands m to the broker. It blocks while the publish window is
+// full (messages the stream has not confirmed yet), until ctx is done.
+// Failures of the asynchronous part are reported by Flush. A duplicate ID
+// is not an error here; see Duplicates.
 func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	if b.closed.Load() {
 		return ErrClosed
@@ -348,42 +501,30 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	select {
-	case b.slots <- struct{}{}:
-	default:
-		select {
-		case b.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-b.closing:
-			return ErrClosed
-		}
-	}
 	b.closeMu.RLock()
 	if b.closed.Load() {
 		b.closeMu.RUnlock()
-		<-b.slots
 		return ErrClosed
 	}
-	err := b.pub.publish(m)
+	err := b.pub.publish(ctx, m)
 	b.closeMu.RUnlock()
 	if err != nil {
-		<-b.slots
 		return err
 	}
 	b.ctr.published(len(m.Data))
 	return nil
 }
 
-// onConnClosed fails what is still unacknowledged: nats.go forgets pending
-// acks when the connection closes for good.
-func (b *JetStream) onConnClosed(*nats.Conn) {
-	if b.pub != nil {
-		b.pub.failAll(nats.ErrConnectionClosed)
-	}
-}
-
 func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error) {
+	if sub != nil && errors.Is(err, nats.ErrSlowConsumer) {
+		b.subsMu.Lock()
+		cs := b.core[sub]
+		b.subsMu.Unlock()
+		if cs != nil {
+			cs.fellBehind()
+			return
+		}
+	}
 	ev := b.log.Warn().Err(err)
 	if sub != nil {
 		ev = ev.Str("subject", sub.Subject)
@@ -391,30 +532,29 @@ func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error)
 	ev.Msg("nats asynchronous error")
 }
 
-// Flush waits until every message published before the call is
-// acknowledged by the broker, and returns the first asynchronous failure
-// since the previous Flush.
+// onReconnect: on the core designs a subscription misses what was
+// published while the connection was down.
+func (b *JetStream) onReconnect(*nats.Conn) {
+	b.reconnects.Add(1)
+	if b.design == DesignCore || b.design == DesignCapture {
+		b.log.Error().Str("design", string(b.design)).
+			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")
+	}
+}
+
+// Flush waits until every message published before the call is confirmed
+// by the stream, and returns the first failure since the previous Flush.
 func (b *JetStream) Flush(ctx context.Context) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
-	return b.flush(ctx)
-}
-
-func (b *JetStream) flush(ctx context.Context) error {
-	for _, ep := range b.pub.seal() {
-		select {
-		case <-ep.done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return b.pub.takeErr()
+	return b.pub.flush(ctx)
 }
 
 // Count is the number of stored messages whose subject matches filter (it
 // asks the broker for per-subject counts; the cost grows with the number
-// of distinct subjects, not of messages).
+// of distinct subjects, not of messages). DesignCore has no stream:
+// ErrUnsupported.
 func (b *JetStream) Count(ctx context.Context, filter string) (uint64, error) {
 	if b.closed.Load() {
 		return 0, ErrClosed
@@ -422,6 +562,13 @@ func (b *JetStream) Count(ctx context.Context, filter string) (uint64, error) {
 	if err := b.checkRunFilter(filter); err != nil {
 		return 0, err
 	}
+	if b.design == DesignCore {
+		return 0, fmt.Errorf("%w: count: design %s keeps no log", ErrUnsupported, b.design)
+	}
+	return b.count(ctx, filter)
+}
+
+func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
 	st, err := b.streamHandle(ctx)
 	if err != nil {
 		return 0, err
@@ -444,13 +591,43 @@ func (b *JetStream) Count(ctx context.Context, filter string) (uint64, error) {
 	return n, nil
 }
 
+// subjectCounts is the stream's message count of each of the run's
+// subjects.
+func (b *JetStream) subjectCounts(ctx context.Context) (map[string]uint64, error) {
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream info: %w", err)
+	}
+	if info.State.Subjects == nil {
+		return map[string]uint64{}, nil
+	}
+	return info.State.Subjects, nil
+}
+
+// lastSeq is the stream's last sequence.
+func (b *JetStream) lastSeq(ctx context.Context) (uint64, error) {
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("broker: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
 func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) {
 	b.streamMu.Lock()
 	defer b.streamMu.Unlock()
 	if b.st == nil {
 		st, err := b.js.Stream(ctx, b.stream)
 		if err != nil {
-			return nil, fmt.Errorf("broker: stream %s: %w", b.stream, err)
+			return nil, fmt.Errorf("broker: stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
 		}
 		b.st = st
 	}
@@ -467,12 +644,40 @@ func (b *JetStream) checkRunFilter(filter string) error {
 	return nil
 }
 
-// Subscribe creates a consumer on the run's stream and delivers to h.
+// consumerFilters are the filters of a consumer for a subscription's
+// filters, and the matchers the client must apply itself when the server
+// cannot filter on several subjects (nats-server 2.9): then the consumer
+// reads every subject of the run.
+func (b *JetStream) consumerFilters(filters []string) ([]string, []matcher) {
+	if len(filters) == 1 || b.feats.MultiFilter {
+		return slices.Clone(filters), nil
+	}
+	ms := make([]matcher, len(filters))
+	for i, f := range filters {
+		ms[i] = newMatcher(f)
+	}
+	return []string{b.prefix + ">"}, ms
+}
+
+func matchAny(ms []matcher, subject string) bool {
+	for _, m := range ms {
+		if m.match(subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// Subscribe starts delivering to h; how depends on the design:
 //
-// A durable subscription is a durable consumer with AckAll: opening it
-// again resumes after the last Ack (the consumer is reset to its ack floor
-// if it had delivered beyond it). An ephemeral one is an in-memory consumer
-// without acks (Ack is a no-op), deleted by Close.
+//   - DesignCapture: core NATS subscriptions (one per filter, delivered in
+//     the order they arrive on the connection); with DeliverAll or
+//     StartSeq the stream is read first and the subscription hands over
+//     to the live feed once caught up.
+//   - DesignCore: core NATS subscriptions only (no history).
+//   - DesignOrdered: an ordered consumer without acks.
+//   - DesignAcked: a durable consumer with AckAll (resumes after the last
+//     Ack), or an ephemeral one without acks.
 func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
@@ -493,37 +698,31 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 			return nil, err
 		}
 	}
+	if opts.StartSeq > 0 && !b.design.Capabilities().StartSeq {
+		return nil, fmt.Errorf("%w: start sequence on design %s", ErrUnsupported, b.design)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cons, err := b.consumer(ctx, filters, opts)
+	var s Subscription
+	var err error
+	switch b.design {
+	case DesignCore:
+		s, err = b.subscribeCore(ctx, filters, opts, h, false)
+	case DesignCapture:
+		// In a cluster the interest of a new core subscription reaches the
+		// other nodes a moment later: what their clients publish
+		// meanwhile comes from the stream (see coreSub).
+		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || b.nc.ConnectedClusterName() != ""
+		s, err = b.subscribeCore(ctx, filters, opts, h, history)
+	case DesignOrdered:
+		s, err = b.subscribeOrdered(ctx, filters, opts, h)
+	default:
+		s, err = b.subscribeAcked(ctx, filters, opts, h)
+	}
 	if err != nil {
 		return nil, err
 	}
-	s := &jsSub{
-		bus:     b,
-		name:    cons.CachedInfo().Name,
-		durable: opts.Durable != "",
-		handler: h,
-	}
-	s.d.sub = s
-	s.ctx, s.cancel = context.WithCancel(ctx)
-	s.ackTimer = time.AfterFunc(time.Hour, s.ackTick)
-	s.ackTimer.Stop()
-	s.cc, err = cons.Consume(s.onMsg,
-		jetstream.PullMaxBytes(b.pullBytes),
-		jetstream.PullExpiry(pullExpiry),
-		jetstream.PullHeartbeat(pullHeartbeat),
-		jetstream.ConsumeErrHandler(s.onConsumeErr))
-	if err != nil {
-		s.cancel()
-		s.deleteEphemeral()
-		return nil, fmt.Errorf("broker: consume %s: %w", s.name, err)
-	}
-	s.watchMu.Lock()
-	s.stopWatch = context.AfterFunc(ctx, func() { s.Close() })
-	s.watchMu.Unlock()
-
 	b.subsMu.Lock()
 	b.subs[s] = struct{}{}
 	b.subsMu.Unlock()
@@ -534,131 +733,16 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 	return s, nil
 }
 
-// consumer creates the subscription's consumer, or opens and prepares an
-// existing durable one.
-func (b *JetStream) consumer(ctx context.Context, filters []string, opts SubscribeOptions) (jetstream.Consumer, error) {
-	cfg := jetstream.ConsumerConfig{AckWait: DefaultAckWait}
-	setFilters(&cfg, filters)
-	if opts.Deliver == DeliverNew {
-		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
-	}
-	if opts.Durable == "" {
-		cfg.AckPolicy = jetstream.AckNonePolicy
-		cfg.MemoryStorage = true
-		cfg.InactiveThreshold = ephemeralInactive
-		c, err := b.js.CreateConsumer(ctx, b.stream, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("broker: create consumer: %w", err)
-		}
-		return c, nil
-	}
-	cfg.Durable = opts.Durable
-	cfg.Replicas = b.consumerReplicas
-	cfg.AckPolicy = jetstream.AckAllPolicy
-	cfg.MaxAckPending = maxAckPending
-	for attempt := 0; ; attempt++ {
-		c, err := b.js.Consumer(ctx, b.stream, opts.Durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			c, err = b.js.CreateConsumer(ctx, b.stream, cfg)
-			if errors.Is(err, jetstream.ErrConsumerExists) && attempt == 0 {
-				continue // created concurrently: open it
-			}
-			if err != nil {
-				return nil, fmt.Errorf("broker: create durable %s: %w", opts.Durable, err)
-			}
-			return c, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("broker: durable %s: %w", opts.Durable, err)
-		}
-		info := c.CachedInfo()
-		if info.Config.AckPolicy != jetstream.AckAllPolicy {
-			return nil, fmt.Errorf("%w: durable %s exists with ack policy %v", ErrInvalid, opts.Durable, info.Config.AckPolicy)
-		}
-		reset := info.Delivered.Stream > info.AckFloor.Stream || info.NumAckPending > 0
-		if !sameFilters(info.Config, filters) {
-			ucfg := info.Config
-			setFilters(&ucfg, filters)
-			if c, err = b.js.UpdateConsumer(ctx, b.stream, ucfg); err != nil {
-				return nil, fmt.Errorf("broker: update durable %s: %w", opts.Durable, err)
-			}
-			reset = true
-		}
-		if reset {
-			return b.resetDurable(ctx, c)
-		}
-		return c, nil
-	}
-}
-
-// resetDurable makes a durable deliver again from its ack floor + 1: the
-// messages it delivered beyond were buffered by a subscription that is
-// gone, and the broker would otherwise redeliver them only after AckWait,
-// behind newer ones. nats-server 2.14 has an API for it (ADR-60); with an
-// older server the consumer is recreated to start there.
-func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jetstream.Consumer, error) {
-	info := c.CachedInfo()
-	if serverAtLeast(b.nc.ConnectedServerVersion(), 2, 14) && !recreateOnReset {
-		if _, err := b.js.ResetConsumer(ctx, b.stream, info.Name); err != nil {
-			return nil, fmt.Errorf("broker: reset durable %s to its ack floor: %w", info.Name, err)
-		}
-		return c, nil
-	}
-	cfg := info.Config
-	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-	cfg.OptStartSeq = info.AckFloor.Stream + 1
-	cfg.OptStartTime = nil
-	if err := b.js.DeleteConsumer(ctx, b.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
-	}
-	c, err := b.js.CreateConsumer(ctx, b.stream, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
-	}
-	return c, nil
-}
-
-// recreateOnReset forces the pre-2.14 path of resetDurable (tests).
-var recreateOnReset = false
-
-// serverAtLeast reports whether a NATS server version "x.y.z[-...]" is at
-// least major.minor.
-func serverAtLeast(version string, major, minor int) bool {
-	var x, y int
-	if _, err := fmt.Sscanf(version, "%d.%d", &x, &y); err != nil {
-		return false
-	}
-	return x > major || x == major && y >= minor
-}
-
-func setFilters(cfg *jetstream.ConsumerConfig, filters []string) {
-	if len(filters) == 1 {
-		cfg.FilterSubject, cfg.FilterSubjects = filters[0], nil
-	} else {
-		cfg.FilterSubject, cfg.FilterSubjects = "", slices.Clone(filters)
-	}
-}
-
-func sameFilters(cfg jetstream.ConsumerConfig, filters []string) bool {
-	have := cfg.FilterSubjects
-	if cfg.FilterSubject != "" {
-		have = []string{cfg.FilterSubject}
-	}
-	if len(have) != len(filters) {
-		return false
-	}
-	for _, f := range filters {
-		if !slices.Contains(have, f) {
-			return false
-		}
-	}
-	return true
+func (b *JetStream) forget(s Subscription) {
+	b.subsMu.Lock()
+	delete(b.subs, s)
+	b.subsMu.Unlock()
 }
 
 // Close closes the subscriptions, waits (at most 10 s, and not at all while
-// disconnected) for unacknowledged publishes, and closes the connection. The first call returns what went
-// wrong on the way (a failed publish, final ack or consumer deletion);
-// later calls return nil.
+// disconnected) for unconfirmed publishes, and closes the connection. The
+// first call returns what went wrong on the way (a failed publish, final
+// ack or consumer deletion); later calls return nil.
 func (b *JetStream) Close() error {
 	var err error
 	b.closeOne.Do(func() { err = b.close() })
@@ -672,7 +756,7 @@ func (b *JetStream) close() error {
 	b.closeMu.Unlock()
 
 	b.subsMu.Lock()
-	subs := make([]*jsSub, 0, len(b.subs))
+	subs := make([]Subscription, 0, len(b.subs))
 	for s := range b.subs {
 		subs = append(subs, s)
 	}
@@ -684,11 +768,12 @@ func (b *JetStream) close() error {
 	if b.nc.IsConnected() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		if err := b.flush(ctx); err != nil {
+		if err := b.pub.flush(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("broker: flush on close: %w", err))
 		}
 	} else {
-		// Disconnected (reconnecting): acks may never come; do not wait.
+		// Disconnected (reconnecting): confirmations may never come; do
+		// not wait.
 		if err := b.pub.takeErr(); err != nil {
 			errs = append(errs, err)
 		}
@@ -696,186 +781,9 @@ func (b *JetStream) close() error {
 			errs = append(errs, fmt.Errorf("broker: closing while disconnected: %d publishes unconfirmed", n))
 		}
 	}
-	b.pub.stop(nats.ErrConnectionClosed)
 	b.nc.Close()
 	return errors.Join(errs...)
 }
-
-// jsSub is a subscription on a JetStream consumer. nats.go calls onMsg
-// from the consume subscription's goroutine, one message at a time.
-type jsSub struct {
-	bus       *JetStream
-	name      string // consumer name
-	durable   bool
-	handler   Handler
-	ctx       context.Context
-	cancel    context.CancelFunc
-	cc        jetstream.ConsumeContext
-	watchMu   sync.Mutex
-	stopWatch func() bool // ends the ctx watch; set once Consume runs
-
-	hmu    sync.Mutex // held while the handler runs
-	closed atomic.Bool
-	last   uint64 // stream sequence of the last delivery handed out
-	d      jsDelivery
-
-	amu      sync.Mutex // ack coalescing
-	ackTimer *time.Timer
-	ackArmed bool
-	ackSent  bool   // the newest acked reply has been sent
-	ackLast  string // reply subject of the newest acked delivery
-	ackN     int    // acks since the last one sent
-	ackErr   error
-
-	closeOne sync.Once
-	closeErr error
-}
-
-func (s *jsSub) onMsg(m jetstream.Msg) {
-	s.hmu.Lock()
-	if s.closed.Load() {
-		s.hmu.Unlock()
-		return
-	}
-	seq, ok := ackStreamSeq(m.Reply())
-	if !ok || seq <= s.last {
-		// Not a stream message, or a redelivery of what the handler
-		// already had (redelivered after AckWait while still buffered).
-		s.hmu.Unlock()
-		return
-	}
-	s.last = seq
-	s.bus.ctr.delivered(len(m.Data()))
-	s.d.msg, s.d.seq = m, seq
-	s.handler(s.ctx, &s.d)
-	s.d.msg = nil
-	s.hmu.Unlock()
-}
-
-func (s *jsSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
-	if s.closed.Load() {
-		return
-	}
-	s.bus.log.Debug().Err(err).Str("consumer", s.name).Msg("consume")
-}
-
-func (s *jsSub) ack(reply string) error {
-	if !s.durable {
-		return nil
-	}
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	s.ackLast, s.ackSent = reply, false
-	s.ackN++
-	if s.ackN >= ackEvery {
-		return s.sendAckLocked()
-	}
-	if !s.ackArmed {
-		s.ackArmed = true
-		s.ackTimer.Reset(ackDelay)
-	}
-	if err := s.ackErr; err != nil {
-		s.ackErr = nil
-		return err
-	}
-	return nil
-}
-
-func (s *jsSub) sendAckLocked() error {
-	s.ackN, s.ackSent = 0, true
-	if err := s.bus.nc.Publish(s.ackLast, ackAck); err != nil {
-		return fmt.Errorf("broker: ack: %w", err)
-	}
-	return nil
-}
-
-func (s *jsSub) ackTick() {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	s.ackArmed = false
-	if !s.ackSent && s.ackLast != "" {
-		if err := s.sendAckLocked(); err != nil && s.ackErr == nil {
-			s.ackErr = err
-		}
-	}
-}
-
-// Close stops delivery, waits for a handler call in progress, and then
-// confirms the last ack with the broker (durable) or deletes the consumer
-// (ephemeral).
-func (s *jsSub) Close() error {
-	s.closeOne.Do(func() { s.closeErr = s.close() })
-	return s.closeErr
-}
-
-func (s *jsSub) close() error {
-	s.closed.Store(true)
-	s.cancel()
-	s.cc.Stop()
-	s.hmu.Lock() // wait for the handler call in progress
-	s.hmu.Unlock()
-	s.watchMu.Lock()
-	if s.stopWatch != nil {
-		s.stopWatch()
-	}
-	s.watchMu.Unlock()
-	select {
-	case <-s.cc.Closed():
-	case <-time.After(closeTimeout):
-	}
-	var err error
-	if s.durable {
-		s.amu.Lock()
-		s.ackTimer.Stop()
-		s.ackArmed = false
-		last := s.ackLast
-		s.amu.Unlock()
-		if last != "" {
-			// A synchronous ack: when the reply arrives the broker has
-			// applied it and every ack sent before, so a Subscribe that
-			// follows resumes after it.
-			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-			if _, e := s.bus.nc.RequestWithContext(ctx, last, ackAck); e != nil {
-				err = fmt.Errorf("broker: final ack of %s: %w", s.name, e)
-			}
-			cancel()
-		}
-	} else {
-		err = s.deleteEphemeral()
-	}
-	b := s.bus
-	b.subsMu.Lock()
-	delete(b.subs, s)
-	b.subsMu.Unlock()
-	return err
-}
-
-func (s *jsSub) deleteEphemeral() error {
-	if s.durable || s.bus.nc.IsClosed() {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	err := s.bus.js.DeleteConsumer(ctx, s.bus.stream, s.name)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("broker: delete consumer %s: %w", s.name, err)
-	}
-	return nil
-}
-
-// jsDelivery is reused for every delivery of one subscription.
-type jsDelivery struct {
-	sub *jsSub
-	msg jetstream.Msg
-	seq uint64
-}
-
-func (d *jsDelivery) Subject() string          { return d.msg.Subject() }
-func (d *jsDelivery) Data() []byte             { return d.msg.Data() }
-func (d *jsDelivery) ID() string               { return d.msg.Headers().Get(msgIDHeader) }
-func (d *jsDelivery) Header(key string) string { return d.msg.Headers().Get(key) }
-func (d *jsDelivery) Seq() uint64              { return d.seq }
-func (d *jsDelivery) Ack() error               { return d.sub.ack(d.msg.Reply()) }
 
 // ackStreamSeq extracts the stream sequence from a JetStream reply subject:
 //

@@ -3,10 +3,12 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -121,13 +123,12 @@ func TestNoListenServer(t *testing.T) {
 	}
 }
 
-// With one ack per message the broker reports every duplicate; with fast
-// batches it drops them silently. Either way only one is stored.
+// Every design with dedupe reports each duplicate ID, and stores one.
 func TestDuplicatesCounted(t *testing.T) {
 	srv := startServer(t)
-	for _, perMsg := range []bool{true, false} {
+	for _, d := range []broker.Design{broker.DesignCapture, broker.DesignOrdered, broker.DesignAcked} {
 		run := newRun()
-		b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, PerMessageAcks: perMsg})
+		b := connectDesign(t, srv, true, run, "p", d)
 		ctx := context.Background()
 		subj := broker.SubjectPrefix(b.Run()) + ".d"
 		for range 3 {
@@ -139,13 +140,13 @@ func TestDuplicatesCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := b.Flush(ctx); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", d, err)
 		}
-		if n := b.Duplicates(); perMsg && n != 2 {
-			t.Errorf("per-message acks: Duplicates() = %d, want 2", n)
+		if n := b.Duplicates(); n != 2 {
+			t.Errorf("%s: Duplicates() = %d, want 2", d, n)
 		}
 		if n, err := b.Count(ctx, subj); err != nil || n != 2 {
-			t.Errorf("per-message acks %v: %d stored (%v), want 2", perMsg, n, err)
+			t.Errorf("%s: %d stored (%v), want 2", d, n, err)
 		}
 	}
 }
@@ -154,7 +155,7 @@ func TestDuplicatesCounted(t *testing.T) {
 // AckWait, so the broker has nothing pending to redeliver.
 func TestIdleAckFlushed(t *testing.T) {
 	srv := startServer(t)
-	b := connectJS(t, srv, true, newRun(), "p")
+	b := connectDesign(t, srv, true, newRun(), "p", broker.DesignAcked)
 	ctx := context.Background()
 	subj := broker.SubjectPrefix(b.Run()) + ".a"
 	var mu sync.Mutex
@@ -190,37 +191,85 @@ func TestIdleAckFlushed(t *testing.T) {
 	})
 }
 
-// Publish blocks while the window is full and honours ctx; the broker's
-// failure comes back from Flush.
-func TestPublishWindowAndAsyncError(t *testing.T) {
+// Publish blocks while the window of unconfirmed messages is full and
+// honours ctx; a Flush that cannot be confirmed fails; Close does not hang.
+func TestPublishWindow(t *testing.T) {
+	for _, d := range []broker.Design{broker.DesignCapture, broker.DesignOrdered, broker.DesignAcked} {
+		t.Run(string(d), func(t *testing.T) {
+			ctx := context.Background()
+			srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, Run: newRun(), Design: d, Window: 4})
+			subj := broker.SubjectPrefix(b.Run()) + ".x"
+			for i := range 300 {
+				if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: []byte("x")}); err != nil {
+					t.Fatalf("publish %d: %v", i, err)
+				}
+				if n := broker.UnconfirmedPublishes(b); n > 4 {
+					t.Fatalf("%d unconfirmed publishes with a window of 4", n)
+				}
+			}
+			if err := b.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			srv.Shutdown() // no confirmation comes any more
+			for i := range 4 {
+				if err := b.Publish(ctx, &broker.Message{Subject: subj}); err != nil {
+					t.Fatalf("publish %d: %v", i, err)
+				}
+			}
+			tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			// The window is full, unless the client has failed the
+			// unconfirmed publishes at the disconnection already (nats.go
+			// does, for acked publishes and markers): Flush reports them
+			// either way.
+			if err := b.Publish(tctx, &broker.Message{Subject: subj}); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("publish into a full window: %v", err)
+			}
+			fctx, cancel2 := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer cancel2()
+			if err := b.Flush(fctx); err == nil {
+				t.Fatal("flush confirmed with the server gone")
+			}
+			start := time.Now()
+			_ = b.Close()
+			if el := time.Since(start); el > 2*time.Second {
+				t.Errorf("Close took %v while disconnected", el)
+			}
+		})
+	}
+}
+
+// NoCreate needs the stream to exist; a server without JetStream is named.
+func TestConnectNeedsStream(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
-	// NoCreate and no stream: every publish ends with "no responders"
-	// after nats.go's retries, which keeps the window full meanwhile.
-	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
-		Server: srv, InProcess: true, Run: newRun(), NoCreate: true, MaxPending: 1,
-	})
+	_, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: newRun(), NoCreate: true})
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("NoCreate without a stream: %v", err)
+	}
+	plain, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	subj := broker.SubjectPrefix(b.Run()) + ".x"
-	if err := b.Publish(ctx, &broker.Message{Subject: subj}); err != nil {
-		t.Fatal(err)
+	plain.Start()
+	defer plain.Shutdown()
+	if !plain.ReadyForConnections(5 * time.Second) {
+		t.Fatal("plain server not ready")
 	}
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
-	defer cancel()
-	if err := b.Publish(tctx, &broker.Message{Subject: subj}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("publish into a full window: %v", err)
+	_, err = broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: plain.ClientURL(), Run: newRun()})
+	if !errors.Is(err, broker.ErrServer) || !strings.Contains(err.Error(), "-js") {
+		t.Fatalf("server without JetStream: %v", err)
 	}
-	fctx, cancel2 := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel2()
-	if err := b.Flush(fctx); !errors.Is(err, jetstream.ErrNoStreamResponse) {
-		t.Fatalf("flush: %v, want no stream response", err)
+	// The core design needs no JetStream.
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: plain.ClientURL(), Run: newRun(), Design: broker.DesignCore})
+	if err != nil {
+		t.Fatalf("core design on a plain server: %v", err)
 	}
-	if err := b.Flush(fctx); err != nil {
-		t.Fatalf("second flush: %v", err)
-	}
+	b.Close()
 }
 
 // A server that goes away must not hang Flush or Close.

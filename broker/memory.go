@@ -221,6 +221,9 @@ var _ Bus = (*MemoryBus)(nil)
 // Name is the name given to Connect.
 func (b *MemoryBus) Name() string { return b.name }
 
+// Design is DesignMemory.
+func (b *MemoryBus) Design() Design { return DesignMemory }
+
 // Duplicates is the number of messages this handle published whose ID was
 // already stored within the dedupe window.
 func (b *MemoryBus) Duplicates() uint64 { return b.dups.Load() }
@@ -335,7 +338,10 @@ func (b *MemoryBus) Subscribe(ctx context.Context, filters []string, opts Subscr
 	h := b.hub
 	h.mu.Lock()
 	start := uint64(1)
-	if opts.Deliver == DeliverNew {
+	switch {
+	case opts.StartSeq > 0:
+		start = opts.StartSeq
+	case opts.Deliver == DeliverNew:
 		start = h.last + 1
 	}
 	if s.durable != "" {
@@ -354,7 +360,7 @@ func (b *MemoryBus) Subscribe(ctx context.Context, filters []string, opts Subscr
 		}
 		s.acked = start - 1
 	}
-	s.next, s.end = start, h.last
+	s.next, s.end, s.from = start, h.last, start
 	h.subs = append(h.subs, s)
 	h.mu.Unlock()
 
@@ -407,6 +413,7 @@ type memSub struct {
 
 	// Owned by the run goroutine.
 	next, end uint64 // catch-up range
+	from      uint64 // first sequence to deliver
 	acked     uint64
 	buf       []byte
 	d         memDelivery
@@ -478,6 +485,9 @@ func (s *memSub) scanLocked(batch []*memMsg) []*memMsg {
 }
 
 func (s *memSub) deliver(m *memMsg) {
+	if m.seq < s.from {
+		return
+	}
 	d := &s.d
 	d.m = m
 	d.data = nil

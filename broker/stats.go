@@ -29,6 +29,13 @@ type Stats struct {
 	// whose options replace the dialer after the Bus's own (see
 	// JetStreamConfig.Options).
 	WireOut, WireIn uint64
+	// Dropped counts live deliveries lost because a subscription fell
+	// more than JetStreamConfig.SubscribeBuffer behind (DesignCapture,
+	// DesignCore; the stream still holds them with DesignCapture).
+	Dropped uint64
+	// Reconnects counts the times the connection was restored after a
+	// loss (on the core designs, live deliveries in between are missing).
+	Reconnects uint64
 }
 
 // Add returns the sum of s and o.
@@ -37,6 +44,7 @@ func (s Stats) Add(o Stats) Stats {
 		MsgsOut: s.MsgsOut + o.MsgsOut, BytesOut: s.BytesOut + o.BytesOut,
 		MsgsIn: s.MsgsIn + o.MsgsIn, BytesIn: s.BytesIn + o.BytesIn,
 		WireOut: s.WireOut + o.WireOut, WireIn: s.WireIn + o.WireIn,
+		Dropped: s.Dropped + o.Dropped, Reconnects: s.Reconnects + o.Reconnects,
 	}
 }
 
@@ -54,6 +62,7 @@ type counters struct {
 	msgsOut, bytesOut atomic.Uint64
 	msgsIn, bytesIn   atomic.Uint64
 	wireOut, wireIn   atomic.Uint64
+	dropped           atomic.Uint64
 }
 
 func (c *counters) published(n int) {
@@ -71,6 +80,7 @@ func (c *counters) stats() Stats {
 		MsgsOut: c.msgsOut.Load(), BytesOut: c.bytesOut.Load(),
 		MsgsIn: c.msgsIn.Load(), BytesIn: c.bytesIn.Load(),
 		WireOut: c.wireOut.Load(), WireIn: c.wireIn.Load(),
+		Dropped: c.dropped.Load(),
 	}
 }
 

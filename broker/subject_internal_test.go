@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -155,10 +156,42 @@ func BenchmarkMatcher(b *testing.B) {
 	}
 }
 
-func TestServerAtLeast(t *testing.T) {
-	for v, want := range map[string]bool{"2.15.2": true, "2.14.0": true, "2.14.0-beta.1": true, "2.13.9": false, "2.9.25": false, "3.0.0": true, "": false, "x": false} {
-		if got := serverAtLeast(v, 2, 14); got != want {
-			t.Errorf("serverAtLeast(%q) = %v", v, got)
+func TestFeaturesOf(t *testing.T) {
+	for _, tc := range []struct {
+		version                          string
+		ok, multi, compression, resetAPI bool
+	}{
+		{"2.15.2", true, true, true, true},
+		{"2.14.0-beta.1", true, true, true, true},
+		{"2.13.9", true, true, true, false},
+		{"2.12.1", true, true, true, false},
+		{"2.10.0", true, true, true, false},
+		{"2.9.10", true, false, false, false},
+		{"3.0.0", true, true, true, true},
+		{"2.8.4", false, false, false, false},
+		{"1.4.1", false, false, false, false},
+		{"", false, false, false, false},
+		{"x", false, false, false, false},
+	} {
+		f, err := featuresOf(tc.version)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: error %v", tc.version, err)
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, ErrServer) {
+				t.Errorf("%q: %v does not wrap ErrServer", tc.version, err)
+			}
+			continue
+		}
+		if f.MultiFilter != tc.multi || f.Compression != tc.compression || f.ConsumerReset != tc.resetAPI {
+			t.Errorf("%q: %+v", tc.version, f)
+		}
+		if want := !strings.HasPrefix(tc.version, "2.9.") && !strings.HasPrefix(tc.version, "2.10."); f.AsyncPersist != want {
+			t.Errorf("%q: async persist %v", tc.version, f.AsyncPersist)
+		}
+		if m := f.Missing(); (m == "") != (tc.multi && tc.compression && tc.resetAPI) || m != "" && !strings.Contains(m, tc.version) {
+			t.Errorf("%q: missing %q", tc.version, m)
 		}
 	}
 }

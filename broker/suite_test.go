@@ -21,12 +21,27 @@ func TestMemoryConformance(t *testing.T) {
 	})
 }
 
+// The default design (capture) over TCP and in-process, and every other
+// NATS design in-process: one suite, each design held to what its
+// Capabilities promise.
 func TestJetStreamTCPConformance(t *testing.T) {
-	runJetStreamSuite(t, false)
+	runJetStreamSuite(t, false, broker.DefaultDesign)
 }
 
 func TestJetStreamInProcessConformance(t *testing.T) {
-	runJetStreamSuite(t, true)
+	runJetStreamSuite(t, true, broker.DefaultDesign)
+}
+
+func TestJetStreamCoreConformance(t *testing.T) {
+	runJetStreamSuite(t, true, broker.DesignCore)
+}
+
+func TestJetStreamOrderedConformance(t *testing.T) {
+	runJetStreamSuite(t, true, broker.DesignOrdered)
+}
+
+func TestJetStreamAckedConformance(t *testing.T) {
+	runJetStreamSuite(t, true, broker.DesignAcked)
 }
 
 var runID atomic.Int64
@@ -51,6 +66,11 @@ func connectJS(t testing.TB, srv *broker.Server, inProcess bool, run, name strin
 	return connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name})
 }
 
+func connectDesign(t testing.TB, srv *broker.Server, inProcess bool, run, name string, d broker.Design) *broker.JetStream {
+	t.Helper()
+	return connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: inProcess, Run: run, Name: name, Design: d})
+}
+
 func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -63,9 +83,9 @@ func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream
 	return b
 }
 
-func runJetStreamSuite(t *testing.T, inProcess bool) {
+func runJetStreamSuite(t *testing.T, inProcess bool, d broker.Design) {
 	runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {
-		return connectJS(t, srv, inProcess, run, name)
+		return connectDesign(t, srv, inProcess, run, name, d)
 	})
 }
 
@@ -82,19 +102,8 @@ func runJetStreamSuiteWith(t *testing.T, connect func(t testing.TB, srv *broker.
 	})
 }
 
-// The suite with one broker ack per message instead of fast batches.
-func TestJetStreamPerMessageAcksConformance(t *testing.T) {
-	runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {
-		b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, Name: name, PerMessageAcks: true})
-		if broker.UsesFastBatches(b) {
-			t.Fatal("fast batches despite PerMessageAcks")
-		}
-		return b
-	})
-}
-
 // The durable resume path for servers without the consumer reset API.
 func TestJetStreamRecreateResetConformance(t *testing.T) {
 	t.Cleanup(broker.ForceRecreateOnReset())
-	runJetStreamSuite(t, true)
+	runJetStreamSuite(t, true, broker.DesignAcked)
 }

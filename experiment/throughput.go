@@ -7,9 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/rs/zerolog"
@@ -19,14 +22,94 @@ import (
 	"gonum.org/v1/plot/vg"
 )
 
-// Buses that the throughput experiment compares.
-var Buses = []string{"memory", "jetstream-inprocess", "jetstream-tcp", "jetstream-cluster"}
+// Variants that the throughput experiment compares by default: the
+// in-memory bus, each transport design over TCP loopback, the default
+// design in-process, with synchronous writes and with S2 compression,
+// and the 3-node cluster with the default and the acked design. A
+// variant is "memory" or DESIGN[-OPTION...]-CONNECTION, CONNECTION one
+// of tcp, inprocess and cluster (3 nodes, the stream on all three);
+// OPTION sync writes each message to the store before acknowledging it
+// (broker.PersistSync), s2 compresses the store with S2, plain does not.
+var Variants = []string{
+	"memory", "core-tcp", "capture-tcp", "capture-inprocess", "capture-sync-tcp", "capture-s2-tcp",
+	"ordered-tcp", "acked-tcp", "capture-cluster", "acked-cluster",
+}
+
+// DefaultVariant is the variant of `asyrevel train` without transport
+// flags (the default design over TCP loopback).
+const DefaultVariant = "capture-tcp"
+
+// variant is a parsed variant name.
+type variant struct {
+	name, conn      string
+	design          broker.Design
+	persist, compr  string
+	inProcess       bool
+	cluster, memory bool
+}
+
+// parseVariant reads a variant name. The names of earlier versions of
+// this experiment (jetstream-tcp, jetstream-inprocess,
+// jetstream-cluster) mean the default design on that connection.
+func parseVariant(name string) (variant, error) {
+	if name == "memory" {
+		return variant{name: name, conn: "memory", design: broker.DesignMemory, memory: true}, nil
+	}
+	if conn, ok := strings.CutPrefix(name, "jetstream-"); ok {
+		name = string(broker.DefaultDesign) + "-" + conn
+	}
+	parts := strings.Split(name, "-")
+	v := variant{name: name}
+	if len(parts) < 2 {
+		return v, fmt.Errorf("%w: variant %q: want memory or DESIGN[-sync][-s2|-plain]-CONNECTION", run.ErrConfig, name)
+	}
+	d, err := broker.ParseDesign(parts[0])
+	if err != nil || d == broker.DesignMemory {
+		return v, fmt.Errorf("%w: variant %q: unknown design %q", run.ErrConfig, name, parts[0])
+	}
+	v.design = d
+	switch v.conn = parts[len(parts)-1]; v.conn {
+	case "tcp":
+	case "inprocess":
+		v.inProcess = true
+	case "cluster":
+		v.cluster = true
+	default:
+		return v, fmt.Errorf("%w: variant %q: connection %q: want tcp, inprocess or cluster", run.ErrConfig, name, v.conn)
+	}
+	for _, o := range parts[1 : len(parts)-1] {
+		switch o {
+		case "sync":
+			v.persist = "sync"
+		case "plain":
+			v.compr = "none"
+		case "s2":
+			v.compr = "s2"
+		default:
+			return v, fmt.Errorf("%w: variant %q: option %q: want sync, s2 or plain", run.ErrConfig, name, o)
+		}
+	}
+	return v, nil
+}
+
+// apply points a training configuration at the variant.
+func (v variant) apply(tc *run.Config) {
+	if v.memory {
+		tc.Bus = "memory"
+		return
+	}
+	tc.Design, tc.Persist, tc.Compress = string(v.design), v.persist, v.compr
+	tc.InProcess = v.inProcess
+	if v.cluster {
+		tc.Cluster = 3
+	}
+}
 
 // ThroughputConfig configures the throughput experiment.
 type ThroughputConfig struct {
 	Data     *run.Data // split over Parties
 	Parties  int
-	Buses    []string
+	Variants []string // see Variants
 	Windows  []int
 	Batches  []int
 	Duration time.Duration // training time per configuration
@@ -36,60 +119,154 @@ type ThroughputConfig struct {
 
 // ThroughputRow is one configuration's measurement.
 type ThroughputRow struct {
-	Bus              string
-	Window, Batch    int
-	Steps            int64
-	Seconds          float64
-	StepsPerSec      float64
-	BytesPerStep     float64 // payload bytes of a step's PartyOutput and Reply
-	WireBytesPerStep float64 // all bytes on the clients' broker connections during the run (initial pass and evaluations included) per step; NaN for memory
+	Variant       string
+	Bus           string // memory, tcp, inprocess or cluster
+	Design        string
+	Window, Batch int
+	Steps         int64
+	Seconds       float64
+	StepsPerSec   float64
+	// Ratio is StepsPerSec over the memory bus's at the same window and
+	// batch in the same experiment (NaN without a memory row).
+	Ratio        float64
+	BytesPerStep float64 // payload bytes of a step's PartyOutput and Reply
+	// WireBytesPerStep is all bytes on the clients' broker connections
+	// during the run (initial pass, evaluations and setup included) per
+	// step; StepWireBytes the bytes of the training steps alone: the
+	// difference with a shorter run of the same configuration, per extra
+	// step (window 8 only; NaN otherwise and for memory).
+	WireBytesPerStep, StepWireBytes float64
+	// StoreBytesPerStep is the embedded store's disk size after the run
+	// per step (NaN without an embedded store).
+	StoreBytesPerStep float64
+	// CPUPerStep is the process's CPU time (every participant and the
+	// embedded broker) per step, microseconds, setup included: less
+	// sensitive than steps/s to other processes on a shared machine.
+	CPUPerStep float64
+	// MessagesSent counts what the parties and the aggregator published,
+	// MessagesStored the run's messages in the stream afterwards (-1
+	// without a log); Lost is their difference, Dropped the live
+	// deliveries lost by subscriptions that fell behind.
+	MessagesSent, MessagesStored, Lost, Dropped int64
 }
 
-// Throughput measures steps per second and bytes per step of the whole
-// pipeline (parties, aggregator, broker) for every bus, window and batch
-// size, each for cfg.Duration of training time.
+// calibration is the wire cost of a variant's run without steps.
+type calibration struct {
+	wire  float64
+	steps int64
+}
+
+// Throughput measures steps per second, bytes per step and what the
+// stream stored, of the whole pipeline (parties, aggregator, broker), for
+// every variant, window and batch size, each for cfg.Duration of training
+// time. Variants run in turn within each window and batch, so that a
+// ratio compares runs minutes apart at most.
 func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, error) {
+	vs := make([]variant, len(cfg.Variants))
+	for i, name := range cfg.Variants {
+		var err error
+		if vs[i], err = parseVariant(name); err != nil {
+			return nil, err
+		}
+	}
+	base := func(w, b int) run.Config {
+		return run.Config{
+			Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: b, Window: w,
+			EvalEvery: 10 * max(cfg.Duration, time.Second), Seed: cfg.Seed, Log: zerolog.Nop(),
+			Run: shortRun(),
+		}
+	}
 	var rows []ThroughputRow
-	for _, bus := range cfg.Buses {
-		for _, w := range cfg.Windows {
-			for _, b := range cfg.Batches {
-				tc := run.Config{
-					Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: b, Window: w,
-					Duration: cfg.Duration, EvalEvery: 10 * cfg.Duration, Seed: cfg.Seed, Log: zerolog.Nop(),
+	for _, w := range cfg.Windows {
+		for _, b := range cfg.Batches {
+			first := len(rows)
+			for _, v := range vs {
+				// At window 8, a shorter run of the same configuration:
+				// the difference of the wire bytes over the difference of
+				// the steps leaves out what does not grow with the steps
+				// (setup, the initial pass, the two evaluations, the
+				// catch-up of a subscription, which receives what comes
+				// live twice for its first CatchUpGrace).
+				var cal *calibration
+				if w == 8 && !v.memory {
+					tc := base(w, b)
+					tc.Duration = max(cfg.Duration/4, 400*time.Millisecond)
+					v.apply(&tc)
+					if s, err := train(ctx, cfg.Log, tc); err == nil {
+						cal = &calibration{float64(s.WireBytes), s.Steps}
+					}
 				}
-				setBus(&tc, bus)
-				s, err := run.Train(ctx, tc)
+				tc := base(w, b)
+				tc.Duration = cfg.Duration
+				v.apply(&tc)
+				cpu0 := cpuTime()
+				s, err := train(ctx, cfg.Log, tc)
+				cpu := cpuTime() - cpu0
 				if err != nil {
-					return rows, fmt.Errorf("%s window %d batch %d: %w", bus, w, b, err)
+					if ctx.Err() != nil {
+						return rows, err
+					}
+					cfg.Log.Error().Err(err).Str("variant", v.name).Int("window", w).Int("batch", b).Msg("no row: the run failed twice")
+					continue
 				}
-				r := ThroughputRow{Bus: bus, Window: w, Batch: b, Steps: s.Steps, Seconds: s.TrainSeconds,
-					StepsPerSec: s.StepsPerSec, WireBytesPerStep: nanF}
+				r := ThroughputRow{Variant: v.name, Bus: v.conn, Design: string(v.design), Window: w, Batch: b,
+					Steps: s.Steps, Seconds: s.TrainSeconds, StepsPerSec: s.StepsPerSec,
+					WireBytesPerStep: nanF, StepWireBytes: nanF, StoreBytesPerStep: nanF, Ratio: nanF,
+					MessagesSent: s.MessagesSent, MessagesStored: s.MessagesStored, Lost: s.Lost, Dropped: s.Dropped}
 				if s.Steps > 0 {
+					r.CPUPerStep = float64(cpu.Microseconds()) / float64(s.Steps)
 					r.BytesPerStep = float64(s.StepBytes) / float64(s.Steps)
 					if s.WireBytes > 0 {
 						r.WireBytesPerStep = float64(s.WireBytes) / float64(s.Steps)
+						if cal != nil && s.Steps > cal.steps {
+							r.StepWireBytes = (float64(s.WireBytes) - cal.wire) / float64(s.Steps-cal.steps)
+						}
+					}
+					if s.StoreBytes > 0 {
+						r.StoreBytesPerStep = float64(s.StoreBytes) / float64(s.Steps)
 					}
 				}
-				cfg.Log.Info().Str("bus", bus).Int("window", w).Int("batch", b).Str("steps/s", fmtF(r.StepsPerSec, 0)).
-					Str("bytes/step", fmtF(r.BytesPerStep, 0)).Msg("throughput")
+				ev := cfg.Log.Info().Str("variant", v.name).Int("window", w).Int("batch", b).Str("steps/s", fmtF(r.StepsPerSec, 0)).
+					Str("step wire bytes", fmtF(r.StepWireBytes, 0)).Int64("sent", r.MessagesSent).Int64("stored", r.MessagesStored)
+				if r.Lost != 0 || r.Dropped != 0 {
+					ev = ev.Int64("lost", r.Lost).Int64("dropped", r.Dropped)
+				}
+				ev.Msg("throughput")
 				rows = append(rows, r)
+			}
+			// Ratios to the memory bus of this window and batch.
+			i := slices.IndexFunc(rows[first:], func(r ThroughputRow) bool { return r.Variant == "memory" })
+			if i >= 0 && rows[first+i].StepsPerSec > 0 {
+				for j := first; j < len(rows); j++ {
+					rows[j].Ratio = rows[j].StepsPerSec / rows[first+i].StepsPerSec
+				}
 			}
 		}
 	}
 	return rows, nil
 }
 
-// setBus points a training configuration at one of Buses.
-func setBus(tc *run.Config, bus string) {
-	switch bus {
-	case "memory":
-		tc.Bus = "memory"
-	case "jetstream-inprocess":
-		tc.InProcess = true
-	case "jetstream-cluster":
-		tc.Cluster = 3
+// train runs tc, and once more (a fresh run) if it fails: on a loaded
+// machine a 3-node cluster may miss its start-up deadlines.
+func train(ctx context.Context, log zerolog.Logger, tc run.Config) (*run.Summary, error) {
+	s, err := run.Train(ctx, tc)
+	if err != nil && ctx.Err() == nil {
+		log.Warn().Err(err).Msg("run failed; trying again")
+		tc.Run = shortRun()
+		s, err = run.Train(ctx, tc)
 	}
+	return s, err
 }
+
+// shortRun names an experiment's run (each has a store of its own): five
+// characters, so that the subjects, which carry it, cost the same number
+// of bytes in every row (each character more costs 4 bytes a step).
+func shortRun() string {
+	runSeq++
+	return fmt.Sprintf("x%04d", runSeq%10000)
+}
+
+var runSeq int
 
 // WriteThroughput writes rows to dir/throughput.csv and plots them in
 // dir/throughput.png.
@@ -97,16 +274,26 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	opt := func(v float64, prec int) string {
+		if math.IsNaN(v) {
+			return ""
+		}
+		return fmtF(v, prec)
+	}
 	var recs [][]string
 	for _, r := range rows {
-		wire := ""
-		if !math.IsNaN(r.WireBytesPerStep) {
-			wire = fmtF(r.WireBytesPerStep, 1)
+		stored, lost := "", ""
+		if r.MessagesStored >= 0 {
+			stored, lost = strconv.FormatInt(r.MessagesStored, 10), strconv.FormatInt(r.Lost, 10)
 		}
-		recs = append(recs, []string{r.Bus, strconv.Itoa(r.Window), strconv.Itoa(r.Batch), fmtF(r.StepsPerSec, 1),
-			fmtF(r.BytesPerStep, 1), wire, strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 3)})
+		recs = append(recs, []string{r.Variant, r.Bus, r.Design, strconv.Itoa(r.Window), strconv.Itoa(r.Batch),
+			fmtF(r.StepsPerSec, 1), opt(r.Ratio, 3), fmtF(r.CPUPerStep, 2), fmtF(r.BytesPerStep, 1), opt(r.WireBytesPerStep, 1), opt(r.StepWireBytes, 1),
+			opt(r.StoreBytesPerStep, 1), strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 3),
+			strconv.FormatInt(r.MessagesSent, 10), stored, lost, strconv.FormatInt(r.Dropped, 10)})
 	}
-	header := []string{"bus", "window", "batch", "steps_per_s", "bytes_per_step", "wire_bytes_per_step", "steps", "seconds"}
+	header := []string{"variant", "bus", "design", "window", "batch", "steps_per_s", "ratio_to_memory", "cpu_us_per_step", "bytes_per_step",
+		"wire_bytes_per_step", "step_wire_bytes", "store_bytes_per_step", "steps", "seconds",
+		"messages_sent", "messages_stored", "lost", "dropped"}
 	if err := run.WriteCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
 		return err
 	}
@@ -114,19 +301,16 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 }
 
 // plotThroughput draws steps/s against batch size, one panel per window,
-// one line per bus, on log scales.
+// one line per variant, on log scales.
 func plotThroughput(path string, rows []ThroughputRow) error {
 	var windows []int
-	var buses []string
-	seenW, seenB := map[int]bool{}, map[string]bool{}
+	var variants []string
 	for _, r := range rows {
-		if !seenW[r.Window] {
-			seenW[r.Window] = true
+		if !slices.Contains(windows, r.Window) {
 			windows = append(windows, r.Window)
 		}
-		if !seenB[r.Bus] {
-			seenB[r.Bus] = true
-			buses = append(buses, r.Bus)
+		if !slices.Contains(variants, r.Variant) {
+			variants = append(variants, r.Variant)
 		}
 	}
 	if len(windows) == 0 {
@@ -140,6 +324,12 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 		}
 	}
 	plots := make([][]*plot.Plot, 1)
+	// The legend in a panel of its own, right of the others: no line
+	// hides behind it.
+	lp := plot.New()
+	lp.HideAxes()
+	lp.Legend.Top, lp.Legend.Left = true, true
+	lp.Legend.TextStyle.Color = color.Black
 	for i, win := range windows {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("window %d", win)
@@ -152,10 +342,10 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 			p.Y.Label.Text = "steps/s (a9a, 8 parties)"
 		}
 		p.Add(plotter.NewGrid())
-		for j, bus := range buses {
+		for j, v := range variants {
 			var xys plotter.XYs
 			for _, r := range rows {
-				if r.Window == win && r.Bus == bus && r.StepsPerSec > 0 {
+				if r.Window == win && r.Variant == v && r.StepsPerSec > 0 {
 					xys = append(xys, plotter.XY{X: float64(r.Batch), Y: r.StepsPerSec})
 				}
 			}
@@ -170,18 +360,23 @@ func plotThroughput(path string, rows []ThroughputRow) error {
 			l.Color, pts.Color = c, c
 			l.Dashes = plotutil.Dashes(j)
 			pts.Shape = plotutil.Shape(j)
+			if v == DefaultVariant {
+				l.Width = vg.Points(2.5)
+			}
 			p.Add(l, pts)
 			if i == 0 {
-				p.Legend.Add(bus, l, pts)
+				lp.Legend.Add(v, l, pts)
 			}
 		}
 		if hi > 0 {
-			p.Y.Min, p.Y.Max = lo/4, hi*1.3
+			p.Y.Min, p.Y.Max = lo/2, hi*1.5
 		}
-		// Bottom left: below the lines, as small batches are the fastest.
-		p.Legend.Left = true
-		p.Legend.TextStyle.Color = color.Black
+		p.X.Min, p.X.Max = math.Inf(1), math.Inf(-1)
+		for _, r := range rows {
+			p.X.Min, p.X.Max = math.Min(p.X.Min, float64(r.Batch)/1.5), math.Max(p.X.Max, float64(r.Batch)*1.5)
+		}
 		plots[0] = append(plots[0], p)
 	}
-	return run.SavePNG(path, plots, vg.Length(len(windows))*3.5*vg.Inch, 4*vg.Inch)
+	plots[0] = append(plots[0], lp)
+	return run.SavePNG(path, plots, vg.Length(len(windows)+1)*3.5*vg.Inch, 4.5*vg.Inch)
 }

@@ -23,7 +23,7 @@ type TTAConfig struct {
 	Seeds     []uint64
 	Batch     int
 	Window    int
-	Buses     []string      // pipeline variants (see Buses)
+	Variants  []string      // pipeline variants (see Variants)
 	Budget    time.Duration // give up after this much training time
 	EvalEvery time.Duration // pipeline evaluation period (the time resolution)
 	Log       zerolog.Logger
@@ -31,7 +31,7 @@ type TTAConfig struct {
 
 // TTARow is one run of the time-to-accuracy experiment.
 type TTARow struct {
-	System        string // "reference" or the bus
+	System        string // "reference" or the variant
 	Seed          uint64
 	Seconds       float64 // training time to the target (-1 if not reached)
 	Steps         int64   // party steps at the target
@@ -58,14 +58,19 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 		}
 		cfg.Log.Info().Str("system", r.System).Uint64("seed", seed).Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Msg("time to accuracy")
 		rows = append(rows, r)
-		for _, bus := range cfg.Buses {
+		for _, name := range cfg.Variants {
+			v, err := parseVariant(name)
+			if err != nil {
+				return rows, err
+			}
 			tb := tc
-			setBus(&tb, bus)
+			tb.Run = shortRun()
+			v.apply(&tb)
 			s, err := run.Train(ctx, tb)
 			if err != nil {
-				return rows, fmt.Errorf("%s: %w", bus, err)
+				return rows, fmt.Errorf("%s: %w", name, err)
 			}
-			r := TTARow{System: bus, Seed: seed, Seconds: s.TimeToTarget, Steps: -1, WallSeconds: s.WallSeconds, FinalAccuracy: s.TestAccuracy}
+			r := TTARow{System: name, Seed: seed, Seconds: s.TimeToTarget, Steps: -1, WallSeconds: s.WallSeconds, FinalAccuracy: s.TestAccuracy}
 			for _, p := range s.Curve {
 				if p.TestAccuracy >= cfg.Target {
 					r.Steps = p.Steps

@@ -142,6 +142,8 @@ type External struct {
 	rbuf []byte
 	hdr  [4]byte
 	msg  extMsg
+	w    *extWriter
+	r    *extReader
 
 	mu     sync.Mutex
 	err    error // first failure, sticky
@@ -204,6 +206,8 @@ func StartExternal(ctx context.Context, argv []string, inDim int, opts ExternalO
 		timeout:   o.Timeout,
 		closeWait: o.CloseTimeout,
 		exited:    make(chan struct{}),
+		w:         newExtWriter(),
+		r:         newExtReader(),
 		errDone:   make(chan struct{}),
 	}
 	if err := e.start(&o); err != nil {
@@ -297,22 +301,22 @@ func (e *External) start(o *ExternalOptions) (err error) {
 // describe performs the handshake and checks the model's answer.
 func (e *External) describe(deadline time.Time, limit time.Duration, outDim int) error {
 	const op = "describe"
-	b := beginFrame(e.wbuf)
+	w := e.w.begin(e.wbuf)
 	n := 5
 	if outDim > 0 {
 		n++
 	}
-	b = mpMap(b, n)
-	b = mpStr(mpStr(b, "op"), op)
+	w.mapLen(n)
+	w.key("op").str(op)
 	e.seq++
-	b = mpUint(mpStr(b, "seq"), e.seq)
-	b = mpUint(mpStr(b, "version"), ExternalProtocolVersion)
-	b = mpUint(mpStr(b, "in_dim"), uint64(e.inDim))
-	b = mpUint(mpStr(b, "max_frame"), uint64(e.maxFrame))
+	w.key("seq").uint(e.seq)
+	w.key("version").uint(ExternalProtocolVersion)
+	w.key("in_dim").uint(uint64(e.inDim))
+	w.key("max_frame").uint(uint64(e.maxFrame))
 	if outDim > 0 {
-		b = mpUint(mpStr(b, "out_dim"), uint64(outDim))
+		w.key("out_dim").uint(uint64(outDim))
 	}
-	e.wbuf = endFrame(b)
+	e.wbuf = w.end()
 	if err := e.roundTrip(op, deadline, limit); err != nil {
 		return err
 	}
@@ -435,13 +439,13 @@ func (e *External) Init(w []float64, rng *rand.Rand) {
 
 func (e *External) initByModel(seed uint64, w []float64) error {
 	const op = "init"
-	b := beginFrame(e.wbuf)
-	b = mpMap(b, 3)
-	b = mpStr(mpStr(b, "op"), op)
+	b := e.w.begin(e.wbuf)
+	b.mapLen(3)
+	b.key("op").str(op)
 	e.seq++
-	b = mpUint(mpStr(b, "seq"), e.seq)
-	b = mpUint(mpStr(b, "seed"), seed)
-	e.wbuf = endFrame(b)
+	b.key("seq").uint(e.seq)
+	b.key("seed").uint(seed)
+	e.wbuf = b.end()
 	if err := e.roundTrip(op, time.Now().Add(e.timeout), e.timeout); err != nil {
 		return err
 	}
@@ -478,38 +482,36 @@ func (e *External) forward(w []float64, x *dataset.Matrix, rows []uint32, out []
 		return fmt.Errorf("%w: %s: forward: a batch of %d rows with %d non-zeros needs a frame of about %d bytes, above the limit of %d (lower the batch or chunk size, or raise MaxFrame)",
 			ErrExternal, e.label(), len(rows), nnz, size, e.maxReq)
 	}
-	b := beginFrame(e.wbuf)
-	if cap(b) < size+4 {
-		b = append(make([]byte, 0, size+4), b...)
-	}
-	b = mpMap(b, 7)
-	b = mpStr(mpStr(b, "op"), op)
+	b := e.w.begin(e.wbuf)
+	b.grow(size)
+	b.mapLen(7)
+	b.key("op").str(op)
 	e.seq++
-	b = mpUint(mpStr(b, "seq"), e.seq)
-	b = mpUint(mpStr(b, "n"), uint64(len(rows)))
-	b = mpFloats(mpStr(b, "params"), w)
-	b = mpBinHeader(mpStr(b, "indptr"), 4*(len(rows)+1))
-	b = binary.LittleEndian.AppendUint32(b, 0)
+	b.key("seq").uint(e.seq)
+	b.key("n").uint(uint64(len(rows)))
+	b.key("params").floats(w)
+	b.key("indptr").binHeader(4 * (len(rows) + 1))
+	b.uint32LE(0)
 	p := uint32(0)
 	for _, r := range rows {
 		p += uint32(x.Indptr[r+1] - x.Indptr[r])
-		b = binary.LittleEndian.AppendUint32(b, p)
+		b.uint32LE(p)
 	}
-	b = mpBinHeader(mpStr(b, "indices"), 4*nnz)
+	b.key("indices").binHeader(4 * nnz)
 	for _, r := range rows {
 		idx, _ := x.Row(int(r))
 		for _, c := range idx {
-			b = binary.LittleEndian.AppendUint32(b, uint32(c))
+			b.uint32LE(uint32(c))
 		}
 	}
-	b = mpBinHeader(mpStr(b, "values"), 4*nnz)
+	b.key("values").binHeader(4 * nnz)
 	for _, r := range rows {
 		_, val := x.Row(int(r))
 		for _, v := range val {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+			b.uint32LE(math.Float32bits(v))
 		}
 	}
-	e.wbuf = endFrame(b)
+	e.wbuf = b.end()
 	if err := e.roundTrip(op, time.Now().Add(e.timeout), e.timeout); err != nil {
 		return err
 	}
@@ -563,7 +565,7 @@ func (e *External) roundTrip(op string, deadline time.Time, limit time.Duration)
 		return e.ioError(op, "waiting for the answer", limit, err, got)
 	}
 	m := &e.msg
-	if err := m.parse(frame); err != nil {
+	if err := e.r.parse(frame, m); err != nil {
 		return e.garbage(op, err, frame[:min(len(frame), 28)])
 	}
 	if string(m.op) == "error" {

@@ -2,18 +2,26 @@ package model
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // This file is the wire format of the external-model protocol (EXTERNAL.md):
 // frames of a 4-byte little-endian length and one msgpack map with string
-// keys. The msgpack subset is hand-written so that the hot path (encoding a
-// forward request, decoding its answer) works in place on reused buffers and
-// never allocates, and so that the decoder can be fuzzed on its own.
+// keys. msgpack/v5 encodes and decodes the values; its Encoder and Decoder
+// are made once per model and reused, and work on the model's buffers in
+// place (strings and blobs of an answer alias the frame), so the hot path
+// (encoding a forward request, decoding its answer) never allocates. What
+// msgpack/v5 does not check is checked here: the types of known keys,
+// duplicate keys, negative integers, nesting depth, lengths beyond the
+// frame and trailing bytes.
 
 // Limits of the decoder, independent of the frame size.
 const (
@@ -64,115 +72,221 @@ func endFrame(b []byte) []byte {
 	return b
 }
 
-// msgpack encoding helpers: each appends one value to b.
-
-func mpMap(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xde), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xdf), uint32(n))
+// extWriter encodes a frame with a msgpack Encoder writing into a slice
+// it keeps: begin starts a frame on a buffer, end finishes it.
+type extWriter struct {
+	b   []byte
+	enc *msgpack.Encoder
 }
 
-func mpStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
-	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
-	case n <= math.MaxUint16:
-		b = binary.BigEndian.AppendUint16(append(b, 0xda), uint16(n))
-	default:
-		b = binary.BigEndian.AppendUint32(append(b, 0xdb), uint32(n))
-	}
-	return append(b, s...)
+func newExtWriter() *extWriter {
+	w := &extWriter{}
+	w.enc = msgpack.NewEncoder(w)
+	return w
 }
 
-func mpUint(b []byte, v uint64) []byte {
-	switch {
-	case v < 128:
-		return append(b, byte(v))
-	case v <= math.MaxUint8:
-		return append(b, 0xcc, byte(v))
-	case v <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xcd), uint16(v))
-	case v <= math.MaxUint32:
-		return binary.BigEndian.AppendUint32(append(b, 0xce), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+// Write and WriteByte make extWriter the Encoder's writer; appending to a
+// slice never fails, so the encoding methods below ignore errors.
+func (w *extWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
 }
 
-func mpFloat(b []byte, v float64) []byte {
-	return binary.BigEndian.AppendUint64(append(b, 0xcb), math.Float64bits(v))
+func (w *extWriter) WriteByte(c byte) error {
+	w.b = append(w.b, c)
+	return nil
 }
 
-// mpBinHeader appends the header of a bin value of n bytes; the caller
-// appends the n bytes.
-func mpBinHeader(b []byte, n int) []byte {
-	switch {
-	case n <= math.MaxUint8:
-		return append(b, 0xc4, byte(n))
-	case n <= math.MaxUint16:
-		return binary.BigEndian.AppendUint16(append(b, 0xc5), uint16(n))
-	}
-	return binary.BigEndian.AppendUint32(append(b, 0xc6), uint32(n))
+func (w *extWriter) begin(buf []byte) *extWriter {
+	w.b = beginFrame(buf)
+	return w
 }
 
-func mpFloats(b []byte, v []float64) []byte {
-	b = mpBinHeader(b, 8*len(v))
-	for _, x := range v {
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
-	}
+func (w *extWriter) end() []byte {
+	b := endFrame(w.b)
+	w.b = nil
 	return b
 }
 
-// mpReader decodes msgpack values from a byte slice in place: strings and
-// blobs it returns alias the slice.
-type mpReader struct {
-	b   []byte
-	off int
+func (w *extWriter) mapLen(n int)      { _ = w.enc.EncodeMapLen(n) }
+func (w *extWriter) str(s string)      { _ = w.enc.EncodeString(s) }
+func (w *extWriter) uint(v uint64)     { _ = w.enc.EncodeUint(v) }
+func (w *extWriter) float(v float64)   { _ = w.enc.EncodeFloat64(v) }
+func (w *extWriter) binHeader(n int)   { _ = w.enc.EncodeBytesLen(n) }
+func (w *extWriter) uint32LE(v uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, v) }
+
+// key writes a map key and returns w, for key-value chains.
+func (w *extWriter) key(k string) *extWriter {
+	w.str(k)
+	return w
 }
 
-func (r *mpReader) take(n int) ([]byte, error) {
-	if n < 0 || n > len(r.b)-r.off {
-		return nil, fmt.Errorf("value of %d bytes with %d left", n, len(r.b)-r.off)
+// floats writes v as a bin of little-endian float64.
+func (w *extWriter) floats(v []float64) {
+	w.binHeader(8 * len(v))
+	for _, x := range v {
+		w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(x))
 	}
-	s := r.b[r.off : r.off+n]
-	r.off += n
-	return s, nil
 }
 
-func (r *mpReader) code() (byte, error) {
-	if r.off >= len(r.b) {
+// grow makes room for n more bytes.
+func (w *extWriter) grow(n int) {
+	if cap(w.b)-len(w.b) < n {
+		w.b = append(make([]byte, 0, len(w.b)+n), w.b...)
+	}
+}
+
+// extReader decodes a frame with a msgpack Decoder reading it in place.
+type extReader struct {
+	frame []byte
+	rd    bytes.Reader
+	dec   *msgpack.Decoder
+}
+
+func newExtReader() *extReader {
+	r := &extReader{}
+	r.dec = msgpack.NewDecoder(&r.rd)
+	return r
+}
+
+func (r *extReader) reset(frame []byte) {
+	r.frame = frame
+	r.rd.Reset(frame)
+	r.dec.Reset(&r.rd)
+}
+
+func (r *extReader) peek() (byte, error) {
+	c, err := r.dec.PeekCode()
+	if err == io.EOF {
 		return 0, errors.New("unexpected end of frame")
 	}
-	c := r.b[r.off]
-	r.off++
-	return c, nil
+	return c, err
 }
 
-// length reads a big-endian length of 1, 2 or 4 bytes.
-func (r *mpReader) length(size int) (int, error) {
-	s, err := r.take(size)
+// take returns the next n bytes of the frame (aliasing it) and skips them.
+func (r *extReader) take(n int) ([]byte, error) {
+	left := r.rd.Len()
+	if n < 0 || n > left {
+		return nil, fmt.Errorf("value of %d bytes with %d left", n, left)
+	}
+	start := len(r.frame) - left
+	if _, err := r.rd.Seek(int64(n), io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	return r.frame[start : start+n], nil
+}
+
+func isStr(c byte) bool {
+	return msgpcode.IsFixedString(c) || c == msgpcode.Str8 || c == msgpcode.Str16 || c == msgpcode.Str32
+}
+
+func isBin(c byte) bool { return c == msgpcode.Bin8 || c == msgpcode.Bin16 || c == msgpcode.Bin32 }
+
+func (r *extReader) mapLen() (int, error) {
+	c, err := r.peek()
 	if err != nil {
 		return 0, err
 	}
-	switch size {
-	case 1:
-		return int(s[0]), nil
-	case 2:
-		return int(binary.BigEndian.Uint16(s)), nil
+	if !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
+		return 0, fmt.Errorf("a map expected, got %s", mpTypeName(c))
 	}
-	v := binary.BigEndian.Uint32(s)
-	if uint64(v) > uint64(len(r.b)) {
-		// Cannot fit in the frame; also keeps int conversion safe on
-		// 32-bit platforms.
-		return 0, fmt.Errorf("length %d exceeds the frame", v)
+	return r.dec.DecodeMapLen()
+}
+
+// bytesOf reads a str or (allowBin) a bin value and returns its bytes:
+// old msgpack libraries write byte strings as str.
+func (r *extReader) bytesOf(allowBin bool) ([]byte, error) {
+	c, err := r.peek()
+	if err != nil {
+		return nil, err
 	}
-	return int(v), nil
+	if !isStr(c) && !(allowBin && isBin(c)) {
+		want := "a string"
+		if allowBin {
+			want = "bin"
+		}
+		return nil, fmt.Errorf("%s expected, got %s", want, mpTypeName(c))
+	}
+	n, err := r.dec.DecodeBytesLen()
+	if err != nil {
+		return nil, err
+	}
+	return r.take(n)
+}
+
+func (r *extReader) str() ([]byte, error)  { return r.bytesOf(false) }
+func (r *extReader) blob() ([]byte, error) { return r.bytesOf(true) }
+
+// uint reads a non-negative integer of any msgpack integer type.
+func (r *extReader) uint() (uint64, error) {
+	c, err := r.peek()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c <= msgpcode.PosFixedNumHigh || c >= msgpcode.Uint8 && c <= msgpcode.Uint64:
+		return r.dec.DecodeUint64()
+	case c >= msgpcode.NegFixedNumLow || c >= msgpcode.Int8 && c <= msgpcode.Int64:
+		v, err := r.dec.DecodeInt64()
+		if err == nil && v < 0 {
+			err = fmt.Errorf("negative integer %d", v)
+		}
+		return uint64(v), err
+	}
+	return 0, fmt.Errorf("an integer expected, got %s", mpTypeName(c))
+}
+
+// float reads a float32, a float64 or an integer as a float64.
+func (r *extReader) float() (float64, error) {
+	c, err := r.peek()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case c == msgpcode.Float, c == msgpcode.Double,
+		c <= msgpcode.PosFixedNumHigh, c >= msgpcode.NegFixedNumLow,
+		c >= msgpcode.Uint8 && c <= msgpcode.Int64:
+		return r.dec.DecodeFloat64()
+	}
+	return 0, fmt.Errorf("a number expected, got %s", mpTypeName(c))
+}
+
+// skip discards one value of any type, nested at most depth levels.
+func (r *extReader) skip(depth int) error {
+	if depth <= 0 {
+		return errors.New("values nested too deeply")
+	}
+	c, err := r.peek()
+	if err != nil {
+		return err
+	}
+	items := 0
+	switch {
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		n, err := r.dec.DecodeMapLen()
+		if err != nil {
+			return err
+		}
+		items = 2 * n
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		if items, err = r.dec.DecodeArrayLen(); err != nil {
+			return err
+		}
+	case c == 0xc1: // never used
+		return fmt.Errorf("invalid msgpack code 0x%02x", c)
+	default:
+		return r.dec.Skip() // a scalar, str, bin or ext
+	}
+	if items > r.rd.Len() {
+		// Every value takes at least one byte.
+		return fmt.Errorf("container of %d values with %d bytes left", items, r.rd.Len())
+	}
+	for ; items > 0; items-- {
+		if err := r.skip(depth - 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func mpTypeName(c byte) string {
@@ -199,207 +313,6 @@ func mpTypeName(c byte) string {
 	return "ext"
 }
 
-func (r *mpReader) mapLen() (int, error) {
-	c, err := r.code()
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case c >= 0x80 && c <= 0x8f:
-		return int(c & 0x0f), nil
-	case c == 0xde:
-		return r.length(2)
-	case c == 0xdf:
-		return r.length(4)
-	}
-	return 0, fmt.Errorf("a map expected, got %s", mpTypeName(c))
-}
-
-// bytesOf reads a str or a bin value (old msgpack libraries write byte
-// strings as str) and returns its bytes.
-func (r *mpReader) bytesOf(allowBin bool) ([]byte, error) {
-	c, err := r.code()
-	if err != nil {
-		return nil, err
-	}
-	var n int
-	switch {
-	case c >= 0xa0 && c <= 0xbf:
-		n = int(c & 0x1f)
-	case c == 0xd9 || (allowBin && c == 0xc4):
-		n, err = r.length(1)
-	case c == 0xda || (allowBin && c == 0xc5):
-		n, err = r.length(2)
-	case c == 0xdb || (allowBin && c == 0xc6):
-		n, err = r.length(4)
-	default:
-		want := "a string"
-		if allowBin {
-			want = "bin"
-		}
-		return nil, fmt.Errorf("%s expected, got %s", want, mpTypeName(c))
-	}
-	if err != nil {
-		return nil, err
-	}
-	return r.take(n)
-}
-
-func (r *mpReader) str() ([]byte, error)  { return r.bytesOf(false) }
-func (r *mpReader) blob() ([]byte, error) { return r.bytesOf(true) }
-
-// uint reads a non-negative integer of any msgpack integer type.
-func (r *mpReader) uint() (uint64, error) {
-	c, err := r.code()
-	if err != nil {
-		return 0, err
-	}
-	if c <= 0x7f {
-		return uint64(c), nil
-	}
-	if c >= 0xe0 {
-		return 0, fmt.Errorf("negative integer %d", int8(c))
-	}
-	var size int
-	signed := false
-	switch c {
-	case 0xcc, 0xcd, 0xce, 0xcf:
-		size = 1 << (c - 0xcc)
-	case 0xd0, 0xd1, 0xd2, 0xd3:
-		size, signed = 1<<(c-0xd0), true
-	default:
-		return 0, fmt.Errorf("an integer expected, got %s", mpTypeName(c))
-	}
-	s, err := r.take(size)
-	if err != nil {
-		return 0, err
-	}
-	var v uint64
-	for _, x := range s {
-		v = v<<8 | uint64(x)
-	}
-	if signed && s[0]&0x80 != 0 {
-		return 0, errors.New("negative integer")
-	}
-	return v, nil
-}
-
-// float reads a float32, a float64 or an integer as a float64.
-func (r *mpReader) float() (float64, error) {
-	if r.off < len(r.b) {
-		switch c := r.b[r.off]; {
-		case c == 0xca:
-			r.off++
-			s, err := r.take(4)
-			if err != nil {
-				return 0, err
-			}
-			return float64(math.Float32frombits(binary.BigEndian.Uint32(s))), nil
-		case c == 0xcb:
-			r.off++
-			s, err := r.take(8)
-			if err != nil {
-				return 0, err
-			}
-			return math.Float64frombits(binary.BigEndian.Uint64(s)), nil
-		case c >= 0xe0:
-			r.off++
-			return float64(int8(c)), nil
-		case c >= 0xd0 && c <= 0xd3:
-			r.off++
-			s, err := r.take(1 << (c - 0xd0))
-			if err != nil {
-				return 0, err
-			}
-			var v uint64
-			for _, x := range s {
-				v = v<<8 | uint64(x)
-			}
-			shift := 64 - 8*len(s)
-			return float64(int64(v<<shift) >> shift), nil
-		}
-	}
-	v, err := r.uint()
-	if err != nil {
-		return 0, fmt.Errorf("a number expected: %v", err)
-	}
-	return float64(v), nil
-}
-
-// skip discards one value of any type, nested at most depth levels.
-func (r *mpReader) skip(depth int) error {
-	if depth <= 0 {
-		return errors.New("values nested too deeply")
-	}
-	c, err := r.code()
-	if err != nil {
-		return err
-	}
-	var n, items int // bytes to skip, then nested values to skip
-	switch {
-	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-	case c >= 0x80 && c <= 0x8f:
-		items = 2 * int(c&0x0f)
-	case c >= 0x90 && c <= 0x9f:
-		items = int(c & 0x0f)
-	case c >= 0xa0 && c <= 0xbf:
-		n = int(c & 0x1f)
-	case c == 0xc4, c == 0xd9:
-		n, err = r.length(1)
-	case c == 0xc5, c == 0xda:
-		n, err = r.length(2)
-	case c == 0xc6, c == 0xdb:
-		n, err = r.length(4)
-	case c == 0xc7: // ext8: length, type, data
-		n, err = r.length(1)
-		n++
-	case c == 0xc8:
-		n, err = r.length(2)
-		n++
-	case c == 0xc9:
-		n, err = r.length(4)
-		n++
-	case c == 0xca:
-		n = 4
-	case c == 0xcb:
-		n = 8
-	case c >= 0xcc && c <= 0xcf:
-		n = 1 << (c - 0xcc)
-	case c >= 0xd0 && c <= 0xd3:
-		n = 1 << (c - 0xd0)
-	case c >= 0xd4 && c <= 0xd8: // fixext 1..16, plus the type byte
-		n = 1<<(c-0xd4) + 1
-	case c == 0xdc:
-		items, err = r.length(2)
-	case c == 0xdd:
-		items, err = r.length(4)
-	case c == 0xde:
-		items, err = r.length(2)
-		items *= 2
-	case c == 0xdf:
-		items, err = r.length(4)
-		items *= 2
-	default: // 0xc1, never used
-		return fmt.Errorf("invalid msgpack code 0x%02x", c)
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := r.take(n); err != nil {
-		return err
-	}
-	if items > len(r.b)-r.off {
-		// Every value takes at least one byte.
-		return fmt.Errorf("container of %d values with %d bytes left", items, len(r.b)-r.off)
-	}
-	for ; items > 0; items-- {
-		if err := r.skip(depth - 1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // extMsg is a decoded message of the protocol: the union of the fields of
 // every message. Byte slices alias the frame they were decoded from.
 type extMsg struct {
@@ -423,9 +336,9 @@ type extMsg struct {
 // parse decodes frame into m. Unknown keys are skipped; a known key with a
 // value of the wrong type, a duplicate key or trailing bytes are errors.
 // Errors wrap errFrame.
-func (m *extMsg) parse(frame []byte) error {
+func (r *extReader) parse(frame []byte, m *extMsg) error {
 	*m = extMsg{}
-	if err := m.decode(frame); err != nil {
+	if err := r.decode(frame, m); err != nil {
 		return fmt.Errorf("%w: %v", errFrame, err)
 	}
 	if m.op == nil {
@@ -434,8 +347,8 @@ func (m *extMsg) parse(frame []byte) error {
 	return nil
 }
 
-func (m *extMsg) decode(frame []byte) error {
-	r := mpReader{b: frame}
+func (r *extReader) decode(frame []byte, m *extMsg) error {
+	r.reset(frame)
 	n, err := r.mapLen()
 	if err != nil {
 		return err
@@ -503,8 +416,8 @@ func (m *extMsg) decode(frame []byte) error {
 		}
 		seen |= bit
 	}
-	if r.off != len(frame) {
-		return fmt.Errorf("%d trailing bytes after the map", len(frame)-r.off)
+	if n := r.rd.Len(); n != 0 {
+		return fmt.Errorf("%d trailing bytes after the map", n)
 	}
 	return nil
 }

@@ -660,7 +660,7 @@ func TestParseCommand(t *testing.T) {
 	}
 }
 
-// TestExternalCodecInterop checks the hand-written msgpack subset against
+// TestExternalCodecInterop checks the codec (msgpack/v5 with our checks) against
 // the msgpack library both ways.
 func TestExternalCodecInterop(t *testing.T) {
 	// Library -> ours, with every integer width, str-typed blobs and

@@ -271,13 +271,15 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	p.mu.Lock()
 	p.bus, p.ctx = bus, ctx
 	p.mu.Unlock()
-	// One consumer for the replies and the control messages: the party
-	// must see them in the aggregator's order (every reply published before
-	// an evaluation or a stop is applied before the party answers it, so
-	// that the models scored are the ones the step counts describe).
+	// One subscription for the replies and the control messages: the
+	// party must see them in the aggregator's order (every reply published
+	// before an evaluation or a stop is applied before the party answers
+	// it, so that the models scored are the ones the step counts
+	// describe). Only what comes after it: the aggregator sends nothing to
+	// a party before its hello.
 	sub, err := bus.Subscribe(ctx,
 		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
-		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m)}, p.handle)
+		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m), Deliver: broker.DeliverNew}, p.handle)
 	if err != nil {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
@@ -367,8 +369,10 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	if err != nil {
 		return err
 	}
+	// No dedupe id (Nats-Msg-Id): nothing on the default transport sends
+	// a message twice, and a predictable id lets anyone who can publish
+	// on the run's stream squat on it and have the real message dropped.
 	p.msg.Subject = p.subjects[k]
-	p.msg.ID = schemas.MsgID(p.cfg.Run, p.cfg.ID, p.seq)
 	p.msg.Data = data
 	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
 		return fmt.Errorf("publish %s: %w", k, err)

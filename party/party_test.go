@@ -3,6 +3,7 @@ package party
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -214,6 +215,58 @@ func BenchmarkStep(b *testing.B) {
 				step(p, c, rep)
 			}
 		})
+	}
+}
+
+// handleLoop is the party's hot loop as it runs: a reply delivered to the
+// subscription's handler is decoded and applied, and the next request is
+// prepared and published (on a Bus that keeps nothing).
+func handleLoop(t testing.TB, batch int) (p *Party, once func()) {
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(16, 1), Train: dense(1000, 16), Reg: model.Nonconvex{}, Lambda: 1e-4,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 1e-3}, Batch: batch, Window: 8, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.bus, p.ctx = &sink{}, context.Background()
+	p.control(&schemas.Control{Op: schemas.CtlStart})
+	c := schemas.NewCodec()
+	rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2}, Delta: make([]float64, batch)}
+	d := &delivery{subject: schemas.Subject("t", schemas.KindReply, 2)}
+	ctx := context.Background()
+	return p, func() {
+		rep.Seq++
+		rep.ReqSeq = p.ring[p.head].seq
+		d.data, _ = c.Marshal(rep)
+		p.handle(ctx, d)
+	}
+}
+
+func BenchmarkHandle(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("linear-d16/batch=%d", batch), func(b *testing.B) {
+			p, once := handleLoop(b, batch)
+			b.ReportAllocs()
+			for b.Loop() {
+				once()
+			}
+			if p.err != nil || p.stats.Steps != int64(b.N) {
+				b.Fatalf("%d steps of %d: %v %v", p.stats.Steps, b.N, p.err, p.stats.Rejected)
+			}
+		})
+	}
+}
+
+// The hot loop, publishing included, does not allocate.
+func TestHandleDoesNotAllocate(t *testing.T) {
+	for _, batch := range []int{1, 64} {
+		p, once := handleLoop(t, batch)
+		once()
+		if n := testing.AllocsPerRun(200, once); n != 0 {
+			t.Errorf("batch %d: %v allocations a step", batch, n)
+		}
+		if p.err != nil || p.stats.Steps != 202 {
+			t.Fatalf("%d steps: %v %v", p.stats.Steps, p.err, p.stats.Rejected)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,6 +83,9 @@ type Config struct {
 	Attackers func(cfg *Config, d *Data) error
 
 	Bus       string // jetstream (default) | memory
+	Design    string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
+	Persist   string // when the stream writes to its files: async (default where the server has it) or sync
+	Compress  string // the stream's store compression: none (default) or s2 (server 2.10+)
 	NATS      string // external server URL ("" = embedded)
 	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
@@ -127,8 +131,20 @@ type Summary struct {
 	MaxStaleness  uint32  `json:"max_staleness"`
 	MeanStaleness float64 `json:"mean_staleness"`
 	StepsPerSec   float64 `json:"steps_per_second"`
-	StepBytes     int64   `json:"step_bytes"`           // payload bytes of the training steps alone (outputs answered and their replies)
-	WireBytes     int64   `json:"wire_bytes,omitempty"` // bytes on the broker connections, both ways (train: all of them; aggregator: its own)
+	StepBytes     int64   `json:"step_bytes"`            // payload bytes of the training steps alone (outputs answered and their replies)
+	WireBytes     int64   `json:"wire_bytes,omitempty"`  // bytes on the broker connections, both ways (train: all of them; aggregator: its own)
+	Design        string  `json:"design"`                // transport design (broker.Design)
+	// MessagesSent counts every message the parties and the aggregator
+	// published (train only: a process that runs one participant knows
+	// only its own); MessagesStored the run's messages in the log after
+	// the run (-1 for a design without a log). Lost is their difference
+	// when both are known.
+	MessagesSent   int64 `json:"messages_sent,omitempty"`
+	MessagesStored int64 `json:"messages_stored"`
+	Lost           int64 `json:"lost,omitempty"`
+	// Dropped counts live deliveries lost by subscriptions that fell
+	// behind (core designs; the stream still has them with capture).
+	Dropped int64 `json:"dropped,omitempty"`
 
 	Outputs     int64            `json:"outputs"`      // PartyOutputs consumed by the aggregator
 	Replies     int64            `json:"replies"`      // Replies published
@@ -251,6 +267,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: negative run length", ErrConfig)
 	case c.Bus != "jetstream" && c.Bus != "memory":
 		return fmt.Errorf("%w: --bus %q: want jetstream or memory", ErrConfig, c.Bus)
+	case c.Bus == "memory" && c.Design != "" && c.Design != string(broker.DesignMemory):
+		return fmt.Errorf("%w: --bus memory has no transport design (--transport %s)", ErrConfig, c.Design)
 	case c.Cluster < 0 || c.Cluster > 0 && (c.Bus == "memory" || c.NATS != "" || c.InProcess):
 		return fmt.Errorf("%w: --cluster N runs N embedded JetStream nodes over TCP: not with --bus memory, --nats or --in-process", ErrConfig)
 	case c.Model != "linear" && c.Model != "mlp" && c.Model != "external":
@@ -261,7 +279,50 @@ func (c *Config) defaults() error {
 	if _, err := ParseAlgo(c.Algo); err != nil {
 		return err
 	}
+	d, err := broker.ParseDesign(c.Design)
+	if err != nil {
+		return fmt.Errorf("%w: --transport: %w", ErrConfig, err)
+	}
+	if _, err := c.persist(); err != nil {
+		return err
+	}
+	if _, err := c.compression(); err != nil {
+		return err
+	}
+	if d == broker.DesignMemory {
+		c.Bus = "memory"
+	}
+	if c.Bus == "memory" {
+		d = broker.DesignMemory
+	}
+	c.Design = string(d)
 	return schemas.CheckRun(c.Run)
+}
+
+// persist is the stream's persistence for Persist.
+func (c *Config) persist() (broker.Persist, error) {
+	switch c.Persist {
+	case "":
+		return broker.PersistDefault, nil
+	case "sync":
+		return broker.PersistSync, nil
+	case "async":
+		return broker.PersistAsync, nil
+	}
+	return 0, fmt.Errorf("%w: --persist %q: want sync or async", ErrConfig, c.Persist)
+}
+
+// compression is the stream's store compression for Compress.
+func (c *Config) compression() (broker.Compression, error) {
+	switch c.Compress {
+	case "":
+		return broker.CompressionDefault, nil
+	case "none":
+		return broker.CompressionNone, nil
+	case "s2":
+		return broker.CompressionS2, nil
+	}
+	return 0, fmt.Errorf("%w: --compress %q: want s2 or none", ErrConfig, c.Compress)
 }
 
 // DefaultLR is the default initial step size of a party for a model and
@@ -750,11 +811,19 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	setup := time.Since(t0)
 	g, gctx := errgroup.WithContext(ctx)
 	var res *aggregator.Result
+	// The parties start once the aggregator listens to what they send
+	// first: a design without history (core) would lose it otherwise,
+	// and the others need not replay it.
+	watch := newWatchBus(aggBus, cfg.Run)
 	g.Go(func() error {
 		var err error
-		res, err = agg.Run(gctx, aggBus)
+		res, err = agg.Run(gctx, watch)
 		return err
 	})
+	select {
+	case <-watch.ready:
+	case <-gctx.Done():
+	}
 	for m, p := range parties {
 		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
 	}
@@ -771,16 +840,52 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	s := summarize(&cfg, data, res, net.name)
 	s.WireBytes = wireBytes(buses...)
+	s.Dropped = dropped(buses...)
 	s.WallSeconds = time.Since(t0).Seconds()
 	s.SetupSeconds = setup.Seconds()
+	s.MessagesSent = s.MessagesDown // the aggregator's
 	for _, p := range parties {
 		st := p.Stats()
+		s.MessagesSent += st.MessagesUp
 		for r, v := range st.Rejected {
 			s.Rejected["party:"+r] += v
 		}
 		prog.flat(st)
 	}
 	return net.finish(ctx, &cfg, s, prog)
+}
+
+// watchBus is the aggregator's Bus in Train: ready is closed once the
+// aggregator has subscribed to the subjects a party publishes on.
+type watchBus struct {
+	broker.Bus
+	mu     sync.Mutex
+	need   []string
+	ready  chan struct{}
+	closed bool
+}
+
+func newWatchBus(b broker.Bus, run string) *watchBus {
+	return &watchBus{Bus: b, ready: make(chan struct{}), need: []string{
+		schemas.Subject(run, schemas.KindHello, 1), schemas.Subject(run, schemas.KindEval, 1), schemas.Subject(run, schemas.KindOutput, 1),
+	}}
+}
+
+func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.SubscribeOptions, h broker.Handler) (broker.Subscription, error) {
+	s, err := w.Bus.Subscribe(ctx, filters, opts, h)
+	if err != nil {
+		return s, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.need = slices.DeleteFunc(w.need, func(subj string) bool {
+		return slices.ContainsFunc(filters, func(f string) bool { return broker.SubjectMatch(f, subj) })
+	})
+	if len(w.need) == 0 && !w.closed {
+		close(w.ready)
+		w.closed = true
+	}
+	return s, nil
 }
 
 // Aggregate runs only the aggregator of a run, connected to the broker at
@@ -825,6 +930,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	s := summarize(&cfg, data, res, net.name)
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
+	s.Dropped = dropped(bus)
 	s.WallSeconds = time.Since(t0).Seconds()
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -894,7 +1000,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
-		Bus: bus, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
+		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
 		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params,
 	}
@@ -928,7 +1034,8 @@ type network struct {
 	hub     *broker.MemoryHub
 	srv     *broker.Server
 	cluster *broker.Cluster
-	next    int // the cluster node the next connection goes to
+	next    int  // the cluster node the next connection goes to
+	told    bool // the server's missing features were logged
 	url     string
 	cfg     *Config
 	dir     string // the embedded broker's store
@@ -1019,8 +1126,10 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	}
 	jc := broker.JetStreamConfig{
 		URL: n.url, Server: n.srv, InProcess: n.cfg.InProcess && n.srv != nil,
-		Run: n.cfg.Run, Name: name,
+		Run: n.cfg.Run, Name: name, Design: broker.Design(n.cfg.Design), Logger: &n.cfg.Log,
 	}
+	jc.Persist, _ = n.cfg.persist()
+	jc.Compression, _ = n.cfg.compression()
 	if n.cluster != nil {
 		// Participants spread over the nodes, over TCP; the stream is
 		// replicated on up to three of them.
@@ -1035,6 +1144,12 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connecting %s to the broker: %w", name, err)
+	}
+	if !n.told {
+		n.told = true
+		if m := b.Features().Missing(); m != "" {
+			n.cfg.Log.Info().Msg(m)
+		}
 	}
 	return b, nil
 }
@@ -1097,8 +1212,16 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var err error
-	if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
-		return nil, err
+	s.MessagesStored = -1
+	if broker.Design(cfg.Design).Capabilities().Log {
+		if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
+			return nil, err
+		}
+		c := s.Stream
+		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control)
+		if s.MessagesSent > 0 {
+			s.Lost = s.MessagesSent - s.MessagesStored
+		}
 	}
 	n.close()
 	if n.dir != "" && n.tmp == "" {
@@ -1130,4 +1253,15 @@ func (n *network) close() {
 	if n.tmp != "" {
 		os.RemoveAll(n.tmp)
 	}
+}
+
+// dropped sums the live deliveries lost by the buses' subscriptions.
+func dropped(buses ...broker.Bus) int64 {
+	var n int64
+	for _, b := range buses {
+		if st, ok := broker.BusStats(b); ok {
+			n += int64(st.Dropped)
+		}
+	}
+	return n
 }

@@ -25,6 +25,11 @@ type Harness struct {
 	// Prefix is the subject prefix of the log (for JetStream,
 	// broker.SubjectPrefix(run)); every subject used is Prefix+"."+...
 	Prefix string
+	// Caps, if not nil, are the capabilities the suite holds the Bus to;
+	// nil means those of the design the first connected Bus reports
+	// (broker.BusDesign), or all of them for a Bus that reports none.
+	// Tests of what a design does not offer are skipped.
+	Caps *broker.Capabilities
 }
 
 // Factory returns a fresh, isolated log for one test.
@@ -36,36 +41,55 @@ var Timeout = 10 * time.Second
 // Run runs the conformance suite. Subtests run in parallel, each on its
 // own Harness.
 func Run(t *testing.T, f Factory) {
+	type need func(c broker.Capabilities) bool
+	var (
+		any     need = func(broker.Capabilities) bool { return true }
+		log     need = func(c broker.Capabilities) bool { return c.Log }
+		durable need = func(c broker.Capabilities) bool { return c.Durable }
+		dedupe  need = func(c broker.Capabilities) bool { return c.Dedupe && c.Log }
+		start   need = func(c broker.Capabilities) bool { return c.StartSeq && c.Log }
+	)
 	tests := []struct {
 		name string
+		need need
 		fn   func(t *testing.T, s *suite)
 	}{
-		{"Order", testOrder},
-		{"Filters", testFilters},
-		{"DeliverPolicy", testDeliverPolicy},
-		{"DurableResume", testDurableResume},
-		{"DurableWithoutAck", testDurableWithoutAck},
-		{"DurableFilterChange", testDurableFilterChange},
-		{"Dedupe", testDedupe},
-		{"HeadersAndID", testHeadersAndID},
-		{"Count", testCount},
-		{"Flush", testFlush},
-		{"ConcurrentPublishers", testConcurrentPublishers},
-		{"PublishCancelledContext", testPublishCancelled},
-		{"NoHandlerAfterClose", testNoHandlerAfterClose},
-		{"CloseWaitsForHandler", testCloseWaitsForHandler},
-		{"SubscribeContextCancel", testSubscribeContextCancel},
-		{"ErrClosed", testErrClosed},
-		{"LargePayload", testLargePayload},
-		{"PublishCopiesData", testPublishCopiesData},
-		{"DeliveryDataPrivate", testDeliveryDataPrivate},
-		{"InvalidArguments", testInvalid},
+		{"Order", log, testOrder},
+		{"Filters", log, testFilters},
+		{"DeliverPolicy", log, testDeliverPolicy},
+		{"StartSeq", start, testStartSeq},
+		{"CatchUpWhilePublishing", log, testCatchUpWhilePublishing},
+		{"DurableResume", durable, testDurableResume},
+		{"DurableWithoutAck", durable, testDurableWithoutAck},
+		{"DurableFilterChange", durable, testDurableFilterChange},
+		{"Dedupe", dedupe, testDedupe},
+		{"HeadersAndID", log, testHeadersAndID},
+		{"LiveHeaders", any, testLiveHeaders},
+		{"PublisherOrderAcrossSubjects", any, testPublisherOrder},
+		{"Count", log, testCount},
+		{"Flush", log, testFlush},
+		{"FlushWhilePublishing", any, testFlushWhilePublishing},
+		{"ConcurrentPublishers", any, testConcurrentPublishers},
+		{"PublishCancelledContext", any, testPublishCancelled},
+		{"NoHandlerAfterClose", any, testNoHandlerAfterClose},
+		{"CloseWaitsForHandler", any, testCloseWaitsForHandler},
+		{"SubscribeContextCancel", any, testSubscribeContextCancel},
+		{"ErrClosed", any, testErrClosed},
+		{"LargePayload", log, testLargePayload},
+		{"PublishCopiesData", log, testPublishCopiesData},
+		{"DeliveryDataPrivate", log, testDeliveryDataPrivate},
+		{"Unsupported", any, testUnsupported},
+		{"InvalidArguments", any, testInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := f(t)
-			tc.fn(t, &suite{t: t, h: h})
+			s := &suite{t: t, h: h}
+			if !tc.need(s.caps()) {
+				t.Skipf("the design does not offer what %s tests", tc.name)
+			}
+			tc.fn(t, s)
 		})
 	}
 }
@@ -88,8 +112,28 @@ func CheckFor(t testing.TB, timeout, interval time.Duration, f func() error) {
 }
 
 type suite struct {
-	t *testing.T
-	h Harness
+	t    *testing.T
+	h    Harness
+	c    *broker.Capabilities
+	once sync.Once
+}
+
+// caps are the capabilities the suite holds the Bus to.
+func (s *suite) caps() broker.Capabilities {
+	s.once.Do(func() {
+		if s.h.Caps != nil {
+			s.c = s.h.Caps
+			return
+		}
+		c := broker.DesignMemory.Capabilities() // everything
+		b := s.h.Connect(s.t, "probe")
+		if d, ok := broker.BusDesign(b); ok {
+			c = d.Capabilities()
+		}
+		b.Close()
+		s.c = &c
+	})
+	return *s.c
 }
 
 // subj returns Prefix + "." + tail.
@@ -224,9 +268,14 @@ func testOrder(t *testing.T, s *suite) {
 		t.Fatalf("order: got %v", datas(got))
 	}
 	for i, r := range got {
-		if r.seq != uint64(i+1) {
+		if r.seq != uint64(i+1) && (s.caps().Seq || r.seq != 0) {
 			t.Fatalf("delivery %d has stream seq %d, want %d", i, r.seq, i+1)
 		}
+	}
+	// What the design reads from the stream (at least the first 300,
+	// stored before the subscription) carries its stream sequence.
+	if got[0].seq != 1 {
+		t.Fatalf("replayed delivery has stream seq %d, want 1", got[0].seq)
 	}
 }
 
@@ -542,6 +591,9 @@ func testConcurrentPublishers(t *testing.T, s *suite) {
 	if len(next) != buses*workers {
 		t.Fatalf("%d publishers seen", len(next))
 	}
+	if !s.caps().StreamOrder {
+		return
+	}
 	for i := 1; i < len(got); i++ {
 		if got[i].seq <= got[i-1].seq {
 			t.Fatalf("seq %d after %d", got[i].seq, got[i-1].seq)
@@ -558,6 +610,9 @@ func testPublishCancelled(t *testing.T, s *suite) {
 		t.Fatalf("publish with cancelled ctx: %v", err)
 	}
 	s.flush(b)
+	if !s.caps().Log {
+		return
+	}
 	if n := s.count(b, s.subj("cc")); n != 0 {
 		t.Fatalf("count %d, want 0", n)
 	}
@@ -723,8 +778,10 @@ func testErrClosed(t *testing.T, s *suite) {
 	b2 := s.connect("q")
 	s.publish(b2, s.subj("ec"), "", []byte("z"))
 	s.flush(b2)
-	if n := s.count(b2, s.subj("ec")); n != 2 {
-		t.Errorf("count %d, want 2", n)
+	if s.caps().Log {
+		if n := s.count(b2, s.subj("ec")); n != 2 {
+			t.Errorf("count %d, want 2", n)
+		}
 	}
 	if late.Load() {
 		t.Error("handler called after Bus.Close returned")
@@ -834,4 +891,180 @@ func testInvalid(t *testing.T, s *suite) {
 	if _, err := b.Count(ctx, s.subj("a..b")); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("Count(bad filter): %v", err)
 	}
+}
+
+func testStartSeq(t *testing.T, s *suite) {
+	b := s.connect("p")
+	for i := range 10 {
+		s.publish(b, s.subj("ss.x"), "", []byte(strconv.Itoa(i)))
+	}
+	s.flush(b)
+	var c collector
+	s.subscribe(b, []string{s.subj("ss.*")}, broker.SubscribeOptions{StartSeq: 4}, c.handle)
+	for i := 10; i < 13; i++ {
+		s.publish(b, s.subj("ss.x"), "", []byte(strconv.Itoa(i)))
+	}
+	got := c.wait(t, 10)
+	if !slices.Equal(datas(got), seqStrings(3, 12)) {
+		t.Fatalf("from stream sequence 4: got %v, want 3..12", datas(got))
+	}
+	if got[0].seq != 4 {
+		t.Fatalf("first delivery has seq %d, want 4", got[0].seq)
+	}
+	// Beyond the end: only what comes later.
+	var late collector
+	s.subscribe(b, []string{s.subj("ss.*")}, broker.SubscribeOptions{StartSeq: 100}, late.handle)
+	s.flush(b)
+	for i := 13; i < 100; i++ {
+		s.publish(b, s.subj("ss.x"), "", []byte(strconv.Itoa(i)))
+	}
+	if got := datas(late.wait(t, 1)); got[0] != "99" {
+		t.Fatalf("from stream sequence 100: got %v, want [99]", got)
+	}
+}
+
+// A subscription that replays history while several publishers keep
+// publishing (one subject each) gets every message once, each subject in
+// order: the hand-over from the stream to the live feed loses and doubles
+// nothing.
+func testCatchUpWhilePublishing(t *testing.T, s *suite) {
+	const pubs, per = 3, 400
+	var wg sync.WaitGroup
+	var buses []broker.Bus
+	for p := range pubs {
+		b := s.connect("pub" + strconv.Itoa(p))
+		buses = append(buses, b)
+		subject := s.subj("cu." + strconv.Itoa(p))
+		wg.Go(func() {
+			for i := range per {
+				if err := b.Publish(context.Background(), &broker.Message{Subject: subject, Data: []byte(strconv.Itoa(i))}); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	// Subscribe in the middle of it, a few times.
+	var cs [4]collector
+	for i := range cs {
+		time.Sleep(3 * time.Millisecond)
+		s.subscribe(s.connect("sub"+strconv.Itoa(i)), []string{s.subj("cu.*")}, broker.SubscribeOptions{}, cs[i].handle)
+	}
+	wg.Wait()
+	for _, b := range buses {
+		s.flush(b)
+	}
+	for i := range cs {
+		got := cs[i].wait(t, pubs*per)
+		next := map[string]int{}
+		for _, r := range got {
+			if want := strconv.Itoa(next[r.subject]); r.data != want {
+				t.Fatalf("subscription %d: %s: got %s, want %s", i, r.subject, r.data, want)
+			}
+			next[r.subject]++
+		}
+		// Nothing more comes (a double would arrive late).
+		s.flush(buses[0])
+		time.Sleep(20 * time.Millisecond)
+		if n := len(cs[i].snapshot()); n != pubs*per {
+			t.Fatalf("subscription %d: %d deliveries, want %d", i, n, pubs*per)
+		}
+	}
+}
+
+// Headers set by a publisher reach a subscription that was live before.
+func testLiveHeaders(t *testing.T, s *suite) {
+	b, sub := s.connect("p"), s.connect("q")
+	c := collector{keys: []string{"Asy-Sig", "Other", "missing"}}
+	s.subscribe(sub, []string{s.subj("lh.*")}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, c.handle)
+	for i := range 4 {
+		m := &broker.Message{Subject: s.subj("lh.x"), Data: []byte(strconv.Itoa(i))}
+		if i%2 == 1 {
+			m.Header = map[string]string{"Asy-Sig": "sig" + strconv.Itoa(i), "Other": ""}
+		}
+		if err := b.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.flush(b)
+	got := c.wait(t, 4)
+	for i, r := range got {
+		want := ""
+		if i%2 == 1 {
+			want = "sig" + strconv.Itoa(i)
+		}
+		if r.data != strconv.Itoa(i) || r.hdr["Asy-Sig"] != want || r.hdr["Other"] != "" || r.hdr["missing"] != "" {
+			t.Fatalf("delivery %d: %+v", i, r)
+		}
+	}
+}
+
+// One publisher's messages on several subjects reach one subscription in
+// the order they were published.
+func testPublisherOrder(t *testing.T, s *suite) {
+	b, sub := s.connect("p"), s.connect("q")
+	var c collector
+	s.subscribe(sub, []string{s.subj("po.a"), s.subj("po.b.*"), s.subj("po.c")}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, c.handle)
+	tails := []string{"po.a", "po.b.1", "po.c", "po.b.2"}
+	const n = 1000
+	for i := range n {
+		s.publish(b, s.subj(tails[i%len(tails)]), "", []byte(strconv.Itoa(i)))
+	}
+	s.flush(b)
+	if got := datas(c.wait(t, n)); !slices.Equal(got, seqStrings(0, n-1)) {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// What a design does not offer is refused with ErrUnsupported.
+func testUnsupported(t *testing.T, s *suite) {
+	b := s.connect("p")
+	ctx := context.Background()
+	c := s.caps()
+	if !c.Log {
+		if _, err := b.Count(ctx, s.subj(">")); !errors.Is(err, broker.ErrUnsupported) {
+			t.Errorf("Count without a log: %v", err)
+		}
+	}
+	if !c.StartSeq {
+		nop := func(context.Context, broker.Delivery) {}
+		if _, err := b.Subscribe(ctx, []string{s.subj("x")}, broker.SubscribeOptions{StartSeq: 3}, nop); !errors.Is(err, broker.ErrUnsupported) {
+			t.Errorf("StartSeq: %v", err)
+		}
+	}
+}
+
+// Flush while other goroutines of the same participant keep publishing:
+// it confirms what came before it and reports nothing lost.
+func testFlushWhilePublishing(t *testing.T, s *suite) {
+	b := s.connect("p")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		subject := s.subj("fw." + strconv.Itoa(w))
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := b.Publish(context.Background(), &broker.Message{Subject: subject, Data: []byte(strconv.Itoa(i))}); err != nil {
+					t.Errorf("publish: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for range 20 {
+		s.flush(b)
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	s.flush(b)
 }

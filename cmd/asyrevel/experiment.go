@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,11 +31,14 @@ Experiments:
                (centralised back-propagation, SGD); --fo-lr, --momentum
   central      centralised logistic regression with L-BFGS: f* and the reference
                accuracy for a binary set (--data, --test)
-  throughput   steps/s and bytes per step on a9a with 8 parties for the in-memory bus,
-               JetStream in-process, over TCP loopback and a 3-node cluster, windows
-               1, 8, 64 and batches 1, 16, 64: results/throughput.csv and .png
+  throughput   steps/s, bytes per step and messages stored on a9a with 8 parties for the
+               in-memory bus and each transport design over NATS (TCP, in-process, a
+               3-node cluster), windows 1, 8, 64 and batches 1, 16, 64:
+               results/throughput.csv and .png
   tta          time to 84.5% test accuracy on a9a with 8 parties: the pipeline on each
                bus against the single-process reference loop: results/time_to_accuracy.csv
+  scale        steps/s and peak resident memory with 8, 32 and 128 parties and with a
+               million samples (synthetic data, one process each): results/scale.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
   privacy      label inference by a passive and an active party against the paper's wire
@@ -67,6 +71,8 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expThroughput(ctx, rest, stdout, stderr)
 	case "tta":
 		return expTTA(ctx, rest, stdout, stderr)
+	case "scale":
+		return expScale(ctx, rest, stdout, stderr)
 	case "nn":
 		return expNN(ctx, rest, stdout, stderr)
 	case "privacy":
@@ -271,10 +277,17 @@ func a9aData(f *expFlags, parties int) (*run.Data, error) {
 
 func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("experiment throughput", "asyrevel experiment throughput [--quick] [--duration 4s]\n\n"+
-		"Steps/s and bytes per step of the whole pipeline on a9a with 8 parties.", stderr)
+		"Steps/s, CPU and bytes per step, and the messages sent against those the stream\n"+
+		"stored, of the whole pipeline on a9a with 8 parties, for each transport variant\n"+
+		"(the variants of one window and batch run one after the other; the ratios are\n"+
+		"to the memory bus of the same window and batch).", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
-	buses := fs.String("buses", strings.Join(experiment.Buses, ","), "buses to compare")
+	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain]-CONNECTION\n"+
+		"(designs capture, core, ordered, acked; connections tcp, inprocess, cluster;\n"+
+		"-sync: each message written before its ack; -s2: S2 store compression; -plain: none)")
+	windows := fs.String("windows", "1,8,64", "requests in flight per party")
+	batches := fs.String("batches", "1,16,64", "samples per request")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -283,10 +296,21 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	cfg := experiment.ThroughputConfig{Data: data, Parties: 8, Buses: strings.Split(*buses, ","),
-		Windows: []int{1, 8, 64}, Batches: []int{1, 16, 64}, Duration: *dur, Seed: f.seed, Log: log}
+	cfg := experiment.ThroughputConfig{Data: data, Parties: 8, Variants: strings.Split(*variants, ","),
+		Duration: *dur, Seed: f.seed, Log: log}
+	if cfg.Windows, err = intList("windows", *windows); err != nil {
+		return err
+	}
+	if cfg.Batches, err = intList("batches", *batches); err != nil {
+		return err
+	}
 	if f.quick {
-		cfg.Windows, cfg.Batches = []int{1, 8}, []int{1, 64}
+		if !flagGiven(fs, "windows") {
+			cfg.Windows = []int{8}
+		}
+		if !flagGiven(fs, "batches") {
+			cfg.Batches = []int{1, 64}
+		}
 		if !flagGiven(fs, "duration") {
 			cfg.Duration = 1500 * time.Millisecond
 		}
@@ -299,9 +323,14 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "bus\twindow\tbatch\tsteps/s\tbytes/step\twire bytes/step\t")
+	fmt.Fprintln(tw, "variant\twindow\tbatch\tsteps/s\tx memory\tcpu us/step\tbytes/step\tstep wire bytes\tsent\tstored\tlost\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.0f\t\n", r.Bus, r.Window, r.Batch, r.StepsPerSec, r.BytesPerStep, r.WireBytesPerStep)
+		stored, lost := "-", "-"
+		if r.MessagesStored >= 0 {
+			stored, lost = fmt.Sprint(r.MessagesStored), fmt.Sprint(r.Lost)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.3f\t%.1f\t%.0f\t%.0f\t%d\t%s\t%s\t\n", r.Variant, r.Window, r.Batch, r.StepsPerSec, r.Ratio,
+			r.CPUPerStep, r.BytesPerStep, r.StepWireBytes, r.MessagesSent, stored, lost)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "throughput.csv"), filepath.Join(f.out, "throughput.png"))
@@ -317,7 +346,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	target := fs.Float64("target", 0.845, "test accuracy to reach")
 	batch := fs.Int("batch", 64, "samples per request")
 	window := fs.Int("window", 8, "requests in flight per party")
-	buses := fs.String("buses", "jetstream-tcp,jetstream-inprocess,memory", "pipeline variants")
+	variants := fs.String("variants", experiment.DefaultVariant+",capture-inprocess,memory", "pipeline variants (see experiment throughput -h)")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -327,7 +356,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg := experiment.TTAConfig{Data: data, Parties: 8, Target: *target, Batch: *batch, Window: *window,
-		Buses: strings.Split(*buses, ","), Budget: 60 * time.Second, EvalEvery: 100 * time.Millisecond, Log: log}
+		Variants: strings.Split(*variants, ","), Budget: 60 * time.Second, EvalEvery: 100 * time.Millisecond, Log: log}
 	n := *seeds
 	if f.quick && !flagGiven(fs, "seeds") {
 		n = 1
@@ -345,7 +374,7 @@ func expTTA(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	ref := experiment.MedianSeconds(rows, "reference")
 	fmt.Fprintf(stdout, "median time to %.1f%% over %d seeds (training time; wall time in the csv):\n", 100**target, n)
 	fmt.Fprintf(stdout, "  %-22s %7.2f s\n", "reference (1 process)", ref)
-	for _, b := range cfg.Buses {
+	for _, b := range cfg.Variants {
 		m := experiment.MedianSeconds(rows, b)
 		fmt.Fprintf(stdout, "  %-22s %7.2f s  (%.2fx the reference)\n", b, m, m/ref)
 	}
@@ -399,5 +428,61 @@ func expNN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(f.out, "nn.csv"), filepath.Join(f.out, "nn.png"))
+	return nil
+}
+
+// intList parses a comma-separated list of positive integers.
+func intList(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%w: --%s %q: want positive integers separated by commas", errUsage, flagName, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func expScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment scale", "asyrevel experiment scale [--quick] [--duration 10s]\n\n"+
+		"Steps/s and peak resident memory of \"asyrevel train\" (one process each, synthetic data,\n"+
+		"batch 64, window 8) with 8, 32 and 128 parties and with a million samples; the memory\n"+
+		"per party and per sample.", stderr)
+	f := newExpFlags(fs)
+	dur := fs.Duration("duration", 10*time.Second, "training time per run")
+	transport := fs.String("transport", "", "transport design (default: train's)")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := experiment.ScaleConfig{Binary: bin, Runs: experiment.DefaultScaleRuns, Duration: *dur, Transport: *transport, Seed: f.seed, Log: log}
+	if f.quick {
+		cfg.Runs = []experiment.ScaleRun{{Parties: 8, Samples: 5000, Features: 64}, {Parties: 32, Samples: 5000, Features: 64}, {Parties: 8, Samples: 50000, Features: 64}}
+		if !flagGiven(fs, "duration") {
+			cfg.Duration = 2 * time.Second
+		}
+	}
+	rows, err := experiment.Scale(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := experiment.WriteScale(f.out, rows); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "parties\tsamples\tfeatures\tsteps/s\tpeak RSS MB\twall s\tsent\tstored\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.0f\t%.0f\t%.1f\t%d\t%d\t\n", r.Parties, r.Samples, r.Features, r.StepsPerSec,
+			float64(r.PeakRSS)/(1<<20), r.WallSeconds, r.MessagesSent, r.MessagesStored)
+	}
+	tw.Flush()
+	perParty, perSample := experiment.ScaleSlopes(rows)
+	fmt.Fprintf(stdout, "memory per party %.1f MB, per sample %.0f bytes\n", perParty/(1<<20), perSample)
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "scale.csv"))
 	return nil
 }

@@ -9,10 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/mattn/go-isatty"
@@ -140,6 +143,12 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Design, "transport", "", "how messages travel over NATS (default capture; every process of a run the same):\n"+
+				"  capture  core NATS publish/subscribe, the stream captures every message,\n"+
+				"           publishers bounded by the stream's confirmed position (lossless)\n"+
+				"  ordered  acked JetStream publishes, ordered consumers without acks\n"+
+				"  acked    acked publishes, durable consumers with acks (the first design)\n"+
+				"  core     core NATS only: no stream, no audit log (a benchmark baseline)")
 			fs.StringVar(&c.NATS, "nats", "", "URL of a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (train: default\nan embedded one)")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
@@ -376,17 +385,49 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
 	f := newTrainFlags(fs, roleTrain)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
 	if err := f.needBudget(); err != nil {
 		return err
 	}
+	if *cpuProfile != "" {
+		stop, err := profileFromStart(&f.cfg, *cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	s, err := run.Train(ctx, f.cfg)
 	if s != nil {
 		report(stdout, &f.cfg, s)
 	}
 	return err
+}
+
+// profileFromStart makes cfg start a CPU profile into path at its first
+// evaluation point (training starts there); stop ends it.
+func profileFromStart(cfg *run.Config, path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	started := false
+	next := cfg.OnPoint
+	cfg.OnPoint = func(p aggregator.Point) {
+		once.Do(func() { started = pprof.StartCPUProfile(out) == nil })
+		if next != nil {
+			next(p)
+		}
+	}
+	return func() {
+		if started {
+			pprof.StopCPUProfile()
+		}
+		out.Close()
+	}, nil
 }
 
 func usageErr(err error) error {

@@ -1,0 +1,621 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// natsHeader is m's headers and ID as a NATS header (nil if none).
+func natsHeader(m *Message) nats.Header {
+	if len(m.Header) == 0 && m.ID == "" {
+		return nil
+	}
+	h := make(nats.Header, len(m.Header)+1)
+	for k, v := range m.Header {
+		h[k] = []string{v}
+	}
+	if m.ID != "" {
+		h[msgIDHeader] = []string{m.ID}
+	}
+	return h
+}
+
+// firstErr keeps the first failure until it is taken.
+type firstErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *firstErr) set(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+}
+
+func (e *firstErr) take() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	err := e.err
+	e.err = nil
+	return err
+}
+
+// asyncPub publishes every message with an asynchronous JetStream ack
+// through nats.go's PublishMsgAsync (DesignOrdered, DesignAcked). The
+// window is a semaphore released by the ack and error handlers.
+type asyncPub struct {
+	b     *JetStream
+	js    jetstream.JetStream
+	slots chan struct{}
+	errs  firstErr
+	dups  atomic.Uint64
+}
+
+func newAsyncPub(b *JetStream, window int) (*asyncPub, error) {
+	p := &asyncPub{b: b, slots: make(chan struct{}, window)}
+	var err error
+	p.js, err = publisherJS(b, window, p.onAck, p.onErr)
+	return p, err
+}
+
+// publisherJS is a JetStream context for asynchronous publishes whose
+// answers go to onAck and onErr; the window is the caller's to keep, so
+// nats.go never stalls.
+func publisherJS(b *JetStream, window int, onAck jetstream.MsgAckHandler, onErr jetstream.MsgErrHandler) (jetstream.JetStream, error) {
+	js, err := jetstream.New(b.nc,
+		jetstream.WithDefaultTimeout(apiTimeout),
+		jetstream.WithPublishAsyncMaxPending(window+1),
+		jetstream.WithPublishAsyncTimeout(publishAckTimeout),
+		jetstream.WithPublishAsyncAckHandler(onAck),
+		jetstream.WithPublishAsyncErrHandler(onErr))
+	if err != nil {
+		return nil, fmt.Errorf("broker: jetstream publisher: %w", err)
+	}
+	return js, nil
+}
+
+func (p *asyncPub) publish(ctx context.Context, m *Message) error {
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.b.closing:
+			return ErrClosed
+		}
+	}
+	// PublishMsgAsync keeps the message until it is acknowledged (to send
+	// it again after "no responders"): it gets its own copy.
+	nm := &nats.Msg{Subject: m.Subject, Data: bytes.Clone(m.Data), Header: natsHeader(m)}
+	if _, err := p.js.PublishMsgAsync(nm); err != nil {
+		<-p.slots
+		return fmt.Errorf("broker: publish %s: %w", m.Subject, err)
+	}
+	return nil
+}
+
+func (p *asyncPub) onAck(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubAck) {
+	if ack.Duplicate {
+		p.dups.Add(1)
+	}
+	<-p.slots
+}
+
+func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	if isDupInProcess(err) {
+		p.dups.Add(1)
+	} else {
+		p.errs.set(fmt.Errorf("broker: stream did not store a message on %s: %w", m.Subject, err))
+	}
+	<-p.slots
+}
+
+// errCodeDupInProcess: a replicated stream is still storing a message
+// with the same ID (JSStreamDuplicateMessageConflict): this one is a
+// duplicate of it.
+const errCodeDupInProcess = 10158
+
+func isDupInProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDupInProcess
+}
+
+func (p *asyncPub) flush(ctx context.Context) error {
+	select {
+	case <-p.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return p.errs.take()
+}
+
+func (p *asyncPub) pending() int       { return p.js.PublishAsyncPending() }
+func (p *asyncPub) duplicates() uint64 { return p.dups.Load() }
+func (p *asyncPub) takeErr() error     { return p.errs.take() }
+
+// corePub publishes on core NATS with no stream (DesignCore). Flush is a
+// round trip: when it returns the server has routed everything before it.
+type corePub struct {
+	nc  *nats.Conn
+	mu  sync.Mutex
+	msg nats.Msg
+}
+
+func (p *corePub) publish(_ context.Context, m *Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msg.Subject, p.msg.Data, p.msg.Header = m.Subject, m.Data, natsHeader(m)
+	err := p.nc.PublishMsg(&p.msg)
+	p.msg.Data, p.msg.Header = nil, nil
+	if err != nil {
+		return fmt.Errorf("broker: publish %s: %w", m.Subject, err)
+	}
+	return nil
+}
+
+func (p *corePub) flush(ctx context.Context) error {
+	if err := flushConn(ctx, p.nc); err != nil {
+		return fmt.Errorf("broker: flush: %w", err)
+	}
+	return nil
+}
+
+// flushConn is a round trip to the server, bounded by ctx or, without a
+// deadline, by apiTimeout.
+func flushConn(ctx context.Context, nc *nats.Conn) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+	}
+	return nc.FlushWithContext(ctx)
+}
+
+func (p *corePub) pending() int       { return 0 }
+func (p *corePub) duplicates() uint64 { return 0 }
+func (p *corePub) takeErr() error     { return nil }
+
+// capturePub publishes on core NATS for the stream to capture
+// (DesignCapture), with flow control by the stream's confirmed position.
+//
+// The server hands the messages of one connection to the stream in the
+// order they were sent, and the stream stores them in that order. So
+// when the stream acknowledges one message, it has processed every
+// message the connection sent before it. Every MarkEvery-th message (and
+// every message with an ID, so that its duplicate status is known) is
+// published with a JetStream ack through nats.go's PublishMsgAsync: a
+// marker. The window counts the messages after the last acknowledged
+// marker; Publish blocks while it is full. Flush confirms the tail with a
+// barrier: a publish on the last subject that the stream refuses to store
+// (it expects a last sequence no stream has) and answers in order with
+// its last sequence. Then it compares the stream's count of every subject
+// published on with the messages sent there: a message the stream
+// dropped (its ingest buffer overflowed, say) is reported (ErrLost), not
+// lost silently.
+type capturePub struct {
+	b          *JetStream
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	window     uint64
+	winBytes   uint64
+	markEvery  int
+	markBytes  uint64
+	space      chan struct{} // signalled when confirmations arrive
+	errs       firstErr
+	dups       atomic.Uint64
+	noVerify   atomic.Bool // the stream's counts cannot be read (permissions)
+	verifyOnce sync.Once
+
+	mu        sync.Mutex
+	published uint64 // messages sent
+	pubBytes  uint64
+	confirmed uint64 // messages confirmed (published[:confirmed])
+	confBytes uint64
+	sinceMark int
+	markB     uint64
+	marks     map[*nats.Msg]mark
+	last      string // subject of the last message sent
+	noStream  bool   // a marker found no stream: publish nothing until a barrier gets through
+	subjects  map[string]*subjectCount
+	base      map[string]uint64 // the stream's count of each subject at connect
+	msg       nats.Msg
+}
+
+type mark struct{ n, bytes uint64 }
+
+// subjectCount is what was sent on one subject: base messages were in the
+// stream when the Bus connected (others may add more: the check is
+// conservative), n were sent, gone of them are not in the
+// stream for a reason already known (reported duplicates, refusals,
+// losses reported by an earlier check), verified of them were checked.
+type subjectCount struct{ base, n, gone, verified uint64 }
+
+// barrierSeq is the last sequence a barrier expects: no stream has it, so
+// the stream refuses the barrier (error 10071) and stores nothing.
+const (
+	barrierSeq             = math.MaxUint64
+	errCodeWrongLastSeq    = 10071
+	expectedLastSeqHeader  = jetstream.ExpectedLastSeqHeader
+	barrierReplicatedPause = 2 * time.Millisecond
+	barrierReplicatedWait  = 500 * time.Millisecond
+	// barrierAttempts bounds the barriers sent after timeouts (each
+	// waits apiTimeout for its answer).
+	barrierAttempts = 3
+	// markerGrace: after a barrier, how long Flush waits for the answers
+	// to markers sent before it.
+	markerGrace = 200 * time.Millisecond
+	// stallBarrier: a publisher whose window stays full this long
+	// confirms with a barrier.
+	stallBarrier = time.Second
+)
+
+func newCapturePub(b *JetStream, cfg JetStreamConfig) (*capturePub, error) {
+	p := &capturePub{
+		b: b, nc: b.nc,
+		window:    uint64(cfg.Window),
+		winBytes:  uint64(cfg.WindowBytes),
+		markEvery: min(cfg.MarkEvery, max(1, cfg.Window/4)),
+		markBytes: uint64(max(1, cfg.WindowBytes/4)),
+		space:     make(chan struct{}, 1),
+		marks:     make(map[*nats.Msg]mark),
+		subjects:  make(map[string]*subjectCount),
+	}
+	var err error
+	if p.js, err = publisherJS(b, cfg.Window, p.onAck, p.onErr); err != nil {
+		return nil, err
+	}
+	// The per-subject counts the checks of Flush start from, read once:
+	// no API call on the publishing path.
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if p.base, err = b.subjectCounts(ctx); err != nil {
+		p.disableVerify(err)
+	}
+	return p, nil
+}
+
+func (p *capturePub) signal() {
+	select {
+	case p.space <- struct{}{}:
+	default:
+	}
+}
+
+func (p *capturePub) publish(ctx context.Context, m *Message) error {
+	size := uint64(len(m.Data))
+	p.mu.Lock()
+	var stall *time.Timer
+	for {
+		out := p.published - p.confirmed
+		if !p.noStream && (out == 0 || out < p.window && p.pubBytes-p.confBytes+size <= p.winBytes) {
+			break
+		}
+		p.mu.Unlock()
+		if stall == nil {
+			stall = time.NewTimer(stallBarrier)
+			defer stall.Stop()
+		}
+		select {
+		case <-p.space:
+		case <-stall.C:
+			// No marker answer for a while (a stream leader change can
+			// swallow one): confirm with a barrier instead.
+			p.settle(ctx)
+			stall.Reset(stallBarrier)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.b.closing:
+			return ErrClosed
+		}
+		p.mu.Lock()
+	}
+	sc := p.subjects[m.Subject]
+	if sc == nil {
+		sc = &subjectCount{base: p.base[m.Subject]}
+		p.subjects[m.Subject] = sc
+	}
+	marker := m.ID != "" || p.sinceMark+1 >= p.markEvery || p.markB+size >= p.markBytes
+	p.published++
+	p.pubBytes += size
+	sc.n++
+	var err error
+	if marker {
+		nm := &nats.Msg{Subject: m.Subject, Data: bytes.Clone(m.Data), Header: natsHeader(m)}
+		p.marks[nm] = mark{p.published, p.pubBytes}
+		// No retries: a marker that no stream took ("no responders") was
+		// still delivered to the live subscribers.
+		if _, err = p.js.PublishMsgAsync(nm, jetstream.WithRetryAttempts(0)); err != nil {
+			delete(p.marks, nm)
+		}
+		p.sinceMark, p.markB = 0, 0
+	} else {
+		p.msg.Subject, p.msg.Data, p.msg.Header = m.Subject, m.Data, natsHeader(m)
+		err = p.nc.PublishMsg(&p.msg)
+		p.msg.Data, p.msg.Header = nil, nil
+		p.sinceMark++
+		p.markB += size
+	}
+	if err != nil {
+		p.published--
+		p.pubBytes -= size
+		sc.n--
+		p.mu.Unlock()
+		return fmt.Errorf("broker: publish %s: %w", m.Subject, err)
+	}
+	p.last = m.Subject
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *capturePub) disableVerify(err error) {
+	p.noVerify.Store(true)
+	p.verifyOnce.Do(func() {
+		p.b.log.Warn().Err(err).Msg("cannot read the stream's per-subject counts: Flush checks confirmations only, not counts")
+	})
+}
+
+// confirm records that the first n messages (bytes) are settled.
+func (p *capturePub) confirmLocked(n, bytes uint64) {
+	if n > p.confirmed {
+		p.confirmed, p.confBytes = n, bytes
+	}
+}
+
+func (p *capturePub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
+	p.mu.Lock()
+	if ack.Duplicate {
+		p.dups.Add(1)
+		if sc := p.subjects[m.Subject]; sc != nil {
+			sc.gone++
+		}
+	}
+	if mk, ok := p.marks[m]; ok {
+		delete(p.marks, m)
+		p.confirmLocked(mk.n, mk.bytes)
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *capturePub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	p.mu.Lock()
+	mk, ok := p.marks[m]
+	if !ok {
+		// Settled by a barrier already: the count check has its fate.
+		p.mu.Unlock()
+		return
+	}
+	delete(p.marks, m)
+	// The window moves on; the failure is Flush's to report.
+	p.confirmLocked(mk.n, mk.bytes)
+	sc := p.subjects[m.Subject]
+	if sc != nil {
+		sc.gone++
+	}
+	if isDupInProcess(err) {
+		// Stored by the stream in order like any other message, but not
+		// again: a duplicate, and the ones before it are confirmed.
+		p.dups.Add(1)
+		p.mu.Unlock()
+		p.signal()
+		return
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		// No answer from the stream (no leader, say): what is published
+		// now would go nowhere, so publishing waits until a barrier gets
+		// through (at most a window is lost, and reported).
+		p.noStream = true
+	}
+	p.mu.Unlock()
+	p.errs.set(fmt.Errorf("%w: the stream did not store message %d (on %s): %w", ErrLost, mk.n, m.Subject, err))
+	p.signal()
+}
+
+// settle confirms what was published so far with a barrier, and settles
+// the markers before it whose answers did not come (the count check of
+// the next Flush tells whether their messages are stored). A failed
+// barrier changes nothing: the window stays full.
+func (p *capturePub) settle(ctx context.Context) {
+	p.mu.Lock()
+	target, targetBytes, last := p.published, p.pubBytes, p.last
+	p.mu.Unlock()
+	bctx, cancel := context.WithTimeout(ctx, stallBarrier)
+	err := p.barrier(bctx, last)
+	cancel()
+	if err != nil {
+		p.b.log.Debug().Err(err).Msg("capture: barrier while the window is full")
+		return
+	}
+	p.mu.Lock()
+	p.confirmLocked(target, targetBytes)
+	p.noStream = false
+	for m, mk := range p.marks {
+		if mk.n <= target {
+			delete(p.marks, m)
+		}
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *capturePub) flush(ctx context.Context) error {
+	p.mu.Lock()
+	target, targetBytes, confirmed, last := p.published, p.pubBytes, p.confirmed, p.last
+	// What each subject had when the barrier left: publishers running
+	// concurrently with Flush are not covered by it.
+	sent := make(map[*subjectCount]uint64)
+	for _, sc := range p.subjects {
+		if sc.n > sc.verified {
+			sent[sc] = sc.n
+		}
+	}
+	p.mu.Unlock()
+	if target > confirmed {
+		if err := p.barrier(ctx, last); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.confirmLocked(target, targetBytes)
+		p.noStream = false
+		p.mu.Unlock()
+		p.signal()
+	}
+	// Markers before the barrier are settled by now, but their answers
+	// may still be on their way to the ack handler (a refusal is worth
+	// reporting with its reason). Those that do not come (a stream leader
+	// change can swallow them) are settled here: the count check below
+	// tells whether their messages are stored.
+	wait := time.NewTimer(markerGrace)
+	defer wait.Stop()
+	for open := true; open; {
+		p.mu.Lock()
+		open = false
+		for _, mk := range p.marks {
+			open = open || mk.n <= target
+		}
+		p.mu.Unlock()
+		if !open {
+			break
+		}
+		select {
+		case <-p.space:
+		case <-time.After(time.Millisecond):
+		case <-wait.C:
+			p.mu.Lock()
+			for m, mk := range p.marks {
+				if mk.n <= target {
+					delete(p.marks, m)
+				}
+			}
+			p.mu.Unlock()
+			open = false
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := p.errs.take(); err != nil {
+		return err
+	}
+	return p.verify(ctx, sent)
+}
+
+// barrier waits until the stream has processed every message sent so far
+// on this connection (see capturePub).
+func (p *capturePub) barrier(ctx context.Context, subject string) error {
+	for attempt := 1; ; attempt++ {
+		n, err := p.barrierOnce(ctx, subject)
+		if err != nil && attempt < barrierAttempts && ctx.Err() == nil &&
+			(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			continue // a loaded or electing cluster: ask again
+		}
+		if err != nil || p.b.replicas <= 1 {
+			return err
+		}
+		// A replicated stream answers before its replicas have agreed on
+		// what came before: wait until its last sequence has reached the
+		// one named in the answer ("wrong last sequence: N"). A leader
+		// change may drop proposals counted in N: then ask again.
+		deadline := time.Now().Add(barrierReplicatedWait)
+		for time.Now().Before(deadline) {
+			last, err := p.b.lastSeq(ctx)
+			if err != nil {
+				return err
+			}
+			if last >= n {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(barrierReplicatedPause):
+			}
+		}
+	}
+}
+
+// barrierOnce sends one barrier and returns the stream's last sequence
+// named in its refusal.
+func (p *capturePub) barrierOnce(ctx context.Context, subject string) (uint64, error) {
+	msg := &nats.Msg{Subject: subject}
+	_, err := p.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(barrierSeq), jetstream.WithRetryAttempts(0))
+	if err == nil {
+		return 0, fmt.Errorf("broker: barrier on %s was stored", subject) // cannot happen: no stream has that sequence
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWrongLastSeq {
+		return 0, fmt.Errorf("%w: confirming the messages published on %s: %w", ErrLost, subject, err)
+	}
+	desc := apiErr.Description
+	n, perr := strconv.ParseUint(strings.TrimSpace(desc[strings.LastIndexByte(desc, ':')+1:]), 10, 64)
+	if perr != nil {
+		return 0, fmt.Errorf("broker: barrier answer %q: %w", desc, perr)
+	}
+	return n, nil
+}
+
+// verify compares the stream's count of each subject with what was sent
+// there before the barrier (sent).
+func (p *capturePub) verify(ctx context.Context, sent map[*subjectCount]uint64) error {
+	if p.noVerify.Load() || len(sent) == 0 {
+		return nil
+	}
+	type check struct {
+		subject string
+		sc      *subjectCount
+		n, want uint64
+	}
+	var checks []check
+	p.mu.Lock()
+	for s, sc := range p.subjects {
+		if n, ok := sent[sc]; ok && n > sc.verified {
+			checks = append(checks, check{s, sc, n, sc.base + n - min(sc.gone, n)})
+		}
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, c := range checks {
+		stored, err := p.b.count(ctx, c.subject)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			p.disableVerify(err)
+			return nil
+		}
+		// Other publishers on the same subject only add: fewer than
+		// sent means some of ours are missing.
+		p.mu.Lock()
+		if stored < c.want {
+			errs = append(errs, fmt.Errorf("%w: %s holds %d messages, %d were published there", ErrLost, c.subject, stored, c.want))
+			c.sc.gone += c.want - stored // reported once
+		}
+		c.sc.verified = max(c.sc.verified, c.n)
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (p *capturePub) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return int(p.published - p.confirmed)
+}
+
+func (p *capturePub) duplicates() uint64 { return p.dups.Load() }
+func (p *capturePub) takeErr() error     { return p.errs.take() }

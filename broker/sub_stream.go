@@ -1,0 +1,480 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streamDelivery is a delivery read from the stream through a consumer. It
+// is reused for every delivery of one subscription.
+type streamDelivery struct {
+	msg jetstream.Msg
+	seq uint64
+	ack func(reply string) error // nil: Ack is a no-op
+}
+
+func (d *streamDelivery) Subject() string { return d.msg.Subject() }
+func (d *streamDelivery) Data() []byte    { return d.msg.Data() }
+func (d *streamDelivery) ID() string      { return d.Header(msgIDHeader) }
+func (d *streamDelivery) Seq() uint64     { return d.seq }
+
+func (d *streamDelivery) Header(key string) string {
+	if v := d.msg.Headers()[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (d *streamDelivery) Ack() error {
+	if d.ack == nil {
+		return nil
+	}
+	return d.ack(d.msg.Reply())
+}
+
+// consumeOpts are the pull options of every consumer the Bus reads.
+func (b *JetStream) consumeOpts(onErr func(jetstream.ConsumeContext, error)) []jetstream.PullConsumeOpt {
+	return []jetstream.PullConsumeOpt{
+		jetstream.PullMaxBytes(b.pullBytes),
+		jetstream.PullExpiry(pullExpiry),
+		jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(onErr),
+	}
+}
+
+// orderedConfig is the configuration of an ordered consumer that starts
+// where opts say.
+func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, InactiveThreshold: ephemeralInactive}
+	switch {
+	case opts.StartSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, opts.StartSeq
+	case opts.Deliver == DeliverNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return cfg
+}
+
+// orderedSub delivers from an ordered consumer without acks
+// (DesignOrdered): nats.go recreates the consumer after the last stream
+// sequence seen whenever it detects a gap, and the runtime keeps its own
+// position.
+type orderedSub struct {
+	consumerFeed
+	cons      jetstream.Consumer
+	cc        jetstream.ConsumeContext
+	watchMu   sync.Mutex
+	stopWatch func() bool
+	closeOne  sync.Once
+}
+
+// consumerFeed hands a consumer's messages to a Handler, one at a time
+// and once each, from the first sequence asked for, filtered on the
+// client where the server could not (before 2.10).
+type consumerFeed struct {
+	bus     *JetStream
+	handler Handler
+	match   []matcher // client-side filters (server without multi-filter consumers)
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	hmu    sync.Mutex // held while the handler runs
+	closed atomic.Bool
+	last   uint64 // stream sequence of the last message seen
+	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
+	d      streamDelivery
+}
+
+func (f *consumerFeed) onMsg(m jetstream.Msg) {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	if f.closed.Load() {
+		return
+	}
+	seq, ok := ackStreamSeq(m.Reply())
+	if !ok || seq <= f.last {
+		// Not a stream message, or a redelivery of what the handler
+		// already had (redelivered after AckWait while still buffered).
+		return
+	}
+	f.last = seq
+	if seq < f.from || f.match != nil && !matchAny(f.match, m.Subject()) {
+		// Not acked (DesignAcked): the next Ack of the handler covers it.
+		return
+	}
+	f.bus.ctr.delivered(len(m.Data()))
+	f.d.msg, f.d.seq = m, seq
+	f.handler(f.ctx, &f.d)
+	f.d.msg = nil
+}
+
+// stop ends deliveries (a handler call in progress goes on: see
+// waitHandler).
+func (f *consumerFeed) stop() {
+	f.closed.Store(true)
+	f.cancel()
+}
+
+// waitHandler waits for a handler call in progress.
+func (f *consumerFeed) waitHandler() {
+	f.hmu.Lock()
+	f.hmu.Unlock()
+}
+
+func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
+	cf, match := b.consumerFilters(filters)
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, orderedConfig(cf, opts))
+	if err != nil {
+		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
+	}
+	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("broker: consume: %w", err)
+	}
+	s.watchMu.Lock()
+	s.stopWatch = context.AfterFunc(ctx, func() { s.Close() })
+	s.watchMu.Unlock()
+	return s, nil
+}
+
+func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
+	if !s.closed.Load() {
+		s.bus.log.Debug().Err(err).Msg("ordered consumer")
+	}
+}
+
+// Close stops delivery, waits for a handler call in progress and deletes
+// the consumer.
+func (s *orderedSub) Close() error {
+	s.closeOne.Do(func() {
+		s.stop()
+		s.cc.Stop()
+		s.waitHandler()
+		s.watchMu.Lock()
+		if s.stopWatch != nil {
+			s.stopWatch()
+		}
+		s.watchMu.Unlock()
+		select {
+		case <-s.cc.Closed():
+		case <-time.After(closeTimeout):
+		}
+		s.bus.deleteConsumer(s.cons.CachedInfo().Name)
+		s.bus.forget(s)
+	})
+	return nil
+}
+
+// deleteConsumer removes an ephemeral consumer (best effort: it also
+// expires by itself).
+func (b *JetStream) deleteConsumer(name string) error {
+	if name == "" || b.nc.IsClosed() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	err := b.js.DeleteConsumer(ctx, b.stream, name)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("broker: delete consumer %s: %w", name, err)
+	}
+	return nil
+}
+
+// jsSub is a subscription on a JetStream consumer (DesignAcked): durable
+// with AckAll, or ephemeral without acks. nats.go calls onMsg from the
+// consume subscription's goroutine, one message at a time.
+type jsSub struct {
+	consumerFeed
+	name      string // consumer name
+	durable   bool
+	cc        jetstream.ConsumeContext
+	watchMu   sync.Mutex
+	stopWatch func() bool // ends the ctx watch; set once Consume runs
+
+	amu      sync.Mutex // ack coalescing
+	ackTimer *time.Timer
+	ackArmed bool
+	ackSent  bool   // the newest acked reply has been sent
+	ackLast  string // reply subject of the newest acked delivery
+	ackN     int    // acks since the last one sent
+	ackErr   error
+
+	closeOne sync.Once
+	closeErr error
+}
+
+// subscribeAcked creates a consumer on the run's stream.
+//
+// A durable subscription is a durable consumer with AckAll: opening it
+// again resumes after the last Ack (the consumer is reset to its ack floor
+// if it had delivered beyond it). An ephemeral one is an in-memory consumer
+// without acks (Ack is a no-op), deleted by Close.
+func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
+	cf, match := b.consumerFilters(filters)
+	cons, err := b.consumer(ctx, cf, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &jsSub{
+		consumerFeed: consumerFeed{bus: b, handler: h, match: match},
+		name:         cons.CachedInfo().Name,
+		durable:      opts.Durable != "",
+	}
+	if cfg := cons.CachedInfo().Config; cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		s.from = cfg.OptStartSeq
+	}
+	if s.durable {
+		s.d.ack = s.ack
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.ackTimer = time.AfterFunc(time.Hour, s.ackTick)
+	s.ackTimer.Stop()
+	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
+	if err != nil {
+		s.cancel()
+		s.deleteEphemeral()
+		return nil, fmt.Errorf("broker: consume %s: %w", s.name, err)
+	}
+	s.watchMu.Lock()
+	s.stopWatch = context.AfterFunc(ctx, func() { s.Close() })
+	s.watchMu.Unlock()
+	return s, nil
+}
+
+// consumer creates the subscription's consumer, or opens and prepares an
+// existing durable one.
+func (b *JetStream) consumer(ctx context.Context, filters []string, opts SubscribeOptions) (jetstream.Consumer, error) {
+	cfg := jetstream.ConsumerConfig{AckWait: DefaultAckWait}
+	setFilters(&cfg, filters)
+	switch {
+	case opts.StartSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, opts.StartSeq
+	case opts.Deliver == DeliverNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	if opts.Durable == "" {
+		cfg.AckPolicy = jetstream.AckNonePolicy
+		cfg.MemoryStorage = true
+		cfg.InactiveThreshold = ephemeralInactive
+		c, err := b.js.CreateConsumer(ctx, b.stream, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("broker: create consumer: %w", jetStreamMissing(err, b.feats.Version))
+		}
+		return c, nil
+	}
+	cfg.Durable = opts.Durable
+	cfg.Replicas = b.consumerReplicas
+	cfg.AckPolicy = jetstream.AckAllPolicy
+	cfg.MaxAckPending = maxAckPending
+	if cfg.DeliverPolicy == jetstream.DeliverNewPolicy {
+		// An explicit start, so that a durable that was never acked can
+		// be recreated where it began (a server before 2.14 has no reset
+		// API and reports an ack floor of 0 for it).
+		last, err := b.lastSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+	}
+	for attempt := 0; ; attempt++ {
+		c, err := b.js.Consumer(ctx, b.stream, opts.Durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			c, err = b.js.CreateConsumer(ctx, b.stream, cfg)
+			if errors.Is(err, jetstream.ErrConsumerExists) && attempt == 0 {
+				continue // created concurrently: open it
+			}
+			if err != nil {
+				return nil, fmt.Errorf("broker: create durable %s: %w", opts.Durable, jetStreamMissing(err, b.feats.Version))
+			}
+			return c, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("broker: durable %s: %w", opts.Durable, err)
+		}
+		info := c.CachedInfo()
+		if info.Config.AckPolicy != jetstream.AckAllPolicy {
+			return nil, fmt.Errorf("%w: durable %s exists with ack policy %v", ErrInvalid, opts.Durable, info.Config.AckPolicy)
+		}
+		reset := info.Delivered.Stream > info.AckFloor.Stream || info.NumAckPending > 0
+		if !sameFilters(info.Config, filters) {
+			ucfg := info.Config
+			setFilters(&ucfg, filters)
+			if c, err = b.js.UpdateConsumer(ctx, b.stream, ucfg); err != nil {
+				return nil, fmt.Errorf("broker: update durable %s: %w", opts.Durable, err)
+			}
+			reset = true
+		}
+		if reset {
+			return b.resetDurable(ctx, c)
+		}
+		return c, nil
+	}
+}
+
+// resetDurable makes a durable deliver again from its ack floor + 1: the
+// messages it delivered beyond were buffered by a subscription that is
+// gone, and the broker would otherwise redeliver them only after AckWait,
+// behind newer ones. nats-server 2.14 has an API for it (ADR-60); with an
+// older server the consumer is recreated to start there.
+func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jetstream.Consumer, error) {
+	info := c.CachedInfo()
+	if b.feats.ConsumerReset && !recreateOnReset {
+		if _, err := b.js.ResetConsumer(ctx, b.stream, info.Name); err != nil {
+			return nil, fmt.Errorf("broker: reset durable %s to its ack floor: %w", info.Name, err)
+		}
+		return c, nil
+	}
+	cfg := info.Config
+	start := info.AckFloor.Stream + 1
+	if info.AckFloor.Stream == 0 && cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		start = cfg.OptStartSeq // never acked: where it began
+	}
+	cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+	cfg.OptStartSeq = start
+	cfg.OptStartTime = nil
+	if err := b.js.DeleteConsumer(ctx, b.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
+	}
+	c, err := b.js.CreateConsumer(ctx, b.stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
+	}
+	return c, nil
+}
+
+// recreateOnReset forces the pre-2.14 path of resetDurable (tests).
+var recreateOnReset = false
+
+func setFilters(cfg *jetstream.ConsumerConfig, filters []string) {
+	if len(filters) == 1 {
+		cfg.FilterSubject, cfg.FilterSubjects = filters[0], nil
+	} else {
+		cfg.FilterSubject, cfg.FilterSubjects = "", append([]string(nil), filters...)
+	}
+}
+
+func sameFilters(cfg jetstream.ConsumerConfig, filters []string) bool {
+	have := cfg.FilterSubjects
+	if cfg.FilterSubject != "" {
+		have = []string{cfg.FilterSubject}
+	}
+	if len(have) != len(filters) {
+		return false
+	}
+	for _, f := range filters {
+		found := false
+		for _, h := range have {
+			found = found || h == f
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *jsSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
+	if s.closed.Load() {
+		return
+	}
+	s.bus.log.Debug().Err(err).Str("consumer", s.name).Msg("consume")
+}
+
+func (s *jsSub) ack(reply string) error {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	s.ackLast, s.ackSent = reply, false
+	s.ackN++
+	if s.ackN >= ackEvery {
+		return s.sendAckLocked()
+	}
+	if !s.ackArmed {
+		s.ackArmed = true
+		s.ackTimer.Reset(ackDelay)
+	}
+	if err := s.ackErr; err != nil {
+		s.ackErr = nil
+		return err
+	}
+	return nil
+}
+
+func (s *jsSub) sendAckLocked() error {
+	s.ackN, s.ackSent = 0, true
+	if err := s.bus.nc.Publish(s.ackLast, ackAck); err != nil {
+		return fmt.Errorf("broker: ack: %w", err)
+	}
+	return nil
+}
+
+func (s *jsSub) ackTick() {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	s.ackArmed = false
+	if !s.ackSent && s.ackLast != "" {
+		if err := s.sendAckLocked(); err != nil && s.ackErr == nil {
+			s.ackErr = err
+		}
+	}
+}
+
+// Close stops delivery, waits for a handler call in progress, and then
+// confirms the last ack with the broker (durable) or deletes the consumer
+// (ephemeral).
+func (s *jsSub) Close() error {
+	s.closeOne.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *jsSub) close() error {
+	s.stop()
+	s.cc.Stop()
+	s.waitHandler()
+	s.watchMu.Lock()
+	if s.stopWatch != nil {
+		s.stopWatch()
+	}
+	s.watchMu.Unlock()
+	select {
+	case <-s.cc.Closed():
+	case <-time.After(closeTimeout):
+	}
+	var err error
+	if s.durable {
+		s.amu.Lock()
+		s.ackTimer.Stop()
+		s.ackArmed = false
+		last := s.ackLast
+		s.amu.Unlock()
+		if last != "" {
+			// A synchronous ack: when the reply arrives the broker has
+			// applied it and every ack sent before, so a Subscribe that
+			// follows resumes after it.
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			if _, e := s.bus.nc.RequestWithContext(ctx, last, ackAck); e != nil {
+				err = fmt.Errorf("broker: final ack of %s: %w", s.name, e)
+			}
+			cancel()
+		}
+	} else {
+		err = s.deleteEphemeral()
+	}
+	s.bus.forget(s)
+	return err
+}
+
+func (s *jsSub) deleteEphemeral() error {
+	if s.durable {
+		return nil
+	}
+	return s.bus.deleteConsumer(s.name)
+}
