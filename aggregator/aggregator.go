@@ -42,6 +42,11 @@ type Config struct {
 	MaxBatch   int  // largest accepted batch (default 4096)
 	ReplyDelta bool // reply only h_bar - h
 
+	// The other algorithms of the pipeline (zero values: AsyREVEL); see
+	// sync.go and tig.go.
+	Sync       bool // SynREVEL: a round waits for one request of every party (the same batch), then answers all
+	FirstOrder bool // TIG: requests carry c only, replies dF_0/dc; the head steps first-order (Head must be a model.WhiteBoxHead)
+
 	MaxSteps     int64         // stop after this many answered requests (0 = no limit)
 	Duration     time.Duration // stop after this much training time (0 = no limit)
 	EvalEvery    time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
@@ -136,6 +141,7 @@ type Aggregator struct {
 	hh      []float64 // h per sample of the current request
 	rng     *rand.Rand
 	phi0    float64
+	alt     alt // state of the other algorithms
 
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
@@ -229,6 +235,9 @@ func New(cfg Config) (*Aggregator, error) {
 		copy(a.w0, cfg.Params)
 	} else {
 		cfg.Head.Init(a.w0, a.rng)
+	}
+	if err := a.initAlt(); err != nil {
+		return nil, err
 	}
 	a.rep.Version = schemas.Version
 	a.rep.H = make([]float64, 0, cfg.MaxBatch)
@@ -367,7 +376,7 @@ func (a *Aggregator) reject(m int, err error) {
 }
 
 func (a *Aggregator) limits(m int) schemas.Limits {
-	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch}
+	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, FirstOrder: a.cfg.FirstOrder}
 }
 
 // Subscriptions whose sequences are checked apart.
@@ -532,7 +541,14 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err
 	}
-	a.answer(m, &a.out)
+	switch {
+	case a.cfg.Sync:
+		return a.collect(m, &a.out, len(data))
+	case a.cfg.FirstOrder:
+		a.answerGrad(m, &a.out)
+	default:
+		a.answer(m, &a.out)
+	}
 	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
 	a.res.Steps++
@@ -551,7 +567,6 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	q, k, w := a.q, a.k, a.width
 	head, y := a.cfg.Head, a.cfg.Labels
 	slot := (m - 1) * k
-	b := len(o.IDs)
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
 	r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
@@ -592,18 +607,24 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	a.stSum += float64(stale)
 	a.stN++
 
-	// The head's own step with its private direction u_0.
+	a.stepHead(o.IDs)
+}
+
+// stepHead takes the head's own ZO step with its private direction u_0 on
+// the samples ids, whose losses at w_0 are in a.hh.
+func (a *Aggregator) stepHead(ids []uint32) {
 	if len(a.w0) == 0 {
 		return
 	}
+	w, head, y := a.width, a.cfg.Head, a.cfg.Labels
 	a.cfg.Dist.Draw(a.rng, a.u0)
 	zoo.Perturb(a.w0p, a.w0, a.u0, a.cfg.Mu)
 	var diff float64
-	for j, id := range o.IDs {
+	for j, id := range ids {
 		i := int(id)
 		diff += head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i]) - a.hh[j]
 	}
-	diff /= float64(b)
+	diff /= float64(len(ids))
 	eta := a.cfg.LR.At(int(a.res.Steps))
 	zoo.AddScaled(a.w0, -eta*a.phi0/a.cfg.Mu*diff, a.u0)
 }

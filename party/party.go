@@ -46,6 +46,18 @@ type Config struct {
 	Chunk  int          // samples per EvalOutput (default DefaultChunk)
 	IDHash string       // fingerprint of the training sample ids, sent in Hello
 
+	// The other algorithms of the pipeline (zero values: AsyREVEL); see
+	// sync.go and tig.go.
+	Sync       bool   // SynREVEL: batches drawn from SampleSeed, shared by all parties; Window 1
+	SampleSeed uint64 // Sync: the run's shared sampling seed
+	FirstOrder bool   // TIG: send c only and back-propagate the replied dF_0/dc (Model must be a model.WhiteBox)
+
+	// Simulated compute (see delay.go): each step is made to last
+	// Slowdown times (its measured compute + StepCost). Zero values: real
+	// compute only.
+	Slowdown float64       // a straggler's factor (>= 1; 0 means 1)
+	StepCost time.Duration // simulated compute per step on top of the real one
+
 	Log zerolog.Logger
 }
 
@@ -90,6 +102,7 @@ type Party struct {
 	ctl  schemas.Control
 	ev   schemas.EvalOutput
 	rows []uint32
+	alt  alt // state of the other algorithms and of simulated compute
 	enc  *schemas.Codec
 	dec  *schemas.Codec
 	msg  broker.Message
@@ -134,6 +147,9 @@ func New(cfg Config) (*Party, error) {
 	if cfg.Batch < 0 || cfg.Window < 0 || cfg.Chunk < 0 {
 		return nil, fmt.Errorf("%w: batch %d, window %d, chunk %d", ErrConfig, cfg.Batch, cfg.Window, cfg.Chunk)
 	}
+	if err := checkAlt(&cfg); err != nil {
+		return nil, err
+	}
 	np := cfg.Model.NumParams()
 	p := &Party{
 		cfg:  cfg,
@@ -165,6 +181,7 @@ func New(cfg Config) (*Party, error) {
 	p.ev.Version, p.ev.Party = schemas.Version, uint16(cfg.ID)
 	p.ev.C = make([]float64, cfg.Chunk*p.k)
 	p.rows = make([]uint32, cfg.Chunk)
+	p.initAlt()
 	p.stats.Rejected = map[string]int64{}
 	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
 		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
@@ -314,10 +331,17 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 
 // request prepares and publishes the next PartyOutput.
 func (p *Party) request() error {
-	slot := p.prepare()
+	start := p.alt.clock()
+	var slot *pending
+	if p.cfg.FirstOrder {
+		slot = p.prepareGrad()
+	} else {
+		slot = p.prepare()
+	}
 	if err := p.checkOutputs(p.out.C, p.out.CHat); err != nil {
 		return err
 	}
+	p.alt.delay(start)
 	if err := p.publish(schemas.KindOutput, &p.out); err != nil {
 		return err
 	}
@@ -330,11 +354,7 @@ func (p *Party) request() error {
 // prepare draws a direction and a batch into the next free slot and
 // evaluates the model at w and at w + mu u into p.out. It does not allocate.
 func (p *Party) prepare() *pending {
-	slot := &p.ring[(p.head+p.n)%len(p.ring)]
-	n := p.cfg.Train.NRows
-	for j := range slot.ids {
-		slot.ids[j] = uint32(p.rng.IntN(n))
-	}
+	slot := p.sample()
 	p.cfg.Dist.Draw(p.rng, slot.u)
 	zoo.Perturb(p.wp, p.w, slot.u, p.cfg.Mu)
 	p.cfg.Model.Forward(p.w, p.cfg.Train, slot.ids, p.out.C)
@@ -357,6 +377,9 @@ func (p *Party) apply(r *schemas.Reply) error {
 	if r.ReqSeq != slot.seq {
 		return fmt.Errorf("%w: reply to %d, oldest request in flight is %d", schemas.ErrReplay, r.ReqSeq, slot.seq)
 	}
+	if p.cfg.FirstOrder {
+		return p.applyGrad(slot, r)
+	}
 	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids)}); err != nil {
 		return err
 	}
@@ -373,6 +396,12 @@ func (p *Party) apply(r *schemas.Reply) error {
 	diff = diff/float64(len(slot.ids)) + slot.regDiff
 	eta := p.cfg.LR.At(p.t)
 	zoo.AddScaled(p.w, -eta*p.phi/p.cfg.Mu*diff, slot.u)
+	p.advance()
+	return nil
+}
+
+// advance retires the oldest request in flight once its update is applied.
+func (p *Party) advance() {
 	p.t++
 	p.stats.Steps++
 	p.stats.Replies++
@@ -381,7 +410,6 @@ func (p *Party) apply(r *schemas.Reply) error {
 	}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
-	return nil
 }
 
 // ErrModel reports a local model that failed or produced non-finite outputs.
@@ -441,6 +469,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
+		p.alt.begin()
 		if err := p.apply(&p.rep); err != nil {
 			p.reject(err)
 			return

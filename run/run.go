@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -29,8 +28,8 @@ import (
 // ErrConfig reports an unusable Config.
 var ErrConfig = errors.New("experiment: bad config")
 
-// Algorithms that Train runs.
-var Algorithms = []string{"asyrevel-gau", "asyrevel-uni"}
+// Algorithms that Train runs (see algo.go).
+var Algorithms = []string{"asyrevel-gau", "asyrevel-uni", "synrevel-gau", "synrevel-uni", "tig", "nonf"}
 
 // Config is one training run; the fields mirror `asyrevel train`.
 type Config struct {
@@ -39,14 +38,14 @@ type Config struct {
 	Test         string                   // test set path ("" = none)
 	Synthetic    *dataset.SyntheticConfig // used instead of Data when set
 	Loaded       *Data                    // used instead of Data and Synthetic when set (experiments)
-	Parties      int
-	Algo         string        // asyrevel-gau | asyrevel-uni
-	Model        string        // linear | mlp | external
-	Hidden       int           // MLP hidden units (default 128)
-	ModelCmd     string        // the external model's command line (--model external)
-	ModelTimeout time.Duration // per call of an external model (0 = its default)
-	K            int           // outputs per party for multiclass sets (default 1)
-	NoBias       bool          // binary sets: no intercept in the head (the paper's F_0)
+	Parties      int                      // q (default 8; 1 for nonf)
+	Algo         string                   // one of Algorithms
+	Model        string                   // linear | mlp | external
+	Hidden       int                      // MLP hidden units (default 128)
+	ModelCmd     string                   // the external model's command line (--model external)
+	ModelTimeout time.Duration            // per call of an external model (0 = its default)
+	K            int                      // outputs per party for multiclass sets (default 1; 8 for nonf, the paper's 8-party width)
+	NoBias       bool                     // binary sets: no intercept in the head (the paper's F_0)
 
 	Epochs   float64       // passes over the training set per party (0 = unlimited)
 	Duration time.Duration // training time limit (0 = unlimited)
@@ -59,10 +58,18 @@ type Config struct {
 	Lambda   float64 // regularisation weight (default 1e-4)
 	Reg      string  // nonconvex | l2 | none (default nonconvex)
 	Batch    int     // samples per request (default 64; the paper's algorithm is 1)
-	Window   int     // requests in flight per party (default 8; the paper's algorithm is 1)
+	Window   int     // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
 	Seed     uint64
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
+
+	// Simulated compute (experiment fig4 and fig3): each step of party m
+	// lasts its measured compute plus SimCompute times its model's number
+	// of parameters, and Straggler's steps are StragglerFactor times as
+	// long (a delay proportional to their measured and simulated compute).
+	SimCompute      time.Duration // per model parameter and step (0 = real compute only)
+	Straggler       int           // party id of the straggler (0 = none)
+	StragglerFactor float64       // its slowdown, e.g. 1.6
 
 	Bus       string // jetstream (default) | memory
 	NATS      string // external server URL ("" = embedded)
@@ -79,6 +86,11 @@ type Config struct {
 	Log zerolog.Logger
 	// OnPoint, if set, is called for each evaluation (after the log line).
 	OnPoint func(aggregator.Point)
+	// OnObjective, if set (Train only), is called after each evaluation
+	// with the regularisation term lambda sum_m g(w_m) of the parties'
+	// current models, so that point.TrainLoss + reg is the objective f. It
+	// is read just after the evaluation, from another goroutine.
+	OnObjective func(pt aggregator.Point, reg float64)
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -112,16 +124,19 @@ type Summary struct {
 	Rejected    map[string]int64 `json:"rejected"`     // by reason, aggregator and parties
 	Stream      *StreamCounts    `json:"stream,omitempty"`
 
-	Batch   int     `json:"batch"`
-	Window  int     `json:"window"`
-	LR      string  `json:"lr"`
-	Mu      float64 `json:"mu"`
-	Lambda  float64 `json:"lambda"`
-	Bus     string  `json:"bus"`
-	Run     string  `json:"run"`
-	Seed    uint64  `json:"seed"`
-	Samples int     `json:"train_samples"`
-	Tests   int     `json:"test_samples"`
+	Batch  int `json:"batch"`
+	Window int `json:"window"`
+
+	Straggler  string  `json:"straggler,omitempty"`                // "M:S"
+	SimCompute float64 `json:"sim_compute_us_per_param,omitempty"` // simulated compute per parameter and step
+	LR         string  `json:"lr"`
+	Mu         float64 `json:"mu"`
+	Lambda     float64 `json:"lambda"`
+	Bus        string  `json:"bus"`
+	Run        string  `json:"run"`
+	Seed       uint64  `json:"seed"`
+	Samples    int     `json:"train_samples"`
+	Tests      int     `json:"test_samples"`
 
 	Curve []aggregator.Point `json:"-"`
 
@@ -138,11 +153,18 @@ type StreamCounts struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Parties == 0 {
-		c.Parties = 8
-	}
 	if c.Algo == "" {
 		c.Algo = "asyrevel-gau"
+	}
+	algo, err := LookupAlgo(c.Algo)
+	if err != nil {
+		return err
+	}
+	if err := algo.defaults(c); err != nil {
+		return err
+	}
+	if c.Parties == 0 {
+		c.Parties = 8
 	}
 	if c.Model == "" {
 		c.Model = "linear"
@@ -169,10 +191,10 @@ func (c *Config) defaults() error {
 		c.Reg = "nonconvex"
 	}
 	if c.LR == 0 {
-		c.LR = DefaultLR(c.Model, c.Batch)
+		c.LR = algo.defaultLR(c.Model, c.Batch)
 	}
 	if c.HeadLR == 0 {
-		c.HeadLR = DefaultHeadLR
+		c.HeadLR = algo.defaultHeadLR()
 	}
 	if c.Bus == "" {
 		c.Bus = "jetstream"
@@ -208,7 +230,7 @@ func (c *Config) defaults() error {
 	case (c.Model == "external") != (c.ModelCmd != ""):
 		return fmt.Errorf("%w: --model external and --model-cmd go together", ErrConfig)
 	}
-	if _, err := ParseAlgo(c.Algo); err != nil {
+	if err := algo.check(c); err != nil {
 		return err
 	}
 	return schemas.CheckRun(c.Run)
@@ -241,15 +263,14 @@ func DefaultLR(model string, batch int) float64 {
 // softmax head of multiclass sets), measured on MNIST.
 const DefaultHeadLR = 0.05
 
-// ParseAlgo gives the direction distribution of a zeroth-order algorithm.
+// ParseAlgo gives the direction distribution of a zeroth-order algorithm
+// (an error for the first-order baseline, which draws none).
 func ParseAlgo(algo string) (zoo.Dist, error) {
-	switch algo {
-	case "asyrevel-gau":
-		return zoo.Gaussian, nil
-	case "asyrevel-uni":
-		return zoo.Sphere, nil
+	a, err := LookupAlgo(algo)
+	if err == nil && a.FirstOrder {
+		err = fmt.Errorf("%w: --algo %s is first-order: it draws no directions", ErrConfig, algo)
 	}
-	return 0, fmt.Errorf("%w: --algo %q: available: %s", ErrConfig, algo, strings.Join(Algorithms, ", "))
+	return a.Dist, err
 }
 
 // Data is a vertically partitioned data set: what each party holds and
@@ -519,7 +540,7 @@ func (c *Config) Budget(n int) (int64, error) {
 
 // NewAggregator builds the aggregator of a run from the labels of data.
 func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
-	dist, err := ParseAlgo(cfg.Algo)
+	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, err
 	}
@@ -532,8 +553,9 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 	return aggregator.New(aggregator.Config{
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
 		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
-		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: dist, Seed: cfg.Seed,
+		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: algo.Dist, Seed: cfg.Seed,
 		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
+		Sync: algo.Sync, FirstOrder: algo.FirstOrder,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
 		Log: cfg.Log, OnPoint: onPoint,
@@ -543,7 +565,7 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	dist, err := ParseAlgo(cfg.Algo)
+	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -561,8 +583,10 @@ func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Par
 	p, err = party.New(party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: data.PartTrain[m-1], Test: data.PartTest[m-1],
-		Reg: reg, Lambda: cfg.Lambda, Dist: dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
+		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
+		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
+		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
 		Log: cfg.Log,
 	})
 	if err != nil {
@@ -588,7 +612,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	logData(&cfg, data)
 	q := cfg.Parties
-	agg, err := NewAggregator(&cfg, data, newProgress(log, cfg.OnPoint).point)
+	obs := newObserver(&cfg)
+	agg, err := NewAggregator(&cfg, data, newProgress(log, obs.onPoint(cfg.OnPoint)).point)
 	if err != nil {
 		return nil, err
 	}
@@ -617,6 +642,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 			return nil, err
 		}
 	}
+	obs.start(parties)
+	defer obs.stop()
 	// The whole data set was garbage once split by columns: collect it now,
 	// so that the heap's next limit is set by what the run keeps (a
 	// million dense samples: 3.3 GB peak resident without this).
@@ -747,6 +774,10 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
 	}
+	if cfg.Straggler > 0 {
+		s.Straggler = fmt.Sprintf("%d:%g", cfg.Straggler, cfg.StragglerFactor)
+	}
+	s.SimCompute = float64(cfg.SimCompute) / float64(time.Microsecond)
 	for _, v := range res.Received {
 		s.MessagesUp += v
 	}

@@ -18,7 +18,7 @@ const MaxMessageSize = 8 << 20
 const (
 	fieldsHello   = 10
 	fieldsOutput  = 6
-	fieldsReply   = 8
+	fieldsReply   = 9 // 8 before the gradient of the first-order baseline; 8 still decode
 	fieldsEval    = 8
 	fieldsControl = 7
 )
@@ -327,10 +327,13 @@ func (m *Reply) encode(c *Codec) {
 	c.floats(m.HBar)
 	c.floats(m.Delta)
 	c.uint(uint64(m.Staleness))
+	c.floats(m.Grad)
 }
 
 func (m *Reply) decode(c *Codec) (err error) {
-	extra, err := c.array(fieldsReply, &m.Header)
+	// A reply of 8 fields (without Grad) is still a reply.
+	extra, err := c.array(fieldsReply-1, &m.Header)
+	m.Grad = m.Grad[:0]
 	if err != nil || extra < 0 {
 		m.H, m.HBar, m.Delta = m.H[:0], m.HBar[:0], m.Delta[:0]
 		if err != nil {
@@ -352,6 +355,12 @@ func (m *Reply) decode(c *Codec) (err error) {
 	}
 	if m.Staleness, err = c.u32(); err != nil {
 		return err
+	}
+	if extra > 0 {
+		if m.Grad, err = c.readFloats(m.Grad); err != nil {
+			return err
+		}
+		extra--
 	}
 	return c.skip(extra)
 }

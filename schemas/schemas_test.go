@@ -14,6 +14,8 @@ func sampleMessages() []Message {
 		&PartyOutput{Header: h(3), IDs: []uint32{0, 5, 99}, C: []float64{0.5, -1, 2}, CHat: []float64{0.501, -0.999, 2.002}},
 		&Reply{Header: h(3), ReqSeq: 6, H: []float64{0.1, 0.2, 0.3}, HBar: []float64{0.11, 0.19, 0.3}, Staleness: 12},
 		&Reply{Header: h(3), ReqSeq: 6, Delta: []float64{1e-3, -2e-3, 0}},
+		&PartyOutput{Header: h(3), IDs: []uint32{0, 5}, C: []float64{0.5, -1}},
+		&Reply{Header: h(3), ReqSeq: 6, Grad: []float64{-0.25, 0.5}, Staleness: 1},
 		&EvalOutput{Header: h(3), Round: 2, Split: SplitTest, First: 10, Total: 50, C: []float64{1, 2, 3}},
 		&Control{Header: h(0), Op: CtlEval, Round: 2, Splits: EvalTest, Reason: "periodic"},
 	}
@@ -110,6 +112,38 @@ func TestOtherVersionIsDecodedThenRejected(t *testing.T) {
 	}
 }
 
+// fo is lim for the first-order baseline.
+func fo(lim Limits) Limits {
+	lim.FirstOrder = true
+	return lim
+}
+
+// A reply of the 8 fields written before the first-order gradient was added
+// still decodes, with no gradient.
+func TestReplyWithoutGradientField(t *testing.T) {
+	c := NewCodec()
+	b, err := c.Marshal(&Reply{Header: Header{Version, 2, 5}, ReqSeq: 4, Delta: []float64{0.5}, Staleness: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append([]byte(nil), b...)
+	if b[0] != 0x90|fieldsReply || b[len(b)-2] != 0xc4 || b[len(b)-1] != 0 {
+		t.Fatalf("encoding does not end with an empty gradient: % x", b)
+	}
+	b[0]--           // 8 fields
+	b = b[:len(b)-2] // without the empty gradient blob
+	m := Reply{Grad: []float64{9}}
+	if err := c.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ReqSeq != 4 || m.Staleness != 3 || len(m.Delta) != 1 || len(m.Grad) != 0 {
+		t.Fatalf("decoded %+v", m)
+	}
+	if err := m.Validate(Limits{Party: 2, Batch: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestExtraFieldsSkipped(t *testing.T) {
 	c := NewCodec()
 	b, _ := c.Marshal(&Control{Header: Header{Version, 0, 1}, Op: CtlStop})
@@ -151,6 +185,17 @@ func TestValidate(t *testing.T) {
 		{"reply both", &Reply{Header: h, ReqSeq: 1, H: []float64{1}, HBar: []float64{1}, Delta: []float64{1}}, Limits{Party: 3}, ErrShape},
 		{"reply wrong batch", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1, 2}}, Limits{Party: 3, Batch: 1}, ErrShape},
 		{"reply nan", &Reply{Header: h, ReqSeq: 1, H: []float64{nan}, HBar: []float64{1}}, Limits{Party: 3}, ErrNonFinite},
+		{"reply gradient in a zo run", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}, Grad: []float64{1}}, Limits{Party: 3}, ErrShape},
+		{"tig output ok", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1, 2}}, fo(lim), nil},
+		{"tig output with c_hat", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, fo(lim), ErrShape},
+		{"tig output short c", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1}}, fo(lim), ErrShape},
+		{"zo output without c_hat", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}}, lim, ErrShape},
+		{"tig reply ok", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2, 3, 4}}, Limits{Party: 3, K: 2, Batch: 2, FirstOrder: true}, nil},
+		{"tig reply wrong batch", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2}}, Limits{Party: 3, K: 2, Batch: 2, FirstOrder: true}, ErrShape},
+		{"tig reply not a multiple of k", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2, 3}}, Limits{Party: 3, K: 2, FirstOrder: true}, ErrShape},
+		{"tig reply with values", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}, Grad: []float64{1}}, Limits{Party: 3, FirstOrder: true}, ErrShape},
+		{"tig reply without gradient", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}}, Limits{Party: 3, FirstOrder: true}, ErrShape},
+		{"tig reply nan", &Reply{Header: h, ReqSeq: 1, Grad: []float64{nan}}, Limits{Party: 3, FirstOrder: true}, ErrNonFinite},
 		{"eval ok", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 48, Total: 50, C: []float64{1, 2}}, lim, nil},
 		{"eval overflow", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 49, Total: 50, C: []float64{1, 2}}, lim, ErrRange},
 		{"eval total", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 0, Total: 49, C: []float64{1}}, lim, ErrShape},

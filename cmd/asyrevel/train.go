@@ -24,11 +24,12 @@ import (
 // trainFlags registers the training flags shared by train, aggregator and
 // party on fs.
 type trainFlags struct {
-	bias     *bool
-	cfg      run.Config
-	seed     uint64
-	logLevel string
-	logJSON  bool
+	bias      *bool
+	straggler string
+	cfg       run.Config
+	seed      uint64
+	logLevel  string
+	logJSON   bool
 }
 
 func newTrainFlags(fs *flag.FlagSet) *trainFlags {
@@ -37,13 +38,17 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.StringVar(&c.Data, "data", "", "training set: a LIBSVM or CSV file (plain or gzip), a folder of IDX files\n(MNIST: its t10k files are the test set), a split folder from `asyrevel data split`,\nor \"synthetic[:n=20000,d=64,test=5000,noise=0.05,density=1,classes=2]\"")
 	fs.StringVar(&c.Preset, "preset", "", "named preprocessing of a CSV set that also makes its test split\n(uci-credit-card, give-me-some-credit; see asyrevel data presets)")
 	fs.StringVar(&c.Test, "test", "", "test set in the same format (its features must fit the training set's)")
-	fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
-	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", "))
+	fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default 8; nonf: 1)")
+	fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
+		"  asyrevel-gau, asyrevel-uni  asynchronous zeroth-order (Gaussian / unit-sphere directions)\n"+
+		"  synrevel-gau, synrevel-uni  synchronous rounds: one shared batch, the aggregator waits for all parties\n"+
+		"  tig                         first-order split learning: gradients dF_0/dc back to white-box models\n"+
+		"  nonf                        all features at one party (q = 1), AsyREVEL-Gau: the non-federated yardstick")
 	fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
 	fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
 	fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
 	fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
-	fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets")
+	fs.IntVar(&c.K, "k", 0, "outputs per party for multiclass sets (default 1; nonf: 8, the width of the\npaper's 8-party network)")
 	bias := fs.Bool("bias", true, "binary sets: the aggregator's head has an intercept (false: the paper's\nF_0 = log(1+exp(-y sum c)) without one)")
 	f.bias = bias
 	fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
@@ -56,7 +61,9 @@ func newTrainFlags(fs *flag.FlagSet) *trainFlags {
 	fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
 	fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
 	fs.IntVar(&c.Batch, "batch", 64, "samples per request (the paper's algorithm is --batch 1 --window 1)")
-	fs.IntVar(&c.Window, "window", 8, "requests in flight per party; more trades staleness for throughput")
+	fs.IntVar(&c.Window, "window", 0, "requests in flight per party; more trades staleness for throughput\n(default 8; synrevel: 1)")
+	fs.StringVar(&f.straggler, "straggler", "", "M:S makes party M's steps S times as long (a delay proportional to its\nmeasured compute), e.g. 3:1.6")
+	fs.DurationVar(&c.SimCompute, "sim-compute", 0, "simulated compute per model parameter and step, on top of the real one\n(e.g. 2us: a party with 1,000 parameters sleeps 2 ms a step), to model one\nmachine per party on a small host")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
 	fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
 	fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
@@ -105,8 +112,15 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Data == "" {
 		return fmt.Errorf("%w: --data is required (a LIBSVM file, or synthetic)", errUsage)
 	}
-	if c.Parties < 1 {
+	if c.Parties < 0 || c.Parties == 0 && flagGiven(fs, "parties") {
 		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
+	}
+	if f.straggler != "" {
+		m, s, err := run.ParseStraggler(f.straggler)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		c.Straggler, c.StragglerFactor = m, s
 	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
