@@ -53,6 +53,10 @@ type Config struct {
 	EvalTimeout  time.Duration // fail if an evaluation is not complete after this (default 2m)
 	TargetAcc    float64       // record the time test accuracy first reaches this
 	StopAtTarget bool          // and stop there
+	// StopWhen, if set, is asked after each evaluation; true stops the run
+	// (experiments that stop on a condition the aggregator cannot see,
+	// such as the full objective with the parties' regularisers).
+	StopWhen func() bool
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
@@ -837,5 +841,7 @@ func (a *Aggregator) score(r *round) {
 		a.requestEval(true)
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")
+	case a.cfg.StopWhen != nil && a.cfg.StopWhen():
+		a.beginStop("stop condition met")
 	}
 }

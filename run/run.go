@@ -91,6 +91,9 @@ type Config struct {
 	// current models, so that point.TrainLoss + reg is the objective f. It
 	// is read just after the evaluation, from another goroutine.
 	OnObjective func(pt aggregator.Point, reg float64)
+	// StopWhen, if set, is asked after each evaluation: true stops the run
+	// (with OnObjective: stop once the objective reaches a target).
+	StopWhen func() bool
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -118,10 +121,11 @@ type Summary struct {
 	StepBytes     int64   `json:"step_bytes"`           // payload bytes of the training steps alone (outputs answered and their replies)
 	WireBytes     int64   `json:"wire_bytes,omitempty"` // bytes on the broker connections, both ways (train: all of them; aggregator: its own)
 
-	Outputs     int64            `json:"outputs"`      // PartyOutputs consumed by the aggregator
-	Replies     int64            `json:"replies"`      // Replies published
-	LateOutputs int64            `json:"late_outputs"` // PartyOutputs after the stop, not answered
-	Rejected    map[string]int64 `json:"rejected"`     // by reason, aggregator and parties
+	PartySteps  []int64          `json:"party_steps,omitempty"` // updates each party applied (Train only)
+	Outputs     int64            `json:"outputs"`               // PartyOutputs consumed by the aggregator
+	Replies     int64            `json:"replies"`               // Replies published
+	LateOutputs int64            `json:"late_outputs"`          // PartyOutputs after the stop, not answered
+	Rejected    map[string]int64 `json:"rejected"`              // by reason, aggregator and parties
 	Stream      *StreamCounts    `json:"stream,omitempty"`
 
 	Batch  int `json:"batch"`
@@ -557,7 +561,7 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
 		Sync: algo.Sync, FirstOrder: algo.FirstOrder,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
-		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget,
+		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
 		Log: cfg.Log, OnPoint: onPoint,
 	})
 }
@@ -673,9 +677,11 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	s.WallSeconds = time.Since(t0).Seconds()
 	s.SetupSeconds = setup.Seconds()
 	for _, p := range parties {
-		for r, v := range p.Stats().Rejected {
+		st := p.Stats()
+		for r, v := range st.Rejected {
 			s.Rejected["party:"+r] += v
 		}
+		s.PartySteps = append(s.PartySteps, st.Steps)
 	}
 	return net.finish(ctx, &cfg, s)
 }

@@ -38,6 +38,15 @@ Experiments:
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
 
+The paper's experiments (each writes CSV and PNG into --out and its section of REPORT.md):
+  fig3         training loss against time: AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG,
+               one party a 1.6x straggler, on every available set
+  table3       communication of a round, zeroth-order against TIG, measured on the broker
+  table4       test accuracy over 10 trials: AsyREVEL-Gau/-Uni against NonF, every set
+  fig4         speed-up with q = 1, 2, 4, 8, 16 parties, asynchronous against synchronous
+               with a straggler, in time to f - f* <= 5e-4 (on q simulated machines)
+  all          the four in turn; rebuilds REPORT.md
+
 Common flags: --data-dir DIR (where "asyrevel data fetch" put the sets; default data,
 else ../shared/data), --out DIR (default results), --quick (a short version).
 
@@ -66,6 +75,10 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expTTA(ctx, rest, stdout, stderr)
 	case "nn":
 		return expNN(ctx, rest, stdout, stderr)
+	case "fig3", "table3", "table4", "fig4":
+		return expPaper(ctx, name, rest, stdout, stderr)
+	case "all":
+		return expAll(ctx, rest, stdout, stderr)
 	}
 	return fmt.Errorf("%w: unknown experiment %q\n\n%s", errUsage, name, experimentUsage)
 }
