@@ -21,4 +21,10 @@
 // test sets), stopping (a final evaluation after the step, time or accuracy
 // budget; late requests are counted, not answered) and done (Stop
 // broadcast).
+//
+// The baselines run through the same runtime: SynREVEL (Config.Sync,
+// sync.go: a round collects one request of every party on the same batch,
+// stores all their fresh outputs, answers all of them and steps the head
+// once) and TIG (Config.FirstOrder, tig.go: requests carry c only, replies
+// carry dF_0/dc of the party's slot, the head steps by its own gradient).
 package aggregator

@@ -74,6 +74,9 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 			tc := run.Config{Loaded: data, Parties: cfg.Parties, Algo: algo, Model: set.Model(), Batch: cfg.Batch,
 				Window: cfg.Window, Duration: dur, EvalEvery: max(dur/40, 250*time.Millisecond), Seed: cfg.Seed,
 				Straggler: cfg.Parties, StragglerFactor: cfg.StragglerFactor, Log: zerolog.Nop()}
+			if a, _ := run.LookupAlgo(algo); a.Sync {
+				tc.Window = 1 // rounds: one request in flight by definition
+			}
 			if cfg.StragglerFactor <= 1 {
 				tc.Straggler, tc.StragglerFactor = 0, 0
 			}

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/run"
@@ -37,7 +38,11 @@ func LookupSet(name string) (Set, error) {
 			return s, nil
 		}
 	}
-	return Set{}, fmt.Errorf("%w: unknown data set %q", run.ErrConfig, name)
+	var names []string
+	for _, s := range Sets {
+		names = append(names, s.Name)
+	}
+	return Set{}, fmt.Errorf("%w: unknown data set %q (available: %s)", run.ErrConfig, name, strings.Join(names, ", "))
 }
 
 // Model is the local model of the set's runs: "linear" or "mlp".

@@ -17,4 +17,11 @@
 // aggregator's table starts full) and on request it publishes outputs for
 // the training and test sets (evaluation). It talks to the aggregator only
 // through a broker.Bus and shares only the schemas package with it.
+//
+// The baselines run through the same runtime (alt.go, tig.go): SynREVEL
+// (Config.Sync: batches drawn from the run's shared seed, one request in
+// flight) and TIG (Config.FirstOrder: requests carry c only, the reply's
+// gradient dF_0/dc is back-propagated through a model.WhiteBox). A
+// straggler's or a simulated machine's step time (Config.Slowdown,
+// Config.StepCost) is slept after the step's real compute.
 package party

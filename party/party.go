@@ -47,12 +47,12 @@ type Config struct {
 	IDHash string       // fingerprint of the training sample ids, sent in Hello
 
 	// The other algorithms of the pipeline (zero values: AsyREVEL); see
-	// sync.go and tig.go.
+	// alt.go and tig.go.
 	Sync       bool   // SynREVEL: batches drawn from SampleSeed, shared by all parties; Window 1
 	SampleSeed uint64 // Sync: the run's shared sampling seed
 	FirstOrder bool   // TIG: send c only and back-propagate the replied dF_0/dc (Model must be a model.WhiteBox)
 
-	// Simulated compute (see delay.go): each step is made to last
+	// Simulated compute (see alt.go): each step is made to last
 	// Slowdown times (its measured compute + StepCost). Zero values: real
 	// compute only.
 	Slowdown float64       // a straggler's factor (>= 1; 0 means 1)

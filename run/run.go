@@ -181,9 +181,15 @@ func (c *Config) defaults() error {
 	}
 	if c.Batch == 0 {
 		c.Batch = 64
+		if c.Model == "mlp" {
+			c.Batch = MLPBatch
+		}
 	}
 	if c.Window == 0 {
 		c.Window = 8
+		if c.Model == "mlp" {
+			c.Window = MLPWindow
+		}
 	}
 	if c.Mu == 0 {
 		c.Mu = 1e-3
@@ -510,11 +516,29 @@ func NewHead(cfg *Config, classes int) (model.Head, int) {
 	return model.NewSoftmax(cfg.Parties*cfg.K, classes), cfg.K
 }
 
-// Schedule converts the configured decay scale (samples per party) into party steps.
+// The defaults of the paper's network (--model mlp), measured on MNIST
+// with the single-process reference loop (8 parties, seed 1): batch 256
+// with the step size decaying over 8 passes reaches 90.1% after 200,000
+// steps where batch 64 with the linear model's decay (half a pass) reaches
+// 87.1%. A zeroth-order step's noise comes mostly from the batch's gradient
+// noise late in training, which a larger batch divides; the direction draw,
+// which costs as much as the forward passes of 64 samples, is paid once.
+const (
+	MLPBatch       = 256
+	MLPWindow      = 4
+	MLPDecayEpochs = 8
+)
+
+// Schedule converts the configured decay scale (samples per party) into
+// party steps. The default scale is half the training set, 8 passes of it
+// for the MLP.
 func (c *Config) Schedule(n int) zoo.Schedule {
 	s := c.LRDecay
 	if s == 0 {
 		s = float64(n) / 2
+		if c.Model == "mlp" {
+			s = MLPDecayEpochs * float64(n)
+		}
 	}
 	if s < 0 {
 		return zoo.Schedule{Eta0: c.LR}

@@ -341,12 +341,12 @@ func expNN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"The paper's network (8 parties, local MLP 98x128x1, softmax head 8x10) on MNIST and\n"+
 		"Fashion-MNIST: AsyREVEL-Gau and -Uni through the pipeline, and first-order training.", stderr)
 	f := newExpFlags(fs)
-	dur := fs.Duration("duration", 10*time.Minute, "training time of each zeroth-order run")
+	dur := fs.Duration("duration", 14*time.Minute, "training time of each zeroth-order run")
 	sets := fs.String("sets", "mnist,fashion-mnist", "data sets")
 	lr := fs.Float64("lr", 0, "zeroth-order step size of the parties (default: the mlp default)")
 	headLR := fs.Float64("head-lr", 0, "zeroth-order step size of the head (default 0.05)")
-	batch := fs.Int("batch", 64, "samples per request")
-	window := fs.Int("window", 4, "requests in flight per party")
+	batch := fs.Int("batch", 0, "samples per request (default: the mlp default, 256)")
+	window := fs.Int("window", 0, "requests in flight per party (default: the mlp default, 4)")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
