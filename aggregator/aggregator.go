@@ -71,6 +71,11 @@ type Config struct {
 	// reveal to the label-inference attacks (Result.Leakage).
 	ScoreLeakage bool
 
+	// The other algorithms of the pipeline (zero values: AsyREVEL); see
+	// sync.go and tig.go. The defenses (defense.go) apply to AsyREVEL.
+	Sync       bool // SynREVEL: a round waits for one request of every party (the same batch), then answers all
+	FirstOrder bool // TIG: requests carry c only, replies dF_0/dc; the head steps first-order (Head must be a model.WhiteBoxHead)
+
 	MaxSteps  int64         // stop after this many answered requests (0 = no limit)
 	Duration  time.Duration // stop after this much training time (0 = no limit)
 	EvalEvery time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
@@ -88,6 +93,10 @@ type Config struct {
 	Notice       time.Duration
 	TargetAcc    float64 // record the time test accuracy first reaches this
 	StopAtTarget bool    // and stop there
+	// StopWhen, if set, is asked after each evaluation; true stops the run
+	// (experiments that stop on a condition the aggregator cannot see,
+	// such as the full objective with the parties' regularisers).
+	StopWhen func() bool
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
@@ -189,6 +198,7 @@ type Aggregator struct {
 	labels  []int32 // the labels the head trains on (randomised response may have changed some)
 	def     defense
 	leak    leakage
+	alt     alt // state of the other algorithms
 
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
@@ -309,6 +319,9 @@ func New(cfg Config) (*Aggregator, error) {
 		copy(a.w0, cfg.Params)
 	} else {
 		cfg.Head.Init(a.w0, a.rng)
+	}
+	if err := a.initAlt(); err != nil {
+		return nil, err
 	}
 	a.rep.Version = schemas.Version
 	a.rep.H = make([]float64, 0, cfg.MaxBatch)
@@ -610,7 +623,7 @@ func (a *Aggregator) reject(m int, err error) {
 }
 
 func (a *Aggregator) limits(m int) schemas.Limits {
-	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, MaxAbs: a.cfg.OutputBound}
+	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, MaxAbs: a.cfg.OutputBound, FirstOrder: a.cfg.FirstOrder}
 }
 
 // Subscriptions whose sequences are checked apart.
@@ -804,7 +817,14 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
 	}
-	a.answer(m, &a.out)
+	switch {
+	case a.cfg.Sync:
+		return a.collect(m, &a.out, len(data))
+	case a.cfg.FirstOrder:
+		a.answerGrad(m, &a.out)
+	default:
+		a.answer(m, &a.out)
+	}
 	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
 	a.res.Steps++
@@ -863,18 +883,24 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	a.stSum += float64(stale)
 	a.stN++
 
-	// The head's own step with its private direction u_0.
+	a.stepHead(o.IDs)
+}
+
+// stepHead takes the head's own ZO step with its private direction u_0 on
+// the samples ids, whose losses at w_0 are in a.hh.
+func (a *Aggregator) stepHead(ids []uint32) {
 	if len(a.w0) == 0 {
 		return
 	}
+	w, head, y, b := a.width, a.cfg.Head, a.labels, len(ids)
 	a.cfg.Dist.Draw(a.rng, a.u0)
 	zoo.Perturb(a.w0p, a.w0, a.u0, a.cfg.Mu)
 	var diff float64
-	for j, id := range o.IDs {
+	for j, id := range ids {
 		i := int(id)
 		diff += a.headTerm(i, b, head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i])-a.hh[j])
 	}
-	a.def.endBatch(o.IDs, false)
+	a.def.endBatch(ids, false)
 	diff = diff/float64(b) + a.headNoise()
 	eta := a.cfg.LR.At(int(a.res.Steps))
 	if step := -eta * a.phi0 / a.cfg.Mu * diff; !math.IsNaN(step) && !math.IsInf(step, 0) {
@@ -1109,5 +1135,7 @@ func (a *Aggregator) score(r *round) {
 		a.requestEval(true)
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")
+	case a.cfg.StopWhen != nil && a.cfg.StopWhen():
+		a.beginStop("stop condition met")
 	}
 }

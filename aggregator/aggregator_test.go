@@ -32,13 +32,17 @@ func (d *delivery) String() string       { return d.subject }
 // sink is a Bus that keeps what is published.
 type sink struct {
 	broker.Bus
-	n    int
-	last []byte
+	n         int
+	last      []byte
+	onPublish func([]byte)
 }
 
 func (s *sink) Publish(_ context.Context, m *broker.Message) error {
 	s.n++
 	s.last = append(s.last[:0], m.Data...)
+	if s.onPublish != nil {
+		s.onPublish(m.Data)
+	}
 	return nil
 }
 

@@ -30,4 +30,10 @@
 // without an answer, each with an abort that tells every party the reason;
 // meanwhile the log says every Notice what is awaited. A cancelled context
 // ends the run with the result so far (ErrInterrupted).
+//
+// The baselines run through the same runtime: SynREVEL (Config.Sync,
+// sync.go: a round collects one request of every party on the same batch,
+// stores all their fresh outputs, answers all of them and steps the head
+// once) and TIG (Config.FirstOrder, tig.go: requests carry c only, replies
+// carry dF_0/dc of the party's slot, the head steps by its own gradient).
 package aggregator

@@ -71,7 +71,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 		t.Errorf("csv header: %.80s", csv)
 	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
-	if !strings.Contains(string(rep), "TIG not available") || !strings.Contains(string(rep), "| paper |") {
+	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") {
 		t.Errorf("report:\n%s", rep)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "privacy.png")); err != nil || st.Size() == 0 {

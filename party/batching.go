@@ -41,8 +41,12 @@ func (p *Party) drawBatch(slot *pending) {
 			return
 		}
 	}
+	rng := p.rng
+	if p.alt.sampler != nil { // SynREVEL: the run's shared batches
+		rng = p.alt.sampler
+	}
 	for j := range slot.ids {
-		slot.ids[j] = uint32(p.rng.IntN(n))
+		slot.ids[j] = uint32(rng.IntN(n))
 	}
 }
 

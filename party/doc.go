@@ -23,4 +23,11 @@
 // start within JoinWait of joining, a reply within Wait of the last sign of
 // life while requests are in flight (ErrNoProgress); the log says every
 // Notice what it waits for.
+//
+// The baselines run through the same runtime (alt.go, tig.go): SynREVEL
+// (Config.Sync: batches drawn from the run's shared seed, one request in
+// flight) and TIG (Config.FirstOrder: requests carry c only, the reply's
+// gradient dF_0/dc is back-propagated through a model.WhiteBox). A
+// straggler's or a simulated machine's step time (Config.Slowdown,
+// Config.StepCost) is slept after the step's real compute.
 package party

@@ -89,6 +89,18 @@ type Config struct {
 	// only; see batching.go).
 	Adversary Adversary
 
+	// The other algorithms of the pipeline (zero values: AsyREVEL); see
+	// alt.go and tig.go.
+	Sync       bool   // SynREVEL: batches drawn from SampleSeed, shared by all parties; Window 1
+	SampleSeed uint64 // Sync: the run's shared sampling seed
+	FirstOrder bool   // TIG: send c only and back-propagate the replied dF_0/dc (Model must be a model.WhiteBox)
+
+	// Simulated compute (see alt.go): each step is made to last
+	// Slowdown times (its measured compute + StepCost). Zero values: real
+	// compute only.
+	Slowdown float64       // a straggler's factor (>= 1; 0 means 1)
+	StepCost time.Duration // simulated compute per step on top of the real one
+
 	Log zerolog.Logger
 }
 
@@ -144,6 +156,7 @@ type Party struct {
 	rows   []uint32
 	enc    *schemas.Codec
 	dec    *schemas.Codec
+	alt    alt // state of the other algorithms and of simulated compute
 	msg    broker.Message
 
 	subjects [schemas.KindControl + 1]string // this party's subject of each kind
@@ -205,6 +218,9 @@ func New(cfg Config) (*Party, error) {
 	if cfg.Batch < 0 || cfg.Window < 0 || cfg.Chunk < 0 {
 		return nil, fmt.Errorf("%w: batch %d, window %d, chunk %d", ErrConfig, cfg.Batch, cfg.Window, cfg.Chunk)
 	}
+	if err := checkAlt(&cfg); err != nil {
+		return nil, err
+	}
 	np := cfg.Model.NumParams()
 	p := &Party{
 		cfg:  cfg,
@@ -237,6 +253,7 @@ func New(cfg Config) (*Party, error) {
 	p.ev.Version, p.ev.Party = schemas.Version, uint16(cfg.ID)
 	p.ev.C = make([]float64, cfg.Chunk*p.k)
 	p.rows = make([]uint32, cfg.Chunk)
+	p.initAlt()
 	p.stats.Rejected = map[string]int64{}
 	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
 		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
@@ -439,13 +456,20 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 
 // request prepares and publishes the next PartyOutput.
 func (p *Party) request() error {
-	slot := p.prepare()
+	start := p.alt.clock()
+	var slot *pending
+	if p.cfg.FirstOrder {
+		slot = p.prepareGrad()
+	} else {
+		slot = p.prepare()
+	}
 	if err := p.checkOutputs(p.out.C, p.out.CHat); err != nil {
 		return err
 	}
-	if p.stats.FlatProbes < flatProbes {
+	if p.stats.FlatProbes < flatProbes && !p.cfg.FirstOrder { // TIG sends no c_hat
 		p.probeFlat()
 	}
+	p.alt.delay(start)
 	if err := p.publish(schemas.KindOutput, &p.out); err != nil {
 		return err
 	}
@@ -487,12 +511,21 @@ func (p *Party) apply(r *schemas.Reply) error {
 	if r.ReqSeq != slot.seq {
 		return fmt.Errorf("%w: reply to %d, oldest request in flight is %d", schemas.ErrReplay, r.ReqSeq, slot.seq)
 	}
+	if p.cfg.FirstOrder {
+		return p.applyGrad(slot, r)
+	}
 	if err := r.Validate(schemas.Limits{Party: p.cfg.ID, Batch: len(slot.ids), MaxAbs: p.cfg.ReplyBound}); err != nil {
 		return err
 	}
 	diff := replyDiff(r, len(slot.ids)) + slot.regDiff
 	eta := p.cfg.LR.At(p.t)
 	zoo.AddScaled(p.w, -eta*p.phi/p.cfg.Mu*diff, slot.u)
+	p.advance()
+	return nil
+}
+
+// advance retires the oldest request in flight once its update is applied.
+func (p *Party) advance() {
 	p.t++
 	p.stats.Steps++
 	p.stats.Replies++
@@ -501,7 +534,6 @@ func (p *Party) apply(r *schemas.Reply) error {
 	}
 	p.head = (p.head + 1) % len(p.ring)
 	p.n--
-	return nil
 }
 
 // flatProbes is how many of its first requests a party checks for a model
@@ -593,6 +625,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
+		p.alt.begin()
 		if err := p.apply(&p.rep); err != nil {
 			p.reject(err)
 			return

@@ -113,7 +113,9 @@ func SavePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
 	canvases := plot.Align(plots, t, draw.New(img))
 	for i, r := range plots {
 		for j, p := range r {
-			p.Draw(canvases[i][j])
+			if p != nil { // an empty tile
+				p.Draw(canvases[i][j])
+			}
 		}
 	}
 	return WriteFileAtomic(path, func(w io.Writer) error {

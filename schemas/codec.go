@@ -17,8 +17,13 @@ const MaxMessageSize = 8 << 20
 // Field counts of the msgpack arrays (header fields included). A decoder
 // accepts more fields than it knows (a newer minor revision) and skips them.
 const (
-	fieldsHello   = 10
-	fieldsOutput  = 6
+	fieldsHello  = 10
+	fieldsOutput = 6
+	// A reply has 8 fields, then two optional ones that older decoders
+	// skip: Grad (the first-order baseline's gradient, written when it is
+	// not empty or Mean follows) and Mean (written when set). A store of a
+	// version that wrote Mean as the ninth field still decodes: a bool
+	// there is Mean.
 	fieldsReply   = 8
 	fieldsEval    = 8
 	fieldsControl = 7
@@ -348,8 +353,11 @@ func (m *PartyOutput) decode(c *Codec) (err error) {
 
 func (m *Reply) encode(c *Codec) {
 	n := fieldsReply
-	if m.Mean {
-		n++ // an optional last field: older decoders skip it
+	switch {
+	case m.Mean:
+		n += 2
+	case len(m.Grad) > 0:
+		n++
 	}
 	c.head(n, &m.Header)
 	c.uint(m.ReqSeq)
@@ -357,13 +365,18 @@ func (m *Reply) encode(c *Codec) {
 	c.floats(m.HBar)
 	c.floats(m.Delta)
 	c.uint(uint64(m.Staleness))
+	if n > fieldsReply {
+		c.floats(m.Grad)
+	}
 	if m.Mean {
 		c.check(c.enc.EncodeBool(true))
 	}
 }
 
 func (m *Reply) decode(c *Codec) (err error) {
+	// A reply of 8 fields (without Grad) is still a reply.
 	extra, err := c.array(fieldsReply, &m.Header)
+	m.Grad = m.Grad[:0]
 	if err != nil || extra < 0 {
 		m.H, m.HBar, m.Delta = m.H[:0], m.HBar[:0], m.Delta[:0]
 		if err != nil {
@@ -387,6 +400,12 @@ func (m *Reply) decode(c *Codec) (err error) {
 		return err
 	}
 	m.Mean = false
+	if extra > 0 && !c.peekIs(msgpcode.True, msgpcode.False) {
+		if m.Grad, err = c.readFloats(m.Grad); err != nil {
+			return err
+		}
+		extra--
+	}
 	if extra > 0 && c.peekIs(msgpcode.True, msgpcode.False) {
 		if m.Mean, err = c.dec.DecodeBool(); err != nil {
 			return err

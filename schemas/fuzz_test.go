@@ -28,9 +28,15 @@ func fuzzDecoder(f *testing.F, newMsg func() Message) {
 		if err := c.Unmarshal(data, m); err != nil {
 			return
 		}
+		// Valid for the zeroth-order algorithms or for the first-order
+		// baseline (TIG); validation must never panic for either.
 		lim := Limits{Party: int(m.Head().Party), K: 1, NTrain: 1000, NTest: 1000}
-		if m.Validate(lim) != nil {
+		zo := m.Validate(lim)
+		lim.FirstOrder = true
+		if fo := m.Validate(lim); zo != nil && fo != nil {
 			return
+		} else if zo == nil && fo == nil && (m.Kind() == KindOutput || m.Kind() == KindReply) {
+			t.Fatalf("%s valid both as a zeroth-order and a first-order message", m.Kind())
 		}
 		b1, err := c.Marshal(m)
 		if err != nil {

@@ -45,6 +45,10 @@ type Limits struct {
 	// finite but huge value (1e308) would overflow the receiver's
 	// arithmetic into Inf and NaN. 0 = no bound beyond finiteness.
 	MaxAbs float64
+	// FirstOrder is the first-order baseline (TIG, split learning):
+	// PartyOutputs carry c only (no c_hat) and Replies carry the
+	// gradient dF_0/dc (k values a sample) instead of function values.
+	FirstOrder bool
 }
 
 // Message is implemented by the five message types of the protocol.
@@ -87,9 +91,11 @@ type PartyOutput struct {
 // h_bar with the party's slot replaced by c_hat, per sample of the request;
 // or, in delta mode, only Delta = h_bar - h (H and HBar empty); or, with
 // Mean set, one value in Delta: the mean of h_bar - h over the request's
-// samples, all that the party's update needs (a privacy defense).
-// Staleness is the largest number of updates of another party that the
-// slots used to compute h were behind.
+// samples, all that the party's update needs (a privacy defense); or, in
+// the first-order baseline (TIG), only Grad = dF_0/dc of the party's slot,
+// k values a sample (H, HBar and Delta empty). Staleness is the largest
+// number of updates of another party that the slots used to compute h were
+// behind.
 type Reply struct {
 	Header
 	ReqSeq    uint64 // the Seq of the PartyOutput answered
@@ -97,7 +103,8 @@ type Reply struct {
 	HBar      []float64
 	Delta     []float64
 	Staleness uint32
-	Mean      bool // Delta holds the batch mean of h_bar - h (one value)
+	Mean      bool      // Delta holds the batch mean of h_bar - h (one value)
+	Grad      []float64 // TIG only: dF_0/dc_m per sample, sample after sample
 }
 
 // Split names a set of samples in an EvalOutput.
@@ -232,11 +239,18 @@ func (m *PartyOutput) Validate(lim Limits) error {
 	if b == 0 || (lim.MaxBatch > 0 && b > lim.MaxBatch) {
 		return fmt.Errorf("%w: batch of %d samples (max %d)", ErrShape, b, lim.MaxBatch)
 	}
-	if lim.K > 0 && (len(m.C) != b*lim.K || len(m.CHat) != b*lim.K) {
-		return fmt.Errorf("%w: %d ids with %d c and %d c_hat values, want %d each", ErrShape, b, len(m.C), len(m.CHat), b*lim.K)
-	}
-	if len(m.C) != len(m.CHat) || len(m.C)%b != 0 {
-		return fmt.Errorf("%w: %d ids with %d c and %d c_hat values", ErrShape, b, len(m.C), len(m.CHat))
+	if lim.FirstOrder {
+		// TIG: c only.
+		if len(m.CHat) != 0 || len(m.C) == 0 || len(m.C)%b != 0 || (lim.K > 0 && len(m.C) != b*lim.K) {
+			return fmt.Errorf("%w: first-order request with %d ids, %d c and %d c_hat values, want %d c and no c_hat", ErrShape, b, len(m.C), len(m.CHat), b*max(lim.K, 1))
+		}
+	} else {
+		if lim.K > 0 && (len(m.C) != b*lim.K || len(m.CHat) != b*lim.K) {
+			return fmt.Errorf("%w: %d ids with %d c and %d c_hat values, want %d each", ErrShape, b, len(m.C), len(m.CHat), b*lim.K)
+		}
+		if len(m.C) != len(m.CHat) || len(m.C)%b != 0 {
+			return fmt.Errorf("%w: %d ids with %d c and %d c_hat values", ErrShape, b, len(m.C), len(m.CHat))
+		}
 	}
 	if err := checkIDs(m.IDs, lim.NTrain); err != nil {
 		return err
@@ -248,13 +262,24 @@ func (m *PartyOutput) Validate(lim Limits) error {
 }
 
 // Validate implements Message. Limits.Batch, if set, is the size of the
-// request being answered.
+// request being answered. With Limits.FirstOrder the reply must carry a
+// gradient (and Limits.K, if set, fixes its values per sample); without, it
+// must carry function values and no gradient.
 func (m *Reply) Validate(lim Limits) error {
 	if err := m.check(&lim); err != nil {
 		return err
 	}
 	var b int
+	values := len(m.H) + len(m.HBar) + len(m.Delta)
 	switch {
+	case lim.FirstOrder:
+		k := max(lim.K, 1)
+		if values != 0 || m.Mean || len(m.Grad) == 0 || len(m.Grad)%k != 0 {
+			return fmt.Errorf("%w: first-order reply with %d gradient values (k=%d) and %d function values", ErrShape, len(m.Grad), k, values)
+		}
+		b = len(m.Grad) / k
+	case len(m.Grad) > 0:
+		return fmt.Errorf("%w: reply carries a gradient in a zeroth-order run", ErrShape)
 	case m.Mean:
 		if len(m.Delta) != 1 || len(m.H) != 0 || len(m.HBar) != 0 {
 			return fmt.Errorf("%w: mean reply with %d h, %d h_bar, %d delta", ErrShape, len(m.H), len(m.HBar), len(m.Delta))
@@ -276,7 +301,7 @@ func (m *Reply) Validate(lim Limits) error {
 	for _, v := range [...]struct {
 		n string
 		x []float64
-	}{{"h", m.H}, {"h_bar", m.HBar}, {"delta", m.Delta}} {
+	}{{"h", m.H}, {"h_bar", m.HBar}, {"delta", m.Delta}, {"grad", m.Grad}} {
 		if err := finite(v.n, v.x, lim.MaxAbs); err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ func sampleMessages() []Message {
 		&PartyOutput{Header: h(3), IDs: []uint32{0, 5, 99}, C: []float64{0.5, -1, 2}, CHat: []float64{0.501, -0.999, 2.002}},
 		&Reply{Header: h(3), ReqSeq: 6, H: []float64{0.1, 0.2, 0.3}, HBar: []float64{0.11, 0.19, 0.3}, Staleness: 12},
 		&Reply{Header: h(3), ReqSeq: 6, Delta: []float64{1e-3, -2e-3, 0}},
+		&PartyOutput{Header: h(3), IDs: []uint32{0, 5}, C: []float64{0.5, -1}},
+		&Reply{Header: h(3), ReqSeq: 6, Grad: []float64{-0.25, 0.5}, Staleness: 1},
 		&EvalOutput{Header: h(3), Round: 2, Split: SplitTest, First: 10, Total: 50, C: []float64{1, 2, 3}},
 		&Control{Header: h(0), Op: CtlEval, Round: 2, Splits: EvalTest, Reason: "periodic"},
 		&Control{Header: h(3), Op: CtlRefuse, Round: 1, Reason: "party holds 2500 training samples, aggregator 2000"},
@@ -111,6 +113,65 @@ func TestOtherVersionIsDecodedThenRejected(t *testing.T) {
 	}
 }
 
+// fo is lim for the first-order baseline.
+func fo(lim Limits) Limits {
+	lim.FirstOrder = true
+	return lim
+}
+
+// A reply without a gradient is written in the 8 fields it had before the
+// first-order gradient was added, and decodes with no gradient; one with a
+// gradient in 9; a reply with Mean as its ninth field (as an earlier
+// version wrote it) still decodes as a mean reply.
+func TestReplyOptionalFields(t *testing.T) {
+	c := NewCodec()
+	b, err := c.Marshal(&Reply{Header: Header{Version, 2, 5}, ReqSeq: 4, Delta: []float64{0.5}, Staleness: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 0x90|fieldsReply {
+		t.Fatalf("a reply without gradient has header %x, want %x", b[0], 0x90|fieldsReply)
+	}
+	m := Reply{Grad: []float64{9}, Mean: true}
+	if err := c.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ReqSeq != 4 || m.Staleness != 3 || len(m.Delta) != 1 || len(m.Grad) != 0 || m.Mean {
+		t.Fatalf("decoded %+v", m)
+	}
+	if err := m.Validate(Limits{Party: 2, Batch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	b, err = c.Marshal(&Reply{Header: Header{Version, 2, 6}, ReqSeq: 5, Grad: []float64{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b[0] != 0x90|(fieldsReply+1) {
+		t.Fatalf("a reply with a gradient has header %x", b[0])
+	}
+	if err := c.Unmarshal(b, &m); err != nil || len(m.Grad) != 2 || m.Grad[1] != 2 || m.Mean {
+		t.Fatalf("decoded %+v, %v", m, err)
+	}
+	// The earlier layout: 8 fields and Mean.
+	b, err = c.Marshal(&Reply{Header: Header{Version, 2, 7}, ReqSeq: 6, Delta: []float64{0.25}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := append(append([]byte(nil), b...), 0xc3) // true
+	old[0]++
+	if err := c.Unmarshal(old, &m); err != nil || !m.Mean || len(m.Grad) != 0 || m.Delta[0] != 0.25 {
+		t.Fatalf("decoded %+v, %v", m, err)
+	}
+	// And the new layout of a mean reply round-trips.
+	b, err = c.Marshal(&Reply{Header: Header{Version, 2, 8}, ReqSeq: 7, Delta: []float64{0.5}, Mean: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Unmarshal(b, &m); err != nil || !m.Mean || len(m.Grad) != 0 {
+		t.Fatalf("decoded %+v, %v", m, err)
+	}
+}
+
 func TestExtraFieldsSkipped(t *testing.T) {
 	c := NewCodec()
 	b, _ := c.Marshal(&Control{Header: Header{Version, 0, 1}, Op: CtlStop})
@@ -152,6 +213,17 @@ func TestValidate(t *testing.T) {
 		{"reply both", &Reply{Header: h, ReqSeq: 1, H: []float64{1}, HBar: []float64{1}, Delta: []float64{1}}, Limits{Party: 3}, ErrShape},
 		{"reply wrong batch", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1, 2}}, Limits{Party: 3, Batch: 1}, ErrShape},
 		{"reply nan", &Reply{Header: h, ReqSeq: 1, H: []float64{nan}, HBar: []float64{1}}, Limits{Party: 3}, ErrNonFinite},
+		{"reply gradient in a zo run", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}, Grad: []float64{1}}, Limits{Party: 3}, ErrShape},
+		{"tig output ok", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1, 2}}, fo(lim), nil},
+		{"tig output with c_hat", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}, CHat: []float64{1}}, fo(lim), ErrShape},
+		{"tig output short c", &PartyOutput{Header: h, IDs: []uint32{1, 2}, C: []float64{1}}, fo(lim), ErrShape},
+		{"zo output without c_hat", &PartyOutput{Header: h, IDs: []uint32{1}, C: []float64{1}}, lim, ErrShape},
+		{"tig reply ok", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2, 3, 4}}, Limits{Party: 3, K: 2, Batch: 2, FirstOrder: true}, nil},
+		{"tig reply wrong batch", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2}}, Limits{Party: 3, K: 2, Batch: 2, FirstOrder: true}, ErrShape},
+		{"tig reply not a multiple of k", &Reply{Header: h, ReqSeq: 1, Grad: []float64{1, 2, 3}}, Limits{Party: 3, K: 2, FirstOrder: true}, ErrShape},
+		{"tig reply with values", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}, Grad: []float64{1}}, Limits{Party: 3, FirstOrder: true}, ErrShape},
+		{"tig reply without gradient", &Reply{Header: h, ReqSeq: 1, Delta: []float64{1}}, Limits{Party: 3, FirstOrder: true}, ErrShape},
+		{"tig reply nan", &Reply{Header: h, ReqSeq: 1, Grad: []float64{nan}}, Limits{Party: 3, FirstOrder: true}, ErrNonFinite},
 		{"eval ok", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 48, Total: 50, C: []float64{1, 2}}, lim, nil},
 		{"eval overflow", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 49, Total: 50, C: []float64{1, 2}}, lim, ErrRange},
 		{"eval total", &EvalOutput{Header: h, Round: 1, Split: SplitTest, First: 0, Total: 49, C: []float64{1}}, lim, ErrShape},

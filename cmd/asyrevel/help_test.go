@@ -116,7 +116,7 @@ func TestTrainFlagsAreRead(t *testing.T) {
 		"categorical": "a,b", "drop": "c", "scale": "std", "algo": "asyrevel-uni", "model": "mlp",
 		"model-cmd": "bin/m", "reg": "l2", "bus": "memory", "nats": "nats://h:1", "store": "s", "run": "r",
 		"out": "o", "log": "warn", "adversary": "2:active", "reply": "mean", "dp-scope": "all",
-		"defense-key": strings.Repeat("ab", 32),
+		"defense-key": strings.Repeat("ab", 32), "straggler": "3:1.6", "transport": "ordered",
 	}
 	for _, r := range []struct {
 		name string
@@ -152,7 +152,7 @@ func TestTrainFlagsAreRead(t *testing.T) {
 				return
 			}
 			if reflect.DeepEqual(before.cfg, f.cfg) && before.seed == f.seed && before.scale == f.scale &&
-				before.logLevel == f.logLevel && before.logJSON == f.logJSON && (f.bias == nil || *f.bias) {
+				before.logLevel == f.logLevel && before.logJSON == f.logJSON && before.straggler == f.straggler && (f.bias == nil || *f.bias) {
 				t.Errorf("%s: --%s=%s changes nothing the command reads", r.name, fl.Name, v)
 			}
 		})

@@ -37,6 +37,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"party", "--data", "synthetic"}, 2, "--nats"},
 		{[]string{"data", "inspect"}, 2, "PATH"},
 		{[]string{"experiment", "nope"}, 2, "unknown experiment"},
+		{[]string{"train", "--data", "synthetic", "--algo", "tig", "--model", "external", "--model-cmd", "x"}, 2, "black box"},
+		{[]string{"train", "--data", "synthetic", "--algo", "nonf", "--parties", "3"}, 2, "--parties 1"},
+		{[]string{"train", "--data", "synthetic", "--algo", "synrevel-gau", "--window", "4"}, 2, "--window 1"},
+		{[]string{"train", "--data", "synthetic", "--straggler", "2"}, 2, "PARTY:FACTOR"},
+		{[]string{"experiment", "fig3", "--sets", "nope"}, 2, "available"},
+		{[]string{"experiment", "fig4", "--qs", "0"}, 2, "positive"},
+		{[]string{"experiment", "table4", "extra"}, 2, "unexpected argument"},
 		{[]string{"help"}, 0, "asyrevel train"},
 	}
 	for _, tc := range cases {

@@ -43,13 +43,14 @@ const (
 // trainFlags registers the training flags shared by train, aggregator,
 // party and the reference loops on fs.
 type trainFlags struct {
-	role     role
-	bias     *bool
-	cfg      run.Config
-	seed     uint64
-	scale    string
-	logLevel string
-	logJSON  bool
+	role      role
+	bias      *bool
+	straggler string
+	cfg       run.Config
+	seed      uint64
+	scale     string
+	logLevel  string
+	logJSON   bool
 }
 
 func newTrainFlags(fs *flag.FlagSet, r role) *trainFlags {
@@ -87,10 +88,14 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&f.scale, "scale", "", "scale each column, fitted on the training set only and applied to both sets:\nnone, standard, std, minmax, maxabs (as data split --scale; a party scales its own columns)")
 		}},
 		{roleAll, func(fs *flag.FlagSet) {
-			fs.IntVar(&c.Parties, "parties", 8, "number of parties q; the features are split into q nearly equal blocks")
+			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default 8; nonf: 1)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", "))
+			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
+				"  asyrevel-gau, asyrevel-uni  asynchronous zeroth-order (Gaussian / unit-sphere directions)\n"+
+				"  synrevel-gau, synrevel-uni  synchronous rounds: one shared batch, the aggregator waits for all parties\n"+
+				"  tig                         first-order split learning: gradients dF_0/dc back to white-box models\n"+
+				"  nonf                        all features at one party (q = 1), AsyREVEL-Gau: the non-federated yardstick")
 		}},
 		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
@@ -100,7 +105,9 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
 			fs.DurationVar(&c.ModelTimeout, "model-timeout", 0, "time limit of one call of an external model (default 30s)")
 		}},
-		{roleAll, func(fs *flag.FlagSet) { fs.IntVar(&c.K, "k", 1, "outputs per party for multiclass sets") }},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.K, "k", 0, "outputs per party for multiclass sets (default 1; nonf: 8, the width of the\npaper's 8-party network)")
+		}},
 		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
 			f.bias = fs.Bool("bias", true, "binary sets: the aggregator's head has an intercept (false: the paper's\nF_0 = log(1+exp(-y sum c)) without one)")
 		}},
@@ -113,7 +120,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set, negative means constant")
+			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 8 times it), negative means constant")
 		}},
 		{roleTrain | roleAggregator | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
@@ -126,10 +133,12 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
 		}},
 		{roleTrain | roleAggregator | roleParty | roleLoops, func(fs *flag.FlagSet) {
-			fs.IntVar(&c.Batch, "batch", 64, "samples per request (the paper's algorithm is --batch 1 --window 1)")
+			fs.IntVar(&c.Batch, "batch", 0, "samples per request (default 64; mlp: 256); the paper's algorithm is --batch 1 --window 1")
 		}},
 		{roleTrain | roleParty, func(fs *flag.FlagSet) {
-			fs.IntVar(&c.Window, "window", 8, "requests in flight per party; more trades staleness for throughput")
+			fs.IntVar(&c.Window, "window", 0, "requests in flight per party; more trades staleness for throughput\n(default 8; mlp: 4; synrevel: 1)")
+			fs.StringVar(&f.straggler, "straggler", "", "M:S makes party M's steps S times as long (a delay proportional to its\nmeasured compute), e.g. 3:1.6")
+			fs.DurationVar(&c.SimCompute, "sim-compute", 0, "simulated compute per model parameter and step, on top of the real one\n(e.g. 2us: a party with 1,000 parameters sleeps 2 ms a step), to model one\nmachine per party on a small host")
 		}},
 		{roleAll, func(fs *flag.FlagSet) {
 			fs.Uint64Var(&f.seed, "seed", 1, "random seed (data sampling, directions, synthetic data)")
@@ -306,8 +315,15 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Data == "" {
 		return fmt.Errorf("%w: --data is required (a LIBSVM file, or synthetic)", errUsage)
 	}
-	if c.Parties < 1 {
+	if c.Parties < 0 || c.Parties == 0 && flagGiven(fs, "parties") {
 		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
+	}
+	if f.straggler != "" {
+		m, s, err := run.ParseStraggler(f.straggler)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		c.Straggler, c.StragglerFactor = m, s
 	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)

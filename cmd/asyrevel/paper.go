@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/experiment"
+)
+
+// The paper's experiments: fig3, table3, table4, fig4 and all.
+
+var paperSynopsis = map[string]string{
+	"fig3": "asyrevel experiment fig3 [--quick] [--sets a9a,...] [--duration 20s] [--net-duration 2m]\n\n" +
+		"Training loss against wall time for AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG through the\n" +
+		"pipeline (embedded JetStream), 8 parties, the last a straggler: fig3.csv, fig3.png, REPORT.md.",
+	"table3": "asyrevel experiment table3 [--quick] [--sets a9a,mnist] [--steps 20000]\n\n" +
+		"What one round of the zeroth-order algorithm and of TIG puts on the broker: payload and\n" +
+		"bytes on the connections per round, round-trip time: table3.csv, REPORT.md.",
+	"table4": "asyrevel experiment table4 [--quick] [--trials 10] [--duration 20s] [--net-trials 3] [--net-duration 14m]\n\n" +
+		"Test accuracy over --trials seeds of AsyREVEL-Gau and -Uni (8 parties) against NonF (all\n" +
+		"features at one party), with the centralised reference: table4.csv, REPORT.md.",
+	"fig4": "asyrevel experiment fig4 [--quick] [--sets a9a,w8a,mnist] [--qs 1,2,4,8,16]\n\n" +
+		"Speed-up in time to f - f* <= --suboptimality with q parties, AsyREVEL-Gau against SynREVEL-Gau\n" +
+		"with a straggler, simulated on q machines in virtual time, checked against the real pipeline:\n" +
+		"fig4.csv, fig4_check.csv, fig4.png, REPORT.md.",
+}
+
+// paperFlags are an experiment's flags.
+type paperFlags struct {
+	exp             *expFlags
+	sets            *string
+	duration        *time.Duration
+	netDuration     *time.Duration
+	straggler       *float64
+	batch, window   *int
+	steps, steps0   *int64
+	trials          *int
+	netTrials       *int
+	qs, checkQs     *string
+	subopt, netLoss *float64
+	latency         *time.Duration
+	budget          *time.Duration
+	maxSteps        *int64
+}
+
+func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
+	f := &paperFlags{exp: newExpFlags(fs)}
+	switch name {
+	case "fig3":
+		f.sets = fs.String("sets", "uci-credit-card,give-me-some-credit,a9a,w8a,mnist,fashion-mnist", "data sets (quick: a9a,mnist)")
+		f.duration = fs.Duration("duration", 20*time.Second, "training time of a run on a logistic-regression set (quick: 5s)")
+		f.netDuration = fs.Duration("net-duration", 2*time.Minute, "training time of a run on a network set (quick: 20s)")
+		f.straggler = fs.Float64("straggler", 1.6, "the last party's steps take this many times as long (1 = none)")
+		f.batch = fs.Int("batch", 64, "samples per request")
+		f.window = fs.Int("window", 1, "requests in flight per party for the asynchronous methods (1: the paper's algorithm)")
+	case "table3":
+		f.sets = fs.String("sets", "a9a,mnist", "data sets")
+		f.batch = fs.Int("batch", 64, "samples per request")
+		f.steps = fs.Int64("steps", 20000, "answered requests of the longer run (quick: 6000)")
+		f.steps0 = fs.Int64("steps0", 4000, "answered requests of the shorter run (quick: 2000)")
+	case "table4":
+		f.sets = fs.String("sets", "uci-credit-card,give-me-some-credit,a9a,w8a,mnist,fashion-mnist", "data sets (quick: a9a,w8a,mnist)")
+		f.trials = fs.Int("trials", 10, "runs (seeds) per method on a logistic-regression set (quick: 3)")
+		f.duration = fs.Duration("duration", 20*time.Second, "training time of a run on a logistic-regression set (quick: 5s)")
+		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
+		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
+	case "fig4":
+		f.sets = fs.String("sets", "a9a,w8a,mnist", "data sets (quick: a9a)")
+		f.qs = fs.String("qs", "1,2,4,8,16", "numbers of parties (quick: 1,4,16)")
+		f.subopt = fs.Float64("suboptimality", 5e-4, "target f - f* on the logistic-regression sets")
+		f.netLoss = fs.Float64("network-loss", 0.5, "target training loss on the network sets (no f* there)")
+		f.straggler = fs.Float64("straggler", 1.6, "the last party's steps take this many times as long")
+		f.latency = fs.Duration("latency", 250*time.Microsecond, "one-way message time in the simulation")
+		f.budget = fs.Duration("budget", 40000*time.Second, "virtual time a simulated run may take")
+		f.maxSteps = fs.Int64("max-steps", 3000000, "answered requests a simulated run may take (its real compute here)")
+		f.checkQs = fs.String("check-qs", "4", "numbers of parties of the real-pipeline checks (\"\" for none)")
+	}
+	return f
+}
+
+func expPaper(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment "+name, paperSynopsis[name], stderr)
+	f := newPaperFlags(name, fs)
+	log, err := f.exp.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	cmd := "asyrevel experiment " + name
+	for _, a := range args {
+		cmd += " " + a
+	}
+	return runPaper(ctx, name, f, fs, cmd, log, stdout)
+}
+
+// quick sets a flag's quick value unless it was given.
+func quickDefault(fs *flag.FlagSet, quick bool, name, value string) {
+	if quick && !flagGiven(fs, name) {
+		_ = fs.Set(name, value)
+	}
+}
+
+func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet, cmd string, log zerolog.Logger, stdout io.Writer) error {
+	q := f.exp.quick
+	switch name {
+	case "fig3":
+		quickDefault(fs, q, "sets", "a9a,mnist")
+		quickDefault(fs, q, "duration", "5s")
+		quickDefault(fs, q, "net-duration", "20s")
+	case "table3":
+		quickDefault(fs, q, "steps", "6000")
+		quickDefault(fs, q, "steps0", "2000")
+	case "table4":
+		quickDefault(fs, q, "sets", "a9a,w8a,mnist")
+		quickDefault(fs, q, "trials", "3")
+		quickDefault(fs, q, "duration", "5s")
+		quickDefault(fs, q, "net-trials", "1")
+		quickDefault(fs, q, "net-duration", "30s")
+	case "fig4":
+		quickDefault(fs, q, "sets", "a9a")
+		quickDefault(fs, q, "qs", "1,4,16")
+		quickDefault(fs, q, "suboptimality", "2e-3")
+		quickDefault(fs, q, "max-steps", "600000")
+	}
+	sets, err := parseSets(*f.sets)
+	if err != nil {
+		return err
+	}
+	var qs, checkQs []int
+	if name == "fig4" {
+		if qs, err = parseInts(*f.qs); err != nil {
+			return err
+		}
+		if checkQs, err = parseInts(*f.checkQs); err != nil {
+			return err
+		}
+	}
+	locate := func(rel string) (string, error) { return f.exp.path(rel) }
+	sec := experiment.Section{Name: name, Command: cmd, Machine: experiment.Machine(), Started: time.Now()}
+	out := f.exp.out
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	switch name {
+	case "fig3":
+		cfg := experiment.Fig3Config{Sets: sets, Locate: locate, Algos: experiment.Fig3Algos, Parties: 8, StragglerFactor: *f.straggler,
+			Duration: *f.duration, NetDuration: *f.netDuration, Batch: *f.batch, Window: *f.window, Seed: f.exp.seed, Log: log}
+		pts, runs, err := experiment.Fig3(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteFig3(out, pts, runs); err != nil {
+			return err
+		}
+		sec.Title = "Figure 3: training loss against time"
+		sec.Settings = []string{
+			fmt.Sprintf("8 parties, batch %d, %d request(s) in flight per party for the asynchronous methods (SynREVEL: 1 by definition), seed %d", *f.batch, *f.window, f.exp.seed),
+			fmt.Sprintf("party 8 a %gx straggler in every run (a delay proportional to its measured compute)", *f.straggler),
+			fmt.Sprintf("logistic regression (linear parties, logistic head with intercept, nonconvex regulariser, lambda 1e-4) for %v a run; the paper's network (MLP d_m x 128 x 1, softmax head 8 x 10) for %v", *f.duration, *f.netDuration),
+			"default step sizes of `asyrevel train` for each algorithm and model; embedded JetStream over TCP loopback",
+		}
+		sec.Body = experiment.Fig3Body(runs, *f.straggler)
+		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig3.csv"), filepath.Join(out, "fig3_runs.csv"), filepath.Join(out, "fig3.png"))
+	case "table3":
+		cfg := experiment.Table3Config{Sets: sets, Locate: locate, Parties: 8, Batch: *f.batch, Steps: *f.steps, Steps0: *f.steps0, Seed: f.exp.seed, Log: log}
+		rows, err := experiment.Table3(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteTable3(out, rows); err != nil {
+			return err
+		}
+		sec.Title = "Table 3: communication per round"
+		sec.Settings = []string{
+			fmt.Sprintf("8 parties, batch %d, one request in flight per party; each configuration run for %d and for %d answered requests", *f.batch, *f.steps0, *f.steps),
+			"embedded JetStream over TCP loopback: every message stored in the run's stream and delivered by a durable consumer",
+		}
+		sec.Body = experiment.Table3Body(rows)
+		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
+	case "table4":
+		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
+			Duration: *f.duration, NetDuration: *f.netDuration, Seed: f.exp.seed, Log: log}
+		rows, trials, err := experiment.Table4(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteTable4(out, rows, trials); err != nil {
+			return err
+		}
+		sec.Title = "Table 4: accuracy, federated against non-federated"
+		sec.Settings = []string{
+			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
+				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1),
+			"the defaults of `asyrevel train` (batch 64, window 8; --model mlp for the network sets); NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)",
+			"embedded JetStream over TCP loopback",
+		}
+		sec.Body = experiment.Table4Body(rows)
+		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
+	case "fig4":
+		if q {
+			checkQs = nil
+		}
+		cfg := fig4Defaults(sets)
+		cfg.Locate, cfg.Qs, cfg.Suboptimality, cfg.NetworkLoss = locate, qs, *f.subopt, *f.netLoss
+		cfg.StragglerFactor, cfg.Latency, cfg.Budget, cfg.MaxSteps = *f.straggler, *f.latency, *f.budget, *f.maxSteps
+		cfg.Seed, cfg.Log, cfg.CheckQs = f.exp.seed, log, checkQs
+		rows, checks, err := experiment.Fig4(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteFig4(out, rows, checks); err != nil {
+			return err
+		}
+		sec.Title = "Figure 4: speed-up with the number of parties"
+		sec.Settings = []string{
+			fmt.Sprintf("q = %s; AsyREVEL-Gau (one request in flight per party) against SynREVEL-Gau; party q a %gx straggler (q > 1)", *f.qs, *f.straggler),
+			fmt.Sprintf("target f - f* <= %g (logistic sets), training loss <= %g (network); budget %v virtual time or %d answered requests a run", *f.subopt, *f.netLoss, *f.budget, *f.maxSteps),
+			fmt.Sprintf("simulated compute per parameter and step: %s; message time %v each way", cfg.AlphaText(), *f.latency),
+			fmt.Sprintf("batch and step size: %s", fig4Steps(cfg)),
+		}
+		sec.Body = experiment.Fig4Body(rows, checks, cfg)
+		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig4.csv"), filepath.Join(out, "fig4_check.csv"), filepath.Join(out, "fig4.png"))
+	}
+	sec.Duration = time.Since(sec.Started)
+	if err := experiment.WriteSection(out, sec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s took %v; section %q of %s updated\n", name, sec.Duration.Round(time.Second), name, filepath.Join(out, experiment.ReportFile))
+	return nil
+}
+
+// fig4Defaults are the per-set settings of the speed-up experiment.
+func fig4Defaults(sets []experiment.Set) experiment.Fig4Config {
+	cfg := experiment.Fig4Config{Sets: sets, Alpha: map[string]time.Duration{}, Batch: map[string]int{}, LR: map[string]float64{},
+		LRDecay: map[string]float64{}, HeadLR: map[string]float64{}, CheckFactor: 4, CheckBudget: 2 * time.Minute}
+	for _, s := range sets {
+		switch s.Name {
+		case "mnist", "fashion-mnist":
+			cfg.Alpha[s.Name] = 100 * time.Nanosecond // batch: the mlp default
+		default:
+			// Logistic regression: a large batch and step, which reach
+			// f - f* <= 5e-4 in the fewest steps measured here; a
+			// party with all features takes about 10 ms a step.
+			cfg.Alpha[s.Name], cfg.Batch[s.Name], cfg.LR[s.Name], cfg.HeadLR[s.Name] = 80*time.Microsecond, 1024, 1, 2
+			if s.Name == "w8a" {
+				cfg.Alpha[s.Name] = 33 * time.Microsecond
+			}
+		}
+	}
+	return cfg
+}
+
+func fig4Steps(cfg experiment.Fig4Config) string {
+	var parts []string
+	for _, s := range cfg.Sets {
+		lr := "default"
+		if v := cfg.LR[s.Name]; v != 0 {
+			lr = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		head := "default"
+		if v := cfg.HeadLR[s.Name]; v != 0 {
+			head = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		parts = append(parts, fmt.Sprintf("%s batch %d, party lr %s at q = 8 (times sqrt(q/8) with q parties), head lr %s", s.Name, cfg.Batch[s.Name], lr, head))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func parseSets(s string) ([]experiment.Set, error) {
+	var out []experiment.Set
+	for _, n := range strings.Split(s, ",") {
+		set, err := experiment.LookupSet(strings.TrimSpace(n))
+		if err != nil {
+			return nil, fmt.Errorf("%w: --sets: %v", errUsage, err)
+		}
+		out = append(out, set)
+	}
+	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: %q is not a positive number", errUsage, v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment all", "asyrevel experiment all [--quick] [--out results]\n\n"+
+		"Runs fig3, table3, table4 and fig4 in turn with their defaults (or --quick ones) and\n"+
+		"rebuilds REPORT.md in --out.", stderr)
+	e := newExpFlags(fs)
+	if _, err := e.parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(e.out, experiment.ReportFile)); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	start := time.Now()
+	for _, name := range []string{"fig3", "table3", "table4", "fig4"} {
+		var sub []string
+		if e.quick {
+			sub = append(sub, "--quick")
+		}
+		if e.out != "results" {
+			sub = append(sub, "--out", e.out)
+		}
+		if e.dataDir != "" {
+			sub = append(sub, "--data-dir", e.dataDir)
+		}
+		if e.seed != 1 {
+			sub = append(sub, "--seed", strconv.FormatUint(e.seed, 10))
+		}
+		fmt.Fprintf(stdout, "== asyrevel experiment %s %s\n", name, strings.Join(sub, " "))
+		if err := expPaper(ctx, name, sub, stdout, stderr); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	fmt.Fprintf(stdout, "all four in %v; report: %s\n", time.Since(start).Round(time.Second), filepath.Join(e.out, experiment.ReportFile))
+	return nil
+}

@@ -1,0 +1,217 @@
+package experiment
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// tinySet writes the small synthetic problem as LIBSVM files and returns a
+// Set that reads them.
+func tinySet(t *testing.T) (Set, Locate) {
+	t.Helper()
+	tr, te, err := dataset.Synthetic(*small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, d := range map[string]*dataset.Dataset{"tiny.svm": tr, "tiny.t.svm": te} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dataset.WriteLIBSVM(f, d); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	return Set{Name: "tiny", Train: "tiny.svm", Test: "tiny.t.svm"}, func(rel string) (string, error) { return filepath.Join(dir, rel), nil }
+}
+
+func simData(t *testing.T, q int) (*SimConfig, func() *SimResult) {
+	t.Helper()
+	data := smallData(t, q)
+	cfg := &SimConfig{Parties: q, Dist: zoo.Gaussian, Batch: 16, LR: zoo.Schedule{Eta0: 0.03, T0: 100}, HeadLR: zoo.Schedule{Eta0: 0.05},
+		Mu: 1e-3, Lambda: 1e-4, Reg: model.Nonconvex{}, Seed: 1, Latency: 0.001, AggCost: 0.0001, Budget: 10, EvalEvery: 1,
+		NewLocal: func(m, d int) model.Local { return model.NewLinear(d, 1) }, Head: model.NewLogisticBias(q)}
+	return cfg, func() *SimResult {
+		r, err := Simulate(data, *cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
+// Virtual time follows the cost model exactly: an asynchronous party makes
+// a step every compute + 2 latencies + the aggregator's time (when the
+// aggregator is not the bottleneck); a synchronous round lasts as long as
+// the slowest party's step.
+func TestSimulateTiming(t *testing.T) {
+	cfg, sim := simData(t, 3)
+	cfg.StepCost = func(m int) float64 { return []float64{0, 0.01, 0.02, 0.04}[m] }
+	r := sim()
+	// 10 s: party 1 steps every 0.0121 s (826 steps), party 2 every 0.0221
+	// (452), party 3 every 0.0421 (237).
+	for m, want := range []float64{10 / 0.0121, 10 / 0.0221, 10 / 0.0421} {
+		if got := float64(r.PartySteps[m]); math.Abs(got-want) > 2 {
+			t.Errorf("async party %d: %v steps in 10 s, want %.0f", m+1, got, want)
+		}
+	}
+	cfg.Sync = true
+	r = sim()
+	// A round: the straggler's 0.04 s, 2 latencies, 3 answers of 0.0001 s.
+	want := 10 / (0.04 + 0.002 + 0.0003)
+	for m, got := range r.PartySteps {
+		if math.Abs(float64(got)-want) > 2 {
+			t.Errorf("sync party %d: %d steps in 10 s, want %.0f", m+1, got, want)
+		}
+	}
+}
+
+// The simulation learns: the objective falls to within reach of the
+// centralised optimum, and a target stops it.
+func TestSimulateLearns(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		cfg, sim := simData(t, 4)
+		cfg.Sync = sync
+		cfg.StepCost = func(m int) float64 { return 0.001 }
+		cfg.Budget, cfg.EvalEvery = 20, 0.5
+		r := sim()
+		first, last := r.Curve[0].Objective, r.Curve[len(r.Curve)-1].Objective
+		t.Logf("sync=%v: objective %.4f -> %.4f in %d steps", sync, first, last, r.Steps)
+		if !(last < 0.5*first) {
+			t.Errorf("sync=%v: objective %.4f -> %.4f", sync, first, last)
+		}
+		cfg.Target = (first + last) / 2
+		if r := sim(); !r.Reached || r.Seconds >= 20 {
+			t.Errorf("sync=%v: target %.4f not reached early: %+v", sync, cfg.Target, r.Curve[len(r.Curve)-1])
+		}
+	}
+}
+
+func TestReportSections(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []Section{
+		{Name: "fig4", Title: "Four", Command: "asyrevel experiment fig4", Body: "old four"},
+		{Name: "fig3", Title: "Three", Command: "asyrevel experiment fig3", Body: "three"},
+		{Name: "fig4", Title: "Four", Command: "asyrevel experiment fig4 --quick", Body: "new four", Settings: []string{"q = 1, 16"}},
+	} {
+		if err := WriteSection(dir, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if strings.Contains(text, "old four") || !strings.Contains(text, "new four") || !strings.Contains(text, "- q = 1, 16") {
+		t.Fatalf("section not replaced:\n%s", text)
+	}
+	if i, j := strings.Index(text, "## Three"), strings.Index(text, "## Four"); i < 0 || j < 0 || i > j {
+		t.Fatalf("sections out of the paper's order:\n%s", text)
+	}
+	if !strings.Contains(text, "    asyrevel experiment fig4 --quick") {
+		t.Fatalf("command missing:\n%s", text)
+	}
+}
+
+// The paper experiments run end to end on a small set and write their
+// files: fig3 and table3 over the embedded JetStream broker, table4 with
+// its statistics, fig4's simulation.
+func TestPaperExperiments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	set, locate := tinySet(t)
+	ctx, dir := context.Background(), t.TempDir()
+	pts, runs, err := Fig3(ctx, Fig3Config{Sets: []Set{set}, Locate: locate, Algos: []string{"asyrevel-gau", "synrevel-gau", "tig"},
+		Parties: 4, StragglerFactor: 1.6, Duration: 700 * time.Millisecond, Batch: 16, Window: 1, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 3 || len(pts) < 6 {
+		t.Fatalf("fig3: %d runs, %d points", len(runs), len(pts))
+	}
+	for _, r := range runs {
+		if r.Steps == 0 || !(r.FinalLoss < 0.6) {
+			t.Errorf("fig3 %s: %+v", r.Algo, r)
+		}
+	}
+	if err := WriteFig3(dir, pts, runs); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Table3(ctx, Table3Config{Sets: []Set{set}, Locate: locate, Parties: 4, Batch: 16, Steps: 1200, Steps0: 400, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		// Per sample: ids 4 bytes; c and c_hat, or c: 8 each; h and h_bar,
+		// delta, or dF_0/dc: 8 each.
+		want := map[string]int{Table3Methods[0].Name: 16 * 36, Table3Methods[1].Name: 16 * 28, Table3Methods[2].Name: 16 * 20}[r.Method]
+		if p := r.UpBytes + r.DownBytes; p < want || p > want+40 {
+			t.Errorf("table3 %s: %d payload bytes a round, want %d and framing", r.Method, p, want)
+		}
+		if r.WireBytes < float64(r.UpBytes+r.DownBytes) || r.RoundMillis <= 0 {
+			t.Errorf("table3 %s: %.0f bytes on the broker, %.3f ms a round", r.Method, r.WireBytes, r.RoundMillis)
+		}
+	}
+	if err := WriteTable3(dir, rows); err != nil {
+		t.Fatal(err)
+	}
+	t4, trials, err := Table4(ctx, Table4Config{Sets: []Set{set}, Locate: locate, Parties: 4, Trials: 2, Duration: 700 * time.Millisecond, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(t4) != 3 || len(trials) != 6 {
+		t.Fatalf("table4: %d rows, %d trials", len(t4), len(trials))
+	}
+	for _, r := range t4 {
+		if !(r.Mean > 0.85) || math.IsNaN(r.SD) || !(r.Central > 0.9) || !(r.Majority >= 0.5) {
+			t.Errorf("table4 %s: %+v", r.Algo, r)
+		}
+	}
+	if err := WriteTable4(dir, t4, trials); err != nil {
+		t.Fatal(err)
+	}
+	f4, checks, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
+		Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}, Batch: map[string]int{"tiny": 64}, Latency: 100 * time.Microsecond,
+		Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f4 {
+		if !r.Reached {
+			t.Errorf("fig4 %d %s: target not reached: %+v", r.Q, r.Mode, r)
+		}
+	}
+	for _, c := range checks {
+		t.Logf("fig4 check %s: real %.2f s (%d steps), simulated %.2f s (%d steps)", c.Mode, c.RealSeconds, c.RealSteps, c.SimSeconds, c.SimSteps)
+		if !c.RealReached || !c.SimReached {
+			t.Errorf("fig4 check %+v", c)
+		}
+	}
+	if err := WriteFig4(dir, f4, checks); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"fig3.csv", "fig3_runs.csv", "fig3.png", "table3.csv", "table4.csv", "table4_trials.csv", "fig4.csv", "fig4_check.csv", "fig4.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	body := Table4Body(t4) + Table3Body(rows) + Fig3Body(runs, 1.6) + Fig4Body(f4, checks, Fig4Config{Sets: []Set{set}, Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}})
+	if strings.Contains(body, "NaN") || strings.Contains(body, "%!") {
+		t.Errorf("report body has a formatting error:\n%s", body)
+	}
+}

@@ -1,0 +1,376 @@
+package experiment
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// SimConfig configures Simulate: AsyREVEL or SynREVEL on q machines in
+// virtual time.
+type SimConfig struct {
+	Parties int
+	Sync    bool // SynREVEL rounds; otherwise AsyREVEL with one request in flight per party
+	Dist    zoo.Dist
+	Batch   int
+	LR      zoo.Schedule // parties, by their own step count
+	HeadLR  zoo.Schedule // head, by answered requests
+	Mu      float64
+	Lambda  float64
+	Reg     model.Regularizer
+	Seed    uint64
+	// StepCost is the compute time of one step of party m (1..q), in
+	// seconds: its two forward passes and direction draw, and the update.
+	StepCost func(m int) float64
+	// Latency is the one-way time of a message (party to aggregator or
+	// back), AggCost the aggregator's compute per answered request.
+	Latency, AggCost float64
+	Budget           float64 // virtual seconds
+	MaxSteps         int64   // answered requests (0 = no limit)
+	EvalEvery        float64 // virtual seconds between evaluations of the objective
+	Target           float64 // stop once the objective is at most this (0 = run the budget)
+	NewLocal         func(m, d int) model.Local
+	Head             model.Head
+}
+
+// SimPoint is one evaluation of the objective in virtual time.
+type SimPoint struct {
+	Seconds   float64 // virtual
+	Steps     int64   // answered requests
+	Objective float64 // mean head loss over the training set + lambda sum g(w_m)
+}
+
+// SimResult is what Simulate reports.
+type SimResult struct {
+	Curve   []SimPoint
+	Reached bool
+	Seconds float64 // virtual time at the target (the end if not reached)
+	Steps   int64
+	// PartySteps counts each party's updates.
+	PartySteps []int64
+}
+
+// Simulate runs AsyREVEL (or SynREVEL) on data as q machines would, in
+// virtual time: the same steps as the runtimes (fresh outputs stored before
+// h is computed, the parties' and the head's zeroth-order steps, the same
+// step sizes), ordered by when they would happen if party m's step took
+// StepCost(m) seconds of compute and a message Latency seconds. It is
+// deterministic for a seed and independent of this machine's cores: the
+// compute is done for real, the time is the model's.
+//
+// Asynchronous: a party sends a request, waits for its reply (one request in
+// flight, the paper's algorithm), applies it and computes the next; the
+// aggregator answers requests in the order they arrive, one at a time.
+// Synchronous: every party computes its request for the round's shared
+// batch; the aggregator answers when the last arrives; the next round
+// starts when the replies are back.
+func Simulate(data *run.Data, cfg SimConfig) (*SimResult, error) {
+	q := cfg.Parties
+	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.Mu <= 0 || cfg.Budget <= 0 || cfg.EvalEvery <= 0 || cfg.StepCost == nil {
+		return nil, fmt.Errorf("%w: simulation: parties %d (data in %d), batch %d, mu %g, budget %g, eval every %g",
+			run.ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.Budget, cfg.EvalEvery)
+	}
+	s := newSim(data, cfg)
+	if cfg.Sync {
+		s.runSync()
+	} else {
+		s.runAsync()
+	}
+	return s.res, nil
+}
+
+type simParty struct {
+	local       model.Local
+	x           *dataset.Matrix
+	w, wp, u    []float64
+	c, ch       []float64
+	ids         []uint32
+	rng         *rand.Rand
+	phi         float64
+	steps       int
+	regDiff     float64
+	diff        float64 // mean(h_bar - h) of the reply
+	cost        float64
+	outstanding bool
+}
+
+type sim struct {
+	cfg     SimConfig
+	data    *run.Data
+	q, k, n int
+	width   int
+	parties []*simParty
+	head    model.Head
+	w0, w0p []float64
+	u0      []float64
+	phi0    float64
+	table   []float64
+	hh      []float64
+	rng     *rand.Rand // head directions
+	sampler *rand.Rand // SynREVEL's shared batches
+	answers int64
+	now     float64
+	nextEv  float64
+	res     *SimResult
+	all     []uint32
+	out     []float64
+	done    bool
+}
+
+func newSim(data *run.Data, cfg SimConfig) *sim {
+	q := cfg.Parties
+	head := cfg.Head
+	s := &sim{cfg: cfg, data: data, q: q, k: head.InDim() / q, n: data.NTrain, head: head,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0)), sampler: rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7)), res: &SimResult{}}
+	s.width = q * s.k
+	s.w0 = make([]float64, head.NumParams())
+	s.w0p, s.u0 = make([]float64, len(s.w0)), make([]float64, len(s.w0))
+	head.Init(s.w0, s.rng)
+	if len(s.w0) > 0 {
+		s.phi0 = cfg.Dist.Phi(len(s.w0))
+	}
+	s.table = make([]float64, s.n*s.width)
+	s.hh = make([]float64, cfg.Batch)
+	s.all = make([]uint32, s.n)
+	for i := range s.all {
+		s.all[i] = uint32(i)
+	}
+	s.out = make([]float64, s.n*s.k)
+	for m := 1; m <= q; m++ {
+		l := cfg.NewLocal(m, data.Blocks[m-1].Len())
+		np := l.NumParams()
+		p := &simParty{local: l, x: data.PartTrain[m-1], w: make([]float64, np), wp: make([]float64, np), u: make([]float64, np),
+			c: make([]float64, cfg.Batch*s.k), ch: make([]float64, cfg.Batch*s.k), ids: make([]uint32, cfg.Batch),
+			rng: rand.New(rand.NewPCG(cfg.Seed*1000003+uint64(m), uint64(m))), phi: cfg.Dist.Phi(np), cost: cfg.StepCost(m)}
+		l.Init(p.w, p.rng)
+		s.parties = append(s.parties, p)
+	}
+	for m := range q {
+		s.fill(m)
+	}
+	return s
+}
+
+// fill writes party m's (0-based) outputs on every training sample into the
+// table.
+func (s *sim) fill(m int) {
+	p := s.parties[m]
+	p.local.Forward(p.w, p.x, s.all, s.out)
+	k, w := s.k, s.width
+	for i := range s.n {
+		copy(s.table[i*w+m*k:i*w+(m+1)*k], s.out[i*k:(i+1)*k])
+	}
+}
+
+// objective is f at the parties' current models (the table is refreshed
+// with fresh outputs, as an evaluation round of the runtime does).
+func (s *sim) objective() float64 {
+	var f float64
+	for m := range s.q {
+		s.fill(m)
+		if s.cfg.Reg != nil {
+			f += s.cfg.Lambda * s.cfg.Reg.Value(s.parties[m].w)
+		}
+	}
+	var l float64
+	for i, y := range s.data.TrainY {
+		l += s.head.Loss(s.w0, s.table[i*s.width:(i+1)*s.width], y)
+	}
+	return f + l/float64(s.n)
+}
+
+// evaluate records the objective at every evaluation time up to t and
+// reports whether the simulation should stop.
+func (s *sim) evaluate(t float64) bool {
+	for !s.done && s.nextEv <= t {
+		f := s.objective()
+		pt := SimPoint{Seconds: s.nextEv, Steps: s.answers, Objective: f}
+		s.res.Curve = append(s.res.Curve, pt)
+		s.res.Seconds, s.res.Steps = pt.Seconds, pt.Steps
+		if s.cfg.Target > 0 && f <= s.cfg.Target {
+			s.res.Reached, s.done = true, true
+		}
+		if s.nextEv >= s.cfg.Budget || math.IsNaN(f) || (s.cfg.MaxSteps > 0 && s.answers >= s.cfg.MaxSteps) {
+			s.done = true
+		}
+		s.nextEv += s.cfg.EvalEvery
+	}
+	return s.done
+}
+
+// prepare computes party m's next request (0-based m): batch, direction,
+// c and c_hat.
+func (s *sim) prepare(m int, ids []uint32) {
+	p := s.parties[m]
+	if ids == nil {
+		for j := range p.ids {
+			p.ids[j] = uint32(p.rng.IntN(s.n))
+		}
+	} else {
+		copy(p.ids, ids)
+	}
+	s.cfg.Dist.Draw(p.rng, p.u)
+	zoo.Perturb(p.wp, p.w, p.u, s.cfg.Mu)
+	p.local.Forward(p.w, p.x, p.ids, p.c)
+	p.local.Forward(p.wp, p.x, p.ids, p.ch)
+	p.regDiff = 0
+	if s.cfg.Reg != nil && s.cfg.Lambda != 0 {
+		p.regDiff = s.cfg.Lambda * (s.cfg.Reg.Value(p.wp) - s.cfg.Reg.Value(p.w))
+	}
+}
+
+// store puts party m's fresh outputs for its batch into the table.
+func (s *sim) store(m int) {
+	p, k, w := s.parties[m], s.k, s.width
+	for j, id := range p.ids {
+		copy(s.table[int(id)*w+m*k:int(id)*w+(m+1)*k], p.c[j*k:(j+1)*k])
+	}
+}
+
+// reply computes mean(h_bar - h) for party m's request (its outputs are
+// stored) into p.diff and the losses h into s.hh.
+func (s *sim) reply(m int) {
+	p, k, w := s.parties[m], s.k, s.width
+	var d float64
+	for j, id := range p.ids {
+		row := s.table[int(id)*w : (int(id)+1)*w]
+		y := s.data.TrainY[id]
+		h := s.head.Loss(s.w0, row, y)
+		copy(row[m*k:(m+1)*k], p.ch[j*k:(j+1)*k])
+		d += s.head.Loss(s.w0, row, y) - h
+		copy(row[m*k:(m+1)*k], p.c[j*k:(j+1)*k])
+		s.hh[j] = h
+	}
+	p.diff = d / float64(len(p.ids))
+}
+
+// stepHead is the head's own ZO step on ids.
+func (s *sim) stepHead(ids []uint32) {
+	if len(s.w0) == 0 {
+		return
+	}
+	s.cfg.Dist.Draw(s.rng, s.u0)
+	zoo.Perturb(s.w0p, s.w0, s.u0, s.cfg.Mu)
+	var d float64
+	for j, id := range ids {
+		d += s.head.Loss(s.w0p, s.table[int(id)*s.width:(int(id)+1)*s.width], s.data.TrainY[id]) - s.hh[j]
+	}
+	d /= float64(len(ids))
+	zoo.AddScaled(s.w0, -s.cfg.HeadLR.At(int(s.answers))*s.phi0/s.cfg.Mu*d, s.u0)
+}
+
+// apply is party m's update on its reply.
+func (s *sim) apply(m int) {
+	p := s.parties[m]
+	zoo.AddScaled(p.w, -s.cfg.LR.At(p.steps)*p.phi/s.cfg.Mu*(p.diff+p.regDiff), p.u)
+	p.steps++
+}
+
+func (s *sim) finish() {
+	for _, p := range s.parties {
+		s.res.PartySteps = append(s.res.PartySteps, int64(p.steps))
+	}
+}
+
+type event struct {
+	t     float64
+	m     int
+	reply bool // a reply reaching party m; otherwise its request reaching the aggregator
+	seq   int64
+}
+
+type events []event
+
+func (e events) Len() int { return len(e) }
+func (e events) Less(i, j int) bool {
+	if e[i].t != e[j].t {
+		return e[i].t < e[j].t
+	}
+	return e[i].seq < e[j].seq
+}
+func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *events) Push(x any)   { *e = append(*e, x.(event)) }
+func (e *events) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+func (s *sim) runAsync() {
+	cfg := s.cfg
+	var q events
+	var seq int64
+	push := func(t float64, m int, reply bool) {
+		seq++
+		heap.Push(&q, event{t: t, m: m, reply: reply, seq: seq})
+	}
+	for m := range s.q {
+		s.prepare(m, nil)
+		push(s.parties[m].cost+cfg.Latency, m, false)
+	}
+	aggFree := 0.0
+	s.evaluate(0)
+	for q.Len() > 0 && !s.done {
+		ev := heap.Pop(&q).(event)
+		if s.evaluate(ev.t) {
+			break
+		}
+		if !ev.reply {
+			// The aggregator answers in arrival order, one at a time.
+			start := math.Max(ev.t, aggFree)
+			aggFree = start + cfg.AggCost
+			s.store(ev.m)
+			s.reply(ev.m)
+			s.stepHead(s.parties[ev.m].ids)
+			s.answers++
+			push(aggFree+cfg.Latency, ev.m, true)
+			continue
+		}
+		s.apply(ev.m)
+		s.prepare(ev.m, nil)
+		push(ev.t+s.parties[ev.m].cost+cfg.Latency, ev.m, false)
+	}
+	s.finish()
+}
+
+func (s *sim) runSync() {
+	cfg := s.cfg
+	ids := make([]uint32, cfg.Batch)
+	t := 0.0
+	s.evaluate(0)
+	for !s.done {
+		for j := range ids {
+			ids[j] = uint32(s.sampler.IntN(s.n))
+		}
+		var last float64
+		for m := range s.q {
+			s.prepare(m, ids)
+			last = math.Max(last, s.parties[m].cost)
+		}
+		// The round is answered when the slowest request has arrived.
+		answered := t + last + cfg.Latency + float64(s.q)*cfg.AggCost
+		if s.evaluate(answered) {
+			break
+		}
+		for m := range s.q {
+			s.store(m)
+		}
+		for m := range s.q {
+			s.reply(m) // h is the same for every party: s.hh holds it
+		}
+		s.stepHead(ids)
+		s.answers += int64(s.q)
+		t = answered + cfg.Latency
+		for m := range s.q {
+			s.apply(m)
+		}
+	}
+	s.finish()
+}

@@ -1,0 +1,155 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/run"
+)
+
+// Table4Algos are the methods of the paper's Table 4.
+var Table4Algos = []string{"asyrevel-gau", "asyrevel-uni", "nonf"}
+
+// PaperTable4 are the paper's test accuracies (AsyREVEL) that this
+// project's sources quote; the others are not available here.
+var PaperTable4 = map[string]float64{"w8a": 0.8985, "mnist": 0.9189, "fashion-mnist": 0.8132}
+
+// Table4Config configures the losslessness experiment (the paper's Table
+// 4): test accuracy of AsyREVEL-Gau and -Uni (q parties) against NonF (all
+// features at one party), Trials runs each with seeds Seed, Seed+1, ...
+type Table4Config struct {
+	Sets        []Set
+	Locate      Locate
+	Parties     int
+	Trials      int
+	NetTrials   int // trials on the network sets
+	Duration    time.Duration
+	NetDuration time.Duration
+	Seed        uint64
+	Log         zerolog.Logger
+}
+
+// Table4Trial is one run.
+type Table4Trial struct {
+	Set, Algo string
+	Seed      uint64
+	Accuracy  float64
+	Steps     int64
+	Seconds   float64
+}
+
+// Table4Row summarises a set and method.
+type Table4Row struct {
+	Set, Algo string
+	Trials    int
+	Mean, SD  float64
+	Min, Max  float64
+	Central   float64 // centralised L-BFGS logistic regression (binary sets; NaN otherwise)
+	Majority  float64 // the test set's majority-class rate
+	Paper     float64 // NaN where not available
+	Duration  time.Duration
+	StepsMean float64
+}
+
+// Table4 runs the experiment.
+func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, error) {
+	var rows []Table4Row
+	var trials []Table4Trial
+	cache := newLoaded(cfg.Locate)
+	for _, set := range cfg.Sets {
+		tr, te, err := cache.get(set)
+		if err != nil {
+			return rows, trials, err
+		}
+		central, majority := math.NaN(), math.NaN()
+		if te != nil {
+			counts := map[int32]int{}
+			for _, y := range te.Y {
+				counts[y]++
+			}
+			best := 0
+			for _, c := range counts {
+				best = max(best, c)
+			}
+			majority = float64(best) / float64(te.Len())
+		}
+		if !set.Network {
+			c, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, true)
+			if err != nil {
+				return rows, trials, err
+			}
+			central = c.TestAccuracy
+		}
+		n, dur := cfg.Trials, cfg.Duration
+		if set.Network {
+			n, dur = cfg.NetTrials, cfg.NetDuration
+		}
+		for _, algo := range Table4Algos {
+			q := cfg.Parties
+			if algo == "nonf" {
+				q = 1
+			}
+			data, err := cache.split(set, q)
+			if err != nil {
+				return rows, trials, err
+			}
+			var accs, steps []float64
+			for i := range n {
+				seed := cfg.Seed + uint64(i)
+				tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Duration: dur,
+					EvalEvery: dur / 10, Seed: seed, Log: zerolog.Nop()}
+				s, err := run.Train(ctx, tc)
+				if err != nil {
+					return rows, trials, fmt.Errorf("%s %s seed %d: %w", set.Name, algo, seed, err)
+				}
+				t := Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: s.TestAccuracy, Steps: s.Steps, Seconds: s.TrainSeconds}
+				trials = append(trials, t)
+				accs, steps = append(accs, t.Accuracy), append(steps, float64(t.Steps))
+				cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Uint64("seed", seed).Str("acc", pct(t.Accuracy)).
+					Int64("steps", t.Steps).Msg("table4 trial")
+			}
+			r := Table4Row{Set: set.Name, Algo: algo, Trials: n, Central: central, Majority: majority, Paper: math.NaN(), Duration: dur,
+				Min: math.Inf(1), Max: math.Inf(-1)}
+			if p, ok := PaperTable4[set.Name]; ok && algo != "nonf" {
+				r.Paper = p
+			}
+			r.Mean, r.SD = stat.MeanStdDev(accs, nil)
+			if n < 2 {
+				r.SD = math.NaN()
+			}
+			for _, a := range accs {
+				r.Min, r.Max = math.Min(r.Min, a), math.Max(r.Max, a)
+			}
+			r.StepsMean = stat.Mean(steps, nil)
+			rows = append(rows, r)
+		}
+	}
+	return rows, trials, nil
+}
+
+// WriteTable4 writes dir/table4.csv (per set and method) and
+// dir/table4_trials.csv (every run).
+func WriteTable4(dir string, rows []Table4Row, trials []Table4Trial) error {
+	var recs [][]string
+	for _, r := range rows {
+		recs = append(recs, []string{r.Set, r.Algo, strconv.Itoa(r.Trials), fmtF(r.Mean, 5), fmtF(r.SD, 5), fmtF(r.Min, 4), fmtF(r.Max, 4),
+			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0)})
+	}
+	if err := run.WriteCSV(filepath.Join(dir, "table4.csv"), []string{"set", "algo", "trials", "mean_accuracy", "sd", "min", "max",
+		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps"}, recs); err != nil {
+		return err
+	}
+	recs = nil
+	for _, t := range trials {
+		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1)})
+	}
+	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds"}, recs)
+}
