@@ -153,11 +153,12 @@ type Party struct {
 	k   int
 	phi float64
 
-	mu   sync.Mutex // guards everything below; held by the handler and by Run's setup
-	w    []float64
-	wp   []float64 // w + mu u scratch
-	rng  *rand.Rand
-	seq  uint64                          // last sequence number published
+	mu  sync.Mutex // guards everything below; held by the handler and by Run's setup
+	w   []float64
+	wp  []float64 // w + mu u scratch
+	rng *rand.Rand
+	seq uint64 // last sequence number published
+
 	seqs [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
 	tr   *partyTrust                     // nil without Config.Key
 	// aggSeq is the aggregator's last accepted sequence number of replies
