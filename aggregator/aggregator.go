@@ -16,6 +16,7 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -100,6 +101,15 @@ type Config struct {
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
+
+	// Key and Roster turn the trust layer on (package trust, trust.go):
+	// every reply and control is numbered per subject, chained and
+	// signed with Key (Sign says how often), and every party's message is
+	// verified against Roster before it acts; rejected ones are counted
+	// by reason ("trust-bad_signature", ...). Both or neither.
+	Key    *trust.Key
+	Roster *trust.Roster
+	Sign   trust.Policy
 }
 
 // Point is one evaluation: where the run was when it was requested.
@@ -182,9 +192,9 @@ type Aggregator struct {
 	ver     []uint32  // n x q: version of party m when C[i][m] was written
 	version []uint32  // per party: answered requests
 	// lastSeq[c][m] is the last sequence accepted from party m on
-	// subscription c (seqRequests, seqOther): the two subscriptions are
-	// not ordered with each other, each is in the sender's order.
-	lastSeq [2][]uint64
+	// subject c (seqRequests, seqOther for evaluations, seqHello): each
+	// subject is numbered on its own, in the sender's order.
+	lastSeq [3][]uint64
 	outSeen uint64 // deliveries on the requests subscription
 	closed  bool   // the result is taken: deliveries are only acked
 	hello   []bool
@@ -237,6 +247,11 @@ type Aggregator struct {
 	err        error
 	subjReply  []string
 	stopReason string
+
+	replySeq []uint64        // by party: the last reply's sequence number, without trust
+	ctlSeq   uint64          // the last control's sequence number, without trust
+	tr       *aggTrust       // nil without Config.Key
+	dlv      broker.Delivery // the delivery being handled
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -289,7 +304,7 @@ func New(cfg Config) (*Aggregator, error) {
 		table:       make([]float64, n*q*k),
 		ver:         make([]uint32, n*q),
 		version:     make([]uint32, q+1),
-		lastSeq:     [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
+		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
 		hello:       make([]bool, q+1),
 		initAt:      make([]uint32, q+1),
 		initRem:     q,
@@ -330,6 +345,10 @@ func New(cfg Config) (*Aggregator, error) {
 	a.subjReply = make([]string, q+1)
 	for m := 1; m <= q; m++ {
 		a.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
+	}
+	a.replySeq = make([]uint64, q+1)
+	if err := a.initTrust(); err != nil {
+		return nil, err
 	}
 	a.res = Result{
 		TimeToTarget: -1,
@@ -580,13 +599,14 @@ func (a *Aggregator) fail(err error) {
 // publish sends m and returns its payload's size (0 if it failed, which
 // fails the run).
 func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) int {
-	a.seq++
-	m.Head().Seq = a.seq
+	to := int(m.Head().Party)
+	m.Head().Seq = a.nextSeq(kind, to)
 	data, err := a.enc.Marshal(m)
 	if err != nil {
 		a.fail(err)
 		return 0
 	}
+	a.stamp(kind, to, data)
 	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
 	a.msg.Data = data
@@ -608,7 +628,7 @@ func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8,
 }
 
 func (a *Aggregator) reject(m int, err error) {
-	r := schemas.Reason(err)
+	r := reason(err)
 	a.res.Rejected[r]++
 	if errors.Is(err, errFromRefused) {
 		return
@@ -629,7 +649,8 @@ func (a *Aggregator) limits(m int) schemas.Limits {
 // Subscriptions whose sequences are checked apart.
 const (
 	seqRequests = iota // PartyOutputs
-	seqOther           // Hellos and EvalOutputs
+	seqOther           // EvalOutputs
+	seqHello           // Hellos
 )
 
 // seqOK enforces strictly increasing sequence numbers per sender and
@@ -722,6 +743,8 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		a.reject(m, err)
 		return
 	}
+	a.dlv = d
+	defer func() { a.dlv = nil }()
 	switch kind {
 	case schemas.KindHello:
 		err = a.onHello(m, data)
@@ -751,6 +774,9 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
 		return err
 	}
+	if err := a.verify(a.hel.Seq); err != nil {
+		return err
+	}
 	err := a.hel.Validate(a.limits(m))
 	seq := a.hel.Seq
 	switch {
@@ -776,7 +802,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		}
 		return err
 	}
-	if err := a.seqOK(seqOther, m, a.hel.Seq); err != nil {
+	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
 		return err
 	}
 	a.hello[m] = true
@@ -795,6 +821,9 @@ var errFromRefused = fmt.Errorf("%w: from a refused party", schemas.ErrState)
 
 func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+		return err
+	}
+	if err := a.verify(a.out.Seq); err != nil {
 		return err
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {
@@ -915,6 +944,9 @@ func (a *Aggregator) stepHead(ids []uint32) {
 func (a *Aggregator) onEval(m int, data []byte) error {
 	ev := &a.ev
 	if err := a.dec.Unmarshal(data, ev); err != nil {
+		return err
+	}
+	if err := a.verify(ev.Seq); err != nil {
 		return err
 	}
 	if err := ev.Validate(a.limits(m)); err != nil {
