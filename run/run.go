@@ -122,6 +122,10 @@ type Config struct {
 	// StopWhen, if set, is asked after each evaluation: true stops the run
 	// (with OnObjective: stop once the objective reaches a target).
 	StopWhen func() bool
+
+	// Trust: keys, roster, signatures, receipts (trust.go).
+	Trust TrustConfig
+	trust *runTrust
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -750,6 +754,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
 		Log: cfg.Log, OnPoint: onPoint,
+		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign,
 	}, nil
 }
 
@@ -791,6 +796,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
+		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	})
 	if err != nil {
 		close()
@@ -822,6 +828,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	q := cfg.Parties
+	if cfg.trust, err = makeRunKeys(&cfg); err != nil {
+		return nil, err
+	}
+	defer cfg.trust.close()
 	obs := newObserver(&cfg)
 	cfg.OnPoint = obs.onPoint(cfg.OnPoint)
 	prog := newProgress(&cfg, data)
@@ -958,6 +968,10 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	logData(&cfg, data)
+	if cfg.trust, err = readKeys(&cfg, 0); err != nil {
+		return nil, err
+	}
+	warnUntrusted(&cfg)
 	prog := newProgress(&cfg, data)
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
@@ -1004,6 +1018,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	if cfg.trust, err = readKeys(&cfg, m); err != nil {
+		return party.Stats{}, err
+	}
+	warnUntrusted(&cfg)
 	if cfg.Attackers != nil {
 		if err := cfg.Attackers(&cfg, data); err != nil {
 			return party.Stats{}, err

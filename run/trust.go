@@ -1,0 +1,167 @@
+package run
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// TrustConfig is the trust layer's part of a Config (package trust).
+type TrustConfig struct {
+	// Off turns the trust layer off: messages are neither signed nor
+	// verified, and the embedded broker admits anyone (for measuring the
+	// layer's cost; never across organisations).
+	Off bool
+	// KeyFile and RosterFile are this participant's key (a seed file of
+	// asyrevel keys) and the run's roster, for Aggregate and Participate;
+	// without them those run without the trust layer. Train makes the
+	// run's keys itself, in KeysDir.
+	KeyFile, RosterFile string
+	// KeysDir is where Train writes the run's keys and roster ("" =
+	// OUT/keys, else a temporary folder removed at the end).
+	KeysDir string
+	// Receipts is the folder where a party writes its receipts ("" =
+	// OUT/receipts for Train; none for Participate unless set).
+	Receipts string
+	// Sign says how often senders sign (zero values: the package's
+	// defaults, every 1,024 messages or 100 ms).
+	Sign trust.Policy
+}
+
+// runTrust is the trust material of the participants a process runs.
+type runTrust struct {
+	roster *trust.Roster
+	keys   map[int]*trust.Key // by participant index: 0 the aggregator, m party m
+	tmp    string             // a temporary keys folder to remove
+}
+
+// key is participant m's key, nil without the trust layer.
+func (t *runTrust) key(m int) *trust.Key {
+	if t == nil {
+		return nil
+	}
+	return t.keys[m]
+}
+
+func (t *runTrust) rosterOrNil() *trust.Roster {
+	if t == nil {
+		return nil
+	}
+	return t.roster
+}
+
+func (t *runTrust) close() {
+	if t != nil && t.tmp != "" {
+		os.RemoveAll(t.tmp)
+	}
+}
+
+// makeRunKeys makes the keys of every participant of a Train run and
+// writes them with the roster to cfg.Trust.KeysDir, OUT/keys or a
+// temporary folder.
+func makeRunKeys(cfg *Config) (*runTrust, error) {
+	if cfg.Trust.Off {
+		return nil, nil
+	}
+	r, keys, err := trust.GenerateRun(cfg.Run, cfg.Parties)
+	if err != nil {
+		return nil, fmt.Errorf("%w: making the run's keys: %w", ErrConfig, err)
+	}
+	t := &runTrust{roster: r, keys: make(map[int]*trust.Key, len(keys))}
+	for m, k := range keys {
+		t.keys[m] = k
+	}
+	dir := cfg.Trust.KeysDir
+	switch {
+	case dir == "" && cfg.Out != "":
+		dir = filepath.Join(cfg.Out, "keys")
+	case dir == "":
+		if dir, err = os.MkdirTemp("", "asyrevel-keys-"); err != nil {
+			return nil, err
+		}
+		t.tmp = dir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("keys folder: %w", err)
+	}
+	// A run's keys replace an earlier run's in the same folder (OUT/keys
+	// describes one run, as OUT/summary.json does).
+	if err := r.WriteFile(filepath.Join(dir, "roster.json"), true); err != nil {
+		return nil, err
+	}
+	for m, k := range keys {
+		id := trust.AggregatorID
+		if m > 0 {
+			id = trust.PartyID(m)
+		}
+		if err := trust.WriteKeyFile(filepath.Join(dir, id+".nk"), k, true); err != nil {
+			return nil, err
+		}
+	}
+	if t.tmp == "" {
+		cfg.Log.Info().Str("keys", dir).Msg("the run's keys and roster (asyrevel audit verify --roster " + filepath.Join(dir, "roster.json") + ")")
+	}
+	return t, nil
+}
+
+// readKeys reads the key and roster of participant m (0: the aggregator)
+// from cfg.Trust's files; nil, nil when none are given.
+func readKeys(cfg *Config, m int) (*runTrust, error) {
+	tc := &cfg.Trust
+	if tc.Off || (tc.KeyFile == "" && tc.RosterFile == "") {
+		return nil, nil
+	}
+	if tc.KeyFile == "" || tc.RosterFile == "" {
+		return nil, fmt.Errorf("%w: --key and --roster go together", ErrConfig)
+	}
+	r, err := trust.ReadRoster(tc.RosterFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if r.Run != cfg.Run {
+		return nil, fmt.Errorf("%w: the roster %s is run %s's, not %s's (--run)", ErrConfig, tc.RosterFile, r.Run, cfg.Run)
+	}
+	if r.Parties() != cfg.Parties {
+		return nil, fmt.Errorf("%w: the roster %s has %d parties, the run %d (--parties)", ErrConfig, tc.RosterFile, r.Parties(), cfg.Parties)
+	}
+	k, err := trust.ReadKeyFile(tc.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	self, err := r.Identify(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, tc.KeyFile, err)
+	}
+	if self.Index() != m {
+		want := trust.AggregatorID
+		if m > 0 {
+			want = trust.PartyID(m)
+		}
+		return nil, fmt.Errorf("%w: %s is %s's key in the roster, not %s's", ErrConfig, tc.KeyFile, self.ID, want)
+	}
+	return &runTrust{roster: r, keys: map[int]*trust.Key{m: k}}, nil
+}
+
+// receiptsDir is where party m writes its receipts ("" = none).
+func (cfg *Config) receiptsDir(m int) string {
+	if cfg.trust.key(m) == nil {
+		return ""
+	}
+	if cfg.Trust.Receipts != "" {
+		return cfg.Trust.Receipts
+	}
+	if cfg.Out != "" {
+		return filepath.Join(cfg.Out, "receipts", trust.PartyID(m))
+	}
+	return ""
+}
+
+// warnUntrusted says when a separate participant runs without the trust
+// layer.
+func warnUntrusted(cfg *Config) {
+	if cfg.trust == nil && !cfg.Trust.Off {
+		cfg.Log.Warn().Msg("no --key and --roster: messages are neither signed nor verified (asyrevel keys makes them)")
+	}
+}
