@@ -83,7 +83,7 @@ func TestReadWholeRun(t *testing.T) {
 		t.Fatalf("stream info %+v, want %d messages and deny delete/purge", info, total)
 	}
 	byKind := map[schemas.Kind]uint64{}
-	senderSeq := map[int]uint64{}
+	subjectSeq := map[string]uint64{} // each subject is numbered 1, 2, ...
 	var last uint64
 	err := l.Each(context.Background(), replay.ReadOptions{}, func(r *replay.Record) error {
 		if r.Err != nil {
@@ -96,10 +96,10 @@ func TestReadWholeRun(t *testing.T) {
 		if err := r.Msg.Validate(schemas.Limits{Party: r.Party}); err != nil {
 			return fmt.Errorf("record %d: %w", r.Seq, err)
 		}
-		if s := r.Msg.Head().Seq; s <= senderSeq[r.Sender] {
-			return fmt.Errorf("record %d: sender %d's seq %d after %d", r.Seq, r.Sender, s, senderSeq[r.Sender])
+		if s := r.Msg.Head().Seq; s != subjectSeq[r.Subject]+1 {
+			return fmt.Errorf("record %d: %s seq %d after %d", r.Seq, r.Subject, s, subjectSeq[r.Subject])
 		} else {
-			senderSeq[r.Sender] = s
+			subjectSeq[r.Subject] = s
 		}
 		if r.Time.Before(info.First) || r.Time.After(info.Last) {
 			return fmt.Errorf("record %d at %v outside %v..%v", r.Seq, r.Time, info.First, info.Last)
