@@ -436,12 +436,19 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 	}
 	var err error
 	if cfg.CreateOnly {
+		// Look first: a user allowed to read the stream's info but not to
+		// create it uses an existing stream without trying.
+		if _, err = b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
 		st, cerr := b.js.CreateStream(ctx, scfg)
 		if cerr != nil && !errors.Is(cerr, jetstream.ErrStreamNameAlreadyInUse) {
 			return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(cerr, b.feats.Version))
 		}
 		if cerr == nil {
+			b.streamMu.Lock()
 			b.st = st
+			b.streamMu.Unlock()
 		}
 		_, err = b.streamHandle(ctx)
 		return err

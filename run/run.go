@@ -26,6 +26,7 @@ import (
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -1120,6 +1121,7 @@ type network struct {
 	dir     string // the embedded broker's store
 	tmp     string // a temporary store, removed by close
 	closed  bool
+	op      *trust.Key // the operator's key, when the embedded broker admits only the roster (trust.go)
 }
 
 func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
@@ -1163,7 +1165,12 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-cluster"
 		return n, nil
 	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir})
+	auth, err := n.serverAuth()
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth})
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
@@ -1217,7 +1224,15 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		jc.Replicas = min(3, len(nodes))
 		n.next++
 	}
+	plain := jc
+	n.authorize(&jc, name)
 	b, err := broker.ConnectJetStream(ctx, jc)
+	if errors.Is(err, nats.ErrNkeysNotSupported) {
+		// A broker that authenticates nobody: the messages' signatures
+		// are the only proof of who sent them.
+		n.cfg.Log.Warn().Str("conn", name).Msg("the broker does not authenticate participants (no users configured): anyone can publish on the run's subjects; signatures still prove the senders")
+		b, err = broker.ConnectJetStream(ctx, plain)
+	}
 	if errors.Is(err, nats.ErrNoServers) {
 		return nil, fmt.Errorf("connecting %s to the broker: %w (is a broker running there? asyrevel broker starts one)", name, err)
 	}

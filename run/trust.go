@@ -5,6 +5,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -163,5 +167,60 @@ func (cfg *Config) receiptsDir(m int) string {
 func warnUntrusted(cfg *Config) {
 	if cfg.trust == nil && !cfg.Trust.Off {
 		cfg.Log.Warn().Msg("no --key and --roster: messages are neither signed nor verified (asyrevel keys makes them)")
+	}
+}
+
+// serverAuth is the embedded broker's users when the trust layer is on:
+// the roster's participants with trust.RunPolicy's permissions, and an
+// operator for this process's own counting connection. Anonymous
+// connections are then refused. nil without the trust layer.
+func (n *network) serverAuth() (func(*server.Options), error) {
+	t := n.cfg.trust
+	if t == nil {
+		return nil, nil
+	}
+	if d := broker.Design(n.cfg.Design); d != "" && d != broker.DesignCapture && d != broker.DesignCore {
+		// Their consumers read two subjects at once (a party's replies and
+		// the controls), which a permission cannot restrict by filter.
+		n.cfg.Log.Warn().Str("design", string(d)).Msg("the embedded broker admits anyone with this design: per-participant permissions need the capture or core design (messages are still signed and verified)")
+		return nil, nil
+	}
+	grants, err := t.roster.Grants(trust.RunPolicy(t.roster, true))
+	if err != nil {
+		return nil, fmt.Errorf("broker permissions: %w", err)
+	}
+	op, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	n.op = op
+	users := append(trust.NkeyUsers(grants), trust.OperatorUser(t.roster.Run, op.PublicKey()))
+	return func(o *server.Options) { o.Nkeys = users }, nil
+}
+
+// authorize makes connection name (a participant's id, or another
+// connection of this process) authenticate as the roster says, use its
+// own inbox and name its consumers as its permissions grant them.
+func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
+	t := n.cfg.trust
+	if t == nil {
+		return
+	}
+	run := t.roster.Run
+	if n.srv != nil && n.op == nil {
+		return // an embedded broker without users
+	}
+	if p, ok := t.roster.Participant(name); ok && t.key(p.Index()) != nil {
+		k := t.key(p.Index())
+		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, name)))
+		jc.ConsumerName = func(filters []string) string { return trust.ConsumerPrefix(name, filters) }
+		jc.LiveNew = true
+		// Create the stream if it is missing, never change it.
+		jc.CreateOnly = true
+		return
+	}
+	if n.op != nil {
+		jc.Options = append(jc.Options, n.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, trust.OperatorID)))
+		jc.NoCreate = true
 	}
 }
