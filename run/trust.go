@@ -1,6 +1,7 @@
 package run
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -222,5 +223,55 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 	if n.op != nil {
 		jc.Options = append(jc.Options, n.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, trust.OperatorID)))
 		jc.NoCreate = true
+		return
 	}
+	// A separate participant's other connections (the counts at the end)
+	// go as that participant.
+	for m, k := range t.keys {
+		id := trust.AggregatorID
+		if m > 0 {
+			id = trust.PartyID(m)
+		}
+		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, id)))
+		jc.NoCreate = true
+		return
+	}
+}
+
+// RosterBroker is what a broker that serves one run of known
+// participants needs (asyrevel broker --roster): Configure admits only
+// the roster's participants, with trust.RunPolicy's permissions, and an
+// operator; CreateStream then makes the run's stream through the
+// operator (limits retention, DenyDelete, DenyPurge), so that no
+// participant ever needs to create it.
+type RosterBroker struct {
+	Roster *trust.Roster
+	op     *trust.Key
+	users  []*server.NkeyUser
+}
+
+// NewRosterBroker prepares the users of roster r's broker.
+func NewRosterBroker(r *trust.Roster) (*RosterBroker, error) {
+	grants, err := r.Grants(trust.RunPolicy(r, true))
+	if err != nil {
+		return nil, fmt.Errorf("broker permissions: %w", err)
+	}
+	op, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	return &RosterBroker{Roster: r, op: op, users: append(trust.NkeyUsers(grants), trust.OperatorUser(r.Run, op.PublicKey()))}, nil
+}
+
+// Configure sets the server's users (broker.ServerConfig.Configure).
+func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
+
+// CreateStream creates the run's stream on srv if it is missing.
+func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) error {
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
+		CreateOnly: true, Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
+	if err != nil {
+		return fmt.Errorf("creating run %s's stream: %w", b.Roster.Run, err)
+	}
+	return bus.Close()
 }
