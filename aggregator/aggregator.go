@@ -110,6 +110,11 @@ type Config struct {
 	Key    *trust.Key
 	Roster *trust.Roster
 	Sign   trust.Policy
+	// CheckpointEvery is how often the aggregator publishes a signed
+	// checkpoint of the log during training (with Key; default
+	// DefaultCheckpointEvery, negative: only the final one, after the
+	// stop).
+	CheckpointEvery time.Duration
 }
 
 // Point is one evaluation: where the run was when it was requested.
@@ -155,6 +160,9 @@ type Result struct {
 	Refused map[int]string
 	Defense DefenseReport
 	Leakage *Leakage // with Config.ScoreLeakage
+	// Checkpoints counts the signed checkpoints of the log published
+	// (with Config.Key).
+	Checkpoints uint64
 }
 
 type phase int
@@ -297,6 +305,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
@@ -411,6 +422,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
+			a.seal(true) // after the late requests: the checkpoint covers them
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			a.mu.Unlock()
@@ -421,6 +433,9 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-tick.C:
 			a.mu.Lock()
 			a.watch()
+			if a.phase == training && a.sealDue() {
+				a.seal(false)
+			}
 			if a.phase == training {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
@@ -559,6 +574,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		// stop, belong here once checkpoints exist.)
 		a.ctx = pctx
 		a.control(schemas.CtlStop, 0, 0, reason)
+		a.seal(true)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
 		}

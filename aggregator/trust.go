@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -20,7 +21,11 @@ type aggTrust struct {
 	hdr       map[string]string
 	sig, prev []byte
 	vm        trust.Msg
-	seal      bool // sign the next message whatever the policy says
+	seal      bool   // sign the next message whatever the policy says
+	cpHeader  string // the checkpoint the next message carries (CtlSeal)
+
+	checkpoints uint64    // checkpoints published
+	lastSeal    time.Time // when the last one was
 }
 
 // initTrust sets up the trust layer from cfg.Key and cfg.Roster.
@@ -99,8 +104,60 @@ func (a *Aggregator) stamp(k schemas.Kind, m int, data []byte) {
 		t.prev = st.AppendPrevHeader(t.prev[:0])
 		t.hdr[trust.SigHeader] = string(t.sig)
 		t.hdr[trust.PrevHeader] = string(t.prev)
+		if t.cpHeader != "" {
+			t.hdr[trust.CheckpointHeader] = t.cpHeader
+		} else {
+			delete(t.hdr, trust.CheckpointHeader)
+		}
 		a.msg.Header = t.hdr
 	}
+	t.cpHeader = ""
+}
+
+// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+const DefaultCheckpointEvery = 5 * time.Second
+
+// seal publishes a signed checkpoint of the log (a.mu held): every
+// subject's sequence number and chain head as the aggregator published
+// and accepted them, in a CtlSeal control message. The parties check it,
+// countersign it and keep the receipts; final marks the run's last one.
+func (a *Aggregator) seal(final bool) {
+	t := a.tr
+	if t == nil {
+		return
+	}
+	t.lastSeal = time.Now()
+	entries := append(t.out.Entries(), t.ver.Entries()...)
+	c, err := trust.NewCheckpoint(a.cfg.Run, t.checkpoints+1, final, t.lastSeal, 0, entries)
+	if err == nil {
+		err = c.Sign(a.cfg.Key, trust.AggregatorID)
+	}
+	var hv string
+	if err == nil {
+		hv, err = trust.EncodeCheckpointHeader(c)
+	}
+	if err != nil {
+		a.cfg.Log.Error().Err(err).Msg("making a checkpoint of the log")
+		return
+	}
+	t.checkpoints++
+	t.cpHeader = hv
+	ctl := &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlSeal,
+		Round: uint32(c.Number), Reason: c.Digest().String()}
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, ctl)
+	a.res.Checkpoints = t.checkpoints
+}
+
+// sealDue reports whether an interval checkpoint is due.
+func (a *Aggregator) sealDue() bool {
+	t := a.tr
+	if t == nil || a.cfg.CheckpointEvery < 0 {
+		return false
+	}
+	if t.lastSeal.IsZero() {
+		t.lastSeal = time.Now()
+	}
+	return time.Since(t.lastSeal) >= a.cfg.CheckpointEvery
 }
 
 // verify checks the delivery being handled, whose own sequence number is

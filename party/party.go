@@ -138,6 +138,9 @@ type Stats struct {
 	// had c_hat == c exactly: a model flat at the scale mu (quantised)
 	// gives steps without signal.
 	FlatProbes, FlatOutputs int
+	// Receipts counts the aggregator's checkpoints the party checked,
+	// countersigned and published (with Config.Key).
+	Receipts int
 }
 
 type pending struct {
@@ -159,8 +162,9 @@ type Party struct {
 	rng *rand.Rand
 	seq uint64 // last sequence number published
 
-	seqs [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
-	tr   *partyTrust                     // nil without Config.Key
+	seqs   [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
+	tr     *partyTrust                     // nil without Config.Key
+	sealBy time.Time                       // after the stop: the end of the wait for the final checkpoint
 	// aggSeq is the aggregator's last accepted sequence number of replies
 	// and of controls: each subject comes in the aggregator's order, so
 	// a number that does not increase is a replay.
@@ -378,6 +382,9 @@ func (p *Party) wait(ctx context.Context) error {
 			p.mu.Lock()
 			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
 			var err error
+			if p.stopping && !p.sealBy.IsZero() && now.After(p.sealBy) {
+				p.endAfterSeal(true)
+			}
 			switch {
 			case p.err != nil || p.stopping:
 			case !started && now.Sub(joined) >= p.cfg.JoinWait:
@@ -632,7 +639,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer d.Ack()
-	if p.err != nil || p.stopping {
+	if p.err != nil || p.stopping && !p.awaitingSeal() {
 		return
 	}
 	defer func() { p.lastAct = time.Now() }()
@@ -683,6 +690,17 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 		}
 		if err := p.aggSeqOK(1, p.ctl.Seq); err != nil {
 			p.reject(err)
+			return
+		}
+		if p.ctl.Op == schemas.CtlSeal {
+			final := p.tr != nil && p.tr.final
+			p.onSeal(d, &p.ctl)
+			if p.stopping && !final && p.tr != nil && p.tr.final {
+				p.endAfterSeal(false)
+			}
+			return
+		}
+		if p.stopping {
 			return
 		}
 		p.control(&p.ctl)
@@ -737,6 +755,11 @@ func (p *Party) control(c *schemas.Control) {
 		p.stopping = true
 		p.stats.StopReason = c.Reason
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
+		if p.awaitingSeal() {
+			// The final checkpoint follows the stop; wait for it a little.
+			p.sealBy = time.Now().Add(finalSealWait)
+			return
+		}
 		close(p.done)
 	case schemas.CtlRefuse:
 		switch m := int(c.Party); {

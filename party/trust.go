@@ -2,6 +2,7 @@ package party
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -25,7 +26,8 @@ type partyTrust struct {
 	sig, prev []byte
 	vm        trust.Msg
 	seal      bool // sign the next message whatever the policy says
-	receipts  int  // receipts written
+	rcptBuf   []byte
+	final     bool // the final checkpoint is countersigned
 }
 
 // initTrust sets up the trust layer from cfg.Key and cfg.Roster.
@@ -134,4 +136,84 @@ func (p *Party) Verifier() *trust.Verifier {
 		return nil
 	}
 	return p.tr.ver
+}
+
+// finalSealWait bounds how long a party with the trust layer waits, after
+// the stop, for the aggregator's final checkpoint to countersign.
+const finalSealWait = 3 * time.Second
+
+// onSeal checks the aggregator's checkpoint carried by the seal control c
+// (delivered as d), countersigns it, keeps the receipt in Config.Receipts
+// and publishes it on the party's receipt subject. A checkpoint that does
+// not match what the party sent and received is rejected and logged: it
+// is evidence against the log or the aggregator.
+func (p *Party) onSeal(d broker.Delivery, c *schemas.Control) {
+	t := p.tr
+	if t == nil {
+		return // nothing to countersign with
+	}
+	cp, err := trust.DecodeCheckpointHeader(d.Header(trust.CheckpointHeader))
+	if err == nil {
+		err = cp.Verify(p.cfg.Roster)
+	}
+	if err == nil && (cp.Digest().String() != c.Reason || uint64(c.Round) != cp.Number&0xffffffff) {
+		err = fmt.Errorf("%w: the seal message names another checkpoint than it carries", trust.ErrBrokenChain)
+	}
+	if err != nil {
+		p.rejectCheckpoint(fmt.Errorf("checkpoint: %w", err))
+		return
+	}
+	res := trust.CheckCheckpoint(cp, trust.View{Source: t.out, Subjects: t.own, Own: true}, trust.View{Source: t.ver, Subjects: t.in})
+	if !res.OK() || len(res.Pending) > 0 {
+		p.rejectCheckpoint(fmt.Errorf("checkpoint %d disagrees with what party %d sent and received: %d mismatched (%v), %d not received yet",
+			cp.Number, p.cfg.ID, len(res.Mismatched), res.Mismatched, len(res.Pending)))
+		return
+	}
+	rc := trust.Countersign(cp, p.cfg.Key, t.out.Self().ID)
+	if dir := p.cfg.Receipts; dir != "" {
+		if _, err := trust.WriteReceipt(dir, rc); err != nil {
+			p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("keeping a receipt")
+		}
+	}
+	data, err := trust.AppendReceiptMessage(t.rcptBuf[:0], t.rcpt.Next(), rc)
+	if err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("encoding a receipt")
+		return
+	}
+	t.rcptBuf = data
+	st := t.rcpt.Append(data, true)
+	hdr := map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}
+	if err := p.bus.Publish(p.ctx, &broker.Message{Subject: t.rcpt.Subject(), Header: hdr, Data: data}); err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("publishing a receipt")
+		return
+	}
+	p.stats.MessagesUp++
+	p.stats.BytesUp += int64(len(data))
+	p.stats.Receipts++
+	if cp.Final {
+		t.final = true
+	}
+}
+
+// rejectCheckpoint counts and logs a checkpoint the party will not
+// countersign.
+func (p *Party) rejectCheckpoint(err error) {
+	p.stats.Rejected["trust-checkpoint"]++
+	p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("not countersigning the aggregator's checkpoint")
+}
+
+// awaitingSeal reports whether the party still waits for the final
+// checkpoint (p.mu held): with the trust layer, until it came or the wait
+// after the stop ran out.
+func (p *Party) awaitingSeal() bool { return p.tr != nil && !p.tr.final }
+
+// endAfterSeal ends a stopping party's run once the final checkpoint is
+// countersigned, or its wait ran out (gaveUp).
+func (p *Party) endAfterSeal(gaveUp bool) {
+	if gaveUp {
+		p.cfg.Log.Warn().Int("party", p.cfg.ID).Msg("no final checkpoint from the aggregator after the stop: the end of the log is not countersigned")
+	}
+	p.tr.final = true
+	p.sealBy = time.Time{}
+	close(p.done)
 }

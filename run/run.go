@@ -225,6 +225,8 @@ type StreamCounts struct {
 	Replies uint64 `json:"reply"`
 	Evals   uint64 `json:"eval"`
 	Control uint64 `json:"ctl"`
+	// Receipts are the parties' countersigned checkpoints (trust layer).
+	Receipts uint64 `json:"rcpt,omitempty"`
 }
 
 func (c *Config) defaults() error {
@@ -1267,6 +1269,9 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, uint64
 		}
 		*f.p = v
 	}
+	if c.Receipts, err = b.Count(ctx, "asyrevel."+run+".rcpt.*"); err != nil {
+		return nil, 0, fmt.Errorf("counting the stream: %w", err)
+	}
 	var size uint64
 	if js, ok := b.(*broker.JetStream); ok {
 		if st, err := jetstream.New(js.Conn()); err == nil {
@@ -1312,7 +1317,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 			return nil, err
 		}
 		c := s.Stream
-		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control)
+		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control + c.Receipts)
 		if s.MessagesSent > 0 {
 			s.Lost = s.MessagesSent - s.MessagesStored
 		}
