@@ -108,7 +108,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer log.Close()
-	rep, err := auditLog(ctx, log, roster, receipts)
+	rep, err := auditLog(ctx, func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }, roster, receipts)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func readReceiptTree(dir string) ([]*trust.Receipt, error) {
 // auditLog checks log against the roster: a first pass collects the
 // checkpoints (seal controls) and receipts the log holds, a second gives
 // the auditor every message in stream order.
-func auditLog(ctx context.Context, log *replay.Log, roster *trust.Roster, receipts []*trust.Receipt) (*trust.AuditReport, error) {
+func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster *trust.Roster, receipts []*trust.Receipt) (*trust.AuditReport, error) {
 	a, err := trust.NewAuditor(roster, trust.AuditOptions{})
 	if err != nil {
 		return nil, err
@@ -166,7 +166,7 @@ func auditLog(ctx context.Context, log *replay.Log, roster *trust.Roster, receip
 		_ = a.AddReceipt(rc, fmt.Sprintf("receipt file %d (%s, checkpoint %d)", i+1, rc.Party, rc.Checkpoint.Number))
 	}
 	var evidence []func()
-	err = eachRecord(ctx, log, func(rec *replay.Record) {
+	err = each(func(rec *replay.Record) {
 		if c := rec.Control(); c != nil && c.Op == schemas.CtlSeal {
 			if cp, err := trust.DecodeCheckpointHeader(headerValue(rec, trust.CheckpointHeader)); err == nil {
 				src := fmt.Sprintf("checkpoint %d in the log (stream seq %d)", cp.Number, rec.Seq)
@@ -186,7 +186,7 @@ func auditLog(ctx context.Context, log *replay.Log, roster *trust.Roster, receip
 	for _, f := range evidence {
 		f()
 	}
-	err = eachRecord(ctx, log, func(rec *replay.Record) {
+	err = each(func(rec *replay.Record) {
 		m := trust.Msg{StreamSeq: rec.Seq, Subject: rec.Subject, Payload: rec.Data,
 			Sig: headerValue(rec, trust.SigHeader), Prev: headerValue(rec, trust.PrevHeader)}
 		switch {
