@@ -157,7 +157,9 @@ func readReceiptTree(dir string) ([]*trust.Receipt, error) {
 // checkpoints (seal controls) and receipts the log holds, a second gives
 // the auditor every message in stream order.
 func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster *trust.Roster, receipts []*trust.Receipt) (*trust.AuditReport, error) {
-	a, err := trust.NewAuditor(roster, trust.AuditOptions{})
+	// As the receivers judged: a rogue's refused messages are listed, not
+	// held against the log.
+	a, err := trust.NewAuditor(roster, trust.AuditOptions{AsReceiver: true})
 	if err != nil {
 		return nil, err
 	}
