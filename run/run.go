@@ -857,6 +857,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer net.close()
+	if f := cfg.Trust.OnBroker; f != nil && net.url != "" {
+		f(net.url)
+	}
 	aggBus, err := net.connect(ctx, "aggregator")
 	if err != nil {
 		return nil, err

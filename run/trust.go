@@ -33,6 +33,9 @@ type TrustConfig struct {
 	// Sign says how often senders sign (zero values: the package's
 	// defaults, every 1,024 messages or 100 ms).
 	Sign trust.Policy
+	// OnBroker, if set, is called by Train with the embedded broker's
+	// URL once it runs (adversary tests and experiments).
+	OnBroker func(url string)
 }
 
 // runTrust is the trust material of the participants a process runs.

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// advCategory is one kind of bad message a rogue sends, and what became
+// of them: refused by the broker, rejected (and counted) by their
+// receiver, or accepted.
+type advCategory struct {
+	Name    string
+	Sent    int64
+	Refused int64 // by the broker
+	// Rejected by the receiver: filled from the run's summary, under the
+	// receiver's reasons.
+	Rejected int64
+	reasons  []string // summary.json rejection keys of this category
+	// what the rogue does
+	how string
+}
+
+// Accepted is what neither the broker nor the receiver stopped.
+func (c *advCategory) Accepted() int64 { return c.Sent - c.Refused - c.Rejected }
+
+// rogue is a malicious client of a run with the trust layer on: it holds
+// party 1's key (a compromised or dishonest participant) and tries what
+// the issue's adversary does, on the run's real broker.
+type rogue struct {
+	url, run string
+	key      *trust.Key // party 1's
+	scale    int        // messages per category (at least 1)
+
+	mu        sync.Mutex
+	refusals  []string
+	cats      []*advCategory
+	byName    map[string]*advCategory
+	codec     *schemas.Codec
+	unknowKey *trust.Key
+}
+
+func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
+	k, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	r := &rogue{url: url, run: run, key: key, scale: max(scale, 1), byName: map[string]*advCategory{}, codec: schemas.NewCodec(), unknowKey: k}
+	for _, c := range []*advCategory{
+		{Name: "anonymous-connection", how: "connect without a key"},
+		{Name: "other-party-subject", how: "publish on another party's or the aggregator's subjects (forged outputs, replies, controls)"},
+		{Name: "read-others", how: "subscribe to another party's replies, to the run, to everything"},
+		{Name: "stream-admin", how: "delete, purge, limit the stream; delete or get a message; an unfiltered consumer or one on another party's replies"},
+		{Name: "junk", how: "random bytes on its own output subject", reasons: []string{"decode", "version", "shape", "range", "party", "other"}},
+		{Name: "unsigned-jump", how: "well-formed outputs whose sequence numbers jump ahead, unsigned", reasons: []string{"trust-gap"}},
+		{Name: "replay", how: "well-formed outputs that reuse sequence numbers already used", reasons: []string{"trust-replay"}},
+		{Name: "forged-signature", how: "hellos with the next sequence number and a forged signature", reasons: []string{"trust-bad_signature"}},
+		{Name: "unknown-key", how: "hellos signed with a key that is not in the roster", reasons: []string{"trust-unknown_key"}},
+		{Name: "unsigned-hello", how: "hellos without a signature (every hello must be signed)", reasons: []string{"trust-unsigned"}},
+	} {
+		r.cats = append(r.cats, c)
+		r.byName[c.Name] = c
+	}
+	return r, nil
+}
+
+func (r *rogue) conn() (*nats.Conn, error) {
+	return nats.Connect(r.url, r.key.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(r.run, "party-1")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			r.mu.Lock()
+			r.refusals = append(r.refusals, err.Error())
+			r.mu.Unlock()
+		}))
+}
+
+func (r *rogue) subject(k schemas.Kind, m int) string { return schemas.Subject(r.run, k, m) }
+
+// attack sends everything; the broker's refusals of publishes and
+// subscriptions arrive asynchronously and are counted at the end.
+func (r *rogue) attack(ctx context.Context) error {
+	n := r.scale
+	nc, err := r.conn()
+	if err != nil {
+		return fmt.Errorf("rogue: %w", err)
+	}
+	defer nc.Close()
+	// Other subjects.
+	other := r.byName["other-party-subject"]
+	targets := []string{r.subject(schemas.KindOutput, 2), r.subject(schemas.KindReply, 1), r.subject(schemas.KindControl, 0),
+		r.subject(schemas.KindHello, 2), r.subject(schemas.KindEval, 2), trust.ReceiptSubject(r.run, 2)}
+	for i := range n {
+		other.Sent++
+		_ = nc.Publish(targets[i%len(targets)], r.output(2, uint64(1<<20+i)))
+	}
+	// Reading others.
+	read := r.byName["read-others"]
+	for _, s := range []string{r.subject(schemas.KindReply, 2), schemas.All(r.run), ">"} {
+		read.Sent++
+		_, _ = nc.SubscribeSync(s)
+	}
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	// The stream's API.
+	admin := r.byName["stream-admin"]
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	stream := broker.StreamName(r.run)
+	calls := []func(context.Context) error{
+		func(ctx context.Context) error { return js.DeleteStream(ctx, stream) },
+		func(ctx context.Context) error {
+			_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{schemas.All(r.run)}, MaxMsgs: 10, DenyDelete: true, DenyPurge: true})
+			return err
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			return s.Purge(ctx)
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			return s.DeleteMsg(ctx, 1)
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			_, err = s.GetMsg(ctx, 1)
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Name: "party-1-ctl_1"})
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{NamePrefix: "party-1-reply", FilterSubjects: []string{r.subject(schemas.KindReply, 2)}})
+			return err
+		},
+	}
+	for _, call := range calls {
+		admin.Sent++
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if call(cctx) != nil {
+			admin.Refused++
+		}
+		cancel()
+	}
+	// Its own subjects: the receiver's turn.
+	out1, join1 := r.subject(schemas.KindOutput, 1), r.subject(schemas.KindHello, 1)
+	junk := r.byName["junk"]
+	for i := range n {
+		b := make([]byte, 1+i%64)
+		rand.Read(b)
+		b[0] = 0xc1 // never used by msgpack: the rest is random, the whole undecodable
+		junk.Sent++
+		_ = nc.Publish(out1, b)
+	}
+	jump := r.byName["unsigned-jump"]
+	for i := range n {
+		jump.Sent++
+		_ = nc.Publish(out1, r.output(1, uint64(1<<30+i)))
+	}
+	replay := r.byName["replay"]
+	for i := range n {
+		replay.Sent++
+		_ = nc.Publish(out1, r.output(1, uint64(1+i%4)))
+	}
+	forged := r.byName["forged-signature"]
+	unknown := r.byName["unknown-key"]
+	unsigned := r.byName["unsigned-hello"]
+	for i := range n {
+		hello := r.hello()
+		var head trust.Hash
+		rand.Read(head[:])
+		sig := trust.SignHead(r.key, "party-1", r.run, join1, 2, head) // the head is not the message's: it does not verify
+		sig.Sig[i%64] ^= 1
+		forged.Sent++
+		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{sig.Header()}}})
+		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, 2, head)
+		unknown.Sent++
+		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{usig.Header()}}})
+		unsigned.Sent++
+		_ = nc.Publish(join1, hello)
+	}
+	if err := nc.Flush(); err != nil {
+		return err
+	}
+	// Anonymous connections.
+	anon := r.byName["anonymous-connection"]
+	for range min(n, 10) {
+		anon.Sent++
+		if nc, err := nats.Connect(r.url, nats.MaxReconnects(0), nats.Timeout(time.Second)); err != nil {
+			anon.Refused++
+		} else {
+			nc.Close()
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the broker's asynchronous refusals
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.refusals {
+		switch e = strings.ToLower(e); {
+		case strings.Contains(e, `permissions violation for publish to "asyrevel.`):
+			other.Refused++ // (the stream API calls above are refused too, and counted there)
+		case strings.Contains(e, "permissions violation for subscription"):
+			read.Refused++
+		}
+	}
+	return nil
+}
+
+// output is a well-formed PartyOutput of party m with sequence number seq.
+func (r *rogue) output(m int, seq uint64) []byte {
+	b, err := r.codec.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: uint16(m), Seq: seq},
+		IDs: []uint32{1}, C: []float64{0.5}, CHat: []float64{0.6}})
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(nil), b...)
+}
+
+// hello is a well-formed Hello of party 1 with sequence number 2.
+func (r *rogue) hello() []byte {
+	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 2}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(nil), b...)
+}
+
+// settle fills each category's receiver rejections from the run's
+// summary (its "aggregator:<reason>" counts).
+func (r *rogue) settle(rejected map[string]int64) {
+	for _, c := range r.cats {
+		for _, reason := range c.reasons {
+			c.Rejected += rejected["aggregator:"+reason]
+		}
+	}
+}
