@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -61,30 +62,37 @@ func trustTest(t testing.TB, q, n int) (*Aggregator, *sink, []*trust.Outbox, []*
 	return a, s, outs, keys
 }
 
+// signedLoop is handleLoop with the trust layer on: party 3's requests
+// come chained and signed, the aggregator verifies them and chains and
+// signs its replies.
+func signedLoop(t testing.TB, batch int) (*Aggregator, func()) {
+	n := 10000
+	a, _, outs, _ := trustTest(t, 8, n)
+	train(a, make([]float64, n*8))
+	pub, err := outs[3].Publisher(schemas.Subject("t", schemas.KindOutput, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.NewCodec()
+	out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3},
+		IDs: make([]uint32, batch), C: make([]float64, batch), CHat: make([]float64, batch)}
+	for i := range out.IDs {
+		out.IDs[i] = uint32(i * 97 % n)
+	}
+	d := &signedDelivery{delivery: delivery{subject: pub.Subject()}}
+	return a, func() {
+		out.Seq = pub.Next()
+		d.data, _ = c.Marshal(out)
+		d.sign(pub.Append(d.data, false))
+		a.handleOutputs(context.Background(), d)
+	}
+}
+
 // The hot loop with the trust layer on: the request verified, the reply
 // chained and signed, without allocating.
 func TestHandleDoesNotAllocateSigned(t *testing.T) {
 	for _, batch := range []int{1, 64} {
-		n := 10000
-		a, _, outs, _ := trustTest(t, 8, n)
-		train(a, make([]float64, n*8))
-		pub, err := outs[3].Publisher(schemas.Subject("t", schemas.KindOutput, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := schemas.NewCodec()
-		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3},
-			IDs: make([]uint32, batch), C: make([]float64, batch), CHat: make([]float64, batch)}
-		for i := range out.IDs {
-			out.IDs[i] = uint32(i * 97 % n)
-		}
-		d := &signedDelivery{delivery: delivery{subject: pub.Subject()}}
-		once := func() {
-			out.Seq = pub.Next()
-			d.data, _ = c.Marshal(out)
-			d.sign(pub.Append(d.data, false))
-			a.handleOutputs(context.Background(), d)
-		}
+		a, once := signedLoop(t, batch)
 		once()
 		if n := testing.AllocsPerRun(200, once); n != 0 {
 			t.Errorf("batch %d: %v allocations a step", batch, n)
@@ -95,6 +103,23 @@ func TestHandleDoesNotAllocateSigned(t *testing.T) {
 		if u := a.Verifier().Accepted(); u != 202 {
 			t.Fatalf("%d messages accepted by the verifier", u)
 		}
+	}
+}
+
+// BenchmarkHandleSigned is BenchmarkHandle with the trust layer on (the
+// party's chaining and signing of the requests included).
+func BenchmarkHandleSigned(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("logistic/batch=%d", batch), func(b *testing.B) {
+			a, once := signedLoop(b, batch)
+			b.ReportAllocs()
+			for b.Loop() {
+				once()
+			}
+			if a.res.Steps != int64(b.N) {
+				b.Fatalf("%d steps of %d: %v", a.res.Steps, b.N, a.res.Rejected)
+			}
+		})
 	}
 }
 

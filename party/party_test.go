@@ -252,10 +252,16 @@ func handleLoop(t testing.TB, batch int, signed bool) (p *Party, once func()) {
 	}
 }
 
+// BenchmarkHandle measures the hot loop without and with the trust layer
+// (signed: chained, signed and verified as in a run).
 func BenchmarkHandle(b *testing.B) {
-	for _, batch := range []int{1, 64} {
-		b.Run(fmt.Sprintf("linear-d16/batch=%d", batch), func(b *testing.B) {
-			p, once := handleLoop(b, batch, false)
+	for _, tc := range []struct {
+		batch  int
+		signed bool
+	}{{1, false}, {1, true}, {64, false}, {64, true}} {
+		batch := tc.batch
+		b.Run(fmt.Sprintf("linear-d16/batch=%d/signed=%v", batch, tc.signed), func(b *testing.B) {
+			p, once := handleLoop(b, batch, tc.signed)
 			b.ReportAllocs()
 			for b.Loop() {
 				once()

@@ -3,15 +3,24 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -254,4 +263,172 @@ func (r *rogue) settle(rejected map[string]int64) {
 			c.Rejected += rejected["aggregator:"+reason]
 		}
 	}
+}
+
+// adversaryRun trains on the embedded broker with the trust layer on
+// while a rogue holding party 1's key sends scale bad messages of each
+// category; it returns the summary, the rogue and the output folder.
+//
+// With stopAfter, the run stops half a second after the attack
+// (cfg.StopWhen); otherwise at its own end, which must come after the
+// attack is over.
+func adversaryRun(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.Summary, *rogue, string, error) {
+	out := cfg.Out
+	keys := filepath.Join(out, "keys")
+	urls := make(chan string, 1)
+	injected := make(chan error, 1)
+	var rg *rogue
+	var once sync.Once
+	var attacked atomic.Bool // the rogue is done: the run may stop
+	var doneAt time.Time
+	stopWhen := func() bool {
+		if !attacked.Load() {
+			return false
+		}
+		if doneAt.IsZero() {
+			doneAt = time.Now()
+		}
+		return time.Since(doneAt) > 500*time.Millisecond // its last messages reach the aggregator
+	}
+	if stopAfter {
+		cfg.StopWhen = stopWhen
+	}
+	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }}
+	prev := cfg.OnPoint
+	cfg.OnPoint = func(pt aggregator.Point) {
+		if prev != nil {
+			prev(pt)
+		}
+		if pt.Steps < 200 {
+			return
+		}
+		once.Do(func() {
+			go func() {
+				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
+				if err == nil {
+					rg, err = newRogue(<-urls, cfg.Run, key, scale)
+				}
+				if err == nil {
+					err = rg.attack(ctx)
+				}
+				attacked.Store(true)
+				injected <- err
+			}()
+		})
+	}
+	s, err := run.Train(ctx, cfg)
+	if err != nil {
+		return nil, nil, out, err
+	}
+	select {
+	case err := <-injected:
+		if err != nil {
+			return nil, nil, out, err
+		}
+	case <-time.After(30 * time.Second):
+		return nil, nil, out, fmt.Errorf("the rogue never finished (the run ended after %d steps, %d points)", s.Steps, len(s.Curve))
+	}
+	if !attacked.Load() {
+		return nil, nil, out, errors.New("the run ended before the attack did: make it longer")
+	}
+	rg.settle(s.Rejected)
+	return s, rg, out, nil
+}
+
+func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment adversary", "asyrevel experiment adversary [--quick] [--scale N]\n\n"+
+		"Trains on a9a with 8 parties on the embedded broker, with the trust layer on,\n"+
+		"while a rogue holding party 1's key sends N bad messages of each category\n"+
+		"(anonymous connections, other parties' subjects, reading others' traffic,\n"+
+		"stream deletion, purge and limits, junk, sequence jumps, replays, forged\n"+
+		"signatures, unknown keys, unsigned hellos); then the same run without the rogue.\n"+
+		"Writes adversary.csv (category, sent, refused_by_broker, rejected_by_receiver,\n"+
+		"accepted) and says whether the accuracy moved and the audit of the log passed.", stderr)
+	f := newExpFlags(fs)
+	scale := fs.Int("scale", 1500, "bad messages per category (the broker-side categories send fewer)")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	epochs := 2.0
+	if f.quick {
+		epochs = 1
+		if !flagGiven(fs, "scale") {
+			*scale = 150
+		}
+	}
+	data, err := a9aData(f, 8)
+	if err != nil {
+		return err
+	}
+	quiet := log.Level(zerolog.ErrorLevel) // the aggregator warns of every rejection
+	base := func(runID, out string) run.Config {
+		return run.Config{Loaded: data, Parties: 8, Epochs: epochs, Seed: f.seed, Run: runID, Out: out, Log: quiet}
+	}
+	tmp, err := os.MkdirTemp("", "asyrevel-adversary-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	log.Info().Int("scale", *scale).Msg("training under attack")
+	s, rg, out, err := adversaryRun(ctx, *scale, false, base("adversary", filepath.Join(tmp, "attacked")))
+	if err != nil {
+		return err
+	}
+	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
+	if err != nil {
+		return err
+	}
+	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	if err != nil {
+		return err
+	}
+	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: "adversary"})
+	if err != nil {
+		return err
+	}
+	rep, err := auditLog(ctx, func(fn func(*replay.Record)) error { return eachRecord(ctx, lg, fn) }, roster, receipts)
+	lg.Close()
+	if err != nil {
+		return err
+	}
+	log.Info().Msg("the same run without the rogue")
+	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("category,sent,refused_by_broker,rejected_by_receiver,accepted\n")
+	var total, accepted int64
+	for _, c := range rg.cats {
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
+		total += c.Sent
+		accepted += max(c.Accepted(), 0)
+	}
+	path := filepath.Join(f.out, "adversary.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, b.String())
+	verdict := "intact"
+	if !rep.Intact() {
+		verdict = "NOT intact"
+	}
+	fmt.Fprintf(stdout, "%d bad messages, %d accepted; test accuracy %.2f%% under attack, %.2f%% clean (%+.2f points); audit: %s, %d messages rejected by their receiver; %s\n",
+		total, accepted, 100*s.TestAccuracy, 100*clean.TestAccuracy, 100*(s.TestAccuracy-clean.TestAccuracy), verdict, sumCounts(rep.Rejected), path)
+	if accepted > 0 || !rep.Intact() {
+		return errors.New("the adversary got through")
+	}
+	return nil
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

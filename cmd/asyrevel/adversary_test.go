@@ -3,79 +3,16 @@ package main
 import (
 	"context"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 )
-
-// adversaryRun trains on the embedded broker with the trust layer on
-// while a rogue holding party 1's key sends scale bad messages of each
-// category; it returns the summary, the rogue and the output folder.
-func adversaryRun(ctx context.Context, t testing.TB, scale int, cfg run.Config) (*run.Summary, *rogue, string, error) {
-	out := cfg.Out
-	keys := filepath.Join(out, "keys")
-	urls := make(chan string, 1)
-	injected := make(chan error, 1)
-	var rg *rogue
-	var once sync.Once
-	var attacked atomic.Bool // the rogue is done: the run may stop
-	var doneAt time.Time
-	cfg.StopWhen = func() bool {
-		if !attacked.Load() {
-			return false
-		}
-		if doneAt.IsZero() {
-			doneAt = time.Now()
-		}
-		return time.Since(doneAt) > 500*time.Millisecond // its last messages reach the aggregator
-	}
-	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }}
-	prev := cfg.OnPoint
-	cfg.OnPoint = func(pt aggregator.Point) {
-		if prev != nil {
-			prev(pt)
-		}
-		if pt.Steps < 400 {
-			return
-		}
-		once.Do(func() {
-			go func() {
-				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
-				if err == nil {
-					rg, err = newRogue(<-urls, cfg.Run, key, scale)
-				}
-				if err == nil {
-					err = rg.attack(ctx)
-				}
-				injected <- err
-				attacked.Store(true)
-			}()
-		})
-	}
-	s, err := run.Train(ctx, cfg)
-	if err != nil {
-		return nil, nil, out, err
-	}
-	select {
-	case err := <-injected:
-		if err != nil {
-			return nil, nil, out, err
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the rogue never ran (the run ended after %d steps, %d points)", s.Steps, len(s.Curve))
-	}
-	rg.settle(s.Rejected)
-	return s, rg, out, nil
-}
 
 // A run on the real embedded broker with the trust layer on receives a
 // few hundred bad messages from a rogue holding party 1's key, and
@@ -84,7 +21,7 @@ func adversaryRun(ctx context.Context, t testing.TB, scale int, cfg run.Config) 
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
 	ctx := context.Background()
-	s, rg, out, err := adversaryRun(ctx, t, 40, run.Config{
+	s, rg, out, err := adversaryRun(ctx, 40, true, run.Config{
 		Synthetic: &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3},
 		Parties:   4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: time.Minute, Seed: 1, Run: "adv",
 		Out: t.TempDir(), Log: zerolog.Nop(), EvalEvery: 100 * time.Millisecond,
