@@ -422,7 +422,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
-			a.seal(true) // after the late requests: the checkpoint covers them
+			// The final checkpoint, after the late requests: it covers them.
+			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			a.mu.Unlock()
