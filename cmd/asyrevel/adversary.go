@@ -350,9 +350,9 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	epochs := 2.0
+	epochs := 10.0 // long enough for the attack to be over before the end
 	if f.quick {
-		epochs = 1
+		epochs = 4
 		if !flagGiven(fs, "scale") {
 			*scale = 150
 		}
