@@ -341,7 +341,7 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"while a rogue holding party 1's key sends N bad messages of each category\n"+
 		"(anonymous connections, other parties' subjects, reading others' traffic,\n"+
 		"stream deletion, purge and limits, junk, sequence jumps, replays, forged\n"+
-		"signatures, unknown keys, unsigned hellos); then the same run without the rogue.\n"+
+		"signatures, keys not in the roster, unsigned hellos); then the same run without\nthe rogue.\n"+
 		"Writes adversary.csv (category, sent, refused_by_broker, rejected_by_receiver,\n"+
 		"accepted) and says whether the accuracy moved and the audit of the log passed.", stderr)
 	f := newExpFlags(fs)

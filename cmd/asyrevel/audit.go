@@ -38,14 +38,14 @@ var errNotIntact = errors.New("the log is not intact")
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, auditUsage)
+		fmt.Fprint(stderr, "Usage: "+auditUsage)
 		return fmt.Errorf("%w: audit needs a subcommand: verify", errUsage)
 	}
 	switch args[0] {
 	case "verify":
 		return cmdAuditVerify(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, auditUsage)
+		fmt.Fprint(stdout, "Usage: "+auditUsage)
 		return nil
 	}
 	return fmt.Errorf("%w: unknown audit subcommand %q (verify)", errUsage, args[0])
