@@ -85,6 +85,11 @@ func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
 
 func (r *rogue) conn() (*nats.Conn, error) {
 	return nats.Connect(r.url, r.key.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(r.run, "party-1")),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			r.mu.Lock()
+			r.refusals = append(r.refusals, fmt.Sprintf("disconnected: %v", err))
+			r.mu.Unlock()
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			r.mu.Lock()
 			r.refusals = append(r.refusals, err.Error())
@@ -118,13 +123,13 @@ func (r *rogue) attack(ctx context.Context) error {
 		_, _ = nc.SubscribeSync(s)
 	}
 	if err := nc.Flush(); err != nil {
-		return err
+		return fmt.Errorf("rogue: after publishing on others' subjects: %w", err)
 	}
 	// The stream's API.
 	admin := r.byName["stream-admin"]
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return fmt.Errorf("rogue: %w", err)
 	}
 	stream := broker.StreamName(r.run)
 	calls := []func(context.Context) error{
@@ -210,7 +215,9 @@ func (r *rogue) attack(ctx context.Context) error {
 		_ = nc.Publish(join1, hello)
 	}
 	if err := nc.Flush(); err != nil {
-		return err
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return fmt.Errorf("rogue: after publishing on its own subjects: %w (%d refusals, last %q)", err, len(r.refusals), r.refusals[max(0, len(r.refusals)-1):])
 	}
 	// Anonymous connections.
 	anon := r.byName["anonymous-connection"]
@@ -299,11 +306,12 @@ func adversaryRun(ctx context.Context, scale int, stopAfter bool, cfg run.Config
 		if prev != nil {
 			prev(pt)
 		}
-		if pt.Steps < 200 {
-			return
-		}
 		once.Do(func() {
 			go func() {
+				// The first point comes at the start: let every party
+				// send a few requests first (the replays reuse their
+				// first sequence numbers).
+				time.Sleep(time.Second)
 				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
 				if err == nil {
 					rg, err = newRogue(<-urls, cfg.Run, key, scale)
@@ -350,9 +358,11 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	epochs := 10.0 // long enough for the attack to be over before the end
+	// Both runs train for the same time, long enough for the attack to be
+	// over before the end.
+	dur := 20 * time.Second
 	if f.quick {
-		epochs = 4
+		dur = 8 * time.Second
 		if !flagGiven(fs, "scale") {
 			*scale = 150
 		}
@@ -363,7 +373,7 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	quiet := log.Level(zerolog.ErrorLevel) // the aggregator warns of every rejection
 	base := func(runID, out string) run.Config {
-		return run.Config{Loaded: data, Parties: 8, Epochs: epochs, Seed: f.seed, Run: runID, Out: out, Log: quiet}
+		return run.Config{Loaded: data, Parties: 8, Duration: dur, Seed: f.seed, Run: runID, Out: out, Log: quiet}
 	}
 	tmp, err := os.MkdirTemp("", "asyrevel-adversary-")
 	if err != nil {
