@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -155,4 +156,74 @@ func TestTrustLateControl(t *testing.T) {
 	if got := p.Stats().Rejected["trust-unsigned"]; got != 1 || s.n != 1 {
 		t.Fatalf("unsigned control: rejected %v, %d published", p.Stats().Rejected, s.n)
 	}
+}
+
+// The party countersigns a checkpoint that matches what it sent and
+// received, keeps the receipt and publishes it; it refuses one that
+// claims another head for its own subject.
+func TestTrustCheckpoints(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r, Receipts: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	if err := p.request(); err != nil { // out.2 seq 1
+		t.Fatal(err)
+	}
+	agg, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := agg.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	c := schemas.NewCodec()
+	outSubj := schemas.Subject("t", schemas.KindOutput, 2)
+	head, _ := p.Outbox().HeadAt(outSubj, 1)
+	seal := func(n uint64, h trust.Hash) {
+		cp, err := trust.NewCheckpoint("t", n, false, time.Now(), 0, []trust.Entry{{Subject: outSubj, Seq: 1, Head: h}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cp.Sign(keys[0], trust.AggregatorID); err != nil {
+			t.Fatal(err)
+		}
+		hv, _ := trust.EncodeCheckpointHeader(cp)
+		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: schemas.CtlSeal,
+			Round: uint32(n), Reason: cp.Digest().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &headerDelivery{delivery: delivery{subject: ctl.Subject(), data: slices.Clone(b)}, cp: hv}
+		d.sign(ctl.Append(d.data, false))
+		p.handle(context.Background(), d)
+	}
+	seal(1, trust.Hash{7}) // a lie about party 2's own output
+	if st := p.Stats(); st.Receipts != 0 || st.Rejected["trust-checkpoint"] != 1 {
+		t.Fatalf("a false checkpoint: %d receipts, rejected %v", st.Receipts, st.Rejected)
+	}
+	before := s.n
+	seal(2, head)
+	if st := p.Stats(); st.Receipts != 1 || s.n != before+1 {
+		t.Fatalf("a true checkpoint: %d receipts, %d published, rejected %v", st.Receipts, s.n-before, st.Rejected)
+	}
+	rcs, err := trust.ReadReceipts(dir)
+	if err != nil || len(rcs) != 1 || rcs[0].Verify(r) != nil || rcs[0].Checkpoint.Number != 2 {
+		t.Fatalf("kept receipts %v: %v", rcs, err)
+	}
+}
+
+// headerDelivery adds the checkpoint header to a signed delivery.
+type headerDelivery struct {
+	delivery
+	cp string
+}
+
+func (d *headerDelivery) Header(k string) string {
+	if k == trust.CheckpointHeader {
+		return d.cp
+	}
+	return d.delivery.Header(k)
 }
