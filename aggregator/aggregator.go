@@ -16,6 +16,7 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -100,6 +101,20 @@ type Config struct {
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
+
+	// Key and Roster turn the trust layer on (package trust, trust.go):
+	// every reply and control is numbered per subject, chained and
+	// signed with Key (Sign says how often), and every party's message is
+	// verified against Roster before it acts; rejected ones are counted
+	// by reason ("trust-bad_signature", ...). Both or neither.
+	Key    *trust.Key
+	Roster *trust.Roster
+	Sign   trust.Policy
+	// CheckpointEvery is how often the aggregator publishes a signed
+	// checkpoint of the log during training (with Key; default
+	// DefaultCheckpointEvery, negative: only the final one, after the
+	// stop).
+	CheckpointEvery time.Duration
 }
 
 // Point is one evaluation: where the run was when it was requested.
@@ -145,6 +160,9 @@ type Result struct {
 	Refused map[int]string
 	Defense DefenseReport
 	Leakage *Leakage // with Config.ScoreLeakage
+	// Checkpoints counts the signed checkpoints of the log published
+	// (with Config.Key).
+	Checkpoints uint64
 }
 
 type phase int
@@ -182,9 +200,9 @@ type Aggregator struct {
 	ver     []uint32  // n x q: version of party m when C[i][m] was written
 	version []uint32  // per party: answered requests
 	// lastSeq[c][m] is the last sequence accepted from party m on
-	// subscription c (seqRequests, seqOther): the two subscriptions are
-	// not ordered with each other, each is in the sender's order.
-	lastSeq [2][]uint64
+	// subject c (seqRequests, seqOther for evaluations, seqHello): each
+	// subject is numbered on its own, in the sender's order.
+	lastSeq [3][]uint64
 	outSeen uint64 // deliveries on the requests subscription
 	closed  bool   // the result is taken: deliveries are only acked
 	hello   []bool
@@ -237,6 +255,11 @@ type Aggregator struct {
 	err        error
 	subjReply  []string
 	stopReason string
+
+	replySeq []uint64        // by party: the last reply's sequence number, without trust
+	ctlSeq   uint64          // the last control's sequence number, without trust
+	tr       *aggTrust       // nil without Config.Key
+	dlv      broker.Delivery // the delivery being handled
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -282,6 +305,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
@@ -289,7 +315,7 @@ func New(cfg Config) (*Aggregator, error) {
 		table:       make([]float64, n*q*k),
 		ver:         make([]uint32, n*q),
 		version:     make([]uint32, q+1),
-		lastSeq:     [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
+		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
 		hello:       make([]bool, q+1),
 		initAt:      make([]uint32, q+1),
 		initRem:     q,
@@ -330,6 +356,10 @@ func New(cfg Config) (*Aggregator, error) {
 	a.subjReply = make([]string, q+1)
 	for m := 1; m <= q; m++ {
 		a.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
+	}
+	a.replySeq = make([]uint64, q+1)
+	if err := a.initTrust(); err != nil {
+		return nil, err
 	}
 	a.res = Result{
 		TimeToTarget: -1,
@@ -392,6 +422,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
+			// The final checkpoint, after the late requests: it covers them.
+			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			a.mu.Unlock()
@@ -402,6 +434,9 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-tick.C:
 			a.mu.Lock()
 			a.watch()
+			if a.phase == training && a.sealDue() {
+				a.seal(false)
+			}
 			if a.phase == training {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
@@ -540,6 +575,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		// stop, belong here once checkpoints exist.)
 		a.ctx = pctx
 		a.control(schemas.CtlStop, 0, 0, reason)
+		a.seal(true)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
 		}
@@ -580,13 +616,14 @@ func (a *Aggregator) fail(err error) {
 // publish sends m and returns its payload's size (0 if it failed, which
 // fails the run).
 func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) int {
-	a.seq++
-	m.Head().Seq = a.seq
+	to := int(m.Head().Party)
+	m.Head().Seq = a.nextSeq(kind, to)
 	data, err := a.enc.Marshal(m)
 	if err != nil {
 		a.fail(err)
 		return 0
 	}
+	a.stamp(kind, to, data)
 	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
 	a.msg.Data = data
@@ -608,7 +645,7 @@ func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8,
 }
 
 func (a *Aggregator) reject(m int, err error) {
-	r := schemas.Reason(err)
+	r := reason(err)
 	a.res.Rejected[r]++
 	if errors.Is(err, errFromRefused) {
 		return
@@ -629,7 +666,8 @@ func (a *Aggregator) limits(m int) schemas.Limits {
 // Subscriptions whose sequences are checked apart.
 const (
 	seqRequests = iota // PartyOutputs
-	seqOther           // Hellos and EvalOutputs
+	seqOther           // EvalOutputs
+	seqHello           // Hellos
 )
 
 // seqOK enforces strictly increasing sequence numbers per sender and
@@ -722,6 +760,8 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		a.reject(m, err)
 		return
 	}
+	a.dlv = d
+	defer func() { a.dlv = nil }()
 	switch kind {
 	case schemas.KindHello:
 		err = a.onHello(m, data)
@@ -751,6 +791,9 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
 		return err
 	}
+	if err := a.verify(a.hel.Seq); err != nil {
+		return err
+	}
 	err := a.hel.Validate(a.limits(m))
 	seq := a.hel.Seq
 	switch {
@@ -776,7 +819,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		}
 		return err
 	}
-	if err := a.seqOK(seqOther, m, a.hel.Seq); err != nil {
+	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
 		return err
 	}
 	a.hello[m] = true
@@ -795,6 +838,9 @@ var errFromRefused = fmt.Errorf("%w: from a refused party", schemas.ErrState)
 
 func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+		return err
+	}
+	if err := a.verify(a.out.Seq); err != nil {
 		return err
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {
@@ -915,6 +961,9 @@ func (a *Aggregator) stepHead(ids []uint32) {
 func (a *Aggregator) onEval(m int, data []byte) error {
 	ev := &a.ev
 	if err := a.dec.Unmarshal(data, ev); err != nil {
+		return err
+	}
+	if err := a.verify(ev.Seq); err != nil {
 		return err
 	}
 	if err := ev.Validate(a.limits(m)); err != nil {

@@ -63,6 +63,23 @@ type JetStreamConfig struct {
 	// NoCreate uses the run's stream as it is and does not create or
 	// update it, for users without stream-admin permissions.
 	NoCreate bool
+	// CreateOnly creates the run's stream if it does not exist and never
+	// updates it: an existing stream is used as it is, for users allowed
+	// to create the stream but not to change it (a changed limit would
+	// shorten the audit log).
+	CreateOnly bool
+	// ConsumerName, if set, gives the name prefix of the ordered consumer
+	// a subscription with these filters creates (nats.go names its lives
+	// prefix_1, prefix_2, ...), so that broker permissions can grant
+	// consumers by name (package trust). nil: random names.
+	ConsumerName func(filters []string) string
+	// LiveNew (DesignCapture): a DeliverNew subscription goes live at
+	// once instead of first reading the stream for what was routed just
+	// before it subscribed, for users whose permissions let them create
+	// no consumer over its filters. What a participant publishes only
+	// after its subscription is confirmed (a party's hello, and so every
+	// message addressed to it) is not concerned.
+	LiveNew bool
 	// PullBytes bounds the bytes each stream subscription buffers ahead
 	// of its Handler. Default 8 MiB; always at least twice the server's
 	// max payload (a pull request must fit the largest message).
@@ -205,6 +222,8 @@ type JetStream struct {
 	log       zerolog.Logger
 
 	consumerReplicas int
+	consumerName     func([]string) string
+	liveNew          bool
 
 	streamMu sync.Mutex
 	st       jetstream.Stream
@@ -301,6 +320,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		core:      make(map[*nats.Subscription]*coreSub),
 
 		consumerReplicas: cfg.ConsumerReplicas,
+		consumerName:     cfg.ConsumerName,
+		liveNew:          cfg.LiveNew,
 	}
 	if cfg.Logger != nil {
 		b.log = cfg.Logger.With().Str("run", cfg.Run).Str("conn", cfg.Name).Logger()
@@ -414,6 +435,24 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		scfg.Compression = jetstream.S2Compression
 	}
 	var err error
+	if cfg.CreateOnly {
+		// Look first: a user allowed to read the stream's info but not to
+		// create it uses an existing stream without trying.
+		if _, err = b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		st, cerr := b.js.CreateStream(ctx, scfg)
+		if cerr != nil && !errors.Is(cerr, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(cerr, b.feats.Version))
+		}
+		if cerr == nil {
+			b.streamMu.Lock()
+			b.st = st
+			b.streamMu.Unlock()
+		}
+		_, err = b.streamHandle(ctx)
+		return err
+	}
 	for range 5 {
 		var st jetstream.Stream
 		st, err = b.js.CreateOrUpdateStream(ctx, scfg)
@@ -713,7 +752,7 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 		// In a cluster the interest of a new core subscription reaches the
 		// other nodes a moment later: what their clients publish
 		// meanwhile comes from the stream (see coreSub).
-		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || b.nc.ConnectedClusterName() != ""
+		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew)
 		s, err = b.subscribeCore(ctx, filters, opts, h, history)
 	case DesignOrdered:
 		s, err = b.subscribeOrdered(ctx, filters, opts, h)

@@ -61,6 +61,14 @@ func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedCon
 	return cfg
 }
 
+// named sets the consumer's name prefix (JetStreamConfig.ConsumerName).
+func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig) jetstream.OrderedConsumerConfig {
+	if b.consumerName != nil {
+		cfg.NamePrefix = b.consumerName(cfg.FilterSubjects)
+	}
+	return cfg
+}
+
 // orderedSub delivers from an ordered consumer without acks
 // (DesignOrdered): nats.go recreates the consumer after the last stream
 // sequence seen whenever it detects a gap, and the runtime keeps its own
@@ -129,7 +137,7 @@ func (f *consumerFeed) waitHandler() {
 
 func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
 	cf, match := b.consumerFilters(filters)
-	cons, err := b.js.OrderedConsumer(ctx, b.stream, orderedConfig(cf, opts))
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts)))
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -122,6 +123,10 @@ type Config struct {
 	// StopWhen, if set, is asked after each evaluation: true stops the run
 	// (with OnObjective: stop once the objective reaches a target).
 	StopWhen func() bool
+
+	// Trust: keys, roster, signatures, receipts (trust.go).
+	Trust TrustConfig
+	trust *runTrust
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -220,6 +225,8 @@ type StreamCounts struct {
 	Replies uint64 `json:"reply"`
 	Evals   uint64 `json:"eval"`
 	Control uint64 `json:"ctl"`
+	// Receipts are the parties' countersigned checkpoints (trust layer).
+	Receipts uint64 `json:"rcpt,omitempty"`
 }
 
 func (c *Config) defaults() error {
@@ -750,6 +757,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
 		Log: cfg.Log, OnPoint: onPoint,
+		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign,
 	}, nil
 }
 
@@ -791,6 +799,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
+		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	})
 	if err != nil {
 		close()
@@ -822,6 +831,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	q := cfg.Parties
+	if cfg.trust, err = makeRunKeys(&cfg); err != nil {
+		return nil, err
+	}
+	defer cfg.trust.close()
 	obs := newObserver(&cfg)
 	cfg.OnPoint = obs.onPoint(cfg.OnPoint)
 	prog := newProgress(&cfg, data)
@@ -844,6 +857,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer net.close()
+	if f := cfg.Trust.OnBroker; f != nil && net.url != "" {
+		f(net.url)
+	}
 	aggBus, err := net.connect(ctx, "aggregator")
 	if err != nil {
 		return nil, err
@@ -958,6 +974,10 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	logData(&cfg, data)
+	if cfg.trust, err = readKeys(&cfg, 0); err != nil {
+		return nil, err
+	}
+	warnUntrusted(&cfg)
 	prog := newProgress(&cfg, data)
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
@@ -1004,6 +1024,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	if cfg.trust, err = readKeys(&cfg, m); err != nil {
+		return party.Stats{}, err
+	}
+	warnUntrusted(&cfg)
 	if cfg.Attackers != nil {
 		if err := cfg.Attackers(&cfg, data); err != nil {
 			return party.Stats{}, err
@@ -1102,6 +1126,7 @@ type network struct {
 	dir     string // the embedded broker's store
 	tmp     string // a temporary store, removed by close
 	closed  bool
+	op      *trust.Key // the operator's key, when the embedded broker admits only the roster (trust.go)
 }
 
 func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
@@ -1145,7 +1170,12 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-cluster"
 		return n, nil
 	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir})
+	auth, err := n.serverAuth()
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth})
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
@@ -1199,7 +1229,15 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		jc.Replicas = min(3, len(nodes))
 		n.next++
 	}
+	plain := jc
+	n.authorize(&jc, name)
 	b, err := broker.ConnectJetStream(ctx, jc)
+	if errors.Is(err, nats.ErrNkeysNotSupported) {
+		// A broker that authenticates nobody: the messages' signatures
+		// are the only proof of who sent them.
+		n.cfg.Log.Warn().Str("conn", name).Msg("the broker does not authenticate participants (no users configured): anyone can publish on the run's subjects; signatures still prove the senders")
+		b, err = broker.ConnectJetStream(ctx, plain)
+	}
 	if errors.Is(err, nats.ErrNoServers) {
 		return nil, fmt.Errorf("connecting %s to the broker: %w (is a broker running there? asyrevel broker starts one)", name, err)
 	}
@@ -1233,6 +1271,9 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, uint64
 			return nil, 0, fmt.Errorf("counting the stream: %w", err)
 		}
 		*f.p = v
+	}
+	if c.Receipts, err = b.Count(ctx, "asyrevel."+run+".rcpt.*"); err != nil {
+		return nil, 0, fmt.Errorf("counting the stream: %w", err)
 	}
 	var size uint64
 	if js, ok := b.(*broker.JetStream); ok {
@@ -1279,7 +1320,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 			return nil, err
 		}
 		c := s.Stream
-		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control)
+		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control + c.Receipts)
 		if s.MessagesSent > 0 {
 			s.Lost = s.MessagesSent - s.MessagesStored
 		}

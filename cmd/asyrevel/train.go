@@ -182,6 +182,17 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
 			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
 		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.Trust.Off, "no-trust", false, "turn the trust layer off: messages neither signed nor verified, the embedded\nbroker open to anyone (to measure the layer's cost; never across organisations)")
+			fs.StringVar(&c.Trust.KeysDir, "keys", "", "`DIR` for the run's keys and roster.json, made by train (default OUT/keys, else a\ntemporary folder); asyrevel audit verify --roster DIR/roster.json checks the log")
+		}},
+		{roleAggregator | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Trust.KeyFile, "key", "", "this participant's key `FILE` (asyrevel keys); with --roster, every message is\nsigned and every message received verified")
+			fs.StringVar(&c.Trust.RosterFile, "roster", "", "the run's roster.json (`FILE`: every participant's public key; asyrevel keys roster)")
+		}},
+		{roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Trust.Receipts, "receipts", "", "`DIR` where the party keeps its receipts: the aggregator's checkpoints of the log,\nchecked and countersigned (needs --key; asyrevel audit verify --receipts DIR)")
+		}},
 		{roleAll, func(fs *flag.FlagSet) {
 			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
