@@ -35,7 +35,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	}
 	rows, err := Privacy(context.Background(), PrivacyConfig{
 		Sets: map[string]*run.Data{"syn": data}, Order: []string{"syn"}, Settings: map[string][]PrivacySetting{"syn": settings},
-		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Store: t.TempDir(), Log: zerolog.Nop(),
+		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Aux: 20, Store: t.TempDir(), Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +59,17 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	if s := get("dp-auc0.6", "active", "regression"); s.AUC > 0.75 || s.Epsilon > 2 || s.AUCBound > 0.6001 {
 		t.Errorf("the noised, budgeted defense against the active attacker: %+v", s)
 	}
-	if s := get("tig", "passive", "tig-sign"); !strings.Contains(s.Note, "TIG") {
-		t.Errorf("tig row %+v", s)
+	// TIG really trains (--algo tig) and its gradients give the labels away.
+	for who, cover := range map[string]int{"passive": 1400, "active": 100} {
+		if s := get("tig", who, "tig-sign"); s.AUC < 0.999 || s.Covered < cover || s.TestAccuracy < 0.8 {
+			t.Errorf("tig, %s gradient sign attack: %+v", who, s)
+		}
+	}
+	if s := get("tig", "passive", "tig-direction"); s.AUC < 0.999 {
+		t.Errorf("tig, direction scoring: %+v", s)
+	}
+	if s := get("tig", "passive", "tig-norm"); math.IsNaN(s.AUC) {
+		t.Errorf("tig, norm scoring: %+v", s)
 	}
 	dir := t.TempDir()
 	if err := WritePrivacy(dir, sum, "test"); err != nil {
@@ -71,7 +80,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 		t.Errorf("csv header: %.80s", csv)
 	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
-	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") {
+	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") || !strings.Contains(string(rep), "TIG (split learning") {
 		t.Errorf("report:\n%s", rep)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "privacy.png")); err != nil || st.Size() == 0 {
