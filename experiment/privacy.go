@@ -590,3 +590,55 @@ func ReadPrivacyCSV(path string) ([]PrivacySummary, error) {
 	}
 	return out, nil
 }
+
+// MergePrivacy puts the summaries of a partial run (some settings only)
+// into those of an earlier one: the (set, setting) groups of fresh replace
+// the old ones in place (new ones are appended), and the accuracy drops and
+// defense scores of fresh rows are recomputed against the undefended
+// `paper` setting of the merged result, when fresh did not run it.
+func MergePrivacy(old, fresh []PrivacySummary) []PrivacySummary {
+	type key struct{ set, setting string }
+	redone := map[key]bool{}
+	for _, s := range fresh {
+		redone[key{s.Set, s.Setting}] = true
+	}
+	var out []PrivacySummary
+	placed := map[key]bool{}
+	for _, s := range old {
+		k := key{s.Set, s.Setting}
+		if !redone[k] {
+			out = append(out, s)
+			continue
+		}
+		if !placed[k] {
+			placed[k] = true
+			for _, f := range fresh {
+				if f.Set == k.set && f.Setting == k.setting {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	for _, f := range fresh {
+		if !placed[key{f.Set, f.Setting}] {
+			out = append(out, f)
+		}
+	}
+	ref := map[string]float64{}
+	for _, s := range out {
+		if s.Setting == "paper" && s.Attacker == "passive" {
+			ref[s.Set] = s.TestAccuracy
+		}
+	}
+	for i := range out {
+		s := &out[i]
+		r, ok := ref[s.Set]
+		if !ok || !redone[key{s.Set, s.Setting}] || redone[key{s.Set, "paper"}] {
+			continue
+		}
+		s.DropPP = 100 * (r - s.TestAccuracy)
+		s.DCS = dcs(s.AttackAccuracy, s.TestAccuracy, r)
+		s.DCSAUC = dcs(2*math.Abs(s.AUC-0.5), s.TestAccuracy, r)
+	}
+	return out
+}

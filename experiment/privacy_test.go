@@ -102,3 +102,28 @@ func TestDCS(t *testing.T) {
 		t.Error("gain rewarded")
 	}
 }
+
+// A partial run's rows replace those of its settings in place; their
+// accuracy drop is taken against the earlier run's undefended setting.
+func TestMergePrivacy(t *testing.T) {
+	old := []PrivacySummary{
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-sign", Note: "not run"},
+		{Set: "a", Setting: "paper", Attacker: "passive", Attack: "sign", AUC: 1, TestAccuracy: 0.85},
+		{Set: "a", Setting: "rr", Attacker: "passive", Attack: "sign", AUC: 0.7, TestAccuracy: 0.8, DropPP: 5},
+	}
+	fresh := []PrivacySummary{
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-sign", AUC: 1, AttackAccuracy: 1, TestAccuracy: 0.84, DropPP: nanF},
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-norm", AUC: 0.6, TestAccuracy: 0.84, DropPP: nanF},
+	}
+	got := MergePrivacy(old, fresh)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Setting+"/"+s.Attack)
+	}
+	if want := "tig/tig-sign tig/tig-norm paper/sign rr/sign"; strings.Join(names, " ") != want {
+		t.Fatalf("merged %v, want %s", names, want)
+	}
+	if d := got[0].DropPP; math.Abs(d-1) > 1e-9 || got[3].DropPP != 5 || math.IsNaN(got[0].DCS) {
+		t.Errorf("drops: tig %g (want 1), rr %g (want 5), dcs %g", d, got[3].DropPP, got[0].DCS)
+	}
+}
