@@ -129,7 +129,7 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cmd += " --seeds " + strconv.Itoa(n)
 	}
 	if *only != "" {
-		cmd += " (then `--settings " + *only + "` for those rows)"
+		cmd += "; " + cmd + " --settings " + *only
 	}
 	if err := experiment.WritePrivacy(f.out, sum, cmd); err != nil {
 		return err
