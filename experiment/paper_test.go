@@ -215,3 +215,33 @@ func TestPaperExperiments(t *testing.T) {
 		t.Errorf("report body has a formatting error:\n%s", body)
 	}
 }
+
+// table4.csv read back, and a run on some sets merged into an earlier one
+// on others; the report's command of a section read back.
+func TestTable4Merge(t *testing.T) {
+	dir := t.TempDir()
+	old := []Table4Row{{Set: "a9a", Algo: "nonf", Trials: 5, Mean: 0.85, SD: 0.001, Duration: 10 * time.Second, Central: 0.85, Majority: 0.76, Paper: math.NaN()},
+		{Set: "mnist", Algo: "nonf", Trials: 1, Mean: 0.7, SD: math.NaN(), Duration: time.Minute}}
+	oldTrials := []Table4Trial{{Set: "a9a", Algo: "nonf", Seed: 1, Accuracy: 0.85, Steps: 10}, {Set: "mnist", Algo: "nonf", Seed: 1, Accuracy: 0.7}}
+	if err := WriteTable4(dir, old, oldTrials); err != nil {
+		t.Fatal(err)
+	}
+	rows, trials, err := ReadTable4(dir)
+	if err != nil || len(rows) != 2 || rows[0].Trials != 5 || rows[0].Duration != 10*time.Second || math.Abs(rows[0].Mean-0.85) > 1e-9 || len(trials) != 2 {
+		t.Fatalf("read back: %+v %+v %v", rows, trials, err)
+	}
+	fresh := []Table4Row{{Set: "mnist", Algo: "nonf", Trials: 1, Mean: 0.9}}
+	mr, mt, kept := MergeTable4(rows, trials, fresh, []Table4Trial{{Set: "mnist", Algo: "nonf", Seed: 1, Accuracy: 0.9}})
+	if len(mr) != 2 || mr[0].Set != "a9a" || mr[1].Mean != 0.9 || len(mt) != 2 || mt[1].Accuracy != 0.9 || len(kept) != 1 || kept[0] != "a9a" {
+		t.Errorf("merged: %+v %+v %v", mr, mt, kept)
+	}
+	if err := WriteSection(dir, Section{Name: "table4", Title: "T", Command: "asyrevel experiment table4 --sets a9a", Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := SectionCommand(dir, "table4"); c != "asyrevel experiment table4 --sets a9a" {
+		t.Errorf("section command %q", c)
+	}
+	if rows, _, err := ReadTable4(t.TempDir()); rows != nil || err != nil {
+		t.Errorf("no files: %v %v", rows, err)
+	}
+}

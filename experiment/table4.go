@@ -2,9 +2,14 @@ package experiment
 
 import (
 	"context"
+	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -152,4 +157,78 @@ func WriteTable4(dir string, rows []Table4Row, trials []Table4Trial) error {
 		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1)})
 	}
 	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds"}, recs)
+}
+
+// ReadTable4 reads back what WriteTable4 wrote in dir (no files: nil and
+// no error).
+func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
+	recs, err := readCSV(filepath.Join(dir, "table4.csv"), "set", 12)
+	if err != nil || recs == nil {
+		return nil, nil, err
+	}
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	var rows []Table4Row
+	for _, r := range recs {
+		n, _ := strconv.Atoi(r[2])
+		rows = append(rows, Table4Row{Set: r[0], Algo: r[1], Trials: n, Mean: num(r[3]), SD: num(r[4]), Min: num(r[5]), Max: num(r[6]),
+			Central: num(r[7]), Majority: num(r[8]), Paper: num(r[9]), Duration: time.Duration(num(r[10]) * float64(time.Second)), StepsMean: num(r[11])})
+	}
+	recs, err = readCSV(filepath.Join(dir, "table4_trials.csv"), "set", 6)
+	if err != nil {
+		return nil, nil, err
+	}
+	var trials []Table4Trial
+	for _, r := range recs {
+		seed, _ := strconv.ParseUint(r[2], 10, 64)
+		steps, _ := strconv.ParseInt(r[4], 10, 64)
+		trials = append(trials, Table4Trial{Set: r[0], Algo: r[1], Seed: seed, Accuracy: num(r[3]), Steps: steps, Seconds: num(r[5])})
+	}
+	return rows, trials, nil
+}
+
+// MergeTable4 keeps the rows and trials of old whose sets the new run did
+// not measure, in front of the new ones; kept lists those sets.
+func MergeTable4(oldRows []Table4Row, oldTrials []Table4Trial, rows []Table4Row, trials []Table4Trial) (mr []Table4Row, mt []Table4Trial, kept []string) {
+	fresh := setsOf(rows)
+	for _, r := range oldRows {
+		if !slices.Contains(fresh, r.Set) {
+			mr = append(mr, r)
+			if !slices.Contains(kept, r.Set) {
+				kept = append(kept, r.Set)
+			}
+		}
+	}
+	for _, t := range oldTrials {
+		if !slices.Contains(fresh, t.Set) {
+			mt = append(mt, t)
+		}
+	}
+	return append(mr, rows...), append(mt, trials...), kept
+}
+
+// readCSV reads a CSV file with a header whose first column is first and
+// at least cols columns (nil if the file does not exist).
+func readCSV(path, first string, cols int) ([][]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) == 0 || len(recs[0]) < cols || recs[0][0] != first {
+		return nil, fmt.Errorf("%s: not a file of this version", path)
+	}
+	return recs[1:], nil
 }

@@ -195,6 +195,16 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		if err != nil {
 			return err
 		}
+		// The sets of an earlier run that this one did not measure stay.
+		oldRows, oldTrials, err := experiment.ReadTable4(out)
+		if err != nil {
+			log.Warn().Err(err).Msg("the earlier table4.csv is not kept")
+		}
+		var kept []string
+		prev := experiment.SectionCommand(out, "table4")
+		if rows, trials, kept = experiment.MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && prev != "" {
+			sec.Command = prev + "\n    " + cmd
+		}
 		if err := experiment.WriteTable4(out, rows, trials); err != nil {
 			return err
 		}
@@ -204,6 +214,10 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1),
 			"the defaults of `asyrevel train` (batch 64, window 8; --model mlp for the network sets); NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)",
 			"embedded JetStream over TCP loopback",
+		}
+		if len(kept) > 0 {
+			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
+				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
 		}
 		sec.Body = experiment.Table4Body(rows)
 		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
