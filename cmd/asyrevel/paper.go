@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/run"
 )
 
 // The paper's experiments: fig3, table3, table4, fig4 and all.
@@ -212,7 +213,8 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Settings = []string{
 			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
 				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1),
-			"the defaults of `asyrevel train` (batch 64, window 8; --model mlp for the network sets); NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)",
+			fmt.Sprintf("the defaults of `asyrevel train` (batch 64, window 8; on the network sets --model mlp with its own: batch %d, window %d, step size decaying over %d passes); "+
+				"NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)", run.MLPBatch, run.MLPWindow, run.MLPDecayEpochs),
 			"embedded JetStream over TCP loopback",
 		}
 		if len(kept) > 0 {
