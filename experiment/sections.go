@@ -155,6 +155,9 @@ func Table4Body(rows []Table4Row) string {
 		trials := "-"
 		if any != nil {
 			trials = fmt.Sprintf("%d x %s", any.Trials, fmtDuration(any.Duration))
+			if any.Epochs > 0 {
+				trials = fmt.Sprintf("%d x %g passes a party", any.Trials, any.Epochs)
+			}
 		}
 		tab = append(tab, []string{set, ms(g), ms(u), ms(n), paper, central, majority, trials})
 		if n != nil {
