@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -207,7 +208,9 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		var kept []string
 		prev := experiment.SectionCommand(out, "table4")
 		if rows, trials, kept = experiment.MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && prev != "" {
-			sec.Command = prev + "\n    " + cmd
+			if p := table4Provenance(strings.Split(prev, "\n    "), kept); len(p) > 0 {
+				sec.Command = strings.Join(p, "\n    ") + "\n    " + cmd
+			}
 		}
 		if err := experiment.WriteTable4(out, rows, trials); err != nil {
 			return err
@@ -363,4 +366,40 @@ func epochsText(e float64) string {
 		return ""
 	}
 	return fmt.Sprintf(" (logistic-regression runs bounded by %g passes over the training set per party, the duration capping them)", e)
+}
+
+// table4Provenance keeps, of the earlier table4 commands (in order), those
+// that last measured one of the kept sets.
+func table4Provenance(cmds, kept []string) []string {
+	covers := func(cmd string) []string {
+		f := strings.Fields(cmd)
+		for i, a := range f {
+			if v, ok := strings.CutPrefix(a, "--sets="); ok {
+				return strings.Split(v, ",")
+			}
+			if a == "--sets" && i+1 < len(f) {
+				return strings.Split(f[i+1], ",")
+			}
+		}
+		if slices.Contains(f, "--quick") {
+			return []string{"a9a", "w8a", "mnist"}
+		}
+		return []string{"uci-credit-card", "give-me-some-credit", "a9a", "w8a", "mnist", "fashion-mnist"}
+	}
+	last := map[string]int{}
+	for i, c := range cmds {
+		for _, set := range covers(c) {
+			last[set] = i
+		}
+	}
+	var out []string
+	for i, c := range cmds {
+		for _, set := range kept {
+			if j, ok := last[set]; ok && j == i {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
 }
