@@ -132,7 +132,7 @@ func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, error) {
 				if err := ctx.Err(); err != nil {
 					return rows, checks, err
 				}
-				r, _, err := fig4Sim(cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
+				r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
 				if err != nil {
 					return rows, checks, fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
 				}
@@ -184,7 +184,7 @@ func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (ru
 	return tc, tc.Prepare()
 }
 
-func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration) (Fig4Row, *SimResult, error) {
+func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration) (Fig4Row, *SimResult, error) {
 	start := time.Now()
 	row := Fig4Row{Set: set.Name, Q: q, Target: target, Final: math.NaN(), Speedup: math.NaN()}
 	data, err := cache.split(set, q)
@@ -204,7 +204,7 @@ func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target fl
 	alpha := cfg.Alpha[set.Name].Seconds()
 	row.StepCost = alpha * float64(row.Params)
 	sched := tc.Schedule(data.NTrain)
-	res, err := Simulate(data, SimConfig{
+	res, err := Simulate(ctx, data, SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
 		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
 		Seed: cfg.Seed,
@@ -237,7 +237,7 @@ func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target fl
 // sleeping its simulated compute, and the simulation of the same.
 func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, mode, algo string, target float64) (Fig4Check, error) {
 	c := Fig4Check{Set: set.Name, Q: q, Mode: mode, Target: target}
-	r, _, err := fig4Sim(cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget)
+	r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget)
 	if err != nil {
 		return c, err
 	}

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func simData(t *testing.T, q int) (*SimConfig, func() *SimResult) {
 		Mu: 1e-3, Lambda: 1e-4, Reg: model.Nonconvex{}, Seed: 1, Latency: 0.001, AggCost: 0.0001, Budget: 10, EvalEvery: 1,
 		NewLocal: func(m, d int) model.Local { return model.NewLinear(d, 1) }, Head: model.NewLogisticBias(q)}
 	return cfg, func() *SimResult {
-		r, err := Simulate(data, *cfg)
+		r, err := Simulate(context.Background(), data, *cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,5 +244,18 @@ func TestTable4Merge(t *testing.T) {
 	}
 	if rows, _, err := ReadTable4(t.TempDir()); rows != nil || err != nil {
 		t.Errorf("no files: %v %v", rows, err)
+	}
+}
+
+// A cancelled simulation stops at its next evaluation with the context's
+// error (Ctrl-C on experiment fig4).
+func TestSimulateCancelled(t *testing.T) {
+	cfg, _ := simData(t, 2)
+	cfg.StepCost = func(int) float64 { return 0.01 }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := Simulate(ctx, smallData(t, 2), *cfg)
+	if !errors.Is(err, context.Canceled) || r == nil || r.Steps != 0 {
+		t.Errorf("cancelled: %v, result %+v", err, r)
 	}
 }
