@@ -155,8 +155,8 @@ func Table4Body(rows []Table4Row) string {
 		trials := "-"
 		if any != nil {
 			trials = fmt.Sprintf("%d x %s", any.Trials, fmtDuration(any.Duration))
-			if any.Epochs > 0 {
-				trials = fmt.Sprintf("%d x %g passes a party", any.Trials, any.Epochs)
+			if any.MaxSteps > 0 {
+				trials = fmt.Sprintf("%d x %d steps", any.Trials, any.MaxSteps)
 			}
 		}
 		tab = append(tab, []string{set, ms(g), ms(u), ms(n), paper, central, majority, trials})

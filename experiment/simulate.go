@@ -1,8 +1,8 @@
 package experiment
 
 import (
-	"context"
 	"container/heap"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"

@@ -38,13 +38,13 @@ type Table4Config struct {
 	NetTrials   int // trials on the network sets
 	Duration    time.Duration
 	NetDuration time.Duration
-	// Epochs, if set, bounds a run on a logistic-regression set by passes
-	// over the training set per party instead of by Duration, so that
-	// every trial does the same work however loaded the machine is
-	// (Duration then only caps it).
-	Epochs float64
-	Seed   uint64
-	Log         zerolog.Logger
+	// Steps, if set, bounds a run on a logistic-regression set by answered
+	// requests (all parties together, the same for every method) instead
+	// of by Duration, so that every trial does the same work however
+	// loaded the machine is (Duration then only caps it).
+	Steps int64
+	Seed  uint64
+	Log   zerolog.Logger
 }
 
 // Table4Trial is one run.
@@ -66,7 +66,7 @@ type Table4Row struct {
 	Majority  float64 // the test set's majority-class rate
 	Paper     float64 // NaN where not available
 	Duration  time.Duration
-	Epochs    float64 // passes per party (0: Duration bounds the runs)
+	MaxSteps  int64 // answered requests a run (0: Duration bounds the runs)
 	StepsMean float64
 }
 
@@ -117,8 +117,8 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 				seed := cfg.Seed + uint64(i)
 				tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Duration: dur,
 					EvalEvery: dur / 10, Seed: seed, Log: zerolog.Nop()}
-				if cfg.Epochs > 0 && !set.Network {
-					tc.Epochs = cfg.Epochs
+				if cfg.Steps > 0 && !set.Network {
+					tc.MaxSteps = cfg.Steps
 				}
 				s, err := run.Train(ctx, tc)
 				if err != nil {
@@ -132,8 +132,8 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			}
 			r := Table4Row{Set: set.Name, Algo: algo, Trials: n, Central: central, Majority: majority, Paper: math.NaN(), Duration: dur,
 				Min: math.Inf(1), Max: math.Inf(-1)}
-			if cfg.Epochs > 0 && !set.Network {
-				r.Epochs = cfg.Epochs
+			if cfg.Steps > 0 && !set.Network {
+				r.MaxSteps = cfg.Steps
 			}
 			if p, ok := PaperTable4[set.Name]; ok && algo != "nonf" {
 				r.Paper = p
@@ -158,10 +158,10 @@ func WriteTable4(dir string, rows []Table4Row, trials []Table4Trial) error {
 	var recs [][]string
 	for _, r := range rows {
 		recs = append(recs, []string{r.Set, r.Algo, strconv.Itoa(r.Trials), fmtF(r.Mean, 5), fmtF(r.SD, 5), fmtF(r.Min, 4), fmtF(r.Max, 4),
-			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0), fmtF(r.Epochs, 4)})
+			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0), strconv.FormatInt(r.MaxSteps, 10)})
 	}
 	if err := run.WriteCSV(filepath.Join(dir, "table4.csv"), []string{"set", "algo", "trials", "mean_accuracy", "sd", "min", "max",
-		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps", "epochs"}, recs); err != nil {
+		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps", "max_steps"}, recs); err != nil {
 		return err
 	}
 	recs = nil
@@ -190,8 +190,8 @@ func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
 		n, _ := strconv.Atoi(r[2])
 		rows = append(rows, Table4Row{Set: r[0], Algo: r[1], Trials: n, Mean: num(r[3]), SD: num(r[4]), Min: num(r[5]), Max: num(r[6]),
 			Central: num(r[7]), Majority: num(r[8]), Paper: num(r[9]), Duration: time.Duration(num(r[10]) * float64(time.Second)), StepsMean: num(r[11])})
-		if len(r) > 12 && r[12] != "" {
-			rows[len(rows)-1].Epochs = num(r[12])
+		if len(r) > 12 {
+			rows[len(rows)-1].MaxSteps, _ = strconv.ParseInt(r[12], 10, 64)
 		}
 	}
 	recs, err = readCSV(filepath.Join(dir, "table4_trials.csv"), "set", 6)

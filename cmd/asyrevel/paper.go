@@ -46,7 +46,7 @@ type paperFlags struct {
 	batch, window   *int
 	steps, steps0   *int64
 	trials          *int
-	epochs          *float64
+	t4steps         *int64
 	netTrials       *int
 	qs, checkQs     *string
 	subopt, netLoss *float64
@@ -74,7 +74,7 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.sets = fs.String("sets", "uci-credit-card,give-me-some-credit,a9a,w8a,mnist,fashion-mnist", "data sets (quick: a9a,w8a,mnist)")
 		f.trials = fs.Int("trials", 10, "runs (seeds) per method on a logistic-regression set (quick: 3)")
 		f.duration = fs.Duration("duration", 20*time.Second, "training time of a run on a logistic-regression set (quick: 5s)")
-		f.epochs = fs.Float64("epochs", 0, "bound a run on a logistic-regression set by passes over the training set per party\n"+
+		f.t4steps = fs.Int64("steps", 0, "bound a run on a logistic-regression set by answered requests (all parties together)\n"+
 			"instead (the same work in every trial however loaded the machine; --duration then caps it)")
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
@@ -195,7 +195,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
 	case "table4":
 		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
-			Duration: *f.duration, NetDuration: *f.netDuration, Epochs: *f.epochs, Seed: f.exp.seed, Log: log}
+			Duration: *f.duration, NetDuration: *f.netDuration, Steps: *f.t4steps, Seed: f.exp.seed, Log: log}
 		rows, trials, err := experiment.Table4(ctx, cfg)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Title = "Table 4: accuracy, federated against non-federated"
 		sec.Settings = []string{
 			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
-				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1)+epochsText(*f.epochs),
+				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1)+stepsText(*f.t4steps),
 			fmt.Sprintf("the defaults of `asyrevel train` (batch 64, window 8; on the network sets --model mlp with its own: batch %d, window %d, step size decaying over %d passes); "+
 				"NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)", run.MLPBatch, run.MLPWindow, run.MLPDecayEpochs),
 			"embedded JetStream over TCP loopback",
@@ -361,11 +361,11 @@ func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func epochsText(e float64) string {
-	if e <= 0 {
+func stepsText(n int64) string {
+	if n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (logistic-regression runs bounded by %g passes over the training set per party, the duration capping them)", e)
+	return fmt.Sprintf(" (logistic-regression runs bounded by %d answered requests, all parties together, the duration capping them)", n)
 }
 
 // table4Provenance keeps, of the earlier table4 commands (in order), those
