@@ -47,7 +47,7 @@ type PrivacyConfig struct {
 	Epochs   map[string]float64 // per set
 	Seeds    []uint64
 	Attacker int // the attacking party (passive and active)
-	Aux      int // labels a multiclass attacker knows (derivative attack)
+	Aux      int // labels the attacker knows (derivative attack, TIG direction scoring)
 	// Store is the folder for the runs' stores (each removed once read).
 	Store   string
 	Timeout time.Duration // per run (default 10 min)

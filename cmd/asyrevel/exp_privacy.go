@@ -29,7 +29,7 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	seeds := fs.Int("seeds", 3, "seeds per setting (--quick: 1)")
 	epochs := fs.Float64("epochs", 8, "passes over the training set per party on a9a (MNIST: 3; --quick: 2 and 1)")
 	attacker := fs.Int("attacker", 3, "the attacking party")
-	aux := fs.Int("aux", 100, "labels the multiclass attacker knows (the derivative attack places its classes with them)")
+	aux := fs.Int("aux", 100, "labels the attacker knows (the derivative attack and TIG's direction scoring place\nthe classes with them)")
 	only := fs.String("settings", "", "run only these settings (comma-separated, e.g. tig); their rows replace those of\nOUT/privacy.csv, whose other rows are kept")
 	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv (and\nOUT/privacy-notes.md), without running anything")
 	log, err := f.parse(fs, args, stderr)
