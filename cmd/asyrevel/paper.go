@@ -218,7 +218,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Title = "Table 4: accuracy, federated against non-federated"
 		sec.Settings = []string{
 			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
-				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1)+stepsText(*f.t4steps),
+				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1) + stepsText(*f.t4steps),
 			fmt.Sprintf("the defaults of `asyrevel train` (batch 64, window 8; on the network sets --model mlp with its own: batch %d, window %d, step size decaying over %d passes); "+
 				"NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)", run.MLPBatch, run.MLPWindow, run.MLPDecayEpochs),
 			"embedded JetStream over TCP loopback",
