@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -71,6 +72,9 @@ type Fig4Config struct {
 	CheckFactor float64
 	CheckBudget time.Duration
 	Log         zerolog.Logger
+	// Parallel is how many simulations run at a time (at least 1); their
+	// results do not depend on it (virtual time).
+	Parallel int
 }
 
 // Fig4Row is one simulated run.
@@ -126,22 +130,39 @@ func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, error) {
 			checkTarget = c.Objective + cfg.CheckFactor*cfg.Suboptimality
 			cfg.Log.Info().Str("set", set.Name).Str("f*", fmtF(c.Objective, 6)).Str("target", fmtF(target, 6)).Msg("central solver")
 		}
-		var setRows []Fig4Row
-		for _, mode := range Fig4Modes {
-			for _, q := range cfg.Qs {
-				if err := ctx.Err(); err != nil {
-					return rows, checks, err
-				}
-				r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
-				if err != nil {
-					return rows, checks, fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
-				}
-				r.Mode = mode.Mode
-				cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Bool("reached", r.Reached).
-					Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
-					Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
-				setRows = append(setRows, r)
+		// The simulations are independent: run them Parallel at a time.
+		setRows := make([]Fig4Row, len(Fig4Modes)*len(cfg.Qs))
+		errs := make([]error, len(setRows))
+		sem := make(chan struct{}, max(cfg.Parallel, 1))
+		var wg sync.WaitGroup
+		for i, mode := range Fig4Modes {
+			for j, q := range cfg.Qs {
+				k := i*len(cfg.Qs) + j
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					if err := ctx.Err(); err != nil {
+						errs[k] = err
+						return
+					}
+					r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
+					if err != nil {
+						errs[k] = fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
+						return
+					}
+					r.Mode = mode.Mode
+					cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Bool("reached", r.Reached).
+						Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
+						Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
+					setRows[k] = r
+				}()
 			}
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return rows, checks, err
 		}
 		speedups(setRows)
 		rows = append(rows, setRows...)

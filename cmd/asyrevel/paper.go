@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +54,7 @@ type paperFlags struct {
 	latency         *time.Duration
 	budget          *time.Duration
 	maxSteps        *int64
+	parallel        *int
 }
 
 func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
@@ -88,6 +90,7 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.budget = fs.Duration("budget", 40000*time.Second, "virtual time a simulated run may take")
 		f.maxSteps = fs.Int64("max-steps", 3000000, "answered requests a simulated run may take (its real compute here)")
 		f.checkQs = fs.String("check-qs", "4", "numbers of parties of the real-pipeline checks (\"\" for none)")
+		f.parallel = fs.Int("parallel", runtime.NumCPU(), "simulations run at a time (their results do not depend on it)")
 	}
 	return f
 }
@@ -236,7 +239,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		cfg := fig4Defaults(sets)
 		cfg.Locate, cfg.Qs, cfg.Suboptimality, cfg.NetworkLoss = locate, qs, *f.subopt, *f.netLoss
 		cfg.StragglerFactor, cfg.Latency, cfg.Budget, cfg.MaxSteps = *f.straggler, *f.latency, *f.budget, *f.maxSteps
-		cfg.Seed, cfg.Log, cfg.CheckQs = f.exp.seed, log, checkQs
+		cfg.Seed, cfg.Log, cfg.CheckQs, cfg.Parallel = f.exp.seed, log, checkQs, *f.parallel
 		rows, checks, err := experiment.Fig4(ctx, cfg)
 		if err != nil {
 			return err
