@@ -268,3 +268,20 @@ func TestSimulateCancelled(t *testing.T) {
 		t.Errorf("cancelled: %v, result %+v", err, r)
 	}
 }
+
+// A failed run is reported, not compared, and does not stop the table.
+func TestTable4BodyFailedRuns(t *testing.T) {
+	rows := []Table4Row{
+		{Set: "mnist", Algo: "asyrevel-gau", Trials: 1, Mean: 0.89, SD: math.NaN()},
+		{Set: "mnist", Algo: "nonf", Trials: 1, Mean: math.NaN(), SD: math.NaN(), Failed: 1},
+	}
+	body := Table4Body(rows)
+	for _, want := range []string{"no run finished (1 of 1 failed", "no comparison with NonF"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "within 0.5") {
+		t.Errorf("a failed run compared:\n%s", body)
+	}
+}

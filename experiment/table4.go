@@ -54,6 +54,7 @@ type Table4Trial struct {
 	Accuracy  float64
 	Steps     int64
 	Seconds   float64
+	Failed    string // why the run failed ("" if it did not)
 }
 
 // Table4Row summarises a set and method.
@@ -67,6 +68,7 @@ type Table4Row struct {
 	Paper     float64 // NaN where not available
 	Duration  time.Duration
 	MaxSteps  int64 // answered requests a run (0: Duration bounds the runs)
+	Failed    int   // runs that failed (not in the mean)
 	StepsMean float64
 }
 
@@ -113,6 +115,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 				return rows, trials, err
 			}
 			var accs, steps []float64
+			failed := 0
 			for i := range n {
 				seed := cfg.Seed + uint64(i)
 				tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Duration: dur,
@@ -121,8 +124,17 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 					tc.MaxSteps = cfg.Steps
 				}
 				s, err := run.Train(ctx, tc)
-				if err != nil {
+				if err != nil && ctx.Err() != nil {
 					return rows, trials, fmt.Errorf("%s %s seed %d: %w", set.Name, algo, seed, err)
+				}
+				if err != nil {
+					// A run that fails (one that diverges until the
+					// aggregator rejects its outputs) is a result: it is
+					// recorded, and the other runs go on.
+					cfg.Log.Warn().Err(err).Str("set", set.Name).Str("algo", algo).Uint64("seed", seed).Msg("table4 trial failed")
+					trials = append(trials, Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: math.NaN(), Failed: err.Error()})
+					failed++
+					continue
 				}
 				t := Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: s.TestAccuracy, Steps: s.Steps, Seconds: s.TrainSeconds}
 				trials = append(trials, t)
@@ -138,8 +150,12 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			if p, ok := PaperTable4[set.Name]; ok && algo != "nonf" {
 				r.Paper = p
 			}
-			r.Mean, r.SD = stat.MeanStdDev(accs, nil)
-			if n < 2 {
+			r.Failed = failed
+			r.Mean, r.SD = math.NaN(), math.NaN()
+			if len(accs) > 0 {
+				r.Mean, r.SD = stat.MeanStdDev(accs, nil)
+			}
+			if len(accs) < 2 {
 				r.SD = math.NaN()
 			}
 			for _, a := range accs {
@@ -158,17 +174,17 @@ func WriteTable4(dir string, rows []Table4Row, trials []Table4Trial) error {
 	var recs [][]string
 	for _, r := range rows {
 		recs = append(recs, []string{r.Set, r.Algo, strconv.Itoa(r.Trials), fmtF(r.Mean, 5), fmtF(r.SD, 5), fmtF(r.Min, 4), fmtF(r.Max, 4),
-			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0), strconv.FormatInt(r.MaxSteps, 10)})
+			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0), strconv.FormatInt(r.MaxSteps, 10), strconv.Itoa(r.Failed)})
 	}
 	if err := run.WriteCSV(filepath.Join(dir, "table4.csv"), []string{"set", "algo", "trials", "mean_accuracy", "sd", "min", "max",
-		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps", "max_steps"}, recs); err != nil {
+		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps", "max_steps", "failed"}, recs); err != nil {
 		return err
 	}
 	recs = nil
 	for _, t := range trials {
-		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1)})
+		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1), t.Failed})
 	}
-	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds"}, recs)
+	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds", "failed"}, recs)
 }
 
 // ReadTable4 reads back what WriteTable4 wrote in dir (no files: nil and
@@ -193,6 +209,9 @@ func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
 		if len(r) > 12 {
 			rows[len(rows)-1].MaxSteps, _ = strconv.ParseInt(r[12], 10, 64)
 		}
+		if len(r) > 13 {
+			rows[len(rows)-1].Failed, _ = strconv.Atoi(r[13])
+		}
 	}
 	recs, err = readCSV(filepath.Join(dir, "table4_trials.csv"), "set", 6)
 	if err != nil {
@@ -203,6 +222,9 @@ func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
 		seed, _ := strconv.ParseUint(r[2], 10, 64)
 		steps, _ := strconv.ParseInt(r[4], 10, 64)
 		trials = append(trials, Table4Trial{Set: r[0], Algo: r[1], Seed: seed, Accuracy: num(r[3]), Steps: steps, Seconds: num(r[5])})
+		if len(r) > 6 {
+			trials[len(trials)-1].Failed = r[6]
+		}
 	}
 	return rows, trials, nil
 }
