@@ -120,7 +120,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 8 times it), negative means constant")
+			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 32 times it), negative means constant")
 		}},
 		{roleTrain | roleAggregator | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
