@@ -270,7 +270,9 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		cfg.Duplicates = defaultDuplicates
 	}
 	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
+		// A client given several servers (a cluster's nodes) replicates
+		// the stream on up to three of them.
+		cfg.Replicas = min(3, max(1, len(ServerURLs(cfg.URL))))
 	}
 	if cfg.ConsumerReplicas < 0 || cfg.ConsumerReplicas > cfg.Replicas {
 		return nil, fmt.Errorf("%w: %d consumer replicas for %d stream replicas", ErrInvalid, cfg.ConsumerReplicas, cfg.Replicas)
@@ -314,6 +316,16 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		nats.Name(cfg.Name),
 		nats.ErrorHandler(b.onConnError),
 		nats.ReconnectHandler(b.onReconnect),
+		nats.DisconnectErrHandler(b.onDisconnect),
+		// Fail over: a client keeps reconnecting, to the next server of
+		// its list (or one the cluster told it about) at once, to one it
+		// tried last after ReconnectWait; the runtimes' own waits
+		// (--wait) decide when to give up on a run.
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		// The first URL of a list is this client's home node (the one
+		// its organisation runs, say); the others are for fail-over.
+		nats.DontRandomize(),
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
@@ -532,10 +544,34 @@ func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error)
 	ev.Msg("nats asynchronous error")
 }
 
+// reconnectWait is the pause before a server is tried again.
+const reconnectWait = 250 * time.Millisecond
+
+// ServerURLs splits a comma-separated list of server URLs (as nats.Connect
+// takes it), dropping empty entries.
+func ServerURLs(list string) []string {
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// onDisconnect logs a lost connection; nats.go reconnects on its own.
+func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
+	if b.closed.Load() || nc.IsClosed() {
+		return
+	}
+	b.log.Warn().Err(err).Str("server", nc.ConnectedUrlRedacted()).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
+}
+
 // onReconnect: on the core designs a subscription misses what was
 // published while the connection was down.
-func (b *JetStream) onReconnect(*nats.Conn) {
+func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
+	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
 	if b.design == DesignCore || b.design == DesignCapture {
 		b.log.Error().Str("design", string(b.design)).
 			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")

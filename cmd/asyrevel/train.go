@@ -219,8 +219,17 @@ func (f *trainFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) er
 	if err := f.otherRoles(fs, args); err != nil {
 		return err
 	}
+	var config *string
+	if f.role&roleRun != 0 {
+		config = fs.String("config", "", "run file (YAML; see examples/run.yaml): its keys are these flags' names; flags\ngiven here win")
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
+	}
+	if config != nil && *config != "" {
+		if err := f.applyRunFile(fs, *config); err != nil {
+			return err
+		}
 	}
 	return f.finish(fs, stderr)
 }
