@@ -83,7 +83,14 @@ type JetStreamConfig struct {
 	// Bus's own but before the wire counter of Stats, which wraps the
 	// dialer or in-process provider they leave.
 	Options []nats.Option
-	// Logger receives asynchronous connection and consumer errors; nil
+	// Retry (DesignOrdered, DesignAcked) makes publishing survive the
+	// loss of a connection or of the stream's leader: every message gets
+	// an ID, and one whose acknowledgement does not come within 5 s, or
+	// was in flight when the connection was lost, is published again (the
+	// stream's dedupe window drops a second copy). On by default when
+	// Replicas > 1 or URL lists several servers (a cluster).
+	Retry bool
+		// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
 	Logger *zerolog.Logger
 }
@@ -149,6 +156,9 @@ const (
 	// publishAckTimeout fails an asynchronous publish whose ack does not
 	// come back; Flush then reports it.
 	publishAckTimeout = 30 * time.Second
+	// publishAckTimeoutRetry is the ack timeout under fail-over
+	// (JetStreamConfig.Retry): the message is then published again.
+	publishAckTimeoutRetry = 5 * time.Second
 	// closeTimeout bounds the network work of Close (final flush, final
 	// ack, consumer deletion).
 	closeTimeout = 10 * time.Second
@@ -274,6 +284,9 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		// the stream on up to three of them.
 		cfg.Replicas = min(3, max(1, len(ServerURLs(cfg.URL))))
 	}
+	if cfg.Replicas > 1 || len(ServerURLs(cfg.URL)) > 1 {
+		cfg.Retry = true
+	}
 	if cfg.ConsumerReplicas < 0 || cfg.ConsumerReplicas > cfg.Replicas {
 		return nil, fmt.Errorf("%w: %d consumer replicas for %d stream replicas", ErrInvalid, cfg.ConsumerReplicas, cfg.Replicas)
 	}
@@ -377,7 +390,7 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	case DesignCapture:
 		b.pub, err = newCapturePub(b, cfg)
 	default:
-		b.pub, err = newAsyncPub(b, cfg.Window)
+		b.pub, err = newAsyncPub(b, cfg.Window, cfg.Retry)
 	}
 	if err != nil {
 		return fail(err)
@@ -428,7 +441,7 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 	var err error
 	for range 5 {
 		var st jetstream.Stream
-		st, err = b.js.CreateOrUpdateStream(ctx, scfg)
+		st, err = b.createOrUpdate(ctx, scfg)
 		if err == nil {
 			b.st = st
 			if cfg.Replicas > 1 {
@@ -436,15 +449,38 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 			}
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// A clustered server may leave concurrent creations of one
+		// replicated stream unanswered (seen with 2.15: five processes
+		// connecting at once to a 3-node cluster, two timed out): the
+		// next round finds the stream made by another.
+		timedOut := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !timedOut {
 			break
 		}
 	}
 	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
 }
 
-// waitStreamLeader waits until the replicated stream has a leader and
-// every replica is current, so that the first publishes find it ready.
+// createOrUpdate creates the stream, or updates it where it differs from
+// scfg. Replicated, a creation gets a share of the API timeout, so that one
+// the cluster leaves unanswered leaves time for another round.
+func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if scfg.Replicas <= 1 {
+		return b.js.CreateOrUpdateStream(ctx, scfg)
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout/4)
+	defer cancel()
+	if st, err := b.js.Stream(actx, scfg.Name); err == nil {
+		got := st.CachedInfo().Config
+		if got.Replicas == scfg.Replicas && slices.Equal(got.Subjects, scfg.Subjects) && got.DenyDelete && got.DenyPurge {
+			return st, nil // made by another participant of the run
+		}
+	}
+	return b.js.CreateOrUpdateStream(actx, scfg)
+}
+
+// waitStreamLeader waits until the replicated stream has a leader and a
+// quorum of current replicas, so that the first publishes find it ready.
 func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
@@ -457,7 +493,9 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 					current++
 				}
 			}
-			if current >= replicas-1 {
+			// A quorum with the leader: the stream takes messages. Not
+			// every replica: a node of the cluster may be down for good.
+			if current >= replicas/2 {
 				return nil
 			}
 		}
@@ -466,7 +504,7 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 			if err == nil {
 				err = ctx.Err()
 			}
-			return fmt.Errorf("broker: stream %s has no leader with %d current replicas: %w", b.stream, replicas, err)
+			return fmt.Errorf("broker: stream %s has no leader with a quorum of its %d replicas: %w", b.stream, replicas, err)
 		case <-t.C:
 		}
 	}
@@ -572,6 +610,9 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
 	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
+	if p, ok := b.pub.(*asyncPub); ok {
+		p.reconnected()
+	}
 	if b.design == DesignCore || b.design == DesignCapture {
 		b.log.Error().Str("design", string(b.design)).
 			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/mattn/go-isatty"
@@ -333,6 +334,11 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		c.Straggler, c.StragglerFactor = m, s
+	}
+	if c.Design == "" && len(broker.ServerURLs(c.NATS)) > 1 {
+		// A cluster: the design whose publishes and consumers survive the
+		// loss of a node (the default, capture, loses live deliveries).
+		c.Design = string(broker.DesignOrdered)
 	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
