@@ -90,7 +90,7 @@ type JetStreamConfig struct {
 	// stream's dedupe window drops a second copy). On by default when
 	// Replicas > 1 or URL lists several servers (a cluster).
 	Retry bool
-		// Logger receives asynchronous connection and consumer errors; nil
+	// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
 	Logger *zerolog.Logger
 }
