@@ -87,8 +87,8 @@ type JetStreamConfig struct {
 	// loss of a connection or of the stream's leader: every message gets
 	// an ID, and one whose acknowledgement does not come within 5 s, or
 	// was in flight when the connection was lost, is published again (the
-	// stream's dedupe window drops a second copy). On by default when
-	// Replicas > 1 or URL lists several servers (a cluster).
+	// stream's dedupe window drops a second copy), one message at a time.
+	// On by default when URL lists several servers (a cluster's nodes).
 	Retry bool
 	// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
@@ -284,8 +284,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		// the stream on up to three of them.
 		cfg.Replicas = min(3, max(1, len(ServerURLs(cfg.URL))))
 	}
-	if cfg.Replicas > 1 || len(ServerURLs(cfg.URL)) > 1 {
-		cfg.Retry = true
+	if len(ServerURLs(cfg.URL)) > 1 {
+		cfg.Retry = true // fail-over between the servers
 	}
 	if cfg.ConsumerReplicas < 0 || cfg.ConsumerReplicas > cfg.Replicas {
 		return nil, fmt.Errorf("%w: %d consumer replicas for %d stream replicas", ErrInvalid, cfg.ConsumerReplicas, cfg.Replicas)
