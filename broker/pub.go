@@ -84,6 +84,18 @@ type retryMsg struct {
 	tries int
 }
 
+// retryIDPrefix starts the IDs the retrying publisher gives messages that
+// had none: deliveries do not show them (Delivery.ID is the sender's).
+const retryIDPrefix = "_r."
+
+// senderID is a delivered message's ID as its sender gave it.
+func senderID(id string) string {
+	if strings.HasPrefix(id, retryIDPrefix) {
+		return ""
+	}
+	return id
+}
+
 // maxRepublish bounds the publications of one message under fail-over
 // (with publishAckTimeoutRetry each, about two minutes).
 const maxRepublish = 24
@@ -100,7 +112,7 @@ func newAsyncPub(b *JetStream, window int, retry bool) (*asyncPub, error) {
 	timeout, pending := publishAckTimeout, window+1
 	if retry {
 		p.inflight = make(map[string]*retryMsg, window)
-		p.idPrefix = nuid.Next() + "."
+		p.idPrefix = retryIDPrefix + nuid.Next() + "."
 		// A message and a copy of it may be pending at once.
 		timeout, pending = publishAckTimeoutRetry, 2*window+1
 	}

@@ -21,7 +21,7 @@ type streamDelivery struct {
 
 func (d *streamDelivery) Subject() string { return d.msg.Subject() }
 func (d *streamDelivery) Data() []byte    { return d.msg.Data() }
-func (d *streamDelivery) ID() string      { return d.Header(msgIDHeader) }
+func (d *streamDelivery) ID() string      { return senderID(d.Header(msgIDHeader)) }
 func (d *streamDelivery) Seq() uint64     { return d.seq }
 
 func (d *streamDelivery) Header(key string) string {
