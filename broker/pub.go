@@ -81,8 +81,16 @@ type asyncPub struct {
 // published again.
 type retryMsg struct {
 	msg   *nats.Msg
-	tries int
+	first time.Time // first published
 }
+
+// Under fail-over a message is published again for up to retryFor (an
+// election of a new stream leader takes seconds, more on a loaded host),
+// retryPause after an error (at once after a timeout or a reconnect).
+const (
+	retryFor   = 2 * time.Minute
+	retryPause = 250 * time.Millisecond
+)
 
 // retryIDPrefix starts the IDs the retrying publisher gives messages that
 // had none: deliveries do not show them (Delivery.ID is the sender's).
@@ -95,10 +103,6 @@ func senderID(id string) string {
 	}
 	return id
 }
-
-// maxRepublish bounds the publications of one message under fail-over
-// (with publishAckTimeoutRetry each, about two minutes).
-const maxRepublish = 24
 
 func newAsyncPub(b *JetStream, window int, retry bool) (*asyncPub, error) {
 	if retry {
@@ -162,7 +166,7 @@ func (p *asyncPub) publish(ctx context.Context, m *Message) error {
 			nm.Header[msgIDHeader] = []string{id}
 		}
 		p.mu.Lock()
-		p.inflight[id] = &retryMsg{msg: nm}
+		p.inflight[id] = &retryMsg{msg: nm, first: time.Now()}
 		p.mu.Unlock()
 	}
 	if _, err := p.js.PublishMsgAsync(nm); err != nil {
@@ -203,8 +207,14 @@ func (p *asyncPub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubA
 }
 
 func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
-	if p.retry && retryable(err) && p.republish(m.Header.Get(msgIDHeader)) {
-		return
+	if p.retry && retryable(err) {
+		pause := retryPause
+		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			pause = 0
+		}
+		if p.republish(m.Header.Get(msgIDHeader), pause) {
+			return
+		}
 	}
 	if !p.settle(m) {
 		return
@@ -228,25 +238,24 @@ func retryable(err error) bool {
 	return true
 }
 
-// republish publishes message id again, unless it was settled, the
-// connection is closed or the message was tried maxRepublish times; true if it did.
-func (p *asyncPub) republish(id string) bool {
+// republish publishes message id again after pause, unless it was
+// settled, the connection is closed or the message has been in flight for
+// retryFor; true if it will.
+func (p *asyncPub) republish(id string, pause time.Duration) bool {
 	if p.b.nc.IsClosed() {
 		return false // Close's last flush goes on retrying until then
 	}
 	p.mu.Lock()
 	rm, ok := p.inflight[id]
-	if ok {
-		rm.tries++
-	}
 	p.mu.Unlock()
-	if !ok || rm.tries > maxRepublish {
+	if !ok || time.Since(rm.first) > retryFor {
 		return false
 	}
 	p.retries.Add(1)
 	// From the answer goroutine of nats.go: publishing there could wait
 	// for the pending limit, which that goroutine frees.
 	go func() {
+		time.Sleep(pause)
 		if _, err := p.js.PublishMsgAsync(rm.msg); err != nil && !p.b.nc.IsReconnecting() {
 			p.onErr(p.js, rm.msg, err)
 		}
@@ -270,7 +279,7 @@ func (p *asyncPub) reconnected() {
 		p.b.log.Info().Int("messages", len(ids)).Msg("publishing the unacknowledged messages again after the reconnect (the stream drops copies)")
 	}
 	for _, id := range ids {
-		p.republish(id)
+		p.republish(id, 0)
 	}
 }
 
