@@ -602,7 +602,7 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 	if b.closed.Load() || nc.IsClosed() {
 		return
 	}
-	b.log.Warn().Err(err).Str("server", nc.ConnectedUrlRedacted()).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
+	b.log.Warn().Err(err).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
 }
 
 // onReconnect: on the core designs a subscription misses what was

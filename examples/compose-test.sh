@@ -11,6 +11,7 @@
 #   KILL="broker party"      ... then party 3 (until resume lands, the run then
 #                            fails when its evaluation waits for that party)
 #   KILL="aggregator"        needs --resume (not on this branch yet)
+#   KEEP_ON_FAIL=1           leave the composition (and daemon) up after a failure
 #   DATA_SET=DIR             a folder holding a9a.gz and a9a.t.gz (default
 #                            ../shared/data/a9a)
 set -eu
@@ -45,6 +46,10 @@ fi
 compose() { docker-compose -p "$PROJECT" "$@"; }
 cleanup() {
 	code=$?
+	if [ "$code" != 0 ] && [ -n "${KEEP_ON_FAIL:-}" ]; then
+		say "KEEP_ON_FAIL: the composition stays up (docker-compose -p $PROJECT down -v; stop dockerd $DOCKERD_PID)"
+		return
+	fi
 	say "tearing down"
 	compose logs --no-color >"$WORK/compose.log" 2>&1 || true
 	compose down -v --remove-orphans >/dev/null 2>&1 || true
@@ -95,7 +100,7 @@ say "starting the aggregator and 4 parties"
 compose up -d >/dev/null 2>&1
 AGG=$(compose ps -q aggregator)
 i=0
-until compose logs aggregator 2>/dev/null | grep -q 'training starts'; do
+until docker logs "$AGG" 2>&1 | grep -q 'training starts'; do
 	i=$((i + 1)); [ $i -lt 120 ] || { compose logs; fail "training did not start"; }
 	[ "$(docker inspect -f '{{.State.Running}}' "$AGG")" = true ] || { compose logs; fail "the aggregator stopped before training"; }
 	sleep 1

@@ -8,14 +8,16 @@ import (
 	"os"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 )
 
 // brokerFlags are the flags of asyrevel broker.
 type brokerFlags struct {
-	store, host, name, clusterName, routes string
-	port, clusterPort                      int
+	store, host, name, clusterName, routes, log string
+	port, clusterPort                           int
 }
 
 func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
@@ -26,6 +28,7 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.StringVar(&f.name, "server-name", "", "this server's name, unique in its cluster (default asyrevel, or in a cluster\nthe host name)")
 	fs.StringVar(&f.clusterName, "cluster-name", "", "join a JetStream cluster of this name: three brokers with the same name and\nroutes to each other keep every run's stream on three nodes")
 	fs.IntVar(&f.clusterPort, "cluster-port", broker.DefaultClusterPort, "port for routes from the other nodes (with --cluster-name)")
+	fs.StringVar(&f.log, "log", "warn", "the server's log level: debug, info, warn, error (info shows the cluster's\nroutes and leader elections)")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
 	return f
 }
@@ -58,7 +61,12 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.routes != "" && f.clusterName == "" {
 		return fmt.Errorf("%w: --routes needs --cluster-name", errUsage)
 	}
-	cfg := broker.ServerConfig{Dir: f.store, Host: f.host, Port: f.port, Name: f.name}
+	lvl, err := zerolog.ParseLevel(f.log)
+	if err != nil || f.log == "" {
+		return fmt.Errorf("%w: --log %q", errUsage, f.log)
+	}
+	logger := newLogger(stderr, lvl, false)
+	cfg := broker.ServerConfig{Dir: f.store, Host: f.host, Port: f.port, Name: f.name, Logger: &logger}
 	if f.clusterName != "" {
 		if cfg.Name == "" {
 			cfg.Name, _ = os.Hostname()
