@@ -106,7 +106,7 @@ until docker logs "$AGG" 2>&1 | grep -q 'training starts'; do
 	sleep 1
 done
 say "training runs"
-sleep 8
+sleep 3
 
 # 5. Kills in the middle of the run.
 for k in $KILL; do
@@ -123,7 +123,7 @@ for k in $KILL; do
 		compose run -d --name asyrevel_aggregator_resumed aggregator aggregator --config /run.yaml --resume >/dev/null
 		AGG=asyrevel_aggregator_resumed
 	fi
-	sleep 8
+	sleep 10
 done
 
 # 6. The end of the run and its summary.

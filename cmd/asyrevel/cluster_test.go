@@ -82,12 +82,23 @@ func TestProcessCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
 	}
 	nodes := make([]*exec.Cmd, 3)
+	brokerLog := make([]*lockedBuffer, 3)
+	defer func() {
+		if t.Failed() {
+			for i, l := range brokerLog {
+				if l != nil {
+					t.Logf("broker %d:\n%s", i+1, l.String())
+				}
+			}
+		}
+	}()
 	for i := range nodes {
 		b := exec.CommandContext(ctx, bin, "broker", "--cluster-name", "kill", "--server-name", "n"+strconv.Itoa(i+1),
 			"--port", strconv.Itoa(ports[i]), "--cluster-port", strconv.Itoa(ports[3+i]), "--routes", strings.Join(routes, ","),
-			"--store", filepath.Join(dir, "n"+strconv.Itoa(i+1)))
+			"--store", filepath.Join(dir, "n"+strconv.Itoa(i+1)), "--log", "error")
 		stdout, _ := b.StdoutPipe()
-		b.Stderr = os.Stderr
+		brokerLog[i] = &lockedBuffer{}
+		b.Stderr = brokerLog[i]
 		if err := b.Start(); err != nil {
 			t.Fatal(err)
 		}
