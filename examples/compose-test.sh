@@ -138,11 +138,18 @@ steps=$(sed -n 's/.*"steps": *\([0-9]*\).*/\1/p' "$SUMMARY" | head -1)
 say "summary: test accuracy $acc, $steps steps"
 awk -v a="$acc" 'BEGIN { exit !(a > 0.8) }' || fail "test accuracy $acc, want above 0.8"
 grep -q '"interrupted"' "$SUMMARY" && fail "the run was interrupted"
+up=0
 for m in 1 2 3 4; do
 	c=$(docker wait "$(compose ps -q party-$m)")
 	case " $KILL " in *" party "*) [ $m = 3 ] && continue ;; esac
 	[ "$c" = 0 ] || fail "party $m exited with $c"
+	n=$(compose logs --no-color party-$m | sed -n 's/.*party [0-9]*: [0-9]* steps, \([0-9]*\) messages up.*/\1/p' | tail -1)
+	up=$((up + ${n:-0}))
 done
+down=$(sed -n 's/.*"messages_down": *\([0-9]*\).*/\1/p' "$SUMMARY" | head -1)
+stored=$(sed -n 's/.*"messages_stored": *\([0-9]*\).*/\1/p' "$SUMMARY" | head -1)
+say "messages: parties sent $up, the aggregator $down; the stream holds $stored"
+[ "$stored" = $((up + down)) ] || fail "the stream holds $stored messages, the participants sent $((up + down))"
 if bin/asyrevel help 2>&1 | grep -q 'asyrevel audit'; then
 	say "audit verify: not wired into compose-test yet"
 else
