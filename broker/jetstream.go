@@ -222,7 +222,10 @@ type JetStream struct {
 	pub        publisher
 	ctr        counters
 	reconnects atomic.Uint64
-	closing    chan struct{}
+	// retryPub is the retrying publisher (JetStreamConfig.Retry), for the
+	// reconnect handler, which may run before pub is set.
+	retryPub atomic.Pointer[asyncPub]
+	closing  chan struct{}
 
 	closeMu  sync.RWMutex // Publish holds it for reading
 	closed   atomic.Bool
@@ -390,7 +393,13 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	case DesignCapture:
 		b.pub, err = newCapturePub(b, cfg)
 	default:
-		b.pub, err = newAsyncPub(b, cfg.Window, cfg.Retry)
+		var ap *asyncPub
+		if ap, err = newAsyncPub(b, cfg.Window, cfg.Retry); err == nil {
+			b.pub = ap
+			if cfg.Retry {
+				b.retryPub.Store(ap)
+			}
+		}
 	}
 	if err != nil {
 		return fail(err)
@@ -610,7 +619,7 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
 	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
-	if p, ok := b.pub.(*asyncPub); ok {
+	if p := b.retryPub.Load(); p != nil {
 		p.reconnected()
 	}
 	if b.design == DesignCore || b.design == DesignCapture {
