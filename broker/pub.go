@@ -213,6 +213,7 @@ func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 			pause = 0
 		}
 		if p.republish(m.Header.Get(msgIDHeader), pause) {
+			p.b.log.Debug().Err(err).Str("subject", m.Subject).Msg("publishing again")
 			return
 		}
 	}

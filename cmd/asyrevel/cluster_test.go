@@ -90,8 +90,14 @@ func TestProcessCluster(t *testing.T) {
 	}
 	nodes := make([]*exec.Cmd, 3)
 	brokerLog := make([]*lockedBuffer, 3)
+	var partyOut []*lockedBuffer
+	var aggLog lockedBuffer
 	defer func() {
 		if t.Failed() {
+			for m, l := range partyOut {
+				t.Logf("party %d:\n%s", m+1, l.String())
+			}
+			t.Logf("aggregator:\n%s", aggLog.String())
 			for i, l := range brokerLog {
 				if l != nil {
 					t.Logf("broker %d:\n%s", i+1, l.String())
@@ -129,11 +135,11 @@ func TestProcessCluster(t *testing.T) {
 	common := []string{"--run", run, "--parties", "3", "--data", "synthetic:n=20000,d=24,test=2000,noise=0.02",
 		"--batch", "16", "--log", "info", "--wait", "60s"}
 	var parties []*exec.Cmd
-	partyOut := make([]*lockedBuffer, 3)
+	partyOut = make([]*lockedBuffer, 3)
 	for m := 1; m <= 3; m++ {
 		partyOut[m-1] = &lockedBuffer{}
 		args := append([]string{"party", "--id", strconv.Itoa(m), "--window", "2", "--nats", home(m)}, common...)
-		if lvl := os.Getenv("ASYREVEL_TEST_PARTY_LOG"); lvl != "" {
+		if lvl := os.Getenv("ASYREVEL_TEST_LOG"); lvl != "" {
 			args = append(args, "--log", lvl) // debug shows the consumers' errors
 		}
 		p := exec.CommandContext(ctx, bin, args...)
@@ -144,8 +150,11 @@ func TestProcessCluster(t *testing.T) {
 		parties = append(parties, p)
 	}
 	out := filepath.Join(dir, "out")
-	var aggLog lockedBuffer
-	agg := exec.CommandContext(ctx, bin, append([]string{"aggregator", "--duration", "25s", "--out", out, "--nats", home(0)}, common...)...)
+	aggArgs := append([]string{"aggregator", "--duration", "25s", "--out", out, "--nats", home(0)}, common...)
+	if lvl := os.Getenv("ASYREVEL_TEST_LOG"); lvl != "" {
+		aggArgs = append(aggArgs, "--log", lvl)
+	}
+	agg := exec.CommandContext(ctx, bin, aggArgs...)
 	agg.Stdout, agg.Stderr = &aggLog, &aggLog
 	if err := agg.Start(); err != nil {
 		t.Fatal(err)
@@ -236,10 +245,7 @@ func TestProcessCluster(t *testing.T) {
 	}
 
 	if err := agg.Wait(); err != nil {
-		for m := range parties {
-			t.Logf("party %d:\n%s", m+1, partyOut[m].String())
-		}
-		t.Fatalf("aggregator: %v\n%s", err, aggLog.String())
+		t.Fatalf("aggregator: %v", err)
 	}
 	partyUp := int64(0)
 	upRE := regexp.MustCompile(`party \d+: \d+ steps, (\d+) messages up`)
