@@ -622,6 +622,15 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 	if p := b.retryPub.Load(); p != nil {
 		p.reconnected()
 	}
+	if b.design == DesignOrdered {
+		b.subsMu.Lock()
+		for sub := range b.subs {
+			if o, ok := sub.(*orderedSub); ok {
+				go o.restart()
+			}
+		}
+		b.subsMu.Unlock()
+	}
 	if b.design == DesignCore || b.design == DesignCapture {
 		b.log.Error().Str("design", string(b.design)).
 			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")
