@@ -79,14 +79,17 @@ type orderedSub struct {
 	restartMu sync.Mutex       // one restart at a time
 }
 
-// restart replaces the ordered consumer after a reconnect with one that
+// restart replaces the ordered consumer after a reconnect, or when its
+// heartbeats stop, with one that
 // starts after the last sequence seen. nats.go's own recovery was seen
 // to stall for good when the client had failed over to another node and
 // the consumer's node (the stream's leader) had died with it. It retries
 // until the new consumer runs or the subscription closes; the feed drops
 // what it has seen already.
 func (s *orderedSub) restart() {
-	s.restartMu.Lock()
+	if !s.restartMu.TryLock() {
+		return // one runs already
+	}
 	defer s.restartMu.Unlock()
 	for attempt := 0; !s.closed.Load(); attempt++ {
 		s.hmu.Lock()
@@ -199,6 +202,11 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 	if !s.closed.Load() {
 		s.bus.log.Debug().Err(err).Msg("ordered consumer")
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			// Its node is gone (a cluster node died); nats.go's own
+			// recovery was seen to stall there too.
+			go s.restart()
+		}
 	}
 }
 
