@@ -410,7 +410,7 @@ type liveDelivery struct{ msg *nats.Msg }
 
 func (d *liveDelivery) Subject() string { return d.msg.Subject }
 func (d *liveDelivery) Data() []byte    { return d.msg.Data }
-func (d *liveDelivery) ID() string      { return d.Header(msgIDHeader) }
+func (d *liveDelivery) ID() string      { return senderID(d.Header(msgIDHeader)) }
 func (d *liveDelivery) Seq() uint64     { return 0 }
 func (d *liveDelivery) Ack() error      { return nil }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/mattn/go-isatty"
@@ -230,8 +231,17 @@ func (f *trainFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) er
 	if err := f.otherRoles(fs, args); err != nil {
 		return err
 	}
+	var config *string
+	if f.role&roleRun != 0 {
+		config = fs.String("config", "", "run file (YAML; see examples/run.yaml): its keys are these flags' names; flags\ngiven here win")
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
+	}
+	if config != nil && *config != "" {
+		if err := f.applyRunFile(fs, *config); err != nil {
+			return err
+		}
 	}
 	return f.finish(fs, stderr)
 }
@@ -335,6 +345,11 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		c.Straggler, c.StragglerFactor = m, s
+	}
+	if c.Design == "" && len(broker.ServerURLs(c.NATS)) > 1 {
+		// A cluster: the design whose publishes and consumers survive the
+		// loss of a node (the default, capture, loses live deliveries).
+		c.Design = string(broker.DesignOrdered)
 	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
