@@ -110,11 +110,10 @@ type Config struct {
 	Key    *trust.Key
 	Roster *trust.Roster
 	Sign   trust.Policy
-	// CheckpointEvery is how often the aggregator publishes a signed
+	// SealEvery is how often the aggregator publishes a signed
 	// checkpoint of the log during training (with Key; default
-	// DefaultCheckpointEvery, negative: only the final one, after the
-	// stop).
-	CheckpointEvery time.Duration
+	// DefaultSealEvery, negative: only the final one, after the stop).
+	SealEvery time.Duration
 }
 
 // Point is one evaluation: where the run was when it was requested.
@@ -305,8 +304,8 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
-	if cfg.CheckpointEvery == 0 {
-		cfg.CheckpointEvery = DefaultCheckpointEvery
+	if cfg.SealEvery == 0 {
+		cfg.SealEvery = DefaultSealEvery
 	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()

@@ -114,8 +114,8 @@ func (a *Aggregator) stamp(k schemas.Kind, m int, data []byte) {
 	t.cpHeader = ""
 }
 
-// DefaultCheckpointEvery is the default Config.CheckpointEvery.
-const DefaultCheckpointEvery = 5 * time.Second
+// DefaultSealEvery is the default Config.SealEvery.
+const DefaultSealEvery = 5 * time.Second
 
 // seal publishes a signed checkpoint of the log (a.mu held): every
 // subject's sequence number and chain head as the aggregator published
@@ -151,13 +151,13 @@ func (a *Aggregator) seal(final bool) {
 // sealDue reports whether an interval checkpoint is due.
 func (a *Aggregator) sealDue() bool {
 	t := a.tr
-	if t == nil || a.cfg.CheckpointEvery < 0 {
+	if t == nil || a.cfg.SealEvery < 0 {
 		return false
 	}
 	if t.lastSeal.IsZero() {
 		t.lastSeal = time.Now()
 	}
-	return time.Since(t.lastSeal) >= a.cfg.CheckpointEvery
+	return time.Since(t.lastSeal) >= a.cfg.SealEvery
 }
 
 // verify checks the delivery being handled, whose own sequence number is
