@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -145,32 +146,12 @@ func (r *AuditReport) WriteText(w io.Writer) error {
 	for _, s := range r.Senders {
 		fmt.Fprintf(&b, "%-12s %-6s %10d %12d %8d\n", s.Sender, s.Kind, s.Messages, s.Bytes, s.Signed)
 	}
-	if len(r.Counts) > 0 {
-		kinds := make([]string, 0, len(r.Counts))
-		for k := range r.Counts {
-			kinds = append(kinds, k)
-		}
-		slices.Sort(kinds)
-		b.WriteString("problems:")
-		for _, k := range kinds {
-			fmt.Fprintf(&b, " %s %d", k, r.Counts[k])
-		}
-		b.WriteString("\n")
-	}
+	writeCounts(&b, "problems:", r.Counts)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  %s\n", p)
 	}
 	if len(r.Rejected) > 0 {
-		reasons := make([]string, 0, len(r.Rejected))
-		for k := range r.Rejected {
-			reasons = append(reasons, k)
-		}
-		slices.Sort(reasons)
-		b.WriteString("rejected by their receiver (not part of the accepted traffic):")
-		for _, k := range reasons {
-			fmt.Fprintf(&b, " %s %d", k, r.Rejected[k])
-		}
-		b.WriteString("\n")
+		writeCounts(&b, "rejected by their receiver (not part of the accepted traffic):", r.Rejected)
 		for _, p := range r.RejectedList {
 			fmt.Fprintf(&b, "  %s\n", p)
 		}
@@ -708,4 +689,17 @@ func CheckLog(r *Roster, log iter.Seq[*Msg], receipts []*Receipt, opts AuditOpti
 		a.Add(m)
 	}
 	return a.Finish(), errors.Join(errs...)
+}
+
+// writeCounts writes title and the counts of m in the order of their keys,
+// on one line; nothing if m is empty.
+func writeCounts[V int | int64 | uint64](b *strings.Builder, title string, m map[string]V) {
+	if len(m) == 0 {
+		return
+	}
+	b.WriteString(title)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(b, " %s %d", k, m[k])
+	}
+	b.WriteString("\n")
 }
