@@ -435,6 +435,9 @@ const (
 	// barrierAttempts bounds the barriers sent after timeouts (each
 	// waits apiTimeout for its answer).
 	barrierAttempts = 3
+	// barrierNoLeaderPause: how long a barrier that found no stream
+	// leader waits before it asks again.
+	barrierNoLeaderPause = 250 * time.Millisecond
 	// markerGrace: after a barrier, how long Flush waits for the answers
 	// to markers sent before it.
 	markerGrace = 200 * time.Millisecond
@@ -699,9 +702,20 @@ func (p *capturePub) flush(ctx context.Context) error {
 func (p *capturePub) barrier(ctx context.Context, subject string) error {
 	for attempt := 1; ; attempt++ {
 		n, err := p.barrierOnce(ctx, subject)
-		if err != nil && attempt < barrierAttempts && ctx.Err() == nil &&
-			(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-			continue // a loaded or electing cluster: ask again
+		if err != nil && attempt < barrierAttempts && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+				continue // a loaded or electing cluster: ask again
+			case errors.Is(err, jetstream.ErrNoStreamResponse):
+				// No replica answers (a stream leader being elected):
+				// the answer comes at once, so wait before asking again.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(barrierNoLeaderPause):
+				}
+				continue
+			}
 		}
 		if err != nil || p.b.replicas <= 1 {
 			return err

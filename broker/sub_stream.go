@@ -189,6 +189,9 @@ func (f *consumerFeed) waitHandler() {
 }
 
 func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
+	if err := b.resolveNew(ctx, &opts); err != nil {
+		return nil, err
+	}
 	cf, match := b.consumerFilters(filters)
 	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts)))
 	if err != nil {
@@ -319,9 +322,33 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 	return s, nil
 }
 
+// resolveNew turns DeliverNew into an explicit start after the stream's
+// last sequence, read from the stream's leader. The server's own
+// DeliverNew policy takes the last sequence of the replica that hosts the
+// consumer, which in a cluster may not yet have applied what the leader
+// confirmed, and then delivers messages published before the subscription.
+// An explicit start also lets a durable that was never acked be recreated
+// where it began (a server before 2.14 has no reset API and reports an ack
+// floor of 0 for it), and a restarted ordered consumer resume where the
+// first began.
+func (b *JetStream) resolveNew(ctx context.Context, opts *SubscribeOptions) error {
+	if opts.StartSeq > 0 || opts.Deliver != DeliverNew {
+		return nil
+	}
+	last, err := b.lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	opts.StartSeq = last + 1
+	return nil
+}
+
 // consumer creates the subscription's consumer, or opens and prepares an
 // existing durable one.
 func (b *JetStream) consumer(ctx context.Context, filters []string, opts SubscribeOptions) (jetstream.Consumer, error) {
+	if err := b.resolveNew(ctx, &opts); err != nil {
+		return nil, err
+	}
 	cfg := jetstream.ConsumerConfig{AckWait: DefaultAckWait}
 	setFilters(&cfg, filters)
 	switch {
@@ -344,16 +371,6 @@ func (b *JetStream) consumer(ctx context.Context, filters []string, opts Subscri
 	cfg.Replicas = b.consumerReplicas
 	cfg.AckPolicy = jetstream.AckAllPolicy
 	cfg.MaxAckPending = maxAckPending
-	if cfg.DeliverPolicy == jetstream.DeliverNewPolicy {
-		// An explicit start, so that a durable that was never acked can
-		// be recreated where it began (a server before 2.14 has no reset
-		// API and reports an ack floor of 0 for it).
-		last, err := b.lastSeq(ctx)
-		if err != nil {
-			return nil, err
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
-	}
 	for attempt := 0; ; attempt++ {
 		c, err := b.js.Consumer(ctx, b.stream, opts.Durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
