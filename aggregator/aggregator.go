@@ -100,7 +100,23 @@ type Config struct {
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
+
+	// OnCheckpoint, if set, is given the aggregator's state (checkpoint.go)
+	// once training starts, every CheckpointEvery (default
+	// DefaultCheckpointEvery) and when Run is interrupted; it is called
+	// from Run's goroutine, and c is valid only during the call.
+	OnCheckpoint    func(c *Checkpoint) error
+	CheckpointEvery time.Duration
+	// PartyTimeout is how long an evaluation round waits for a party that
+	// sends nothing before it counts that party as departed: training goes
+	// on without it and the evaluations use its last outputs until it
+	// sends again (default min(EvalTimeout/2, DefaultPartyTimeout); <0:
+	// never, the round waits EvalTimeout and aborts).
+	PartyTimeout time.Duration
 }
+
+// DefaultPartyTimeout bounds the default Config.PartyTimeout.
+const DefaultPartyTimeout = 30 * time.Second
 
 // Point is one evaluation: where the run was when it was requested.
 type Point struct {
@@ -145,6 +161,18 @@ type Result struct {
 	Refused map[int]string
 	Defense DefenseReport
 	Leakage *Leakage // with Config.ScoreLeakage
+	// Departed lists the parties that an evaluation round stopped waiting
+	// for (Config.PartyTimeout) and that had not come back at the end, and
+	// why; Timeouts counts the departures, Returned the parties that came
+	// back, EvalsWithout the evaluations scored with a departed party's
+	// last outputs.
+	Departed     map[int]string
+	Timeouts     int64
+	Returned     int64
+	EvalsWithout int64
+	// Recovery is what a resumed aggregator applied from the stream (nil
+	// for a run that was not resumed).
+	Recovery *Recovery
 }
 
 type phase int
@@ -163,6 +191,8 @@ type round struct {
 	steps     int64
 	msgs      int64
 	next      [][2]uint32 // per party: next expected First for train and test
+	wait      []bool      // per party: the round waits for it (it had not departed)
+	without   bool        // a departed party's last outputs were used
 	requested time.Time
 	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
@@ -194,6 +224,7 @@ type Aggregator struct {
 	u0      []float64
 	hh      []float64 // h per sample of the current request
 	rng     *rand.Rand
+	pcg     *rand.PCG // rng's source, for checkpoints
 	phi0    float64
 	labels  []int32 // the labels the head trains on (randomised response may have changed some)
 	def     defense
@@ -237,6 +268,17 @@ type Aggregator struct {
 	err        error
 	subjReply  []string
 	stopReason string
+
+	// Checkpoints and recovery (checkpoint.go): departed parties, the
+	// recovery report of a resumed run, the recorded reply a request
+	// applied again must reproduce, the training time before the resume.
+	departed      []bool
+	resumed       *Recovery
+	replaying     bool
+	replayWant    []byte
+	trainedBefore time.Duration
+	ck            Checkpoint
+	ckNow         bool
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -282,6 +324,12 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if cfg.PartyTimeout == 0 {
+		cfg.PartyTimeout = min(cfg.EvalTimeout/2, DefaultPartyTimeout)
+	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
@@ -300,11 +348,13 @@ func New(cfg Config) (*Aggregator, error) {
 		w0p:         make([]float64, np),
 		u0:          make([]float64, np),
 		hh:          make([]float64, cfg.MaxBatch),
-		rng:         rand.New(rand.NewPCG(cfg.Seed, 0)),
+		pcg:         newPCG(cfg.Seed),
+		departed:    make([]bool, q+1),
 		enc:         schemas.NewCodec(),
 		dec:         schemas.NewCodec(),
 		fin:         make(chan struct{}),
 	}
+	a.rng = rand.New(a.pcg)
 	if np > 0 {
 		a.phi0 = cfg.Dist.Phi(np)
 	}
@@ -337,6 +387,7 @@ func New(cfg Config) (*Aggregator, error) {
 		Published:    map[string]int64{},
 		Rejected:     map[string]int64{},
 		Refused:      map[int]string{},
+		Departed:     map[int]string{},
 	}
 	return a, nil
 }
@@ -348,13 +399,26 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	a.bus, a.ctx = bus, ctx
 	a.mu.Unlock()
 	run := a.cfg.Run
+	deliver, restDeliver := broker.DeliverAll, broker.DeliverAll
+	if a.resumed != nil {
+		// Every request of the stream again: those applied are skipped by
+		// their sequence numbers. Hellos and evaluations of the past are
+		// not needed.
+		a.mu.Lock()
+		a.start = time.Now().Add(-a.trainedBefore)
+		a.mu.Unlock()
+		if err := a.recover(ctx, bus); err != nil {
+			return nil, err
+		}
+		restDeliver = broker.DeliverNew
+	}
 	// The requests on a subscription of their own: a JetStream consumer
 	// with a single filter costs the broker less per message. Hellos and
 	// evaluation outputs need no order with the requests: requests only
 	// come after the start, which waits for every hello and the initial
 	// pass. The handler serialises the two.
 	sub, err := bus.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindOutput)},
-		broker.SubscribeOptions{Durable: "aggregator"}, a.handleOutputs)
+		broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}, a.handleOutputs)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}
@@ -362,7 +426,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	rest, err := bus.Subscribe(ctx, []string{
 		schemas.Filter(run, schemas.KindHello),
 		schemas.Filter(run, schemas.KindEval),
-	}, broker.SubscribeOptions{Durable: "aggregator-join"}, a.handle)
+	}, broker.SubscribeOptions{Durable: "aggregator-join", Deliver: restDeliver}, a.handle)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}
@@ -373,8 +437,11 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	a.mu.Lock()
 	a.joinProgress, a.lastNotice = time.Now(), time.Now()
 	a.mu.Unlock()
-	a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
+	if a.resumed == nil {
+		a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
+	}
 	var lastEval time.Duration
+	lastCk := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -400,6 +467,15 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			return res, nil
 		case <-tick.C:
+			if a.cfg.OnCheckpoint != nil {
+				a.mu.Lock()
+				due := a.phase == training && (a.ckNow || time.Since(lastCk) >= a.cfg.CheckpointEvery)
+				a.mu.Unlock()
+				if due {
+					lastCk = time.Now()
+					a.saveCheckpoint()
+				}
+			}
 			a.mu.Lock()
 			a.watch()
 			if a.phase == training {
@@ -435,6 +511,10 @@ func (a *Aggregator) watch() {
 	case a.cur != nil && (a.phase == training || a.phase == stopping):
 		c := a.cur
 		idle := now.Sub(c.progress)
+		if a.cfg.PartyTimeout > 0 && idle >= a.cfg.PartyTimeout {
+			a.leave(c, idle)
+			return
+		}
 		if idle >= a.cfg.EvalTimeout {
 			a.abort(fmt.Errorf("%w: evaluation round %d: no answer from %s for %v (--wait)", ErrNoProgress, c.id, a.missing(c), a.cfg.EvalTimeout))
 			return
@@ -534,11 +614,20 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 	reason := "interrupted: " + cause.Error()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if a.phase != done {
-		// The parties stop too; they need not wait for a deadline. (A
-		// checkpoint of w0, and a CtlCheckpoint to the parties before the
-		// stop, belong here once checkpoints exist.)
-		a.ctx = pctx
+	a.ctx = pctx
+	switch {
+	case a.phase == training && a.cfg.OnCheckpoint != nil:
+		// A pause, not an end: the state is saved and the parties are
+		// told to save theirs and wait; the run goes on with --resume.
+		a.control(schemas.CtlCheckpoint, 0, 0, reason+": the aggregator saved its state; it goes on when restarted with --resume")
+		a.res.Training = time.Since(a.start)
+		a.mu.Unlock()
+		a.saveCheckpoint()
+		a.mu.Lock()
+		a.phase = done
+		close(a.fin)
+	case a.phase != done:
+		// The parties stop too; they need not wait for a deadline.
 		a.control(schemas.CtlStop, 0, 0, reason)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
@@ -563,6 +652,16 @@ func (a *Aggregator) result() *Result {
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
 	r.Leakage.Defense = &r.Defense
+	r.Departed = map[int]string{}
+	for m, why := range a.res.Departed {
+		if a.departed[m] {
+			r.Departed[m] = why
+		}
+	}
+	if a.resumed != nil {
+		rec := *a.resumed
+		r.Recovery = &rec
+	}
 	if a.stN > 0 {
 		r.MeanStaleness = a.stSum / float64(a.stN)
 	}
@@ -586,6 +685,16 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 	if err != nil {
 		a.fail(err)
 		return 0
+	}
+	if a.replaying {
+		// Applying again what was published before a crash (recover).
+		if kind != schemas.KindReply {
+			return len(data)
+		}
+		a.replayPublish(data)
+		a.res.Published[kind.String()]++
+		a.res.BytesOut += int64(len(data))
+		return len(data)
 	}
 	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
@@ -733,6 +842,10 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		err = fmt.Errorf("%w: %s on the aggregator's subscription", schemas.ErrSubject, kind)
 	}
 	if err != nil {
+		if err == errApplied {
+			a.resumed.Skipped++
+			return
+		}
 		if kind == schemas.KindOutput {
 			a.res.RejectedOutputs++
 		}
@@ -811,8 +924,14 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	default:
 		return fmt.Errorf("%w: request from party %d before start", schemas.ErrState, m)
 	}
+	if a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m] {
+		return errApplied // read again from the stream after a resume
+	}
 	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err
+	}
+	if a.departed[m] {
+		a.back(m)
 	}
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
@@ -966,7 +1085,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	a.store(a.evalC[s], m, ev)
 	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
-	if cur.next[m][s] == ev.Total {
+	if cur.next[m][s] == ev.Total && cur.wait[m] {
 		cur.remaining--
 		if cur.remaining == 0 {
 			a.score(cur)
@@ -987,6 +1106,7 @@ func (a *Aggregator) store(t []float64, m int, ev *schemas.EvalOutput) {
 
 func (a *Aggregator) begin() {
 	a.phase = training
+	a.ckNow = true // the first checkpoint: the table is full
 	a.start = time.Now()
 	a.cfg.Log.Info().Int("parties", a.q).Int("samples", a.n).Msg("table filled; training starts")
 	a.control(schemas.CtlStart, 0, 0, "")
@@ -1015,7 +1135,16 @@ func (a *Aggregator) requestEval(final bool) {
 		splits |= schemas.EvalTest
 	}
 	a.rounds++
-	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1)}
+	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
+	present := 0
+	for m := 1; m <= a.q; m++ {
+		if !a.departed[m] {
+			r.wait[m] = true
+			present++
+		} else {
+			r.without = true
+		}
+	}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
 	r.progress = r.requested
@@ -1029,7 +1158,7 @@ func (a *Aggregator) requestEval(final bool) {
 		n   int
 	}{{schemas.EvalTrain, 0, a.n}, {schemas.EvalTest, 1, len(a.cfg.TestLabels)}} {
 		if splits&s.bit != 0 {
-			r.remaining += a.q
+			r.remaining += present
 			if a.evalC[s.i] == nil {
 				a.evalC[s.i] = make([]float64, s.n*a.width)
 			}
@@ -1037,6 +1166,9 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	a.cur = r
 	a.control(schemas.CtlEval, r.id, splits, "")
+	if r.remaining == 0 {
+		a.score(r) // every party has departed: the last outputs
+	}
 }
 
 // missing names the parties that have not finished their part of round r,
@@ -1044,8 +1176,8 @@ func (a *Aggregator) requestEval(final bool) {
 func (a *Aggregator) missing(r *round) string {
 	var ps, why []string
 	for m := 1; m <= a.q; m++ {
-		if (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
-			(r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
+		if r.wait[m] && (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
+			r.wait[m] && (r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
 			ps = append(ps, strconv.Itoa(m))
 			if a.lastReject[m] != "" {
 				why = append(why, fmt.Sprintf("party %d's last rejected message: %s", m, a.lastReject[m]))
@@ -1081,8 +1213,11 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 
 func (a *Aggregator) score(r *round) {
 	a.cur = nil
-	if !r.final {
+	if !r.final && !r.without {
 		a.evalCost = time.Since(r.requested)
+	}
+	if r.without {
+		a.res.EvalsWithout++
 	}
 	pt := Point{
 		Seconds:      r.at.Seconds(),
