@@ -1,0 +1,170 @@
+package party
+
+import (
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Checkpoints and resume. A party saves w_m, its random state, its own
+// sequence number, the aggregator's last one it accepted, its step count
+// and its requests in flight (batch, direction, regulariser difference).
+// A resumed party restores them and reads its replies and the controls
+// from the stream from the start: those up to the checkpoint's aggregator
+// sequence are skipped, the later ones are applied again, and the
+// messages it computes on the way that the stream already holds (its own
+// sequence numbers up to Resume's published) are not sent again. Its
+// computation is deterministic given what it receives, so it ends where
+// it was before the crash and goes on live.
+
+// ErrResume reports a checkpoint that cannot be resumed from.
+var ErrResume = errors.New("party: cannot resume")
+
+// CheckpointVersion is the version of the checkpoint format.
+const CheckpointVersion = 1
+
+// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+const DefaultCheckpointEvery = 10 * time.Second
+
+// Pending is a request in flight.
+type Pending struct {
+	Seq     uint64
+	IDs     []uint32
+	U       []float64
+	RegDiff float64
+}
+
+// Checkpoint is a party's state at one point of a run.
+type Checkpoint struct {
+	Version   int
+	Run       string
+	ID        int
+	W         []float64
+	RNG       []byte // PCG state
+	Seq       uint64 // this party's last sequence number
+	AggSeq    uint64 // the aggregator's last accepted sequence number
+	HelloSeq  uint64
+	T         int
+	Head      int
+	N         int
+	Ring      []Pending
+	Requests  uint64
+	BatchSeed uint64
+	Steps     int64
+	Replies   int64
+	Sent      int64 // Stats.Requests
+	Up        int64 // Stats.MessagesUp
+	BytesUp   int64
+	MaxDelay  int
+	Saved     time.Time
+}
+
+// Encode writes c (gob).
+func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
+	var c Checkpoint
+	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
+	}
+	if c.Version != CheckpointVersion {
+		return nil, fmt.Errorf("%w: checkpoint format %d, this build reads %d", ErrResume, c.Version, CheckpointVersion)
+	}
+	return &c, nil
+}
+
+// snapshot copies the state into c, reusing its buffers (p.mu held).
+func (p *Party) snapshot(c *Checkpoint) {
+	c.Version, c.Run, c.ID = CheckpointVersion, p.cfg.Run, p.cfg.ID
+	c.W = append(c.W[:0], p.w...)
+	c.RNG, _ = p.pcg.MarshalBinary()
+	c.Seq, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seq, p.aggSeq, p.helloSeq, p.t, p.head, p.n
+	if len(c.Ring) != len(p.ring) {
+		c.Ring = make([]Pending, len(p.ring))
+	}
+	for i, s := range p.ring {
+		r := &c.Ring[i]
+		r.Seq, r.RegDiff = s.seq, s.regDiff
+		r.IDs = append(r.IDs[:0], s.ids...)
+		r.U = append(r.U[:0], s.u...)
+	}
+	c.Requests, c.BatchSeed = p.requests, p.batchSeed
+	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
+	c.Saved = time.Now()
+}
+
+// Checkpoint returns a copy of the party's state.
+func (p *Party) Checkpoint() *Checkpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var c Checkpoint
+	p.snapshot(&c)
+	return &c
+}
+
+// Resume restores the party from c before Run. published is the highest
+// of this party's sequence numbers that the stream holds: the messages
+// the party computes again up to it are not sent again.
+func (p *Party) Resume(c *Checkpoint, published uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.cfg.Sync || p.cfg.FirstOrder || p.cfg.Adversary != nil:
+		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
+	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
+		return fmt.Errorf("%w: the checkpoint is of party %d of run %s, not party %d of %s", ErrResume, c.ID, c.Run, p.cfg.ID, p.cfg.Run)
+	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
+		return fmt.Errorf("%w: the checkpoint's dimensions (%d parameters, window %d) are not the run's (%d, %d)", ErrResume, len(c.W), len(c.Ring), len(p.w), len(p.ring))
+	}
+	for _, r := range c.Ring {
+		if len(r.IDs) > cap(p.ring[0].ids) || len(r.U) != len(p.w) {
+			return fmt.Errorf("%w: a request in flight does not fit the run's batch and model", ErrResume)
+		}
+		for _, id := range r.IDs {
+			if int(id) >= p.cfg.Train.NRows {
+				return fmt.Errorf("%w: a request in flight names sample %d of %d", ErrResume, id, p.cfg.Train.NRows)
+			}
+		}
+	}
+	if err := p.pcg.UnmarshalBinary(c.RNG); err != nil {
+		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	copy(p.w, c.W)
+	for i, r := range c.Ring {
+		s := &p.ring[i]
+		s.seq, s.regDiff = r.Seq, r.RegDiff
+		s.ids = append(s.ids[:0], r.IDs...)
+		copy(s.u, r.U)
+	}
+	p.seq, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seq, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
+	p.requests, p.batchSeed = c.Requests, c.BatchSeed
+	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
+	p.started = true
+	p.resumed = true
+	p.skipTo = c.AggSeq
+	p.published = max(published, c.Seq)
+	return nil
+}
+
+// saveCheckpoint hands a snapshot to Config.OnCheckpoint (p.mu not held).
+func (p *Party) saveCheckpoint() {
+	if p.cfg.OnCheckpoint == nil {
+		return
+	}
+	p.mu.Lock()
+	ok := p.started && p.err == nil
+	if ok {
+		p.snapshot(&p.ck)
+	}
+	p.ckNow = false
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
+	}
+}
