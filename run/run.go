@@ -110,6 +110,18 @@ type Config struct {
 	// Notice is how often a wait is logged.
 	JoinWait, Wait, Notice time.Duration
 
+	// Checkpoints (checkpoint.go): CheckpointDir, if set, is where each
+	// participant saves its state (DIR/RUN/aggregator.ckpt, party-M.ckpt)
+	// every CheckpointEvery (0 = 10s, <0 = never) and when interrupted;
+	// Resume restarts from those files and the run's stream.
+	// PartyTimeout is how long an evaluation waits for a silent party
+	// before training goes on without it (0 = the aggregator's default,
+	// <0 = never: the evaluation waits Wait and the run aborts).
+	CheckpointDir   string
+	CheckpointEvery time.Duration
+	Resume          bool
+	PartyTimeout    time.Duration
+
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
 	Log zerolog.Logger
 	// OnPoint, if set, is called for each evaluation (after the log line).
@@ -177,6 +189,17 @@ type Summary struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Refused lists the refusals of parties at join time, by party.
 	Refused map[int]string `json:"refused,omitempty"`
+	// Departed lists the parties that left (an evaluation stopped waiting
+	// for them, --party-timeout) and had not come back at the end, and
+	// why; PartyTimeouts counts departures, Returned the parties that came
+	// back, EvalsWithout the evaluations scored with a departed party's
+	// last outputs. Resumed is what a resumed aggregator applied again
+	// from the stream.
+	Departed      map[int]string       `json:"departed,omitempty"`
+	PartyTimeouts int64                `json:"party_timeouts,omitempty"`
+	Returned      int64                `json:"returned,omitempty"`
+	EvalsWithout  int64                `json:"evals_without_departed,omitempty"`
+	Resumed       *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -719,7 +742,20 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 	if err != nil {
 		return nil, err
 	}
-	return aggregator.New(ac)
+	ac.PartyTimeout = cfg.PartyTimeout
+	ck, err := aggregatorCheckpoints(cfg, &ac)
+	if err != nil {
+		return nil, err
+	}
+	a, err := aggregator.New(ac)
+	if err != nil || ck == nil {
+		return a, err
+	}
+	if err := a.Resume(ck); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info().Int64("steps", ck.Steps).Time("saved", ck.Saved).Msg("aggregator: resuming from its checkpoint")
+	return a, nil
 }
 
 // AggregatorConfig is the configuration of the aggregator of a run (for
@@ -756,12 +792,15 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	return newParty(ctx, cfg, data, m, 0)
+	return newParty(ctx, cfg, data, m, 0, nil)
 }
 
 // newParty is NewParty for a party whose sequence numbers start after
 // seqBase (see party.Config.SeqBase).
-func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64) (p *party.Party, close func() error, err error) {
+// With checkpoints, it sets the party's hook; with cfg.Resume, *ck is the
+// checkpoint to resume from (the caller calls Resume once it knows what
+// the stream holds).
+func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -781,7 +820,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	if f := cfg.PartyData[m]; f != nil {
 		train, test = f(train, test)
 	}
-	p, err = party.New(party.Config{
+	pc := party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: train, Test: test,
 		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
@@ -791,7 +830,16 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
-	})
+	}
+	c, err := partyCheckpoints(cfg, &pc, m)
+	if err != nil {
+		close()
+		return nil, nil, err
+	}
+	if ck != nil {
+		*ck = c
+	}
+	p, err = party.New(pc)
 	if err != nil {
 		close()
 		return nil, nil, err
@@ -830,8 +878,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	parties := make([]*party.Party, q)
+	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
-		p, close, err := NewParty(ctx, &cfg, data, m+1)
+		p, close, err := newParty(ctx, &cfg, data, m+1, 0, &cks[m])
 		if err != nil {
 			return nil, err
 		}
@@ -848,7 +897,15 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := net.checkFresh(ctx, aggBus, cfg.Run); err != nil {
+	if cfg.Resume {
+		err = net.checkResume(ctx, aggBus, cfg.Run)
+		for m := 0; m < q && err == nil; m++ {
+			err = resumeParty(ctx, aggBus, &cfg, parties[m], cks[m], m+1)
+		}
+	} else {
+		err = net.checkFresh(ctx, aggBus, cfg.Run)
+	}
+	if err != nil {
 		aggBus.Close()
 		return nil, err
 	}
@@ -972,7 +1029,11 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := net.checkAggregator(ctx, bus, cfg.Run); err != nil {
+	check := net.checkAggregator
+	if cfg.Resume {
+		check = net.checkResume
+	}
+	if err := check(ctx, bus, cfg.Run); err != nil {
 		bus.Close()
 		return nil, err
 	}
@@ -1019,24 +1080,56 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		return party.Stats{}, err
 	}
 	defer bus.Close()
-	base, err := net.checkParty(ctx, bus, cfg.Run, m)
+	var base uint64
+	if cfg.Resume {
+		err = net.checkResume(ctx, bus, cfg.Run)
+	} else {
+		base, err = net.checkParty(ctx, bus, cfg.Run, m)
+	}
 	if err != nil {
 		return party.Stats{}, err
 	}
 	if base > 0 {
 		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
 	}
-	p, close, err := newParty(ctx, &cfg, data, m, base)
+	var ck *party.Checkpoint
+	p, close, err := newParty(ctx, &cfg, data, m, base, &ck)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer close()
-	cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
+	if cfg.Resume {
+		if err := resumeParty(ctx, bus, &cfg, p, ck, m); err != nil {
+			return party.Stats{}, err
+		}
+	} else {
+		cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
+	}
 	err = p.Run(ctx, bus)
+	if errors.Is(err, party.ErrInterrupted) {
+		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
 	if cerr := bus.Close(); err == nil {
 		err = cerr
 	}
 	return p.Stats(), err
+}
+
+// resumeParty restores party m from its checkpoint ck: the stream's count
+// of its messages is its last sequence number there.
+func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party, ck *party.Checkpoint, m int) error {
+	if ck == nil {
+		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
+	}
+	n, err := count(ctx, b, schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m), schemas.Subject(cfg.Run, schemas.KindEval, m))
+	if err != nil {
+		return err
+	}
+	if err := p.Resume(ck, n); err != nil {
+		return err
+	}
+	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Uint64("stream_messages", n).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
+	return nil
 }
 
 func logData(cfg *Config, data *Data) {
@@ -1068,6 +1161,10 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 	if len(res.Refused) > 0 {
 		s.Refused = res.Refused
 	}
+	if len(res.Departed) > 0 {
+		s.Departed = res.Departed
+	}
+	s.PartyTimeouts, s.Returned, s.EvalsWithout, s.Resumed = res.Timeouts, res.Returned, res.EvalsWithout, res.Recovery
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
 	}
@@ -1119,6 +1216,9 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	switch {
 	case dir == "" && cfg.Out != "":
 		dir = storeIn(cfg.Out)
+		if cfg.Resume {
+			break // the run's stream is what a resume reads
+		}
 		if err := replaceStore(cfg, dir); err != nil {
 			return nil, err
 		}

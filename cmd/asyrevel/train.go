@@ -182,6 +182,19 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
 			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.Resume, "resume", false, "go on with a run that was interrupted or whose process died: restart from the\nlatest checkpoint in --checkpoint-dir and apply the run's stream from there (no\nupdate lost or applied twice); the same --run and flags as the first start")
+			fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", 10*time.Second, "how often the state is saved to --checkpoint-dir (also at the start of\ntraining and on Ctrl-C or SIGTERM); negative: never")
+		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", "", "where the aggregator and the parties save their state, for --resume (default\nOUT/checkpoints with --out, else none)")
+		}},
+		{roleAggregator | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", "asyrevel-checkpoints", "where this process saves its state (DIR/RUN/aggregator.ckpt or party-M.ckpt),\nfor --resume")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
+		}},
 		{roleAll, func(fs *flag.FlagSet) {
 			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
@@ -324,6 +337,15 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		c.Straggler, c.StragglerFactor = m, s
+	}
+	if f.role == roleTrain && c.CheckpointDir == "" && c.Out != "" {
+		c.CheckpointDir = filepath.Join(c.Out, "checkpoints")
+	}
+	if c.Resume && !flagGiven(fs, "run") {
+		return fmt.Errorf("%w: --resume needs the --run of the run to go on with", errUsage)
+	}
+	if c.Resume && f.role == roleTrain && c.NATS == "" && c.Out == "" && c.StoreDir == "" {
+		return fmt.Errorf("%w: train --resume needs the run's stream: the --out (or --store) of the first start", errUsage)
 	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -479,6 +501,16 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	for m, r := range s.Refused {
 		fmt.Fprintf(w, "party %d was refused at first: %s\n", m, r)
 	}
+	for m, r := range s.Departed {
+		fmt.Fprintf(w, "party %d departed and did not come back: %s; training went on without it, the evaluations used its last outputs\n", m, r)
+	}
+	if s.PartyTimeouts > 0 {
+		fmt.Fprintf(w, "party timeouts: %d (departures), %d came back; %d evaluations used a departed party's last outputs\n", s.PartyTimeouts, s.Returned, s.EvalsWithout)
+	}
+	if r := s.Resumed; r != nil {
+		fmt.Fprintf(w, "resumed from the checkpoint of step %d: %d requests applied again from the stream (%d replies differ from the recorded ones, %d requests missing), %d skipped as applied\n",
+			r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped)
+	}
 	for _, warn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -528,11 +560,18 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
 	st, err := run.Participate(ctx, f.cfg, *id)
-	if err != nil {
+	if err != nil && !errors.Is(err, run.ErrInterrupted) {
 		return err
 	}
-	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), st.StopReason)
-	return nil
+	stop := st.StopReason
+	if err != nil {
+		stop = "interrupted; the checkpoint is saved: go on with --resume"
+	}
+	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
+	if st.Skipped+st.Recomputed > 0 {
+		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held\n", *id, st.Skipped, st.Recomputed)
+	}
+	return err
 }
 
 func sum(m map[string]int64) int64 {
