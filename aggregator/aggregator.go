@@ -473,7 +473,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				a.mu.Unlock()
 				if due {
 					lastCk = time.Now()
-					a.saveCheckpoint()
+					a.saveCheckpoint(ctx)
 				}
 			}
 			a.mu.Lock()
@@ -622,7 +622,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		a.control(schemas.CtlCheckpoint, 0, 0, reason+": the aggregator saved its state; it goes on when restarted with --resume")
 		a.res.Training = time.Since(a.start)
 		a.mu.Unlock()
-		a.saveCheckpoint()
+		a.saveCheckpoint(pctx)
 		a.mu.Lock()
 		a.phase = done
 		close(a.fin)

@@ -417,12 +417,24 @@ var errApplied = errors.New("applied before the resume")
 
 // saveCheckpoint hands a snapshot of the state to Config.OnCheckpoint
 // (from Run's goroutine, a.mu not held).
-func (a *Aggregator) saveCheckpoint() {
+//
+// The snapshot is saved only once the broker has stored everything
+// published up to it: a checkpoint must never count as applied an update
+// whose reply the stream lacks (the party would wait for it for ever).
+func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	a.mu.Lock()
 	a.ckNow = false
 	a.snapshot(&a.ck)
+	bus := a.bus
 	a.mu.Unlock()
 	t0 := time.Now()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := bus.Flush(fctx)
+	cancel()
+	if err != nil {
+		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
+		return
+	}
 	if err := a.cfg.OnCheckpoint(&a.ck); err != nil {
 		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
 		return

@@ -1,6 +1,7 @@
 package party
 
 import (
+	"context"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -142,26 +143,40 @@ func (p *Party) Resume(c *Checkpoint, published uint64) error {
 	p.seq, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seq, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
 	p.requests, p.batchSeed = c.Requests, c.BatchSeed
 	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
+	if published < c.Seq {
+		return fmt.Errorf("%w: the stream holds %d messages of party %d, its checkpoint counts %d as sent (another store, or a lost stream?)", ErrResume, published, c.ID, c.Seq)
+	}
 	p.started = true
 	p.resumed = true
 	p.skipTo = c.AggSeq
-	p.published = max(published, c.Seq)
+	p.published = published
 	return nil
 }
 
 // saveCheckpoint hands a snapshot to Config.OnCheckpoint (p.mu not held).
-func (p *Party) saveCheckpoint() {
+// It is saved only once the broker has stored every message published up
+// to the snapshot: the requests it counts as in flight must be in the
+// stream, or nobody would answer them.
+func (p *Party) saveCheckpoint(ctx context.Context) {
 	if p.cfg.OnCheckpoint == nil {
 		return
 	}
 	p.mu.Lock()
-	ok := p.started && p.err == nil
+	ok := p.started && p.err == nil && p.bus != nil
 	if ok {
 		p.snapshot(&p.ck)
 	}
 	p.ckNow = false
+	bus := p.bus
 	p.mu.Unlock()
 	if !ok {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := bus.Flush(fctx)
+	cancel()
+	if err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
 		return
 	}
 	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {

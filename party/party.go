@@ -402,7 +402,7 @@ func (p *Party) wait(ctx context.Context) error {
 		case <-p.done:
 			return nil
 		case <-ctx.Done():
-			p.saveCheckpoint()
+			p.saveCheckpoint(ctx)
 			return ctx.Err()
 		case now := <-tick.C:
 			p.mu.Lock()
@@ -410,7 +410,7 @@ func (p *Party) wait(ctx context.Context) error {
 			p.mu.Unlock()
 			if due && p.cfg.OnCheckpoint != nil {
 				lastCk = now
-				p.saveCheckpoint()
+				p.saveCheckpoint(ctx)
 			}
 			p.mu.Lock()
 			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
