@@ -75,7 +75,7 @@ var commands = []command{
 		return cmdKeys(args, stdout, stderr)
 	},
 		subs: []string{"public", "roster", "server-config"}},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "faults", "soak"}},
 }
 
 // signalError is the cause of a run's end by a signal.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -424,6 +425,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -437,11 +439,38 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer stop()
 	}
+	if *memProfile != "" {
+		f.cfg.OnPoint = heapAtEnd(f.cfg.OnPoint, *memProfile, &f.cfg)
+	}
 	s, err := run.Train(ctx, f.cfg)
 	if s != nil {
 		report(stdout, &f.cfg, s)
 	}
 	return err
+}
+
+// heapAtEnd writes a heap profile into path at the final evaluation,
+// while the broker and the participants still hold what they kept.
+func heapAtEnd(next func(aggregator.Point), path string, cfg *run.Config) func(aggregator.Point) {
+	return func(p aggregator.Point) {
+		if next != nil {
+			next(p)
+		}
+		if !p.Final {
+			return
+		}
+		runtime.GC()
+		out, err := os.Create(path)
+		if err == nil {
+			err = pprof.WriteHeapProfile(out)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			cfg.Log.Warn().Err(err).Msg("heap profile not written")
+		}
+	}
 }
 
 // profileFromStart makes cfg start a CPU profile into path at its first
