@@ -30,6 +30,13 @@ var ErrInterrupted = errors.New("aggregator: interrupted")
 // an evaluation that got no answer, within the configured time.
 var ErrNoProgress = errors.New("no progress")
 
+// ErrStalled is returned by Run, with the result so far, when training
+// made no step for Config.EvalTimeout although evaluations were answered
+// (requests or replies lost in flight, a broker that lost them on a
+// crash): the parties are told to save their state, and a restart of
+// every participant with --resume recomputes what was lost.
+var ErrStalled = errors.New("training stalled")
+
 // Default waits; see Config.
 const (
 	DefaultJoinWait = 10 * time.Minute
@@ -279,6 +286,8 @@ type Aggregator struct {
 	trainedBefore time.Duration
 	ck            Checkpoint
 	ckNow         bool
+	stallSteps    int64
+	stallSince    time.Time
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -455,6 +464,17 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				_ = bus.Flush(fctx)
 				cancel()
+				if errors.Is(err, ErrStalled) {
+					a.mu.Lock()
+					a.closed = true
+					res := a.result()
+					a.mu.Unlock()
+					res.Interrupted = err.Error()
+					if n := len(res.Curve); n > 0 {
+						res.Final = res.Curve[n-1]
+					}
+					return res, err
+				}
 				return nil, err
 			}
 			a.drain(ctx, bus)
@@ -523,6 +543,7 @@ func (a *Aggregator) watch() {
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for %s: evaluation round %d, no answer", a.missing(c), c.id)
 			a.lastNotice = now
 		}
+	case a.phase == training && a.stalled(now):
 	case a.phase == training && notice:
 		// Asynchronous training goes on without a silent party; say so.
 		var silent []string

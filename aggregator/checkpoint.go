@@ -486,3 +486,35 @@ func (a *Aggregator) back(m int) {
 	a.res.Returned++
 	a.cfg.Log.Info().Int("party", m).Msg("departed party is back: the evaluations wait for it again from the next round")
 }
+
+// stalled ends the run (ErrStalled) when training made no step for
+// Config.EvalTimeout while no evaluation was waiting (a.mu held); it
+// tells the parties to save their state.
+func (a *Aggregator) stalled(now time.Time) bool {
+	if a.res.Steps != a.stallSteps || a.stallSince.IsZero() {
+		a.stallSteps, a.stallSince = a.res.Steps, now
+		return false
+	}
+	idle := now.Sub(a.stallSince)
+	if idle < a.cfg.EvalTimeout {
+		return false
+	}
+	present := false
+	for m := 1; m <= a.q; m++ {
+		present = present || !a.departed[m]
+	}
+	if !present {
+		return false
+	}
+	err := fmt.Errorf("%w: no request answered for %v (--wait) while the parties answer evaluations: requests or replies were lost in flight "+
+		"(a broker that crashed before storing them?); restart every participant with --resume, which recomputes them", ErrStalled, idle.Round(time.Second))
+	a.cfg.Log.Error().Err(err).Msg("pausing the run")
+	a.control(schemas.CtlCheckpoint, 0, 0, "paused: "+truncate(err.Error(), 900))
+	a.res.Training = now.Sub(a.start)
+	if a.phase != done {
+		a.err = fmt.Errorf("aggregator: %w", err)
+		a.phase = done
+		close(a.fin)
+	}
+	return true
+}

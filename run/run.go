@@ -941,7 +941,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
 	}
 	err = g.Wait()
-	stopped := err != nil && ctx.Err() != nil && res != nil // interrupted: the outputs of the part that ran
+	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
+	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -965,6 +966,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		s.PartySteps = append(s.PartySteps, st.Steps)
 		prog.flat(st)
+	}
+	if stalled {
+		s, _ = net.finish(ctx, &cfg, s, prog)
+		return s, err
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -1038,7 +1043,8 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	res, err := agg.Run(ctx, bus)
-	stopped := err != nil && ctx.Err() != nil && res != nil
+	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
+	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil
 	if err != nil && !stopped {
 		bus.Close()
 		return nil, err
@@ -1050,6 +1056,10 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.Dropped = dropped(bus)
 	s.WallSeconds = time.Since(t0).Seconds()
+	if stalled {
+		s, _ = net.finish(ctx, &cfg, s, prog)
+		return s, err
+	}
 	return net.finish(ctx, &cfg, s, prog)
 }
 
@@ -1376,9 +1386,13 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 	s.MessagesStored = -1
 	if broker.Design(cfg.Design).Capabilities().Log {
 		if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
-			return nil, err
+			// The broker is gone: the summary is written all the same,
+			// without the stream's counts, and says why.
+			cfg.Log.Error().Err(err).Msg("the run's stream could not be counted (is the broker gone?); the summary is written without its counts")
+			s.Warnings = append(s.Warnings, "the stream could not be counted after the run: "+err.Error())
 		}
-		c := s.Stream
+	}
+	if c := s.Stream; c != nil {
 		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control)
 		if s.MessagesSent > 0 {
 			s.Lost = s.MessagesSent - s.MessagesStored

@@ -589,12 +589,15 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
 	st, err := run.Participate(ctx, f.cfg, *id)
-	if err != nil && !errors.Is(err, run.ErrInterrupted) {
-		return err
+	if err != nil && st.Requests == 0 && st.Skipped == 0 {
+		return err // it never took part
 	}
 	stop := st.StopReason
-	if err != nil {
+	switch {
+	case errors.Is(err, run.ErrInterrupted):
 		stop = "interrupted; the checkpoint is saved: go on with --resume"
+	case err != nil:
+		stop = "failed (" + err.Error() + "); with checkpoints, restart it with --resume"
 	}
 	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
 	if st.Skipped+st.Recomputed > 0 {
