@@ -288,6 +288,8 @@ type Aggregator struct {
 	ckNow         bool
 	stallSteps    int64
 	stallSince    time.Time
+	outbox        outbox
+	resumeOutbox  []Sent
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -724,6 +726,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
+	a.outbox.keep(a.seq, subject, data)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	return len(data)

@@ -74,6 +74,7 @@ type Checkpoint struct {
 	BytesOut  int64
 	StepBytes int64
 	Departed  []bool // per party: departed at the checkpoint
+	Outbox    []Sent // the last messages published (outbox.go)
 	Saved     time.Time
 }
 
@@ -94,15 +95,17 @@ func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 
 // Recovery is what a resumed aggregator found in the stream.
 type Recovery struct {
-	FromSteps  int64   `json:"from_steps"`  // steps in the checkpoint
-	Reapplied  int64   `json:"reapplied"`   // requests answered after the checkpoint, applied again from the log
-	Mismatched int64   `json:"mismatched"`  // of those, recomputed replies that differ from the recorded ones
-	Missing    int64   `json:"missing"`     // recorded replies whose request is not in the stream
-	Duplicated int64   `json:"duplicated"`  // requests answered twice in the stream
-	Skipped    int64   `json:"skipped"`     // requests delivered again that were applied already
-	Read       int64   `json:"read"`        // messages read from the stream to recover
-	LogSeconds float64 `json:"log_seconds"` // time to read and apply the log
-	Checkpoint string  `json:"checkpoint_saved"`
+	FromSteps   int64   `json:"from_steps"`  // steps in the checkpoint
+	Reapplied   int64   `json:"reapplied"`   // requests answered after the checkpoint, applied again from the log
+	Mismatched  int64   `json:"mismatched"`  // of those, recomputed replies that differ from the recorded ones
+	Missing     int64   `json:"missing"`     // recorded replies whose request is not in the stream
+	Resent      int64   `json:"resent"`      // messages of the checkpoint the stream had lost (a broker crash), published again
+	Unrecovered int64   `json:"unrecovered"` // messages the checkpoint counts as sent that neither the stream nor its outbox holds
+	Duplicated  int64   `json:"duplicated"`  // requests answered twice in the stream
+	Skipped     int64   `json:"skipped"`     // requests delivered again that were applied already
+	Read        int64   `json:"read"`        // messages read from the stream to recover
+	LogSeconds  float64 `json:"log_seconds"` // time to read and apply the log
+	Checkpoint  string  `json:"checkpoint_saved"`
 }
 
 // snapshot copies the state into c, reusing its buffers (a.mu held).
@@ -128,6 +131,7 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Received, c.Published, c.Rejected = cloneCounts(a.res.Received), cloneCounts(a.res.Published), cloneCounts(a.res.Rejected)
 	c.BytesIn, c.BytesOut, c.StepBytes = a.res.BytesIn, a.res.BytesOut, a.res.StepBytes
 	c.Departed = append(c.Departed[:0], a.departed...)
+	c.Outbox = a.outbox.snapshot(c.Outbox)
 	c.Saved = time.Now()
 }
 
@@ -224,6 +228,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.trainedBefore = c.Training
 	a.leak.on, a.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
+	a.resumeOutbox = c.Outbox
 	return nil
 }
 
@@ -252,6 +257,7 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	var o schemas.PartyOutput
 	var r schemas.Reply
 	var c schemas.Control
+	var streamSeq uint64 // the aggregator's highest sequence number in the stream
 	read, err := ReadLog(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
 		schemas.Subject(run, schemas.KindControl, 0)}, func(subject string, data []byte) {
 		kind, m, err := schemas.ParseSubject(run, subject)
@@ -265,12 +271,20 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			}
 			reqs[[2]uint64{uint64(m), o.Seq}] = slices.Clone(data)
 		case schemas.KindReply:
-			if dec.Unmarshal(data, &r) != nil || r.Seq <= ckSeq {
+			if dec.Unmarshal(data, &r) != nil {
+				return
+			}
+			streamSeq = max(streamSeq, r.Seq)
+			if r.Seq <= ckSeq {
 				return
 			}
 			mine = append(mine, recorded{seq: r.Seq, party: int(r.Party), req: r.ReqSeq, data: slices.Clone(data), kind: kind})
 		case schemas.KindControl:
-			if dec.Unmarshal(data, &c) != nil || c.Seq <= ckSeq {
+			if dec.Unmarshal(data, &c) != nil {
+				return
+			}
+			streamSeq = max(streamSeq, c.Seq)
+			if c.Seq <= ckSeq {
 				return
 			}
 			mine = append(mine, recorded{seq: c.Seq, kind: kind, ctl: c})
@@ -284,6 +298,25 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	defer a.mu.Unlock()
 	rec := a.resumed
 	rec.Read = read
+	// The stream lacks the tail of what the checkpoint counts as sent (a
+	// broker that confirmed and died before writing): send it again from
+	// the checkpoint's outbox.
+	for seq := streamSeq + 1; seq <= ckSeq; seq++ {
+		i := slices.IndexFunc(a.resumeOutbox, func(s Sent) bool { return s.Seq == seq })
+		if i < 0 {
+			rec.Unrecovered++
+			continue
+		}
+		s := a.resumeOutbox[i]
+		if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+			return fmt.Errorf("%w: sending again what the stream lost: %w", ErrResume, err)
+		}
+		rec.Resent++
+	}
+	if rec.Resent+rec.Unrecovered > 0 {
+		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
+			Msg("the stream lacked messages the checkpoint counts as sent (a broker crash?): sent again from the checkpoint")
+	}
 	for _, m := range mine {
 		if m.kind == schemas.KindControl {
 			switch m.ctl.Op {

@@ -199,6 +199,8 @@ type Party struct {
 	published uint64
 	ck        Checkpoint
 	ckNow     bool
+	outbox    outbox
+	resend    []Sent // kept messages the stream lacks, sent again by Run
 }
 
 // New checks cfg and prepares a party.
@@ -337,6 +339,14 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	}
 	defer sub.Close()
 	if p.resumed {
+		for _, s := range p.resend {
+			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+				return fmt.Errorf("party %d: sending again what the stream lost: %w", m, err)
+			}
+		}
+		if len(p.resend) > 0 {
+			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
+		}
 		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_seq", p.skipTo).Msg("resumed from the checkpoint; catching up from the stream")
 		return p.finish(ctx, bus)
 	}
@@ -462,6 +472,9 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	p.msg.Data = data
 	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
 		return fmt.Errorf("publish %s: %w", k, err)
+	}
+	if k == schemas.KindOutput {
+		p.outbox.keep(p.seq, p.msg.Subject, data)
 	}
 	p.stats.MessagesUp++
 	p.stats.BytesUp += int64(len(data))
