@@ -183,7 +183,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	switch {
 	case c.Run != a.cfg.Run:
 		return fmt.Errorf("%w: the checkpoint is of run %s, not %s", ErrResume, c.Run, a.cfg.Run)
-	case c.Parties != a.q || c.K != a.k || c.N != a.n:
+	case c.Parties != a.q || c.K != a.k || c.N != a.n || c.Steps < 0:
 		return fmt.Errorf("%w: the checkpoint has %d parties, k=%d, %d samples; the run %d, %d, %d", ErrResume, c.Parties, c.K, c.N, a.q, a.k, a.n)
 	case len(c.Head) != len(a.w0) || len(c.Table) != len(a.table) || len(c.Ver) != len(a.ver) ||
 		len(c.Versions) != len(a.version) || len(c.LastSeq[0]) != a.q+1 || len(c.LastSeq[1]) != a.q+1:

@@ -120,7 +120,7 @@ func (p *Party) Resume(c *Checkpoint, published uint64) error {
 		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
 	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
 		return fmt.Errorf("%w: the checkpoint is of party %d of run %s, not party %d of %s", ErrResume, c.ID, c.Run, p.cfg.ID, p.cfg.Run)
-	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
+	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.T < 0 || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
 		return fmt.Errorf("%w: the checkpoint's dimensions (%d parameters, window %d) are not the run's (%d, %d)", ErrResume, len(c.W), len(c.Ring), len(p.w), len(p.ring))
 	}
 	for _, r := range c.Ring {
