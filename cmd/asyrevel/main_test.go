@@ -112,7 +112,7 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 	url := f[3]
 	common := []string{"--nats", url, "--run", "procs", "--parties", "3", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02",
-		"--batch", "16", "--log", "warn"}
+		"--batch", "16", "--log", "warn", "--checkpoint-dir", t.TempDir()}
 	var parties []*exec.Cmd
 	for _, id := range []string{"1", "2", "3"} {
 		p := exec.CommandContext(ctx, bin, append([]string{"party", "--id", id, "--window", "2"}, common...)...)

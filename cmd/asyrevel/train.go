@@ -187,11 +187,12 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.BoolVar(&c.Resume, "resume", false, "go on with a run that was interrupted or whose process died: restart from the\nlatest checkpoint in --checkpoint-dir and apply the run's stream from there (no\nupdate lost or applied twice); the same --run and flags as the first start")
 			fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", 10*time.Second, "how often the state is saved to --checkpoint-dir (also at the start of\ntraining and on Ctrl-C or SIGTERM); negative: never")
 		}},
-		{roleTrain, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", "", "where the aggregator and the parties save their state, for --resume (default\nOUT/checkpoints with --out, else none)")
-		}},
-		{roleAggregator | roleParty, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", "asyrevel-checkpoints", "where this process saves its state (DIR/RUN/aggregator.ckpt or party-M.ckpt),\nfor --resume")
+		{roleRun, func(fs *flag.FlagSet) {
+			def := "asyrevel-checkpoints"
+			if f.role == roleTrain {
+				def = "" // OUT/checkpoints with --out
+			}
+			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", def, "where the state is saved for --resume: DIR/RUN/aggregator.ckpt, DIR/RUN/party-M.ckpt\n(train: default OUT/checkpoints with --out, else none)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
