@@ -461,6 +461,24 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.mu.Lock()
 			err := a.err
 			a.mu.Unlock()
+			if err != nil && ctx.Err() != nil {
+				// A publish that failed because ctx ended (a signal): an
+				// interruption, without a checkpoint (the state may count
+				// a reply that was not sent; the last one stands).
+				cause := context.Cause(ctx)
+				a.mu.Lock()
+				a.closed = true
+				if a.res.Training == 0 && !a.start.IsZero() {
+					a.res.Training = time.Since(a.start)
+				}
+				res := a.result()
+				a.mu.Unlock()
+				res.Interrupted = cause.Error()
+				if n := len(res.Curve); n > 0 {
+					res.Final = res.Curve[n-1]
+				}
+				return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
+			}
 			if err != nil {
 				// Let an abort sent to the parties reach the broker.
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -250,7 +250,7 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 			row.Killed = victim.cmd.ProcessState.ExitCode() == 0
 		}
 		if !row.Killed {
-			return nil, fmt.Errorf("%s: %s did not die of %v: %v", kase, name, sig, victim.err)
+			return nil, fmt.Errorf("%s: %s did not die of %v: %v (log: %s)", kase, name, sig, victim.err, filepath.Join(c.Dir, name+".log"))
 		}
 		time.Sleep(c.Down)
 		t := time.Now()

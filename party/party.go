@@ -371,7 +371,10 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 // finish waits for the end of the run and flushes.
 func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
 	m := p.cfg.ID
-	if err := p.wait(ctx); err != nil {
+	if err := p.wait(ctx); err != nil || ctx.Err() != nil {
+		// A signal may also show as a publish that failed when the
+		// context ended (p.err): that is an interruption too. The
+		// checkpoint is saved only if no publish failed (saveCheckpoint).
 		if ctx.Err() != nil {
 			// Interrupted: the checkpoint is saved; what was published
 			// still reaches the broker.

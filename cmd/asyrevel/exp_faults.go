@@ -64,12 +64,12 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(cfg.Dir)
 	t0 := time.Now()
 	rows, err := experiment.Faults(ctx, cfg, experiment.FaultCases)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (the processes' logs are kept in %s)", err, cfg.Dir)
 	}
+	defer os.RemoveAll(cfg.Dir)
 	if err := experiment.WriteFaults(f.out, rows); err != nil {
 		return err
 	}
