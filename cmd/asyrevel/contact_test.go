@@ -351,7 +351,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn")
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
@@ -369,5 +369,23 @@ func TestInterruptWritesSummary(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(out, "curve.png")); err != nil || st.Size() == 0 {
 		t.Errorf("no plot after an interrupt: %v", err)
+	}
+	// The checkpoints in OUT/checkpoints and the stream in OUT/stream let
+	// the run go on: here for one more step, then the final evaluation.
+	code, stdout, stderr = runCLI(t, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
+		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume")
+	if code != 0 || !strings.Contains(stdout, "resumed from the checkpoint") {
+		t.Errorf("train --resume: exit %d: %s%s", code, stdout, stderr)
+	}
+	var r struct {
+		Interrupted string `json:"interrupted"`
+		Steps       int64  `json:"steps"`
+		Resumed     *struct {
+			FromSteps int64 `json:"from_steps"`
+		} `json:"resumed"`
+	}
+	raw, _ = os.ReadFile(filepath.Join(out, "summary.json"))
+	if err := json.Unmarshal(raw, &r); err != nil || r.Interrupted != "" || r.Resumed == nil || r.Steps <= s.Steps {
+		t.Errorf("summary after the resume: %+v (first part: %d steps) %v", r, s.Steps, err)
 	}
 }
