@@ -355,6 +355,9 @@ func WriteFaults(dir string, rows []FaultRow) error {
 	if len(rows) == 0 {
 		return errors.New("no fault rows")
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	var recs [][]string
 	for _, r := range rows {
 		recs = append(recs, []string{r.Case, fmt.Sprintf("%.4f", r.Accuracy), fmt.Sprintf("%.4f", r.Uninterrupted),

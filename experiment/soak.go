@@ -214,6 +214,9 @@ func findBroker(dir string) int {
 
 // WriteSoak writes dir/soak.csv.
 func WriteSoak(dir string, r *SoakResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	var recs [][]string
 	for _, s := range r.Samples {
 		recs = append(recs, []string{fmt.Sprintf("%.1f", s.Seconds), fmt.Sprintf("%.1f", float64(s.RSS)/(1<<20)),
