@@ -258,6 +258,11 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	var r schemas.Reply
 	var c schemas.Control
 	var streamSeq uint64 // the aggregator's highest sequence number in the stream
+	minKept := ckSeq
+	for _, s := range a.resumeOutbox {
+		minKept = min(minKept, s.Seq)
+	}
+	have := map[uint64]bool{} // the aggregator's sequence numbers in the stream from minKept to ckSeq
 	read, err := ReadLog(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
 		schemas.Subject(run, schemas.KindControl, 0)}, func(subject string, data []byte) {
 		kind, m, err := schemas.ParseSubject(run, subject)
@@ -276,6 +281,9 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			}
 			streamSeq = max(streamSeq, r.Seq)
 			if r.Seq <= ckSeq {
+				if r.Seq >= minKept {
+					have[r.Seq] = true
+				}
 				return
 			}
 			mine = append(mine, recorded{seq: r.Seq, party: int(r.Party), req: r.ReqSeq, data: slices.Clone(data), kind: kind})
@@ -285,6 +293,9 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			}
 			streamSeq = max(streamSeq, c.Seq)
 			if c.Seq <= ckSeq {
+				if c.Seq >= minKept {
+					have[c.Seq] = true
+				}
 				return
 			}
 			mine = append(mine, recorded{seq: c.Seq, kind: kind, ctl: c})
@@ -298,20 +309,20 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	defer a.mu.Unlock()
 	rec := a.resumed
 	rec.Read = read
-	// The stream lacks the tail of what the checkpoint counts as sent (a
-	// broker that confirmed and died before writing): send it again from
-	// the checkpoint's outbox.
-	for seq := streamSeq + 1; seq <= ckSeq; seq++ {
-		i := slices.IndexFunc(a.resumeOutbox, func(s Sent) bool { return s.Seq == seq })
-		if i < 0 {
-			rec.Unrecovered++
+	// The stream lacks messages the checkpoint counts as sent (a broker
+	// that confirmed them and died before writing them): send them again
+	// from the checkpoint's outbox.
+	for _, s := range a.resumeOutbox {
+		if s.Seq > ckSeq || have[s.Seq] {
 			continue
 		}
-		s := a.resumeOutbox[i]
 		if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
 			return fmt.Errorf("%w: sending again what the stream lost: %w", ErrResume, err)
 		}
 		rec.Resent++
+	}
+	for seq := streamSeq + 1; seq < minKept; seq++ {
+		rec.Unrecovered++
 	}
 	if rec.Resent+rec.Unrecovered > 0 {
 		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).

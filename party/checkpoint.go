@@ -109,10 +109,28 @@ func (p *Party) Checkpoint() *Checkpoint {
 	return &c
 }
 
-// Resume restores the party from c before Run. published is the highest
-// of this party's sequence numbers that the stream holds: the messages
-// the party computes again up to it are not sent again.
+// Resume restores the party from c before Run, for a stream that holds
+// this party's messages 1..published without a gap: the messages the
+// party computes again up to published are not sent again.
 func (p *Party) Resume(c *Checkpoint, published uint64) error {
+	return p.resume(c, published, func(seq uint64) bool { return seq <= published })
+}
+
+// ResumeFrom is Resume for a stream that holds the party's messages whose
+// sequence numbers are in have (in any order): after a broker crash the
+// stream can lack some in the middle. Those up to the checkpoint are sent
+// again from its outbox, the later ones computed again and sent.
+func (p *Party) ResumeFrom(c *Checkpoint, have []uint64) error {
+	var last uint64
+	set := make(map[uint64]struct{}, len(have))
+	for _, s := range have {
+		last = max(last, s)
+		set[s] = struct{}{}
+	}
+	return p.resume(c, last, func(seq uint64) bool { _, ok := set[seq]; return ok })
+}
+
+func (p *Party) resume(c *Checkpoint, published uint64, has func(uint64) bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -150,17 +168,22 @@ func (p *Party) Resume(c *Checkpoint, published uint64) error {
 	// (a broker that confirmed it and died before writing it): Run sends
 	// the requests among it again from the checkpoint's outbox.
 	p.resend = p.resend[:0]
-	for seq := published + 1; seq <= c.Seq; seq++ {
-		i := slices.IndexFunc(c.Outbox, func(s Sent) bool { return s.Seq == seq })
-		if i < 0 {
-			// An evaluation chunk: its round goes on without this
-			// party (the aggregator's party timeout).
-			p.cfg.Log.Warn().Int("party", c.ID).Uint64("seq", seq).Msg("the stream lacks a message of the checkpoint that it keeps no copy of")
-			continue
+	lost := 0
+	for _, s := range c.Outbox {
+		if s.Seq <= c.Seq && !has(s.Seq) {
+			p.resend = append(p.resend, s)
 		}
-		p.resend = append(p.resend, c.Outbox[i])
+	}
+	for seq := published + 1; seq <= c.Seq; seq++ {
+		if !slices.ContainsFunc(c.Outbox, func(s Sent) bool { return s.Seq == seq }) {
+			lost++ // an evaluation chunk: its round goes on without this party
+		}
+	}
+	if lost > 0 {
+		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
 	}
 	published = max(published, c.Seq)
+	p.has = has
 	p.started = true
 	p.resumed = true
 	p.skipTo = c.AggSeq

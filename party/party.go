@@ -200,7 +200,8 @@ type Party struct {
 	ck        Checkpoint
 	ckNow     bool
 	outbox    outbox
-	resend    []Sent // kept messages the stream lacks, sent again by Run
+	resend    []Sent                // kept messages the stream lacks, sent again by Run
+	has       func(seq uint64) bool // after a resume: the stream holds this party's message seq
 }
 
 // New checks cfg and prepares a party.
@@ -461,7 +462,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	if err != nil {
 		return err
 	}
-	if p.seq <= p.published {
+	if p.seq <= p.published && p.has(p.seq) {
 		// Computed again after a resume: the stream holds it already.
 		p.stats.Recomputed++
 		p.stats.MessagesUp++

@@ -1131,14 +1131,39 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	if ck == nil {
 		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
 	}
-	n, err := count(ctx, b, schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m), schemas.Subject(cfg.Run, schemas.KindEval, m))
+	// The party's sequence numbers in the stream: after a broker crash
+	// some may be missing in the middle, not only at the end.
+	var (
+		have []uint64
+		dec  = schemas.NewCodec()
+		h    schemas.Hello
+		o    schemas.PartyOutput
+		ev   schemas.EvalOutput
+	)
+	_, err := aggregator.ReadLog(ctx, b, []string{schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m),
+		schemas.Subject(cfg.Run, schemas.KindEval, m)}, func(subject string, data []byte) {
+		kind, _, err := schemas.ParseSubject(cfg.Run, subject)
+		if err != nil {
+			return
+		}
+		var msg schemas.Message = &h
+		switch kind {
+		case schemas.KindOutput:
+			msg = &o
+		case schemas.KindEval:
+			msg = &ev
+		}
+		if dec.Unmarshal(data, msg) == nil {
+			have = append(have, msg.Head().Seq)
+		}
+	})
 	if err != nil {
+		return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
+	}
+	if err := p.ResumeFrom(ck, have); err != nil {
 		return err
 	}
-	if err := p.Resume(ck, n); err != nil {
-		return err
-	}
-	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Uint64("stream_messages", n).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
+	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", len(have)).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
 	return nil
 }
 
