@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,10 +31,14 @@ const (
 	FaultParty      = "party"      // one party, restarted with --resume
 	FaultPartyGone  = "party-gone" // one party, never restarted
 	FaultSigterm    = "sigterm"    // SIGTERM to the aggregator and a party, both restarted with --resume
+	// FaultBroker: the broker (a process of its own for this case), restarted on its store
+	// and port; if it lost messages it had confirmed, the run pauses (--wait) and every
+	// participant is restarted with --resume.
+	FaultBroker = "broker"
 )
 
 // FaultCases lists the cases in the order the experiment runs them.
-var FaultCases = []string{FaultNone, FaultAggregator, FaultParty, FaultPartyGone, FaultSigterm}
+var FaultCases = []string{FaultNone, FaultAggregator, FaultParty, FaultPartyGone, FaultSigterm, FaultBroker}
 
 // FaultConfig configures the fault experiment.
 type FaultConfig struct {
@@ -72,6 +77,7 @@ type FaultRow struct {
 	// cases without a restart.
 	RecoverySeconds float64
 	Reapplied       int64 // requests a resumed aggregator applied again from the stream
+	Paused          bool  // FaultBroker: the run paused (messages lost) and every participant was resumed
 	Mismatched      int64 // of those, replies that differ from the recorded ones
 	Departed        int   // parties the summary lists as departed
 	Seconds         float64
@@ -93,20 +99,18 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, c.Binary, args...)
-	cmd.Stdout = logf
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		logf.Close()
-		return nil, err
-	}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw // both watched: the broker says where it listens on stdout
 	p := &proc{cmd: cmd, seen: map[string]time.Time{}, done: make(chan struct{}),
 		want: []string{"training starts", "resumed from the checkpoint", "listening on"}}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
 	}
+	scanned := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(stderr)
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
@@ -118,7 +122,13 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 			}
 			p.mu.Unlock()
 		}
-		p.err = cmd.Wait()
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		<-scanned
+		p.err = err
 		logf.Close()
 		close(p.done)
 	}()
@@ -198,12 +208,38 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 	if c.Party == 0 {
 		c.Party = 2
 	}
+	var brk *proc
+	brokerArgs := func(port string) []string {
+		return []string{"broker", "--store", filepath.Join(c.Dir, runID+"-store"), "--port", port}
+	}
+	if kase == FaultBroker {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return row, err
+		}
+		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		if brk, err = c.start(ctx, runID+"-broker", brokerArgs(port)...); err != nil {
+			return row, err
+		}
+		defer func() {
+			_ = brk.cmd.Process.Signal(os.Interrupt)
+			<-brk.done
+		}()
+		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
+			return row, err
+		}
+		url = "nats://127.0.0.1:" + port
+	}
 	out := filepath.Join(c.Dir, runID)
 	common := []string{"--nats", url, "--run", runID, "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
 		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
 		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", "250ms", "--wait", "60s"}
 	if c.Test != "" {
 		common = append(common, "--test", c.Test)
+	}
+	if kase == FaultBroker {
+		common = append(common, "--wait", "6s") // the pause after lost messages
 	}
 	aggArgs := append([]string{"aggregator", "--steps", strconv.FormatInt(c.Steps, 10), "--out", out, "--eval-every", "500ms"}, common...)
 	if kase == FaultPartyGone {
@@ -279,6 +315,48 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 		_ = parties[c.Party].cmd.Process.Kill()
 		row.Killed = parties[c.Party].diedOf(syscall.SIGKILL)
 		parties[c.Party] = nil
+	case FaultBroker:
+		_ = brk.cmd.Process.Kill()
+		row.Killed = brk.diedOf(syscall.SIGKILL)
+		if !row.Killed {
+			return row, fmt.Errorf("%s: the broker did not die of kill -9", kase)
+		}
+		time.Sleep(c.Down)
+		port := url[strings.LastIndex(url, ":")+1:]
+		if brk, err = c.start(ctx, runID+"-broker-again", brokerArgs(port)...); err != nil {
+			return row, err
+		}
+		all = append(all, brk)
+		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
+			return row, err
+		}
+		restarted := time.Now()
+		if err := agg.wait(ctx); err == nil {
+			break // nothing it had confirmed was lost: the run went on
+		}
+		// Paused: every participant ends (the parties after --wait),
+		// then all of them go on with --resume.
+		row.Paused = true
+		for m := 1; m <= c.Parties; m++ {
+			_ = parties[m].wait(ctx)
+		}
+		for m := 1; m <= c.Parties; m++ {
+			p, err := c.start(ctx, fmt.Sprintf("%s-party-%d-resumed", runID, m), append(partyArgs(m), "--resume")...)
+			if err != nil {
+				return row, err
+			}
+			parties[m] = p
+			all = append(all, p)
+		}
+		if agg, err = c.start(ctx, runID+"-aggregator-resumed", append(aggArgs, "--resume")...); err != nil {
+			return row, err
+		}
+		all = append(all, agg)
+		if err := agg.waitFor("resumed from the checkpoint", time.Minute); err != nil {
+			return row, fmt.Errorf("%s: aggregator: %w", kase, err)
+		}
+		at, _ := agg.when("resumed from the checkpoint")
+		row.RecoverySeconds = at.Sub(restarted).Seconds()
 	case FaultSigterm:
 		if parties[c.Party], err = restart(fmt.Sprintf("%s-party-%d", runID, c.Party), partyArgs(c.Party), parties[c.Party], syscall.SIGTERM); err != nil {
 			return row, err
@@ -363,8 +441,8 @@ func WriteFaults(dir string, rows []FaultRow) error {
 		recs = append(recs, []string{r.Case, fmt.Sprintf("%.4f", r.Accuracy), fmt.Sprintf("%.4f", r.Uninterrupted),
 			strconv.FormatInt(r.Lost, 10), strconv.FormatInt(r.Duplicated, 10), fmt.Sprintf("%.2f", r.RecoverySeconds),
 			strconv.FormatInt(r.Steps, 10), strconv.FormatInt(r.Reapplied, 10), strconv.FormatInt(r.Mismatched, 10),
-			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed)})
+			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused)})
 	}
 	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
-		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed"}, recs)
+		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused"}, recs)
 }

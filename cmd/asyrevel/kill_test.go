@@ -5,6 +5,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,13 +65,17 @@ func TestKillAndResume(t *testing.T) {
 		Binary: bin, Dir: t.TempDir(), Data: "synthetic:n=3000,d=12,test=4000,noise=0.02", Parties: 3,
 		Steps: 30000, Batch: 16, Window: 2, KillAfter: 1500 * time.Millisecond, Down: 300 * time.Millisecond, Seed: 1, Log: log,
 	}
-	rows, err := experiment.Faults(ctx, cfg, experiment.FaultCases)
+	// The broker case (a pause, then every participant resumed) is left
+	// to asyrevel experiment faults: it takes --wait twice, and its
+	// accuracy after the lost messages is not held to 0.3 points.
+	cases := slices.DeleteFunc(slices.Clone(experiment.FaultCases), func(c string) bool { return c == experiment.FaultBroker })
+	rows, err := experiment.Faults(ctx, cfg, cases)
 	if err != nil {
 		t.Fatalf("%v (logs in %s)", err, cfg.Dir)
 	}
 	for _, r := range rows {
-		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d",
-			r.Case, 100*r.Accuracy, 100*r.Uninterrupted, r.Steps, r.Lost, r.Duplicated, r.Unanswered, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed)
+		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d, paused %v",
+			r.Case, 100*r.Accuracy, 100*r.Uninterrupted, r.Steps, r.Lost, r.Duplicated, r.Unanswered, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Paused)
 		if r.Case != experiment.FaultNone && !r.Killed {
 			t.Errorf("%s: the process was not killed", r.Case)
 		}
