@@ -85,7 +85,7 @@ func TestKillAndResume(t *testing.T) {
 		if r.Case == experiment.FaultPartyGone {
 			// Its columns are frozen from the kill on: training goes on
 			// with the others, and still learns.
-			if r.Accuracy < 0.9 {
+			if r.Accuracy < 0.8 {
 				t.Errorf("%s: accuracy %.2f%% without the departed party", r.Case, 100*r.Accuracy)
 			}
 		} else if d := math.Abs(r.Accuracy - r.Uninterrupted); d > 0.003 {
