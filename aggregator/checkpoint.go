@@ -532,8 +532,9 @@ func (a *Aggregator) back(m int) {
 }
 
 // stalled ends the run (ErrStalled) when training made no step for
-// Config.EvalTimeout while no evaluation was waiting (a.mu held); it
-// tells the parties to save their state.
+// Config.EvalTimeout while no evaluation was waiting, whether the parties
+// answer evaluations (messages lost in flight) or have all departed
+// (a.mu held); it tells the parties to save their state.
 func (a *Aggregator) stalled(now time.Time) bool {
 	if a.res.Steps != a.stallSteps || a.stallSince.IsZero() {
 		a.stallSteps, a.stallSince = a.res.Steps, now
@@ -547,11 +548,11 @@ func (a *Aggregator) stalled(now time.Time) bool {
 	for m := 1; m <= a.q; m++ {
 		present = present || !a.departed[m]
 	}
-	if !present {
-		return false
-	}
 	err := fmt.Errorf("%w: no request answered for %v (--wait) while the parties answer evaluations: requests or replies were lost in flight "+
 		"(a broker that crashed before storing them?); restart every participant with --resume, which recomputes them", ErrStalled, idle.Round(time.Second))
+	if !present {
+		err = fmt.Errorf("%w: no request answered for %v (--wait) and every party has departed; restart them with --resume", ErrStalled, idle.Round(time.Second))
+	}
 	a.cfg.Log.Error().Err(err).Msg("pausing the run")
 	a.control(schemas.CtlCheckpoint, 0, 0, "paused: "+truncate(err.Error(), 900))
 	a.res.Training = now.Sub(a.start)
