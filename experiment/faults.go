@@ -81,6 +81,7 @@ type FaultRow struct {
 	Mismatched      int64 // of those, replies that differ from the recorded ones
 	Departed        int   // parties the summary lists as departed
 	Seconds         float64
+	Err             string // why the case did not end as it should ("" if it did)
 }
 
 // proc is a child process whose log lines are watched.
@@ -415,7 +416,12 @@ func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, err
 	for i, k := range cases {
 		r, err := FaultRun(ctx, c, url, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
 		if err != nil {
-			return rows, err
+			if k == FaultNone || ctx.Err() != nil {
+				return rows, err
+			}
+			// Recorded, and the other cases run all the same.
+			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed")
+			r = FaultRow{Case: k, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN()}
 		}
 		if k == FaultNone {
 			base = r.Accuracy
@@ -441,8 +447,8 @@ func WriteFaults(dir string, rows []FaultRow) error {
 		recs = append(recs, []string{r.Case, fmt.Sprintf("%.4f", r.Accuracy), fmt.Sprintf("%.4f", r.Uninterrupted),
 			strconv.FormatInt(r.Lost, 10), strconv.FormatInt(r.Duplicated, 10), fmt.Sprintf("%.2f", r.RecoverySeconds),
 			strconv.FormatInt(r.Steps, 10), strconv.FormatInt(r.Reapplied, 10), strconv.FormatInt(r.Mismatched, 10),
-			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused)})
+			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused), r.Err})
 	}
 	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
-		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused"}, recs)
+		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused", "error"}, recs)
 }

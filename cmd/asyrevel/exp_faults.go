@@ -83,6 +83,11 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			r.Lost, r.Duplicated, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Killed, r.Paused)
 	}
 	tw.Flush()
+	for _, r := range rows {
+		if r.Err != "" {
+			fmt.Fprintf(&b, "\nThe %s case failed: %s\n", r.Case, r.Err)
+		}
+	}
 	fmt.Fprint(stdout, b.String())
 	cmdline := "asyrevel experiment faults"
 	if f.quick {

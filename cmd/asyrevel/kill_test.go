@@ -76,6 +76,10 @@ func TestKillAndResume(t *testing.T) {
 	for _, r := range rows {
 		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d, paused %v",
 			r.Case, 100*r.Accuracy, 100*r.Uninterrupted, r.Steps, r.Lost, r.Duplicated, r.Unanswered, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Paused)
+		if r.Err != "" {
+			t.Errorf("%s: %s", r.Case, r.Err)
+			continue
+		}
 		if r.Case != experiment.FaultNone && !r.Killed {
 			t.Errorf("%s: the process was not killed", r.Case)
 		}
