@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,15 @@ var (
 	binErr  error
 	binOut  []byte
 )
+
+// TestMain removes the binary testBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
 
 // testBinary builds the asyrevel binary once for the tests that run it
 // as separate processes.
