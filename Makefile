@@ -3,7 +3,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN := bin/asyrevel
 OUT ?= out/run
 
-.PHONY: build run test bench lint fuzz clean stock-server
+.PHONY: build run test bench lint fuzz clean stock-server image compose-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asyrevel
@@ -28,6 +28,21 @@ stock-server:
 test: stock-server
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 8m ./...
+
+# The container image: a static binary built by the host's toolchain, in an
+# image FROM scratch (Dockerfile; nothing is pulled from an image registry).
+image:
+	mkdir -p bin/docker/tmp
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/docker/asyrevel ./cmd/asyrevel
+	docker build -t asyrevel:local -f Dockerfile bin/docker
+
+# compose.yaml really run: installs Docker if needed, starts a daemon if none
+# runs, builds the image, splits a9a (or synthetic data) into one folder per
+# organisation, runs a 3-node broker cluster, the aggregator and 4 parties,
+# kills the aggregator's broker node mid-run (KILL="broker party" also kills
+# a party), checks the summary and tears everything down.
+compose-test:
+	GO=$(GO) sh examples/compose-test.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

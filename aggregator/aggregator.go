@@ -16,6 +16,7 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -120,6 +121,18 @@ type Config struct {
 	// sends again (default min(EvalTimeout/2, DefaultPartyTimeout); <0:
 	// never, the round waits EvalTimeout and aborts).
 	PartyTimeout time.Duration
+	// Key and Roster turn the trust layer on (package trust, trust.go):
+	// every reply and control is numbered per subject, chained and
+	// signed with Key (Sign says how often), and every party's message is
+	// verified against Roster before it acts; rejected ones are counted
+	// by reason ("trust-bad_signature", ...). Both or neither.
+	Key    *trust.Key
+	Roster *trust.Roster
+	Sign   trust.Policy
+	// SealEvery is how often the aggregator publishes a signed
+	// checkpoint of the log during training (with Key; default
+	// DefaultSealEvery, negative: only the final one, after the stop).
+	SealEvery time.Duration
 }
 
 // DefaultPartyTimeout bounds the default Config.PartyTimeout.
@@ -180,6 +193,9 @@ type Result struct {
 	// Recovery is what a resumed aggregator applied from the stream (nil
 	// for a run that was not resumed).
 	Recovery *Recovery
+	// Checkpoints counts the signed checkpoints of the log published
+	// (with Config.Key).
+	Checkpoints uint64
 }
 
 type phase int
@@ -219,9 +235,9 @@ type Aggregator struct {
 	ver     []uint32  // n x q: version of party m when C[i][m] was written
 	version []uint32  // per party: answered requests
 	// lastSeq[c][m] is the last sequence accepted from party m on
-	// subscription c (seqRequests, seqOther): the two subscriptions are
-	// not ordered with each other, each is in the sender's order.
-	lastSeq [2][]uint64
+	// subject c (seqRequests, seqOther for evaluations, seqHello): each
+	// subject is numbered on its own, in the sender's order.
+	lastSeq [3][]uint64
 	outSeen uint64 // deliveries on the requests subscription
 	closed  bool   // the result is taken: deliveries are only acked
 	hello   []bool
@@ -290,6 +306,10 @@ type Aggregator struct {
 	stallSince    time.Time
 	outbox        outbox
 	resumeOutbox  []Sent
+	replySeq      []uint64        // by party: the last reply's sequence number, without trust
+	ctlSeq        uint64          // the last control's sequence number, without trust
+	tr            *aggTrust       // nil without Config.Key
+	dlv           broker.Delivery // the delivery being handled
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -341,6 +361,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.PartyTimeout == 0 {
 		cfg.PartyTimeout = min(cfg.EvalTimeout/2, DefaultPartyTimeout)
 	}
+	if cfg.SealEvery == 0 {
+		cfg.SealEvery = DefaultSealEvery
+	}
 	q, k, n := cfg.Parties, cfg.K, len(cfg.Labels)
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
@@ -348,7 +371,7 @@ func New(cfg Config) (*Aggregator, error) {
 		table:       make([]float64, n*q*k),
 		ver:         make([]uint32, n*q),
 		version:     make([]uint32, q+1),
-		lastSeq:     [2][]uint64{make([]uint64, q+1), make([]uint64, q+1)},
+		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
 		hello:       make([]bool, q+1),
 		initAt:      make([]uint32, q+1),
 		initRem:     q,
@@ -391,6 +414,10 @@ func New(cfg Config) (*Aggregator, error) {
 	a.subjReply = make([]string, q+1)
 	for m := 1; m <= q; m++ {
 		a.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
+	}
+	a.replySeq = make([]uint64, q+1)
+	if err := a.initTrust(); err != nil {
+		return nil, err
 	}
 	a.res = Result{
 		TimeToTarget: -1,
@@ -499,6 +526,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
+			// The final checkpoint, after the late requests: it covers them.
+			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			a.mu.Unlock()
@@ -518,6 +547,9 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.mu.Lock()
 			a.watch()
+			if a.phase == training && a.sealDue() {
+				a.seal(false)
+			}
 			if a.phase == training {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
@@ -670,6 +702,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 	case a.phase != done:
 		// The parties stop too; they need not wait for a deadline.
 		a.control(schemas.CtlStop, 0, 0, reason)
+		a.seal(true)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
 		}
@@ -720,8 +753,8 @@ func (a *Aggregator) fail(err error) {
 // publish sends m and returns its payload's size (0 if it failed, which
 // fails the run).
 func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) int {
-	a.seq++
-	m.Head().Seq = a.seq
+	to := int(m.Head().Party)
+	m.Head().Seq = a.nextSeq(kind, to)
 	data, err := a.enc.Marshal(m)
 	if err != nil {
 		a.fail(err)
@@ -737,6 +770,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.res.BytesOut += int64(len(data))
 		return len(data)
 	}
+	a.stamp(kind, to, data)
 	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
 	a.msg.Data = data
@@ -744,7 +778,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
-	a.outbox.keep(a.seq, subject, data)
+	a.outbox.keep(m.Head().Seq, subject, data)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	return len(data)
@@ -759,7 +793,7 @@ func (a *Aggregator) control(op schemas.ControlKind, round uint32, splits uint8,
 }
 
 func (a *Aggregator) reject(m int, err error) {
-	r := schemas.Reason(err)
+	r := reason(err)
 	a.res.Rejected[r]++
 	if errors.Is(err, errFromRefused) {
 		return
@@ -780,7 +814,8 @@ func (a *Aggregator) limits(m int) schemas.Limits {
 // Subscriptions whose sequences are checked apart.
 const (
 	seqRequests = iota // PartyOutputs
-	seqOther           // Hellos and EvalOutputs
+	seqOther           // EvalOutputs
+	seqHello           // Hellos
 )
 
 // seqOK enforces strictly increasing sequence numbers per sender and
@@ -873,6 +908,8 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		a.reject(m, err)
 		return
 	}
+	a.dlv = d
+	defer func() { a.dlv = nil }()
 	switch kind {
 	case schemas.KindHello:
 		err = a.onHello(m, data)
@@ -906,6 +943,9 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
 		return err
 	}
+	if err := a.verify(a.hel.Seq); err != nil {
+		return err
+	}
 	err := a.hel.Validate(a.limits(m))
 	seq := a.hel.Seq
 	switch {
@@ -931,7 +971,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		}
 		return err
 	}
-	if err := a.seqOK(seqOther, m, a.hel.Seq); err != nil {
+	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
 		return err
 	}
 	a.hello[m] = true
@@ -950,6 +990,9 @@ var errFromRefused = fmt.Errorf("%w: from a refused party", schemas.ErrState)
 
 func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+		return err
+	}
+	if err := a.verify(a.out.Seq); err != nil {
 		return err
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {
@@ -1076,6 +1119,9 @@ func (a *Aggregator) stepHead(ids []uint32) {
 func (a *Aggregator) onEval(m int, data []byte) error {
 	ev := &a.ev
 	if err := a.dec.Unmarshal(data, ev); err != nil {
+		return err
+	}
+	if err := a.verify(ev.Seq); err != nil {
 		return err
 	}
 	if err := ev.Validate(a.limits(m)); err != nil {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -35,12 +34,23 @@ import (
 // So every request in the stream is answered exactly once, and the
 // parties, which reject a reply whose aggregator sequence number does not
 // increase, never apply one twice.
+//
+// Sequence numbers are per subject (a reply.m subject per party, and the
+// controls): the checkpoint keeps the last one of each, its outbox
+// numbers each message on its own subject, and the recorded replies and
+// controls are applied again in stream order. The trust layer's chains
+// (head and sequence per subject, package trust) are not in checkpoints
+// yet: an aggregator with Config.Key cannot resume (ErrResumeTrust).
 
 // ErrResume reports a checkpoint or a stream that cannot be resumed from.
 var ErrResume = errors.New("aggregator: cannot resume")
 
+// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
+// not hold its chains (head and sequence per subject) yet.
+var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
+
 // CheckpointVersion is the version of the checkpoint format.
-const CheckpointVersion = 1
+const CheckpointVersion = 2
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
 const DefaultCheckpointEvery = 10 * time.Second
@@ -52,14 +62,15 @@ type Checkpoint struct {
 	Parties   int
 	K         int
 	N         int
-	Head      []float64 // w_0
-	Table     []float64 // n x q*k: the latest outputs C[i][m]
-	Ver       []uint32  // n x q: the version of party m when C[i][m] was written
-	Versions  []uint32  // per party (0..q): answered requests
-	LastSeq   [2][]uint64
-	RNG       []byte // the head's direction generator (PCG)
-	Seq       uint64 // the aggregator's last published sequence number
-	Rounds    uint32 // evaluation rounds requested
+	Head      []float64   // w_0
+	Table     []float64   // n x q*k: the latest outputs C[i][m]
+	Ver       []uint32    // n x q: the version of party m when C[i][m] was written
+	Versions  []uint32    // per party (0..q): answered requests
+	LastSeq   [3][]uint64 // per subject class (requests, evaluations, hellos), per party
+	RNG       []byte      // the head's direction generator (PCG)
+	ReplySeq  []uint64    // per party (0..q): the last reply's sequence number on its subject
+	CtlSeq    uint64      // the last control's sequence number
+	Rounds    uint32      // evaluation rounds requested
 	Steps     int64
 	Training  time.Duration // training time at the checkpoint
 	MaxStale  uint32
@@ -119,7 +130,8 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 		c.LastSeq[i] = append(c.LastSeq[i][:0], a.lastSeq[i]...)
 	}
 	c.RNG, _ = a.pcg.MarshalBinary()
-	c.Seq, c.Rounds, c.Steps = a.seq, a.rounds, a.res.Steps
+	c.ReplySeq, c.CtlSeq = append(c.ReplySeq[:0], a.replySeq...), a.ctlSeq
+	c.Rounds, c.Steps = a.rounds, a.res.Steps
 	if a.phase == training {
 		c.Training = time.Since(a.start)
 	} else {
@@ -177,6 +189,9 @@ func (a *Aggregator) resumable() string {
 func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.tr != nil {
+		return ErrResumeTrust
+	}
 	if why := a.resumable(); why != "" {
 		return fmt.Errorf("%w: checkpoints do not hold the state of %s yet", ErrResume, why)
 	}
@@ -186,7 +201,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	case c.Parties != a.q || c.K != a.k || c.N != a.n || c.Steps < 0:
 		return fmt.Errorf("%w: the checkpoint has %d parties, k=%d, %d samples; the run %d, %d, %d", ErrResume, c.Parties, c.K, c.N, a.q, a.k, a.n)
 	case len(c.Head) != len(a.w0) || len(c.Table) != len(a.table) || len(c.Ver) != len(a.ver) ||
-		len(c.Versions) != len(a.version) || len(c.LastSeq[0]) != a.q+1 || len(c.LastSeq[1]) != a.q+1:
+		len(c.Versions) != len(a.version) || len(c.LastSeq[0]) != a.q+1 || len(c.LastSeq[1]) != a.q+1 || len(c.LastSeq[2]) != a.q+1 || len(c.ReplySeq) != a.q+1:
 		return fmt.Errorf("%w: the checkpoint's dimensions are not the run's", ErrResume)
 	}
 	if err := a.pcg.UnmarshalBinary(c.RNG); err != nil {
@@ -204,7 +219,8 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 		a.initAt[m] = uint32(a.n)
 	}
 	a.initRem = 0
-	a.seq, a.rounds = c.Seq, c.Rounds
+	copy(a.replySeq, c.ReplySeq)
+	a.ctlSeq, a.rounds = c.CtlSeq, c.Rounds
 	a.res.Steps, a.res.MaxStaleness, a.stSum, a.stN = c.Steps, c.MaxStale, c.StSum, c.StN
 	a.res.Curve = slices.Clone(c.Curve)
 	a.res.TimeToTarget = c.TTT
@@ -242,27 +258,62 @@ type recorded struct {
 	ctl   schemas.Control
 }
 
+// subjectIndex numbers the aggregator's subjects for recovery: 0 for the
+// controls, m for the replies to party m (false for any other subject).
+func (a *Aggregator) subjectIndex(subject string) (int, bool) {
+	kind, m, err := schemas.ParseSubject(a.cfg.Run, subject)
+	switch {
+	case err != nil:
+		return 0, false
+	case kind == schemas.KindControl:
+		return 0, true
+	case kind == schemas.KindReply && m >= 1 && m <= a.q:
+		return m, true
+	}
+	return 0, false
+}
+
 // recover reads the stream and applies what the aggregator did after its
-// checkpoint (a.resumed set by Resume).
+// checkpoint (a.resumed set by Resume). Its replies and controls are
+// numbered per subject (index i: 0 controls, m the replies to party m),
+// so what it recorded is applied again in stream order, and each
+// subject's numbers go on from the highest the checkpoint or the stream
+// holds.
 func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	t0 := time.Now()
 	run := a.cfg.Run
 	a.mu.Lock()
 	last := slices.Clone(a.lastSeq[seqRequests])
-	ckSeq := a.seq
+	ckSeq := slices.Clone(a.replySeq) // by subject index
+	ckSeq[0] = a.ctlSeq
 	a.mu.Unlock()
 	reqs := map[[2]uint64][]byte{}
-	var mine []recorded
+	var mine []recorded // in stream order
 	dec := schemas.NewCodec()
 	var o schemas.PartyOutput
 	var r schemas.Reply
 	var c schemas.Control
-	var streamSeq uint64 // the aggregator's highest sequence number in the stream
-	minKept := ckSeq
-	for _, s := range a.resumeOutbox {
-		minKept = min(minKept, s.Seq)
+	streamSeq := make([]uint64, len(ckSeq)) // the highest sequence number in the stream, by subject index
+	minKept := make([]uint64, len(ckSeq))   // the outbox's lowest, by subject index
+	for i := range minKept {
+		minKept[i] = ckSeq[i] + 1
 	}
-	have := map[uint64]bool{} // the aggregator's sequence numbers in the stream from minKept to ckSeq
+	for _, s := range a.resumeOutbox {
+		if i, ok := a.subjectIndex(s.Subject); ok {
+			minKept[i] = min(minKept[i], s.Seq)
+		}
+	}
+	have := map[[2]uint64]bool{} // (subject index, sequence) in the stream from minKept to ckSeq
+	seen := func(i int, seq uint64) bool {
+		streamSeq[i] = max(streamSeq[i], seq)
+		if seq <= ckSeq[i] {
+			if seq >= minKept[i] {
+				have[[2]uint64{uint64(i), seq}] = true
+			}
+			return true
+		}
+		return false
+	}
 	read, err := ReadLog(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
 		schemas.Subject(run, schemas.KindControl, 0)}, func(subject string, data []byte) {
 		kind, m, err := schemas.ParseSubject(run, subject)
@@ -276,26 +327,12 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			}
 			reqs[[2]uint64{uint64(m), o.Seq}] = slices.Clone(data)
 		case schemas.KindReply:
-			if dec.Unmarshal(data, &r) != nil {
+			if m < 1 || m > a.q || dec.Unmarshal(data, &r) != nil || seen(m, r.Seq) {
 				return
 			}
-			streamSeq = max(streamSeq, r.Seq)
-			if r.Seq <= ckSeq {
-				if r.Seq >= minKept {
-					have[r.Seq] = true
-				}
-				return
-			}
-			mine = append(mine, recorded{seq: r.Seq, party: int(r.Party), req: r.ReqSeq, data: slices.Clone(data), kind: kind})
+			mine = append(mine, recorded{seq: r.Seq, party: m, req: r.ReqSeq, data: slices.Clone(data), kind: kind})
 		case schemas.KindControl:
-			if dec.Unmarshal(data, &c) != nil {
-				return
-			}
-			streamSeq = max(streamSeq, c.Seq)
-			if c.Seq <= ckSeq {
-				if c.Seq >= minKept {
-					have[c.Seq] = true
-				}
+			if dec.Unmarshal(data, &c) != nil || seen(0, c.Seq) {
 				return
 			}
 			mine = append(mine, recorded{seq: c.Seq, kind: kind, ctl: c})
@@ -304,7 +341,6 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	if err != nil {
 		return fmt.Errorf("%w: reading the stream: %w", ErrResume, err)
 	}
-	sort.Slice(mine, func(i, j int) bool { return mine[i].seq < mine[j].seq })
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	rec := a.resumed
@@ -313,7 +349,8 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	// that confirmed them and died before writing them): send them again
 	// from the checkpoint's outbox.
 	for _, s := range a.resumeOutbox {
-		if s.Seq > ckSeq || have[s.Seq] {
+		i, ok := a.subjectIndex(s.Subject)
+		if !ok || s.Seq > ckSeq[i] || have[[2]uint64{uint64(i), s.Seq}] {
 			continue
 		}
 		if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
@@ -321,8 +358,10 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 		}
 		rec.Resent++
 	}
-	for seq := streamSeq + 1; seq < minKept; seq++ {
-		rec.Unrecovered++
+	for i := range ckSeq {
+		for seq := streamSeq[i] + 1; seq < minKept[i]; seq++ {
+			rec.Unrecovered++
+		}
 	}
 	if rec.Resent+rec.Unrecovered > 0 {
 		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
@@ -340,35 +379,42 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 					return fmt.Errorf("%w: run %s was aborted (%s)", ErrResume, run, m.ctl.Reason)
 				}
 			}
-			a.seq = max(a.seq, m.seq)
+			a.ctlSeq = max(a.ctlSeq, m.seq)
 			continue
 		}
 		p := m.party
-		if p < 1 || p > a.q {
-			continue
-		}
 		if m.req <= a.lastSeq[seqRequests][p] {
 			rec.Duplicated++
-			a.seq = max(a.seq, m.seq)
+			a.replySeq[p] = max(a.replySeq[p], m.seq)
 			continue
 		}
 		data, ok := reqs[[2]uint64{uint64(p), m.req}]
 		if !ok {
 			rec.Missing++
 			a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
-			a.seq = max(a.seq, m.seq)
+			a.replySeq[p] = max(a.replySeq[p], m.seq)
 			continue
 		}
-		a.seq = m.seq - 1
+		// The reply computed again takes the recorded one's number; the
+		// controls it would publish are not sent (the recorded ones, in
+		// the stream, number the controls).
+		a.replySeq[p] = m.seq - 1
+		ctl := a.ctlSeq
 		a.replaying, a.replayWant = true, m.data
 		err := a.onOutput(p, data)
 		a.replaying, a.replayWant = false, nil
+		a.ctlSeq = ctl
 		if err != nil {
 			return fmt.Errorf("%w: applying party %d's request %d again: %w", ErrResume, p, m.req, err)
 		}
 		a.res.Received[schemas.KindOutput.String()]++
 		a.res.BytesIn += int64(len(data))
 		rec.Reapplied++
+	}
+	// Each subject goes on after the highest number it holds.
+	a.ctlSeq = max(a.ctlSeq, streamSeq[0])
+	for m := 1; m <= a.q; m++ {
+		a.replySeq[m] = max(a.replySeq[m], streamSeq[m])
 	}
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).

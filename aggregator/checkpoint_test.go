@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/asyrevel/asyrevel/model"
@@ -96,11 +97,14 @@ func TestResumeRefusesOtherRuns(t *testing.T) {
 		{"parties", func(c *Checkpoint) { c.Parties = 3 }},
 		{"table", func(c *Checkpoint) { c.Table = c.Table[:2] }},
 		{"sequences", func(c *Checkpoint) { c.LastSeq[0] = nil }},
+		{"hello sequences", func(c *Checkpoint) { c.LastSeq[2] = nil }},
+		{"reply sequences", func(c *Checkpoint) { c.ReplySeq = c.ReplySeq[:1] }},
 		{"random state", func(c *Checkpoint) { c.RNG = []byte("junk") }},
 	}
 	for _, tc := range cases {
 		c := *good
-		c.LastSeq = [2][]uint64{append([]uint64(nil), good.LastSeq[0]...), append([]uint64(nil), good.LastSeq[1]...)}
+		c.LastSeq = [3][]uint64{slices.Clone(good.LastSeq[0]), slices.Clone(good.LastSeq[1]), slices.Clone(good.LastSeq[2])}
+		c.ReplySeq = slices.Clone(good.ReplySeq)
 		tc.edit(&c)
 		b, _ := newTest(t, 2, []int32{1, 0, 1}, model.NewLogistic(2))
 		if err := b.Resume(&c); !errors.Is(err, ErrResume) {

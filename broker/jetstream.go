@@ -63,6 +63,23 @@ type JetStreamConfig struct {
 	// NoCreate uses the run's stream as it is and does not create or
 	// update it, for users without stream-admin permissions.
 	NoCreate bool
+	// CreateOnly creates the run's stream if it does not exist and never
+	// updates it: an existing stream is used as it is, for users allowed
+	// to create the stream but not to change it (a changed limit would
+	// shorten the audit log).
+	CreateOnly bool
+	// ConsumerName, if set, gives the name prefix of the ordered consumer
+	// a subscription with these filters creates (nats.go names its lives
+	// prefix_1, prefix_2, ...), so that broker permissions can grant
+	// consumers by name (package trust). nil: random names.
+	ConsumerName func(filters []string) string
+	// LiveNew (DesignCapture): a DeliverNew subscription goes live at
+	// once instead of first reading the stream for what was routed just
+	// before it subscribed, for users whose permissions let them create
+	// no consumer over its filters. What a participant publishes only
+	// after its subscription is confirmed (a party's hello, and so every
+	// message addressed to it) is not concerned.
+	LiveNew bool
 	// PullBytes bounds the bytes each stream subscription buffers ahead
 	// of its Handler. Default 8 MiB; always at least twice the server's
 	// max payload (a pull request must fit the largest message).
@@ -83,6 +100,13 @@ type JetStreamConfig struct {
 	// Bus's own but before the wire counter of Stats, which wraps the
 	// dialer or in-process provider they leave.
 	Options []nats.Option
+	// Retry (DesignOrdered, DesignAcked) makes publishing survive the
+	// loss of a connection or of the stream's leader: every message gets
+	// an ID, and one whose acknowledgement does not come within 5 s, or
+	// was in flight when the connection was lost, is published again (the
+	// stream's dedupe window drops a second copy), one message at a time.
+	// On by default when URL lists several servers (a cluster's nodes).
+	Retry bool
 	// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
 	Logger *zerolog.Logger
@@ -149,6 +173,9 @@ const (
 	// publishAckTimeout fails an asynchronous publish whose ack does not
 	// come back; Flush then reports it.
 	publishAckTimeout = 30 * time.Second
+	// publishAckTimeoutRetry is the ack timeout under fail-over
+	// (JetStreamConfig.Retry): the message is then published again.
+	publishAckTimeoutRetry = 5 * time.Second
 	// closeTimeout bounds the network work of Close (final flush, final
 	// ack, consumer deletion).
 	closeTimeout = 10 * time.Second
@@ -205,6 +232,8 @@ type JetStream struct {
 	log       zerolog.Logger
 
 	consumerReplicas int
+	consumerName     func([]string) string
+	liveNew          bool
 
 	streamMu sync.Mutex
 	st       jetstream.Stream
@@ -212,7 +241,10 @@ type JetStream struct {
 	pub        publisher
 	ctr        counters
 	reconnects atomic.Uint64
-	closing    chan struct{}
+	// retryPub is the retrying publisher (JetStreamConfig.Retry), for the
+	// reconnect handler, which may run before pub is set.
+	retryPub atomic.Pointer[asyncPub]
+	closing  chan struct{}
 
 	closeMu  sync.RWMutex // Publish holds it for reading
 	closed   atomic.Bool
@@ -270,7 +302,12 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		cfg.Duplicates = defaultDuplicates
 	}
 	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
+		// A client given several servers (a cluster's nodes) replicates
+		// the stream on up to three of them.
+		cfg.Replicas = min(3, max(1, len(ServerURLs(cfg.URL))))
+	}
+	if len(ServerURLs(cfg.URL)) > 1 {
+		cfg.Retry = true // fail-over between the servers
 	}
 	if cfg.ConsumerReplicas < 0 || cfg.ConsumerReplicas > cfg.Replicas {
 		return nil, fmt.Errorf("%w: %d consumer replicas for %d stream replicas", ErrInvalid, cfg.ConsumerReplicas, cfg.Replicas)
@@ -301,6 +338,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		core:      make(map[*nats.Subscription]*coreSub),
 
 		consumerReplicas: cfg.ConsumerReplicas,
+		consumerName:     cfg.ConsumerName,
+		liveNew:          cfg.LiveNew,
 	}
 	if cfg.Logger != nil {
 		b.log = cfg.Logger.With().Str("run", cfg.Run).Str("conn", cfg.Name).Logger()
@@ -314,6 +353,16 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		nats.Name(cfg.Name),
 		nats.ErrorHandler(b.onConnError),
 		nats.ReconnectHandler(b.onReconnect),
+		nats.DisconnectErrHandler(b.onDisconnect),
+		// Fail over: a client keeps reconnecting, to the next server of
+		// its list (or one the cluster told it about) at once, to one it
+		// tried last after ReconnectWait; the runtimes' own waits
+		// (--wait) decide when to give up on a run.
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		// The first URL of a list is this client's home node (the one
+		// its organisation runs, say); the others are for fail-over.
+		nats.DontRandomize(),
 	}
 	if cfg.User != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
@@ -365,7 +414,13 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	case DesignCapture:
 		b.pub, err = newCapturePub(b, cfg)
 	default:
-		b.pub, err = newAsyncPub(b, cfg.Window)
+		var ap *asyncPub
+		if ap, err = newAsyncPub(b, cfg.Window, cfg.Retry); err == nil {
+			b.pub = ap
+			if cfg.Retry {
+				b.retryPub.Store(ap)
+			}
+		}
 	}
 	if err != nil {
 		return fail(err)
@@ -414,9 +469,27 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		scfg.Compression = jetstream.S2Compression
 	}
 	var err error
+	if cfg.CreateOnly {
+		// Look first: a user allowed to read the stream's info but not to
+		// create it uses an existing stream without trying.
+		if _, err = b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		st, cerr := b.js.CreateStream(ctx, scfg)
+		if cerr != nil && !errors.Is(cerr, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(cerr, b.feats.Version))
+		}
+		if cerr == nil {
+			b.streamMu.Lock()
+			b.st = st
+			b.streamMu.Unlock()
+		}
+		_, err = b.streamHandle(ctx)
+		return err
+	}
 	for range 5 {
 		var st jetstream.Stream
-		st, err = b.js.CreateOrUpdateStream(ctx, scfg)
+		st, err = b.createOrUpdate(ctx, scfg)
 		if err == nil {
 			b.st = st
 			if cfg.Replicas > 1 {
@@ -424,15 +497,38 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 			}
 			return nil
 		}
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// A clustered server may leave concurrent creations of one
+		// replicated stream unanswered (seen with 2.15: five processes
+		// connecting at once to a 3-node cluster, two timed out): the
+		// next round finds the stream made by another.
+		timedOut := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !timedOut {
 			break
 		}
 	}
 	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
 }
 
-// waitStreamLeader waits until the replicated stream has a leader and
-// every replica is current, so that the first publishes find it ready.
+// createOrUpdate creates the stream, or updates it where it differs from
+// scfg. Replicated, a creation gets a share of the API timeout, so that one
+// the cluster leaves unanswered leaves time for another round.
+func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if scfg.Replicas <= 1 {
+		return b.js.CreateOrUpdateStream(ctx, scfg)
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout/4)
+	defer cancel()
+	if st, err := b.js.Stream(actx, scfg.Name); err == nil {
+		got := st.CachedInfo().Config
+		if got.Replicas == scfg.Replicas && slices.Equal(got.Subjects, scfg.Subjects) && got.DenyDelete && got.DenyPurge {
+			return st, nil // made by another participant of the run
+		}
+	}
+	return b.js.CreateOrUpdateStream(actx, scfg)
+}
+
+// waitStreamLeader waits until the replicated stream has a leader and a
+// quorum of current replicas, so that the first publishes find it ready.
 func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
@@ -445,7 +541,9 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 					current++
 				}
 			}
-			if current >= replicas-1 {
+			// A quorum with the leader: the stream takes messages. Not
+			// every replica: a node of the cluster may be down for good.
+			if current >= replicas/2 {
 				return nil
 			}
 		}
@@ -454,7 +552,7 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 			if err == nil {
 				err = ctx.Err()
 			}
-			return fmt.Errorf("broker: stream %s has no leader with %d current replicas: %w", b.stream, replicas, err)
+			return fmt.Errorf("broker: stream %s has no leader with a quorum of its %d replicas: %w", b.stream, replicas, err)
 		case <-t.C:
 		}
 	}
@@ -532,10 +630,46 @@ func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error)
 	ev.Msg("nats asynchronous error")
 }
 
+// reconnectWait is the pause before a server is tried again.
+const reconnectWait = 250 * time.Millisecond
+
+// ServerURLs splits a comma-separated list of server URLs (as nats.Connect
+// takes it), dropping empty entries.
+func ServerURLs(list string) []string {
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// onDisconnect logs a lost connection; nats.go reconnects on its own.
+func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
+	if b.closed.Load() || nc.IsClosed() {
+		return
+	}
+	b.log.Warn().Err(err).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
+}
+
 // onReconnect: on the core designs a subscription misses what was
 // published while the connection was down.
-func (b *JetStream) onReconnect(*nats.Conn) {
+func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
+	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
+	if p := b.retryPub.Load(); p != nil {
+		p.reconnected()
+	}
+	if b.design == DesignOrdered {
+		b.subsMu.Lock()
+		for sub := range b.subs {
+			if o, ok := sub.(*orderedSub); ok {
+				go o.restart()
+			}
+		}
+		b.subsMu.Unlock()
+	}
 	if b.design == DesignCore || b.design == DesignCapture {
 		b.log.Error().Str("design", string(b.design)).
 			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")
@@ -713,7 +847,7 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 		// In a cluster the interest of a new core subscription reaches the
 		// other nodes a moment later: what their clients publish
 		// meanwhile comes from the stream (see coreSub).
-		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || b.nc.ConnectedClusterName() != ""
+		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew)
 		s, err = b.subscribeCore(ctx, filters, opts, h, history)
 	case DesignOrdered:
 		s, err = b.subscribeOrdered(ctx, filters, opts, h)

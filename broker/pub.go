@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // natsHeader is m's headers and ID as a NATS header (nil if none).
@@ -62,23 +63,76 @@ type asyncPub struct {
 	slots chan struct{}
 	errs  firstErr
 	dups  atomic.Uint64
+
+	// retry (fail-over, see JetStreamConfig.Retry): every message gets an
+	// ID (the stream drops a second copy), stays in inflight until the
+	// stream acknowledges it, and is published again when its ack times
+	// out or the connection comes back after a loss; one message is in
+	// flight at a time, which keeps each sender's messages in order.
+	retry    bool
+	idPrefix string
+	nextID   atomic.Uint64
+	mu       sync.Mutex
+	inflight map[string]*retryMsg
+	retries  atomic.Uint64
 }
 
-func newAsyncPub(b *JetStream, window int) (*asyncPub, error) {
-	p := &asyncPub{b: b, slots: make(chan struct{}, window)}
+// retryMsg is a message in flight under fail-over, and how often it was
+// published again.
+type retryMsg struct {
+	msg   *nats.Msg
+	first time.Time // first published
+}
+
+// Under fail-over a message is published again for up to retryFor (an
+// election of a new stream leader takes seconds, more on a loaded host),
+// retryPause after an error (at once after a timeout or a reconnect).
+const (
+	retryFor   = 2 * time.Minute
+	retryPause = 250 * time.Millisecond
+)
+
+// retryIDPrefix starts the IDs the retrying publisher gives messages that
+// had none: deliveries do not show them (Delivery.ID is the sender's).
+const retryIDPrefix = "_r."
+
+// senderID is a delivered message's ID as its sender gave it.
+func senderID(id string) string {
+	if strings.HasPrefix(id, retryIDPrefix) {
+		return ""
+	}
+	return id
+}
+
+func newAsyncPub(b *JetStream, window int, retry bool) (*asyncPub, error) {
+	if retry {
+		// One message at a time: the next is sent once the stream has
+		// the one before, so that a message published again after a loss
+		// cannot land behind a later one (the receivers refuse sequences
+		// out of order).
+		window = 1
+	}
+	p := &asyncPub{b: b, slots: make(chan struct{}, window), retry: retry}
+	timeout, pending := publishAckTimeout, window+1
+	if retry {
+		p.inflight = make(map[string]*retryMsg, window)
+		p.idPrefix = retryIDPrefix + nuid.Next() + "."
+		// A message and a copy of it may be pending at once.
+		timeout, pending = publishAckTimeoutRetry, 2*window+1
+	}
 	var err error
-	p.js, err = publisherJS(b, window, p.onAck, p.onErr)
+	p.js, err = publisherJS(b, pending, timeout, p.onAck, p.onErr)
 	return p, err
 }
 
 // publisherJS is a JetStream context for asynchronous publishes whose
 // answers go to onAck and onErr; the window is the caller's to keep, so
 // nats.go never stalls.
-func publisherJS(b *JetStream, window int, onAck jetstream.MsgAckHandler, onErr jetstream.MsgErrHandler) (jetstream.JetStream, error) {
+func publisherJS(b *JetStream, maxPending int, timeout time.Duration, onAck jetstream.MsgAckHandler, onErr jetstream.MsgErrHandler) (jetstream.JetStream, error) {
 	js, err := jetstream.New(b.nc,
 		jetstream.WithDefaultTimeout(apiTimeout),
-		jetstream.WithPublishAsyncMaxPending(window+1),
-		jetstream.WithPublishAsyncTimeout(publishAckTimeout),
+		jetstream.WithPublishAsyncMaxPending(maxPending),
+		jetstream.WithPublishAsyncTimeout(timeout),
 		jetstream.WithPublishAsyncAckHandler(onAck),
 		jetstream.WithPublishAsyncErrHandler(onErr))
 	if err != nil {
@@ -102,14 +156,50 @@ func (p *asyncPub) publish(ctx context.Context, m *Message) error {
 	// PublishMsgAsync keeps the message until it is acknowledged (to send
 	// it again after "no responders"): it gets its own copy.
 	nm := &nats.Msg{Subject: m.Subject, Data: bytes.Clone(m.Data), Header: natsHeader(m)}
+	if p.retry {
+		id := m.ID
+		if id == "" {
+			id = p.idPrefix + strconv.FormatUint(p.nextID.Add(1), 36)
+			if nm.Header == nil {
+				nm.Header = make(nats.Header, 1)
+			}
+			nm.Header[msgIDHeader] = []string{id}
+		}
+		p.mu.Lock()
+		p.inflight[id] = &retryMsg{msg: nm, first: time.Now()}
+		p.mu.Unlock()
+	}
 	if _, err := p.js.PublishMsgAsync(nm); err != nil {
+		if p.retry && p.b.nc.IsReconnecting() {
+			return nil // kept in inflight: published again on reconnect
+		}
+		p.settle(nm)
 		<-p.slots
 		return fmt.Errorf("broker: publish %s: %w", m.Subject, err)
 	}
 	return nil
 }
 
-func (p *asyncPub) onAck(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubAck) {
+// settle removes a message from inflight; false if it was settled
+// already (an answer to a second copy).
+func (p *asyncPub) settle(m *nats.Msg) bool {
+	if !p.retry {
+		return true
+	}
+	id := m.Header.Get(msgIDHeader)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.inflight[id]; !ok {
+		return false
+	}
+	delete(p.inflight, id)
+	return true
+}
+
+func (p *asyncPub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
+	if !p.settle(m) {
+		return
+	}
 	if ack.Duplicate {
 		p.dups.Add(1)
 	}
@@ -117,12 +207,81 @@ func (p *asyncPub) onAck(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubA
 }
 
 func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	if p.retry && retryable(err) {
+		pause := retryPause
+		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+			pause = 0
+		}
+		if p.republish(m.Header.Get(msgIDHeader), pause) {
+			p.b.log.Debug().Err(err).Str("subject", m.Subject).Msg("publishing again")
+			return
+		}
+	}
+	if !p.settle(m) {
+		return
+	}
 	if isDupInProcess(err) {
 		p.dups.Add(1)
 	} else {
 		p.errs.set(fmt.Errorf("broker: stream did not store a message on %s: %w", m.Subject, err))
 	}
 	<-p.slots
+}
+
+// retryable errors of a publish may pass with a leader or a connection
+// back: no answer, no responders, a connection lost, the stream's
+// cluster unavailable (503).
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503
+	}
+	return true
+}
+
+// republish publishes message id again after pause, unless it was
+// settled, the connection is closed or the message has been in flight for
+// retryFor; true if it will.
+func (p *asyncPub) republish(id string, pause time.Duration) bool {
+	if p.b.nc.IsClosed() {
+		return false // Close's last flush goes on retrying until then
+	}
+	p.mu.Lock()
+	rm, ok := p.inflight[id]
+	p.mu.Unlock()
+	if !ok || time.Since(rm.first) > retryFor {
+		return false
+	}
+	p.retries.Add(1)
+	// From the answer goroutine of nats.go: publishing there could wait
+	// for the pending limit, which that goroutine frees.
+	go func() {
+		time.Sleep(pause)
+		if _, err := p.js.PublishMsgAsync(rm.msg); err != nil && !p.b.nc.IsReconnecting() {
+			p.onErr(p.js, rm.msg, err)
+		}
+	}()
+	return true
+}
+
+// reconnected publishes every message in flight again: the ones written
+// to the lost connection may never have reached the stream.
+func (p *asyncPub) reconnected() {
+	if !p.retry {
+		return
+	}
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.inflight))
+	for id := range p.inflight {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	if len(ids) > 0 {
+		p.b.log.Info().Int("messages", len(ids)).Msg("publishing the unacknowledged messages again after the reconnect (the stream drops copies)")
+	}
+	for _, id := range ids {
+		p.republish(id, 0)
+	}
 }
 
 // errCodeDupInProcess: a replicated stream is still storing a message
@@ -136,12 +295,32 @@ func isDupInProcess(err error) bool {
 }
 
 func (p *asyncPub) flush(ctx context.Context) error {
-	select {
-	case <-p.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		select {
+		case <-p.js.PublishAsyncComplete():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		// Under fail-over a message may be between a timeout and its
+		// next copy: nats.go has nothing pending then.
+		if p.unsettled() == 0 {
+			return p.errs.take()
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	return p.errs.take()
+}
+
+func (p *asyncPub) unsettled() int {
+	if !p.retry {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inflight)
 }
 
 func (p *asyncPub) pending() int       { return p.js.PublishAsyncPending() }
@@ -276,7 +455,7 @@ func newCapturePub(b *JetStream, cfg JetStreamConfig) (*capturePub, error) {
 		subjects:  make(map[string]*subjectCount),
 	}
 	var err error
-	if p.js, err = publisherJS(b, cfg.Window, p.onAck, p.onErr); err != nil {
+	if p.js, err = publisherJS(b, cfg.Window+1, publishAckTimeout, p.onAck, p.onErr); err != nil {
 		return nil, err
 	}
 	// The per-subject counts the checks of Flush start from, read once:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -41,7 +43,33 @@ type ServerConfig struct {
 	// permissions, TLS, cluster). Use with care: the fields above are
 	// already set.
 	Configure func(*server.Options)
+
+	// Name is the server's name; "" means "asyrevel". Every node of a
+	// cluster needs its own.
+	Name string
+	// Cluster, if its Name is set, makes the server a node of a JetStream
+	// cluster (one node per process, the others reached by Routes).
+	Cluster ClusterNode
 }
+
+// ClusterNode is a server's place in a JetStream cluster of separate
+// processes (asyrevel broker --cluster-name). A stream with Replicas 3
+// needs three nodes, and a majority of the nodes must be up.
+type ClusterNode struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Host and Port are where this node listens for routes from the
+	// others; Host "" means the client host, Port 0 means 6222.
+	Host string
+	Port int
+	// Routes are the other nodes' route URLs (nats://host:port). A route
+	// to this node itself is allowed (the server ignores it), so every
+	// node may be given the same list.
+	Routes []string
+}
+
+// DefaultClusterPort is the route port of a cluster node.
+const DefaultClusterPort = 6222
 
 // Server is an embedded NATS server with JetStream enabled.
 type Server struct {
@@ -68,6 +96,11 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	for _, r := range cfg.Cluster.Routes {
+		if err := checkRoute(r); err != nil {
+			return nil, err
+		}
+	}
 	opts := serverOptions(cfg)
 	if cfg.Configure != nil {
 		cfg.Configure(opts)
@@ -83,6 +116,18 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	}
 	s.unlock = unlock
 	return s, nil
+}
+
+// checkRoute checks a route URL (nats://host:port).
+func checkRoute(r string) error {
+	u, err := url.Parse(strings.TrimSpace(r))
+	if err == nil && (u.Host == "" || u.Port() == "") {
+		err = errors.New("want nats://host:port")
+	}
+	if err != nil {
+		return fmt.Errorf("%w: route %q: %v", ErrInvalid, r, err)
+	}
+	return nil
 }
 
 // serverOptions are the options of an embedded server for cfg.
@@ -111,6 +156,21 @@ func serverOptions(cfg ServerConfig) *server.Options {
 	}
 	if opts.MaxPayload == 0 {
 		opts.MaxPayload = defaultServerMaxPayload
+	}
+	if cfg.Name != "" {
+		opts.ServerName = cfg.Name
+	}
+	if c := cfg.Cluster; c.Name != "" {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
+		if opts.Cluster.Host == "" {
+			opts.Cluster.Host = opts.Host
+		}
+		if opts.Cluster.Port == 0 {
+			opts.Cluster.Port = DefaultClusterPort
+		}
+		for _, r := range c.Routes {
+			opts.Routes = append(opts.Routes, server.RoutesFromStr(r)...)
+		}
 	}
 	return opts
 }

@@ -133,7 +133,7 @@ func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts Su
 			// recognise the live copies of what precedes start.
 			fopts.StartSeq = s.l0 + 1
 		}
-		cons, err := b.js.OrderedConsumer(ctx, b.stream, orderedConfig(cf, fopts))
+		cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, fopts)))
 		if err == nil {
 			s.cons, s.match = cons, match
 			s.feed = make(chan jetstream.Msg, 512)
@@ -410,7 +410,7 @@ type liveDelivery struct{ msg *nats.Msg }
 
 func (d *liveDelivery) Subject() string { return d.msg.Subject }
 func (d *liveDelivery) Data() []byte    { return d.msg.Data }
-func (d *liveDelivery) ID() string      { return d.Header(msgIDHeader) }
+func (d *liveDelivery) ID() string      { return senderID(d.Header(msgIDHeader)) }
 func (d *liveDelivery) Seq() uint64     { return 0 }
 func (d *liveDelivery) Ack() error      { return nil }
 

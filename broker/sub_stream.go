@@ -21,7 +21,7 @@ type streamDelivery struct {
 
 func (d *streamDelivery) Subject() string { return d.msg.Subject() }
 func (d *streamDelivery) Data() []byte    { return d.msg.Data() }
-func (d *streamDelivery) ID() string      { return d.Header(msgIDHeader) }
+func (d *streamDelivery) ID() string      { return senderID(d.Header(msgIDHeader)) }
 func (d *streamDelivery) Seq() uint64     { return d.seq }
 
 func (d *streamDelivery) Header(key string) string {
@@ -61,17 +61,78 @@ func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedCon
 	return cfg
 }
 
+// named sets the consumer's name prefix (JetStreamConfig.ConsumerName).
+func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig) jetstream.OrderedConsumerConfig {
+	if b.consumerName != nil {
+		cfg.NamePrefix = b.consumerName(cfg.FilterSubjects)
+	}
+	return cfg
+}
+
 // orderedSub delivers from an ordered consumer without acks
 // (DesignOrdered): nats.go recreates the consumer after the last stream
 // sequence seen whenever it detects a gap, and the runtime keeps its own
 // position.
 type orderedSub struct {
 	consumerFeed
+	ccMu      sync.Mutex // guards cons and cc, which restart replaces
 	cons      jetstream.Consumer
 	cc        jetstream.ConsumeContext
 	watchMu   sync.Mutex
 	stopWatch func() bool
 	closeOne  sync.Once
+
+	filters   []string         // the consumer's filters
+	opts      SubscribeOptions // where it started
+	restartMu sync.Mutex       // one restart at a time
+}
+
+// restart replaces the ordered consumer after a reconnect, or when its
+// heartbeats stop, with one that
+// starts after the last sequence seen. nats.go's own recovery was seen
+// to stall for good when the client had failed over to another node and
+// the consumer's node (the stream's leader) had died with it. It retries
+// until the new consumer runs or the subscription closes; the feed drops
+// what it has seen already.
+func (s *orderedSub) restart() {
+	if !s.restartMu.TryLock() {
+		return // one runs already
+	}
+	defer s.restartMu.Unlock()
+	for attempt := 0; !s.closed.Load(); attempt++ {
+		s.hmu.Lock()
+		last := s.last
+		s.hmu.Unlock()
+		opts := s.opts
+		if last > 0 {
+			opts.StartSeq = last + 1
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, apiTimeout)
+		cons, err := s.bus.js.OrderedConsumer(ctx, s.bus.stream, orderedConfig(s.filters, opts))
+		cancel()
+		var cc jetstream.ConsumeContext
+		if err == nil {
+			cc, err = cons.Consume(s.onMsg, s.bus.consumeOpts(s.onConsumeErr)...)
+		}
+		if err == nil {
+			s.ccMu.Lock()
+			old := s.cc
+			s.cons, s.cc = cons, cc
+			s.ccMu.Unlock()
+			old.Stop()
+			if s.closed.Load() {
+				cc.Stop()
+			}
+			s.bus.log.Debug().Uint64("from", opts.StartSeq).Int("attempt", attempt).Msg("ordered consumer restarted after the reconnect")
+			return
+		}
+		s.bus.log.Debug().Err(err).Msg("restarting the ordered consumer")
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // consumerFeed hands a consumer's messages to a Handler, one at a time
@@ -129,11 +190,11 @@ func (f *consumerFeed) waitHandler() {
 
 func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts SubscribeOptions, h Handler) (Subscription, error) {
 	cf, match := b.consumerFilters(filters)
-	cons, err := b.js.OrderedConsumer(ctx, b.stream, orderedConfig(cf, opts))
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts)))
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}
-	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons}
+	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons, filters: cf, opts: opts}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
 	if err != nil {
@@ -149,6 +210,11 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 	if !s.closed.Load() {
 		s.bus.log.Debug().Err(err).Msg("ordered consumer")
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			// Its node is gone (a cluster node died); nats.go's own
+			// recovery was seen to stall there too.
+			go s.restart()
+		}
 	}
 }
 
@@ -157,7 +223,10 @@ func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 func (s *orderedSub) Close() error {
 	s.closeOne.Do(func() {
 		s.stop()
-		s.cc.Stop()
+		s.ccMu.Lock()
+		cc, cons := s.cc, s.cons
+		s.ccMu.Unlock()
+		cc.Stop()
 		s.waitHandler()
 		s.watchMu.Lock()
 		if s.stopWatch != nil {
@@ -165,10 +234,10 @@ func (s *orderedSub) Close() error {
 		}
 		s.watchMu.Unlock()
 		select {
-		case <-s.cc.Closed():
+		case <-cc.Closed():
 		case <-time.After(closeTimeout):
 		}
-		s.bus.deleteConsumer(s.cons.CachedInfo().Name)
+		s.bus.deleteConsumer(cons.CachedInfo().Name)
 		s.bus.forget(s)
 	})
 	return nil

@@ -102,6 +102,18 @@ func runJetStreamSuiteWith(t *testing.T, connect func(t testing.TB, srv *broker.
 	})
 }
 
+// The retrying publisher of fail-over (a client given several servers):
+// message IDs of its own, one message in flight.
+func TestJetStreamRetryConformance(t *testing.T) {
+	for _, d := range []broker.Design{broker.DesignOrdered, broker.DesignAcked} {
+		t.Run(string(d), func(t *testing.T) {
+			runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {
+				return connectJSConfig(t, broker.JetStreamConfig{Server: srv, Run: run, Name: name, Design: d, Retry: true})
+			})
+		})
+	}
+}
+
 // The durable resume path for servers without the consumer reset API.
 func TestJetStreamRecreateResetConformance(t *testing.T) {
 	t.Cleanup(broker.ForceRecreateOnReset())

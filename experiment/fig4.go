@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -71,6 +72,9 @@ type Fig4Config struct {
 	CheckFactor float64
 	CheckBudget time.Duration
 	Log         zerolog.Logger
+	// Parallel is how many simulations run at a time (at least 1); their
+	// results do not depend on it (virtual time).
+	Parallel int
 }
 
 // Fig4Row is one simulated run.
@@ -126,22 +130,39 @@ func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, error) {
 			checkTarget = c.Objective + cfg.CheckFactor*cfg.Suboptimality
 			cfg.Log.Info().Str("set", set.Name).Str("f*", fmtF(c.Objective, 6)).Str("target", fmtF(target, 6)).Msg("central solver")
 		}
-		var setRows []Fig4Row
-		for _, mode := range Fig4Modes {
-			for _, q := range cfg.Qs {
-				if err := ctx.Err(); err != nil {
-					return rows, checks, err
-				}
-				r, _, err := fig4Sim(cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
-				if err != nil {
-					return rows, checks, fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
-				}
-				r.Mode = mode.Mode
-				cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Bool("reached", r.Reached).
-					Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
-					Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
-				setRows = append(setRows, r)
+		// The simulations are independent: run them Parallel at a time.
+		setRows := make([]Fig4Row, len(Fig4Modes)*len(cfg.Qs))
+		errs := make([]error, len(setRows))
+		sem := make(chan struct{}, max(cfg.Parallel, 1))
+		var wg sync.WaitGroup
+		for i, mode := range Fig4Modes {
+			for j, q := range cfg.Qs {
+				k := i*len(cfg.Qs) + j
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					if err := ctx.Err(); err != nil {
+						errs[k] = err
+						return
+					}
+					r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
+					if err != nil {
+						errs[k] = fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
+						return
+					}
+					r.Mode = mode.Mode
+					cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Bool("reached", r.Reached).
+						Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
+						Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
+					setRows[k] = r
+				}()
 			}
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return rows, checks, err
 		}
 		speedups(setRows)
 		rows = append(rows, setRows...)
@@ -184,7 +205,7 @@ func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (ru
 	return tc, tc.Prepare()
 }
 
-func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration) (Fig4Row, *SimResult, error) {
+func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration) (Fig4Row, *SimResult, error) {
 	start := time.Now()
 	row := Fig4Row{Set: set.Name, Q: q, Target: target, Final: math.NaN(), Speedup: math.NaN()}
 	data, err := cache.split(set, q)
@@ -204,7 +225,7 @@ func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target fl
 	alpha := cfg.Alpha[set.Name].Seconds()
 	row.StepCost = alpha * float64(row.Params)
 	sched := tc.Schedule(data.NTrain)
-	res, err := Simulate(data, SimConfig{
+	res, err := Simulate(ctx, data, SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
 		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
 		Seed: cfg.Seed,
@@ -237,7 +258,7 @@ func fig4Sim(cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target fl
 // sleeping its simulated compute, and the simulation of the same.
 func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, mode, algo string, target float64) (Fig4Check, error) {
 	c := Fig4Check{Set: set.Name, Q: q, Mode: mode, Target: target}
-	r, _, err := fig4Sim(cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget)
+	r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget)
 	if err != nil {
 		return c, err
 	}

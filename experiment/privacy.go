@@ -32,7 +32,8 @@ type PrivacySetting struct {
 	About string
 	// Apply sets the defense (and the batch size and step size it needs).
 	Apply func(c *run.Config)
-	// TIG marks the split-learning baseline: it needs --algo tig.
+	// TIG marks the split-learning baseline: it trains with --algo tig
+	// (its default step size), and is attacked by the gradient attacks.
 	TIG bool
 }
 
@@ -46,7 +47,7 @@ type PrivacyConfig struct {
 	Epochs   map[string]float64 // per set
 	Seeds    []uint64
 	Attacker int // the attacking party (passive and active)
-	Aux      int // labels a multiclass attacker knows (derivative attack)
+	Aux      int // labels the attacker knows (derivative attack, TIG direction scoring)
 	// Store is the folder for the runs' stores (each removed once read).
 	Store   string
 	Timeout time.Duration // per run (default 10 min)
@@ -137,9 +138,6 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 	return map[string][]PrivacySetting{"a9a": a9a, "mnist": mnist}
 }
 
-// tigAvailable reports whether this build trains TIG.
-func tigAvailable() bool { return slices.Contains(run.Algorithms, "tig") }
-
 // Privacy runs the privacy experiment: for every set, setting and seed, a
 // run with honest parties (attacked passively by party Attacker, from its
 // own view, after the run) and a run where party Attacker is the active
@@ -159,18 +157,6 @@ func Privacy(ctx context.Context, cfg PrivacyConfig) ([]PrivacyRow, error) {
 			continue
 		}
 		for _, st := range cfg.Settings[set] {
-			if st.TIG {
-				note := "TIG not available: this build has no --algo tig (the baselines issue adds it)"
-				if tigAvailable() {
-					note = "TIG is available but its attacks are not wired into this experiment yet"
-				}
-				for _, who := range []string{"passive", "active"} {
-					rows = append(rows, PrivacyRow{Set: set, Setting: st.Name, Attacker: who, Attack: "tig-sign",
-						AUC: nanF, AttackAccuracy: nanF, TestAccuracy: nanF, Epsilon: inf, EpsilonAll: inf, AUCBound: nanF, Note: note})
-				}
-				cfg.Log.Warn().Str("set", set).Msg(note)
-				continue
-			}
 			for _, seed := range cfg.Seeds {
 				for _, active := range []bool{false, true} {
 					r, err := privacyRun(ctx, &cfg, set, data, st, seed, active)
@@ -197,12 +183,23 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		Loaded: data, Parties: cfg.Parties, Algo: "asyrevel-gau", NoBias: data.Classes == 2, Epochs: cfg.Epochs[set],
 		Seed: seed, Run: runID, StoreDir: store, EvalEvery: 2 * time.Second, Log: zerolog.Nop(),
 	}
-	st.Apply(&tc)
-	if tc.LR == 0 {
+	if st.TIG {
+		tc.Algo = "tig"
+	}
+	if st.Apply != nil {
+		st.Apply(&tc)
+	}
+	if tc.LR == 0 && !st.TIG {
 		tc.LR = run.DefaultLR(tc.Model, max(tc.Batch, 64))
 	}
 	known := privacy.KnownLabels(data.TrainY, cfg.Aux, seed)
-	if active {
+	switch {
+	case active && st.TIG:
+		// TIG's replies are already per sample: the active party asks about
+		// one sample at a time (batches of one, cycling through the
+		// training set), so that it covers every sample.
+		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: &privacy.Active{One: true}}
+	case active:
 		a := &privacy.Active{Perturb: 0.05}
 		if data.Classes > 2 {
 			a.Prefer = map[uint32]bool{}
@@ -255,6 +252,19 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 	}
 	binary := data.Classes == 2
 	switch {
+	case st.TIG:
+		g, err := v.Gradients()
+		if err != nil {
+			return nil, err
+		}
+		if binary {
+			add(privacy.GradientSignAttack(g))
+			add(privacy.GradientNormAttack(g))
+		}
+		add(privacy.GradientDirectionAttack(g, data.Classes, known))
+		if binary {
+			add(privacy.ModelAttack(v))
+		}
 	case !binary:
 		add(privacy.DerivativeAttack(v, data.Classes, known))
 	case active:
@@ -579,4 +589,56 @@ func ReadPrivacyCSV(path string) ([]PrivacySummary, error) {
 			EpsilonAll: num(r[11]), AUCBound: num(r[12]), Covered: covered, Seeds: seeds, DCS: num(r[15]), DCSAUC: num(r[16]), Note: r[17]})
 	}
 	return out, nil
+}
+
+// MergePrivacy puts the summaries of a partial run (some settings only)
+// into those of an earlier one: the (set, setting) groups of fresh replace
+// the old ones in place (new ones are appended), and the accuracy drops and
+// defense scores of fresh rows are recomputed against the undefended
+// `paper` setting of the merged result, when fresh did not run it.
+func MergePrivacy(old, fresh []PrivacySummary) []PrivacySummary {
+	type key struct{ set, setting string }
+	redone := map[key]bool{}
+	for _, s := range fresh {
+		redone[key{s.Set, s.Setting}] = true
+	}
+	var out []PrivacySummary
+	placed := map[key]bool{}
+	for _, s := range old {
+		k := key{s.Set, s.Setting}
+		if !redone[k] {
+			out = append(out, s)
+			continue
+		}
+		if !placed[k] {
+			placed[k] = true
+			for _, f := range fresh {
+				if f.Set == k.set && f.Setting == k.setting {
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	for _, f := range fresh {
+		if !placed[key{f.Set, f.Setting}] {
+			out = append(out, f)
+		}
+	}
+	ref := map[string]float64{}
+	for _, s := range out {
+		if s.Setting == "paper" && s.Attacker == "passive" {
+			ref[s.Set] = s.TestAccuracy
+		}
+	}
+	for i := range out {
+		s := &out[i]
+		r, ok := ref[s.Set]
+		if !ok || !redone[key{s.Set, s.Setting}] || redone[key{s.Set, "paper"}] {
+			continue
+		}
+		s.DropPP = 100 * (r - s.TestAccuracy)
+		s.DCS = dcs(s.AttackAccuracy, s.TestAccuracy, r)
+		s.DCSAUC = dcs(2*math.Abs(s.AUC-0.5), s.TestAccuracy, r)
+	}
+	return out
 }

@@ -69,18 +69,11 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 		p("| setting | test acc. %% | drop (pp) | epsilon (party) | AUC bound | passive: strongest attack, AUC | active: AUC (labels probed) | own model's AUC | DCS |\n")
 		p("|---|---|---|---|---|---|---|---|---|\n")
 		for _, st := range settings {
-			if n, has := find(set, st, "passive", "tig-sign"); has {
-				p("| %s | %s |||||||\n", st, n.Note)
-				continue
-			}
 			pa, okp := best[[3]string{set, st, "passive"}]
 			ac, oka := best[[3]string{set, st, "active"}]
 			mo, okm := find(set, st, "passive", "model")
 			row := func(ok bool, s PrivacySummary, withName bool) string {
 				if !ok {
-					if n, has := find(set, st, "passive", "tig-sign"); has {
-						return n.Note
-					}
 					return "n/a"
 				}
 				if withName {
@@ -124,8 +117,26 @@ func privacyReport(sum []PrivacySummary, cmdline string) string {
 			p(" Inverting the loss gives the same (AUC %s) and the margin with it.", f(lo.AUC, 4))
 		}
 		p("\n")
-		if t, ok := find(set, "tig", "passive", "tig-sign"); ok {
-			p("  TIG: %s; the lead re-runs this experiment once `--algo tig` lands.\n", t.Note)
+		if t, ok := best[[3]string{set, "tig", "passive"}]; ok {
+			p("  TIG (split learning, `--algo tig`, test accuracy %s%%): the gradient dF0/dc a party receives gives %s AUC %s\n",
+				pct(t.TestAccuracy), t.Attack, f(t.AUC, 4))
+			var each []string
+			for _, a := range []string{"tig-sign", "tig-norm", "tig-direction"} {
+				if x, ok := find(set, "tig", "passive", a); ok {
+					each = append(each, fmt.Sprintf("%s %s", a, f(x.AUC, 4)))
+				}
+			}
+			p("  (passive: %s", strings.Join(each, ", "))
+			if a, ok := best[[3]string{set, "tig", "active"}]; ok {
+				p("; active, batches of one: %s %s", a.Attack, f(a.AUC, 4))
+			}
+			p("). ")
+			if t.AUC >= 0.99 && pa.AUC >= 0.99 {
+				p("Both wire formats give the labels away: the function values of the paper leak them as surely as TIG's gradients.")
+			} else {
+				p("The paper's wire format: %s AUC %s against TIG's %s.", pa.Attack, f(pa.AUC, 4), f(t.AUC, 4))
+			}
+			p("\n")
 		}
 	}
 	p("\n")

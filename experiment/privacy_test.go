@@ -35,7 +35,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	}
 	rows, err := Privacy(context.Background(), PrivacyConfig{
 		Sets: map[string]*run.Data{"syn": data}, Order: []string{"syn"}, Settings: map[string][]PrivacySetting{"syn": settings},
-		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Store: t.TempDir(), Log: zerolog.Nop(),
+		Parties: 4, Epochs: map[string]float64{"syn": 12}, Seeds: []uint64{1}, Attacker: 2, Aux: 20, Store: t.TempDir(), Log: zerolog.Nop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +59,17 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	if s := get("dp-auc0.6", "active", "regression"); s.AUC > 0.75 || s.Epsilon > 2 || s.AUCBound > 0.6001 {
 		t.Errorf("the noised, budgeted defense against the active attacker: %+v", s)
 	}
-	if s := get("tig", "passive", "tig-sign"); !strings.Contains(s.Note, "TIG") {
-		t.Errorf("tig row %+v", s)
+	// TIG really trains (--algo tig) and its gradients give the labels away.
+	for who, cover := range map[string]int{"passive": 1400, "active": 100} {
+		if s := get("tig", who, "tig-sign"); s.AUC < 0.999 || s.Covered < cover || s.TestAccuracy < 0.8 {
+			t.Errorf("tig, %s gradient sign attack: %+v", who, s)
+		}
+	}
+	if s := get("tig", "passive", "tig-direction"); s.AUC < 0.999 {
+		t.Errorf("tig, direction scoring: %+v", s)
+	}
+	if s := get("tig", "passive", "tig-norm"); math.IsNaN(s.AUC) {
+		t.Errorf("tig, norm scoring: %+v", s)
 	}
 	dir := t.TempDir()
 	if err := WritePrivacy(dir, sum, "test"); err != nil {
@@ -71,7 +80,7 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 		t.Errorf("csv header: %.80s", csv)
 	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
-	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") {
+	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") || !strings.Contains(string(rep), "TIG (split learning") {
 		t.Errorf("report:\n%s", rep)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "privacy.png")); err != nil || st.Size() == 0 {
@@ -91,5 +100,30 @@ func TestDCS(t *testing.T) {
 	// An accuracy gain is not rewarded.
 	if dcs(0.5, 0.9, 0.85) != dcs(0.5, 0.85, 0.85) {
 		t.Error("gain rewarded")
+	}
+}
+
+// A partial run's rows replace those of its settings in place; their
+// accuracy drop is taken against the earlier run's undefended setting.
+func TestMergePrivacy(t *testing.T) {
+	old := []PrivacySummary{
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-sign", Note: "not run"},
+		{Set: "a", Setting: "paper", Attacker: "passive", Attack: "sign", AUC: 1, TestAccuracy: 0.85},
+		{Set: "a", Setting: "rr", Attacker: "passive", Attack: "sign", AUC: 0.7, TestAccuracy: 0.8, DropPP: 5},
+	}
+	fresh := []PrivacySummary{
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-sign", AUC: 1, AttackAccuracy: 1, TestAccuracy: 0.84, DropPP: nanF},
+		{Set: "a", Setting: "tig", Attacker: "passive", Attack: "tig-norm", AUC: 0.6, TestAccuracy: 0.84, DropPP: nanF},
+	}
+	got := MergePrivacy(old, fresh)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Setting+"/"+s.Attack)
+	}
+	if want := "tig/tig-sign tig/tig-norm paper/sign rr/sign"; strings.Join(names, " ") != want {
+		t.Fatalf("merged %v, want %s", names, want)
+	}
+	if d := got[0].DropPP; math.Abs(d-1) > 1e-9 || got[3].DropPP != 5 || math.IsNaN(got[0].DCS) {
+		t.Errorf("drops: tig %g (want 1), rr %g (want 5), dcs %g", d, got[3].DropPP, got[0].DCS)
 	}
 }

@@ -181,3 +181,25 @@ func pct(v float64) string {
 	}
 	return fmtF(100*v, 2) + "%"
 }
+
+// SectionCommand returns the command line(s) of section name in
+// dir/REPORT.md ("" if there is none).
+func SectionCommand(dir, name string) string {
+	old, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		return ""
+	}
+	body := parseSections(string(old))[name]
+	var cmds []string
+	started := false
+	for _, line := range strings.Split(body, "\n") {
+		c, ok := strings.CutPrefix(line, "    ")
+		switch {
+		case ok:
+			cmds, started = append(cmds, c), true
+		case started:
+			return strings.Join(cmds, "\n    ")
+		}
+	}
+	return strings.Join(cmds, "\n    ")
+}

@@ -128,10 +128,19 @@ func Table4Body(rows []Table4Row) string {
 		if r == nil {
 			return "-"
 		}
-		if math.IsNaN(r.SD) {
-			return fmt.Sprintf("%.2f (1 run)", 100*r.Mean)
+		var out string
+		switch {
+		case math.IsNaN(r.Mean):
+			out = "no run finished"
+		case math.IsNaN(r.SD):
+			out = fmt.Sprintf("%.2f (1 run)", 100*r.Mean)
+		default:
+			out = fmt.Sprintf("%.2f ± %.2f", 100*r.Mean, 100*r.SD)
 		}
-		return fmt.Sprintf("%.2f ± %.2f", 100*r.Mean, 100*r.SD)
+		if r.Failed > 0 {
+			out += fmt.Sprintf(" (%d of %d failed: table4_trials.csv)", r.Failed, r.Trials)
+		}
+		return out
 	}
 	var verdicts []string
 	for _, set := range setsOf(rows) {
@@ -155,6 +164,9 @@ func Table4Body(rows []Table4Row) string {
 		trials := "-"
 		if any != nil {
 			trials = fmt.Sprintf("%d x %s", any.Trials, fmtDuration(any.Duration))
+			if any.MaxSteps > 0 {
+				trials = fmt.Sprintf("%d x %d steps", any.Trials, any.MaxSteps)
+			}
 		}
 		tab = append(tab, []string{set, ms(g), ms(u), ms(n), paper, central, majority, trials})
 		if n != nil {
@@ -163,6 +175,10 @@ func Table4Body(rows []Table4Row) string {
 					continue
 				}
 				d := 100 * (r.Mean - n.Mean)
+				if math.IsNaN(d) {
+					verdicts = append(verdicts, fmt.Sprintf("%s %s: no comparison with NonF (a method has no finished run)", set, r.Algo))
+					continue
+				}
 				ok := "within"
 				if math.Abs(d) > 0.5 {
 					ok = "NOT within"

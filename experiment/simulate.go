@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -70,17 +71,24 @@ type SimResult struct {
 // Synchronous: every party computes its request for the round's shared
 // batch; the aggregator answers when the last arrives; the next round
 // starts when the replies are back.
-func Simulate(data *run.Data, cfg SimConfig) (*SimResult, error) {
+//
+// It stops early, with ctx's error, once ctx is done (checked at each
+// evaluation of the objective).
+func Simulate(ctx context.Context, data *run.Data, cfg SimConfig) (*SimResult, error) {
 	q := cfg.Parties
 	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.Mu <= 0 || cfg.Budget <= 0 || cfg.EvalEvery <= 0 || cfg.StepCost == nil {
 		return nil, fmt.Errorf("%w: simulation: parties %d (data in %d), batch %d, mu %g, budget %g, eval every %g",
 			run.ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.Budget, cfg.EvalEvery)
 	}
 	s := newSim(data, cfg)
+	s.ctx = ctx
 	if cfg.Sync {
 		s.runSync()
 	} else {
 		s.runAsync()
+	}
+	if err := ctx.Err(); err != nil {
+		return s.res, fmt.Errorf("simulation stopped at %d answered requests: %w", s.answers, err)
 	}
 	return s.res, nil
 }
@@ -101,6 +109,7 @@ type simParty struct {
 }
 
 type sim struct {
+	ctx     context.Context
 	cfg     SimConfig
 	data    *run.Data
 	q, k, n int
@@ -189,6 +198,10 @@ func (s *sim) objective() float64 {
 // reports whether the simulation should stop.
 func (s *sim) evaluate(t float64) bool {
 	for !s.done && s.nextEv <= t {
+		if s.ctx.Err() != nil {
+			s.done = true
+			break
+		}
 		f := s.objective()
 		pt := SimPoint{Seconds: s.nextEv, Steps: s.answers, Objective: f}
 		s.res.Curve = append(s.res.Curve, pt)

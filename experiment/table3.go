@@ -100,9 +100,11 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 // roundBytes is the encoded size of one round's request and reply.
 func roundBytes(firstOrder, delta bool, batch, k int) (up, down int) {
 	c := schemas.NewCodec()
-	h := schemas.Header{Version: schemas.Version, Party: 8, Seq: 1 << 20}
+	// Each subject numbers its messages from 1: a run's sequence numbers
+	// take 3 bytes (up to 65,535 messages a subject).
+	h := schemas.Header{Version: schemas.Version, Party: 8, Seq: 1 << 10}
 	o := &schemas.PartyOutput{Header: h, IDs: make([]uint32, batch), C: make([]float64, batch*k)}
-	r := &schemas.Reply{Header: h, ReqSeq: 1 << 20, Staleness: 1000}
+	r := &schemas.Reply{Header: h, ReqSeq: 1 << 10, Staleness: 1000}
 	switch {
 	case firstOrder:
 		r.Grad = make([]float64, batch*k)

@@ -2,9 +2,14 @@ package experiment
 
 import (
 	"context"
+	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -33,8 +38,13 @@ type Table4Config struct {
 	NetTrials   int // trials on the network sets
 	Duration    time.Duration
 	NetDuration time.Duration
-	Seed        uint64
-	Log         zerolog.Logger
+	// Steps, if set, bounds a run on a logistic-regression set by answered
+	// requests (all parties together, the same for every method) instead
+	// of by Duration, so that every trial does the same work however
+	// loaded the machine is (Duration then only caps it).
+	Steps int64
+	Seed  uint64
+	Log   zerolog.Logger
 }
 
 // Table4Trial is one run.
@@ -44,6 +54,7 @@ type Table4Trial struct {
 	Accuracy  float64
 	Steps     int64
 	Seconds   float64
+	Failed    string // why the run failed ("" if it did not)
 }
 
 // Table4Row summarises a set and method.
@@ -56,6 +67,8 @@ type Table4Row struct {
 	Majority  float64 // the test set's majority-class rate
 	Paper     float64 // NaN where not available
 	Duration  time.Duration
+	MaxSteps  int64 // answered requests a run (0: Duration bounds the runs)
+	Failed    int   // runs that failed (not in the mean)
 	StepsMean float64
 }
 
@@ -102,13 +115,26 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 				return rows, trials, err
 			}
 			var accs, steps []float64
+			failed := 0
 			for i := range n {
 				seed := cfg.Seed + uint64(i)
 				tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Duration: dur,
 					EvalEvery: dur / 10, Seed: seed, Log: zerolog.Nop()}
+				if cfg.Steps > 0 && !set.Network {
+					tc.MaxSteps = cfg.Steps
+				}
 				s, err := run.Train(ctx, tc)
-				if err != nil {
+				if err != nil && ctx.Err() != nil {
 					return rows, trials, fmt.Errorf("%s %s seed %d: %w", set.Name, algo, seed, err)
+				}
+				if err != nil {
+					// A run that fails (one that diverges until the
+					// aggregator rejects its outputs) is a result: it is
+					// recorded, and the other runs go on.
+					cfg.Log.Warn().Err(err).Str("set", set.Name).Str("algo", algo).Uint64("seed", seed).Msg("table4 trial failed")
+					trials = append(trials, Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: math.NaN(), Failed: err.Error()})
+					failed++
+					continue
 				}
 				t := Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: s.TestAccuracy, Steps: s.Steps, Seconds: s.TrainSeconds}
 				trials = append(trials, t)
@@ -118,11 +144,18 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			}
 			r := Table4Row{Set: set.Name, Algo: algo, Trials: n, Central: central, Majority: majority, Paper: math.NaN(), Duration: dur,
 				Min: math.Inf(1), Max: math.Inf(-1)}
+			if cfg.Steps > 0 && !set.Network {
+				r.MaxSteps = cfg.Steps
+			}
 			if p, ok := PaperTable4[set.Name]; ok && algo != "nonf" {
 				r.Paper = p
 			}
-			r.Mean, r.SD = stat.MeanStdDev(accs, nil)
-			if n < 2 {
+			r.Failed = failed
+			r.Mean, r.SD = math.NaN(), math.NaN()
+			if len(accs) > 0 {
+				r.Mean, r.SD = stat.MeanStdDev(accs, nil)
+			}
+			if len(accs) < 2 {
 				r.SD = math.NaN()
 			}
 			for _, a := range accs {
@@ -141,15 +174,98 @@ func WriteTable4(dir string, rows []Table4Row, trials []Table4Trial) error {
 	var recs [][]string
 	for _, r := range rows {
 		recs = append(recs, []string{r.Set, r.Algo, strconv.Itoa(r.Trials), fmtF(r.Mean, 5), fmtF(r.SD, 5), fmtF(r.Min, 4), fmtF(r.Max, 4),
-			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0)})
+			fmtF(r.Central, 4), fmtF(r.Majority, 4), fmtF(r.Paper, 4), fmtF(r.Duration.Seconds(), 0), fmtF(r.StepsMean, 0), strconv.FormatInt(r.MaxSteps, 10), strconv.Itoa(r.Failed)})
 	}
 	if err := run.WriteCSV(filepath.Join(dir, "table4.csv"), []string{"set", "algo", "trials", "mean_accuracy", "sd", "min", "max",
-		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps"}, recs); err != nil {
+		"central_lbfgs", "majority_rate", "paper", "seconds_per_trial", "mean_steps", "max_steps", "failed"}, recs); err != nil {
 		return err
 	}
 	recs = nil
 	for _, t := range trials {
-		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1)})
+		recs = append(recs, []string{t.Set, t.Algo, strconv.FormatUint(t.Seed, 10), fmtF(t.Accuracy, 5), strconv.FormatInt(t.Steps, 10), fmtF(t.Seconds, 1), t.Failed})
 	}
-	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds"}, recs)
+	return run.WriteCSV(filepath.Join(dir, "table4_trials.csv"), []string{"set", "algo", "seed", "test_accuracy", "steps", "seconds", "failed"}, recs)
+}
+
+// ReadTable4 reads back what WriteTable4 wrote in dir (no files: nil and
+// no error).
+func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
+	recs, err := readCSV(filepath.Join(dir, "table4.csv"), "set", 12)
+	if err != nil || recs == nil {
+		return nil, nil, err
+	}
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	var rows []Table4Row
+	for _, r := range recs {
+		n, _ := strconv.Atoi(r[2])
+		rows = append(rows, Table4Row{Set: r[0], Algo: r[1], Trials: n, Mean: num(r[3]), SD: num(r[4]), Min: num(r[5]), Max: num(r[6]),
+			Central: num(r[7]), Majority: num(r[8]), Paper: num(r[9]), Duration: time.Duration(num(r[10]) * float64(time.Second)), StepsMean: num(r[11])})
+		if len(r) > 12 {
+			rows[len(rows)-1].MaxSteps, _ = strconv.ParseInt(r[12], 10, 64)
+		}
+		if len(r) > 13 {
+			rows[len(rows)-1].Failed, _ = strconv.Atoi(r[13])
+		}
+	}
+	recs, err = readCSV(filepath.Join(dir, "table4_trials.csv"), "set", 6)
+	if err != nil {
+		return nil, nil, err
+	}
+	var trials []Table4Trial
+	for _, r := range recs {
+		seed, _ := strconv.ParseUint(r[2], 10, 64)
+		steps, _ := strconv.ParseInt(r[4], 10, 64)
+		trials = append(trials, Table4Trial{Set: r[0], Algo: r[1], Seed: seed, Accuracy: num(r[3]), Steps: steps, Seconds: num(r[5])})
+		if len(r) > 6 {
+			trials[len(trials)-1].Failed = r[6]
+		}
+	}
+	return rows, trials, nil
+}
+
+// MergeTable4 keeps the rows and trials of old whose sets the new run did
+// not measure, in front of the new ones; kept lists those sets.
+func MergeTable4(oldRows []Table4Row, oldTrials []Table4Trial, rows []Table4Row, trials []Table4Trial) (mr []Table4Row, mt []Table4Trial, kept []string) {
+	fresh := setsOf(rows)
+	for _, r := range oldRows {
+		if !slices.Contains(fresh, r.Set) {
+			mr = append(mr, r)
+			if !slices.Contains(kept, r.Set) {
+				kept = append(kept, r.Set)
+			}
+		}
+	}
+	for _, t := range oldTrials {
+		if !slices.Contains(fresh, t.Set) {
+			mt = append(mt, t)
+		}
+	}
+	return append(mr, rows...), append(mt, trials...), kept
+}
+
+// readCSV reads a CSV file with a header whose first column is first and
+// at least cols columns (nil if the file does not exist).
+func readCSV(path, first string, cols int) ([][]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) == 0 || len(recs[0]) < cols || recs[0][0] != first {
+		return nil, fmt.Errorf("%s: not a file of this version", path)
+	}
+	return recs[1:], nil
 }

@@ -29,7 +29,9 @@ import (
 // variant is "memory" or DESIGN[-OPTION...]-CONNECTION, CONNECTION one
 // of tcp, inprocess and cluster (3 nodes, the stream on all three);
 // OPTION sync writes each message to the store before acknowledging it
-// (broker.PersistSync), s2 compresses the store with S2, plain does not.
+// (broker.PersistSync), s2 compresses the store with S2, plain does not,
+// nosign turns the trust layer off (no signatures, chains or broker
+// permissions: its cost is the difference; "memory-nosign" too).
 var Variants = []string{
 	"memory", "core-tcp", "capture-tcp", "capture-inprocess", "capture-sync-tcp", "capture-s2-tcp",
 	"ordered-tcp", "acked-tcp", "capture-cluster", "acked-cluster",
@@ -46,14 +48,15 @@ type variant struct {
 	persist, compr  string
 	inProcess       bool
 	cluster, memory bool
+	noTrust         bool
 }
 
 // parseVariant reads a variant name. The names of earlier versions of
 // this experiment (jetstream-tcp, jetstream-inprocess,
 // jetstream-cluster) mean the default design on that connection.
 func parseVariant(name string) (variant, error) {
-	if name == "memory" {
-		return variant{name: name, conn: "memory", design: broker.DesignMemory, memory: true}, nil
+	if name == "memory" || name == "memory-nosign" {
+		return variant{name: name, conn: "memory", design: broker.DesignMemory, memory: true, noTrust: name != "memory"}, nil
 	}
 	if conn, ok := strings.CutPrefix(name, "jetstream-"); ok {
 		name = string(broker.DefaultDesign) + "-" + conn
@@ -85,8 +88,10 @@ func parseVariant(name string) (variant, error) {
 			v.compr = "none"
 		case "s2":
 			v.compr = "s2"
+		case "nosign":
+			v.noTrust = true
 		default:
-			return v, fmt.Errorf("%w: variant %q: option %q: want sync, s2 or plain", run.ErrConfig, name, o)
+			return v, fmt.Errorf("%w: variant %q: option %q: want sync, s2, plain or nosign", run.ErrConfig, name, o)
 		}
 	}
 	return v, nil
@@ -94,6 +99,7 @@ func parseVariant(name string) (variant, error) {
 
 // apply points a training configuration at the variant.
 func (v variant) apply(tc *run.Config) {
+	tc.Trust.Off = v.noTrust
 	if v.memory {
 		tc.Bus = "memory"
 		return

@@ -8,16 +8,22 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/asyrevel/asyrevel/schemas"
 )
 
 // Checkpoints and resume. A party saves w_m, its random state, its own
-// sequence number, the aggregator's last one it accepted, its step count
+// sequence numbers (one per subject: hello, requests, evaluations,
+// receipts), the aggregator's last ones it accepted (replies, controls),
+// its step count
 // and its requests in flight (batch, direction, regulariser difference).
 // A resumed party restores them and reads its replies and the controls
 // from the stream from the start: those up to the checkpoint's aggregator
-// sequence are skipped, the later ones are applied again, and the
-// messages it computes on the way that the stream already holds (its own
-// sequence numbers up to Resume's published) are not sent again. Its
+// sequence on their subject are skipped, the later ones are applied
+// again, and the messages it computes on the way that the stream already
+// holds (its own sequence numbers on their subject) are not sent again.
+// The trust layer's chains are not in checkpoints yet: a party with
+// Config.Key cannot resume (ErrResumeTrust). Its
 // computation is deterministic given what it receives, so it ends where
 // it was before the crash and goes on live.
 
@@ -25,7 +31,7 @@ import (
 var ErrResume = errors.New("party: cannot resume")
 
 // CheckpointVersion is the version of the checkpoint format.
-const CheckpointVersion = 1
+const CheckpointVersion = 2
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
 const DefaultCheckpointEvery = 10 * time.Second
@@ -44,9 +50,9 @@ type Checkpoint struct {
 	Run       string
 	ID        int
 	W         []float64
-	RNG       []byte // PCG state
-	Seq       uint64 // this party's last sequence number
-	AggSeq    uint64 // the aggregator's last accepted sequence number
+	RNG       []byte           // PCG state
+	Seqs      [NumKinds]uint64 // this party's last sequence number by subject (schemas.Kind)
+	AggSeq    [2]uint64        // the aggregator's last accepted sequence numbers: replies, controls
 	HelloSeq  uint64
 	T         int
 	Head      int
@@ -84,7 +90,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Version, c.Run, c.ID = CheckpointVersion, p.cfg.Run, p.cfg.ID
 	c.W = append(c.W[:0], p.w...)
 	c.RNG, _ = p.pcg.MarshalBinary()
-	c.Seq, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seq, p.aggSeq, p.helloSeq, p.t, p.head, p.n
+	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n
 	if len(c.Ring) != len(p.ring) {
 		c.Ring = make([]Pending, len(p.ring))
 	}
@@ -109,31 +115,48 @@ func (p *Party) Checkpoint() *Checkpoint {
 	return &c
 }
 
+// NumKinds bounds the kinds of message (schemas.Kind) a party numbers.
+const NumKinds = int(schemas.KindControl) + 1
+
+// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
+// not hold its chains (head and sequence per subject) yet.
+var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
+
 // Resume restores the party from c before Run, for a stream that holds
-// this party's messages 1..published without a gap: the messages the
-// party computes again up to published are not sent again.
-func (p *Party) Resume(c *Checkpoint, published uint64) error {
-	return p.resume(c, published, func(seq uint64) bool { return seq <= published })
+// every message of this party that c counts as sent (on each subject,
+// 1..c.Seqs[kind]): the messages the party computes again up to there
+// are not sent again.
+func (p *Party) Resume(c *Checkpoint) error {
+	published := c.Seqs
+	return p.resume(c, published, func(k schemas.Kind, seq uint64) bool { return seq <= published[k] })
 }
 
 // ResumeFrom is Resume for a stream that holds the party's messages whose
-// sequence numbers are in have (in any order): after a broker crash the
-// stream can lack some in the middle. Those up to the checkpoint are sent
-// again from its outbox, the later ones computed again and sent.
-func (p *Party) ResumeFrom(c *Checkpoint, have []uint64) error {
-	var last uint64
-	set := make(map[uint64]struct{}, len(have))
-	for _, s := range have {
-		last = max(last, s)
-		set[s] = struct{}{}
+// sequence numbers, by subject (schemas.Kind), are in have (in any
+// order): after a broker crash the stream can lack some in the middle.
+// Those up to the checkpoint are sent again from its outbox, the later
+// ones computed again and sent.
+func (p *Party) ResumeFrom(c *Checkpoint, have map[schemas.Kind][]uint64) error {
+	var last [NumKinds]uint64
+	set := make(map[[2]uint64]struct{})
+	for k, seqs := range have {
+		if int(k) >= NumKinds {
+			continue
+		}
+		for _, s := range seqs {
+			last[k] = max(last[k], s)
+			set[[2]uint64{uint64(k), s}] = struct{}{}
+		}
 	}
-	return p.resume(c, last, func(seq uint64) bool { _, ok := set[seq]; return ok })
+	return p.resume(c, last, func(k schemas.Kind, seq uint64) bool { _, ok := set[[2]uint64{uint64(k), seq}]; return ok })
 }
 
-func (p *Party) resume(c *Checkpoint, published uint64, has func(uint64) bool) error {
+func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schemas.Kind, uint64) bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
+	case p.tr != nil:
+		return ErrResumeTrust
 	case p.cfg.Sync || p.cfg.FirstOrder || p.cfg.Adversary != nil:
 		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
 	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
@@ -161,7 +184,7 @@ func (p *Party) resume(c *Checkpoint, published uint64, has func(uint64) bool) e
 		s.ids = append(s.ids[:0], r.IDs...)
 		copy(s.u, r.U)
 	}
-	p.seq, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seq, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
+	p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
 	p.requests, p.batchSeed = c.Requests, c.BatchSeed
 	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
 	// The stream may lack the tail of what the checkpoint counts as sent
@@ -169,20 +192,23 @@ func (p *Party) resume(c *Checkpoint, published uint64, has func(uint64) bool) e
 	// the requests among it again from the checkpoint's outbox.
 	p.resend = p.resend[:0]
 	lost := 0
+	// The outbox keeps requests only (subject out.m).
 	for _, s := range c.Outbox {
-		if s.Seq <= c.Seq && !has(s.Seq) {
+		if s.Seq <= c.Seqs[schemas.KindOutput] && !has(schemas.KindOutput, s.Seq) {
 			p.resend = append(p.resend, s)
 		}
 	}
-	for seq := published + 1; seq <= c.Seq; seq++ {
-		if !slices.ContainsFunc(c.Outbox, func(s Sent) bool { return s.Seq == seq }) {
-			lost++ // an evaluation chunk: its round goes on without this party
+	for k := range NumKinds {
+		for seq := published[k] + 1; seq <= c.Seqs[k]; seq++ {
+			if schemas.Kind(k) != schemas.KindOutput || !slices.ContainsFunc(c.Outbox, func(s Sent) bool { return s.Seq == seq }) {
+				lost++ // an evaluation chunk: its round goes on without this party
+			}
 		}
+		published[k] = max(published[k], c.Seqs[k])
 	}
 	if lost > 0 {
 		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
 	}
-	published = max(published, c.Seq)
 	p.has = has
 	p.started = true
 	p.resumed = true

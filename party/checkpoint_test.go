@@ -56,7 +56,7 @@ func TestCheckpointResumesBitForBit(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := newStarted(t)
-	if err := b.Resume(ck, a.seq); err != nil {
+	if err := b.Resume(ck); err != nil {
 		t.Fatal(err)
 	}
 	for i := 100; i < 200; i++ {
@@ -92,7 +92,7 @@ func TestResumeRefusesOtherParties(t *testing.T) {
 	} {
 		c := *good
 		tc.edit(&c)
-		if err := newStarted(t).Resume(&c, c.Seq); !errors.Is(err, ErrResume) {
+		if err := newStarted(t).Resume(&c); !errors.Is(err, ErrResume) {
 			t.Errorf("%s: %v, want ErrResume", tc.name, err)
 		}
 	}
@@ -117,6 +117,6 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		}
 		q, _ := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian, Mu: 1e-3,
 			LR: zoo.Schedule{Eta0: 0.1}, Batch: 2, Window: 2, Seed: 7, Log: zerolog.Nop()})
-		_ = q.Resume(c, c.Seq)
+		_ = q.Resume(c)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -78,8 +79,24 @@ type Config struct {
 	// SeqBase: the party's sequence numbers start after it. A new attempt
 	// of a party in a run that holds an earlier attempt's messages (a
 	// refused party that joins again) numbers after them, so that no
-	// message id repeats.
+	// message id repeats. Each subject is numbered on its own (1, 2, ...
+	// after SeqBase). Ignored with Key: the trust layer's chains start at
+	// 1.
 	SeqBase uint64
+
+	// Key and Roster turn the trust layer on (package trust, trust.go):
+	// every message the party publishes is numbered per subject, chained
+	// and signed with Key (Sign says how often), and every reply and
+	// control is verified against Roster before it acts; rejected ones
+	// are counted by reason ("trust-bad_signature", ...). Both or
+	// neither.
+	Key    *trust.Key
+	Roster *trust.Roster
+	Sign   trust.Policy
+	// Receipts, if set, is the folder where the party writes its
+	// receipts: the aggregator's checkpoints it checked and countersigned
+	// (needs Key).
+	Receipts string
 
 	// JoinWait bounds the wait for the start once the initial pass is sent
 	// (default DefaultJoinWait; the aggregator waits for every party);
@@ -135,6 +152,9 @@ type Stats struct {
 	// Recomputed messages computed again that the stream held already
 	// (not sent again).
 	Skipped, Recomputed int64
+	// Receipts counts the aggregator's checkpoints the party checked,
+	// countersigned and published (with Config.Key).
+	Receipts int
 }
 
 type pending struct {
@@ -156,10 +176,14 @@ type Party struct {
 	rng *rand.Rand
 	pcg *rand.PCG // rng's source, for checkpoints
 	seq uint64    // last sequence number published
-	// aggSeq is the aggregator's last accepted sequence number: replies
-	// and controls arrive on one subscription, in the aggregator's order,
-	// so a number that does not increase is a replay.
-	aggSeq uint64
+
+	seqs   [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
+	tr     *partyTrust                     // nil without Config.Key
+	sealBy time.Time                       // after the stop: the end of the wait for the final checkpoint
+	// aggSeq is the aggregator's last accepted sequence number of replies
+	// and of controls: each subject comes in the aggregator's order, so
+	// a number that does not increase is a replay.
+	aggSeq [2]uint64
 	t      int // steps taken
 	ring   []pending
 	head   int // oldest pending request
@@ -195,13 +219,13 @@ type Party struct {
 	// sequence the checkpoint had applied, published this party's last
 	// sequence number in the stream.
 	resumed   bool
-	skipTo    uint64
-	published uint64
+	skipTo    [2]uint64 // replies, controls
+	published [NumKinds]uint64
 	ck        Checkpoint
 	ckNow     bool
 	outbox    outbox
-	resend    []Sent                // kept messages the stream lacks, sent again by Run
-	has       func(seq uint64) bool // after a resume: the stream holds this party's message seq
+	resend    []Sent                                // kept messages the stream lacks, sent again by Run
+	has       func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
 }
 
 // New checks cfg and prepares a party.
@@ -265,7 +289,9 @@ func New(cfg Config) (*Party, error) {
 		enc:  schemas.NewCodec(),
 		dec:  schemas.NewCodec(),
 		done: make(chan struct{}),
-		seq:  cfg.SeqBase,
+	}
+	for k := range p.seqs {
+		p.seqs[k] = cfg.SeqBase
 	}
 	if cfg.Params != nil {
 		if len(cfg.Params) != np {
@@ -289,6 +315,9 @@ func New(cfg Config) (*Party, error) {
 	p.stats.Rejected = map[string]int64{}
 	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
 		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
+	}
+	if err := p.initTrust(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -348,7 +377,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		if len(p.resend) > 0 {
 			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
 		}
-		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_seq", p.skipTo).Msg("resumed from the checkpoint; catching up from the stream")
+		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.skipTo[0]).Uint64("aggregator_control_seq", p.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
 		return p.finish(ctx, bus)
 	}
 
@@ -429,6 +458,9 @@ func (p *Party) wait(ctx context.Context) error {
 			p.mu.Lock()
 			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
 			var err error
+			if p.stopping && !p.sealBy.IsZero() && now.After(p.sealBy) {
+				p.endAfterSeal(true)
+			}
 			switch {
 			case p.err != nil || p.stopping:
 			case !started && now.Sub(joined) >= p.cfg.JoinWait:
@@ -456,19 +488,20 @@ func (p *Party) wait(ctx context.Context) error {
 }
 
 func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
-	p.seq++
+	p.seq = p.nextSeq(k)
 	msg.Head().Seq = p.seq
 	data, err := p.enc.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	if p.seq <= p.published && p.has(p.seq) {
+	if p.seq <= p.published[k] && p.has(k, p.seq) {
 		// Computed again after a resume: the stream holds it already.
 		p.stats.Recomputed++
 		p.stats.MessagesUp++
 		p.stats.BytesUp += int64(len(data))
 		return nil
 	}
+	p.stamp(k, data)
 	// No dedupe id (Nats-Msg-Id): nothing on the default transport sends
 	// a message twice, and a predictable id lets anyone who can publish
 	// on the run's stream squat on it and have the real message dropped.
@@ -532,6 +565,9 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 		}
 		if err := p.checkOutputs(p.ev.C, nil); err != nil {
 			return err
+		}
+		if p.tr != nil && first+n == x.NRows {
+			p.tr.seal = true // a round's last chunk is proven at once
 		}
 		if err := p.publish(schemas.KindEval, &p.ev); err != nil {
 			return err
@@ -631,6 +667,18 @@ const flatProbes = 64
 // perturbations of size mu (quantised weights or outputs), so the
 // two-point differences are zero and the steps carry no signal.
 func (p *Party) probeFlat() {
+	// Rows empty in this party's block give equal outputs whatever the
+	// model: such a probe says nothing.
+	empty := true
+	for _, id := range p.out.IDs {
+		if idx, _ := p.cfg.Train.Row(int(id)); len(idx) > 0 {
+			empty = false
+			break
+		}
+	}
+	if empty {
+		return
+	}
 	p.stats.FlatProbes++
 	flat := true
 	for i, c := range p.out.C {
@@ -689,7 +737,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer d.Ack()
-	if p.err != nil || p.stopping {
+	if p.err != nil || p.stopping && !p.awaitingSeal() {
 		return
 	}
 	defer func() { p.lastAct = time.Now() }()
@@ -707,11 +755,15 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
-		if p.rep.Seq <= p.skipTo {
+		if p.rep.Seq <= p.skipTo[0] {
 			p.stats.Skipped++
 			return
 		}
-		if err := p.aggSeqOK(p.rep.Seq); err != nil {
+		if err := p.verify(d, p.rep.Seq); err != nil {
+			p.rejectTrust(err)
+			return
+		}
+		if err := p.aggSeqOK(0, p.rep.Seq); err != nil {
 			p.reject(err)
 			return
 		}
@@ -734,12 +786,27 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
-		if p.ctl.Seq <= p.skipTo {
+		if p.ctl.Seq <= p.skipTo[1] {
 			p.stats.Skipped++
 			return
 		}
-		if err := p.aggSeqOK(p.ctl.Seq); err != nil {
+		if err := p.verify(d, p.ctl.Seq); err != nil {
+			p.rejectTrust(err)
+			return
+		}
+		if err := p.aggSeqOK(1, p.ctl.Seq); err != nil {
 			p.reject(err)
+			return
+		}
+		if p.ctl.Op == schemas.CtlSeal {
+			final := p.tr != nil && p.tr.final
+			p.onSeal(d, &p.ctl)
+			if p.stopping && !final && p.tr != nil && p.tr.final {
+				p.endAfterSeal(false)
+			}
+			return
+		}
+		if p.stopping {
 			return
 		}
 		p.control(&p.ctl)
@@ -748,16 +815,17 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	}
 }
 
-// aggSeqOK accepts the aggregator's sequence number seq if it is above
-// every one accepted before. It is checked after decoding and before the
+// aggSeqOK accepts the aggregator's sequence number seq on its reply
+// subject (s 0) or the control subject (s 1) if it is above every one
+// accepted there before. It is checked after decoding and before the
 // message acts; a message rejected later (a reply that does not match the
 // request in flight) still moves the mark, since the aggregator never
 // reuses a number.
-func (p *Party) aggSeqOK(seq uint64) error {
-	if seq <= p.aggSeq {
-		return fmt.Errorf("%w: aggregator sequence %d after %d", schemas.ErrReplay, seq, p.aggSeq)
+func (p *Party) aggSeqOK(s int, seq uint64) error {
+	if seq <= p.aggSeq[s] {
+		return fmt.Errorf("%w: aggregator sequence %d after %d", schemas.ErrReplay, seq, p.aggSeq[s])
 	}
-	p.aggSeq = seq
+	p.aggSeq[s] = seq
 	return nil
 }
 
@@ -797,6 +865,11 @@ func (p *Party) control(c *schemas.Control) {
 		p.stopping = true
 		p.stats.StopReason = c.Reason
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
+		if p.awaitingSeal() {
+			// The final checkpoint follows the stop; wait for it a little.
+			p.sealBy = time.Now().Add(finalSealWait)
+			return
+		}
 		close(p.done)
 	case schemas.CtlRefuse:
 		switch m := int(c.Party); {

@@ -13,6 +13,7 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -221,9 +222,16 @@ func BenchmarkStep(b *testing.B) {
 // handleLoop is the party's hot loop as it runs: a reply delivered to the
 // subscription's handler is decoded and applied, and the next request is
 // prepared and published (on a Bus that keeps nothing).
-func handleLoop(t testing.TB, batch int) (p *Party, once func()) {
-	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(16, 1), Train: dense(1000, 16), Reg: model.Nonconvex{}, Lambda: 1e-4,
-		Mu: 1e-3, LR: zoo.Schedule{Eta0: 1e-3}, Batch: batch, Window: 8, Seed: 1, Log: zerolog.Nop()})
+// With signed, the trust layer is on: the party chains and signs what it
+// publishes, and the replies come chained and signed by the aggregator.
+func handleLoop(t testing.TB, batch int, signed bool) (p *Party, once func()) {
+	cfg := Config{Run: "t", ID: 2, Model: model.NewLinear(16, 1), Train: dense(1000, 16), Reg: model.Nonconvex{}, Lambda: 1e-4,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 1e-3}, Batch: batch, Window: 8, Seed: 1, Log: zerolog.Nop()}
+	var agg *trust.Publisher
+	if signed {
+		cfg.Roster, cfg.Key, agg = testKeys(t, "t", 2)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,14 +245,23 @@ func handleLoop(t testing.TB, batch int) (p *Party, once func()) {
 		rep.Seq++
 		rep.ReqSeq = p.ring[p.head].seq
 		d.data, _ = c.Marshal(rep)
+		if agg != nil {
+			d.sign(agg.Append(d.data, false))
+		}
 		p.handle(ctx, d)
 	}
 }
 
+// BenchmarkHandle measures the hot loop without and with the trust layer
+// (signed: chained, signed and verified as in a run).
 func BenchmarkHandle(b *testing.B) {
-	for _, batch := range []int{1, 64} {
-		b.Run(fmt.Sprintf("linear-d16/batch=%d", batch), func(b *testing.B) {
-			p, once := handleLoop(b, batch)
+	for _, tc := range []struct {
+		batch  int
+		signed bool
+	}{{1, false}, {1, true}, {64, false}, {64, true}} {
+		batch := tc.batch
+		b.Run(fmt.Sprintf("linear-d16/batch=%d/signed=%v", batch, tc.signed), func(b *testing.B) {
+			p, once := handleLoop(b, batch, tc.signed)
 			b.ReportAllocs()
 			for b.Loop() {
 				once()
@@ -257,31 +274,51 @@ func BenchmarkHandle(b *testing.B) {
 }
 
 // The hot loop, publishing included, does not allocate.
+// With the trust layer on (signing, chaining and verifying), too.
 func TestHandleDoesNotAllocate(t *testing.T) {
-	for _, batch := range []int{1, 64} {
-		p, once := handleLoop(t, batch)
-		once()
-		if n := testing.AllocsPerRun(200, once); n != 0 {
-			t.Errorf("batch %d: %v allocations a step", batch, n)
-		}
-		if p.err != nil || p.stats.Steps != 202 {
-			t.Fatalf("%d steps: %v %v", p.stats.Steps, p.err, p.stats.Rejected)
+	for _, signed := range []bool{false, true} {
+		for _, batch := range []int{1, 64} {
+			p, once := handleLoop(t, batch, signed)
+			once()
+			if n := testing.AllocsPerRun(200, once); n != 0 {
+				t.Errorf("signed %v, batch %d: %v allocations a step", signed, batch, n)
+			}
+			if p.err != nil || p.stats.Steps != 202 {
+				t.Fatalf("signed %v: %d steps: %v %v", signed, p.stats.Steps, p.err, p.stats.Rejected)
+			}
 		}
 	}
 }
 
 // delivery is a broker.Delivery for driving the handler directly.
 type delivery struct {
-	subject string
-	data    []byte
+	subject   string
+	data      []byte
+	sig, prev string // trust headers
 }
 
-func (d *delivery) Subject() string      { return d.subject }
-func (d *delivery) Data() []byte         { return d.data }
-func (d *delivery) ID() string           { return "" }
-func (d *delivery) Header(string) string { return "" }
-func (d *delivery) Seq() uint64          { return 0 }
-func (d *delivery) Ack() error           { return nil }
+// sign sets the delivery's trust headers from the sender's stamp.
+func (d *delivery) sign(st trust.Stamp) {
+	d.sig, d.prev = "", ""
+	if st.Signed {
+		d.sig, d.prev = st.SigHeader(), string(st.AppendPrevHeader(nil))
+	}
+}
+
+func (d *delivery) Subject() string { return d.subject }
+func (d *delivery) Data() []byte    { return d.data }
+func (d *delivery) ID() string      { return "" }
+func (d *delivery) Header(k string) string {
+	switch k {
+	case trust.SigHeader:
+		return d.sig
+	case trust.PrevHeader:
+		return d.prev
+	}
+	return ""
+}
+func (d *delivery) Seq() uint64 { return 0 }
+func (d *delivery) Ack() error  { return nil }
 
 // A replayed control (the same evaluation request delivered twice) must be
 // rejected as a replay, not run twice; so must a control that goes back in
@@ -298,19 +335,19 @@ func TestReplayedControlIsRejected(t *testing.T) {
 	}
 	subj := schemas.Subject("t", schemas.KindControl, 0)
 	eval := ctl(5, schemas.CtlEval)
-	p.handle(context.Background(), &delivery{subj, eval})
+	p.handle(context.Background(), &delivery{subject: subj, data: eval})
 	if s.n != 1 {
 		t.Fatalf("first evaluation request published %d messages, want 1", s.n)
 	}
-	p.handle(context.Background(), &delivery{subj, eval})
-	p.handle(context.Background(), &delivery{subj, ctl(4, schemas.CtlEval)})
+	p.handle(context.Background(), &delivery{subject: subj, data: eval})
+	p.handle(context.Background(), &delivery{subject: subj, data: ctl(4, schemas.CtlEval)})
 	if s.n != 1 {
 		t.Fatalf("replayed evaluation requests ran again: %d messages published", s.n)
 	}
 	if got := p.Stats().Rejected["replay"]; got != 2 {
 		t.Fatalf("rejected %v, want 2 replays", p.Stats().Rejected)
 	}
-	p.handle(context.Background(), &delivery{subj, ctl(6, schemas.CtlEval)})
+	p.handle(context.Background(), &delivery{subject: subj, data: ctl(6, schemas.CtlEval)})
 	if s.n != 2 {
 		t.Fatalf("a new evaluation request after the replays was not answered (%d)", s.n)
 	}
@@ -329,7 +366,7 @@ func TestHugeReplyIsRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.handle(context.Background(), &delivery{schemas.Subject("t", schemas.KindReply, 2), append([]byte(nil), b...)})
+	p.handle(context.Background(), &delivery{subject: schemas.Subject("t", schemas.KindReply, 2), data: append([]byte(nil), b...)})
 	if got := p.Stats().Rejected["range"]; got != 1 {
 		t.Fatalf("rejected %v, want one range", p.Stats().Rejected)
 	}

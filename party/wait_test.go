@@ -46,7 +46,7 @@ func TestRefusal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := newTest(t, 1, 1, zoo.Gaussian)
 			p.helloSeq = 1
-			p.handle(context.Background(), &delivery{subj, refuse(1, tc.party, tc.round)})
+			p.handle(context.Background(), &delivery{subject: subj, data: refuse(1, tc.party, tc.round)})
 			if !errors.Is(p.err, tc.want) || tc.want == nil && p.err != nil {
 				t.Fatalf("err = %v, want %v", p.err, tc.want)
 			}
@@ -133,5 +133,45 @@ func TestFlatModelNoticed(t *testing.T) {
 		if st.FlatProbes != flatProbes || (st.FlatOutputs == flatProbes) != tc.flat {
 			t.Errorf("%T: %d of %d probes flat, want all: %v", tc.m, st.FlatOutputs, st.FlatProbes, tc.flat)
 		}
+	}
+}
+
+// sparse is n rows of d columns of which only every tenth row has values:
+// the others are empty in this party's block (as a9a's one-hot rows are in
+// most parties' blocks).
+func sparse(n, d int) *dataset.Matrix {
+	m := &dataset.Matrix{NRows: n, NCols: d, Indptr: make([]int64, n+1)}
+	for i := 0; i < n; i++ {
+		if i%10 == 0 {
+			for j := 0; j < d; j++ {
+				m.Indices = append(m.Indices, int32(j))
+				m.Values = append(m.Values, 1)
+			}
+		}
+		m.Indptr[i+1] = int64(len(m.Indices))
+	}
+	return m
+}
+
+// A working model on rows that are empty in the party's block gives equal
+// outputs at w and w + mu u (both are 0): that says nothing about the model,
+// so such probes do not count towards the flatness warning (a9a at batch 1
+// set it off with the linear model).
+func TestEmptyRowsAreNotFlatness(t *testing.T) {
+	p, err := New(Config{Run: "t", ID: 1, Model: model.NewLinear(6, 1), Train: sparse(200, 6), Dist: zoo.Gaussian, Mu: 1e-3,
+		LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.bus, p.ctx = &sink{}, context.Background()
+	for range 40 * flatProbes {
+		if err := p.request(); err != nil {
+			t.Fatal(err)
+		}
+		p.n = 0
+	}
+	st := p.Stats()
+	if st.FlatOutputs != 0 || st.FlatProbes == 0 {
+		t.Errorf("%d of %d probes counted flat on a model that moves wherever its rows have values", st.FlatOutputs, st.FlatProbes)
 	}
 }

@@ -245,24 +245,10 @@ func TestScoreLabels(t *testing.T) {
 // range) keeps only what validates, and the attacks run on it.
 func TestViewRejectsHostileMessages(t *testing.T) {
 	ctx := context.Background()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := schemas.NewCodec()
 	h := func(p int, seq uint64) schemas.Header {
 		return schemas.Header{Version: schemas.Version, Party: uint16(p), Seq: seq}
 	}
-	msgs := []struct {
-		k schemas.Kind
-		m schemas.Message
-		b []byte
-	}{
+	l := publishLog(t, "h", []logMsg{
 		{schemas.KindHello, &schemas.Hello{Header: h(1, 1), Model: "linear", InDim: 3, OutDim: 1, NTrain: 10}, nil},
 		{schemas.KindOutput, &schemas.PartyOutput{Header: h(1, 2), IDs: []uint32{1, 2}, C: []float64{0, 0}, CHat: []float64{1, -1}}, nil},
 		{schemas.KindReply, &schemas.Reply{Header: h(1, 1), ReqSeq: 2, Delta: []float64{0.1}}, nil},                              // one value for two samples
@@ -270,28 +256,7 @@ func TestViewRejectsHostileMessages(t *testing.T) {
 		{schemas.KindReply, nil, []byte{0xc1}},
 		{schemas.KindOutput, &schemas.PartyOutput{Header: h(1, 4), IDs: []uint32{3}, C: []float64{0}, CHat: []float64{1}}, nil},
 		{schemas.KindReply, &schemas.Reply{Header: h(1, 2), ReqSeq: 4, Delta: []float64{-0.2}}, nil},
-	}
-	for _, x := range msgs {
-		data := x.b
-		if x.m != nil {
-			b, err := c.Marshal(x.m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data = append([]byte(nil), b...)
-		}
-		if err := bus.Publish(ctx, &broker.Message{Subject: schemas.Subject("h", x.k, 1), Data: data}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := bus.Close(); err != nil {
-		t.Fatal(err)
-	}
-	l, err := replay.Open(ctx, replay.Source{URL: srv.URL(), Run: "h"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	})
 	v, err := ReadView(ctx, l, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +268,52 @@ func TestViewRejectsHostileMessages(t *testing.T) {
 	if err != nil || len(inf.IDs) != 1 || inf.IDs[0] != 3 || inf.Pred[0] != 1 {
 		t.Errorf("sign attack on the valid part: %+v %v", inf, err)
 	}
+}
+
+// logMsg is a message of a hand-made log: m encoded, or raw bytes b.
+type logMsg struct {
+	k schemas.Kind
+	m schemas.Message
+	b []byte
+}
+
+// publishLog writes msgs, all on party 1's subjects, into run's stream on
+// an embedded JetStream server and opens the log for reading.
+func publishLog(t *testing.T, run string, msgs []logMsg) *replay.Log {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.NewCodec()
+	for _, x := range msgs {
+		data := x.b
+		if x.m != nil {
+			b, err := c.Marshal(x.m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = append([]byte(nil), b...)
+		}
+		if err := bus.Publish(ctx, &broker.Message{Subject: schemas.Subject(run, x.k, 1), Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := replay.Open(ctx, replay.Source{URL: srv.URL(), Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // The active attacker's request shaping: single perturbation, batches of

@@ -82,6 +82,9 @@ func SignAttack(v *View) (*LabelInference, error) {
 	if err := needK1(v, "sign"); err != nil {
 		return nil, err
 	}
+	if err := notTIG(v, "sign"); err != nil {
+		return nil, err
+	}
 	if v.Format == "mean" {
 		return nil, fmt.Errorf("%w: the replies carry only batch means: use the regression attack", ErrView)
 	}
@@ -161,6 +164,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 	if err := needK1(v, "regression"); err != nil {
 		return nil, err
 	}
+	if err := notTIG(v, "regression"); err != nil {
+		return nil, err
+	}
 	if iters <= 0 {
 		iters = 100
 	}
@@ -236,6 +242,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 // the label holder); they are not scored.
 func DerivativeAttack(v *View, classes int, aux map[uint32]int32) (*LabelInference, error) {
 	if err := needK1(v, "derivative"); err != nil {
+		return nil, err
+	}
+	if err := notTIG(v, "derivative"); err != nil {
 		return nil, err
 	}
 	if classes < 2 {

@@ -25,6 +25,9 @@ type Request struct {
 	H, HBar   []float64 // per sample (the paper's replies)
 	Delta     []float64 // per sample, or one value if Mean
 	Mean      bool
+	// Grad is a TIG (split learning) reply: dF_0/dc of the party's slot,
+	// K values per sample (the request then has no CHat).
+	Grad      []float64
 	Staleness uint32
 }
 
@@ -32,7 +35,7 @@ type Request struct {
 // reply or no reply).
 func (r *Request) Values() []float64 {
 	switch {
-	case !r.Replied || r.Mean:
+	case !r.Replied || r.Mean || r.Grad != nil:
 		return nil
 	case r.Delta != nil:
 		return r.Delta
@@ -66,7 +69,8 @@ type View struct {
 	// Evals[m] are party m's evaluation rounds, in order (the initial pass
 	// is round 0 of the "init" split).
 	Evals map[int][]EvalRound
-	// Format is the replies' format: "h,h_bar", "delta" or "mean".
+	// Format is the replies' format: "h,h_bar", "delta" or "mean", or
+	// "grad" for a TIG run's gradients.
 	Format string
 	// Undecodable counts records of the view that could not be decoded;
 	// Invalid those that decoded but failed validation (a reply that does
@@ -113,6 +117,9 @@ func (v *View) read(ctx context.Context, l *replay.Log, m int) error {
 		if r.Kind == schemas.KindControl {
 			lim.Party = 0
 		}
+		if o, ok := r.Msg.(*schemas.PartyOutput); ok && len(o.CHat) == 0 {
+			lim.FirstOrder = true // TIG: c only
+		}
 		if _, ok := r.Msg.(*schemas.Reply); !ok {
 			if err := r.Msg.Validate(lim); err != nil {
 				v.Invalid++
@@ -133,12 +140,20 @@ func (v *View) read(ctx context.Context, l *replay.Log, m int) error {
 				return nil
 			}
 			q := &v.Requests[i]
-			if err := msg.Validate(schemas.Limits{Party: m, Batch: len(q.IDs)}); err != nil {
+			// A TIG request (c only) takes a gradient reply, k values a
+			// sample; a zeroth-order one function values.
+			tig := len(q.CHat) == 0
+			if err := msg.Validate(schemas.Limits{Party: m, K: v.K, Batch: len(q.IDs), FirstOrder: tig}); err != nil {
 				v.Invalid++
 				return nil
 			}
 			delete(pending, msg.ReqSeq)
 			q.Replied, q.Mean, q.Staleness = true, msg.Mean, msg.Staleness
+			if tig {
+				q.Grad = slices.Clone(msg.Grad)
+				v.Format = "grad"
+				return nil
+			}
 			if len(msg.Delta) > 0 {
 				q.Delta = slices.Clone(msg.Delta)
 			} else {

@@ -55,6 +55,10 @@ type Record struct {
 	// Msg is the decoded message (a *schemas.Hello, *PartyOutput, *Reply,
 	// *EvalOutput or *Control), nil if Err is set or ReadOptions.Raw.
 	Msg schemas.Message
+	// Receipt marks a party's receipt (a countersigned checkpoint of the
+	// trust layer, on asyrevel.R.rcpt.m): Party and Sender are the party,
+	// Kind 0 and Msg nil; trust.ParseReceiptMessage reads Data.
+	Receipt bool
 	// Err says why the subject or payload could not be decoded: the record
 	// is still delivered (a log may hold hostile messages; audits count
 	// them). It wraps a schemas sentinel error.
@@ -277,6 +281,10 @@ func (r *decoder) record(m jetstream.Msg) (*Record, error) {
 	r.count++
 	kind, party, err := schemas.ParseSubject(r.run, rec.Subject)
 	if err != nil {
+		if m, ok := receiptParty(r.run, rec.Subject); ok {
+			rec.Receipt, rec.Party, rec.Sender = true, m, m
+			return rec, nil
+		}
 		rec.Err = err
 		return rec, nil
 	}
@@ -425,4 +433,17 @@ func ackMeta(reply string) (seq uint64, ts int64, pending uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return seq, int64(t), pending, true
+}
+
+// receiptParty is m for party m's receipt subject asyrevel.<run>.rcpt.m.
+func receiptParty(run, subject string) (int, bool) {
+	rest, ok := strings.CutPrefix(subject, "asyrevel."+run+".rcpt.")
+	if !ok {
+		return 0, false
+	}
+	m, err := strconv.Atoi(rest)
+	if err != nil || m < 1 || m > schemas.MaxParties || strconv.Itoa(m) != rest {
+		return 0, false
+	}
+	return m, true
 }

@@ -78,13 +78,13 @@ func TestReadWholeRun(t *testing.T) {
 	store, sum := trainedRun(t)
 	l := open(t, store)
 	info := l.Info()
-	total := sum.Stream.Hello + sum.Stream.Outputs + sum.Stream.Replies + sum.Stream.Evals + sum.Stream.Control
+	total := sum.Stream.Hello + sum.Stream.Outputs + sum.Stream.Replies + sum.Stream.Evals + sum.Stream.Control + sum.Stream.Receipts
 	if info.Messages != total || !info.DenyDelete || !info.DenyPurge {
 		t.Fatalf("stream info %+v, want %d messages and deny delete/purge", info, total)
 	}
 	byKind := map[schemas.Kind]uint64{}
-	senderSeq := map[int]uint64{}
-	var last uint64
+	subjectSeq := map[string]uint64{} // each subject is numbered 1, 2, ...
+	var last, receipts uint64
 	err := l.Each(context.Background(), replay.ReadOptions{}, func(r *replay.Record) error {
 		if r.Err != nil {
 			return fmt.Errorf("record %d: %w", r.Seq, r.Err)
@@ -93,13 +93,17 @@ func TestReadWholeRun(t *testing.T) {
 			return fmt.Errorf("sequence %d after %d", r.Seq, last)
 		}
 		last = r.Seq
+		if r.Receipt {
+			receipts++
+			return nil
+		}
 		if err := r.Msg.Validate(schemas.Limits{Party: r.Party}); err != nil {
 			return fmt.Errorf("record %d: %w", r.Seq, err)
 		}
-		if s := r.Msg.Head().Seq; s <= senderSeq[r.Sender] {
-			return fmt.Errorf("record %d: sender %d's seq %d after %d", r.Seq, r.Sender, s, senderSeq[r.Sender])
+		if s := r.Msg.Head().Seq; s != subjectSeq[r.Subject]+1 {
+			return fmt.Errorf("record %d: %s seq %d after %d", r.Seq, r.Subject, s, subjectSeq[r.Subject])
 		} else {
-			senderSeq[r.Sender] = s
+			subjectSeq[r.Subject] = s
 		}
 		if r.Time.Before(info.First) || r.Time.After(info.Last) {
 			return fmt.Errorf("record %d at %v outside %v..%v", r.Seq, r.Time, info.First, info.Last)
@@ -116,6 +120,9 @@ func TestReadWholeRun(t *testing.T) {
 		if byKind[k] != n {
 			t.Errorf("%s: read %d, stream holds %d", k, byKind[k], n)
 		}
+	}
+	if receipts != sum.Stream.Receipts || receipts == 0 {
+		t.Errorf("read %d receipts, the stream holds %d", receipts, sum.Stream.Receipts)
 	}
 	if last != info.LastSeq {
 		t.Errorf("read up to %d, stream ends at %d", last, info.LastSeq)

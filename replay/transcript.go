@@ -140,6 +140,10 @@ func WriteTranscripts(ctx context.Context, l *Log, ropts ReadOptions, topts Tran
 		if topts.Progress != nil && s.Records%every == 0 {
 			topts.Progress(s.Records)
 		}
+		if rec.Receipt {
+			s.ByKind["rcpt"]++
+			continue
+		}
 		if rec.Err != nil {
 			s.Undecodable[schemas.Reason(rec.Err)]++
 			continue

@@ -12,8 +12,10 @@ import (
 
 // Audit is what a run's stream says about its messages: the proof that
 // nothing a sender published is missing and no update was applied twice,
-// read from the sender's own sequence numbers (every participant numbers
-// its messages 1, 2, 3, ... over all its subjects).
+// read from the senders' own sequence numbers (every participant numbers
+// its messages 1, 2, 3, ... on each of its subjects: a party its hello,
+// requests and evaluations, the aggregator its replies to each party and
+// its controls).
 type Audit struct {
 	Messages int64 `json:"messages"` // the participants' messages in the stream
 	Requests int64 `json:"requests"` // PartyOutputs
@@ -23,11 +25,12 @@ type Audit struct {
 	Answered   int64 `json:"answered"`
 	Unanswered int64 `json:"unanswered"`
 	// Duplicated counts replies to a request answered already (an update
-	// applied twice) and messages whose sender's sequence number repeats.
+	// applied twice) and messages whose sequence number repeats on their
+	// subject.
 	Duplicated int64 `json:"duplicated"`
 	// Orphans are replies to requests the stream does not hold.
 	Orphans int64 `json:"orphans"`
-	// Lost counts the gaps in each sender's sequence numbers: messages a
+	// Lost counts the gaps in each subject's sequence numbers: messages a
 	// sender published that the stream does not hold.
 	Lost int64 `json:"lost"`
 	// Undecodable messages were left out of the figures.
@@ -47,8 +50,8 @@ func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*A
 	var (
 		au      Audit
 		dec     = schemas.NewCodec()
-		seqs    = make([][]uint64, parties+1) // per sender (0 = the aggregator)
-		reqs    = map[[2]uint64]int{}         // (party, seq) -> replies
+		seqs    = map[string][]uint64{} // per subject: each is numbered 1, 2, ... by its sender
+		reqs    = map[[2]uint64]int{}   // (party, seq) -> replies
 		hello   schemas.Hello
 		out     schemas.PartyOutput
 		rep     schemas.Reply
@@ -82,11 +85,7 @@ func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*A
 			return
 		}
 		au.Messages++
-		sender := m
-		if kind == schemas.KindReply || kind == schemas.KindControl {
-			sender = 0 // the aggregator's subjects name the party they address
-		}
-		seqs[sender] = append(seqs[sender], msg.Head().Seq)
+		seqs[subject] = append(seqs[subject], msg.Head().Seq)
 		switch kind {
 		case schemas.KindOutput:
 			au.Requests++

@@ -23,6 +23,25 @@ import (
 // ErrNoCheckpoint reports --resume without a checkpoint to resume from.
 var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
 
+// ErrResumeTrust reports Config.Resume with the trust layer on:
+// checkpoints do not hold its chains (head and sequence per subject), so
+// a resumed participant could not go on signing them.
+var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrConfig)
+
+// checkResumeTrust refuses cfg.Resume with the trust layer on, before
+// anything is loaded: for Train (train) unless cfg.Trust.Off, for a
+// separate participant when it has a key or a roster.
+func checkResumeTrust(cfg *Config, train bool) error {
+	tc := &cfg.Trust
+	if !cfg.Resume || tc.Off {
+		return nil
+	}
+	if train || tc.KeyFile != "" || tc.RosterFile != "" {
+		return ErrResumeTrust
+	}
+	return nil
+}
+
 // CheckpointPath is the file of a participant's checkpoints: role 0 is the
 // aggregator, 1..q the parties.
 func CheckpointPath(dir, run string, role int) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: 3 * time.Second,
 		Seed: 1, Out: out, Run: "resume", Log: testLog(t), EvalEvery: 200 * time.Millisecond,
 		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 300 * time.Millisecond,
+		Trust: TrustConfig{Off: true}, // checkpoints do not hold the trust layer's chains yet
 	}
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	first := make(chan []byte, 1)
@@ -74,5 +76,30 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	t.Logf("stream: %v", au)
 	if !au.OK() || au.Answered != s2.Steps || au.Unanswered > int64(cfg.Parties*cfg.Window)+s2.LateOutputs {
 		t.Errorf("stream audit: %v; summary: %d steps, %d late", au, s2.Steps, s2.LateOutputs)
+	}
+}
+
+// With the trust layer on, Resume fails at once (before loading data or
+// starting a broker) and says how to go on: checkpoints do not hold the
+// chains yet.
+func TestResumeRefusesTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(Config) error
+		cfg  Config
+	}{
+		{"train", func(c Config) error { _, err := Train(context.Background(), c); return err }, Config{}},
+		{"aggregator with a key", func(c Config) error { _, err := Aggregate(context.Background(), c); return err },
+			Config{Trust: TrustConfig{KeyFile: "agg.nk", RosterFile: "roster.json"}}},
+		{"party with a key", func(c Config) error { _, err := Participate(context.Background(), c, 1); return err },
+			Config{Trust: TrustConfig{KeyFile: "p1.nk", RosterFile: "roster.json"}}},
+	} {
+		c := tc.cfg
+		c.Synthetic, c.Parties, c.Algo, c.Duration, c.Run, c.Log, c.Resume = small(), 2, "asyrevel-gau", time.Second, "rt", testLog(t), true
+		c.CheckpointDir, c.NATS = t.TempDir(), "nats://127.0.0.1:1"
+		err := tc.run(c)
+		if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "run with --no-trust") {
+			t.Errorf("%s: %v, want ErrResumeTrust", tc.name, err)
+		}
 	}
 }

@@ -133,8 +133,24 @@ func TestUniformDirectionsTrain(t *testing.T) {
 // TestBadMessagesAreRejected has a rogue client publish, on party 2's
 // subject in the middle of a run, a malformed message, one with wrong
 // dimensions, one with NaN, a forged party id and a replayed sequence:
-// each is rejected and counted, and the run finishes and learns.
+// each is rejected and counted, and the run finishes and learns. Without
+// the trust layer the runtime's checks reject them; with it (the
+// default) the chain does first: the sequence numbers jump (a gap, no
+// signature to resynchronise on) or repeat (a replay).
 func TestBadMessagesAreRejected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  bool
+		want map[string]int64
+	}{
+		{"trust off", true, map[string]int64{"decode": 1, "shape": 1, "nonfinite": 1, "party": 1, "replay": 1}},
+		{"trust on", false, map[string]int64{"decode": 1, "trust-gap": 3, "trust-replay": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBadMessages(t, tc.off, tc.want) })
+	}
+}
+
+func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 	ctx := context.Background()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
 	if err != nil {
@@ -183,7 +199,7 @@ func TestBadMessagesAreRejected(t *testing.T) {
 	s, err := Train(ctx, Config{
 		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
 		Epochs: 30, Seed: 1, NATS: srv.URL(), Run: run, Log: testLog(t), OnPoint: onPoint,
-		EvalEvery: 100 * time.Millisecond,
+		EvalEvery: 100 * time.Millisecond, Trust: TrustConfig{Off: off},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +207,9 @@ func TestBadMessagesAreRejected(t *testing.T) {
 	if err := <-injected; err != nil {
 		t.Fatal(err)
 	}
-	for reason := range bad {
-		if s.Rejected["aggregator:"+reason] != 1 {
-			t.Errorf("%s: rejected %v, want exactly one", reason, s.Rejected)
+	for reason, n := range want {
+		if s.Rejected["aggregator:"+reason] != n {
+			t.Errorf("%s: rejected %v, want %d", reason, s.Rejected, n)
 		}
 	}
 	if s.TestAccuracy < 0.90 {

@@ -158,6 +158,12 @@ const (
 	// sent), so that a second process with the same id does not take the
 	// refusal of the first for its own.
 	CtlRefuse
+	// CtlSeal carries the aggregator's signed checkpoint of the log
+	// (package trust): Round is its number, Reason its digest (43
+	// base64url characters), and the header Asy-Checkpoint the
+	// checkpoint itself. Parties check it, countersign it and keep the
+	// receipt.
+	CtlSeal
 )
 
 // String names the control kind.
@@ -173,6 +179,8 @@ func (k ControlKind) String() string {
 		return "stop"
 	case CtlRefuse:
 		return "refuse"
+	case CtlSeal:
+		return "seal"
 	}
 	return fmt.Sprintf("control(%d)", k)
 }
@@ -348,7 +356,7 @@ func (m *Control) Validate(lim Limits) error {
 	if err := m.check(&lim); err != nil {
 		return err
 	}
-	if m.Op < CtlStart || m.Op > CtlRefuse {
+	if m.Op < CtlStart || m.Op > CtlSeal {
 		return fmt.Errorf("%w: unknown control %d", ErrRange, m.Op)
 	}
 	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {

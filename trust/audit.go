@@ -93,6 +93,16 @@ type AuditOptions struct {
 	// publisher's retry without a dedupe id) from failing the verdict;
 	// they are still reported.
 	TolerateDuplicates bool
+	// AsReceiver judges each message first as its receiver did (a
+	// Verifier in stream order): a message the receiver rejects without
+	// changing its state (a replay, a byte-identical copy, a forged or
+	// misattributed signature, an unsigned message that skips sequence
+	// numbers, an undecodable one) was never part of the accepted
+	// traffic. It is counted in AuditReport.Rejected, listed, and kept out
+	// of the chains, so a rogue's refused messages do not make the log
+	// fail; what they would hide (a missing genuine message) still shows
+	// as a gap.
+	AsReceiver bool
 }
 
 // SenderStats counts the messages of one sender and kind.
@@ -106,16 +116,21 @@ type SenderStats struct {
 
 // AuditReport is the outcome of an audit.
 type AuditReport struct {
-	Run       string            `json:"run"`
-	Messages  uint64            `json:"messages"`
-	FirstSeq  uint64            `json:"first_stream_seq"`
-	LastSeq   uint64            `json:"last_stream_seq"`
-	Senders   []SenderStats     `json:"senders"`
-	Receipts  int               `json:"receipts_verified"`
-	Problems  []Problem         `json:"problems"`
-	Counts    map[string]uint64 `json:"problem_counts"`
-	Dropped   uint64            `json:"problems_not_listed,omitempty"`
-	IntactLog bool              `json:"intact"`
+	Run      string            `json:"run"`
+	Messages uint64            `json:"messages"`
+	FirstSeq uint64            `json:"first_stream_seq"`
+	LastSeq  uint64            `json:"last_stream_seq"`
+	Senders  []SenderStats     `json:"senders"`
+	Receipts int               `json:"receipts_verified"`
+	Problems []Problem         `json:"problems"`
+	Counts   map[string]uint64 `json:"problem_counts"`
+	Dropped  uint64            `json:"problems_not_listed,omitempty"`
+	// Rejected counts, by reason (Reason), the messages their receiver
+	// rejected (AuditOptions.AsReceiver); RejectedList shows the first
+	// of them. They do not count against the verdict.
+	Rejected     map[string]uint64 `json:"rejected_by_receiver,omitempty"`
+	RejectedList []Problem         `json:"rejected,omitempty"`
+	IntactLog    bool              `json:"intact"`
 }
 
 // Intact reports whether the log is complete and unaltered as far as the
@@ -144,6 +159,21 @@ func (r *AuditReport) WriteText(w io.Writer) error {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  %s\n", p)
+	}
+	if len(r.Rejected) > 0 {
+		reasons := make([]string, 0, len(r.Rejected))
+		for k := range r.Rejected {
+			reasons = append(reasons, k)
+		}
+		slices.Sort(reasons)
+		b.WriteString("rejected by their receiver (not part of the accepted traffic):")
+		for _, k := range reasons {
+			fmt.Fprintf(&b, " %s %d", k, r.Rejected[k])
+		}
+		b.WriteString("\n")
+		for _, p := range r.RejectedList {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
 	}
 	if r.Dropped > 0 {
 		fmt.Fprintf(&b, "  ... and %d more\n", r.Dropped)
@@ -183,6 +213,10 @@ type Auditor struct {
 	fatal    bool
 	trials   int // signatures tried against every key
 	buf      []byte
+
+	recv         *Verifier // AuditOptions.AsReceiver
+	rejected     map[string]uint64
+	rejectedList []Problem
 }
 
 // expect is what a receipt or checkpoint says of one message.
@@ -242,6 +276,13 @@ func NewAuditor(r *Roster, opts AuditOptions) (*Auditor, error) {
 			anchored: true, hist: newRing(256)}
 		st.chain.Reset(0, GenesisHead(r.Run, s))
 		a.subjects[s] = st
+	}
+	if opts.AsReceiver {
+		var err error
+		if a.recv, err = NewVerifier(r, VerifierOptions{Every: opts.Every, History: -1}); err != nil {
+			return nil, err
+		}
+		a.rejected = make(map[string]uint64)
 	}
 	return a, nil
 }
@@ -349,6 +390,28 @@ func (a *Auditor) Add(m *Msg) {
 		return
 	}
 	a.count(st.owner.ID, st.kind, m, m.Sig != "")
+	if a.recv != nil {
+		var err error
+		if m.Seq == 0 {
+			err = fmt.Errorf("%w: undecodable message", ErrMalformed)
+		} else {
+			before := a.recv.LastSeq(m.Subject)
+			if err = a.recv.Verify(m); err != nil && a.recv.LastSeq(m.Subject) != before {
+				err = nil // the receiver's state moved: the auditor judges it
+			}
+		}
+		if err != nil {
+			r := Reason(err)
+			if m.Seq == 0 {
+				r = "undecodable"
+			}
+			a.rejected[r]++
+			if len(a.rejectedList) < 20 {
+				a.rejectedList = append(a.rejectedList, Problem{StreamSeq: m.StreamSeq, Subject: st.subject, Seq: m.Seq, Kind: ProblemKind(r), Detail: err.Error()})
+			}
+			return
+		}
+	}
 	if m.Seq == 0 {
 		a.report(Problem{StreamSeq: m.StreamSeq, Subject: st.subject, Kind: ProblemUndecodable,
 			Detail: "the message's own sequence number could not be read"})
@@ -612,7 +675,8 @@ func (a *Auditor) Finish() *AuditReport {
 			Detail: fmt.Sprintf("%s covers stream seq %d; the log ends at %d", a.claimSrc, a.claimStream, a.lastStream)})
 	}
 	rep := &AuditReport{Run: a.roster.Run, Messages: a.messages, FirstSeq: a.firstStream, LastSeq: a.lastStream,
-		Receipts: a.receipts, Problems: a.problems, Counts: a.counts, Dropped: a.dropped, IntactLog: !a.fatal}
+		Receipts: a.receipts, Problems: a.problems, Counts: a.counts, Dropped: a.dropped, IntactLog: !a.fatal,
+		Rejected: a.rejected, RejectedList: a.rejectedList}
 	for _, s := range a.stats {
 		rep.Senders = append(rep.Senders, *s)
 	}

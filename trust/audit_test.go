@@ -332,3 +332,49 @@ func TestAuditorReorderWindow(t *testing.T) {
 		}
 	}
 }
+
+// With AsReceiver, messages the receiver rejects without changing its
+// state (a rogue's replays, forged signatures, unsigned jumps, junk) are
+// counted apart and do not fail an intact log; a genuine message removed
+// still does.
+func TestAuditAsReceiver(t *testing.T) {
+	tr := newTestRun(t, "r", 2)
+	p := tr.publisher(t, "party-1", subj("r", "out", 1), Policy{Every: 8, MaxDelay: -1})
+	genuine := publish(p, 20, 40, true, 1)
+	forged := genuine[6] // the next sequence number after genuine[5], signed with party 2's key
+	forged.Payload = []byte("forged payload")
+	fsig := SignHead(tr.keys["party-2"], "party-2", "r", forged.Subject, forged.Seq, Hash{1})
+	forged.Sig = fsig.Header()
+	junk := Msg{Subject: genuine[0].Subject, Seq: 1 << 40, Payload: []byte("junk")}
+	undecodable := Msg{Subject: genuine[0].Subject, Payload: []byte{0xc1}}
+	var log []Msg
+	for i, m := range genuine {
+		log = append(log, m)
+		if i == 5 {
+			log = append(log, genuine[2], forged, junk, undecodable) // a replay, a wrong signer, a jump, junk
+		}
+	}
+	for i := range log {
+		log[i].StreamSeq = uint64(i + 1)
+	}
+	audit := func(log []Msg) *AuditReport {
+		rep, err := CheckLog(tr.roster, slices.Values(ptrs(log)), nil, AuditOptions{Every: 8, AsReceiver: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := audit(log)
+	if !rep.Intact() || rep.Rejected["replay"] != 1 || rep.Rejected["wrong_signer"] != 1 || rep.Rejected["gap"] != 1 || rep.Rejected["undecodable"] != 1 {
+		t.Fatalf("intact %v, problems %v, rejected %v", rep.Intact(), rep.Counts, rep.Rejected)
+	}
+	// A genuine message removed: the receiver rejects what follows (a
+	// gap), and the auditor fails the log.
+	cut := slices.Delete(slices.Clone(log), 10, 11)
+	for i := range cut {
+		cut[i].StreamSeq = uint64(i + 1)
+	}
+	if rep := audit(cut); rep.Intact() {
+		t.Fatalf("a removed genuine message passed: rejected %v", rep.Rejected)
+	}
+}

@@ -63,6 +63,23 @@
 // party sent. And none of this stops an honest-but-curious participant
 // from learning what the protocol's messages reveal (see package privacy).
 //
+// # In the runtimes
+//
+// party.Config and aggregator.Config take a Key and the Roster; with them
+// every message is numbered per subject (its schemas Seq is the chain's
+// sequence number), chained and signed through an Outbox, and every
+// message received is checked by a Verifier before it acts (a party
+// starts its reply and control subjects late, at a signed message,
+// VerifierOptions.Late, with the head before it in the Asy-Prev header).
+// The aggregator publishes a checkpoint every 5 s of training and a final
+// one after the stop, in a seal control message (CtlSeal) whose payload
+// names the checkpoint's digest and whose header CheckpointHeader carries
+// it; each party checks it (CheckCheckpoint), countersigns it, keeps the
+// receipt (WriteReceipt) and publishes it on its rcpt subject
+// (AppendReceiptMessage). asyrevel train makes the keys and starts a broker
+// whose users are the roster's (RunPolicy, OperatorUser); asyrevel audit
+// verify runs an Auditor with AsReceiver over the stored log.
+//
 // # Dedupe ids
 //
 // The default path needs no broker dedupe ids (Nats-Msg-Id): receivers

@@ -82,7 +82,8 @@ func publish(p *Publisher, n, size int, sealLast bool, streamStart uint64) []Msg
 	for i := 0; i < n; i++ {
 		pl := payload(uint64(i+1), size)
 		st := p.Append(pl, sealLast && i == n-1)
-		out = append(out, Msg{StreamSeq: streamStart + uint64(i), Subject: p.Subject(), Seq: st.Seq, Payload: pl, Sig: st.SigHeader()})
+		out = append(out, Msg{StreamSeq: streamStart + uint64(i), Subject: p.Subject(), Seq: st.Seq, Payload: pl, Sig: st.SigHeader(),
+			Prev: string(st.AppendPrevHeader(nil))})
 	}
 	return out
 }

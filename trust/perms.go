@@ -298,3 +298,78 @@ func writeList(b *strings.Builder, key string, subjects []string) {
 	}
 	b.WriteString("          ]\n")
 }
+
+// ConsumerPrefix is the name prefix of participant id's ordered consumer
+// over filters: the id and the filters' kind tokens (join, out, eval,
+// rcpt, reply, ctl), joined by '-' ("party-3-ctl", "aggregator-join-eval").
+// The runtimes name their consumers so (broker.JetStreamConfig.ConsumerName)
+// and RunPolicy grants those names.
+func ConsumerPrefix(id string, filters []string) string {
+	b := []byte(id)
+	for _, f := range filters {
+		tok := f
+		// asyrevel.<run>.<kind>[.<m>]
+		if parts := strings.SplitN(f, ".", 4); len(parts) >= 3 {
+			tok = parts[2]
+		}
+		b = append(b, '-')
+		b = append(b, tok...)
+	}
+	return string(b)
+}
+
+// RunPolicy is the broker policy of asyrevel's runtimes on a run's
+// stream: DefaultConsumers (a party reads its reply subject and the
+// control subject, one filter each; the aggregator every party's join,
+// out, eval and rcpt subjects), plus
+//   - the aggregator's one consumer over the join and eval subjects of
+//     every party together (two filters, which the broker cannot check in
+//     a permission; the aggregator may read every subject it does not
+//     publish itself, and its own);
+//   - stream info for every participant (a publisher reads the stream's
+//     per-subject counts and last sequence: numbers of messages, no
+//     contents);
+//   - stream creation (never update) for the aggregator when
+//     aggregatorCreates is set.
+func RunPolicy(r *Roster, aggregatorCreates bool) BrokerPolicy {
+	stream := StreamName(r.Run)
+	return BrokerPolicy{
+		AggregatorCreatesStream: aggregatorCreates,
+		Extra: func(p *Participant) (pub, sub []string) {
+			if p.Role != RoleParty {
+				prefix := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".join.*", "asyrevel." + r.Run + ".eval.*"})
+				for _, n := range OrderedNames(prefix, DefaultOrderedResets) {
+					pub = append(pub,
+						"$JS.API.CONSUMER.CREATE."+stream+"."+n,
+						"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+n,
+						"$JS.API.CONSUMER.INFO."+stream+"."+n,
+						"$JS.API.CONSUMER.DELETE."+stream+"."+n)
+				}
+				return pub, nil
+			}
+			return []string{"$JS.API.STREAM.INFO." + stream}, nil
+		},
+	}
+}
+
+// OperatorUser is the broker user of whoever runs the broker for a run
+// (asyrevel train, asyrevel broker): it creates the run's stream and reads
+// its counts, and nothing else: it may neither publish on the run's
+// subjects nor read them, nor delete, purge or update the stream.
+func OperatorUser(run, publicKey string) *server.NkeyUser {
+	stream := StreamName(run)
+	return &server.NkeyUser{
+		Nkey: publicKey,
+		Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{
+				Allow: []string{"$JS.API.INFO", "$JS.API.STREAM.CREATE." + stream, "$JS.API.STREAM.INFO." + stream},
+				Deny:  slices.Clone(deniedAPI),
+			},
+			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(run, OperatorID) + ".>"}},
+		},
+	}
+}
+
+// OperatorID is the name of the operator's connection (its inbox prefix
+// is InboxPrefix(run, OperatorID)); it is no participant's id.
+const OperatorID = "operator"

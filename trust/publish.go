@@ -201,6 +201,7 @@ type Stamp struct {
 	Head   Hash
 	Signed bool
 	Sig    Signature // valid when Signed
+	Prev   Hash      // the head before this message
 	id     [16]byte
 	hasID  bool
 }
@@ -244,9 +245,10 @@ func (p *Publisher) Append(payload []byte, seal bool) Stamp {
 	pol := &p.o.pol
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	prev := p.chain.Head()
 	seq, head := p.chain.Append(payload)
 	p.hist.put(seq, head)
-	st := Stamp{Seq: seq, Head: head}
+	st := Stamp{Seq: seq, Head: head, Prev: prev}
 	// The clock rule reads a flag a timer sets: no clock read per message.
 	if seal || p.mustSign || p.signNext || p.unsigned+1 >= pol.Every || p.due.Load() {
 		p.buf = SignedMessage(p.buf[:0], p.o.roster.Run, p.subject, seq, head)
@@ -318,6 +320,15 @@ func (s *Stamp) AppendSigHeader(dst []byte) []byte {
 		return dst
 	}
 	return s.Sig.AppendHeader(dst)
+}
+
+// AppendPrevHeader appends the value of the PrevHeader header to dst, or
+// returns dst unchanged when the message carries no signature.
+func (s *Stamp) AppendPrevHeader(dst []byte) []byte {
+	if !s.Signed {
+		return dst
+	}
+	return b64.AppendEncode(dst, s.Prev[:])
 }
 
 // SigHeader is the value of the SigHeader header, "" when the message

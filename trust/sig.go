@@ -11,6 +11,12 @@ import (
 // SigHeader is the NATS header that carries a Signature.
 const SigHeader = "Asy-Sig"
 
+// PrevHeader is the NATS header that carries, on a signed message, the
+// chain head before it (43 base64url characters): it lets a receiver
+// that starts reading a subject late check the message against the
+// signature (VerifierOptions.Late).
+const PrevHeader = "Asy-Prev"
+
 // sigDomain starts every message a chain signature signs.
 const sigDomain = "asyrevel/sig/v1\x00"
 

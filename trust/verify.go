@@ -80,6 +80,11 @@ type Msg struct {
 	Payload []byte
 	// Sig is the value of the SigHeader header, "" if absent.
 	Sig string
+	// Prev is the value of the PrevHeader header, "" if absent: the chain
+	// head before this message, which senders add to signed messages so
+	// that a late receiver (VerifierOptions.Late) can bind the first
+	// message it gets to the signature.
+	Prev string
 }
 
 // VerifierOptions configures a Verifier.
@@ -97,6 +102,14 @@ type VerifierOptions struct {
 	// needs them for the subjects it receives; the aggregator, which makes
 	// checkpoints from current heads, needs none.
 	History int
+	// Late lists subjects the receiver may start reading after their
+	// first messages (a party subscribes to the control subject when it
+	// joins, after controls addressed to others): the first message it
+	// gets on such a subject may have any sequence number if it carries
+	// a valid signature of the owner and the head before it (Msg.Prev)
+	// from which its payload gives the signed head; the chain goes on
+	// from there. Otherwise it is rejected (ErrGap) like any gap.
+	Late []string
 }
 
 // Verifier checks the messages a receiver gets: one sender per subject
@@ -128,6 +141,7 @@ type inState struct {
 	subject  string
 	owner    *Participant
 	mustSign bool
+	late     bool // may start mid-chain at a signed message (VerifierOptions.Late)
 
 	mu        sync.Mutex
 	chain     Chain
@@ -159,7 +173,7 @@ func NewVerifier(r *Roster, opts VerifierOptions) (*Verifier, error) {
 		if owner == nil {
 			return nil, fmt.Errorf("%w: %q is not a subject of run %s", ErrUnknownSubject, clip(s), r.Run)
 		}
-		st := &inState{subject: s, owner: owner, mustSign: r.EverySigned(s), hist: newRing(opts.History), buf: make([]byte, 0, 128)}
+		st := &inState{subject: s, owner: owner, mustSign: r.EverySigned(s), late: slices.Contains(opts.Late, s), hist: newRing(opts.History), buf: make([]byte, 0, 128)}
 		st.chain.Reset(0, GenesisHead(r.Run, s))
 		v.subjects[s] = st
 	}
@@ -199,6 +213,26 @@ func (st *inState) verify(v *Verifier, m *Msg) error {
 		if sig, err = ParseSignature(m.Sig); err != nil {
 			return fmt.Errorf("%w: %s seq %d: %w", ErrBadSignature, st.subject, m.Seq, err)
 		}
+	}
+	if m.Seq > last+1 && st.late && last == 0 && signed && m.Prev != "" {
+		// A late receiver's first message: the owner's signature over the
+		// head that the stated previous head and this payload give.
+		var prev Hash
+		if _, err := decodeB64(prev[:], m.Prev); err != nil || len(m.Prev) != hashTextLen {
+			return fmt.Errorf("%w: %s seq %d: previous head header: %w", ErrMalformed, st.subject, m.Seq, err)
+		}
+		var c Chain
+		c.Reset(m.Seq-1, prev)
+		if c.Compute(m.Seq, m.Payload) != sig.Head {
+			return fmt.Errorf("%w: %s seq %d: the signed head is not the one this message gives", ErrBrokenChain, st.subject, m.Seq)
+		}
+		var err error
+		if st.buf, err = checkSignature(v.roster, st.owner, st.buf, st.subject, m.Seq, &sig); err != nil {
+			return err
+		}
+		st.accept(m.Seq, sig.Head, m.StreamSeq)
+		st.unsigned = 0
+		return nil
 	}
 	if m.Seq > last+1 {
 		if !signed {

@@ -188,6 +188,52 @@ func TestVerifierEverySignedSubjects(t *testing.T) {
 	}
 }
 
+func TestVerifierLate(t *testing.T) {
+	tr := newTestRun(t, "r", 1)
+	ctlSubj := subj("r", "ctl", 0)
+	ctl := tr.publisher(t, AggregatorID, ctlSubj, Policy{})
+	ms := publish(ctl, 5, 10, false, 1)
+	tests := []struct {
+		name string
+		late bool
+		edit func(m *Msg)
+		want error
+	}{
+		{"late, intact", true, func(*Msg) {}, nil},
+		{"not late", false, func(*Msg) {}, ErrGap},
+		{"late, no previous head", true, func(m *Msg) { m.Prev = "" }, ErrGap},
+		{"late, payload altered", true, func(m *Msg) { m.Payload = append([]byte("x"), m.Payload[1:]...) }, ErrBrokenChain},
+		{"late, previous head altered", true, func(m *Msg) { m.Prev = ms[0].Prev }, ErrBrokenChain},
+		{"late, malformed previous head", true, func(m *Msg) { m.Prev = "!" }, ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var late []string
+			if tc.late {
+				late = []string{ctlSubj}
+			}
+			v, _ := NewVerifier(tr.roster, VerifierOptions{Subjects: tr.roster.Inbound("party-1"), Late: late})
+			m := ms[2]
+			tc.edit(&m)
+			err := v.Verify(&m)
+			if !errors.Is(err, tc.want) && (tc.want != nil || err != nil) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if tc.want != nil {
+				return
+			}
+			for _, m := range ms[3:] {
+				if err := v.Verify(&m); err != nil {
+					t.Fatalf("seq %d after a late start: %v", m.Seq, err)
+				}
+			}
+			if err := v.Verify(&ms[1]); !errors.Is(err, ErrReplay) {
+				t.Fatalf("an earlier message after a late start: %v", err)
+			}
+		})
+	}
+}
+
 func TestVerifierDoesNotAllocate(t *testing.T) {
 	tr := newTestRun(t, "r", 1)
 	p := tr.publisher(t, "party-1", subj("r", "out", 1), Policy{Every: 8, MaxDelay: -1})

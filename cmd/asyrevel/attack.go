@@ -34,8 +34,13 @@ Label inference by a curious party (--as M, or colluding parties: --as 1,2,3):
                known labels
   model        the reference: the party's own trained model as a label predictor (what it
                learns legitimately by training, from all the labels)
-  tig-sign, tig-norm, tig-direction
-               the same on TIG (split learning) traffic: gradient sign, norm and direction
+Label inference on TIG (split learning, train --algo tig) traffic, where the
+aggregator replies the gradient dF0/dc of the party's outputs:
+  tig-sign     the gradient's sign is -y for a logistic head (binary, one output a party)
+  tig-norm     norm scoring (Li et al. 2022): the minority class has the larger gradients
+  tig-direction
+               direction scoring (Li et al. 2022): cosine similarity with the gradients of
+               --aux N samples whose labels the attacker knows (multiclass: nearest class)
 Feature inference by a curious aggregator (--as 0 --target M --aux N):
   feature      ridge regression from each sample's outputs over the evaluation rounds
                to the party's features, fitted on N auxiliary samples: R squared
@@ -78,9 +83,8 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	switch name {
-	case "tig-sign", "tig-norm", "tig-direction":
-		return fmt.Errorf("%w; the %s attack (privacy.Gradient*Attack, tested) will read its gradient replies", privacy.ErrNoTIG, name)
-	case "sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate":
+	case "sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate",
+		"tig-sign", "tig-norm", "tig-direction":
 	default:
 		return fmt.Errorf("%w: unknown attack %q\n\n%s", errUsage, name, attackUsage)
 	}
@@ -127,6 +131,22 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w: the derivative attack places its classes with --aux N known labels: give --truth DATA", errUsage)
 		}
 		inf, err = privacy.DerivativeAttack(v, classes, privacy.KnownLabels(labels, *aux, *seed))
+	case "tig-sign", "tig-norm", "tig-direction":
+		var g *privacy.GradientView
+		if g, err = v.Gradients(); err != nil {
+			return err
+		}
+		switch name {
+		case "tig-sign":
+			inf, err = privacy.GradientSignAttack(g)
+		case "tig-norm":
+			inf, err = privacy.GradientNormAttack(g)
+		default:
+			if labels == nil || *aux < 1 {
+				return fmt.Errorf("%w: the tig-direction attack compares gradients with those of --aux N samples whose labels it knows: give --truth DATA --aux N", errUsage)
+			}
+			inf, err = privacy.GradientDirectionAttack(g, classes, privacy.KnownLabels(labels, *aux, *seed))
+		}
 	}
 	if err != nil {
 		return err

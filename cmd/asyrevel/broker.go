@@ -2,39 +2,120 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
+// brokerFlags are the flags of asyrevel broker.
+type brokerFlags struct {
+	store, host, name, clusterName, routes, log, roster string
+	port, clusterPort                                   int
+}
+
+func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
+	f := &brokerFlags{}
+	fs.StringVar(&f.store, "store", "asyrevel-store", "store directory (the runs' audit logs)")
+	fs.StringVar(&f.host, "host", "127.0.0.1", "address to listen on (clients and, in a cluster, routes)")
+	fs.IntVar(&f.port, "port", 4222, "port to listen on (0 = any free port)")
+	fs.StringVar(&f.name, "server-name", "", "this server's name, unique in its cluster (default asyrevel, or in a cluster\nthe host name)")
+	fs.StringVar(&f.clusterName, "cluster-name", "", "join a JetStream cluster of this name: three brokers with the same name and\nroutes to each other keep every run's stream on three nodes")
+	fs.IntVar(&f.clusterPort, "cluster-port", broker.DefaultClusterPort, "port for routes from the other nodes (with --cluster-name)")
+	fs.StringVar(&f.log, "log", "warn", "the server's log level: debug, info, warn, error (info shows the cluster's\nroutes and leader elections)")
+	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): admit only its participants (asyrevel keys)")
+	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
+	return f
+}
+
 func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("broker", "asyrevel broker [--store DIR] [--port N]\n\n"+
+	fs := newFlagSet("broker", "asyrevel broker [--store DIR] [--port N] [--roster FILE] [--cluster-name C --routes URL,URL --server-name N]\n\n"+
 		"Runs an embedded NATS server with JetStream until interrupted, for runs whose\n"+
-		"aggregator and parties are separate processes. It prints the URL to give them.", stderr)
-	store := fs.String("store", "asyrevel-store", "store directory (the runs' audit logs)")
-	host := fs.String("host", "127.0.0.1", "address to listen on")
-	port := fs.Int("port", 4222, "port to listen on (0 = any free port)")
+		"aggregator and parties are separate processes. It prints the URL to give them.\n"+
+		"With --roster it serves that run alone: it admits only the roster's participants\n"+
+		"(each with its --key), each allowed only its own subjects, and creates the run's\n"+
+		"stream, which no participant can delete, purge or change.\n"+
+		"Three brokers started with the same --cluster-name and --routes to each other\n"+
+		"form a JetStream cluster: give the clients every node's URL (--nats URL1,URL2,URL3)\n"+
+		"and the run's stream is kept on three nodes; a client whose node dies fails over.", stderr)
+	f := newBrokerFlags(fs)
+	config := fs.String("config", "", "run file (YAML): its top-level keys and its broker section set these flags;\nflags given here win")
+	id := fs.Int("id", 0, "with --config: this broker's entry of the run file's broker section")
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
-	if err := os.MkdirAll(*store, 0o755); err != nil {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if *config != "" {
+		rf, err := loadRunFile(*config)
+		if err != nil {
+			return err
+		}
+		if err := rf.apply(fs, "broker", *id); err != nil {
+			return err
+		}
+	}
+	if f.routes != "" && f.clusterName == "" {
+		return fmt.Errorf("%w: --routes needs --cluster-name", errUsage)
+	}
+	lvl, err := zerolog.ParseLevel(f.log)
+	if err != nil || f.log == "" {
+		return fmt.Errorf("%w: --log %q", errUsage, f.log)
+	}
+	logger := newLogger(stderr, lvl, false)
+	cfg := broker.ServerConfig{Dir: f.store, Host: f.host, Port: f.port, Name: f.name, Logger: &logger}
+	if f.clusterName != "" {
+		if cfg.Name == "" {
+			cfg.Name, _ = os.Hostname()
+		}
+		cfg.Cluster = broker.ClusterNode{Name: f.clusterName, Port: f.clusterPort, Routes: broker.ServerURLs(f.routes)}
+	}
+	if err := os.MkdirAll(f.store, 0o755); err != nil {
 		return err
 	}
-	st, err := run.OpenStore(*store)
+	st, err := run.OpenStore(f.store)
 	if err != nil {
-		return fmt.Errorf("--store %s: %w", *store, err)
+		return fmt.Errorf("--store %s: %w", f.store, err)
 	}
 	if len(st.Runs) > 0 {
-		fmt.Fprintf(stderr, "the store holds %s already, %s (asyrevel store list %s; a run id cannot be used twice)\n", plural(len(st.Runs), "run"), run.MB(st.Bytes), *store)
+		fmt.Fprintf(stderr, "the store holds %s already, %s (asyrevel store list %s; a run id cannot be used twice)\n", plural(len(st.Runs), "run"), run.MB(st.Bytes), f.store)
 	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: *store, Host: *host, Port: *port})
+	var rb *run.RosterBroker
+	if f.roster != "" {
+		r, err := trust.ReadRoster(f.roster)
+		if err != nil {
+			return fmt.Errorf("--roster: %w", err)
+		}
+		if rb, err = run.NewRosterBroker(r); err != nil {
+			return err
+		}
+		cfg.Configure = rb.Configure
+	}
+	srv, err := broker.StartServer(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), *store)
+	if rb != nil {
+		if err := rb.CreateStream(ctx, srv); err != nil {
+			srv.Shutdown()
+			return err
+		}
+		fmt.Fprintf(stdout, "run %s: admitting only the %d participants of %s\n", rb.Roster.Run, len(rb.Roster.Participants), f.roster)
+	}
+	if f.clusterName != "" {
+		fmt.Fprintf(stdout, "broker listening on %s (store %s; node %s of cluster %s, routes on port %d to %s); interrupt to stop\n",
+			srv.URL(), f.store, cfg.Name, f.clusterName, f.clusterPort, strings.Join(cfg.Cluster.Routes, ","))
+	} else {
+		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
+	}
 	<-ctx.Done()
 	srv.Shutdown()
 	fmt.Fprintln(stdout, "broker stopped")

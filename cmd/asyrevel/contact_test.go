@@ -351,7 +351,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--no-trust")
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
@@ -372,8 +372,15 @@ func TestInterruptWritesSummary(t *testing.T) {
 	}
 	// The checkpoints in OUT/checkpoints and the stream in OUT/stream let
 	// the run go on: here for one more step, then the final evaluation.
-	code, stdout, stderr = runCLI(t, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume")
+	// (Checkpoints do not hold the trust layer's chains yet: without
+	// --no-trust, --resume is refused at once and says so.)
+	args := []string{"train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
+		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume"}
+	code, stdout, stderr = runCLI(t, args...)
+	if code != 2 || !strings.Contains(stderr, "--resume does not restore the trust layer's chains yet: run with --no-trust") {
+		t.Errorf("train --resume with the trust layer on: exit %d, want 2 and the reason: %s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, append(args, "--no-trust")...)
 	if code != 0 || !strings.Contains(stdout, "resumed from the checkpoint") {
 		t.Errorf("train --resume: exit %d: %s%s", code, stdout, stderr)
 	}
@@ -381,11 +388,13 @@ func TestInterruptWritesSummary(t *testing.T) {
 		Interrupted string `json:"interrupted"`
 		Steps       int64  `json:"steps"`
 		Resumed     *struct {
-			FromSteps int64 `json:"from_steps"`
+			FromSteps  int64  `json:"from_steps"`
+			Reapplied  int64  `json:"reapplied"`
+			Checkpoint string `json:"checkpoint"`
 		} `json:"resumed"`
 	}
 	raw, _ = os.ReadFile(filepath.Join(out, "summary.json"))
 	if err := json.Unmarshal(raw, &r); err != nil || r.Interrupted != "" || r.Resumed == nil || r.Steps <= s.Steps {
-		t.Errorf("summary after the resume: %+v (first part: %d steps) %v", r, s.Steps, err)
+		t.Errorf("summary after the resume: %+v %+v (first part: %d steps) %v\n%s%s", r, r.Resumed, s.Steps, err, stdout, stderr)
 	}
 }

@@ -94,7 +94,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		cmdline += " --quick"
 	}
 	body := b.String() + fmt.Sprintf("\nData %s, %d parties, batch %d, window %d, %d steps a run; the kill %v after training starts, the restart %v later; "+
-		"checkpoints every 250 ms. Lost and duplicated are read from the stream (every sender's sequence numbers 1, 2, 3, ... and one reply per request); "+
+		"checkpoints every 250 ms. Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
 		"recovery is the time from the restart of the killed process to its log line saying it resumed (data loading, checkpoint, reading the stream). "+
 		"A party killed for good is not expected to reach the uninterrupted accuracy: its columns stay as they were. "+
 		"The broker case: the broker is killed with -9 and restarted on its store and port; if it lost messages it had confirmed "+

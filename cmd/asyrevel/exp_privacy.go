@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +29,8 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	seeds := fs.Int("seeds", 3, "seeds per setting (--quick: 1)")
 	epochs := fs.Float64("epochs", 8, "passes over the training set per party on a9a (MNIST: 3; --quick: 2 and 1)")
 	attacker := fs.Int("attacker", 3, "the attacking party")
-	aux := fs.Int("aux", 100, "labels the multiclass attacker knows (the derivative attack places its classes with them)")
+	aux := fs.Int("aux", 100, "labels the attacker knows (the derivative attack and TIG's direction scoring place\nthe classes with them)")
+	only := fs.String("settings", "", "run only these settings (comma-separated, e.g. tig); their rows replace those of\nOUT/privacy.csv, whose other rows are kept")
 	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv (and\nOUT/privacy-notes.md), without running anything")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
@@ -56,6 +60,28 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	cfg := experiment.PrivacyConfig{Sets: map[string]*run.Data{}, Parties: 8, Epochs: ep, Attacker: *attacker, Aux: *aux,
 		Settings: experiment.DefaultPrivacySettings(f.quick), Log: log}
+	var old []experiment.PrivacySummary
+	if *only != "" {
+		names := strings.Split(*only, ",")
+		found := map[string]bool{}
+		for set, all := range cfg.Settings {
+			var keep []experiment.PrivacySetting
+			for _, st := range all {
+				if slices.Contains(names, st.Name) {
+					keep, found[st.Name] = append(keep, st), true
+				}
+			}
+			cfg.Settings[set] = keep
+		}
+		for _, nm := range names {
+			if !found[nm] {
+				return fmt.Errorf("%w: --settings: no setting %q in this experiment", errUsage, nm)
+			}
+		}
+		if old, err = experiment.ReadPrivacyCSV(filepath.Join(f.out, "privacy.csv")); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return fmt.Errorf("--settings merges into %s/privacy.csv: %w", f.out, err)
+		}
+	}
 	for i := range n {
 		cfg.Seeds = append(cfg.Seeds, f.seed+uint64(i))
 	}
@@ -92,12 +118,18 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	sum := experiment.SummarizePrivacy(rows)
+	if *only != "" {
+		sum = experiment.MergePrivacy(old, sum)
+	}
 	cmd := "asyrevel experiment privacy"
 	if f.quick {
 		cmd += " --quick"
 	}
 	if flagGiven(fs, "seeds") {
 		cmd += " --seeds " + strconv.Itoa(n)
+	}
+	if *only != "" {
+		cmd += "; " + cmd + " --settings " + *only
 	}
 	if err := experiment.WritePrivacy(f.out, sum, cmd); err != nil {
 		return err

@@ -41,6 +41,8 @@ Experiments:
                million samples (synthetic data, one process each): results/scale.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
+  adversary    a rogue's bad messages of ten kinds during an a9a run on the broker: each
+               refused or rejected and counted, the accuracy, the audit: results/adversary.csv
   privacy      label inference by a passive and an active party against the paper's wire
                format and the defenses, on a9a and MNIST: results/privacy.csv, privacy.png,
                REPORT-privacy.md
@@ -84,6 +86,8 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expCentral(ctx, rest, stdout, stderr)
 	case "throughput":
 		return expThroughput(ctx, rest, stdout, stderr)
+	case "adversary":
+		return expAdversary(ctx, rest, stdout, stderr)
 	case "tta":
 		return expTTA(ctx, rest, stdout, stderr)
 	case "scale":
@@ -306,9 +310,10 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"to the memory bus of the same window and batch).", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
-	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain]-CONNECTION\n"+
+	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain][-nosign]-CONNECTION\n"+
 		"(designs capture, core, ordered, acked; connections tcp, inprocess, cluster;\n"+
-		"-sync: each message written before its ack; -s2: S2 store compression; -plain: none)")
+		"-sync: each message written before its ack; -s2: S2 store compression; -plain: none;\n"+
+		"-nosign: the trust layer off, to measure its cost; memory-nosign too)")
 	windows := fs.String("windows", "1,8,64", "requests in flight per party")
 	batches := fs.String("batches", "1,16,64", "samples per request")
 	log, err := f.parse(fs, args, stderr)

@@ -261,7 +261,10 @@ func cmdKeysServerConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	grants, err := roster.Grants(trust.BrokerPolicy{Stream: *stream, AggregatorCreatesStream: !*noCreate})
+	// The runtimes' needs: their consumers, stream info (trust.RunPolicy).
+	pol := trust.RunPolicy(roster, !*noCreate)
+	pol.Stream = *stream
+	grants, err := roster.Grants(pol)
 	if err != nil {
 		return err
 	}

@@ -120,11 +120,12 @@ func TestKeysServerConfig(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	r, _ := trust.ReadRoster(filepath.Join(dir, "roster.json"))
-	grants, _ := r.Grants(trust.BrokerPolicy{AggregatorCreatesStream: true})
+	grants, _ := r.Grants(trust.RunPolicy(r, true))
 	if out != trust.AuthorizationBlock("sc", grants) {
 		t.Fatalf("printed block differs from trust.AuthorizationBlock:\n%s", out)
 	}
-	for _, want := range []string{"authorization {", "$JS.API.STREAM.CREATE.ASYREVEL_sc", r.Party(2).PublicKey, "_INBOX.sc.party-2.>"} {
+	for _, want := range []string{"authorization {", "$JS.API.STREAM.CREATE.ASYREVEL_sc", r.Party(2).PublicKey, "_INBOX.sc.party-2.>",
+		"$JS.API.CONSUMER.CREATE.ASYREVEL_sc.aggregator-join-eval_1", "$JS.API.STREAM.INFO.ASYREVEL_sc"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("block lacks %q", want)
 		}

@@ -45,6 +45,9 @@ Usage:
                              a run's NATS keys (one secret .nk file per participant)
                              and roster.json; also keys --id, public, roster and
                              server-config (asyrevel keys help)
+  asyrevel audit verify (--store DIR | --nats URL) --run R [--roster FILE] [--receipts DIR]
+                             check a run's log: every signature and chain, the
+                             checkpoints and receipts; exit 0 only when intact
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -70,12 +73,13 @@ var commands = []command{
 	{name: "data", run: cmdData, subs: []string{"inspect", "split", "verify", "fetch", "presets"}},
 	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
 	{name: "replay", run: cmdReplay},
+	{name: "audit", run: cmdAudit, subs: []string{"verify"}},
 	{name: "attack", run: cmdAttack, subs: []string{"sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate"}},
 	{name: "keys", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeys(args, stdout, stderr)
 	},
 		subs: []string{"public", "roster", "server-config"}},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "faults", "soak"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak"}},
 }
 
 // signalError is the cause of a run's end by a signal.

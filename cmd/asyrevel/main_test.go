@@ -35,6 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--data", "synthetic:n=abc"}, 2, "synthetic"},
 		{[]string{"train", "--data", "/nonexistent/file", "--duration", "1s"}, 1, "nonexistent"},
 		{[]string{"party", "--data", "synthetic"}, 2, "--nats"},
+		{[]string{"aggregator", "--data", "synthetic", "--parties", "2", "--nats", "nats://127.0.0.1:1", "--steps", "5", "--run", "r",
+			"--key", "agg.nk", "--roster", "roster.json", "--resume"}, 2, "run with --no-trust"},
 		{[]string{"data", "inspect"}, 2, "PATH"},
 		{[]string{"experiment", "nope"}, 2, "unknown experiment"},
 		{[]string{"train", "--data", "synthetic", "--algo", "tig", "--model", "external", "--model-cmd", "x"}, 2, "black box"},
@@ -150,5 +152,18 @@ func TestSeparateProcesses(t *testing.T) {
 	t.Logf("%s", res)
 	if s.Acc < 0.9 || s.Steps == 0 || s.Stream.Out != s.Outputs || s.Stream.Reply != s.Replies {
 		t.Fatalf("separate processes: %+v", s)
+	}
+}
+
+func TestTable4Provenance(t *testing.T) {
+	cmds := []string{"asyrevel experiment table4 --quick", "asyrevel experiment table4 --sets a9a,w8a --epochs 6"}
+	for _, c := range []struct {
+		kept []string
+		want int
+	}{{[]string{"mnist"}, 1}, {[]string{"a9a", "w8a"}, 1}, {[]string{"uci-credit-card"}, 0}} {
+		got := table4Provenance(cmds, c.kept)
+		if len(got) != c.want || (c.want == 1 && got[0] != cmds[map[bool]int{true: 0, false: 1}[c.kept[0] == "mnist"]]) {
+			t.Errorf("kept %v: %v", c.kept, got)
+		}
 	}
 }

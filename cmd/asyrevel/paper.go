@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/run"
 )
 
 // The paper's experiments: fig3, table3, table4, fig4 and all.
@@ -44,12 +47,14 @@ type paperFlags struct {
 	batch, window   *int
 	steps, steps0   *int64
 	trials          *int
+	t4steps         *int64
 	netTrials       *int
 	qs, checkQs     *string
 	subopt, netLoss *float64
 	latency         *time.Duration
 	budget          *time.Duration
 	maxSteps        *int64
+	parallel        *int
 }
 
 func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
@@ -71,6 +76,8 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.sets = fs.String("sets", "uci-credit-card,give-me-some-credit,a9a,w8a,mnist,fashion-mnist", "data sets (quick: a9a,w8a,mnist)")
 		f.trials = fs.Int("trials", 10, "runs (seeds) per method on a logistic-regression set (quick: 3)")
 		f.duration = fs.Duration("duration", 20*time.Second, "training time of a run on a logistic-regression set (quick: 5s)")
+		f.t4steps = fs.Int64("steps", 0, "bound a run on a logistic-regression set by answered requests (all parties together)\n"+
+			"instead (the same work in every trial however loaded the machine; --duration then caps it)")
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
 	case "fig4":
@@ -83,6 +90,7 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.budget = fs.Duration("budget", 40000*time.Second, "virtual time a simulated run may take")
 		f.maxSteps = fs.Int64("max-steps", 3000000, "answered requests a simulated run may take (its real compute here)")
 		f.checkQs = fs.String("check-qs", "4", "numbers of parties of the real-pipeline checks (\"\" for none)")
+		f.parallel = fs.Int("parallel", runtime.NumCPU(), "simulations run at a time (their results do not depend on it)")
 	}
 	return f
 }
@@ -190,10 +198,22 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
 	case "table4":
 		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
-			Duration: *f.duration, NetDuration: *f.netDuration, Seed: f.exp.seed, Log: log}
+			Duration: *f.duration, NetDuration: *f.netDuration, Steps: *f.t4steps, Seed: f.exp.seed, Log: log}
 		rows, trials, err := experiment.Table4(ctx, cfg)
 		if err != nil {
 			return err
+		}
+		// The sets of an earlier run that this one did not measure stay.
+		oldRows, oldTrials, err := experiment.ReadTable4(out)
+		if err != nil {
+			log.Warn().Err(err).Msg("the earlier table4.csv is not kept")
+		}
+		var kept []string
+		prev := experiment.SectionCommand(out, "table4")
+		if rows, trials, kept = experiment.MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && prev != "" {
+			if p := table4Provenance(strings.Split(prev, "\n    "), kept); len(p) > 0 {
+				sec.Command = strings.Join(p, "\n    ") + "\n    " + cmd
+			}
 		}
 		if err := experiment.WriteTable4(out, rows, trials); err != nil {
 			return err
@@ -201,9 +221,14 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Title = "Table 4: accuracy, federated against non-federated"
 		sec.Settings = []string{
 			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
-				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1),
-			"the defaults of `asyrevel train` (batch 64, window 8; --model mlp for the network sets); NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)",
+				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1) + stepsText(*f.t4steps),
+			fmt.Sprintf("the defaults of `asyrevel train` (batch 64, window 8; on the network sets --model mlp with its own: batch %d, window %d, step size decaying over %d passes); "+
+				"NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)", run.MLPBatch, run.MLPWindow, run.MLPDecayEpochs),
 			"embedded JetStream over TCP loopback",
+		}
+		if len(kept) > 0 {
+			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
+				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
 		}
 		sec.Body = experiment.Table4Body(rows)
 		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
@@ -214,7 +239,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		cfg := fig4Defaults(sets)
 		cfg.Locate, cfg.Qs, cfg.Suboptimality, cfg.NetworkLoss = locate, qs, *f.subopt, *f.netLoss
 		cfg.StragglerFactor, cfg.Latency, cfg.Budget, cfg.MaxSteps = *f.straggler, *f.latency, *f.budget, *f.maxSteps
-		cfg.Seed, cfg.Log, cfg.CheckQs = f.exp.seed, log, checkQs
+		cfg.Seed, cfg.Log, cfg.CheckQs, cfg.Parallel = f.exp.seed, log, checkQs, *f.parallel
 		rows, checks, err := experiment.Fig4(ctx, cfg)
 		if err != nil {
 			return err
@@ -337,4 +362,47 @@ func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "all four in %v; report: %s\n", time.Since(start).Round(time.Second), filepath.Join(e.out, experiment.ReportFile))
 	return nil
+}
+
+func stepsText(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (logistic-regression runs bounded by %d answered requests, all parties together, the duration capping them)", n)
+}
+
+// table4Provenance keeps, of the earlier table4 commands (in order), those
+// that last measured one of the kept sets.
+func table4Provenance(cmds, kept []string) []string {
+	covers := func(cmd string) []string {
+		f := strings.Fields(cmd)
+		for i, a := range f {
+			if v, ok := strings.CutPrefix(a, "--sets="); ok {
+				return strings.Split(v, ",")
+			}
+			if a == "--sets" && i+1 < len(f) {
+				return strings.Split(f[i+1], ",")
+			}
+		}
+		if slices.Contains(f, "--quick") {
+			return []string{"a9a", "w8a", "mnist"}
+		}
+		return []string{"uci-credit-card", "give-me-some-credit", "a9a", "w8a", "mnist", "fashion-mnist"}
+	}
+	last := map[string]int{}
+	for i, c := range cmds {
+		for _, set := range covers(c) {
+			last[set] = i
+		}
+	}
+	var out []string
+	for i, c := range cmds {
+		for _, set := range kept {
+			if j, ok := last[set]; ok && j == i {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
 }

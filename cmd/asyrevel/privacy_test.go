@@ -70,13 +70,46 @@ func TestReplayAttackCLI(t *testing.T) {
 		t.Errorf("attack loss: exit %d: %s", code, stdout)
 	}
 	code, _, stderr = runCLI(t, "attack", "tig-sign", "--store", store, "--run", "cli", "--as", "1", "--out", at)
-	if code == 0 || !strings.Contains(stderr, "TIG not available") {
-		t.Errorf("tig: exit %d: %s", code, stderr)
+	if code == 0 || !strings.Contains(stderr, "carry no gradients") {
+		t.Errorf("tig-sign on zeroth-order traffic: exit %d: %s", code, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "attack", "feature", "--store", store, "--run", "cli", "--as", "0", "--target", "2",
 		"--aux", "50", "--truth", data, "--out", at)
 	if code != 0 || !strings.Contains(stdout, "R squared") {
 		t.Errorf("feature: exit %d: %s %s", code, stdout, stderr)
+	}
+}
+
+// The gradient attacks on a TIG run's log: the sign of dF0/dc gives every
+// label it touches; direction scoring with known labels too; the zeroth-
+// order attacks refuse the gradients.
+func TestTIGAttackCLI(t *testing.T) {
+	out := t.TempDir()
+	data := "synthetic:n=800,d=12,test=200,noise=0.02"
+	code, _, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--algo", "tig", "--batch", "8",
+		"--steps", "300", "--run", "tigcli", "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("train --algo tig: exit %d: %s", code, stderr)
+	}
+	store, at := filepath.Join(out, "stream"), t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tig-sign"}, "AUC 1.0000"},
+		{[]string{"tig-direction", "--aux", "20"}, "AUC 1.0000"},
+		{[]string{"tig-norm"}, "AUC "},
+	} {
+		args := append([]string{"attack"}, c.args...)
+		args = append(args, "--store", store, "--run", "tigcli", "--as", "2", "--truth", data, "--out", at)
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 || !strings.Contains(stdout, c.want) || !strings.Contains(stdout, "on grad replies") {
+			t.Errorf("attack %v: exit %d: %s %s", c.args, code, stdout, stderr)
+		}
+	}
+	code, _, stderr = runCLI(t, "attack", "sign", "--store", store, "--run", "tigcli", "--as", "2", "--truth", data, "--out", at)
+	if code == 0 || !strings.Contains(stderr, "tig-sign") {
+		t.Errorf("zeroth-order sign attack on TIG traffic: exit %d: %s", code, stderr)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/mattn/go-isatty"
@@ -121,7 +122,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 8 times it), negative means constant")
+			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 32 times it), negative means constant")
 		}},
 		{roleTrain | roleAggregator | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
@@ -197,6 +198,17 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
 		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.Trust.Off, "no-trust", false, "turn the trust layer off: messages neither signed nor verified, the embedded\nbroker open to anyone (to measure the layer's cost; never across organisations)")
+			fs.StringVar(&c.Trust.KeysDir, "keys", "", "`DIR` for the run's keys and roster.json, made by train (default OUT/keys, else a\ntemporary folder); asyrevel audit verify --roster DIR/roster.json checks the log")
+		}},
+		{roleAggregator | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Trust.KeyFile, "key", "", "this participant's key `FILE` (asyrevel keys); with --roster, every message is\nsigned and every message received verified")
+			fs.StringVar(&c.Trust.RosterFile, "roster", "", "the run's roster.json (`FILE`: every participant's public key; asyrevel keys roster)")
+		}},
+		{roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Trust.Receipts, "receipts", "", "`DIR` where the party keeps its receipts: the aggregator's checkpoints of the log,\nchecked and countersigned (needs --key; asyrevel audit verify --receipts DIR)")
+		}},
 		{roleAll, func(fs *flag.FlagSet) {
 			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
@@ -234,8 +246,17 @@ func (f *trainFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) er
 	if err := f.otherRoles(fs, args); err != nil {
 		return err
 	}
+	var config *string
+	if f.role&roleRun != 0 {
+		config = fs.String("config", "", "run file (YAML; see examples/run.yaml): its keys are these flags' names; flags\ngiven here win")
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
+	}
+	if config != nil && *config != "" {
+		if err := f.applyRunFile(fs, *config); err != nil {
+			return err
+		}
 	}
 	return f.finish(fs, stderr)
 }
@@ -340,8 +361,16 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		}
 		c.Straggler, c.StragglerFactor = m, s
 	}
+	if c.Design == "" && len(broker.ServerURLs(c.NATS)) > 1 {
+		// A cluster: the design whose publishes and consumers survive the
+		// loss of a node (the default, capture, loses live deliveries).
+		c.Design = string(broker.DesignOrdered)
+	}
 	if f.role == roleTrain && c.CheckpointDir == "" && c.Out != "" {
 		c.CheckpointDir = filepath.Join(c.Out, "checkpoints")
+	}
+	if c.Resume && !c.Trust.Off && (f.role == roleTrain || c.Trust.KeyFile != "" || c.Trust.RosterFile != "") {
+		return fmt.Errorf("%w: %w", errUsage, run.ErrResumeTrust)
 	}
 	if c.Resume && !flagGiven(fs, "run") {
 		return fmt.Errorf("%w: --resume needs the --run of the run to go on with", errUsage)

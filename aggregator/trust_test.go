@@ -1,0 +1,210 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// signedDelivery is a delivery with the trust layer's headers.
+type signedDelivery struct {
+	delivery
+	sig, prev string
+}
+
+func (d *signedDelivery) Header(k string) string {
+	switch k {
+	case trust.SigHeader:
+		return d.sig
+	case trust.PrevHeader:
+		return d.prev
+	}
+	return ""
+}
+
+// sign sets the delivery's headers from the sender's stamp.
+func (d *signedDelivery) sign(st trust.Stamp) {
+	d.sig, d.prev = "", ""
+	if st.Signed {
+		d.sig, d.prev = st.SigHeader(), string(st.AppendPrevHeader(nil))
+	}
+}
+
+// trustTest is an aggregator with the trust layer on, q parties, k = 1,
+// and every party's outbox.
+func trustTest(t testing.TB, q, n int) (*Aggregator, *sink, []*trust.Outbox, []*trust.Key) {
+	t.Helper()
+	r, keys, err := trust.GenerateRun("t", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Run: "t", Parties: q, K: 1, Head: model.NewLogisticBias(q), Labels: make([]int32, n), Mu: 1e-3,
+		LR: zoo.Schedule{Eta0: 0.01}, Log: zerolog.Nop(), Key: keys[0], Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	a.bus, a.ctx = s, context.Background()
+	outs := make([]*trust.Outbox, q+1)
+	for m := 1; m <= q; m++ {
+		if outs[m], err = trust.NewOutbox(r, keys[m], trust.Policy{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, s, outs, keys
+}
+
+// signedLoop is handleLoop with the trust layer on: party 3's requests
+// come chained and signed, the aggregator verifies them and chains and
+// signs its replies.
+func signedLoop(t testing.TB, batch int) (*Aggregator, func()) {
+	n := 10000
+	a, _, outs, _ := trustTest(t, 8, n)
+	train(a, make([]float64, n*8))
+	pub, err := outs[3].Publisher(schemas.Subject("t", schemas.KindOutput, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.NewCodec()
+	out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 3},
+		IDs: make([]uint32, batch), C: make([]float64, batch), CHat: make([]float64, batch)}
+	for i := range out.IDs {
+		out.IDs[i] = uint32(i * 97 % n)
+	}
+	d := &signedDelivery{delivery: delivery{subject: pub.Subject()}}
+	return a, func() {
+		out.Seq = pub.Next()
+		d.data, _ = c.Marshal(out)
+		d.sign(pub.Append(d.data, false))
+		a.handleOutputs(context.Background(), d)
+	}
+}
+
+// The hot loop with the trust layer on: the request verified, the reply
+// chained and signed, without allocating.
+func TestHandleDoesNotAllocateSigned(t *testing.T) {
+	for _, batch := range []int{1, 64} {
+		a, once := signedLoop(t, batch)
+		once()
+		if n := testing.AllocsPerRun(200, once); n != 0 {
+			t.Errorf("batch %d: %v allocations a step", batch, n)
+		}
+		if a.res.Steps != 202 || len(a.res.Rejected) != 0 {
+			t.Fatalf("%d steps: %v", a.res.Steps, a.res.Rejected)
+		}
+		if u := a.Verifier().Accepted(); u != 202 {
+			t.Fatalf("%d messages accepted by the verifier", u)
+		}
+	}
+}
+
+// BenchmarkHandleSigned is BenchmarkHandle with the trust layer on (the
+// party's chaining and signing of the requests included).
+func BenchmarkHandleSigned(b *testing.B) {
+	for _, batch := range []int{1, 64} {
+		b.Run(fmt.Sprintf("logistic/batch=%d", batch), func(b *testing.B) {
+			a, once := signedLoop(b, batch)
+			b.ReportAllocs()
+			for b.Loop() {
+				once()
+			}
+			if a.res.Steps != int64(b.N) {
+				b.Fatalf("%d steps of %d: %v", a.res.Steps, b.N, a.res.Rejected)
+			}
+		})
+	}
+}
+
+// Party messages the trust layer refuses are counted by reason and change
+// nothing: a request signed by another party, a forged hello, a replay,
+// an unsigned gap.
+func TestTrustRejectsForgedRequests(t *testing.T) {
+	n := 100
+	a, s, outs, keys := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	c := schemas.NewCodec()
+	outSubj := schemas.Subject("t", schemas.KindOutput, 1)
+	pub, _ := outs[1].Publisher(outSubj)
+	request := func(seq uint64) []byte {
+		b, err := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: seq},
+			IDs: []uint32{3}, C: []float64{0.5}, CHat: []float64{0.6}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(b)
+	}
+	// party 2's key signing a message on party 1's subject.
+	forged := func(seq uint64) *signedDelivery {
+		data := request(seq)
+		ch := trust.NewChain("t", outSubj)
+		ch.Reset(seq-1, pub.Head())
+		sig := trust.SignHead(keys[2], "party-2", "t", outSubj, seq, ch.Compute(seq, data))
+		return &signedDelivery{delivery: delivery{subject: outSubj, data: data}, sig: sig.Header()}
+	}
+	w0 := slices.Clone(a.w0)
+	for _, tc := range []struct {
+		name   string
+		d      func() *signedDelivery
+		reason string
+	}{
+		{"signed by party 2", func() *signedDelivery { return forged(1) }, "trust-wrong_signer"},
+		{"gap, unsigned", func() *signedDelivery {
+			return &signedDelivery{delivery: delivery{subject: outSubj, data: request(9)}}
+		}, "trust-gap"},
+		{"bad signature", func() *signedDelivery {
+			d := forged(1)
+			d.sig = "party-1" + d.sig[len("party-2"):]
+			return d
+		}, "trust-bad_signature"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := a.res.Rejected[tc.reason]
+			a.handleOutputs(context.Background(), tc.d())
+			if got := a.res.Rejected[tc.reason] - before; got != 1 {
+				t.Fatalf("rejected %v, want one %s", a.res.Rejected, tc.reason)
+			}
+			if s.n != 0 || !slices.Equal(a.w0, w0) {
+				t.Fatal("a rejected request was answered or moved the head")
+			}
+		})
+	}
+	d := &signedDelivery{delivery: delivery{subject: outSubj, data: request(pub.Next())}}
+	d.sign(pub.Append(d.data, false))
+	a.handleOutputs(context.Background(), d)
+	if s.n != 1 {
+		t.Fatalf("the genuine request was not answered: %v", a.res.Rejected)
+	}
+	a.handleOutputs(context.Background(), d)
+	if a.res.Rejected["trust-replay"] != 1 || s.n != 1 {
+		t.Fatalf("replayed request: %v, %d replies", a.res.Rejected, s.n)
+	}
+	// The reply is numbered on its subject and chained by the aggregator.
+	var rep schemas.Reply
+	if err := c.Unmarshal(s.last, &rep); err != nil || rep.Seq != 1 {
+		t.Fatalf("reply seq %d: %v", rep.Seq, err)
+	}
+	if seq := a.Outbox().LastSeq(schemas.Subject("t", schemas.KindReply, 1)); seq != 1 {
+		t.Fatalf("reply chain at %d", seq)
+	}
+}
+
+// An aggregator with the trust layer on cannot resume: its checkpoint
+// does not hold the chains of its subjects.
+func TestResumeWithTrustFails(t *testing.T) {
+	a, _, _, _ := trustTest(t, 2, 6)
+	train(a, make([]float64, 12))
+	err := a.Resume(a.Checkpoint())
+	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
+		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
+	}
+}

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// advCategory is one kind of bad message a rogue sends, and what became
+// of them: refused by the broker, rejected (and counted) by their
+// receiver, or accepted.
+type advCategory struct {
+	Name    string
+	Sent    int64
+	Refused int64 // by the broker
+	// Rejected by the receiver: filled from the run's summary, under the
+	// receiver's reasons.
+	Rejected int64
+	reasons  []string // summary.json rejection keys of this category
+	// what the rogue does
+	how string
+}
+
+// Accepted is what neither the broker nor the receiver stopped.
+func (c *advCategory) Accepted() int64 { return c.Sent - c.Refused - c.Rejected }
+
+// rogue is a malicious client of a run with the trust layer on: it holds
+// party 1's key (a compromised or dishonest participant) and tries what
+// the issue's adversary does, on the run's real broker.
+type rogue struct {
+	url, run string
+	key      *trust.Key // party 1's
+	scale    int        // messages per category (at least 1)
+
+	mu        sync.Mutex
+	refusals  []string
+	cats      []*advCategory
+	byName    map[string]*advCategory
+	codec     *schemas.Codec
+	unknowKey *trust.Key
+}
+
+func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
+	k, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	r := &rogue{url: url, run: run, key: key, scale: max(scale, 1), byName: map[string]*advCategory{}, codec: schemas.NewCodec(), unknowKey: k}
+	for _, c := range []*advCategory{
+		{Name: "anonymous-connection", how: "connect without a key"},
+		{Name: "other-party-subject", how: "publish on another party's or the aggregator's subjects (forged outputs, replies, controls)"},
+		{Name: "read-others", how: "subscribe to another party's replies, to the run, to everything"},
+		{Name: "stream-admin", how: "delete, purge, limit the stream; delete or get a message; an unfiltered consumer or one on another party's replies"},
+		{Name: "junk", how: "random bytes on its own output subject", reasons: []string{"decode", "version", "shape", "range", "party", "other"}},
+		{Name: "unsigned-jump", how: "well-formed outputs whose sequence numbers jump ahead, unsigned", reasons: []string{"trust-gap"}},
+		{Name: "replay", how: "well-formed outputs that reuse sequence numbers already used", reasons: []string{"trust-replay"}},
+		{Name: "forged-signature", how: "hellos with the next sequence number and a forged signature", reasons: []string{"trust-bad_signature"}},
+		{Name: "unknown-key", how: "hellos signed with a key that is not in the roster", reasons: []string{"trust-unknown_key"}},
+		{Name: "unsigned-hello", how: "hellos without a signature (every hello must be signed)", reasons: []string{"trust-unsigned"}},
+	} {
+		r.cats = append(r.cats, c)
+		r.byName[c.Name] = c
+	}
+	return r, nil
+}
+
+func (r *rogue) conn() (*nats.Conn, error) {
+	return nats.Connect(r.url, r.key.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(r.run, "party-1")),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			r.mu.Lock()
+			r.refusals = append(r.refusals, fmt.Sprintf("disconnected: %v", err))
+			r.mu.Unlock()
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			r.mu.Lock()
+			r.refusals = append(r.refusals, err.Error())
+			r.mu.Unlock()
+		}))
+}
+
+func (r *rogue) subject(k schemas.Kind, m int) string { return schemas.Subject(r.run, k, m) }
+
+// attack sends everything; the broker's refusals of publishes and
+// subscriptions arrive asynchronously and are counted at the end.
+func (r *rogue) attack(ctx context.Context) error {
+	n := r.scale
+	nc, err := r.conn()
+	if err != nil {
+		return fmt.Errorf("rogue: %w", err)
+	}
+	defer nc.Close()
+	// Other subjects.
+	other := r.byName["other-party-subject"]
+	targets := []string{r.subject(schemas.KindOutput, 2), r.subject(schemas.KindReply, 1), r.subject(schemas.KindControl, 0),
+		r.subject(schemas.KindHello, 2), r.subject(schemas.KindEval, 2), trust.ReceiptSubject(r.run, 2)}
+	for i := range n {
+		other.Sent++
+		_ = nc.Publish(targets[i%len(targets)], r.output(2, uint64(1<<20+i)))
+	}
+	// Reading others.
+	read := r.byName["read-others"]
+	for _, s := range []string{r.subject(schemas.KindReply, 2), schemas.All(r.run), ">"} {
+		read.Sent++
+		_, _ = nc.SubscribeSync(s)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("rogue: after publishing on others' subjects: %w", err)
+	}
+	// The stream's API.
+	admin := r.byName["stream-admin"]
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("rogue: %w", err)
+	}
+	stream := broker.StreamName(r.run)
+	calls := []func(context.Context) error{
+		func(ctx context.Context) error { return js.DeleteStream(ctx, stream) },
+		func(ctx context.Context) error {
+			_, err := js.UpdateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{schemas.All(r.run)}, MaxMsgs: 10, DenyDelete: true, DenyPurge: true})
+			return err
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			return s.Purge(ctx)
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			return s.DeleteMsg(ctx, 1)
+		},
+		func(ctx context.Context) error {
+			s, err := js.Stream(ctx, stream)
+			if err != nil {
+				return err
+			}
+			_, err = s.GetMsg(ctx, 1)
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Name: "party-1-ctl_1"})
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{NamePrefix: "party-1-reply", FilterSubjects: []string{r.subject(schemas.KindReply, 2)}})
+			return err
+		},
+	}
+	for _, call := range calls {
+		admin.Sent++
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if call(cctx) != nil {
+			admin.Refused++
+		}
+		cancel()
+	}
+	// Its own subjects: the receiver's turn.
+	out1, join1 := r.subject(schemas.KindOutput, 1), r.subject(schemas.KindHello, 1)
+	junk := r.byName["junk"]
+	for i := range n {
+		b := make([]byte, 1+i%64)
+		rand.Read(b)
+		b[0] = 0xc1 // never used by msgpack: the rest is random, the whole undecodable
+		junk.Sent++
+		_ = nc.Publish(out1, b)
+	}
+	jump := r.byName["unsigned-jump"]
+	for i := range n {
+		jump.Sent++
+		_ = nc.Publish(out1, r.output(1, uint64(1<<30+i)))
+	}
+	replay := r.byName["replay"]
+	for i := range n {
+		replay.Sent++
+		_ = nc.Publish(out1, r.output(1, uint64(1+i%4)))
+	}
+	forged := r.byName["forged-signature"]
+	unknown := r.byName["unknown-key"]
+	unsigned := r.byName["unsigned-hello"]
+	for i := range n {
+		hello := r.hello()
+		var head trust.Hash
+		rand.Read(head[:])
+		sig := trust.SignHead(r.key, "party-1", r.run, join1, 2, head) // the head is not the message's: it does not verify
+		sig.Sig[i%64] ^= 1
+		forged.Sent++
+		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{sig.Header()}}})
+		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, 2, head)
+		unknown.Sent++
+		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{usig.Header()}}})
+		unsigned.Sent++
+		_ = nc.Publish(join1, hello)
+	}
+	if err := nc.Flush(); err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return fmt.Errorf("rogue: after publishing on its own subjects: %w (%d refusals, last %q)", err, len(r.refusals), r.refusals[max(0, len(r.refusals)-1):])
+	}
+	// Anonymous connections.
+	anon := r.byName["anonymous-connection"]
+	for range min(n, 10) {
+		anon.Sent++
+		if nc, err := nats.Connect(r.url, nats.MaxReconnects(0), nats.Timeout(time.Second)); err != nil {
+			anon.Refused++
+		} else {
+			nc.Close()
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the broker's asynchronous refusals
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.refusals {
+		switch e = strings.ToLower(e); {
+		case strings.Contains(e, `permissions violation for publish to "asyrevel.`):
+			other.Refused++ // (the stream API calls above are refused too, and counted there)
+		case strings.Contains(e, "permissions violation for subscription"):
+			read.Refused++
+		}
+	}
+	return nil
+}
+
+// output is a well-formed PartyOutput of party m with sequence number seq.
+func (r *rogue) output(m int, seq uint64) []byte {
+	b, err := r.codec.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: uint16(m), Seq: seq},
+		IDs: []uint32{1}, C: []float64{0.5}, CHat: []float64{0.6}})
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(nil), b...)
+}
+
+// hello is a well-formed Hello of party 1 with sequence number 2.
+func (r *rogue) hello() []byte {
+	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 2}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
+	if err != nil {
+		panic(err)
+	}
+	return append([]byte(nil), b...)
+}
+
+// settle fills each category's receiver rejections from the run's
+// summary (its "aggregator:<reason>" counts).
+func (r *rogue) settle(rejected map[string]int64) {
+	for _, c := range r.cats {
+		for _, reason := range c.reasons {
+			c.Rejected += rejected["aggregator:"+reason]
+		}
+	}
+}
+
+// adversaryRun trains on the embedded broker with the trust layer on
+// while a rogue holding party 1's key sends scale bad messages of each
+// category; it returns the summary, the rogue and the output folder.
+//
+// With stopAfter, the run stops half a second after the attack
+// (cfg.StopWhen); otherwise at its own end, which must come after the
+// attack is over.
+func adversaryRun(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.Summary, *rogue, string, error) {
+	out := cfg.Out
+	keys := filepath.Join(out, "keys")
+	urls := make(chan string, 1)
+	injected := make(chan error, 1)
+	var rg *rogue
+	var once sync.Once
+	var attacked atomic.Bool // the rogue is done: the run may stop
+	var doneAt time.Time
+	stopWhen := func() bool {
+		if !attacked.Load() {
+			return false
+		}
+		if doneAt.IsZero() {
+			doneAt = time.Now()
+		}
+		return time.Since(doneAt) > 500*time.Millisecond // its last messages reach the aggregator
+	}
+	if stopAfter {
+		cfg.StopWhen = stopWhen
+	}
+	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }}
+	prev := cfg.OnPoint
+	cfg.OnPoint = func(pt aggregator.Point) {
+		if prev != nil {
+			prev(pt)
+		}
+		once.Do(func() {
+			go func() {
+				// The first point comes at the start: let every party
+				// send a few requests first (the replays reuse their
+				// first sequence numbers).
+				time.Sleep(time.Second)
+				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
+				if err == nil {
+					rg, err = newRogue(<-urls, cfg.Run, key, scale)
+				}
+				if err == nil {
+					err = rg.attack(ctx)
+				}
+				attacked.Store(true)
+				injected <- err
+			}()
+		})
+	}
+	s, err := run.Train(ctx, cfg)
+	if err != nil {
+		return nil, nil, out, err
+	}
+	select {
+	case err := <-injected:
+		if err != nil {
+			return nil, nil, out, err
+		}
+	case <-time.After(30 * time.Second):
+		return nil, nil, out, fmt.Errorf("the rogue never finished (the run ended after %d steps, %d points)", s.Steps, len(s.Curve))
+	}
+	if !attacked.Load() {
+		return nil, nil, out, errors.New("the run ended before the attack did: make it longer")
+	}
+	rg.settle(s.Rejected)
+	return s, rg, out, nil
+}
+
+func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment adversary", "asyrevel experiment adversary [--quick] [--scale N]\n\n"+
+		"Trains on a9a with 8 parties on the embedded broker, with the trust layer on,\n"+
+		"while a rogue holding party 1's key sends N bad messages of each category\n"+
+		"(anonymous connections, other parties' subjects, reading others' traffic,\n"+
+		"stream deletion, purge and limits, junk, sequence jumps, replays, forged\n"+
+		"signatures, keys not in the roster, unsigned hellos); then the same run without\nthe rogue.\n"+
+		"Writes adversary.csv (category, sent, refused_by_broker, rejected_by_receiver,\n"+
+		"accepted) and says whether the accuracy moved and the audit of the log passed.", stderr)
+	f := newExpFlags(fs)
+	scale := fs.Int("scale", 1500, "bad messages per category (the broker-side categories send fewer)")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	// Both runs train for the same time, long enough for the attack to be
+	// over before the end.
+	dur := 20 * time.Second
+	if f.quick {
+		dur = 8 * time.Second
+		if !flagGiven(fs, "scale") {
+			*scale = 150
+		}
+	}
+	data, err := a9aData(f, 8)
+	if err != nil {
+		return err
+	}
+	quiet := log.Level(zerolog.ErrorLevel) // the aggregator warns of every rejection
+	base := func(runID, out string) run.Config {
+		return run.Config{Loaded: data, Parties: 8, Duration: dur, Seed: f.seed, Run: runID, Out: out, Log: quiet}
+	}
+	tmp, err := os.MkdirTemp("", "asyrevel-adversary-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	log.Info().Int("scale", *scale).Msg("training under attack")
+	s, rg, out, err := adversaryRun(ctx, *scale, false, base("adversary", filepath.Join(tmp, "attacked")))
+	if err != nil {
+		return err
+	}
+	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
+	if err != nil {
+		return err
+	}
+	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	if err != nil {
+		return err
+	}
+	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: "adversary"})
+	if err != nil {
+		return err
+	}
+	rep, err := auditLog(ctx, func(fn func(*replay.Record)) error { return eachRecord(ctx, lg, fn) }, roster, receipts)
+	lg.Close()
+	if err != nil {
+		return err
+	}
+	log.Info().Msg("the same run without the rogue")
+	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("category,sent,refused_by_broker,rejected_by_receiver,accepted\n")
+	var total, accepted int64
+	for _, c := range rg.cats {
+		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
+		total += c.Sent
+		accepted += max(c.Accepted(), 0)
+	}
+	path := filepath.Join(f.out, "adversary.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, b.String())
+	verdict := "intact"
+	if !rep.Intact() {
+		verdict = "NOT intact"
+	}
+	fmt.Fprintf(stdout, "%d bad messages, %d accepted; test accuracy %.2f%% under attack, %.2f%% clean (%+.2f points); audit: %s, %d messages rejected by their receiver; %s\n",
+		total, accepted, 100*s.TestAccuracy, 100*clean.TestAccuracy, 100*(s.TestAccuracy-clean.TestAccuracy), verdict, sumCounts(rep.Rejected), path)
+	if accepted > 0 || !rep.Intact() {
+		return errors.New("the adversary got through")
+	}
+	return nil
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

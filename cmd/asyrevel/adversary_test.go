@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// A run on the real embedded broker with the trust layer on receives a
+// few hundred bad messages from a rogue holding party 1's key, and
+// anonymous connections: every one is refused by the broker or rejected
+// and counted by the aggregator, the run learns and ends with its
+// summary, and the audit of its log passes.
+func TestAdversary(t *testing.T) {
+	ctx := context.Background()
+	s, rg, out, err := adversaryRun(ctx, 40, true, run.Config{
+		Synthetic: &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3},
+		Parties:   4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: time.Minute, Seed: 1, Run: "adv",
+		Out: t.TempDir(), Log: zerolog.Nop(), EvalEvery: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, c := range rg.cats {
+		total += c.Sent
+		if c.Sent == 0 || c.Accepted() != 0 {
+			t.Errorf("%s: sent %d, refused by the broker %d, rejected by the receiver %d, accepted %d",
+				c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
+		}
+	}
+	if total < 300 {
+		t.Errorf("only %d bad messages", total)
+	}
+	if s.TestAccuracy < 0.90 {
+		t.Errorf("test accuracy %.4f under attack", s.TestAccuracy)
+	}
+	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	if err != nil || len(receipts) < 4 {
+		t.Fatalf("%d receipts: %v", len(receipts), err)
+	}
+	log, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: "adv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	rep, err := auditLog(ctx, func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }, roster, receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() {
+		t.Fatalf("audit after the attack: %v %v", rep.Counts, rep.Problems)
+	}
+	var rejected uint64
+	for _, n := range rep.Rejected {
+		rejected += n
+	}
+	if rejected < uint64(5*40) {
+		t.Errorf("the audit lists %d rejected messages, want the rogue's %d on its own subjects", rejected, 6*40)
+	}
+}

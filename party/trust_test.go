@@ -1,0 +1,246 @@
+package party
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+// testKeys makes run's roster with q parties and returns it, party 2's
+// key and the aggregator's publisher on party 2's reply subject.
+func testKeys(t testing.TB, run string, q int) (*trust.Roster, *trust.Key, *trust.Publisher) {
+	t.Helper()
+	r, keys, err := trust.GenerateRun(run, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := trust.NewOutbox(r, keys[0], trust.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := out.Publisher(schemas.Subject(run, schemas.KindReply, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, keys[2], pub
+}
+
+// Replies that the trust layer refuses are counted by reason and leave
+// the parameters alone; genuine replies after them still apply.
+func TestTrustRejectsForgedReplies(t *testing.T) {
+	r, key, agg := testKeys(t, "t", 2)
+	_, other, err := trust.GenerateRun("t", 2) // keys of another roster: unknown to this one
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: key, Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	if err := p.request(); err != nil {
+		t.Fatal(err)
+	}
+	c := schemas.NewCodec()
+	subj := schemas.Subject("t", schemas.KindReply, 2)
+	reply := func(seq uint64, hbar float64) []byte {
+		b, err := c.Marshal(&schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: seq},
+			ReqSeq: p.ring[p.head].seq, H: []float64{0.5}, HBar: []float64{hbar}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(b)
+	}
+	// A signature by key over (reply subject, seq, head of data).
+	signWith := func(k *trust.Key, signer string, seq uint64, data []byte) string {
+		ch := trust.NewChain("t", subj)
+		ch.Reset(seq-1, agg.Head())
+		sig := trust.SignHead(k, signer, "t", subj, seq, ch.Compute(seq, data))
+		return sig.Header()
+	}
+	w := slices.Clone(p.w)
+	for _, tc := range []struct {
+		name   string
+		d      func() *delivery
+		reason string
+	}{
+		{"signed by another party", func() *delivery {
+			data := reply(1, 0.7)
+			return &delivery{subject: subj, data: data, sig: signWith(key, "party-2", 1, data)}
+		}, "trust-wrong_signer"},
+		{"unknown key", func() *delivery {
+			data := reply(1, 0.7)
+			return &delivery{subject: subj, data: data, sig: signWith(other[0], "aggregator", 1, data)}
+		}, "trust-bad_signature"},
+		{"malformed signature", func() *delivery {
+			return &delivery{subject: subj, data: reply(1, 0.7), sig: "aggregator.xyz"}
+		}, "trust-bad_signature"},
+		{"gap, unsigned", func() *delivery { return &delivery{subject: subj, data: reply(5, 0.7)} }, "trust-gap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := p.Stats().Rejected[tc.reason]
+			p.handle(context.Background(), tc.d())
+			if got := p.Stats().Rejected[tc.reason] - before; got != 1 {
+				t.Fatalf("rejected %v, want one %s", p.Stats().Rejected, tc.reason)
+			}
+			if !slices.Equal(p.w, w) || p.stats.Steps != 0 {
+				t.Fatal("a rejected reply changed the parameters")
+			}
+		})
+	}
+	// The genuine reply, then a replay of it.
+	data := reply(agg.Next(), 0.7)
+	d := &delivery{subject: subj, data: data}
+	d.sign(agg.Append(data, true))
+	p.handle(context.Background(), d)
+	if p.stats.Steps != 1 {
+		t.Fatalf("the genuine reply was not applied: %v", p.Stats().Rejected)
+	}
+	p.handle(context.Background(), d)
+	if got := p.Stats().Rejected["trust-replay"]; got != 1 || p.stats.Steps != 1 {
+		t.Fatalf("replayed reply: rejected %v, %d steps", p.Stats().Rejected, p.stats.Steps)
+	}
+	// The party's own messages are chained and the hello signed.
+	if v := s.n; v != 2 {
+		t.Fatalf("%d messages published", v)
+	}
+}
+
+// A party joins after controls addressed to others: its first control
+// has a sequence number above 1 and is accepted on its signature; an
+// unsigned control is not.
+func TestTrustLateControl(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := out.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	c := schemas.NewCodec()
+	send := func(op schemas.ControlKind, signed bool) {
+		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: op, Round: 1, Splits: schemas.EvalTrain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &delivery{subject: ctl.Subject(), data: slices.Clone(b)}
+		st := ctl.Append(d.data, false)
+		if signed {
+			d.sign(st)
+		}
+		p.handle(context.Background(), d)
+	}
+	ctl.Append([]byte("a control party 2 never saw"), false)
+	ctl.Append([]byte("another"), false)
+	send(schemas.CtlStart, true)
+	if !p.started || s.n != 1 {
+		t.Fatalf("the late start was not accepted: started %v, %d published, rejected %v", p.started, s.n, p.Stats().Rejected)
+	}
+	send(schemas.CtlEval, false)
+	if got := p.Stats().Rejected["trust-unsigned"]; got != 1 || s.n != 1 {
+		t.Fatalf("unsigned control: rejected %v, %d published", p.Stats().Rejected, s.n)
+	}
+}
+
+// The party countersigns a checkpoint that matches what it sent and
+// received, keeps the receipt and publishes it; it refuses one that
+// claims another head for its own subject.
+func TestTrustCheckpoints(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r, Receipts: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	if err := p.request(); err != nil { // out.2 seq 1
+		t.Fatal(err)
+	}
+	agg, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := agg.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	c := schemas.NewCodec()
+	outSubj := schemas.Subject("t", schemas.KindOutput, 2)
+	head, _ := p.Outbox().HeadAt(outSubj, 1)
+	seal := func(n uint64, h trust.Hash) {
+		cp, err := trust.NewCheckpoint("t", n, false, time.Now(), 0, []trust.Entry{{Subject: outSubj, Seq: 1, Head: h}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cp.Sign(keys[0], trust.AggregatorID); err != nil {
+			t.Fatal(err)
+		}
+		hv, _ := trust.EncodeCheckpointHeader(cp)
+		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: schemas.CtlSeal,
+			Round: uint32(n), Reason: cp.Digest().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &headerDelivery{delivery: delivery{subject: ctl.Subject(), data: slices.Clone(b)}, cp: hv}
+		d.sign(ctl.Append(d.data, false))
+		p.handle(context.Background(), d)
+	}
+	seal(1, trust.Hash{7}) // a lie about party 2's own output
+	if st := p.Stats(); st.Receipts != 0 || st.Rejected["trust-checkpoint"] != 1 {
+		t.Fatalf("a false checkpoint: %d receipts, rejected %v", st.Receipts, st.Rejected)
+	}
+	before := s.n
+	seal(2, head)
+	if st := p.Stats(); st.Receipts != 1 || s.n != before+1 {
+		t.Fatalf("a true checkpoint: %d receipts, %d published, rejected %v", st.Receipts, s.n-before, st.Rejected)
+	}
+	rcs, err := trust.ReadReceipts(dir)
+	if err != nil || len(rcs) != 1 || rcs[0].Verify(r) != nil || rcs[0].Checkpoint.Number != 2 {
+		t.Fatalf("kept receipts %v: %v", rcs, err)
+	}
+}
+
+// headerDelivery adds the checkpoint header to a signed delivery.
+type headerDelivery struct {
+	delivery
+	cp string
+}
+
+func (d *headerDelivery) Header(k string) string {
+	if k == trust.CheckpointHeader {
+		return d.cp
+	}
+	return d.delivery.Header(k)
+}
+
+// A party with the trust layer on cannot resume: its checkpoint does not
+// hold the chains, and numbering its messages anew would break them.
+func TestResumeWithTrustFails(t *testing.T) {
+	r, key, _ := testKeys(t, "t", 2)
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: key, Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Resume(p.Checkpoint())
+	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
+		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
+	}
+}

@@ -1,0 +1,280 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// TrustConfig is the trust layer's part of a Config (package trust).
+type TrustConfig struct {
+	// Off turns the trust layer off: messages are neither signed nor
+	// verified, and the embedded broker admits anyone (for measuring the
+	// layer's cost; never across organisations).
+	Off bool
+	// KeyFile and RosterFile are this participant's key (a seed file of
+	// asyrevel keys) and the run's roster, for Aggregate and Participate;
+	// without them those run without the trust layer. Train makes the
+	// run's keys itself, in KeysDir.
+	KeyFile, RosterFile string
+	// KeysDir is where Train writes the run's keys and roster ("" =
+	// OUT/keys, else a temporary folder removed at the end).
+	KeysDir string
+	// Receipts is the folder where a party writes its receipts ("" =
+	// OUT/receipts for Train; none for Participate unless set).
+	Receipts string
+	// Sign says how often senders sign (zero values: the package's
+	// defaults, every 1,024 messages or 100 ms).
+	Sign trust.Policy
+	// OnBroker, if set, is called by Train with the embedded broker's
+	// URL once it runs (adversary tests and experiments).
+	OnBroker func(url string)
+}
+
+// runTrust is the trust material of the participants a process runs.
+type runTrust struct {
+	roster *trust.Roster
+	keys   map[int]*trust.Key // by participant index: 0 the aggregator, m party m
+	tmp    string             // a temporary keys folder to remove
+}
+
+// key is participant m's key, nil without the trust layer.
+func (t *runTrust) key(m int) *trust.Key {
+	if t == nil {
+		return nil
+	}
+	return t.keys[m]
+}
+
+func (t *runTrust) rosterOrNil() *trust.Roster {
+	if t == nil {
+		return nil
+	}
+	return t.roster
+}
+
+func (t *runTrust) close() {
+	if t != nil && t.tmp != "" {
+		os.RemoveAll(t.tmp)
+	}
+}
+
+// makeRunKeys makes the keys of every participant of a Train run and
+// writes them with the roster to cfg.Trust.KeysDir, OUT/keys or a
+// temporary folder.
+func makeRunKeys(cfg *Config) (*runTrust, error) {
+	if cfg.Trust.Off {
+		return nil, nil
+	}
+	r, keys, err := trust.GenerateRun(cfg.Run, cfg.Parties)
+	if err != nil {
+		return nil, fmt.Errorf("%w: making the run's keys: %w", ErrConfig, err)
+	}
+	t := &runTrust{roster: r, keys: make(map[int]*trust.Key, len(keys))}
+	for m, k := range keys {
+		t.keys[m] = k
+	}
+	dir := cfg.Trust.KeysDir
+	switch {
+	case dir == "" && cfg.Out != "":
+		dir = filepath.Join(cfg.Out, "keys")
+	case dir == "":
+		if dir, err = os.MkdirTemp("", "asyrevel-keys-"); err != nil {
+			return nil, err
+		}
+		t.tmp = dir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("keys folder: %w", err)
+	}
+	// A run's keys replace an earlier run's in the same folder (OUT/keys
+	// describes one run, as OUT/summary.json does).
+	if err := r.WriteFile(filepath.Join(dir, "roster.json"), true); err != nil {
+		return nil, err
+	}
+	for m, k := range keys {
+		id := trust.AggregatorID
+		if m > 0 {
+			id = trust.PartyID(m)
+		}
+		if err := trust.WriteKeyFile(filepath.Join(dir, id+".nk"), k, true); err != nil {
+			return nil, err
+		}
+	}
+	if t.tmp == "" {
+		cfg.Log.Info().Str("keys", dir).Msg("the run's keys and roster (asyrevel audit verify --roster " + filepath.Join(dir, "roster.json") + ")")
+	}
+	return t, nil
+}
+
+// readKeys reads the key and roster of participant m (0: the aggregator)
+// from cfg.Trust's files; nil, nil when none are given.
+func readKeys(cfg *Config, m int) (*runTrust, error) {
+	tc := &cfg.Trust
+	if tc.Off || (tc.KeyFile == "" && tc.RosterFile == "") {
+		return nil, nil
+	}
+	if tc.KeyFile == "" || tc.RosterFile == "" {
+		return nil, fmt.Errorf("%w: --key and --roster go together", ErrConfig)
+	}
+	r, err := trust.ReadRoster(tc.RosterFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if r.Run != cfg.Run {
+		return nil, fmt.Errorf("%w: the roster %s is run %s's, not %s's (--run)", ErrConfig, tc.RosterFile, r.Run, cfg.Run)
+	}
+	if r.Parties() != cfg.Parties {
+		return nil, fmt.Errorf("%w: the roster %s has %d parties, the run %d (--parties)", ErrConfig, tc.RosterFile, r.Parties(), cfg.Parties)
+	}
+	k, err := trust.ReadKeyFile(tc.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	self, err := r.Identify(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, tc.KeyFile, err)
+	}
+	if self.Index() != m {
+		want := trust.AggregatorID
+		if m > 0 {
+			want = trust.PartyID(m)
+		}
+		return nil, fmt.Errorf("%w: %s is %s's key in the roster, not %s's", ErrConfig, tc.KeyFile, self.ID, want)
+	}
+	return &runTrust{roster: r, keys: map[int]*trust.Key{m: k}}, nil
+}
+
+// receiptsDir is where party m writes its receipts ("" = none).
+func (cfg *Config) receiptsDir(m int) string {
+	if cfg.trust.key(m) == nil {
+		return ""
+	}
+	if cfg.Trust.Receipts != "" {
+		return cfg.Trust.Receipts
+	}
+	if cfg.Out != "" {
+		return filepath.Join(cfg.Out, "receipts", trust.PartyID(m))
+	}
+	return ""
+}
+
+// warnUntrusted says when a separate participant runs without the trust
+// layer.
+func warnUntrusted(cfg *Config) {
+	if cfg.trust == nil && !cfg.Trust.Off {
+		cfg.Log.Warn().Msg("no --key and --roster: messages are neither signed nor verified (asyrevel keys makes them)")
+	}
+}
+
+// serverAuth is the embedded broker's users when the trust layer is on:
+// the roster's participants with trust.RunPolicy's permissions, and an
+// operator for this process's own counting connection. Anonymous
+// connections are then refused. nil without the trust layer.
+func (n *network) serverAuth() (func(*server.Options), error) {
+	t := n.cfg.trust
+	if t == nil {
+		return nil, nil
+	}
+	if d := broker.Design(n.cfg.Design); d != "" && d != broker.DesignCapture && d != broker.DesignCore {
+		// Their consumers read two subjects at once (a party's replies and
+		// the controls), which a permission cannot restrict by filter.
+		n.cfg.Log.Warn().Str("design", string(d)).Msg("the embedded broker admits anyone with this design: per-participant permissions need the capture or core design (messages are still signed and verified)")
+		return nil, nil
+	}
+	grants, err := t.roster.Grants(trust.RunPolicy(t.roster, true))
+	if err != nil {
+		return nil, fmt.Errorf("broker permissions: %w", err)
+	}
+	op, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	n.op = op
+	users := append(trust.NkeyUsers(grants), trust.OperatorUser(t.roster.Run, op.PublicKey()))
+	return func(o *server.Options) { o.Nkeys = users }, nil
+}
+
+// authorize makes connection name (a participant's id, or another
+// connection of this process) authenticate as the roster says, use its
+// own inbox and name its consumers as its permissions grant them.
+func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
+	t := n.cfg.trust
+	if t == nil {
+		return
+	}
+	run := t.roster.Run
+	if n.srv != nil && n.op == nil {
+		return // an embedded broker without users
+	}
+	if p, ok := t.roster.Participant(name); ok && t.key(p.Index()) != nil {
+		k := t.key(p.Index())
+		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, name)))
+		jc.ConsumerName = func(filters []string) string { return trust.ConsumerPrefix(name, filters) }
+		jc.LiveNew = true
+		// Create the stream if it is missing, never change it.
+		jc.CreateOnly = true
+		return
+	}
+	if n.op != nil {
+		jc.Options = append(jc.Options, n.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, trust.OperatorID)))
+		jc.NoCreate = true
+		return
+	}
+	// A separate participant's other connections (the counts at the end)
+	// go as that participant.
+	for m, k := range t.keys {
+		id := trust.AggregatorID
+		if m > 0 {
+			id = trust.PartyID(m)
+		}
+		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, id)))
+		jc.NoCreate = true
+		return
+	}
+}
+
+// RosterBroker is what a broker that serves one run of known
+// participants needs (asyrevel broker --roster): Configure admits only
+// the roster's participants, with trust.RunPolicy's permissions, and an
+// operator; CreateStream then makes the run's stream through the
+// operator (limits retention, DenyDelete, DenyPurge), so that no
+// participant ever needs to create it.
+type RosterBroker struct {
+	Roster *trust.Roster
+	op     *trust.Key
+	users  []*server.NkeyUser
+}
+
+// NewRosterBroker prepares the users of roster r's broker.
+func NewRosterBroker(r *trust.Roster) (*RosterBroker, error) {
+	grants, err := r.Grants(trust.RunPolicy(r, true))
+	if err != nil {
+		return nil, fmt.Errorf("broker permissions: %w", err)
+	}
+	op, err := trust.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	return &RosterBroker{Roster: r, op: op, users: append(trust.NkeyUsers(grants), trust.OperatorUser(r.Run, op.PublicKey()))}, nil
+}
+
+// Configure sets the server's users (broker.ServerConfig.Configure).
+func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
+
+// CreateStream creates the run's stream on srv if it is missing.
+func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) error {
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
+		CreateOnly: true, Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
+	if err != nil {
+		return fmt.Errorf("creating run %s's stream: %w", b.Roster.Run, err)
+	}
+	return bus.Close()
+}
