@@ -138,6 +138,11 @@ type Config struct {
 
 	// Trust: keys, roster, signatures, receipts (trust.go).
 	Trust TrustConfig
+	// TLS, for a connection to an external broker (NATS set): the
+	// participant's certificate and key (mutual TLS, both or neither) and
+	// the authorities that sign the broker's certificate. The embedded
+	// broker listens on loopback only and takes no TLS.
+	TLS   trust.TLSFiles
 	trust *runTrust
 }
 
@@ -265,6 +270,14 @@ func (c *Config) defaults() error {
 	}
 	if c.Parties == 0 {
 		c.Parties = 8
+	}
+	if c.TLS.Enabled() && c.NATS == "" && c.Bus != "memory" {
+		return fmt.Errorf("%w: the TLS files are for a connection to an external broker (--nats); the embedded broker listens on loopback only", ErrConfig)
+	}
+	if c.TLS.Enabled() {
+		if _, err := trust.ClientTLS(c.TLS, ""); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if c.Model == "" {
 		c.Model = "linear"
@@ -1377,6 +1390,13 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		jc.Server, jc.URL = nodes[n.next%len(nodes)], ""
 		jc.Replicas = min(3, len(nodes))
 		n.next++
+	}
+	if n.cfg.TLS.Enabled() && n.srv == nil && n.cluster == nil {
+		tc, err := trust.ClientTLS(n.cfg.TLS, "")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		jc.Options = append(jc.Options, nats.Secure(tc))
 	}
 	plain := jc
 	n.authorize(&jc, name)

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -18,6 +20,7 @@ import (
 // brokerFlags are the flags of asyrevel broker.
 type brokerFlags struct {
 	store, host, name, clusterName, routes, log, roster string
+	tls                                                 trust.TLSFiles
 	port, clusterPort                                   int
 }
 
@@ -30,6 +33,9 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.StringVar(&f.clusterName, "cluster-name", "", "join a JetStream cluster of this name: three brokers with the same name and\nroutes to each other keep every run's stream on three nodes")
 	fs.IntVar(&f.clusterPort, "cluster-port", broker.DefaultClusterPort, "port for routes from the other nodes (with --cluster-name)")
 	fs.StringVar(&f.log, "log", "warn", "the server's log level: debug, info, warn, error (info shows the cluster's\nroutes and leader elections)")
+	fs.StringVar(&f.tls.Cert, "tls-cert", "", "PEM `FILE` of the broker's certificate: clients must then connect with TLS\n(with --tls-key)")
+	fs.StringVar(&f.tls.Key, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+	fs.StringVar(&f.tls.CA, "tls-ca", "", "PEM `FILE` of the authorities that sign the clients' certificates: mutual TLS,\nevery client must present one (with --tls-cert)")
 	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): admit only its participants (asyrevel keys)")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
 	return f
@@ -99,6 +105,13 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		cfg.Configure = rb.Configure
 	}
+	if f.tls.Enabled() {
+		tc, err := trust.ServerTLS(f.tls)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		cfg.Configure = withTLS(cfg.Configure, tc)
+	}
 	srv, err := broker.StartServer(ctx, cfg)
 	if err != nil {
 		return err
@@ -120,4 +133,16 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	srv.Shutdown()
 	fmt.Fprintln(stdout, "broker stopped")
 	return nil
+}
+
+// withTLS adds a TLS configuration to a server's options after next.
+func withTLS(next func(*server.Options), tc *tls.Config) func(*server.Options) {
+	return func(o *server.Options) {
+		if next != nil {
+			next(o)
+		}
+		o.TLSConfig, o.TLS = tc, true
+		o.TLSVerify = tc.ClientAuth == tls.RequireAndVerifyClientCert
+		o.TLSTimeout = 2
+	}
 }

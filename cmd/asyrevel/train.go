@@ -206,6 +206,11 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.Trust.KeyFile, "key", "", "this participant's key `FILE` (asyrevel keys); with --roster, every message is\nsigned and every message received verified")
 			fs.StringVar(&c.Trust.RosterFile, "roster", "", "the run's roster.json (`FILE`: every participant's public key; asyrevel keys roster)")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.TLS.CA, "tls-ca", "", "PEM `FILE` of the authorities that sign the broker's certificate (TLS to --nats)")
+			fs.StringVar(&c.TLS.Cert, "tls-cert", "", "PEM `FILE` of this participant's certificate, for a broker that requires mutual TLS\n(with --tls-key)")
+			fs.StringVar(&c.TLS.Key, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+		}},
 		{roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Trust.Receipts, "receipts", "", "`DIR` where the party keeps its receipts: the aggregator's checkpoints of the log,\nchecked and countersigned (needs --key; asyrevel audit verify --receipts DIR)")
 		}},
