@@ -1031,12 +1031,11 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	}
 	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
-	a.res.Steps++
-	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
-		a.beginStop("step budget reached")
-	} else if a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration {
-		a.beginStop("duration reached")
+	if sent == 0 && !a.replaying {
+		return nil // the reply was not sent (the run fails): not a step
 	}
+	a.res.Steps++
+	a.checkBudget()
 	return nil
 }
 
