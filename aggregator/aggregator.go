@@ -31,6 +31,13 @@ var ErrInterrupted = errors.New("aggregator: interrupted")
 // an evaluation that got no answer, within the configured time.
 var ErrNoProgress = errors.New("no progress")
 
+// ErrStalled is returned by Run, with the result so far, when training
+// made no step for Config.EvalTimeout although evaluations were answered
+// (requests or replies lost in flight, a broker that lost them on a
+// crash): the parties are told to save their state, and a restart of
+// every participant with --resume recomputes what was lost.
+var ErrStalled = errors.New("training stalled")
+
 // Default waits; see Config.
 const (
 	DefaultJoinWait = 10 * time.Minute
@@ -102,6 +109,18 @@ type Config struct {
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
 
+	// OnCheckpoint, if set, is given the aggregator's state (checkpoint.go)
+	// once training starts, every CheckpointEvery (default
+	// DefaultCheckpointEvery) and when Run is interrupted; it is called
+	// from Run's goroutine, and c is valid only during the call.
+	OnCheckpoint    func(c *Checkpoint) error
+	CheckpointEvery time.Duration
+	// PartyTimeout is how long an evaluation round waits for a party that
+	// sends nothing before it counts that party as departed: training goes
+	// on without it and the evaluations use its last outputs until it
+	// sends again (default min(EvalTimeout/2, DefaultPartyTimeout); <0:
+	// never, the round waits EvalTimeout and aborts).
+	PartyTimeout time.Duration
 	// Key and Roster turn the trust layer on (package trust, trust.go):
 	// every reply and control is numbered per subject, chained and
 	// signed with Key (Sign says how often), and every party's message is
@@ -115,6 +134,9 @@ type Config struct {
 	// DefaultSealEvery, negative: only the final one, after the stop).
 	SealEvery time.Duration
 }
+
+// DefaultPartyTimeout bounds the default Config.PartyTimeout.
+const DefaultPartyTimeout = 30 * time.Second
 
 // Point is one evaluation: where the run was when it was requested.
 type Point struct {
@@ -159,6 +181,18 @@ type Result struct {
 	Refused map[int]string
 	Defense DefenseReport
 	Leakage *Leakage // with Config.ScoreLeakage
+	// Departed lists the parties that an evaluation round stopped waiting
+	// for (Config.PartyTimeout) and that had not come back at the end, and
+	// why; Timeouts counts the departures, Returned the parties that came
+	// back, EvalsWithout the evaluations scored with a departed party's
+	// last outputs.
+	Departed     map[int]string
+	Timeouts     int64
+	Returned     int64
+	EvalsWithout int64
+	// Recovery is what a resumed aggregator applied from the stream (nil
+	// for a run that was not resumed).
+	Recovery *Recovery
 	// Checkpoints counts the signed checkpoints of the log published
 	// (with Config.Key).
 	Checkpoints uint64
@@ -180,6 +214,8 @@ type round struct {
 	steps     int64
 	msgs      int64
 	next      [][2]uint32 // per party: next expected First for train and test
+	wait      []bool      // per party: the round waits for it (it had not departed)
+	without   bool        // a departed party's last outputs were used
 	requested time.Time
 	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
@@ -211,6 +247,7 @@ type Aggregator struct {
 	u0      []float64
 	hh      []float64 // h per sample of the current request
 	rng     *rand.Rand
+	pcg     *rand.PCG // rng's source, for checkpoints
 	phi0    float64
 	labels  []int32 // the labels the head trains on (randomised response may have changed some)
 	def     defense
@@ -255,10 +292,24 @@ type Aggregator struct {
 	subjReply  []string
 	stopReason string
 
-	replySeq []uint64        // by party: the last reply's sequence number, without trust
-	ctlSeq   uint64          // the last control's sequence number, without trust
-	tr       *aggTrust       // nil without Config.Key
-	dlv      broker.Delivery // the delivery being handled
+	// Checkpoints and recovery (checkpoint.go): departed parties, the
+	// recovery report of a resumed run, the recorded reply a request
+	// applied again must reproduce, the training time before the resume.
+	departed      []bool
+	resumed       *Recovery
+	replaying     bool
+	replayWant    []byte
+	trainedBefore time.Duration
+	ck            Checkpoint
+	ckNow         bool
+	stallSteps    int64
+	stallSince    time.Time
+	outbox        outbox
+	resumeOutbox  []Sent
+	replySeq      []uint64        // by party: the last reply's sequence number, without trust
+	ctlSeq        uint64          // the last control's sequence number, without trust
+	tr            *aggTrust       // nil without Config.Key
+	dlv           broker.Delivery // the delivery being handled
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -304,6 +355,12 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if cfg.PartyTimeout == 0 {
+		cfg.PartyTimeout = min(cfg.EvalTimeout/2, DefaultPartyTimeout)
+	}
 	if cfg.SealEvery == 0 {
 		cfg.SealEvery = DefaultSealEvery
 	}
@@ -325,11 +382,13 @@ func New(cfg Config) (*Aggregator, error) {
 		w0p:         make([]float64, np),
 		u0:          make([]float64, np),
 		hh:          make([]float64, cfg.MaxBatch),
-		rng:         rand.New(rand.NewPCG(cfg.Seed, 0)),
+		pcg:         newPCG(cfg.Seed),
+		departed:    make([]bool, q+1),
 		enc:         schemas.NewCodec(),
 		dec:         schemas.NewCodec(),
 		fin:         make(chan struct{}),
 	}
+	a.rng = rand.New(a.pcg)
 	if np > 0 {
 		a.phi0 = cfg.Dist.Phi(np)
 	}
@@ -366,6 +425,7 @@ func New(cfg Config) (*Aggregator, error) {
 		Published:    map[string]int64{},
 		Rejected:     map[string]int64{},
 		Refused:      map[int]string{},
+		Departed:     map[int]string{},
 	}
 	return a, nil
 }
@@ -377,13 +437,26 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	a.bus, a.ctx = bus, ctx
 	a.mu.Unlock()
 	run := a.cfg.Run
+	deliver, restDeliver := broker.DeliverAll, broker.DeliverAll
+	if a.resumed != nil {
+		// Every request of the stream again: those applied are skipped by
+		// their sequence numbers. Hellos and evaluations of the past are
+		// not needed.
+		a.mu.Lock()
+		a.start = time.Now().Add(-a.trainedBefore)
+		a.mu.Unlock()
+		if err := a.recover(ctx, bus); err != nil {
+			return nil, err
+		}
+		restDeliver = broker.DeliverNew
+	}
 	// The requests on a subscription of their own: a JetStream consumer
 	// with a single filter costs the broker less per message. Hellos and
 	// evaluation outputs need no order with the requests: requests only
 	// come after the start, which waits for every hello and the initial
 	// pass. The handler serialises the two.
 	sub, err := bus.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindOutput)},
-		broker.SubscribeOptions{Durable: "aggregator"}, a.handleOutputs)
+		broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}, a.handleOutputs)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}
@@ -391,7 +464,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	rest, err := bus.Subscribe(ctx, []string{
 		schemas.Filter(run, schemas.KindHello),
 		schemas.Filter(run, schemas.KindEval),
-	}, broker.SubscribeOptions{Durable: "aggregator-join"}, a.handle)
+	}, broker.SubscribeOptions{Durable: "aggregator-join", Deliver: restDeliver}, a.handle)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}
@@ -402,8 +475,11 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	a.mu.Lock()
 	a.joinProgress, a.lastNotice = time.Now(), time.Now()
 	a.mu.Unlock()
-	a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
+	if a.resumed == nil {
+		a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
+	}
 	var lastEval time.Duration
+	lastCk := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -412,11 +488,40 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.mu.Lock()
 			err := a.err
 			a.mu.Unlock()
+			if err != nil && ctx.Err() != nil {
+				// A publish that failed because ctx ended (a signal): an
+				// interruption, without a checkpoint (the state may count
+				// a reply that was not sent; the last one stands).
+				cause := context.Cause(ctx)
+				a.mu.Lock()
+				a.closed = true
+				if a.res.Training == 0 && !a.start.IsZero() {
+					a.res.Training = time.Since(a.start)
+				}
+				res := a.result()
+				a.mu.Unlock()
+				res.Interrupted = cause.Error()
+				if n := len(res.Curve); n > 0 {
+					res.Final = res.Curve[n-1]
+				}
+				return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
+			}
 			if err != nil {
 				// Let an abort sent to the parties reach the broker.
 				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				_ = bus.Flush(fctx)
 				cancel()
+				if errors.Is(err, ErrStalled) {
+					a.mu.Lock()
+					a.closed = true
+					res := a.result()
+					a.mu.Unlock()
+					res.Interrupted = err.Error()
+					if n := len(res.Curve); n > 0 {
+						res.Final = res.Curve[n-1]
+					}
+					return res, err
+				}
 				return nil, err
 			}
 			a.drain(ctx, bus)
@@ -431,6 +536,15 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			return res, nil
 		case <-tick.C:
+			if a.cfg.OnCheckpoint != nil {
+				a.mu.Lock()
+				due := a.phase == training && (a.ckNow || time.Since(lastCk) >= a.cfg.CheckpointEvery)
+				a.mu.Unlock()
+				if due {
+					lastCk = time.Now()
+					a.saveCheckpoint(ctx)
+				}
+			}
 			a.mu.Lock()
 			a.watch()
 			if a.phase == training && a.sealDue() {
@@ -469,6 +583,10 @@ func (a *Aggregator) watch() {
 	case a.cur != nil && (a.phase == training || a.phase == stopping):
 		c := a.cur
 		idle := now.Sub(c.progress)
+		if a.cfg.PartyTimeout > 0 && idle >= a.cfg.PartyTimeout {
+			a.leave(c, idle)
+			return
+		}
 		if idle >= a.cfg.EvalTimeout {
 			a.abort(fmt.Errorf("%w: evaluation round %d: no answer from %s for %v (--wait)", ErrNoProgress, c.id, a.missing(c), a.cfg.EvalTimeout))
 			return
@@ -477,6 +595,7 @@ func (a *Aggregator) watch() {
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for %s: evaluation round %d, no answer", a.missing(c), c.id)
 			a.lastNotice = now
 		}
+	case a.phase == training && a.stalled(now):
 	case a.phase == training && notice:
 		// Asynchronous training goes on without a silent party; say so.
 		var silent []string
@@ -568,11 +687,20 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 	reason := "interrupted: " + cause.Error()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if a.phase != done {
-		// The parties stop too; they need not wait for a deadline. (A
-		// checkpoint of w0, and a CtlCheckpoint to the parties before the
-		// stop, belong here once checkpoints exist.)
-		a.ctx = pctx
+	a.ctx = pctx
+	switch {
+	case a.phase == training && a.cfg.OnCheckpoint != nil:
+		// A pause, not an end: the state is saved and the parties are
+		// told to save theirs and wait; the run goes on with --resume.
+		a.control(schemas.CtlCheckpoint, 0, 0, reason+": the aggregator saved its state; it goes on when restarted with --resume")
+		a.res.Training = time.Since(a.start)
+		a.mu.Unlock()
+		a.saveCheckpoint(pctx)
+		a.mu.Lock()
+		a.phase = done
+		close(a.fin)
+	case a.phase != done:
+		// The parties stop too; they need not wait for a deadline.
 		a.control(schemas.CtlStop, 0, 0, reason)
 		a.seal(true)
 		if a.phase == training {
@@ -598,6 +726,16 @@ func (a *Aggregator) result() *Result {
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
 	r.Leakage.Defense = &r.Defense
+	r.Departed = map[int]string{}
+	for m, why := range a.res.Departed {
+		if a.departed[m] {
+			r.Departed[m] = why
+		}
+	}
+	if a.resumed != nil {
+		rec := *a.resumed
+		r.Recovery = &rec
+	}
 	if a.stN > 0 {
 		r.MeanStaleness = a.stSum / float64(a.stN)
 	}
@@ -622,6 +760,16 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(err)
 		return 0
 	}
+	if a.replaying {
+		// Applying again what was published before a crash (recover).
+		if kind != schemas.KindReply {
+			return len(data)
+		}
+		a.replayPublish(data)
+		a.res.Published[kind.String()]++
+		a.res.BytesOut += int64(len(data))
+		return len(data)
+	}
 	a.stamp(kind, to, data)
 	// No dedupe id: see party.publish.
 	a.msg.Subject = subject
@@ -630,6 +778,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
+	a.outbox.keep(m.Head().Seq, subject, data)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	return len(data)
@@ -772,6 +921,10 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		err = fmt.Errorf("%w: %s on the aggregator's subscription", schemas.ErrSubject, kind)
 	}
 	if err != nil {
+		if err == errApplied {
+			a.resumed.Skipped++
+			return
+		}
 		if kind == schemas.KindOutput {
 			a.res.RejectedOutputs++
 		}
@@ -856,8 +1009,14 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	default:
 		return fmt.Errorf("%w: request from party %d before start", schemas.ErrState, m)
 	}
+	if a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m] {
+		return errApplied // read again from the stream after a resume
+	}
 	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err
+	}
+	if a.departed[m] {
+		a.back(m)
 	}
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
@@ -872,12 +1031,11 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	}
 	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
-	a.res.Steps++
-	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
-		a.beginStop("step budget reached")
-	} else if a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration {
-		a.beginStop("duration reached")
+	if sent == 0 && !a.replaying {
+		return nil // the reply was not sent (the run fails): not a step
 	}
+	a.res.Steps++
+	a.checkBudget()
 	return nil
 }
 
@@ -1014,7 +1172,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	a.store(a.evalC[s], m, ev)
 	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
-	if cur.next[m][s] == ev.Total {
+	if cur.next[m][s] == ev.Total && cur.wait[m] {
 		cur.remaining--
 		if cur.remaining == 0 {
 			a.score(cur)
@@ -1035,6 +1193,7 @@ func (a *Aggregator) store(t []float64, m int, ev *schemas.EvalOutput) {
 
 func (a *Aggregator) begin() {
 	a.phase = training
+	a.ckNow = true // the first checkpoint: the table is full
 	a.start = time.Now()
 	a.cfg.Log.Info().Int("parties", a.q).Int("samples", a.n).Msg("table filled; training starts")
 	a.control(schemas.CtlStart, 0, 0, "")
@@ -1063,7 +1222,16 @@ func (a *Aggregator) requestEval(final bool) {
 		splits |= schemas.EvalTest
 	}
 	a.rounds++
-	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1)}
+	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
+	present := 0
+	for m := 1; m <= a.q; m++ {
+		if !a.departed[m] {
+			r.wait[m] = true
+			present++
+		} else {
+			r.without = true
+		}
+	}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
 	r.progress = r.requested
@@ -1077,7 +1245,7 @@ func (a *Aggregator) requestEval(final bool) {
 		n   int
 	}{{schemas.EvalTrain, 0, a.n}, {schemas.EvalTest, 1, len(a.cfg.TestLabels)}} {
 		if splits&s.bit != 0 {
-			r.remaining += a.q
+			r.remaining += present
 			if a.evalC[s.i] == nil {
 				a.evalC[s.i] = make([]float64, s.n*a.width)
 			}
@@ -1085,6 +1253,9 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	a.cur = r
 	a.control(schemas.CtlEval, r.id, splits, "")
+	if r.remaining == 0 {
+		a.score(r) // every party has departed: the last outputs
+	}
 }
 
 // missing names the parties that have not finished their part of round r,
@@ -1092,8 +1263,8 @@ func (a *Aggregator) requestEval(final bool) {
 func (a *Aggregator) missing(r *round) string {
 	var ps, why []string
 	for m := 1; m <= a.q; m++ {
-		if (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
-			(r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
+		if r.wait[m] && (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
+			r.wait[m] && (r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
 			ps = append(ps, strconv.Itoa(m))
 			if a.lastReject[m] != "" {
 				why = append(why, fmt.Sprintf("party %d's last rejected message: %s", m, a.lastReject[m]))
@@ -1129,8 +1300,11 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 
 func (a *Aggregator) score(r *round) {
 	a.cur = nil
-	if !r.final {
+	if !r.final && !r.without {
 		a.evalCost = time.Since(r.requested)
+	}
+	if r.without {
+		a.res.EvalsWithout++
 	}
 	pt := Point{
 		Seconds:      r.at.Seconds(),

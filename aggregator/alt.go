@@ -58,7 +58,13 @@ func (a *Aggregator) initAlt() error {
 }
 
 // checkBudget stops the run when its step budget or duration is used up.
+// Not while recovery applies recorded requests again: the budget counts the
+// whole run, and a run resumed from an old checkpoint would otherwise stop
+// inside the stretch it is restoring; the next live step checks it.
 func (a *Aggregator) checkBudget() {
+	if a.replaying {
+		return
+	}
 	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
 		a.beginStop("step budget reached")
 	} else if a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration {

@@ -36,4 +36,16 @@
 // stores all their fresh outputs, answers all of them and steps the head
 // once) and TIG (Config.FirstOrder, tig.go: requests carry c only, replies
 // carry dF_0/dc of the party's slot, the head steps by its own gradient).
+//
+// Checkpoints and resume (checkpoint.go): with Config.OnCheckpoint the
+// aggregator hands out its state when training starts, at an interval and
+// when interrupted (then it tells the parties to save theirs, CtlCheckpoint,
+// instead of stopping them); Resume restores a checkpoint, and Run then
+// reads the stream: requests applied before the checkpoint are skipped,
+// those answered after it are applied again in the order of the recorded
+// replies, compared byte for byte, the rest answered. An evaluation stops
+// waiting for a party silent for Config.PartyTimeout: it counts as
+// departed and is scored with its last outputs until it sends again. A
+// training that makes no step for EvalTimeout while evaluations are
+// answered pauses the run (ErrStalled).
 package aggregator

@@ -2,8 +2,10 @@ package aggregator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -193,5 +195,16 @@ func TestTrustRejectsForgedRequests(t *testing.T) {
 	}
 	if seq := a.Outbox().LastSeq(schemas.Subject("t", schemas.KindReply, 1)); seq != 1 {
 		t.Fatalf("reply chain at %d", seq)
+	}
+}
+
+// An aggregator with the trust layer on cannot resume: its checkpoint
+// does not hold the chains of its subjects.
+func TestResumeWithTrustFails(t *testing.T) {
+	a, _, _, _ := trustTest(t, 2, 6)
+	train(a, make([]float64, 12))
+	err := a.Resume(a.Checkpoint())
+	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
+		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
 	}
 }

@@ -30,4 +30,11 @@
 // gradient dF_0/dc is back-propagated through a model.WhiteBox). A
 // straggler's or a simulated machine's step time (Config.Slowdown,
 // Config.StepCost) is slept after the step's real compute.
+//
+// Checkpoints and resume (checkpoint.go): with Config.OnCheckpoint a party
+// hands out its state (w_m, random state, sequence numbers, requests in
+// flight) at the start, at an interval, when the aggregator asks and when
+// interrupted; Resume restores one, and Run reads the party's replies and
+// the controls from the start of the stream, skipping what the checkpoint
+// applied and sending nothing the stream holds already.
 package party

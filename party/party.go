@@ -33,6 +33,9 @@ var (
 	// ErrNoProgress: nothing came from the aggregator within a deadline
 	// (Config.JoinWait before the start, Config.Wait after it).
 	ErrNoProgress = errors.New("no word from the aggregator")
+	// ErrInterrupted: Run's context was cancelled (a signal); the party
+	// saved a checkpoint if it keeps them.
+	ErrInterrupted = errors.New("interrupted")
 )
 
 // Default waits; see Config.
@@ -119,6 +122,13 @@ type Config struct {
 	StepCost time.Duration // simulated compute per step on top of the real one
 
 	Log zerolog.Logger
+
+	// OnCheckpoint, if set, is given the party's state (checkpoint.go) at
+	// the start, every CheckpointEvery (default DefaultCheckpointEvery),
+	// when the aggregator asks (CtlCheckpoint) and when Run is
+	// interrupted; c is valid only during the call.
+	OnCheckpoint    func(c *Checkpoint) error
+	CheckpointEvery time.Duration
 }
 
 // Stats counts what a party did.
@@ -138,6 +148,10 @@ type Stats struct {
 	// had c_hat == c exactly: a model flat at the scale mu (quantised)
 	// gives steps without signal.
 	FlatProbes, FlatOutputs int
+	// After a resume: Skipped deliveries the checkpoint had applied,
+	// Recomputed messages computed again that the stream held already
+	// (not sent again).
+	Skipped, Recomputed int64
 	// Receipts counts the aggregator's checkpoints the party checked,
 	// countersigned and published (with Config.Key).
 	Receipts int
@@ -160,7 +174,8 @@ type Party struct {
 	w   []float64
 	wp  []float64 // w + mu u scratch
 	rng *rand.Rand
-	seq uint64 // last sequence number published
+	pcg *rand.PCG // rng's source, for checkpoints
+	seq uint64    // last sequence number published
 
 	seqs   [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
 	tr     *partyTrust                     // nil without Config.Key
@@ -199,6 +214,18 @@ type Party struct {
 	// aggregator's: it draws the batches (Control.BatchSeed on start).
 	requests  uint64
 	batchSeed uint64
+
+	// Checkpoints and resume (checkpoint.go): skipTo is the aggregator
+	// sequence the checkpoint had applied, published this party's last
+	// sequence number in the stream.
+	resumed   bool
+	skipTo    [2]uint64 // replies, controls
+	published [NumKinds]uint64
+	ck        Checkpoint
+	ckNow     bool
+	outbox    outbox
+	resend    []Sent                                // kept messages the stream lacks, sent again by Run
+	has       func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
 }
 
 // New checks cfg and prepares a party.
@@ -245,14 +272,19 @@ func New(cfg Config) (*Party, error) {
 	if err := checkAlt(&cfg); err != nil {
 		return nil, err
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
 	np := cfg.Model.NumParams()
+	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
 	p := &Party{
+		pcg:  pcg,
 		cfg:  cfg,
 		k:    cfg.Model.OutDim(),
 		phi:  cfg.Dist.Phi(np),
 		w:    make([]float64, np),
 		wp:   make([]float64, np),
-		rng:  rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID))),
+		rng:  rand.New(pcg),
 		ring: make([]pending, cfg.Window),
 		enc:  schemas.NewCodec(),
 		dec:  schemas.NewCodec(),
@@ -323,13 +355,31 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	// it, so that the models scored are the ones the step counts
 	// describe). Only what comes after it: the aggregator sends nothing to
 	// a party before its hello.
+	opts := broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m), Deliver: broker.DeliverNew}
+	if p.resumed {
+		// From the start of the stream: what the checkpoint applied is
+		// skipped, the rest applied again (checkpoint.go).
+		opts = broker.SubscribeOptions{Deliver: broker.DeliverAll}
+	}
 	sub, err := bus.Subscribe(ctx,
 		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
-		broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m), Deliver: broker.DeliverNew}, p.handle)
+		opts, p.handle)
 	if err != nil {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
+	if p.resumed {
+		for _, s := range p.resend {
+			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+				return fmt.Errorf("party %d: sending again what the stream lost: %w", m, err)
+			}
+		}
+		if len(p.resend) > 0 {
+			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
+		}
+		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.skipTo[0]).Uint64("aggregator_control_seq", p.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
+		return p.finish(ctx, bus)
+	}
 
 	p.mu.Lock()
 	err = p.hello()
@@ -345,11 +395,28 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("party %d: flush: %w", m, err)
 	}
 	p.cfg.Log.Debug().Int("party", m).Int("samples", p.cfg.Train.NRows).Msg("joined; initial pass sent")
-	if err := p.wait(ctx); err != nil {
+	return p.finish(ctx, bus)
+}
+
+// finish waits for the end of the run and flushes.
+func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
+	m := p.cfg.ID
+	if err := p.wait(ctx); err != nil || ctx.Err() != nil {
+		// A signal may also show as a publish that failed when the
+		// context ended (p.err): that is an interruption too. The
+		// checkpoint is saved only if no publish failed (saveCheckpoint).
+		if ctx.Err() != nil {
+			// Interrupted: the checkpoint is saved; what was published
+			// still reaches the broker.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = bus.Flush(fctx)
+			cancel()
+			return fmt.Errorf("party %d: %w: %w", m, ErrInterrupted, context.Cause(ctx))
+		}
 		return err
 	}
 	p.mu.Lock()
-	err = p.err
+	err := p.err
 	p.mu.Unlock()
 	if err != nil {
 		return err
@@ -370,15 +437,24 @@ func (p *Party) wait(ctx context.Context) error {
 	p.lastAct = joined
 	p.mu.Unlock()
 	lastNotice := joined
-	tick := time.NewTicker(min(time.Second, p.cfg.Notice/2))
+	tick := time.NewTicker(min(time.Second, p.cfg.Notice/2, p.cfg.CheckpointEvery))
 	defer tick.Stop()
+	lastCk := joined
 	for {
 		select {
 		case <-p.done:
 			return nil
 		case <-ctx.Done():
+			p.saveCheckpoint(ctx)
 			return ctx.Err()
 		case now := <-tick.C:
+			p.mu.Lock()
+			due := p.started && !p.stopping && (p.ckNow || now.Sub(lastCk) >= p.cfg.CheckpointEvery)
+			p.mu.Unlock()
+			if due && p.cfg.OnCheckpoint != nil {
+				lastCk = now
+				p.saveCheckpoint(ctx)
+			}
 			p.mu.Lock()
 			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
 			var err error
@@ -418,6 +494,13 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	if err != nil {
 		return err
 	}
+	if p.seq <= p.published[k] && p.has(k, p.seq) {
+		// Computed again after a resume: the stream holds it already.
+		p.stats.Recomputed++
+		p.stats.MessagesUp++
+		p.stats.BytesUp += int64(len(data))
+		return nil
+	}
 	p.stamp(k, data)
 	// No dedupe id (Nats-Msg-Id): nothing on the default transport sends
 	// a message twice, and a predictable id lets anyone who can publish
@@ -426,6 +509,9 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	p.msg.Data = data
 	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
 		return fmt.Errorf("publish %s: %w", k, err)
+	}
+	if k == schemas.KindOutput {
+		p.outbox.keep(p.seq, p.msg.Subject, data)
 	}
 	p.stats.MessagesUp++
 	p.stats.BytesUp += int64(len(data))
@@ -669,6 +755,10 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
+		if p.rep.Seq <= p.skipTo[0] {
+			p.stats.Skipped++
+			return
+		}
 		if err := p.verify(d, p.rep.Seq); err != nil {
 			p.rejectTrust(err)
 			return
@@ -694,6 +784,10 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 		}
 		if err := p.ctl.Validate(schemas.Limits{}); err != nil {
 			p.reject(err)
+			return
+		}
+		if p.ctl.Seq <= p.skipTo[1] {
+			p.stats.Skipped++
 			return
 		}
 		if err := p.verify(d, p.ctl.Seq); err != nil {
@@ -742,6 +836,7 @@ func (p *Party) control(c *schemas.Control) {
 			return
 		}
 		p.started = true
+		p.ckNow = true
 		p.batchSeed = c.BatchSeed
 		for p.n < p.cfg.Window {
 			if err := p.request(); err != nil {
@@ -762,7 +857,10 @@ func (p *Party) control(c *schemas.Control) {
 			}
 		}
 	case schemas.CtlCheckpoint:
-		p.cfg.Log.Debug().Int("party", p.cfg.ID).Msg("checkpoint requested (not implemented)")
+		p.ckNow = true
+		if c.Reason != "" {
+			p.cfg.Log.Info().Int("party", p.cfg.ID).Msgf("the aggregator asks for a checkpoint: %s", c.Reason)
+		}
 	case schemas.CtlStop:
 		p.stopping = true
 		p.stats.StopReason = c.Reason

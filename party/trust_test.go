@@ -2,7 +2,9 @@ package party
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,4 +228,19 @@ func (d *headerDelivery) Header(k string) string {
 		return d.cp
 	}
 	return d.delivery.Header(k)
+}
+
+// A party with the trust layer on cannot resume: its checkpoint does not
+// hold the chains, and numbering its messages anew would break them.
+func TestResumeWithTrustFails(t *testing.T) {
+	r, key, _ := testKeys(t, "t", 2)
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: key, Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Resume(p.Checkpoint())
+	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
+		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
+	}
 }

@@ -158,3 +158,25 @@ func readControls(ctx context.Context, b broker.Bus, run string, n uint64) (ctlS
 	defer mu.Unlock()
 	return st, nil
 }
+
+// checkResume checks that the run's stream holds a run that started and
+// has not ended: what --resume goes on with.
+func (n *network) checkResume(ctx context.Context, b broker.Bus, run string) error {
+	ctl, err := count(ctx, b, schemas.Filter(run, schemas.KindControl))
+	if err != nil {
+		return err
+	}
+	var st ctlState
+	if ctl > 0 {
+		if st, err = readControls(ctx, b, run, ctl); err != nil {
+			return err
+		}
+	}
+	switch {
+	case st.ended != "":
+		return fmt.Errorf("%w: run %s is over in %s (%s): nothing to resume", ErrConfig, run, n.where(), st.ended)
+	case !st.started:
+		return fmt.Errorf("%w: run %s has not started in %s: nothing to resume (start it without --resume)", ErrConfig, run, n.where())
+	}
+	return nil
+}

@@ -9,9 +9,15 @@
 // start runs through this package.
 //
 // A run id names one stream: a run refuses a stream that holds an earlier
-// run's messages (ErrRunExists). Store and OpenStore list and remove the
-// runs' streams of a broker store. An interrupted run (its context
-// cancelled) still writes the summary and the plot of the part that ran,
-// and returns them with ErrInterrupted: the place where a checkpoint of
-// the models would be written too.
+// run's messages (ErrRunExists), unless Config.Resume asks to go on with
+// it. Store and OpenStore list and remove the runs' streams of a broker
+// store. An interrupted run (its context cancelled) still writes the
+// summary and the plot of the part that ran, and returns them with
+// ErrInterrupted.
+//
+// With Config.CheckpointDir, every participant saves its state there
+// (checkpoint.go) and Config.Resume restarts it from its checkpoint and
+// the run's stream: the stream is the truth, the checkpoint shortens the
+// replay. AuditStream reads a run's stream back and counts what the
+// senders' sequence numbers say was lost, duplicated or left unanswered.
 package run

@@ -111,6 +111,18 @@ type Config struct {
 	// Notice is how often a wait is logged.
 	JoinWait, Wait, Notice time.Duration
 
+	// Checkpoints (checkpoint.go): CheckpointDir, if set, is where each
+	// participant saves its state (DIR/RUN/aggregator.ckpt, party-M.ckpt)
+	// every CheckpointEvery (0 = 10s, <0 = never) and when interrupted;
+	// Resume restarts from those files and the run's stream.
+	// PartyTimeout is how long an evaluation waits for a silent party
+	// before training goes on without it (0 = the aggregator's default,
+	// <0 = never: the evaluation waits Wait and the run aborts).
+	CheckpointDir   string
+	CheckpointEvery time.Duration
+	Resume          bool
+	PartyTimeout    time.Duration
+
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
 	Log zerolog.Logger
 	// OnPoint, if set, is called for each evaluation (after the log line).
@@ -187,6 +199,17 @@ type Summary struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Refused lists the refusals of parties at join time, by party.
 	Refused map[int]string `json:"refused,omitempty"`
+	// Departed lists the parties that left (an evaluation stopped waiting
+	// for them, --party-timeout) and had not come back at the end, and
+	// why; PartyTimeouts counts departures, Returned the parties that came
+	// back, EvalsWithout the evaluations scored with a departed party's
+	// last outputs. Resumed is what a resumed aggregator applied again
+	// from the stream.
+	Departed      map[int]string       `json:"departed,omitempty"`
+	PartyTimeouts int64                `json:"party_timeouts,omitempty"`
+	Returned      int64                `json:"returned,omitempty"`
+	EvalsWithout  int64                `json:"evals_without_departed,omitempty"`
+	Resumed       *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -742,7 +765,20 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 	if err != nil {
 		return nil, err
 	}
-	return aggregator.New(ac)
+	ac.PartyTimeout = cfg.PartyTimeout
+	ck, err := aggregatorCheckpoints(cfg, &ac)
+	if err != nil {
+		return nil, err
+	}
+	a, err := aggregator.New(ac)
+	if err != nil || ck == nil {
+		return a, err
+	}
+	if err := a.Resume(ck); err != nil {
+		return nil, err
+	}
+	cfg.Log.Info().Int64("steps", ck.Steps).Time("saved", ck.Saved).Msg("aggregator: resuming from its checkpoint")
+	return a, nil
 }
 
 // AggregatorConfig is the configuration of the aggregator of a run (for
@@ -780,12 +816,15 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	return newParty(ctx, cfg, data, m, 0)
+	return newParty(ctx, cfg, data, m, 0, nil)
 }
 
 // newParty is NewParty for a party whose sequence numbers start after
 // seqBase (see party.Config.SeqBase).
-func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64) (p *party.Party, close func() error, err error) {
+// With checkpoints, it sets the party's hook; with cfg.Resume, *ck is the
+// checkpoint to resume from (the caller calls Resume once it knows what
+// the stream holds).
+func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -805,7 +844,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	if f := cfg.PartyData[m]; f != nil {
 		train, test = f(train, test)
 	}
-	p, err = party.New(party.Config{
+	pc := party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: train, Test: test,
 		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
@@ -816,7 +855,16 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
 		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
-	})
+	}
+	c, err := partyCheckpoints(cfg, &pc, m)
+	if err != nil {
+		close()
+		return nil, nil, err
+	}
+	if ck != nil {
+		*ck = c
+	}
+	p, err = party.New(pc)
 	if err != nil {
 		close()
 		return nil, nil, err
@@ -834,6 +882,9 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
 	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if err := checkResumeTrust(&cfg, true); err != nil {
 		return nil, err
 	}
 	data, err := LoadData(&cfg, RoleAll)
@@ -859,8 +910,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	parties := make([]*party.Party, q)
+	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
-		p, close, err := NewParty(ctx, &cfg, data, m+1)
+		p, close, err := newParty(ctx, &cfg, data, m+1, 0, &cks[m])
 		if err != nil {
 			return nil, err
 		}
@@ -880,7 +932,15 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := net.checkFresh(ctx, aggBus, cfg.Run); err != nil {
+	if cfg.Resume {
+		err = net.checkResume(ctx, aggBus, cfg.Run)
+		for m := 0; m < q && err == nil; m++ {
+			err = resumeParty(ctx, aggBus, &cfg, parties[m], cks[m], m+1)
+		}
+	} else {
+		err = net.checkFresh(ctx, aggBus, cfg.Run)
+	}
+	if err != nil {
 		aggBus.Close()
 		return nil, err
 	}
@@ -916,7 +976,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
 	}
 	err = g.Wait()
-	stopped := err != nil && ctx.Err() != nil && res != nil // interrupted: the outputs of the part that ran
+	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
+	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -940,6 +1001,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		s.PartySteps = append(s.PartySteps, st.Steps)
 		prog.flat(st)
+	}
+	if stalled {
+		s, _ = net.finish(ctx, &cfg, s, prog)
+		return s, err
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -985,6 +1050,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if err := checkResumeTrust(&cfg, false); err != nil {
+		return nil, err
+	}
 	data, err := LoadData(&cfg, RoleAggregator)
 	if err != nil {
 		return nil, err
@@ -1008,12 +1076,17 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := net.checkAggregator(ctx, bus, cfg.Run); err != nil {
+	check := net.checkAggregator
+	if cfg.Resume {
+		check = net.checkResume
+	}
+	if err := check(ctx, bus, cfg.Run); err != nil {
 		bus.Close()
 		return nil, err
 	}
 	res, err := agg.Run(ctx, bus)
-	stopped := err != nil && ctx.Err() != nil && res != nil
+	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
+	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil
 	if err != nil && !stopped {
 		bus.Close()
 		return nil, err
@@ -1025,6 +1098,10 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.Dropped = dropped(bus)
 	s.WallSeconds = time.Since(t0).Seconds()
+	if stalled {
+		s, _ = net.finish(ctx, &cfg, s, prog)
+		return s, err
+	}
 	return net.finish(ctx, &cfg, s, prog)
 }
 
@@ -1034,6 +1111,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 // earlier attempt of party m (refused, say), it joins as a new attempt.
 func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err := cfg.defaults(); err != nil {
+		return party.Stats{}, err
+	}
+	if err := checkResumeTrust(&cfg, false); err != nil {
 		return party.Stats{}, err
 	}
 	data, err := LoadData(&cfg, m)
@@ -1059,24 +1139,83 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		return party.Stats{}, err
 	}
 	defer bus.Close()
-	base, err := net.checkParty(ctx, bus, cfg.Run, m)
+	var base uint64
+	if cfg.Resume {
+		err = net.checkResume(ctx, bus, cfg.Run)
+	} else {
+		base, err = net.checkParty(ctx, bus, cfg.Run, m)
+	}
 	if err != nil {
 		return party.Stats{}, err
 	}
 	if base > 0 {
 		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
 	}
-	p, close, err := newParty(ctx, &cfg, data, m, base)
+	var ck *party.Checkpoint
+	p, close, err := newParty(ctx, &cfg, data, m, base, &ck)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer close()
-	cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
+	if cfg.Resume {
+		if err := resumeParty(ctx, bus, &cfg, p, ck, m); err != nil {
+			return party.Stats{}, err
+		}
+	} else {
+		cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
+	}
 	err = p.Run(ctx, bus)
+	if errors.Is(err, party.ErrInterrupted) {
+		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
 	if cerr := bus.Close(); err == nil {
 		err = cerr
 	}
 	return p.Stats(), err
+}
+
+// resumeParty restores party m from its checkpoint ck and the sequence
+// numbers of its messages in the stream (per subject).
+func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party, ck *party.Checkpoint, m int) error {
+	if ck == nil {
+		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
+	}
+	// The party's sequence numbers in the stream, by subject: after a
+	// broker crash some may be missing in the middle, not only at the end.
+	var (
+		have  = map[schemas.Kind][]uint64{}
+		count int
+		dec   = schemas.NewCodec()
+		h     schemas.Hello
+		o     schemas.PartyOutput
+		ev    schemas.EvalOutput
+	)
+	_, err := aggregator.ReadLog(ctx, b, []string{schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m),
+		schemas.Subject(cfg.Run, schemas.KindEval, m)}, func(subject string, data []byte) {
+		kind, _, err := schemas.ParseSubject(cfg.Run, subject)
+		if err != nil {
+			return
+		}
+		var msg schemas.Message = &h
+		switch kind {
+		case schemas.KindOutput:
+			msg = &o
+		case schemas.KindEval:
+			msg = &ev
+		}
+		if dec.Unmarshal(data, msg) == nil {
+			have[kind] = append(have[kind], msg.Head().Seq)
+			count++
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
+	}
+	if err := p.ResumeFrom(ck, have); err != nil {
+		return err
+	}
+	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
+	return nil
 }
 
 func logData(cfg *Config, data *Data) {
@@ -1108,6 +1247,10 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 	if len(res.Refused) > 0 {
 		s.Refused = res.Refused
 	}
+	if len(res.Departed) > 0 {
+		s.Departed = res.Departed
+	}
+	s.PartyTimeouts, s.Returned, s.EvalsWithout, s.Resumed = res.Timeouts, res.Returned, res.EvalsWithout, res.Recovery
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
 	}
@@ -1160,6 +1303,9 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	switch {
 	case dir == "" && cfg.Out != "":
 		dir = storeIn(cfg.Out)
+		if cfg.Resume {
+			break // the run's stream is what a resume reads
+		}
 		if err := replaceStore(cfg, dir); err != nil {
 			return nil, err
 		}
@@ -1340,9 +1486,13 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 	s.MessagesStored = -1
 	if broker.Design(cfg.Design).Capabilities().Log {
 		if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
-			return nil, err
+			// The broker is gone: the summary is written all the same,
+			// without the stream's counts, and says why.
+			cfg.Log.Error().Err(err).Msg("the run's stream could not be counted (is the broker gone?); the summary is written without its counts")
+			s.Warnings = append(s.Warnings, "the stream could not be counted after the run: "+err.Error())
 		}
-		c := s.Stream
+	}
+	if c := s.Stream; c != nil {
 		s.MessagesStored = int64(c.Hello + c.Outputs + c.Replies + c.Evals + c.Control + c.Receipts)
 		if s.MessagesSent > 0 {
 			s.Lost = s.MessagesSent - s.MessagesStored

@@ -46,6 +46,12 @@ Experiments:
   privacy      label inference by a passive and an active party against the paper's wire
                format and the defenses, on a9a and MNIST: results/privacy.csv, privacy.png,
                REPORT-privacy.md
+  faults       kill -9 and SIGTERM of the aggregator and of a party in the middle of a run of
+               separate processes, resumed with --resume; a party killed for good: accuracy
+               against an uninterrupted run, lost and duplicated messages from the stream,
+               recovery time: results/faults.csv and a REPORT.md section
+  soak         a long 8-party run (--duration 10m) with its resident memory and store size
+               sampled: flat memory, bytes per step: results/soak.csv
 
 The paper's experiments (each writes CSV and PNG into --out and its section of REPORT.md):
   fig3         training loss against time: AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG,
@@ -90,6 +96,10 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expNN(ctx, rest, stdout, stderr)
 	case "privacy":
 		return expPrivacy(ctx, rest, stdout, stderr)
+	case "faults":
+		return expFaults(ctx, rest, stdout, stderr)
+	case "soak":
+		return expSoak(ctx, rest, stdout, stderr)
 	case "fig3", "table3", "table4", "fig4":
 		return expPaper(ctx, name, rest, stdout, stderr)
 	case "all":

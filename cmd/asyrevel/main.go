@@ -79,7 +79,7 @@ var commands = []command{
 		return cmdKeys(args, stdout, stderr)
 	},
 		subs: []string{"public", "roster", "server-config"}},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak"}},
 }
 
 // signalError is the cause of a run's end by a signal.
@@ -139,7 +139,6 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	var sig signalError
 	switch {
 	case err == nil:
 		return 0
@@ -149,11 +148,10 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 2
 	case errors.Is(err, run.ErrInterrupted):
-		fmt.Fprintf(stderr, "asyrevel: %v: the summary and the plot show the part that ran\n", err)
-		if errors.As(err, &sig) {
-			return sig.exitCode()
-		}
-		return 130
+		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
+		// and the summary written, so the exit status is 0.
+		fmt.Fprintf(stderr, "asyrevel: %v: the summary shows the part that ran; with checkpoints, --resume goes on\n", err)
+		return 0
 	default:
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 1

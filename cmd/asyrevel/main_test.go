@@ -35,6 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"train", "--data", "synthetic:n=abc"}, 2, "synthetic"},
 		{[]string{"train", "--data", "/nonexistent/file", "--duration", "1s"}, 1, "nonexistent"},
 		{[]string{"party", "--data", "synthetic"}, 2, "--nats"},
+		{[]string{"aggregator", "--data", "synthetic", "--parties", "2", "--nats", "nats://127.0.0.1:1", "--steps", "5", "--run", "r",
+			"--key", "agg.nk", "--roster", "roster.json", "--resume"}, 2, "run with --no-trust"},
 		{[]string{"data", "inspect"}, 2, "PATH"},
 		{[]string{"experiment", "nope"}, 2, "unknown experiment"},
 		{[]string{"train", "--data", "synthetic", "--algo", "tig", "--model", "external", "--model-cmd", "x"}, 2, "black box"},
@@ -112,7 +114,7 @@ func TestSeparateProcesses(t *testing.T) {
 	}
 	url := f[3]
 	common := []string{"--nats", url, "--run", "procs", "--parties", "3", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02",
-		"--batch", "16", "--log", "warn"}
+		"--batch", "16", "--log", "warn", "--checkpoint-dir", t.TempDir()}
 	var parties []*exec.Cmd
 	for _, id := range []string{"1", "2", "3"} {
 		p := exec.CommandContext(ctx, bin, append([]string{"party", "--id", id, "--window", "2"}, common...)...)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -183,6 +184,20 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
 			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.Resume, "resume", false, "go on with a run that was interrupted or whose process died: restart from the\nlatest checkpoint in --checkpoint-dir and apply the run's stream from there (no\nupdate lost or applied twice); the same --run and flags as the first start")
+			fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", 10*time.Second, "how often the state is saved to --checkpoint-dir (also at the start of\ntraining and on Ctrl-C or SIGTERM); negative: never")
+		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			def := "asyrevel-checkpoints"
+			if f.role == roleTrain {
+				def = "" // OUT/checkpoints with --out
+			}
+			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", def, "where the state is saved for --resume: DIR/RUN/aggregator.ckpt, DIR/RUN/party-M.ckpt\n(train: default OUT/checkpoints with --out, else none)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
+		}},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Trust.Off, "no-trust", false, "turn the trust layer off: messages neither signed nor verified, the embedded\nbroker open to anyone (to measure the layer's cost; never across organisations)")
 			fs.StringVar(&c.Trust.KeysDir, "keys", "", "`DIR` for the run's keys and roster.json, made by train (default OUT/keys, else a\ntemporary folder); asyrevel audit verify --roster DIR/roster.json checks the log")
@@ -356,6 +371,18 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		// loss of a node (the default, capture, loses live deliveries).
 		c.Design = string(broker.DesignOrdered)
 	}
+	if f.role == roleTrain && c.CheckpointDir == "" && c.Out != "" {
+		c.CheckpointDir = filepath.Join(c.Out, "checkpoints")
+	}
+	if c.Resume && !c.Trust.Off && (f.role == roleTrain || c.Trust.KeyFile != "" || c.Trust.RosterFile != "") {
+		return fmt.Errorf("%w: %w", errUsage, run.ErrResumeTrust)
+	}
+	if c.Resume && !flagGiven(fs, "run") {
+		return fmt.Errorf("%w: --resume needs the --run of the run to go on with", errUsage)
+	}
+	if c.Resume && f.role == roleTrain && c.NATS == "" && c.Out == "" && c.StoreDir == "" {
+		return fmt.Errorf("%w: train --resume needs the run's stream: the --out (or --store) of the first start", errUsage)
+	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -433,6 +460,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Give the run's length with --duration, --epochs or --steps.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -446,11 +474,38 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer stop()
 	}
+	if *memProfile != "" {
+		f.cfg.OnPoint = heapAtEnd(f.cfg.OnPoint, *memProfile, &f.cfg)
+	}
 	s, err := run.Train(ctx, f.cfg)
 	if s != nil {
 		report(stdout, &f.cfg, s)
 	}
 	return err
+}
+
+// heapAtEnd writes a heap profile into path at the final evaluation,
+// while the broker and the participants still hold what they kept.
+func heapAtEnd(next func(aggregator.Point), path string, cfg *run.Config) func(aggregator.Point) {
+	return func(p aggregator.Point) {
+		if next != nil {
+			next(p)
+		}
+		if !p.Final {
+			return
+		}
+		runtime.GC()
+		out, err := os.Create(path)
+		if err == nil {
+			err = pprof.WriteHeapProfile(out)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			cfg.Log.Warn().Err(err).Msg("heap profile not written")
+		}
+	}
 }
 
 // profileFromStart makes cfg start a CPU profile into path at its first
@@ -510,6 +565,16 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	for m, r := range s.Refused {
 		fmt.Fprintf(w, "party %d was refused at first: %s\n", m, r)
 	}
+	for m, r := range s.Departed {
+		fmt.Fprintf(w, "party %d departed and did not come back: %s; training went on without it, the evaluations used its last outputs\n", m, r)
+	}
+	if s.PartyTimeouts > 0 {
+		fmt.Fprintf(w, "party timeouts: %d (departures), %d came back; %d evaluations used a departed party's last outputs\n", s.PartyTimeouts, s.Returned, s.EvalsWithout)
+	}
+	if r := s.Resumed; r != nil {
+		fmt.Fprintf(w, "resumed from the checkpoint of step %d: %d requests applied again from the stream (%d replies differ from the recorded ones, %d requests missing), %d skipped as applied\n",
+			r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped)
+	}
 	for _, warn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
@@ -559,11 +624,21 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
 	st, err := run.Participate(ctx, f.cfg, *id)
-	if err != nil {
-		return err
+	if err != nil && st.Requests == 0 && st.Skipped == 0 {
+		return err // it never took part
 	}
-	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), st.StopReason)
-	return nil
+	stop := st.StopReason
+	switch {
+	case errors.Is(err, run.ErrInterrupted):
+		stop = "interrupted; the checkpoint is saved: go on with --resume"
+	case err != nil:
+		stop = "failed (" + err.Error() + "); with checkpoints, restart it with --resume"
+	}
+	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
+	if st.Skipped+st.Recomputed > 0 {
+		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held\n", *id, st.Skipped, st.Recomputed)
+	}
+	return err
 }
 
 func sum(m map[string]int64) int64 {

@@ -1,0 +1,611 @@
+package aggregator
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// Checkpoints and resume. The run's stream holds every update in order, so
+// recovery is a replay: the aggregator saves its state (w_0, the table of
+// outputs and their versions, its random state, its counters and the
+// sequence numbers it has applied up to, per party) at an interval, at the
+// start of training and when it stops; a resumed aggregator restores the
+// latest checkpoint and reads the stream from there:
+//
+//   - requests it had applied before the checkpoint (per party, sequence
+//     numbers up to Checkpoint.LastSeq) are skipped;
+//   - requests it answered after the checkpoint, before it died, are
+//     applied again in the order of its recorded replies, without
+//     publishing them again; each recomputed reply is compared, byte for
+//     byte, with the recorded one (Recovery.Mismatched);
+//   - the other requests are answered as they come.
+//
+// So every request in the stream is answered exactly once, and the
+// parties, which reject a reply whose aggregator sequence number does not
+// increase, never apply one twice.
+//
+// Sequence numbers are per subject (a reply.m subject per party, and the
+// controls): the checkpoint keeps the last one of each, its outbox
+// numbers each message on its own subject, and the recorded replies and
+// controls are applied again in stream order. The trust layer's chains
+// (head and sequence per subject, package trust) are not in checkpoints
+// yet: an aggregator with Config.Key cannot resume (ErrResumeTrust).
+
+// ErrResume reports a checkpoint or a stream that cannot be resumed from.
+var ErrResume = errors.New("aggregator: cannot resume")
+
+// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
+// not hold its chains (head and sequence per subject) yet.
+var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
+
+// CheckpointVersion is the version of the checkpoint format.
+const CheckpointVersion = 2
+
+// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+const DefaultCheckpointEvery = 10 * time.Second
+
+// Checkpoint is the aggregator's state at one point of a run.
+type Checkpoint struct {
+	Version   int
+	Run       string
+	Parties   int
+	K         int
+	N         int
+	Head      []float64   // w_0
+	Table     []float64   // n x q*k: the latest outputs C[i][m]
+	Ver       []uint32    // n x q: the version of party m when C[i][m] was written
+	Versions  []uint32    // per party (0..q): answered requests
+	LastSeq   [3][]uint64 // per subject class (requests, evaluations, hellos), per party
+	RNG       []byte      // the head's direction generator (PCG)
+	ReplySeq  []uint64    // per party (0..q): the last reply's sequence number on its subject
+	CtlSeq    uint64      // the last control's sequence number
+	Rounds    uint32      // evaluation rounds requested
+	Steps     int64
+	Training  time.Duration // training time at the checkpoint
+	MaxStale  uint32
+	StSum     float64
+	StN       int64
+	Curve     []Point
+	TTT       float64
+	Received  map[string]int64
+	Published map[string]int64
+	Rejected  map[string]int64
+	BytesIn   int64
+	BytesOut  int64
+	StepBytes int64
+	Departed  []bool // per party: departed at the checkpoint
+	Outbox    []Sent // the last messages published (outbox.go)
+	Saved     time.Time
+}
+
+// Encode writes c (gob).
+func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
+	var c Checkpoint
+	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
+	}
+	if c.Version != CheckpointVersion {
+		return nil, fmt.Errorf("%w: checkpoint format %d, this build reads %d", ErrResume, c.Version, CheckpointVersion)
+	}
+	return &c, nil
+}
+
+// Recovery is what a resumed aggregator found in the stream.
+type Recovery struct {
+	FromSteps   int64   `json:"from_steps"`  // steps in the checkpoint
+	Reapplied   int64   `json:"reapplied"`   // requests answered after the checkpoint, applied again from the log
+	Mismatched  int64   `json:"mismatched"`  // of those, recomputed replies that differ from the recorded ones
+	Missing     int64   `json:"missing"`     // recorded replies whose request is not in the stream
+	Resent      int64   `json:"resent"`      // messages of the checkpoint the stream had lost (a broker crash), published again
+	Unrecovered int64   `json:"unrecovered"` // messages the checkpoint counts as sent that neither the stream nor its outbox holds
+	Duplicated  int64   `json:"duplicated"`  // requests answered twice in the stream
+	Skipped     int64   `json:"skipped"`     // requests delivered again that were applied already
+	Read        int64   `json:"read"`        // messages read from the stream to recover
+	LogSeconds  float64 `json:"log_seconds"` // time to read and apply the log
+	Checkpoint  string  `json:"checkpoint_saved"`
+}
+
+// snapshot copies the state into c, reusing its buffers (a.mu held).
+func (a *Aggregator) snapshot(c *Checkpoint) {
+	c.Version, c.Run, c.Parties, c.K, c.N = CheckpointVersion, a.cfg.Run, a.q, a.k, a.n
+	c.Head = append(c.Head[:0], a.w0...)
+	c.Table = append(c.Table[:0], a.table...)
+	c.Ver = append(c.Ver[:0], a.ver...)
+	c.Versions = append(c.Versions[:0], a.version...)
+	for i := range c.LastSeq {
+		c.LastSeq[i] = append(c.LastSeq[i][:0], a.lastSeq[i]...)
+	}
+	c.RNG, _ = a.pcg.MarshalBinary()
+	c.ReplySeq, c.CtlSeq = append(c.ReplySeq[:0], a.replySeq...), a.ctlSeq
+	c.Rounds, c.Steps = a.rounds, a.res.Steps
+	if a.phase == training {
+		c.Training = time.Since(a.start)
+	} else {
+		c.Training = a.res.Training
+	}
+	c.MaxStale, c.StSum, c.StN = a.res.MaxStaleness, a.stSum, a.stN
+	c.Curve = append(c.Curve[:0], a.res.Curve...)
+	c.TTT = a.res.TimeToTarget
+	c.Received, c.Published, c.Rejected = cloneCounts(a.res.Received), cloneCounts(a.res.Published), cloneCounts(a.res.Rejected)
+	c.BytesIn, c.BytesOut, c.StepBytes = a.res.BytesIn, a.res.BytesOut, a.res.StepBytes
+	c.Departed = append(c.Departed[:0], a.departed...)
+	c.Outbox = a.outbox.snapshot(c.Outbox)
+	c.Saved = time.Now()
+}
+
+func cloneCounts(m map[string]int64) map[string]int64 {
+	c := make(map[string]int64, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Checkpoint returns a copy of the aggregator's state.
+func (a *Aggregator) Checkpoint() *Checkpoint {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var c Checkpoint
+	a.snapshot(&c)
+	return &c
+}
+
+// resumable says why this aggregator's state cannot be checkpointed
+// completely ("" if it can): the other algorithms and the defenses keep
+// state that checkpoints do not hold yet.
+func (a *Aggregator) resumable() string {
+	switch {
+	case a.cfg.Sync:
+		return "SynREVEL rounds"
+	case a.cfg.FirstOrder:
+		return "TIG"
+	}
+	r := a.def.report(a.n)
+	r.Reply = "losses"
+	if r != (DefenseReport{Reply: "losses"}) {
+		return "a defense (its noise and accounting)"
+	}
+	return ""
+}
+
+// Resume restores the aggregator from c before Run: Run then reads the
+// stream to apply what came after the checkpoint (see Recovery). The
+// leakage scores (privacy.json) are not kept in checkpoints: a resumed
+// run does not score them.
+func (a *Aggregator) Resume(c *Checkpoint) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tr != nil {
+		return ErrResumeTrust
+	}
+	if why := a.resumable(); why != "" {
+		return fmt.Errorf("%w: checkpoints do not hold the state of %s yet", ErrResume, why)
+	}
+	switch {
+	case c.Run != a.cfg.Run:
+		return fmt.Errorf("%w: the checkpoint is of run %s, not %s", ErrResume, c.Run, a.cfg.Run)
+	case c.Parties != a.q || c.K != a.k || c.N != a.n || c.Steps < 0:
+		return fmt.Errorf("%w: the checkpoint has %d parties, k=%d, %d samples; the run %d, %d, %d", ErrResume, c.Parties, c.K, c.N, a.q, a.k, a.n)
+	case len(c.Head) != len(a.w0) || len(c.Table) != len(a.table) || len(c.Ver) != len(a.ver) ||
+		len(c.Versions) != len(a.version) || len(c.LastSeq[0]) != a.q+1 || len(c.LastSeq[1]) != a.q+1 || len(c.LastSeq[2]) != a.q+1 || len(c.ReplySeq) != a.q+1:
+		return fmt.Errorf("%w: the checkpoint's dimensions are not the run's", ErrResume)
+	}
+	if err := a.pcg.UnmarshalBinary(c.RNG); err != nil {
+		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	copy(a.w0, c.Head)
+	copy(a.table, c.Table)
+	copy(a.ver, c.Ver)
+	copy(a.version, c.Versions)
+	for i := range a.lastSeq {
+		copy(a.lastSeq[i], c.LastSeq[i])
+	}
+	for m := 1; m <= a.q; m++ {
+		a.hello[m] = true
+		a.initAt[m] = uint32(a.n)
+	}
+	a.initRem = 0
+	copy(a.replySeq, c.ReplySeq)
+	a.ctlSeq, a.rounds = c.CtlSeq, c.Rounds
+	a.res.Steps, a.res.MaxStaleness, a.stSum, a.stN = c.Steps, c.MaxStale, c.StSum, c.StN
+	a.res.Curve = slices.Clone(c.Curve)
+	a.res.TimeToTarget = c.TTT
+	for k, v := range c.Received {
+		a.res.Received[k] = v
+	}
+	for k, v := range c.Published {
+		a.res.Published[k] = v
+	}
+	for k, v := range c.Rejected {
+		a.res.Rejected[k] = v
+	}
+	a.res.BytesIn, a.res.BytesOut, a.res.StepBytes = c.BytesIn, c.BytesOut, c.StepBytes
+	if len(c.Departed) == len(a.departed) {
+		copy(a.departed, c.Departed)
+	}
+	if n := len(c.Curve); n > 0 {
+		a.lastPt.at, a.lastPt.msgs = time.Duration(c.Curve[n-1].Seconds*float64(time.Second)), a.msgCount()
+	}
+	a.phase = training
+	a.trainedBefore = c.Training
+	a.leak.on, a.leak.why = false, "not scored: the run was resumed from a checkpoint"
+	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
+	a.resumeOutbox = c.Outbox
+	return nil
+}
+
+// recorded is a message of the log, kept for recovery.
+type recorded struct {
+	seq   uint64
+	party int
+	req   uint64 // a reply's request
+	data  []byte
+	kind  schemas.Kind
+	ctl   schemas.Control
+}
+
+// subjectIndex numbers the aggregator's subjects for recovery: 0 for the
+// controls, m for the replies to party m (false for any other subject).
+func (a *Aggregator) subjectIndex(subject string) (int, bool) {
+	kind, m, err := schemas.ParseSubject(a.cfg.Run, subject)
+	switch {
+	case err != nil:
+		return 0, false
+	case kind == schemas.KindControl:
+		return 0, true
+	case kind == schemas.KindReply && m >= 1 && m <= a.q:
+		return m, true
+	}
+	return 0, false
+}
+
+// recover reads the stream and applies what the aggregator did after its
+// checkpoint (a.resumed set by Resume). Its replies and controls are
+// numbered per subject (index i: 0 controls, m the replies to party m),
+// so what it recorded is applied again in stream order, and each
+// subject's numbers go on from the highest the checkpoint or the stream
+// holds.
+func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
+	t0 := time.Now()
+	run := a.cfg.Run
+	a.mu.Lock()
+	last := slices.Clone(a.lastSeq[seqRequests])
+	ckSeq := slices.Clone(a.replySeq) // by subject index
+	ckSeq[0] = a.ctlSeq
+	a.mu.Unlock()
+	reqs := map[[2]uint64][]byte{}
+	var mine []recorded // in stream order
+	dec := schemas.NewCodec()
+	var o schemas.PartyOutput
+	var r schemas.Reply
+	var c schemas.Control
+	streamSeq := make([]uint64, len(ckSeq)) // the highest sequence number in the stream, by subject index
+	minKept := make([]uint64, len(ckSeq))   // the outbox's lowest, by subject index
+	for i := range minKept {
+		minKept[i] = ckSeq[i] + 1
+	}
+	for _, s := range a.resumeOutbox {
+		if i, ok := a.subjectIndex(s.Subject); ok {
+			minKept[i] = min(minKept[i], s.Seq)
+		}
+	}
+	have := map[[2]uint64]bool{} // (subject index, sequence) in the stream from minKept to ckSeq
+	seen := func(i int, seq uint64) bool {
+		streamSeq[i] = max(streamSeq[i], seq)
+		if seq <= ckSeq[i] {
+			if seq >= minKept[i] {
+				have[[2]uint64{uint64(i), seq}] = true
+			}
+			return true
+		}
+		return false
+	}
+	read, err := ReadLog(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
+		schemas.Subject(run, schemas.KindControl, 0)}, func(subject string, data []byte) {
+		kind, m, err := schemas.ParseSubject(run, subject)
+		if err != nil {
+			return
+		}
+		switch kind {
+		case schemas.KindOutput:
+			if m < 1 || m > a.q || dec.Unmarshal(data, &o) != nil || o.Seq <= last[m] {
+				return
+			}
+			reqs[[2]uint64{uint64(m), o.Seq}] = slices.Clone(data)
+		case schemas.KindReply:
+			if m < 1 || m > a.q || dec.Unmarshal(data, &r) != nil || seen(m, r.Seq) {
+				return
+			}
+			mine = append(mine, recorded{seq: r.Seq, party: m, req: r.ReqSeq, data: slices.Clone(data), kind: kind})
+		case schemas.KindControl:
+			if dec.Unmarshal(data, &c) != nil || seen(0, c.Seq) {
+				return
+			}
+			mine = append(mine, recorded{seq: c.Seq, kind: kind, ctl: c})
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%w: reading the stream: %w", ErrResume, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec := a.resumed
+	rec.Read = read
+	// The stream lacks messages the checkpoint counts as sent (a broker
+	// that confirmed them and died before writing them): send them again
+	// from the checkpoint's outbox.
+	for _, s := range a.resumeOutbox {
+		i, ok := a.subjectIndex(s.Subject)
+		if !ok || s.Seq > ckSeq[i] || have[[2]uint64{uint64(i), s.Seq}] {
+			continue
+		}
+		if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+			return fmt.Errorf("%w: sending again what the stream lost: %w", ErrResume, err)
+		}
+		rec.Resent++
+	}
+	for i := range ckSeq {
+		for seq := streamSeq[i] + 1; seq < minKept[i]; seq++ {
+			rec.Unrecovered++
+		}
+	}
+	if rec.Resent+rec.Unrecovered > 0 {
+		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
+			Msg("the stream lacked messages the checkpoint counts as sent (a broker crash?): sent again from the checkpoint")
+	}
+	for _, m := range mine {
+		if m.kind == schemas.KindControl {
+			switch m.ctl.Op {
+			case schemas.CtlEval:
+				a.rounds = max(a.rounds, m.ctl.Round)
+			case schemas.CtlStop:
+				return fmt.Errorf("%w: run %s is over (stopped: %s)", ErrResume, run, m.ctl.Reason)
+			case schemas.CtlRefuse:
+				if m.ctl.Party == 0 {
+					return fmt.Errorf("%w: run %s was aborted (%s)", ErrResume, run, m.ctl.Reason)
+				}
+			}
+			a.ctlSeq = max(a.ctlSeq, m.seq)
+			continue
+		}
+		p := m.party
+		if m.req <= a.lastSeq[seqRequests][p] {
+			rec.Duplicated++
+			a.replySeq[p] = max(a.replySeq[p], m.seq)
+			continue
+		}
+		data, ok := reqs[[2]uint64{uint64(p), m.req}]
+		if !ok {
+			rec.Missing++
+			a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
+			a.replySeq[p] = max(a.replySeq[p], m.seq)
+			continue
+		}
+		// The reply computed again takes the recorded one's number; the
+		// controls it would publish are not sent (the recorded ones, in
+		// the stream, number the controls).
+		a.replySeq[p] = m.seq - 1
+		ctl := a.ctlSeq
+		a.replaying, a.replayWant = true, m.data
+		err := a.onOutput(p, data)
+		a.replaying, a.replayWant = false, nil
+		a.ctlSeq = ctl
+		if err != nil {
+			return fmt.Errorf("%w: applying party %d's request %d again: %w", ErrResume, p, m.req, err)
+		}
+		a.res.Received[schemas.KindOutput.String()]++
+		a.res.BytesIn += int64(len(data))
+		rec.Reapplied++
+	}
+	// Each subject goes on after the highest number it holds.
+	a.ctlSeq = max(a.ctlSeq, streamSeq[0])
+	for m := 1; m <= a.q; m++ {
+		a.replySeq[m] = max(a.replySeq[m], streamSeq[m])
+	}
+	// An evaluation requested while applying again was not sent: ask
+	// anew (its round number follows the recorded ones).
+	a.cur = nil
+	if a.phase == stopping {
+		a.requestEval(true)
+	}
+	rec.LogSeconds = time.Since(t0).Seconds()
+	a.cfg.Log.Info().Int64("checkpoint_steps", rec.FromSteps).Int64("reapplied", rec.Reapplied).Int64("mismatched", rec.Mismatched).
+		Int64("missing", rec.Missing).Int64("read", rec.Read).Str("took", time.Since(t0).Round(time.Millisecond).String()).
+		Msg("resumed from the checkpoint and the stream")
+	if rec.Mismatched > 0 {
+		a.cfg.Log.Warn().Int64("mismatched", rec.Mismatched).Msg("recovery: replies computed again differ from the recorded ones")
+	}
+	return nil
+}
+
+// ReadLog reads every message of the run's stream that matches filters
+// (they must not overlap), as stored when it is called, and hands each to
+// fn in stream order where the design has it. It returns the number read.
+func ReadLog(ctx context.Context, bus broker.Bus, filters []string, fn func(subject string, data []byte)) (int64, error) {
+	var n uint64
+	for _, f := range filters {
+		v, err := bus.Count(ctx, f)
+		if err != nil {
+			return 0, err
+		}
+		n += v
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var (
+		mu   sync.Mutex
+		seen uint64
+		done = make(chan struct{})
+	)
+	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll}, func(_ context.Context, d broker.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen >= n {
+			return
+		}
+		fn(d.Subject(), d.Data())
+		if seen++; seen == n {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	stall := time.NewTicker(30 * time.Second)
+	defer stall.Stop()
+	prev := uint64(0)
+	for {
+		select {
+		case <-done:
+			return int64(n), nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-stall.C:
+			mu.Lock()
+			s := seen
+			mu.Unlock()
+			if s == prev {
+				return 0, fmt.Errorf("read %d of %d messages, then nothing for 30s", s, n)
+			}
+			prev = s
+		}
+	}
+}
+
+// replayPublish stands for publish while a request answered before the
+// crash is applied again: nothing is sent, the encoded message is
+// compared with the recorded one.
+func (a *Aggregator) replayPublish(data []byte) {
+	if !bytes.Equal(data, a.replayWant) {
+		a.resumed.Mismatched++
+	}
+}
+
+// newPCG is the head's generator for seed.
+func newPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0) }
+
+// errApplied marks a request read again from the stream after a resume
+// that the checkpoint or the recovery had applied already: skipped and
+// counted (Recovery.Skipped), not rejected.
+var errApplied = errors.New("applied before the resume")
+
+// saveCheckpoint hands a snapshot of the state to Config.OnCheckpoint
+// (from Run's goroutine, a.mu not held).
+//
+// The snapshot is saved only once the broker has stored everything
+// published up to it: a checkpoint must never count as applied an update
+// whose reply the stream lacks (the party would wait for it for ever).
+func (a *Aggregator) saveCheckpoint(ctx context.Context) {
+	a.mu.Lock()
+	a.ckNow = false
+	a.snapshot(&a.ck)
+	bus := a.bus
+	a.mu.Unlock()
+	t0 := time.Now()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := bus.Flush(fctx)
+	cancel()
+	if err != nil {
+		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
+		return
+	}
+	if err := a.cfg.OnCheckpoint(&a.ck); err != nil {
+		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
+		return
+	}
+	a.cfg.Log.Debug().Int64("steps", a.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
+}
+
+// leave stops round c waiting for the parties that sent nothing for
+// idle (Config.PartyTimeout): they count as departed, training goes on
+// without them and the evaluations use their last outputs until they
+// send a request again (back). a.mu held.
+func (a *Aggregator) leave(c *round, idle time.Duration) {
+	for m := 1; m <= a.q; m++ {
+		if !c.wait[m] {
+			continue
+		}
+		left := 0
+		for s, bit := range [2]uint8{schemas.EvalTrain, schemas.EvalTest} {
+			total := a.n
+			if s == 1 {
+				total = len(a.cfg.TestLabels)
+			}
+			if c.splits&bit != 0 && int(c.next[m][s]) < total {
+				left++
+			}
+		}
+		if left == 0 {
+			continue
+		}
+		c.wait[m], c.without = false, true
+		c.remaining -= left
+		a.departed[m] = true
+		why := fmt.Sprintf("no answer to evaluation round %d for %v (--party-timeout)", c.id, idle.Round(time.Second))
+		a.res.Departed[m] = why
+		a.res.Timeouts++
+		a.cfg.Log.Warn().Int("party", m).Str("idle", idle.Round(time.Second).String()).Uint32("round", c.id).
+			Msg("party departed: training goes on without it; evaluations use its last outputs until it sends again (restart it with --resume)")
+	}
+	c.progress = time.Now()
+	if c.remaining <= 0 {
+		c.remaining = 0
+		a.score(c)
+	}
+}
+
+// back marks a departed party that sends a request again as present.
+func (a *Aggregator) back(m int) {
+	a.departed[m] = false
+	a.res.Returned++
+	a.cfg.Log.Info().Int("party", m).Msg("departed party is back: the evaluations wait for it again from the next round")
+}
+
+// stalled ends the run (ErrStalled) when training made no step for
+// Config.EvalTimeout while no evaluation was waiting, whether the parties
+// answer evaluations (messages lost in flight) or have all departed
+// (a.mu held); it tells the parties to save their state.
+func (a *Aggregator) stalled(now time.Time) bool {
+	if a.res.Steps != a.stallSteps || a.stallSince.IsZero() {
+		a.stallSteps, a.stallSince = a.res.Steps, now
+		return false
+	}
+	idle := now.Sub(a.stallSince)
+	if idle < a.cfg.EvalTimeout {
+		return false
+	}
+	present := false
+	for m := 1; m <= a.q; m++ {
+		present = present || !a.departed[m]
+	}
+	err := fmt.Errorf("%w: no request answered for %v (--wait) while the parties answer evaluations: requests or replies were lost in flight "+
+		"(a broker that crashed before storing them?); restart every participant with --resume, which recomputes them", ErrStalled, idle.Round(time.Second))
+	if !present {
+		err = fmt.Errorf("%w: no request answered for %v (--wait) and every party has departed; restart them with --resume", ErrStalled, idle.Round(time.Second))
+	}
+	a.cfg.Log.Error().Err(err).Msg("pausing the run")
+	a.control(schemas.CtlCheckpoint, 0, 0, "paused: "+truncate(err.Error(), 900))
+	a.res.Training = now.Sub(a.start)
+	if a.phase != done {
+		a.err = fmt.Errorf("aggregator: %w", err)
+		a.phase = done
+		close(a.fin)
+	}
+	return true
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/run"
+)
+
+func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment faults", "asyrevel experiment faults [--quick] [--data PATH --test PATH]\n\n"+
+		"Kills pieces of a run whose broker, aggregator and parties are separate processes of this\n"+
+		"binary: the aggregator (kill -9, restarted with --resume), a party (the same), a party for\n"+
+		"good, SIGTERM to the aggregator and a party (both resumed), and the broker (kill -9, restarted\n"+
+		"on its store; if it lost messages, the run pauses and everyone resumes). Each case is compared with\n"+
+		"an uninterrupted run of the same settings; the stream is audited for lost and duplicated\n"+
+		"messages. Writes results/faults.csv and the faults section of REPORT.md.", stderr)
+	f := newExpFlags(fs)
+	data := fs.String("data", "", "training set (default: a9a from the data folder, else synthetic)")
+	test := fs.String("test", "", "test set")
+	parties := fs.Int("parties", 4, "parties")
+	steps := fs.Int64("steps", 0, "steps of each run (default 400000 on a9a, 60000 synthetic; --quick a quarter)")
+	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default a third of an uninterrupted run)")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Down: time.Second, Seed: f.seed, Log: log, Data: *data, Test: *test}
+	if cfg.Data == "" {
+		if p, err := f.path("a9a/a9a.gz"); err == nil {
+			cfg.Data = p
+			cfg.Test, _ = f.path("a9a/a9a.t.gz")
+			cfg.Steps = 400000
+		} else {
+			cfg.Data, cfg.Steps, cfg.Batch, cfg.Window = "synthetic:n=20000,d=64,test=10000,noise=0.02", 60000, 16, 2
+		}
+	}
+	if *steps > 0 {
+		cfg.Steps = *steps
+	} else if cfg.Steps == 0 {
+		cfg.Steps = 60000
+	}
+	if f.quick {
+		cfg.Steps /= 4
+	}
+	cfg.KillAfter = *killAfter
+	if cfg.KillAfter == 0 {
+		cfg.KillAfter = 2 * time.Second
+		if !f.quick {
+			cfg.KillAfter = 10 * time.Second
+		}
+	}
+	cfg.Dir, err = os.MkdirTemp("", "asyrevel-faults-")
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	rows, err := experiment.Faults(ctx, cfg, experiment.FaultCases)
+	if err != nil {
+		return fmt.Errorf("%w (the processes' logs are kept in %s)", err, cfg.Dir)
+	}
+	defer os.RemoveAll(cfg.Dir)
+	if err := experiment.WriteFaults(f.out, rows); err != nil {
+		return err
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "| case\t| accuracy\t| uninterrupted\t| lost\t| duplicated\t| recovery s\t| re-applied (differ)\t| departed\t| killed\t| paused\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "| %s\t| %.2f%%\t| %.2f%%\t| %d\t| %d\t| %.2f\t| %d (%d)\t| %d\t| %v\t| %v\t|\n", r.Case, 100*r.Accuracy, 100*r.Uninterrupted,
+			r.Lost, r.Duplicated, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Killed, r.Paused)
+	}
+	tw.Flush()
+	for _, r := range rows {
+		if r.Err != "" {
+			fmt.Fprintf(&b, "\nThe %s case failed: %s\n", r.Case, r.Err)
+		}
+	}
+	fmt.Fprint(stdout, b.String())
+	cmdline := "asyrevel experiment faults"
+	if f.quick {
+		cmdline += " --quick"
+	}
+	body := b.String() + fmt.Sprintf("\nData %s, %d parties, batch %d, window %d, %d steps a run; the kill %v after training starts, the restart %v later; "+
+		"checkpoints every 250 ms. Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
+		"recovery is the time from the restart of the killed process to its log line saying it resumed (data loading, checkpoint, reading the stream). "+
+		"A party killed for good is not expected to reach the uninterrupted accuracy: its columns stay as they were. "+
+		"The broker case: the broker is killed with -9 and restarted on its store and port; if it lost messages it had confirmed "+
+		"(asynchronous persistence), the run pauses after --wait (6 s here) and every participant is restarted with --resume; "+
+		"its recovery time runs from the broker's restart to the resumed aggregator's log line and includes both waits.\n",
+		cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps, cfg.KillAfter, cfg.Down)
+	sec := experiment.Section{Name: "faults", Title: "Faults: kill -9 and SIGTERM of the aggregator and a party, resumed from checkpoints",
+		Command: cmdline, Machine: experiment.Machine(), Started: t0, Duration: time.Since(t0), Body: body}
+	if err := experiment.WriteSection(f.out, sec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "faults.csv"))
+	return nil
+}
+
+func expSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment soak", "asyrevel experiment soak [--duration 10m] [--quick]\n\n"+
+		"One long run of \"asyrevel train\" (8 parties, a9a if found, else synthetic) in a process of its\n"+
+		"own, its resident memory and its store's size sampled: memory must stay flat (the end within\n"+
+		"10% of the value after the first minute). Writes results/soak.csv and the store's bytes per step.", stderr)
+	f := newExpFlags(fs)
+	dur := fs.Duration("duration", 10*time.Minute, "training time")
+	transport := fs.String("transport", "", "transport design (default: train's)")
+	separate := fs.Bool("separate-broker", false, "run the broker as a process of its own and sample it too")
+	log, err := f.parse(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := experiment.SoakConfig{Binary: bin, Parties: 8, Duration: *dur, Transport: *transport, Separate: *separate, Seed: f.seed, Log: log}
+	if f.quick && !flagGiven(fs, "duration") {
+		cfg.Duration = 90 * time.Second
+	}
+	if p, err := f.path("a9a/a9a.gz"); err == nil {
+		cfg.Data = p
+		cfg.Test, _ = f.path("a9a/a9a.t.gz")
+	} else {
+		cfg.Data = "synthetic:n=32000,d=123,test=16000"
+	}
+	cfg.Dir, err = os.MkdirTemp("", "asyrevel-soak-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cfg.Dir)
+	r, err := experiment.Soak(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	if err := experiment.WriteSoak(f.out, r); err != nil {
+		return err
+	}
+	verdict := "flat"
+	if !r.Flat {
+		verdict = "NOT flat"
+	}
+	fmt.Fprintf(stdout, "soak %v: %d steps, test accuracy %.2f%%; resident memory %s at %v, %s at the end (%+.1f%%): %s\n",
+		cfg.Duration, r.Steps, 100*r.TestAccuracy, run.MB(r.RSSRef), r.Reference, run.MB(r.RSSEnd), 100*r.Growth, verdict)
+	fmt.Fprintf(stdout, "store %s: %.0f bytes per step (%.1f MB per minute)\n", run.MB(r.StoreBytes), r.BytesPerStep,
+		float64(r.StoreBytes)/(1<<20)/cfg.Duration.Minutes())
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "soak.csv"))
+	if !r.Flat {
+		return fmt.Errorf("resident memory grew %.1f%% after the first %v (target: within 10%%)", 100*r.Growth, r.Reference)
+	}
+	return nil
+}

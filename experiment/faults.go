@@ -1,0 +1,454 @@
+package experiment
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/run"
+)
+
+// Fault cases: what FaultRun kills, with kill -9, in the middle of a run
+// whose broker, aggregator and parties are separate processes.
+const (
+	FaultNone       = "none"       // nothing: the uninterrupted run
+	FaultAggregator = "aggregator" // the aggregator, restarted with --resume
+	FaultParty      = "party"      // one party, restarted with --resume
+	FaultPartyGone  = "party-gone" // one party, never restarted
+	FaultSigterm    = "sigterm"    // SIGTERM to the aggregator and a party, both restarted with --resume
+	// FaultBroker: the broker (a process of its own for this case), restarted on its store
+	// and port; if it lost messages it had confirmed, the run pauses (--wait) and every
+	// participant is restarted with --resume.
+	FaultBroker = "broker"
+)
+
+// FaultCases lists the cases in the order the experiment runs them.
+var FaultCases = []string{FaultNone, FaultAggregator, FaultParty, FaultPartyGone, FaultSigterm, FaultBroker}
+
+// FaultConfig configures the fault experiment.
+type FaultConfig struct {
+	Binary  string // the asyrevel binary
+	Dir     string // work folder: broker store, checkpoints, outputs, logs
+	Data    string // --data (and Test, --test)
+	Test    string
+	Parties int
+	Steps   int64 // --steps of every run
+	Batch   int
+	Window  int
+	// KillAfter is how long after training starts the process is killed;
+	// Down how long it stays dead before the restart.
+	KillAfter, Down time.Duration
+	// Party is the party killed (default 2).
+	Party int
+	Seed  uint64
+	Log   zerolog.Logger
+}
+
+// FaultRow is one case's outcome.
+type FaultRow struct {
+	Case          string
+	Accuracy      float64
+	Uninterrupted float64 // accuracy of the case FaultNone
+	Steps         int64
+	// Lost and Duplicated come from the stream (run.Audit): messages a
+	// sender published that the stream lacks, and updates applied twice
+	// (a second reply to one request) or repeated sequence numbers.
+	Lost, Duplicated int64
+	Unanswered       int64
+	// Killed: the process was seen to die of the signal sent.
+	Killed bool
+	// RecoverySeconds: from the restart of the killed process until it
+	// was back at work (its recovery done, its log says so); 0 for the
+	// cases without a restart.
+	RecoverySeconds float64
+	Reapplied       int64 // requests a resumed aggregator applied again from the stream
+	Paused          bool  // FaultBroker: the run paused (messages lost) and every participant was resumed
+	Mismatched      int64 // of those, replies that differ from the recorded ones
+	Departed        int   // parties the summary lists as departed
+	Seconds         float64
+	Err             string // why the case did not end as it should ("" if it did)
+}
+
+// proc is a child process whose log lines are watched.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	seen map[string]time.Time
+	want []string
+	done chan struct{}
+	err  error
+}
+
+func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*proc, error) {
+	logf, err := os.Create(filepath.Join(c.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw // both watched: the broker says where it listens on stdout
+	p := &proc{cmd: cmd, seen: map[string]time.Time{}, done: make(chan struct{}),
+		want: []string{"training starts", "resumed from the checkpoint", "listening on"}}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			p.mu.Lock()
+			for _, w := range p.want {
+				if _, ok := p.seen[w]; !ok && strings.Contains(line, w) {
+					p.seen[w] = time.Now()
+				}
+			}
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		<-scanned
+		p.err = err
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// when is the time the process logged a line containing s.
+func (p *proc) when(s string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.seen[s]
+	return t, ok
+}
+
+// waitFor waits until the process logs s (or dies, or d passes).
+func (p *proc) waitFor(s string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, ok := p.when(s); ok {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("the process ended before logging %q: %v", s, p.err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("no %q in the log within %v", s, d)
+}
+
+// wait waits for the end of the process.
+func (p *proc) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// diedOf says whether the ended process was ended by sig.
+func (p *proc) diedOf(sig syscall.Signal) bool {
+	<-p.done
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// StartBroker starts `asyrevel broker` on a free port with its store in
+// dir and returns its URL; stop ends it.
+func StartBroker(ctx context.Context, bin, dir string) (url string, stop func(), err error) {
+	cmd := exec.CommandContext(ctx, bin, "broker", "--store", filepath.Join(dir, "store"), "--port", "0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) < 4 || !strings.HasPrefix(f[3], "nats://") {
+		stop()
+		return "", nil, fmt.Errorf("the broker said %q (%v)", line, err)
+	}
+	return f[3], stop, nil
+}
+
+// FaultRun runs one case against the broker at url, as run id runID.
+func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (FaultRow, error) {
+	t0 := time.Now()
+	row := FaultRow{Case: kase}
+	if c.Party == 0 {
+		c.Party = 2
+	}
+	var brk *proc
+	brokerArgs := func(port string) []string {
+		return []string{"broker", "--store", filepath.Join(c.Dir, runID+"-store"), "--port", port}
+	}
+	if kase == FaultBroker {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return row, err
+		}
+		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+		if brk, err = c.start(ctx, runID+"-broker", brokerArgs(port)...); err != nil {
+			return row, err
+		}
+		defer func() {
+			_ = brk.cmd.Process.Signal(os.Interrupt)
+			<-brk.done
+		}()
+		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
+			return row, err
+		}
+		url = "nats://127.0.0.1:" + port
+	}
+	out := filepath.Join(c.Dir, runID)
+	common := []string{"--nats", url, "--run", runID, "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
+		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
+		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", "250ms", "--wait", "60s"}
+	if c.Test != "" {
+		common = append(common, "--test", c.Test)
+	}
+	if kase == FaultBroker {
+		common = append(common, "--wait", "6s") // the pause after lost messages
+	}
+	aggArgs := append([]string{"aggregator", "--steps", strconv.FormatInt(c.Steps, 10), "--out", out, "--eval-every", "500ms"}, common...)
+	if kase == FaultPartyGone {
+		aggArgs = append(aggArgs, "--party-timeout", "1s")
+	}
+	partyArgs := func(m int) []string {
+		return append([]string{"party", "--id", strconv.Itoa(m), "--window", strconv.Itoa(c.Window)}, common...)
+	}
+	parties := make([]*proc, c.Parties+1)
+	var all []*proc
+	defer func() {
+		for _, p := range all {
+			select {
+			case <-p.done:
+			default:
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+	}()
+	for m := 1; m <= c.Parties; m++ {
+		p, err := c.start(ctx, fmt.Sprintf("%s-party-%d", runID, m), partyArgs(m)...)
+		if err != nil {
+			return row, err
+		}
+		parties[m] = p
+		all = append(all, p)
+	}
+	agg, err := c.start(ctx, runID+"-aggregator", aggArgs...)
+	if err != nil {
+		return row, err
+	}
+	all = append(all, agg)
+	if err := agg.waitFor("training starts", time.Minute); err != nil {
+		return row, fmt.Errorf("%s: aggregator: %w", kase, err)
+	}
+	time.Sleep(c.KillAfter)
+	restart := func(name string, args []string, victim *proc, sig syscall.Signal) (*proc, error) {
+		_ = victim.cmd.Process.Signal(sig)
+		if sig == syscall.SIGKILL {
+			row.Killed = victim.diedOf(syscall.SIGKILL)
+		} else {
+			<-victim.done
+			row.Killed = victim.cmd.ProcessState.ExitCode() == 0
+		}
+		if !row.Killed {
+			return nil, fmt.Errorf("%s: %s did not die of %v: %v (log: %s)", kase, name, sig, victim.err, filepath.Join(c.Dir, name+".log"))
+		}
+		time.Sleep(c.Down)
+		t := time.Now()
+		p, err := c.start(ctx, name+"-resumed", append(args, "--resume")...)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p)
+		if err := p.waitFor("resumed from the checkpoint", time.Minute); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", kase, name, err)
+		}
+		at, _ := p.when("resumed from the checkpoint")
+		row.RecoverySeconds += at.Sub(t).Seconds()
+		return p, nil
+	}
+	switch kase {
+	case FaultAggregator:
+		if agg, err = restart(runID+"-aggregator", aggArgs, agg, syscall.SIGKILL); err != nil {
+			return row, err
+		}
+	case FaultParty:
+		if parties[c.Party], err = restart(fmt.Sprintf("%s-party-%d", runID, c.Party), partyArgs(c.Party), parties[c.Party], syscall.SIGKILL); err != nil {
+			return row, err
+		}
+	case FaultPartyGone:
+		_ = parties[c.Party].cmd.Process.Kill()
+		row.Killed = parties[c.Party].diedOf(syscall.SIGKILL)
+		parties[c.Party] = nil
+	case FaultBroker:
+		_ = brk.cmd.Process.Kill()
+		row.Killed = brk.diedOf(syscall.SIGKILL)
+		if !row.Killed {
+			return row, fmt.Errorf("%s: the broker did not die of kill -9", kase)
+		}
+		time.Sleep(c.Down)
+		port := url[strings.LastIndex(url, ":")+1:]
+		if brk, err = c.start(ctx, runID+"-broker-again", brokerArgs(port)...); err != nil {
+			return row, err
+		}
+		all = append(all, brk)
+		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
+			return row, err
+		}
+		restarted := time.Now()
+		if err := agg.wait(ctx); err == nil {
+			break // nothing it had confirmed was lost: the run went on
+		}
+		// Paused: every participant ends (the parties after --wait),
+		// then all of them go on with --resume.
+		row.Paused = true
+		for m := 1; m <= c.Parties; m++ {
+			_ = parties[m].wait(ctx)
+		}
+		for m := 1; m <= c.Parties; m++ {
+			p, err := c.start(ctx, fmt.Sprintf("%s-party-%d-resumed", runID, m), append(partyArgs(m), "--resume")...)
+			if err != nil {
+				return row, err
+			}
+			parties[m] = p
+			all = append(all, p)
+		}
+		if agg, err = c.start(ctx, runID+"-aggregator-resumed", append(aggArgs, "--resume")...); err != nil {
+			return row, err
+		}
+		all = append(all, agg)
+		if err := agg.waitFor("resumed from the checkpoint", time.Minute); err != nil {
+			return row, fmt.Errorf("%s: aggregator: %w", kase, err)
+		}
+		at, _ := agg.when("resumed from the checkpoint")
+		row.RecoverySeconds = at.Sub(restarted).Seconds()
+	case FaultSigterm:
+		if parties[c.Party], err = restart(fmt.Sprintf("%s-party-%d", runID, c.Party), partyArgs(c.Party), parties[c.Party], syscall.SIGTERM); err != nil {
+			return row, err
+		}
+		if agg, err = restart(runID+"-aggregator", aggArgs, agg, syscall.SIGTERM); err != nil {
+			return row, err
+		}
+	}
+	if err := agg.wait(ctx); err != nil {
+		return row, fmt.Errorf("%s: aggregator: %w (log: %s)", kase, err, filepath.Join(c.Dir, runID+"-aggregator*.log"))
+	}
+	for m := 1; m <= c.Parties; m++ {
+		if p := parties[m]; p != nil {
+			if err := p.wait(ctx); err != nil {
+				return row, fmt.Errorf("%s: party %d: %w", kase, m, err)
+			}
+		}
+	}
+	var s run.Summary
+	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &s)
+	}
+	if err != nil {
+		return row, fmt.Errorf("%s: summary: %w", kase, err)
+	}
+	row.Accuracy, row.Steps, row.Departed = s.TestAccuracy, s.Steps, len(s.Departed)
+	if r := s.Resumed; r != nil {
+		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
+	}
+	au, err := run.AuditRun(ctx, run.Config{NATS: url, Run: runID, Parties: c.Parties, Data: c.Data, Log: zerolog.Nop()})
+	if err != nil {
+		return row, err
+	}
+	row.Lost, row.Duplicated, row.Unanswered = au.Lost+au.Orphans, au.Duplicated, au.Unanswered
+	row.Seconds = time.Since(t0).Seconds()
+	c.Log.Info().Str("case", kase).Str("acc", fmt.Sprintf("%.2f%%", 100*row.Accuracy)).Int64("lost", row.Lost).
+		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Int64("reapplied", row.Reapplied).Msg("fault case done")
+	return row, nil
+}
+
+// Faults runs every case of cases (FaultNone first: the others are
+// compared with it) on one broker process.
+func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, error) {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	url, stop, err := StartBroker(ctx, c.Binary, c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var rows []FaultRow
+	base := math.NaN()
+	stamp := time.Now().UTC().Format("150405")
+	for i, k := range cases {
+		r, err := FaultRun(ctx, c, url, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
+		if err != nil {
+			if k == FaultNone || ctx.Err() != nil {
+				return rows, err
+			}
+			// Recorded, and the other cases run all the same.
+			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed")
+			r = FaultRow{Case: k, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN()}
+		}
+		if k == FaultNone {
+			base = r.Accuracy
+		}
+		rows = append(rows, r)
+	}
+	for i := range rows {
+		rows[i].Uninterrupted = base
+	}
+	return rows, nil
+}
+
+// WriteFaults writes dir/faults.csv.
+func WriteFaults(dir string, rows []FaultRow) error {
+	if len(rows) == 0 {
+		return errors.New("no fault rows")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var recs [][]string
+	for _, r := range rows {
+		recs = append(recs, []string{r.Case, fmt.Sprintf("%.4f", r.Accuracy), fmt.Sprintf("%.4f", r.Uninterrupted),
+			strconv.FormatInt(r.Lost, 10), strconv.FormatInt(r.Duplicated, 10), fmt.Sprintf("%.2f", r.RecoverySeconds),
+			strconv.FormatInt(r.Steps, 10), strconv.FormatInt(r.Reapplied, 10), strconv.FormatInt(r.Mismatched, 10),
+			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused), r.Err})
+	}
+	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
+		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused", "error"}, recs)
+}

@@ -1,0 +1,226 @@
+package experiment
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/run"
+)
+
+// SoakConfig configures the soak experiment: one long run of `asyrevel
+// train` (its own process, the embedded broker inside it, or a broker
+// process of its own with Separate) whose resident memory and store size
+// are sampled.
+type SoakConfig struct {
+	Binary    string
+	Dir       string
+	Data      string
+	Test      string
+	Parties   int
+	Duration  time.Duration
+	Every     time.Duration // sampling period (default 5s)
+	Transport string        // --transport ("" = the default design)
+	Separate  bool          // the broker as a process of its own
+	// Reference is the time of the sample the end is compared with
+	// (default one minute, or a fifth of Duration if that is shorter).
+	Reference time.Duration
+	Seed      uint64
+	Log       zerolog.Logger
+}
+
+// SoakSample is one sample.
+type SoakSample struct {
+	Seconds    float64
+	RSS        int64 // the training process, bytes
+	BrokerRSS  int64 // the broker process with Separate, bytes
+	StoreBytes int64
+}
+
+// SoakResult is the soak's outcome.
+type SoakResult struct {
+	Samples        []SoakSample
+	Steps          int64
+	StoreBytes     int64
+	BytesPerStep   float64
+	TestAccuracy   float64
+	Reference      time.Duration
+	RSSRef, RSSEnd int64   // the process that holds the broker: at Reference and at the end
+	Growth         float64 // RSSEnd / RSSRef - 1
+	Flat           bool    // Growth within 10%
+}
+
+// procRSS is the resident memory of process pid in bytes (0 if unknown:
+// Linux's /proc only).
+func procRSS(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func treeSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Soak runs the soak experiment.
+func Soak(ctx context.Context, c SoakConfig) (*SoakResult, error) {
+	if c.Every <= 0 {
+		c.Every = 5 * time.Second
+	}
+	if c.Reference <= 0 {
+		c.Reference = min(time.Minute, c.Duration/5)
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(c.Dir, "soak")
+	store := filepath.Join(out, "stream")
+	args := []string{"train", "--data", c.Data, "--parties", strconv.Itoa(c.Parties), "--duration", c.Duration.String(),
+		"--out", out, "--log", "warn", "--seed", strconv.FormatUint(c.Seed, 10), "--run", "soak"}
+	if c.Test != "" {
+		args = append(args, "--test", c.Test)
+	}
+	if c.Transport != "" {
+		args = append(args, "--transport", c.Transport)
+	}
+	if c.Separate {
+		store = filepath.Join(c.Dir, "store")
+		_ = os.RemoveAll(store)
+		url, stop, err := StartBroker(ctx, c.Binary, c.Dir)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		args = append(args, "--nats", url)
+	}
+	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	logf, err := os.Create(filepath.Join(c.Dir, "soak.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	brokerPid := 0
+	if c.Separate {
+		brokerPid = findBroker(c.Dir)
+	}
+	res := &SoakResult{Reference: c.Reference}
+	t0 := time.Now()
+	tick := time.NewTicker(c.Every)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				return nil, fmt.Errorf("soak run: %w (log: %s)", err, logf.Name())
+			}
+			running = false
+		case <-tick.C:
+			s := SoakSample{Seconds: time.Since(t0).Seconds(), RSS: procRSS(cmd.Process.Pid), StoreBytes: treeSize(store)}
+			if brokerPid > 0 {
+				s.BrokerRSS = procRSS(brokerPid)
+			}
+			if s.RSS > 0 {
+				res.Samples = append(res.Samples, s)
+				c.Log.Info().Str("t", fmt.Sprintf("%.0fs", s.Seconds)).Str("rss", run.MB(s.RSS)).Str("broker_rss", run.MB(s.BrokerRSS)).
+					Str("store", run.MB(s.StoreBytes)).Msg("soak")
+			}
+		}
+	}
+	var sum run.Summary
+	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &sum)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("soak summary: %w", err)
+	}
+	res.Steps, res.TestAccuracy = sum.Steps, sum.TestAccuracy
+	res.StoreBytes = treeSize(store)
+	if res.Steps > 0 {
+		res.BytesPerStep = float64(res.StoreBytes) / float64(res.Steps)
+	}
+	mem := func(s SoakSample) int64 {
+		if c.Separate {
+			return s.BrokerRSS
+		}
+		return s.RSS
+	}
+	for _, s := range res.Samples {
+		if res.RSSRef == 0 && s.Seconds >= c.Reference.Seconds() {
+			res.RSSRef = mem(s)
+		}
+	}
+	if n := len(res.Samples); n > 0 {
+		res.RSSEnd = mem(res.Samples[n-1])
+	}
+	if res.RSSRef > 0 {
+		res.Growth = float64(res.RSSEnd)/float64(res.RSSRef) - 1
+		res.Flat = res.Growth <= 0.10
+	}
+	return res, nil
+}
+
+// findBroker finds the pid of the broker process whose store is in dir.
+func findBroker(dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	want := filepath.Join(dir, "store")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), "broker") && strings.Contains(string(b), want) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// WriteSoak writes dir/soak.csv.
+func WriteSoak(dir string, r *SoakResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var recs [][]string
+	for _, s := range r.Samples {
+		recs = append(recs, []string{fmt.Sprintf("%.1f", s.Seconds), fmt.Sprintf("%.1f", float64(s.RSS)/(1<<20)),
+			fmt.Sprintf("%.1f", float64(s.BrokerRSS)/(1<<20)), fmt.Sprintf("%.1f", float64(s.StoreBytes)/(1<<20))})
+	}
+	return run.WriteCSV(filepath.Join(dir, "soak.csv"), []string{"seconds", "rss_mb", "broker_rss_mb", "store_mb"}, recs)
+}

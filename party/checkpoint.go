@@ -1,0 +1,249 @@
+package party
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// Checkpoints and resume. A party saves w_m, its random state, its own
+// sequence numbers (one per subject: hello, requests, evaluations,
+// receipts), the aggregator's last ones it accepted (replies, controls),
+// its step count
+// and its requests in flight (batch, direction, regulariser difference).
+// A resumed party restores them and reads its replies and the controls
+// from the stream from the start: those up to the checkpoint's aggregator
+// sequence on their subject are skipped, the later ones are applied
+// again, and the messages it computes on the way that the stream already
+// holds (its own sequence numbers on their subject) are not sent again.
+// The trust layer's chains are not in checkpoints yet: a party with
+// Config.Key cannot resume (ErrResumeTrust). Its
+// computation is deterministic given what it receives, so it ends where
+// it was before the crash and goes on live.
+
+// ErrResume reports a checkpoint that cannot be resumed from.
+var ErrResume = errors.New("party: cannot resume")
+
+// CheckpointVersion is the version of the checkpoint format.
+const CheckpointVersion = 2
+
+// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+const DefaultCheckpointEvery = 10 * time.Second
+
+// Pending is a request in flight.
+type Pending struct {
+	Seq     uint64
+	IDs     []uint32
+	U       []float64
+	RegDiff float64
+}
+
+// Checkpoint is a party's state at one point of a run.
+type Checkpoint struct {
+	Version   int
+	Run       string
+	ID        int
+	W         []float64
+	RNG       []byte           // PCG state
+	Seqs      [NumKinds]uint64 // this party's last sequence number by subject (schemas.Kind)
+	AggSeq    [2]uint64        // the aggregator's last accepted sequence numbers: replies, controls
+	HelloSeq  uint64
+	T         int
+	Head      int
+	N         int
+	Ring      []Pending
+	Requests  uint64
+	BatchSeed uint64
+	Steps     int64
+	Replies   int64
+	Sent      int64 // Stats.Requests
+	Up        int64 // Stats.MessagesUp
+	BytesUp   int64
+	MaxDelay  int
+	Outbox    []Sent // the last requests published (outbox.go)
+	Saved     time.Time
+}
+
+// Encode writes c (gob).
+func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
+	var c Checkpoint
+	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
+	}
+	if c.Version != CheckpointVersion {
+		return nil, fmt.Errorf("%w: checkpoint format %d, this build reads %d", ErrResume, c.Version, CheckpointVersion)
+	}
+	return &c, nil
+}
+
+// snapshot copies the state into c, reusing its buffers (p.mu held).
+func (p *Party) snapshot(c *Checkpoint) {
+	c.Version, c.Run, c.ID = CheckpointVersion, p.cfg.Run, p.cfg.ID
+	c.W = append(c.W[:0], p.w...)
+	c.RNG, _ = p.pcg.MarshalBinary()
+	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n
+	if len(c.Ring) != len(p.ring) {
+		c.Ring = make([]Pending, len(p.ring))
+	}
+	for i, s := range p.ring {
+		r := &c.Ring[i]
+		r.Seq, r.RegDiff = s.seq, s.regDiff
+		r.IDs = append(r.IDs[:0], s.ids...)
+		r.U = append(r.U[:0], s.u...)
+	}
+	c.Requests, c.BatchSeed = p.requests, p.batchSeed
+	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
+	c.Outbox = p.outbox.snapshot(c.Outbox)
+	c.Saved = time.Now()
+}
+
+// Checkpoint returns a copy of the party's state.
+func (p *Party) Checkpoint() *Checkpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var c Checkpoint
+	p.snapshot(&c)
+	return &c
+}
+
+// NumKinds bounds the kinds of message (schemas.Kind) a party numbers.
+const NumKinds = int(schemas.KindControl) + 1
+
+// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
+// not hold its chains (head and sequence per subject) yet.
+var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
+
+// Resume restores the party from c before Run, for a stream that holds
+// every message of this party that c counts as sent (on each subject,
+// 1..c.Seqs[kind]): the messages the party computes again up to there
+// are not sent again.
+func (p *Party) Resume(c *Checkpoint) error {
+	published := c.Seqs
+	return p.resume(c, published, func(k schemas.Kind, seq uint64) bool { return seq <= published[k] })
+}
+
+// ResumeFrom is Resume for a stream that holds the party's messages whose
+// sequence numbers, by subject (schemas.Kind), are in have (in any
+// order): after a broker crash the stream can lack some in the middle.
+// Those up to the checkpoint are sent again from its outbox, the later
+// ones computed again and sent.
+func (p *Party) ResumeFrom(c *Checkpoint, have map[schemas.Kind][]uint64) error {
+	var last [NumKinds]uint64
+	set := make(map[[2]uint64]struct{})
+	for k, seqs := range have {
+		if int(k) >= NumKinds {
+			continue
+		}
+		for _, s := range seqs {
+			last[k] = max(last[k], s)
+			set[[2]uint64{uint64(k), s}] = struct{}{}
+		}
+	}
+	return p.resume(c, last, func(k schemas.Kind, seq uint64) bool { _, ok := set[[2]uint64{uint64(k), seq}]; return ok })
+}
+
+func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schemas.Kind, uint64) bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.tr != nil:
+		return ErrResumeTrust
+	case p.cfg.Sync || p.cfg.FirstOrder || p.cfg.Adversary != nil:
+		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
+	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
+		return fmt.Errorf("%w: the checkpoint is of party %d of run %s, not party %d of %s", ErrResume, c.ID, c.Run, p.cfg.ID, p.cfg.Run)
+	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.T < 0 || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
+		return fmt.Errorf("%w: the checkpoint's dimensions (%d parameters, window %d) are not the run's (%d, %d)", ErrResume, len(c.W), len(c.Ring), len(p.w), len(p.ring))
+	}
+	for _, r := range c.Ring {
+		if len(r.IDs) > cap(p.ring[0].ids) || len(r.U) != len(p.w) {
+			return fmt.Errorf("%w: a request in flight does not fit the run's batch and model", ErrResume)
+		}
+		for _, id := range r.IDs {
+			if int(id) >= p.cfg.Train.NRows {
+				return fmt.Errorf("%w: a request in flight names sample %d of %d", ErrResume, id, p.cfg.Train.NRows)
+			}
+		}
+	}
+	if err := p.pcg.UnmarshalBinary(c.RNG); err != nil {
+		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	copy(p.w, c.W)
+	for i, r := range c.Ring {
+		s := &p.ring[i]
+		s.seq, s.regDiff = r.Seq, r.RegDiff
+		s.ids = append(s.ids[:0], r.IDs...)
+		copy(s.u, r.U)
+	}
+	p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
+	p.requests, p.batchSeed = c.Requests, c.BatchSeed
+	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
+	// The stream may lack the tail of what the checkpoint counts as sent
+	// (a broker that confirmed it and died before writing it): Run sends
+	// the requests among it again from the checkpoint's outbox.
+	p.resend = p.resend[:0]
+	lost := 0
+	// The outbox keeps requests only (subject out.m).
+	for _, s := range c.Outbox {
+		if s.Seq <= c.Seqs[schemas.KindOutput] && !has(schemas.KindOutput, s.Seq) {
+			p.resend = append(p.resend, s)
+		}
+	}
+	for k := range NumKinds {
+		for seq := published[k] + 1; seq <= c.Seqs[k]; seq++ {
+			if schemas.Kind(k) != schemas.KindOutput || !slices.ContainsFunc(c.Outbox, func(s Sent) bool { return s.Seq == seq }) {
+				lost++ // an evaluation chunk: its round goes on without this party
+			}
+		}
+		published[k] = max(published[k], c.Seqs[k])
+	}
+	if lost > 0 {
+		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
+	}
+	p.has = has
+	p.started = true
+	p.resumed = true
+	p.skipTo = c.AggSeq
+	p.published = published
+	return nil
+}
+
+// saveCheckpoint hands a snapshot to Config.OnCheckpoint (p.mu not held).
+// It is saved only once the broker has stored every message published up
+// to the snapshot: the requests it counts as in flight must be in the
+// stream, or nobody would answer them.
+func (p *Party) saveCheckpoint(ctx context.Context) {
+	if p.cfg.OnCheckpoint == nil {
+		return
+	}
+	p.mu.Lock()
+	ok := p.started && p.err == nil && p.bus != nil
+	if ok {
+		p.snapshot(&p.ck)
+	}
+	p.ckNow = false
+	bus := p.bus
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := bus.Flush(fctx)
+	cancel()
+	if err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
+		return
+	}
+	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
+	}
+}

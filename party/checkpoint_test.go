@@ -1,0 +1,122 @@
+package party
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo"
+)
+
+func newStarted(t *testing.T) *Party {
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(16, 1), Train: dense(1000, 16), Reg: model.Nonconvex{}, Lambda: 1e-4,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 1e-2}, Batch: 8, Window: 4, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.bus, p.ctx = &sink{}, context.Background()
+	return p
+}
+
+// A checkpoint, written and read back, restores a party that applies the
+// next replies and prepares the next requests bit for bit as the original
+// (parameters, directions, batches, sequence numbers).
+func TestCheckpointResumesBitForBit(t *testing.T) {
+	a := newStarted(t)
+	a.control(&schemas.Control{Op: schemas.CtlStart})
+	c := schemas.NewCodec()
+	rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2}, Delta: make([]float64, 8)}
+	d := &delivery{subject: schemas.Subject("t", schemas.KindReply, 2)}
+	ctx := context.Background()
+	reply := func(p *Party, i int) {
+		r := *rep
+		r.Seq = uint64(i + 1)
+		r.ReqSeq = p.ring[p.head].seq
+		for j := range r.Delta {
+			r.Delta[j] = float64((i*7+j)%11-5) * 1e-4
+		}
+		d.data, _ = c.Marshal(&r)
+		p.handle(ctx, d)
+	}
+	for i := range 100 {
+		reply(a, i)
+	}
+	var buf bytes.Buffer
+	if err := a.Checkpoint().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := DecodeCheckpoint(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newStarted(t)
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	for i := 100; i < 200; i++ {
+		reply(a, i)
+		reply(b, i)
+		if !slices.Equal(a.w, b.w) || !slices.Equal(a.out.C, b.out.C) || !slices.Equal(a.out.IDs, b.out.IDs) || a.seq != b.seq {
+			t.Fatalf("reply %d after the checkpoint: the parties differ", i)
+		}
+	}
+	if a.err != nil || b.err != nil || b.stats.Steps != a.stats.Steps {
+		t.Fatalf("errors %v %v, steps %d and %d (%v)", a.err, b.err, a.stats.Steps, b.stats.Steps, b.stats.Rejected)
+	}
+}
+
+func TestResumeRefusesOtherParties(t *testing.T) {
+	a := newStarted(t)
+	a.control(&schemas.Control{Op: schemas.CtlStart})
+	good := a.Checkpoint()
+	for _, tc := range []struct {
+		name string
+		edit func(c *Checkpoint)
+	}{
+		{"run", func(c *Checkpoint) { c.Run = "x" }},
+		{"party", func(c *Checkpoint) { c.ID = 3 }},
+		{"parameters", func(c *Checkpoint) { c.W = c.W[:3] }},
+		{"window", func(c *Checkpoint) { c.Ring = c.Ring[:1] }},
+		{"head", func(c *Checkpoint) { c.Head = 9 }},
+		{"sample", func(c *Checkpoint) {
+			c.Ring = slices.Clone(c.Ring)
+			c.Ring[0].IDs = []uint32{5000}
+		}},
+		{"random state", func(c *Checkpoint) { c.RNG = nil }},
+	} {
+		c := *good
+		tc.edit(&c)
+		if err := newStarted(t).Resume(&c); !errors.Is(err, ErrResume) {
+			t.Errorf("%s: %v, want ErrResume", tc.name, err)
+		}
+	}
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian, Mu: 1e-3,
+		LR: zoo.Schedule{Eta0: 0.1}, Batch: 2, Window: 2, Seed: 7, Log: zerolog.Nop()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	_ = p.Checkpoint().Encode(&buf)
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeCheckpoint(bytes.NewReader(data))
+		if err != nil {
+			if !errors.Is(err, ErrResume) {
+				t.Fatalf("error %v does not wrap ErrResume", err)
+			}
+			return
+		}
+		q, _ := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian, Mu: 1e-3,
+			LR: zoo.Schedule{Eta0: 0.1}, Batch: 2, Window: 2, Seed: 7, Log: zerolog.Nop()})
+		_ = q.Resume(c)
+	})
+}

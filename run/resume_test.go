@@ -1,0 +1,105 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestResumeAppliesEachUpdateOnce interrupts a run, puts back the
+// aggregator's first checkpoint (as if it had died right after it, so
+// that everything it answered since must be applied again from the
+// stream), resumes the run and checks from the stream's sequence numbers
+// that every request was answered at most once, none is lost, and that
+// the replies computed again are bit-identical to the recorded ones.
+func TestResumeAppliesEachUpdateOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := t.TempDir()
+	cfg := Config{
+		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: 3 * time.Second,
+		Seed: 1, Out: out, Run: "resume", Log: testLog(t), EvalEvery: 200 * time.Millisecond,
+		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 300 * time.Millisecond,
+		Trust: TrustConfig{Off: true}, // checkpoints do not hold the trust layer's chains yet
+	}
+	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
+	first := make(chan []byte, 1)
+	go func() {
+		for range 400 {
+			if b, err := os.ReadFile(path); err == nil {
+				first <- b
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(first)
+	}()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	s1, err := Train(ctx, cfg)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("first part: %v", err)
+	}
+	old, ok := <-first
+	if !ok {
+		t.Fatal("no aggregator checkpoint was written")
+	}
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Resume = true
+	s2, err := Train(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("resumed: %v", err)
+	}
+	r := s2.Resumed
+	if r == nil {
+		t.Fatal("the summary of the resumed run has no recovery report")
+	}
+	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped; %d steps, accuracy %.4f",
+		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, s2.Steps, s2.TestAccuracy)
+	if r.Reapplied == 0 || r.Mismatched != 0 || r.Missing != 0 || r.Duplicated != 0 {
+		t.Errorf("recovery: %+v", r)
+	}
+	if s2.Steps <= s1.Steps || s2.TestAccuracy < 0.9 {
+		t.Errorf("resumed run: %d steps after %d, accuracy %.4f", s2.Steps, s1.Steps, s2.TestAccuracy)
+	}
+	au, err := AuditRun(context.Background(), Config{Synthetic: small(), Parties: 4, Run: cfg.Run, Out: out, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stream: %v", au)
+	if !au.OK() || au.Answered != s2.Steps || au.Unanswered > int64(cfg.Parties*cfg.Window)+s2.LateOutputs {
+		t.Errorf("stream audit: %v; summary: %d steps, %d late", au, s2.Steps, s2.LateOutputs)
+	}
+}
+
+// With the trust layer on, Resume fails at once (before loading data or
+// starting a broker) and says how to go on: checkpoints do not hold the
+// chains yet.
+func TestResumeRefusesTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(Config) error
+		cfg  Config
+	}{
+		{"train", func(c Config) error { _, err := Train(context.Background(), c); return err }, Config{}},
+		{"aggregator with a key", func(c Config) error { _, err := Aggregate(context.Background(), c); return err },
+			Config{Trust: TrustConfig{KeyFile: "agg.nk", RosterFile: "roster.json"}}},
+		{"party with a key", func(c Config) error { _, err := Participate(context.Background(), c, 1); return err },
+			Config{Trust: TrustConfig{KeyFile: "p1.nk", RosterFile: "roster.json"}}},
+	} {
+		c := tc.cfg
+		c.Synthetic, c.Parties, c.Algo, c.Duration, c.Run, c.Log, c.Resume = small(), 2, "asyrevel-gau", time.Second, "rt", testLog(t), true
+		c.CheckpointDir, c.NATS = t.TempDir(), "nats://127.0.0.1:1"
+		err := tc.run(c)
+		if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "run with --no-trust") {
+			t.Errorf("%s: %v, want ErrResumeTrust", tc.name, err)
+		}
+	}
+}
