@@ -440,6 +440,17 @@ func jetStreamMissing(err error, version string) error {
 	return err
 }
 
+// allReplicasGrace: how long a connect waits for the last replicas of a
+// stream that has a quorum.
+const allReplicasGrace = 2 * time.Second
+
+// errCodeNoPeers: a replicated stream found too few peers online
+// (JSClusterNoPeersErrF); creation is tried again after noPeersPause.
+const (
+	errCodeNoPeers = 10005
+	noPeersPause   = time.Second
+)
+
 // ensureStream creates the run's stream or updates it to cfg. A concurrent
 // creation with a slightly different configuration makes the create fail
 // with "name already in use"; the next round then updates.
@@ -502,6 +513,16 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		// connecting at once to a 3-node cluster, two timed out): the
 		// next round finds the stream made by another.
 		timedOut := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout))
+		// A peer that missed heartbeats (a loaded host) is offline for a
+		// moment: "no suitable peers for placement". Wait and try again.
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoPeers && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(noPeersPause):
+			}
+			continue
+		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && !timedOut {
 			break
 		}
@@ -527,11 +548,13 @@ func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamCon
 	return b.js.CreateOrUpdateStream(actx, scfg)
 }
 
-// waitStreamLeader waits until the replicated stream has a leader and a
-// quorum of current replicas, so that the first publishes find it ready.
+// waitStreamLeader waits until the replicated stream has a leader and all
+// its replicas current, or a quorum of them for allReplicasGrace, so that
+// the first publishes find it ready.
 func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	var quorum time.Time // when a quorum was first seen
 	for {
 		info, err := b.st.Info(ctx)
 		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" && len(info.Cluster.Replicas) >= replicas-1 {
@@ -541,10 +564,20 @@ func (b *JetStream) waitStreamLeader(ctx context.Context, replicas int) error {
 					current++
 				}
 			}
-			// A quorum with the leader: the stream takes messages. Not
-			// every replica: a node of the cluster may be down for good.
-			if current >= replicas/2 {
+			// Every replica current: each has subscribed to the
+			// stream's subjects on its node, so a first publish there
+			// finds the stream ("no responders" otherwise, seen in
+			// TestCluster). A quorum with the leader takes messages
+			// too: after a grace, for a node may be down for good.
+			if current == replicas-1 {
 				return nil
+			}
+			if current >= replicas/2 {
+				if quorum.IsZero() {
+					quorum = time.Now()
+				} else if time.Since(quorum) >= allReplicasGrace {
+					return nil
+				}
 			}
 		}
 		select {

@@ -436,8 +436,11 @@ const (
 	// waits apiTimeout for its answer).
 	barrierAttempts = 3
 	// barrierNoLeaderPause: how long a barrier that found no stream
-	// leader waits before it asks again.
-	barrierNoLeaderPause = 250 * time.Millisecond
+	// leader waits before it asks again, up to barrierNoLeaderAttempts
+	// times (an election, or a node that has not yet learnt the stream's
+	// interest from its routes).
+	barrierNoLeaderPause    = 250 * time.Millisecond
+	barrierNoLeaderAttempts = 40
 	// markerGrace: after a barrier, how long Flush waits for the answers
 	// to markers sent before it.
 	markerGrace = 200 * time.Millisecond
@@ -479,6 +482,21 @@ func (p *capturePub) signal() {
 }
 
 func (p *capturePub) publish(ctx context.Context, m *Message) error {
+	if p.b.replicas > 1 {
+		// A core publish that no stream takes is lost: in a cluster, a
+		// node may not yet know where the replicated stream listens (its
+		// replica not started, the interest not yet routed). The first
+		// message on a subject waits until a barrier on it reaches the
+		// stream, which then takes every later one.
+		p.mu.Lock()
+		_, known := p.subjects[m.Subject]
+		p.mu.Unlock()
+		if !known {
+			if err := p.barrier(ctx, m.Subject); err != nil {
+				return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", m.Subject, err)
+			}
+		}
+	}
 	size := uint64(len(m.Data))
 	p.mu.Lock()
 	var stall *time.Timer
@@ -700,13 +718,14 @@ func (p *capturePub) flush(ctx context.Context) error {
 // barrier waits until the stream has processed every message sent so far
 // on this connection (see capturePub).
 func (p *capturePub) barrier(ctx context.Context, subject string) error {
-	for attempt := 1; ; attempt++ {
+	for attempt, noLeader := 1, 1; ; attempt++ {
 		n, err := p.barrierOnce(ctx, subject)
-		if err != nil && attempt < barrierAttempts && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil {
 			switch {
-			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+			case attempt < barrierAttempts && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
 				continue // a loaded or electing cluster: ask again
-			case errors.Is(err, jetstream.ErrNoStreamResponse):
+			case noLeader < barrierNoLeaderAttempts && errors.Is(err, jetstream.ErrNoStreamResponse):
+				noLeader++
 				// No replica answers (a stream leader being elected):
 				// the answer comes at once, so wait before asking again.
 				select {
