@@ -64,15 +64,13 @@ func (l *lockedBuffer) String() string {
 // that the run ends with its summary, that the leader moved, that the
 // clients failed over, and that the stream holds every message sent.
 //
-// It is opt-in (ASYREVEL_KILL_TESTS=1) until it has proved reliable: 3 of
-// 7 runs stalled after the fail-over before the ordered subscriptions
-// restarted their own consumers, 4 of 4 passed since.
+// It runs in the default suite (skipped with -short): 3 of 7 runs stalled
+// after the fail-over before the ordered subscriptions restarted their own
+// consumers; 10 of 10 passed since (6 of them with a busy loop on one of the
+// two cores).
 func TestProcessCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
-	}
-	if os.Getenv("ASYREVEL_KILL_TESTS") == "" {
-		t.Skip("kill test of a broker cluster: set ASYREVEL_KILL_TESTS=1 (opt-in until proved reliable: see the README)")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "asyrevel")
@@ -150,7 +148,7 @@ func TestProcessCluster(t *testing.T) {
 		parties = append(parties, p)
 	}
 	out := filepath.Join(dir, "out")
-	aggArgs := append([]string{"aggregator", "--duration", "25s", "--out", out, "--nats", home(0)}, common...)
+	aggArgs := append([]string{"aggregator", "--duration", "20s", "--out", out, "--nats", home(0)}, common...)
 	if lvl := os.Getenv("ASYREVEL_TEST_LOG"); lvl != "" {
 		aggArgs = append(aggArgs, "--log", lvl)
 	}
