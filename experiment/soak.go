@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,15 +50,22 @@ type SoakSample struct {
 
 // SoakResult is the soak's outcome.
 type SoakResult struct {
-	Samples        []SoakSample
-	Steps          int64
-	StoreBytes     int64
-	BytesPerStep   float64
-	TestAccuracy   float64
-	Reference      time.Duration
-	RSSRef, RSSEnd int64   // the process that holds the broker: at Reference and at the end
-	Growth         float64 // RSSEnd / RSSRef - 1
-	Flat           bool    // Growth within 10%
+	Samples      []SoakSample
+	Steps        int64
+	StoreBytes   int64
+	BytesPerStep float64
+	TestAccuracy float64
+	Reference    time.Duration
+	// RSSRef and RSSEnd are the medians of the resident memory of the
+	// process that holds the broker over the window that starts at
+	// Reference and over the last window (Window: a minute, or a fifth of
+	// the run if shorter): single samples swing by up to 10% with the
+	// garbage collector's cycles. RSSLast is the last sample.
+	RSSRef, RSSEnd, RSSLast int64
+	Window                  time.Duration
+	Growth                  float64 // RSSEnd / RSSRef - 1
+	LastGrowth              float64 // RSSLast / RSSRef - 1
+	Flat                    bool    // Growth within 10%
 }
 
 // procRSS is the resident memory of process pid in bytes (0 if unknown:
@@ -180,19 +188,47 @@ func Soak(ctx context.Context, c SoakConfig) (*SoakResult, error) {
 		}
 		return s.RSS
 	}
+	res.Window = c.Reference
+	summarizeRSS(res, mem)
+	return res, nil
+}
+
+// summarizeRSS sets the medians RSSRef (the window from Reference on) and
+// RSSEnd (the last window), RSSLast, Growth and Flat.
+func summarizeRSS(res *SoakResult, mem func(SoakSample) int64) {
+	n := len(res.Samples)
+	if n == 0 {
+		return
+	}
+	ref0, w := res.Reference.Seconds(), res.Window.Seconds()
+	end := res.Samples[n-1].Seconds
+	var first, last []int64
 	for _, s := range res.Samples {
-		if res.RSSRef == 0 && s.Seconds >= c.Reference.Seconds() {
-			res.RSSRef = mem(s)
+		if v := mem(s); v > 0 && s.Seconds >= ref0 && s.Seconds < ref0+w {
+			first = append(first, v)
+		}
+		if v := mem(s); v > 0 && s.Seconds > end-w {
+			last = append(last, v)
 		}
 	}
-	if n := len(res.Samples); n > 0 {
-		res.RSSEnd = mem(res.Samples[n-1])
-	}
+	res.RSSLast = mem(res.Samples[n-1])
+	res.RSSRef, res.RSSEnd = median64(first), median64(last)
 	if res.RSSRef > 0 {
 		res.Growth = float64(res.RSSEnd)/float64(res.RSSRef) - 1
+		res.LastGrowth = float64(res.RSSLast)/float64(res.RSSRef) - 1
 		res.Flat = res.Growth <= 0.10
 	}
-	return res, nil
+}
+
+// median64 is the median of v (the lower middle of an even count; 0 if
+// v is empty).
+func median64(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[(len(v)-1)/2]
 }
 
 // findBroker finds the pid of the broker process whose store is in dir.

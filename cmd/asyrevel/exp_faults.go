@@ -156,8 +156,9 @@ func expSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !r.Flat {
 		verdict = "NOT flat"
 	}
-	fmt.Fprintf(stdout, "soak %v: %d steps, test accuracy %.2f%%; resident memory %s at %v, %s at the end (%+.1f%%): %s\n",
-		cfg.Duration, r.Steps, 100*r.TestAccuracy, run.MB(r.RSSRef), r.Reference, run.MB(r.RSSEnd), 100*r.Growth, verdict)
+	fmt.Fprintf(stdout, "soak %v: %d steps, test accuracy %.2f%%; resident memory (median over %v) %s from %v, %s at the end (%+.1f%%; last sample %s, %+.1f%%): %s\n",
+		cfg.Duration, r.Steps, 100*r.TestAccuracy, r.Window, run.MB(r.RSSRef), r.Reference, run.MB(r.RSSEnd), 100*r.Growth,
+		run.MB(r.RSSLast), 100*r.LastGrowth, verdict)
 	fmt.Fprintf(stdout, "store %s: %.0f bytes per step (%.1f MB per minute)\n", run.MB(r.StoreBytes), r.BytesPerStep,
 		float64(r.StoreBytes)/(1<<20)/cfg.Duration.Minutes())
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "soak.csv"))
