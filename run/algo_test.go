@@ -127,3 +127,27 @@ func TestStragglerAndObjective(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFNetworkStep: the nonf network's default step is the federated
+// one over NonFWidth (at the federated step it diverged on MNIST); the
+// linear model's and an explicit --lr are left alone.
+func TestNonFNetworkStep(t *testing.T) {
+	tests := []struct {
+		algo, model string
+		lr, want    float64
+	}{
+		{"nonf", "mlp", 0, DefaultLR("mlp", MLPBatch) / NonFWidth},
+		{"asyrevel-gau", "mlp", 0, DefaultLR("mlp", MLPBatch)},
+		{"nonf", "linear", 0, DefaultLR("linear", 64)},
+		{"nonf", "mlp", 0.002, 0.002},
+	}
+	for _, tc := range tests {
+		c := Config{Algo: tc.algo, Model: tc.model, LR: tc.lr, Data: "x.csv"}
+		if err := c.defaults(); err != nil {
+			t.Fatalf("%s %s: %v", tc.algo, tc.model, err)
+		}
+		if c.LR != tc.want {
+			t.Errorf("%s %s --lr %g: step %g, want %g", tc.algo, tc.model, tc.lr, c.LR, tc.want)
+		}
+	}
+}
