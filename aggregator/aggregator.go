@@ -306,7 +306,7 @@ type Aggregator struct {
 	stallSince    time.Time
 	outbox        outbox
 	resumeOutbox  []Sent
-	recovered     *recovered // what recovery verified (trust layer)
+	recovered     *recovered      // what recovery verified (trust layer)
 	replySeq      []uint64        // by party: the last reply's sequence number, without trust
 	ctlSeq        uint64          // the last control's sequence number, without trust
 	tr            *aggTrust       // nil without Config.Key
