@@ -225,6 +225,7 @@ type Party struct {
 	ckNow     bool
 	outbox    outbox
 	resend    []Sent                                // kept messages the stream lacks, sent again by Run
+	ownHeads  map[[2]uint64]trust.Hash              // after a resume (trust layer): (kind, seq) -> the head the stream gives
 	has       func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
 }
 
@@ -496,6 +497,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	}
 	if p.seq <= p.published[k] && p.has(k, p.seq) {
 		// Computed again after a resume: the stream holds it already.
+		p.chainRecomputed(k, p.seq, data)
 		p.stats.Recomputed++
 		p.stats.MessagesUp++
 		p.stats.BytesUp += int64(len(data))
