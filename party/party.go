@@ -357,18 +357,40 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	// describe). Only what comes after it: the aggregator sends nothing to
 	// a party before its hello.
 	opts := broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m), Deliver: broker.DeliverNew}
-	if p.resumed {
+	handler := p.handle
+	var caughtUp chan struct{}
+	switch {
+	case p.resumed && p.tr != nil:
+		// Live at once, held until the stream is read back one subject
+		// at a time (catchup.go).
+		opts = broker.SubscribeOptions{Deliver: broker.DeliverNew}
+		caughtUp = make(chan struct{})
+		handler = func(ctx context.Context, d broker.Delivery) {
+			select {
+			case <-caughtUp:
+				p.handle(ctx, d)
+			case <-ctx.Done():
+			}
+		}
+	case p.resumed:
 		// From the start of the stream: what the checkpoint applied is
 		// skipped, the rest applied again (checkpoint.go).
 		opts = broker.SubscribeOptions{Deliver: broker.DeliverAll}
 	}
 	sub, err := bus.Subscribe(ctx,
 		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
-		opts, p.handle)
+		opts, handler)
 	if err != nil {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
+	if caughtUp != nil {
+		err := p.catchUp(ctx, bus)
+		close(caughtUp)
+		if err != nil {
+			return fmt.Errorf("party %d: reading the stream to resume: %w", m, err)
+		}
+	}
 	if p.resumed {
 		for _, s := range p.resend {
 			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {

@@ -1175,7 +1175,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 }
 
 // resumeParty restores party m from its checkpoint ck and the sequence
-// numbers of its messages in the stream (per subject).
+// numbers of its messages in the stream (per subject), read back one
+// subject at a time (a single filter: what the broker's permissions grant
+// a party on its own subjects). With the trust layer, the messages after
+// the checkpoint's chains are handed over with their headers.
 func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party, ck *party.Checkpoint, m int) error {
 	if ck == nil {
 		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
@@ -1184,18 +1187,18 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	// broker crash some may be missing in the middle, not only at the end.
 	var (
 		have  = map[schemas.Kind][]uint64{}
+		own   []trust.Msg
 		count int
 		dec   = schemas.NewCodec()
 		h     schemas.Hello
 		o     schemas.PartyOutput
 		ev    schemas.EvalOutput
+		chain = map[string]uint64{}
 	)
-	_, err := aggregator.ReadLog(ctx, b, []string{schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m),
-		schemas.Subject(cfg.Run, schemas.KindEval, m)}, func(subject string, data []byte) {
-		kind, _, err := schemas.ParseSubject(cfg.Run, subject)
-		if err != nil {
-			return
-		}
+	for _, e := range ck.TrustOut {
+		chain[e.Subject] = e.Seq
+	}
+	for _, kind := range []schemas.Kind{schemas.KindHello, schemas.KindOutput, schemas.KindEval} {
 		var msg schemas.Message = &h
 		switch kind {
 		case schemas.KindOutput:
@@ -1203,15 +1206,23 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		case schemas.KindEval:
 			msg = &ev
 		}
-		if dec.Unmarshal(data, msg) == nil {
-			have[kind] = append(have[kind], msg.Head().Seq)
+		_, err := aggregator.ReadDeliveries(ctx, b, []string{schemas.Subject(cfg.Run, kind, m)}, func(d broker.Delivery) {
+			if dec.Unmarshal(d.Data(), msg) != nil {
+				return
+			}
+			seq := msg.Head().Seq
+			have[kind] = append(have[kind], seq)
 			count++
+			if ck.Trust && seq > chain[d.Subject()] {
+				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: slices.Clone(d.Data()),
+					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
 	}
-	if err := p.ResumeFrom(ck, have); err != nil {
+	if err := p.ResumeStream(ck, have, own); err != nil {
 		return err
 	}
 	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
