@@ -351,7 +351,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--no-trust")
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
@@ -370,19 +370,23 @@ func TestInterruptWritesSummary(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(out, "curve.png")); err != nil || st.Size() == 0 {
 		t.Errorf("no plot after an interrupt: %v", err)
 	}
-	// The checkpoints in OUT/checkpoints and the stream in OUT/stream let
-	// the run go on: here for one more step, then the final evaluation.
-	// (Checkpoints do not hold the trust layer's chains yet: without
-	// --no-trust, --resume is refused at once and says so.)
+	// The checkpoints in OUT/checkpoints, the keys in OUT/keys and the
+	// stream in OUT/stream let the run go on, the trust layer on: here for
+	// one more step, then the final evaluation.
 	args := []string{"train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
 		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume"}
 	code, stdout, stderr = runCLI(t, args...)
-	if code != 2 || !strings.Contains(stderr, "--resume does not restore the trust layer's chains yet: run with --no-trust") {
-		t.Errorf("train --resume with the trust layer on: exit %d, want 2 and the reason: %s%s", code, stdout, stderr)
-	}
-	code, stdout, stderr = runCLI(t, append(args, "--no-trust")...)
 	if code != 0 || !strings.Contains(stdout, "resumed from the checkpoint") {
 		t.Errorf("train --resume: exit %d: %s%s", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, "rejected message") {
+		t.Errorf("train --resume: a receiver rejected a message: %s", stderr)
+	}
+	// The whole stream, both parts, passes the audit with the receipts
+	// of both parts.
+	code, stdout, stderr = runCLI(t, "audit", "verify", "--store", filepath.Join(out, "stream"), "--run", "intr")
+	if code != 0 || !strings.Contains(stdout, "intact") {
+		t.Errorf("audit verify after the resume: exit %d: %s%s", code, stdout, stderr)
 	}
 	var r struct {
 		Interrupted string `json:"interrupted"`

@@ -374,7 +374,9 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if f.role == roleTrain && c.CheckpointDir == "" && c.Out != "" {
 		c.CheckpointDir = filepath.Join(c.Out, "checkpoints")
 	}
-	if c.Resume && !c.Trust.Off && (f.role == roleTrain || c.Trust.KeyFile != "" || c.Trust.RosterFile != "") {
+	if c.Resume && !c.Trust.Off && f.role == roleTrain && c.Out == "" && c.Trust.KeysDir == "" {
+		// The first part's keys were temporary: nothing can go on
+		// signing its chains.
 		return fmt.Errorf("%w: %w", errUsage, run.ErrResumeTrust)
 	}
 	if c.Resume && !flagGiven(fs, "run") {
