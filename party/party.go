@@ -80,9 +80,14 @@ type Config struct {
 	// of a party in a run that holds an earlier attempt's messages (a
 	// refused party that joins again) numbers after them, so that no
 	// message id repeats. Each subject is numbered on its own (1, 2, ...
-	// after SeqBase). Ignored with Key: the trust layer's chains start at
-	// 1.
+	// after SeqBase). Ignored with Key: see ChainBases.
 	SeqBase uint64
+	// ChainBases, with Key, is the new attempt's SeqBase per subject (its
+	// own subjects: the number of the earlier attempt's messages there):
+	// the party restarts each such chain after it (trust.Publisher.
+	// Restart), its next message there signed, which the aggregator's
+	// verifier accepts as its owner's restart.
+	ChainBases map[string]uint64
 
 	// Key and Roster turn the trust layer on (package trust, trust.go):
 	// every message the party publishes is numbered per subject, chained
@@ -319,6 +324,16 @@ func New(cfg Config) (*Party, error) {
 	}
 	if err := p.initTrust(); err != nil {
 		return nil, err
+	}
+	for subj, base := range cfg.ChainBases {
+		if p.tr == nil || base == 0 {
+			continue
+		}
+		pub, err := p.tr.out.Publisher(subj)
+		if err != nil {
+			return nil, fmt.Errorf("%w: party %d: chain base: %w", ErrConfig, cfg.ID, err)
+		}
+		pub.Restart(base)
 	}
 	return p, nil
 }

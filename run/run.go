@@ -816,7 +816,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	return newParty(ctx, cfg, data, m, 0, nil)
+	return newParty(ctx, cfg, data, m, 0, nil, nil)
 }
 
 // newParty is NewParty for a party whose sequence numbers start after
@@ -824,7 +824,9 @@ func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Par
 // With checkpoints, it sets the party's hook; with cfg.Resume, *ck is the
 // checkpoint to resume from (the caller calls Resume once it knows what
 // the stream holds).
-func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
+// With the trust layer, chainBases (subject -> messages of an earlier
+// attempt) restart the party's chains after them.
+func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, chainBases map[string]uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -851,7 +853,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
-		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
+		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
 		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
@@ -912,7 +914,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	parties := make([]*party.Party, q)
 	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
-		p, close, err := newParty(ctx, &cfg, data, m+1, 0, &cks[m])
+		p, close, err := newParty(ctx, &cfg, data, m+1, 0, nil, &cks[m])
 		if err != nil {
 			return nil, err
 		}
@@ -1148,11 +1150,22 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	var chains map[string]uint64
 	if base > 0 {
 		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
+		if cfg.trust.key(m) != nil {
+			// Its chains restart after the earlier attempt's messages,
+			// each subject on its own.
+			chains = map[string]uint64{}
+			for _, s := range cfg.trust.roster.Subjects(trust.PartyID(m)) {
+				if chains[s], err = count(ctx, bus, s); err != nil {
+					return party.Stats{}, err
+				}
+			}
+		}
 	}
 	var ck *party.Checkpoint
-	p, close, err := newParty(ctx, &cfg, data, m, base, &ck)
+	p, close, err := newParty(ctx, &cfg, data, m, base, chains, &ck)
 	if err != nil {
 		return party.Stats{}, err
 	}

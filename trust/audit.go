@@ -149,6 +149,9 @@ func (r *AuditReport) WriteText(w io.Writer) error {
 	for _, s := range r.Senders {
 		fmt.Fprintf(&b, "%-12s %-6s %10d %12d %8d\n", s.Sender, s.Kind, s.Messages, s.Bytes, s.Signed)
 	}
+	if r.Restarts > 0 {
+		fmt.Fprintf(&b, "chains restarted by their owner (signed): %d\n", r.Restarts)
+	}
 	writeCounts(&b, "problems:", r.Counts)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "  %s\n", p)

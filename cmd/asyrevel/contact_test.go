@@ -11,12 +11,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // runCLICtx is runCLI with a context.
@@ -153,6 +156,62 @@ func TestRefusedPartyCarryOn(t *testing.T) {
 	if r := <-p1; r.code != 0 {
 		t.Fatalf("party 1: exit %d: %s", r.code, r.errOut)
 	}
+}
+
+// Issue 12 with the trust layer on, on a broker that admits only the
+// roster's users: the refused party's new process restarts its chains
+// (signed, after the earlier attempt's messages), the aggregator accepts
+// it, the run ends, and the whole log passes audit verify.
+func TestRefusedPartyRejoinsTrusted(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	if code, _, errOut := runCLI(t, "keys", "--run", "rejoin", "--parties", "2", "--out", keys); code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, errOut)
+	}
+	roster, err := trust.ReadRoster(filepath.Join(keys, "roster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := run.NewRosterBroker(roster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, "store")
+	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store, Configure: rb.Configure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := rb.CreateStream(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--nats", srv.URL(), "--run", "rejoin", "--parties", "2", "--batch", "16", "--log", "warn", "--roster", filepath.Join(keys, "roster.json")}
+	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
+	good := "synthetic:n=2000,d=8,test=400"
+	p1 := goCLI(ctx, slices.Concat([]string{"party", "--id", "1", "--data", good}, key("party-1"), common)...)
+	agg := goCLI(ctx, slices.Concat([]string{"aggregator", "--data", good, "--epochs", "2", "--join-wait", "30s"}, key("aggregator"), common)...)
+	bad := <-goCLI(ctx, slices.Concat([]string{"party", "--id", "2", "--data", "synthetic:n=2500,d=8,test=400"}, key("party-2"), common)...)
+	if bad.code != 1 || !strings.Contains(bad.errOut, "refused") {
+		t.Fatalf("wrong file: exit %d after %v, want 1 with the reason: %s", bad.code, bad.took, bad.errOut)
+	}
+	fixed := <-goCLI(ctx, slices.Concat([]string{"party", "--id", "2", "--data", good}, key("party-2"), common)...)
+	ra, r1 := <-agg, <-p1
+	if fixed.code != 0 || ra.code != 0 || r1.code != 0 {
+		t.Fatalf("party 2 again: exit %d: %s\naggregator: exit %d: %s\nparty 1: exit %d: %s", fixed.code, fixed.errOut, ra.code, ra.errOut, r1.code, r1.errOut)
+	}
+	for name, r := range map[string]result{"party 2 again": fixed, "aggregator": ra, "party 1": r1} {
+		if strings.Contains(r.errOut, "rejected message") {
+			t.Errorf("%s: a receiver rejected a message: %s", name, r.errOut)
+		}
+	}
+	srv.Shutdown()
+	code, out, errOut := runCLI(t, "audit", "verify", "--store", store, "--run", "rejoin", "--roster", filepath.Join(keys, "roster.json"))
+	if code != 0 || !strings.Contains(out, "intact") || !strings.Contains(out, "chains restarted by their owner (signed): ") {
+		t.Errorf("audit verify: exit %d: %s%s", code, out, errOut)
+	}
+	t.Logf("party 2's first attempt: %v; audit:\n%s", bad.took, out)
 }
 
 // Item 2 and liveness: if the refused party does not come back, the
