@@ -158,14 +158,14 @@ func TestRefusedPartyCarryOn(t *testing.T) {
 	}
 }
 
-// Issue 12 with the trust layer on, on a broker that admits only the
-// roster's users: the refused party's new process restarts its chains
-// (signed, after the earlier attempt's messages), the aggregator accepts
-// it, the run ends, and the whole log passes audit verify.
-func TestRefusedPartyRejoinsTrusted(t *testing.T) {
+// rosterBroker makes run's keys (q parties) and starts an embedded broker
+// that admits only the roster's users, with the run's stream; it returns
+// the server, its store folder and the keys folder.
+func rosterBroker(t *testing.T, runID string, q int) (*broker.Server, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys")
-	if code, _, errOut := runCLI(t, "keys", "--run", "rejoin", "--parties", "2", "--out", keys); code != 0 {
+	if code, _, errOut := runCLI(t, "keys", "--run", runID, "--parties", fmt.Sprint(q), "--out", keys); code != 0 {
 		t.Fatalf("keys: exit %d: %s", code, errOut)
 	}
 	roster, err := trust.ReadRoster(filepath.Join(keys, "roster.json"))
@@ -181,12 +181,74 @@ func TestRefusedPartyRejoinsTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := rb.CreateStream(ctx, srv); err != nil {
+	t.Cleanup(srv.Shutdown)
+	if err := rb.CreateStream(context.Background(), srv); err != nil {
 		t.Fatal(err)
 	}
+	return srv, store, keys
+}
+
+// Separate participants with the trust layer on, on a broker that admits
+// only the roster's users: a party and then the aggregator are stopped
+// (SIGTERM: their state saved) and started again with --resume; the run
+// ends, no receiver rejects a message, and the whole log passes audit
+// verify.
+func TestSeparateResumeTrusted(t *testing.T) {
+	srv, store, keys := rosterBroker(t, "sepres", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ckDir := t.TempDir()
+	common := []string{"--nats", srv.URL(), "--run", "sepres", "--parties", "2", "--batch", "16", "--log", "warn",
+		"--roster", filepath.Join(keys, "roster.json"), "--checkpoint-dir", ckDir, "--checkpoint-every", "200ms", "--data", "synthetic:n=2000,d=8,test=400"}
+	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
+	party := func(ctx context.Context, id string, more ...string) <-chan result {
+		return goCLI(ctx, slices.Concat([]string{"party", "--id", id, "--window", "2"}, key("party-"+id), common, more)...)
+	}
+	aggregator := func(ctx context.Context, more ...string) <-chan result {
+		return goCLI(ctx, slices.Concat([]string{"aggregator", "--duration", "3s", "--eval-every", "500ms"}, key("aggregator"), common, more)...)
+	}
+	p1 := party(ctx, "1")
+	c2, stop2 := context.WithCancelCause(ctx)
+	p2 := party(c2, "2")
+	ca, stopA := context.WithCancelCause(ctx)
+	agg := aggregator(ca)
+	time.Sleep(1200 * time.Millisecond)
+	stop2(errors.New("terminated"))
+	if r := <-p2; r.code != 0 {
+		t.Fatalf("party 2 stopped: exit %d: %s", r.code, r.errOut)
+	}
+	p2 = party(ctx, "2", "--resume")
+	time.Sleep(800 * time.Millisecond)
+	stopA(errors.New("terminated"))
+	if r := <-agg; r.code != 0 {
+		t.Fatalf("aggregator stopped: exit %d: %s", r.code, r.errOut)
+	}
+	ra := <-aggregator(ctx, "--resume")
+	r1, r2 := <-p1, <-p2
+	for name, r := range map[string]result{"aggregator resumed": ra, "party 1": r1, "party 2 resumed": r2} {
+		if r.code != 0 || strings.Contains(r.errOut, "rejected message") || strings.Contains(r.errOut, "trust-") {
+			t.Errorf("%s: exit %d: %s", name, r.code, r.errOut)
+		}
+	}
+	if !strings.Contains(ra.out, "resumed") {
+		t.Errorf("the aggregator did not say it resumed: %s", ra.out)
+	}
+	srv.Shutdown()
+	code, out, errOut := runCLI(t, "audit", "verify", "--store", store, "--run", "sepres", "--roster", filepath.Join(keys, "roster.json"))
+	if code != 0 || !strings.Contains(out, "intact") {
+		t.Errorf("audit verify: exit %d: %s%s", code, out, errOut)
+	}
+	t.Logf("aggregator: %s\naudit:\n%s", ra.out, out)
+}
+
+// Issue 12 with the trust layer on, on a broker that admits only the
+// roster's users: the refused party's new process restarts its chains
+// (signed, after the earlier attempt's messages), the aggregator accepts
+// it, the run ends, and the whole log passes audit verify.
+func TestRefusedPartyRejoinsTrusted(t *testing.T) {
+	srv, store, keys := rosterBroker(t, "rejoin", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	common := []string{"--nats", srv.URL(), "--run", "rejoin", "--parties", "2", "--batch", "16", "--log", "warn", "--roster", filepath.Join(keys, "roster.json")}
 	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
 	good := "synthetic:n=2000,d=8,test=400"
