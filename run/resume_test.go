@@ -74,8 +74,8 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	if r == nil {
 		t.Fatal("the summary of the resumed run has no recovery report")
 	}
-	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped; %d steps, accuracy %.4f",
-		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, s2.Steps, s2.TestAccuracy)
+	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped, %d messages read in %.3fs; %d steps, accuracy %.4f",
+		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, r.Read, r.LogSeconds, s2.Steps, s2.TestAccuracy)
 	if r.Reapplied == 0 || r.Mismatched != 0 || r.Missing != 0 || r.Duplicated != 0 {
 		t.Errorf("recovery: %+v", r)
 	}
