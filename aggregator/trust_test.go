@@ -285,3 +285,111 @@ func TestResumeWithTrust(t *testing.T) {
 	}
 	_ = keys
 }
+
+// seqDelivery is a signed delivery with a stream sequence.
+type seqDelivery struct {
+	signedDelivery
+	seq uint64
+}
+
+func (d *seqDelivery) Seq() uint64 { return d.seq }
+
+// A resumed aggregator reads the stream after its checkpoint through its
+// restored verifier: the requests it had answered are applied again with
+// the recorded replies' numbers, a forged request the broker stored is
+// rejected and never applied, and when the live subscription delivers the
+// stream again only the very request recovery verified is answered. Its
+// next reply continues its chain for the party.
+func TestRecoverWithTrust(t *testing.T) {
+	const n = 50
+	a, _, outs, keys := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	hub := broker.NewMemoryHub()
+	bus := hub.Connect("aggregator")
+	a.bus = bus
+	ctx := context.Background()
+	c := schemas.NewCodec()
+	pub, _ := outs[1].Publisher(schemas.Subject("t", schemas.KindOutput, 1))
+	// request publishes party 1's next request on the bus and returns it
+	// as a delivery.
+	request := func() *seqDelivery {
+		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
+			IDs: []uint32{uint32(pub.Next() % n)}, C: []float64{0.5}, CHat: []float64{0.4}}
+		data, _ := c.Marshal(out)
+		d := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}}
+		d.sign(pub.Append(d.data, false))
+		m := &broker.Message{Subject: d.subject, Data: d.data, Header: map[string]string{}}
+		if d.sig != "" {
+			m.Header[trust.SigHeader], m.Header[trust.PrevHeader] = d.sig, d.prev
+		}
+		if err := bus.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		d.seq = hub.Len()
+		return d
+	}
+	var ck *Checkpoint
+	for i := range 5 {
+		a.handleOutputs(ctx, request())
+		if i == 2 {
+			ck = a.Checkpoint()
+		}
+	}
+	inFlight := request() // stored, never answered: the aggregator died
+	// A request the broker stored under party 1's next number, signed by
+	// party 2 (a broker that forges).
+	var fo schemas.PartyOutput
+	c.Unmarshal(inFlight.data, &fo)
+	fo.Seq, fo.C[0] = pub.Next(), 1e3
+	forgedData, _ := c.Marshal(&fo)
+	forgedData = slices.Clone(forgedData)
+	ch := trust.NewChain("t", pub.Subject())
+	ch.Reset(pub.Seq(), pub.Head())
+	forgedSig := trust.SignHead(keys[2], "party-2", "t", pub.Subject(), fo.Seq, ch.Compute(fo.Seq, forgedData))
+	bus.Publish(ctx, &broker.Message{Subject: pub.Subject(), Data: forgedData, Header: map[string]string{trust.SigHeader: forgedSig.Header()}})
+	forged := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: forgedData}, sig: forgedSig.Header()}, seq: hub.Len()}
+
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bus, b.ctx = bus, ctx
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatal(err)
+	}
+	r := b.resumed
+	if r.Reapplied != 2 || r.Mismatched != 0 || r.Missing != 0 || b.res.Rejected["trust-wrong_signer"] != 1 {
+		t.Fatalf("recovery %+v, rejected %v", r, b.res.Rejected)
+	}
+	before := hub.Len()
+	// The live subscription delivers the stream again: a changed copy of
+	// the request in flight and the forged one are skipped, the request
+	// in flight itself is answered once.
+	changed := *inFlight
+	changed.data = slices.Clone(inFlight.data)
+	changed.data[len(changed.data)-1] ^= 1
+	for _, d := range []*seqDelivery{&changed, forged, inFlight, inFlight} {
+		b.handleOutputs(ctx, d)
+	}
+	if got := hub.Len() - before; got != 1 || b.res.Steps != 6 {
+		t.Fatalf("%d replies published, %d steps (recovery %+v, rejected %v)", got, b.res.Steps, r, b.res.Rejected)
+	}
+	// Party 1 verifies every reply of the stream, in order.
+	pv, _ := trust.NewVerifier(a.cfg.Roster, trust.VerifierOptions{Subjects: a.cfg.Roster.Inbound("party-1")})
+	var replies int
+	_, err = ReadDeliveries(ctx, bus, []string{schemas.Subject("t", schemas.KindReply, 1)}, func(d broker.Delivery) {
+		var rep schemas.Reply
+		c.Unmarshal(d.Data(), &rep)
+		m := trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: rep.Seq, Payload: d.Data(), Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
+		if err := pv.Verify(&m); err != nil {
+			t.Errorf("party 1 rejects reply %d: %v", rep.Seq, err)
+		}
+		replies++
+	})
+	if err != nil || replies != 6 {
+		t.Fatalf("%d replies: %v", replies, err)
+	}
+}
