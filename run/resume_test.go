@@ -42,6 +42,20 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 		}
 		close(first)
 	}()
+	// Party 2 as if killed -9 after its first checkpoint too: it computes
+	// again what it sent since, and its chains must follow the stream.
+	path2 := CheckpointPath(cfg.CheckpointDir, cfg.Run, 2)
+	first2 := make(chan []byte, 1)
+	go func() {
+		for range 400 {
+			if b, err := os.ReadFile(path2); err == nil {
+				first2 <- b
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(first2)
+	}()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)
@@ -65,6 +79,9 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	}
 	if err := os.WriteFile(path, old, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if old2, ok := <-first2; !ok || os.WriteFile(path2, old2, 0o644) != nil {
+		t.Fatal("no checkpoint of party 2 to put back")
 	}
 	s2, err := Train(context.Background(), cfg)
 	if err != nil {
