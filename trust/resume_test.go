@@ -165,3 +165,28 @@ func TestSealState(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// FuzzOpenState: OpenState never panics, and whatever it opens is exactly
+// what SealState makes of the data it returns (Ed25519 signatures are
+// deterministic): no other file opens.
+func FuzzOpenState(f *testing.F) {
+	tr := newTestRun(f, "rs", 1)
+	k := tr.keys["party-1"]
+	good := SealState(k, "rs", "party-1", []byte("state"))
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte(stateMagic))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, file []byte) {
+		data, err := OpenState(k, "rs", "party-1", file)
+		if err != nil {
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("error without ErrState: %v", err)
+			}
+			return
+		}
+		if want := SealState(k, "rs", "party-1", data); !slices.Equal(want, file) {
+			t.Fatalf("opened a file that is not the seal of its data")
+		}
+	})
+}
