@@ -238,7 +238,7 @@ func TestSeparateResumeTrusted(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "intact") {
 		t.Errorf("audit verify: exit %d: %s%s", code, out, errOut)
 	}
-	t.Logf("aggregator: %s\naudit:\n%s", ra.out, out)
+	t.Logf("aggregator: %s\nparty 2 resumed: %s\naudit:\n%s", ra.out, r2.errOut, out)
 }
 
 // Issue 12 with the trust layer on, on a broker that admits only the
