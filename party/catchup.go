@@ -23,10 +23,10 @@ import (
 
 // heldDelivery is a message read back from the stream.
 type heldDelivery struct {
-	subject   string
-	data      []byte
-	sig, prev string
-	seq       uint64
+	subject       string
+	data          []byte
+	sig, prev, cp string // the trust headers: signature, previous head, checkpoint
+	seq           uint64
 }
 
 func (d *heldDelivery) Subject() string { return d.subject }
@@ -40,6 +40,8 @@ func (d *heldDelivery) Header(k string) string {
 		return d.sig
 	case trust.PrevHeader:
 		return d.prev
+	case trust.CheckpointHeader:
+		return d.cp
 	}
 	return ""
 }
@@ -84,7 +86,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 			// message is, for the handler to reject.
 			if dec.Unmarshal(d.Data(), msg) != nil || msg.Head().Seq > p.skipTo[i] {
 				held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
-					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), seq: d.Seq()})
+					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
 			}
 			if seen++; seen == n {
 				close(done)

@@ -188,6 +188,9 @@ func (p *Party) ResumeStream(c *Checkpoint, have map[schemas.Kind][]uint64, own 
 			}
 			_, h, _ := v.Head(m.Subject)
 			heads[[2]uint64{uint64(k), m.Seq}] = h
+			if k == rcptKind {
+				p.rcptInStream = max(p.rcptInStream, m.Seq)
+			}
 		}
 		p.ownHeads = heads
 	}
@@ -317,12 +320,20 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	}
 }
 
-// kindOf is the kind of the party's own subject s, -1 for another.
+// rcptKind stands for the receipt subject where kinds index the party's
+// subjects (ownHeads).
+const rcptKind = NumKinds
+
+// kindOf is the kind of the party's own subject s (rcptKind for its
+// receipts), -1 for another.
 func (p *Party) kindOf(s string) int {
 	for _, k := range []schemas.Kind{schemas.KindHello, schemas.KindOutput, schemas.KindEval} {
 		if p.subjects[k] == s {
 			return int(k)
 		}
+	}
+	if p.tr != nil && s == p.tr.rcpt.Subject() {
+		return rcptKind
 	}
 	return -1
 }
@@ -332,11 +343,14 @@ func (p *Party) kindOf(s string) int {
 // the head the stream gives when ResumeStream checked it, else with the
 // head of data. p.mu held.
 func (p *Party) chainRecomputed(k schemas.Kind, seq uint64, data []byte) {
-	t := p.tr
-	if t == nil {
-		return
+	if t := p.tr; t != nil {
+		p.chainAgain(t.pubs[k], int(k), seq, data)
 	}
-	pub := t.pubs[k]
+}
+
+// chainAgain is chainRecomputed for the publisher pub of subject kind k
+// (rcptKind: the receipts).
+func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte) {
 	h, ok := p.ownHeads[[2]uint64{uint64(k), seq}]
 	if !ok {
 		h = trust.NextHead(pub.Head(), seq, data)

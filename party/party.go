@@ -229,9 +229,12 @@ type Party struct {
 	ck        Checkpoint
 	ckNow     bool
 	outbox    outbox
-	resend    []Sent                                // kept messages the stream lacks, sent again by Run
-	ownHeads  map[[2]uint64]trust.Hash              // after a resume (trust layer): (kind, seq) -> the head the stream gives
-	has       func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
+	resend    []Sent                   // kept messages the stream lacks, sent again by Run
+	ownHeads  map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
+	// rcptInStream: after a resume, the highest receipt sequence number
+	// the stream holds (countersigned again, not sent again).
+	rcptInStream uint64
+	has          func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
 }
 
 // New checks cfg and prepares a party.

@@ -809,7 +809,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
 		Log: cfg.Log, OnPoint: onPoint,
-		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign,
+		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
 	}, nil
 }
 
@@ -1233,6 +1233,20 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		})
 		if err != nil {
 			return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
+		}
+	}
+	if ck.Trust {
+		// Its receipts: the countersignatures it makes again are not sent
+		// again either.
+		subj := trust.ReceiptSubject(cfg.Run, m)
+		_, err := aggregator.ReadDeliveries(ctx, b, []string{subj}, func(d broker.Delivery) {
+			if seq, _, err := trust.ParseReceiptMessage(d.Data()); err == nil && seq > chain[subj] {
+				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: subj, Seq: seq, Payload: slices.Clone(d.Data()),
+					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reading party %d's receipts in the stream: %w", m, err)
 		}
 	}
 	if err := p.ResumeStream(ck, have, own); err != nil {

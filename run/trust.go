@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,10 @@ type TrustConfig struct {
 	// Sign says how often senders sign (zero values: the package's
 	// defaults, every 1,024 messages or 100 ms).
 	Sign trust.Policy
+	// SealEvery is how often the aggregator publishes a signed
+	// checkpoint of the log (0: aggregator.DefaultSealEvery, negative:
+	// only the final one).
+	SealEvery time.Duration
 	// OnBroker, if set, is called by Train with the embedded broker's
 	// URL once it runs (adversary tests and experiments).
 	OnBroker func(url string)

@@ -66,7 +66,7 @@ func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 		add(p.ID+"-reply", "asyrevel."+r.Run+".reply."+strconv.Itoa(p.index))
 		add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
 		// Its own messages, read back by a resumed party (--resume).
-		for _, k := range []string{"join", "out", "eval"} {
+		for _, k := range []string{"join", "out", "eval", "rcpt"} {
 			add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+"."+strconv.Itoa(p.index))
 		}
 		return out
