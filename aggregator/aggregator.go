@@ -306,6 +306,7 @@ type Aggregator struct {
 	stallSince    time.Time
 	outbox        outbox
 	resumeOutbox  []Sent
+	recovered     *recovered      // what recovery verified (trust layer)
 	replySeq      []uint64        // by party: the last reply's sequence number, without trust
 	ctlSeq        uint64          // the last control's sequence number, without trust
 	tr            *aggTrust       // nil without Config.Key
@@ -992,7 +993,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.dec.Unmarshal(data, &a.out); err != nil {
 		return err
 	}
-	if err := a.verify(a.out.Seq); err != nil {
+	if err := a.verifyOutput(m, data); err != nil {
 		return err
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {

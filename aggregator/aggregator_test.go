@@ -35,6 +35,7 @@ type sink struct {
 	n         int
 	last      []byte
 	onPublish func([]byte)
+	onMessage func(*broker.Message)
 }
 
 func (s *sink) Publish(_ context.Context, m *broker.Message) error {
@@ -42,6 +43,9 @@ func (s *sink) Publish(_ context.Context, m *broker.Message) error {
 	s.last = append(s.last[:0], m.Data...)
 	if s.onPublish != nil {
 		s.onPublish(m.Data)
+	}
+	if s.onMessage != nil {
+		s.onMessage(m)
 	}
 	return nil
 }

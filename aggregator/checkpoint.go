@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/gob"
 	"errors"
@@ -9,11 +10,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Checkpoints and resume. The run's stream holds every update in order, so
@@ -38,19 +41,37 @@ import (
 // Sequence numbers are per subject (a reply.m subject per party, and the
 // controls): the checkpoint keeps the last one of each, its outbox
 // numbers each message on its own subject, and the recorded replies and
-// controls are applied again in stream order. The trust layer's chains
-// (head and sequence per subject, package trust) are not in checkpoints
-// yet: an aggregator with Config.Key cannot resume (ErrResumeTrust).
+// controls are applied again in stream order.
+//
+// With the trust layer (Config.Key), the checkpoint also holds the chain
+// of each of the aggregator's subjects (sequence number and head), what
+// its verifier had accepted of each party's subjects and the number of
+// log checkpoints it had published (run.go seals the file with the
+// aggregator's key: trust.SealState). The resumed aggregator restores
+// them and then reads the stream with its headers:
+//
+//   - the parties' messages after the checkpoint go through the restored
+//     verifier, in stream order, as they went through the old one: what
+//     it rejects is counted and never applied; when the live subscription
+//     delivers them again, a request is answered only if it is the very
+//     message verified in recovery, and anything else at or below the
+//     recovered stream position is skipped (Recovery.Skipped), neither
+//     verified again nor applied;
+//   - its own replies and controls after the checkpoint go through a
+//     verifier of its own subjects started at the checkpoint's chains:
+//     only messages that continue its chains, with its own signatures,
+//     are applied again; the chains go on from the last of them, and its
+//     next message on each subject is signed. A recomputed reply that
+//     differs from the recorded one refuses the resume (signing on would
+//     vouch for a message it did not make), and a chain the stream cannot
+//     continue (its messages lost) is restarted (trust.Publisher.Restart),
+//     which the parties accept only with the aggregator's signature.
 
 // ErrResume reports a checkpoint or a stream that cannot be resumed from.
 var ErrResume = errors.New("aggregator: cannot resume")
 
-// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
-// not hold its chains (head and sequence per subject) yet.
-var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
-
 // CheckpointVersion is the version of the checkpoint format.
-const CheckpointVersion = 2
+const CheckpointVersion = 3
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
 const DefaultCheckpointEvery = 10 * time.Second
@@ -87,6 +108,14 @@ type Checkpoint struct {
 	Departed  []bool // per party: departed at the checkpoint
 	Outbox    []Sent // the last messages published (outbox.go)
 	Saved     time.Time
+
+	// The trust layer's state (Config.Key), Trust set: the chains of the
+	// aggregator's own subjects, its verifier's state of the parties'
+	// subjects, and the number of log checkpoints published.
+	Trust    bool
+	TrustOut []trust.Entry
+	TrustIn  []trust.ChainState
+	Seals    uint64
 }
 
 // Encode writes c (gob).
@@ -145,6 +174,10 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Departed = append(c.Departed[:0], a.departed...)
 	c.Outbox = a.outbox.snapshot(c.Outbox)
 	c.Saved = time.Now()
+	c.Trust, c.TrustOut, c.TrustIn, c.Seals = false, nil, nil, 0
+	if t := a.tr; t != nil {
+		c.Trust, c.TrustOut, c.TrustIn, c.Seals = true, t.out.Entries(), t.ver.State(), t.checkpoints
+	}
 }
 
 func cloneCounts(m map[string]int64) map[string]int64 {
@@ -189,9 +222,6 @@ func (a *Aggregator) resumable() string {
 func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tr != nil {
-		return ErrResumeTrust
-	}
 	if why := a.resumable(); why != "" {
 		return fmt.Errorf("%w: checkpoints do not hold the state of %s yet", ErrResume, why)
 	}
@@ -206,6 +236,21 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	}
 	if err := a.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	switch t := a.tr; {
+	case t == nil && c.Trust:
+		return fmt.Errorf("%w: the checkpoint was written with the trust layer on: resume with the run's key and roster", ErrResume)
+	case t != nil && !c.Trust:
+		return fmt.Errorf("%w: the checkpoint was written without the trust layer: resume with --no-trust, as the run began", ErrResume)
+	case t != nil:
+		if err := t.out.Restore(c.TrustOut); err != nil {
+			return fmt.Errorf("%w: the checkpoint's chains: %w", ErrResume, err)
+		}
+		if err := t.ver.Restore(c.TrustIn); err != nil {
+			return fmt.Errorf("%w: the checkpoint's verifier state: %w", ErrResume, err)
+		}
+		t.checkpoints = c.Seals
+		a.res.Checkpoints = c.Seals
 	}
 	copy(a.w0, c.Head)
 	copy(a.table, c.Table)
@@ -250,12 +295,15 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 
 // recorded is a message of the log, kept for recovery.
 type recorded struct {
-	seq   uint64
-	party int
-	req   uint64 // a reply's request
-	data  []byte
-	kind  schemas.Kind
-	ctl   schemas.Control
+	seq       uint64
+	party     int
+	req       uint64 // a reply's request
+	data      []byte
+	kind      schemas.Kind
+	ctl       schemas.Control
+	streamSeq uint64
+	prev      trust.Hash // the chain head before it (trust layer)
+	head      trust.Hash // and after it
 }
 
 // subjectIndex numbers the aggregator's subjects for recovery: 0 for the
@@ -273,26 +321,77 @@ func (a *Aggregator) subjectIndex(subject string) (int, bool) {
 	return 0, false
 }
 
+// recovered is what recovery verified of the parties' requests (trust
+// layer): the live subscription, which delivers them again, answers a
+// request at or below upTo (stream sequence) only if it is the very
+// message verified (pending).
+type recovered struct {
+	upTo    uint64
+	pending map[[2]uint64][]byte // (party, seq) -> payload, verified and not applied yet
+}
+
+// trustMsg is d as the trust layer sees it.
+func trustMsg(d broker.Delivery, seq uint64) trust.Msg {
+	return trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: d.Data(),
+		Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
+}
+
 // recover reads the stream and applies what the aggregator did after its
 // checkpoint (a.resumed set by Resume). Its replies and controls are
 // numbered per subject (index i: 0 controls, m the replies to party m),
 // so what it recorded is applied again in stream order, and each
 // subject's numbers go on from the highest the checkpoint or the stream
-// holds.
+// holds. Each subject is read on a consumer of its own (one filter: what
+// the broker's permissions can check), merged by stream sequence.
 func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	t0 := time.Now()
 	run := a.cfg.Run
+	t := a.tr
 	a.mu.Lock()
 	last := slices.Clone(a.lastSeq[seqRequests])
 	ckSeq := slices.Clone(a.replySeq) // by subject index
 	ckSeq[0] = a.ctlSeq
 	a.mu.Unlock()
+	subjOf := func(i int) string {
+		if i == 0 {
+			return schemas.Subject(run, schemas.KindControl, 0)
+		}
+		return a.subjReply[i]
+	}
+	// With the trust layer, the chains are the sequence numbers, and a
+	// verifier of the aggregator's own subjects, started at the
+	// checkpoint's chains, admits only its own messages.
+	var own *trust.Verifier
+	if t != nil {
+		for i := range ckSeq {
+			ckSeq[i] = t.out.LastSeq(subjOf(i))
+		}
+		var err error
+		if own, err = trust.NewVerifier(a.cfg.Roster, trust.VerifierOptions{Subjects: a.cfg.Roster.Subjects(trust.AggregatorID),
+			Every: a.cfg.Sign.Every, History: -1}); err != nil {
+			return fmt.Errorf("%w: %w", ErrResume, err)
+		}
+		var states []trust.ChainState
+		for _, e := range t.out.Entries() {
+			states = append(states, trust.ChainState{Entry: e})
+		}
+		if err := own.Restore(states); err != nil {
+			return fmt.Errorf("%w: %w", ErrResume, err)
+		}
+	}
 	reqs := map[[2]uint64][]byte{}
 	var mine []recorded // in stream order
 	dec := schemas.NewCodec()
-	var o schemas.PartyOutput
-	var r schemas.Reply
-	var c schemas.Control
+	var (
+		o        schemas.PartyOutput
+		r        schemas.Reply
+		c        schemas.Control
+		h        schemas.Hello
+		ev       schemas.EvalOutput
+		rejected = map[string]int64{}
+		foreign  int64 // messages on the aggregator's subjects that it did not make
+		upTo     uint64
+	)
 	streamSeq := make([]uint64, len(ckSeq)) // the highest sequence number in the stream, by subject index
 	minKept := make([]uint64, len(ckSeq))   // the outbox's lowest, by subject index
 	for i := range minKept {
@@ -314,37 +413,112 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 		}
 		return false
 	}
-	read, err := ReadLog(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
-		schemas.Subject(run, schemas.KindControl, 0)}, func(subject string, data []byte) {
-		kind, m, err := schemas.ParseSubject(run, subject)
-		if err != nil {
+	// verifyIn runs a party's message through the restored verifier.
+	verifyIn := func(d broker.Delivery, seq uint64) bool {
+		if t == nil {
+			return true
+		}
+		m := trustMsg(d, seq)
+		if err := t.ver.Verify(&m); err != nil {
+			if !errors.Is(err, trust.ErrReplay) || seq > t.ver.LastSeq(d.Subject()) {
+				rejected["trust-"+trust.Reason(err)]++
+			}
+			return false
+		}
+		return true
+	}
+	var read int64
+	readOne := func(filter string, fn func(broker.Delivery)) error {
+		n, err := ReadDeliveries(ctx, bus, []string{filter}, fn)
+		read += n
+		return err
+	}
+	err := readOne(schemas.Filter(run, schemas.KindOutput), func(d broker.Delivery) {
+		upTo = max(upTo, d.Seq())
+		kind, m, err := schemas.ParseSubject(run, d.Subject())
+		if err != nil || kind != schemas.KindOutput || m < 1 || m > a.q || dec.Unmarshal(d.Data(), &o) != nil {
 			return
 		}
-		switch kind {
-		case schemas.KindOutput:
-			if m < 1 || m > a.q || dec.Unmarshal(data, &o) != nil || o.Seq <= last[m] {
-				return
-			}
-			reqs[[2]uint64{uint64(m), o.Seq}] = slices.Clone(data)
-		case schemas.KindReply:
-			if m < 1 || m > a.q || dec.Unmarshal(data, &r) != nil || seen(m, r.Seq) {
-				return
-			}
-			mine = append(mine, recorded{seq: r.Seq, party: m, req: r.ReqSeq, data: slices.Clone(data), kind: kind})
-		case schemas.KindControl:
-			if dec.Unmarshal(data, &c) != nil || seen(0, c.Seq) {
-				return
-			}
-			mine = append(mine, recorded{seq: c.Seq, kind: kind, ctl: c})
+		if t != nil && o.Seq <= t.ver.LastSeq(d.Subject()) {
+			return // accepted (and handled) before the checkpoint
 		}
+		if !verifyIn(d, o.Seq) || o.Seq <= last[m] {
+			return
+		}
+		reqs[[2]uint64{uint64(m), o.Seq}] = slices.Clone(d.Data())
 	})
+	if err == nil && t != nil {
+		// The hellos and evaluations after the checkpoint: the verifier
+		// goes on after them (the live subscription starts after them).
+		for _, k := range []schemas.Kind{schemas.KindHello, schemas.KindEval} {
+			err = readOne(schemas.Filter(run, k), func(d broker.Delivery) {
+				var msg schemas.Message = &h
+				if k == schemas.KindEval {
+					msg = &ev
+				}
+				if dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > t.ver.LastSeq(d.Subject()) {
+					verifyIn(d, msg.Head().Seq)
+				}
+			})
+			if err != nil {
+				break
+			}
+		}
+	}
+	// The aggregator's own messages: kept if they continue its chains.
+	ownMsg := func(d broker.Delivery, i int, seq uint64) (rec recorded, ok bool) {
+		rec = recorded{seq: seq, streamSeq: d.Seq()}
+		if own == nil {
+			return rec, true
+		}
+		_, rec.prev, _ = own.Head(d.Subject())
+		m := trustMsg(d, seq)
+		if err := own.Verify(&m); err != nil {
+			foreign++
+			a.cfg.Log.Error().Err(err).Uint64("stream_seq", d.Seq()).Msg("recovery: a message on the aggregator's subjects that does not continue its chain: not applied")
+			return rec, false
+		}
+		_, rec.head, _ = own.Head(d.Subject())
+		return rec, true
+	}
+	if err == nil {
+		err = readOne(schemas.Filter(run, schemas.KindReply), func(d broker.Delivery) {
+			kind, m, err := schemas.ParseSubject(run, d.Subject())
+			if err != nil || kind != schemas.KindReply || m < 1 || m > a.q || dec.Unmarshal(d.Data(), &r) != nil || seen(m, r.Seq) {
+				return
+			}
+			if rec, ok := ownMsg(d, m, r.Seq); ok {
+				rec.party, rec.req, rec.data, rec.kind = m, r.ReqSeq, slices.Clone(d.Data()), kind
+				mine = append(mine, rec)
+			}
+		})
+	}
+	if err == nil {
+		err = readOne(schemas.Subject(run, schemas.KindControl, 0), func(d broker.Delivery) {
+			if dec.Unmarshal(d.Data(), &c) != nil || seen(0, c.Seq) {
+				return
+			}
+			if rec, ok := ownMsg(d, 0, c.Seq); ok {
+				rec.kind, rec.ctl = schemas.KindControl, c
+				rec.ctl.Reason = strings.Clone(c.Reason)
+				mine = append(mine, rec)
+			}
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("%w: reading the stream: %w", ErrResume, err)
 	}
+	slices.SortStableFunc(mine, func(x, y recorded) int { return cmp.Compare(x.streamSeq, y.streamSeq) })
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	rec := a.resumed
 	rec.Read = read
+	for k, v := range rejected {
+		a.res.Rejected[k] += v
+	}
+	if foreign > 0 {
+		a.res.Rejected["trust-foreign"] += foreign
+	}
 	// The stream lacks messages the checkpoint counts as sent (a broker
 	// that confirmed them and died before writing them): send them again
 	// from the checkpoint's outbox.
@@ -372,6 +546,11 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			switch m.ctl.Op {
 			case schemas.CtlEval:
 				a.rounds = max(a.rounds, m.ctl.Round)
+			case schemas.CtlSeal:
+				if t != nil {
+					t.checkpoints = max(t.checkpoints, uint64(m.ctl.Round))
+					a.res.Checkpoints = t.checkpoints
+				}
 			case schemas.CtlStop:
 				return fmt.Errorf("%w: run %s is over (stopped: %s)", ErrResume, run, m.ctl.Reason)
 			case schemas.CtlRefuse:
@@ -395,17 +574,26 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 			a.replySeq[p] = max(a.replySeq[p], m.seq)
 			continue
 		}
+		delete(reqs, [2]uint64{uint64(p), m.req})
 		// The reply computed again takes the recorded one's number; the
 		// controls it would publish are not sent (the recorded ones, in
 		// the stream, number the controls).
 		a.replySeq[p] = m.seq - 1
+		if t != nil {
+			t.reply[p].Resume(m.seq-1, m.prev)
+		}
 		ctl := a.ctlSeq
+		mismatched := rec.Mismatched
 		a.replaying, a.replayWant = true, m.data
 		err := a.onOutput(p, data)
 		a.replaying, a.replayWant = false, nil
 		a.ctlSeq = ctl
 		if err != nil {
 			return fmt.Errorf("%w: applying party %d's request %d again: %w", ErrResume, p, m.req, err)
+		}
+		if t != nil && rec.Mismatched > mismatched {
+			return fmt.Errorf("%w: the reply to party %d's request %d in the stream (stream seq %d) is not the one computed again from the checkpoint: "+
+				"the aggregator will not sign on over a message it did not make (a changed checkpoint or run settings?)", ErrResume, p, m.req, m.streamSeq)
 		}
 		a.res.Received[schemas.KindOutput.String()]++
 		a.res.BytesIn += int64(len(data))
@@ -415,6 +603,29 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 	a.ctlSeq = max(a.ctlSeq, streamSeq[0])
 	for m := 1; m <= a.q; m++ {
 		a.replySeq[m] = max(a.replySeq[m], streamSeq[m])
+	}
+	if t != nil {
+		// Each chain goes on from the last message of the stream that
+		// continues it; a subject whose stream holds more (messages lost
+		// in the middle, foreign ones) is restarted after them, signed.
+		for i := range ckSeq {
+			subj := subjOf(i)
+			pub := t.ctl
+			if i > 0 {
+				pub = t.reply[i]
+			}
+			seq, head, _ := own.Head(subj)
+			if top := streamSeq[i]; top > seq {
+				a.cfg.Log.Warn().Str("subject", subj).Uint64("chain", seq).Uint64("stream", top).
+					Msg("recovery: the stream holds messages on this subject that do not continue the checkpoint's chain: restarting it after them")
+				pub.Restart(top)
+				continue
+			}
+			if seq > 0 {
+				pub.Resume(seq, head)
+			}
+		}
+		a.recovered = &recovered{upTo: upTo, pending: reqs}
 	}
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).
@@ -436,6 +647,12 @@ func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
 // (they must not overlap), as stored when it is called, and hands each to
 // fn in stream order where the design has it. It returns the number read.
 func ReadLog(ctx context.Context, bus broker.Bus, filters []string, fn func(subject string, data []byte)) (int64, error) {
+	return ReadDeliveries(ctx, bus, filters, func(d broker.Delivery) { fn(d.Subject(), d.Data()) })
+}
+
+// ReadDeliveries is ReadLog handing fn each delivery (headers and stream
+// sequence included; valid during the call only).
+func ReadDeliveries(ctx context.Context, bus broker.Bus, filters []string, fn func(broker.Delivery)) (int64, error) {
 	var n uint64
 	for _, f := range filters {
 		v, err := bus.Count(ctx, f)
@@ -458,7 +675,7 @@ func ReadLog(ctx context.Context, bus broker.Bus, filters []string, fn func(subj
 		if seen >= n {
 			return
 		}
-		fn(d.Subject(), d.Data())
+		fn(d)
 		if seen++; seen == n {
 			close(done)
 		}

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -158,6 +159,27 @@ func (a *Aggregator) sealDue() bool {
 		t.lastSeal = time.Now()
 	}
 	return time.Since(t.lastSeal) >= a.cfg.SealEvery
+}
+
+// verifyOutput verifies party m's request a.out (payload data). After a
+// resume, requests the recovery verified already are not verified again
+// (the verifier would call them replays): a request at or below the
+// recovered stream position is let through only if it is the very
+// message the recovery verified and has not applied yet; anything else
+// there is skipped (errApplied), never applied.
+func (a *Aggregator) verifyOutput(m int, data []byte) error {
+	if a.replaying {
+		return nil // verified while the recovery read the stream
+	}
+	if r := a.recovered; r != nil && a.dlv != nil && a.dlv.Seq() != 0 && a.dlv.Seq() <= r.upTo {
+		k := [2]uint64{uint64(m), a.out.Seq}
+		if want, ok := r.pending[k]; ok && bytes.Equal(want, data) {
+			delete(r.pending, k)
+			return nil
+		}
+		return errApplied
+	}
+	return a.verify(a.out.Seq)
 }
 
 // verify checks the delivery being handled, whose own sequence number is

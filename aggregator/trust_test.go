@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -198,13 +200,196 @@ func TestTrustRejectsForgedRequests(t *testing.T) {
 	}
 }
 
-// An aggregator with the trust layer on cannot resume: its checkpoint
-// does not hold the chains of its subjects.
-func TestResumeWithTrustFails(t *testing.T) {
-	a, _, _, _ := trustTest(t, 2, 6)
-	train(a, make([]float64, 12))
-	err := a.Resume(a.Checkpoint())
-	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
-		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
+// An aggregator with the trust layer on resumes from its checkpoint with
+// its chains and its verifier's state: a party's next request is
+// accepted and answered, the reply continues the aggregator's chain (the
+// party's verifier accepts it), and a request it had applied is a replay.
+func TestResumeWithTrust(t *testing.T) {
+	const n = 50
+	a, s, outs, keys := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	r := a.cfg.Roster
+	pv, err := trust.NewVerifier(r, trust.VerifierOptions{Subjects: r.Inbound("party-1"), Late: r.Inbound("party-1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replies int
+	onMessage := func(m *broker.Message) {
+		var rep schemas.Reply
+		if schemas.NewCodec().Unmarshal(m.Data, &rep) != nil || m.Subject != schemas.Subject("t", schemas.KindReply, 1) {
+			return
+		}
+		if err := pv.Verify(&trust.Msg{Subject: m.Subject, Seq: rep.Seq, Payload: m.Data, Sig: m.Header[trust.SigHeader], Prev: m.Header[trust.PrevHeader]}); err != nil {
+			t.Errorf("party 1 rejects reply %d: %v", rep.Seq, err)
+		}
+		replies++
+	}
+	s.onMessage = onMessage
+	c := schemas.NewCodec()
+	pub, _ := outs[1].Publisher(schemas.Subject("t", schemas.KindOutput, 1))
+	var sent []*signedDelivery
+	request := func(b *Aggregator) {
+		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
+			IDs: []uint32{uint32(pub.Next() % n)}, C: []float64{0.5}, CHat: []float64{0.6}}
+		data, _ := c.Marshal(out)
+		d := &signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}
+		d.sign(pub.Append(d.data, false))
+		sent = append(sent, d)
+		b.handleOutputs(context.Background(), d)
+	}
+	for range 5 {
+		request(a)
+	}
+	var buf bytes.Buffer
+	if err := a.Checkpoint().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := DecodeCheckpoint(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := &sink{onMessage: onMessage}
+	b.bus, b.ctx = s2, context.Background()
+	if err := b.Resume(ck); err != nil {
+		t.Fatalf("resume with the trust layer: %v", err)
+	}
+	b.handleOutputs(context.Background(), sent[4]) // applied before the checkpoint
+	if s2.n != 0 || b.res.Rejected["trust-replay"] != 1 {
+		t.Fatalf("an applied request again: %d replies, rejected %v", s2.n, b.res.Rejected)
+	}
+	request(b)
+	if s2.n != 1 || replies != 6 || b.res.Steps != 6 {
+		t.Fatalf("after the resume: %d replies (%d verified by the party), %d steps, rejected %v", s2.n, replies, b.res.Steps, b.res.Rejected)
+	}
+	if got, want := b.Outbox().LastSeq(schemas.Subject("t", schemas.KindReply, 1)), uint64(6); got != want {
+		t.Fatalf("reply chain at %d, want %d", got, want)
+	}
+
+	// A checkpoint written without the trust layer does not resume an
+	// aggregator with it (nor the other way round).
+	plain := *ck
+	plain.Trust, plain.TrustOut, plain.TrustIn = false, nil, nil
+	c2, _ := New(a.cfg)
+	if err := c2.Resume(&plain); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "without the trust layer") {
+		t.Fatalf("a checkpoint without the trust layer: %v", err)
+	}
+	cfg := a.cfg
+	cfg.Key, cfg.Roster = nil, nil
+	c3, _ := New(cfg)
+	if err := c3.Resume(ck); !errors.Is(err, ErrResume) {
+		t.Fatalf("a trust checkpoint without a key: %v", err)
+	}
+	_ = keys
+}
+
+// seqDelivery is a signed delivery with a stream sequence.
+type seqDelivery struct {
+	signedDelivery
+	seq uint64
+}
+
+func (d *seqDelivery) Seq() uint64 { return d.seq }
+
+// A resumed aggregator reads the stream after its checkpoint through its
+// restored verifier: the requests it had answered are applied again with
+// the recorded replies' numbers, a forged request the broker stored is
+// rejected and never applied, and when the live subscription delivers the
+// stream again only the very request recovery verified is answered. Its
+// next reply continues its chain for the party.
+func TestRecoverWithTrust(t *testing.T) {
+	const n = 50
+	a, _, outs, keys := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	hub := broker.NewMemoryHub()
+	bus := hub.Connect("aggregator")
+	a.bus = bus
+	ctx := context.Background()
+	c := schemas.NewCodec()
+	pub, _ := outs[1].Publisher(schemas.Subject("t", schemas.KindOutput, 1))
+	// request publishes party 1's next request on the bus and returns it
+	// as a delivery.
+	request := func() *seqDelivery {
+		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
+			IDs: []uint32{uint32(pub.Next() % n)}, C: []float64{0.5}, CHat: []float64{0.4}}
+		data, _ := c.Marshal(out)
+		d := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}}
+		d.sign(pub.Append(d.data, false))
+		m := &broker.Message{Subject: d.subject, Data: d.data, Header: map[string]string{}}
+		if d.sig != "" {
+			m.Header[trust.SigHeader], m.Header[trust.PrevHeader] = d.sig, d.prev
+		}
+		if err := bus.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		d.seq = hub.Len()
+		return d
+	}
+	var ck *Checkpoint
+	for i := range 5 {
+		a.handleOutputs(ctx, request())
+		if i == 2 {
+			ck = a.Checkpoint()
+		}
+	}
+	inFlight := request() // stored, never answered: the aggregator died
+	// A request the broker stored under party 1's next number, signed by
+	// party 2 (a broker that forges).
+	var fo schemas.PartyOutput
+	c.Unmarshal(inFlight.data, &fo)
+	fo.Seq, fo.C[0] = pub.Next(), 1e3
+	forgedData, _ := c.Marshal(&fo)
+	forgedData = slices.Clone(forgedData)
+	ch := trust.NewChain("t", pub.Subject())
+	ch.Reset(pub.Seq(), pub.Head())
+	forgedSig := trust.SignHead(keys[2], "party-2", "t", pub.Subject(), fo.Seq, ch.Compute(fo.Seq, forgedData))
+	bus.Publish(ctx, &broker.Message{Subject: pub.Subject(), Data: forgedData, Header: map[string]string{trust.SigHeader: forgedSig.Header()}})
+	forged := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: forgedData}, sig: forgedSig.Header()}, seq: hub.Len()}
+
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bus, b.ctx = bus, ctx
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatal(err)
+	}
+	r := b.resumed
+	if r.Reapplied != 2 || r.Mismatched != 0 || r.Missing != 0 || b.res.Rejected["trust-wrong_signer"] != 1 {
+		t.Fatalf("recovery %+v, rejected %v", r, b.res.Rejected)
+	}
+	before := hub.Len()
+	// The live subscription delivers the stream again: a changed copy of
+	// the request in flight and the forged one are skipped, the request
+	// in flight itself is answered once.
+	changed := *inFlight
+	changed.data = slices.Clone(inFlight.data)
+	changed.data[len(changed.data)-1] ^= 1
+	for _, d := range []*seqDelivery{&changed, forged, inFlight, inFlight} {
+		b.handleOutputs(ctx, d)
+	}
+	if got := hub.Len() - before; got != 1 || b.res.Steps != 6 {
+		t.Fatalf("%d replies published, %d steps (recovery %+v, rejected %v)", got, b.res.Steps, r, b.res.Rejected)
+	}
+	// Party 1 verifies every reply of the stream, in order.
+	pv, _ := trust.NewVerifier(a.cfg.Roster, trust.VerifierOptions{Subjects: a.cfg.Roster.Inbound("party-1")})
+	var replies int
+	_, err = ReadDeliveries(ctx, bus, []string{schemas.Subject("t", schemas.KindReply, 1)}, func(d broker.Delivery) {
+		var rep schemas.Reply
+		c.Unmarshal(d.Data(), &rep)
+		m := trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: rep.Seq, Payload: d.Data(), Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
+		if err := pv.Verify(&m); err != nil {
+			t.Errorf("party 1 rejects reply %d: %v", rep.Seq, err)
+		}
+		replies++
+	})
+	if err != nil || replies != 6 {
+		t.Fatalf("%d replies: %v", replies, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Checkpoints and resume. A party saves w_m, its random state, its own
@@ -22,16 +23,24 @@ import (
 // sequence on their subject are skipped, the later ones are applied
 // again, and the messages it computes on the way that the stream already
 // holds (its own sequence numbers on their subject) are not sent again.
-// The trust layer's chains are not in checkpoints yet: a party with
-// Config.Key cannot resume (ErrResumeTrust). Its
-// computation is deterministic given what it receives, so it ends where
-// it was before the crash and goes on live.
+// Its computation is deterministic given what it receives, so it ends
+// where it was before the crash and goes on live.
+//
+// With the trust layer (Config.Key), the checkpoint also holds the chain
+// of each of the party's subjects and its verifier's state of the reply
+// and control subjects (run.go seals the file with the party's key:
+// trust.SealState). A resumed party restores both: the aggregator's
+// messages up to the restored position are skipped, the later ones
+// verified as they were the first time; its own messages computed again
+// go on its chains with the heads the stream gives (ResumeStream checks
+// them against its own signatures), so its next message continues the
+// chain the aggregator's verifier knows, signed.
 
 // ErrResume reports a checkpoint that cannot be resumed from.
 var ErrResume = errors.New("party: cannot resume")
 
 // CheckpointVersion is the version of the checkpoint format.
-const CheckpointVersion = 2
+const CheckpointVersion = 3
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
 const DefaultCheckpointEvery = 10 * time.Second
@@ -68,6 +77,12 @@ type Checkpoint struct {
 	MaxDelay  int
 	Outbox    []Sent // the last requests published (outbox.go)
 	Saved     time.Time
+
+	// The trust layer's state (Config.Key), Trust set: the chains of the
+	// party's subjects and its verifier's state of the aggregator's.
+	Trust    bool
+	TrustOut []trust.Entry
+	TrustIn  []trust.ChainState
 }
 
 // Encode writes c (gob).
@@ -104,6 +119,10 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
 	c.Outbox = p.outbox.snapshot(c.Outbox)
 	c.Saved = time.Now()
+	c.Trust, c.TrustOut, c.TrustIn = false, nil, nil
+	if t := p.tr; t != nil {
+		c.Trust, c.TrustOut, c.TrustIn = true, t.out.Entries(), t.ver.State()
+	}
 }
 
 // Checkpoint returns a copy of the party's state.
@@ -117,10 +136,6 @@ func (p *Party) Checkpoint() *Checkpoint {
 
 // NumKinds bounds the kinds of message (schemas.Kind) a party numbers.
 const NumKinds = int(schemas.KindControl) + 1
-
-// ErrResumeTrust reports a resume with the trust layer on: checkpoints do
-// not hold its chains (head and sequence per subject) yet.
-var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrResume)
 
 // Resume restores the party from c before Run, for a stream that holds
 // every message of this party that c counts as sent (on each subject,
@@ -137,6 +152,48 @@ func (p *Party) Resume(c *Checkpoint) error {
 // Those up to the checkpoint are sent again from its outbox, the later
 // ones computed again and sent.
 func (p *Party) ResumeFrom(c *Checkpoint, have map[schemas.Kind][]uint64) error {
+	return p.ResumeStream(c, have, nil)
+}
+
+// ResumeStream is ResumeFrom for a party with the trust layer: own holds
+// the party's own messages in the stream after the checkpoint's chains
+// (each subject in stream order, headers included). They are checked
+// against the checkpoint's chains and the party's signatures; the heads
+// they give are where the party's chains go when it computes them again.
+// A message that does not continue its chain (not the party's) is left
+// out and logged.
+func (p *Party) ResumeStream(c *Checkpoint, have map[schemas.Kind][]uint64, own []trust.Msg) error {
+	if t := p.tr; t != nil && c.Trust {
+		v, err := trust.NewVerifier(p.cfg.Roster, trust.VerifierOptions{Subjects: t.own, Every: p.cfg.Sign.Every, History: -1})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrResume, err)
+		}
+		states := make([]trust.ChainState, 0, len(c.TrustOut))
+		for _, e := range c.TrustOut {
+			states = append(states, trust.ChainState{Entry: e})
+		}
+		if err := v.Restore(states); err != nil {
+			return fmt.Errorf("%w: the checkpoint's chains: %w", ErrResume, err)
+		}
+		heads := make(map[[2]uint64]trust.Hash)
+		for i := range own {
+			m := &own[i]
+			k := p.kindOf(m.Subject)
+			if k < 0 || m.Seq <= v.LastSeq(m.Subject) {
+				continue
+			}
+			if err := v.Verify(m); err != nil {
+				p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Uint64("stream_seq", m.StreamSeq).Msg("resume: a message on this party's subjects that does not continue its chain: left out")
+				continue
+			}
+			_, h, _ := v.Head(m.Subject)
+			heads[[2]uint64{uint64(k), m.Seq}] = h
+			if k == rcptKind {
+				p.rcptInStream = max(p.rcptInStream, m.Seq)
+			}
+		}
+		p.ownHeads = heads
+	}
 	var last [NumKinds]uint64
 	set := make(map[[2]uint64]struct{})
 	for k, seqs := range have {
@@ -155,8 +212,10 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case p.tr != nil:
-		return ErrResumeTrust
+	case p.tr == nil && c.Trust:
+		return fmt.Errorf("%w: the checkpoint was written with the trust layer on: resume with the run's key and roster", ErrResume)
+	case p.tr != nil && !c.Trust:
+		return fmt.Errorf("%w: the checkpoint was written without the trust layer: resume with --no-trust, as the run began", ErrResume)
 	case p.cfg.Sync || p.cfg.FirstOrder || p.cfg.Adversary != nil:
 		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
 	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
@@ -176,6 +235,19 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	}
 	if err := p.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	skipTo := c.AggSeq
+	if t := p.tr; t != nil {
+		if err := t.out.Restore(c.TrustOut); err != nil {
+			return fmt.Errorf("%w: the checkpoint's chains: %w", ErrResume, err)
+		}
+		if err := t.ver.Restore(c.TrustIn); err != nil {
+			return fmt.Errorf("%w: the checkpoint's verifier state: %w", ErrResume, err)
+		}
+		// What the verifier accepted before the checkpoint was handled:
+		// skipped, never verified (it would be a replay) nor applied again.
+		skipTo[0] = max(skipTo[0], t.ver.LastSeq(p.subjects[schemas.KindReply]))
+		skipTo[1] = max(skipTo[1], t.ver.LastSeq(p.subjects[schemas.KindControl]))
 	}
 	copy(p.w, c.W)
 	for i, r := range c.Ring {
@@ -212,7 +284,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	p.has = has
 	p.started = true
 	p.resumed = true
-	p.skipTo = c.AggSeq
+	p.skipTo = skipTo
 	p.published = published
 	return nil
 }
@@ -246,4 +318,46 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
 		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
 	}
+}
+
+// rcptKind stands for the receipt subject where kinds index the party's
+// subjects (ownHeads).
+const rcptKind = NumKinds
+
+// kindOf is the kind of the party's own subject s (rcptKind for its
+// receipts), -1 for another.
+func (p *Party) kindOf(s string) int {
+	for _, k := range []schemas.Kind{schemas.KindHello, schemas.KindOutput, schemas.KindEval} {
+		if p.subjects[k] == s {
+			return int(k)
+		}
+	}
+	if p.tr != nil && s == p.tr.rcpt.Subject() {
+		return rcptKind
+	}
+	return -1
+}
+
+// chainRecomputed puts message seq of kind k, computed again after a
+// resume and not sent (the stream holds it), on the party's chain: with
+// the head the stream gives when ResumeStream checked it, else with the
+// head of data. p.mu held.
+func (p *Party) chainRecomputed(k schemas.Kind, seq uint64, data []byte) {
+	if t := p.tr; t != nil {
+		p.chainAgain(t.pubs[k], int(k), seq, data)
+	}
+}
+
+// chainAgain is chainRecomputed for the publisher pub of subject kind k
+// (rcptKind: the receipts).
+func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte) {
+	h, ok := p.ownHeads[[2]uint64{uint64(k), seq}]
+	if !ok {
+		h = trust.NextHead(pub.Head(), seq, data)
+	} else if h != trust.NextHead(pub.Head(), seq, data) {
+		p.cfg.Log.Warn().Int("party", p.cfg.ID).Str("subject", pub.Subject()).Uint64("seq", seq).
+			Msg("resume: a message computed again differs from the one in the stream; the chain follows the stream")
+	}
+	pub.Resume(seq, h)
+	delete(p.ownHeads, [2]uint64{uint64(k), seq})
 }

@@ -80,9 +80,14 @@ type Config struct {
 	// of a party in a run that holds an earlier attempt's messages (a
 	// refused party that joins again) numbers after them, so that no
 	// message id repeats. Each subject is numbered on its own (1, 2, ...
-	// after SeqBase). Ignored with Key: the trust layer's chains start at
-	// 1.
+	// after SeqBase). Ignored with Key: see ChainBases.
 	SeqBase uint64
+	// ChainBases, with Key, is the new attempt's SeqBase per subject (its
+	// own subjects: the number of the earlier attempt's messages there):
+	// the party restarts each such chain after it (trust.Publisher.
+	// Restart), its next message there signed, which the aggregator's
+	// verifier accepts as its owner's restart.
+	ChainBases map[string]uint64
 
 	// Key and Roster turn the trust layer on (package trust, trust.go):
 	// every message the party publishes is numbered per subject, chained
@@ -224,8 +229,12 @@ type Party struct {
 	ck        Checkpoint
 	ckNow     bool
 	outbox    outbox
-	resend    []Sent                                // kept messages the stream lacks, sent again by Run
-	has       func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
+	resend    []Sent                   // kept messages the stream lacks, sent again by Run
+	ownHeads  map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
+	// rcptInStream: after a resume, the highest receipt sequence number
+	// the stream holds (countersigned again, not sent again).
+	rcptInStream uint64
+	has          func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
 }
 
 // New checks cfg and prepares a party.
@@ -319,6 +328,16 @@ func New(cfg Config) (*Party, error) {
 	if err := p.initTrust(); err != nil {
 		return nil, err
 	}
+	for subj, base := range cfg.ChainBases {
+		if p.tr == nil || base == 0 {
+			continue
+		}
+		pub, err := p.tr.out.Publisher(subj)
+		if err != nil {
+			return nil, fmt.Errorf("%w: party %d: chain base: %w", ErrConfig, cfg.ID, err)
+		}
+		pub.Restart(base)
+	}
 	return p, nil
 }
 
@@ -356,18 +375,40 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	// describe). Only what comes after it: the aggregator sends nothing to
 	// a party before its hello.
 	opts := broker.SubscribeOptions{Durable: fmt.Sprintf("party-%d", m), Deliver: broker.DeliverNew}
-	if p.resumed {
+	handler := p.handle
+	var caughtUp chan struct{}
+	switch {
+	case p.resumed && p.tr != nil:
+		// Live at once, held until the stream is read back one subject
+		// at a time (catchup.go).
+		opts = broker.SubscribeOptions{Deliver: broker.DeliverNew}
+		caughtUp = make(chan struct{})
+		handler = func(ctx context.Context, d broker.Delivery) {
+			select {
+			case <-caughtUp:
+				p.handle(ctx, d)
+			case <-ctx.Done():
+			}
+		}
+	case p.resumed:
 		// From the start of the stream: what the checkpoint applied is
 		// skipped, the rest applied again (checkpoint.go).
 		opts = broker.SubscribeOptions{Deliver: broker.DeliverAll}
 	}
 	sub, err := bus.Subscribe(ctx,
 		[]string{schemas.Subject(run, schemas.KindReply, m), schemas.Subject(run, schemas.KindControl, 0)},
-		opts, p.handle)
+		opts, handler)
 	if err != nil {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
+	if caughtUp != nil {
+		err := p.catchUp(ctx, bus)
+		close(caughtUp)
+		if err != nil {
+			return fmt.Errorf("party %d: reading the stream to resume: %w", m, err)
+		}
+	}
 	if p.resumed {
 		for _, s := range p.resend {
 			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
@@ -496,6 +537,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	}
 	if p.seq <= p.published[k] && p.has(k, p.seq) {
 		// Computed again after a resume: the stream holds it already.
+		p.chainRecomputed(k, p.seq, data)
 		p.stats.Recomputed++
 		p.stats.MessagesUp++
 		p.stats.BytesUp += int64(len(data))

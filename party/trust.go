@@ -181,6 +181,15 @@ func (p *Party) onSeal(d broker.Delivery, c *schemas.Control) {
 		return
 	}
 	t.rcptBuf = data
+	if seq := t.rcpt.Next(); seq <= p.rcptInStream {
+		// Countersigned again after a resume: the stream holds it.
+		p.chainAgain(t.rcpt, rcptKind, seq, data)
+		p.stats.Receipts++
+		if cp.Final {
+			t.final = true
+		}
+		return
+	}
 	st := t.rcpt.Append(data, true)
 	hdr := map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}
 	if err := p.bus.Publish(p.ctx, &broker.Message{Subject: t.rcpt.Subject(), Header: hdr, Data: data}); err != nil {

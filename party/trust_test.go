@@ -1,6 +1,7 @@
 package party
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -230,17 +232,117 @@ func (d *headerDelivery) Header(k string) string {
 	return d.delivery.Header(k)
 }
 
-// A party with the trust layer on cannot resume: its checkpoint does not
-// hold the chains, and numbering its messages anew would break them.
-func TestResumeWithTrustFails(t *testing.T) {
-	r, key, _ := testKeys(t, "t", 2)
-	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
-		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: key, Roster: r})
+// msgSink keeps what a party publishes.
+type msgSink struct {
+	broker.Bus
+	msgs []broker.Message
+}
+
+func (s *msgSink) Publish(_ context.Context, m *broker.Message) error {
+	h := make(map[string]string, len(m.Header))
+	for k, v := range m.Header {
+		h[k] = v
+	}
+	s.msgs = append(s.msgs, broker.Message{Subject: m.Subject, Header: h, Data: slices.Clone(m.Data)})
+	return nil
+}
+
+// A party with the trust layer on resumes from its checkpoint with its
+// chains and its verifier's state: the aggregator's messages it had
+// handled are skipped, the next reply is accepted and applied, and its
+// next request continues its chain (the aggregator's verifier accepts
+// it). A checkpoint written without the trust layer does not resume it.
+func TestResumeWithTrust(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = p.Resume(p.Checkpoint())
-	if !errors.Is(err, ErrResumeTrust) || !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "--no-trust") {
-		t.Fatalf("resume with trust: %v, want ErrResumeTrust", err)
+	aout, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := aout.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	rep, _ := aout.Publisher(schemas.Subject("t", schemas.KindReply, 2))
+	av, _ := trust.NewVerifier(r, trust.VerifierOptions{Subjects: r.Inbound(trust.AggregatorID)})
+	cfg := Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r}
+	c := schemas.NewCodec()
+	// check runs what p published since from through the aggregator's
+	// verifier.
+	check := func(s *msgSink, from int) {
+		t.Helper()
+		for _, m := range s.msgs[from:] {
+			var o schemas.PartyOutput
+			if err := c.Unmarshal(m.Data, &o); err != nil {
+				t.Fatal(err)
+			}
+			if err := av.Verify(&trust.Msg{Subject: m.Subject, Seq: o.Seq, Payload: m.Data, Sig: m.Header[trust.SigHeader], Prev: m.Header[trust.PrevHeader]}); err != nil {
+				t.Fatalf("the aggregator rejects party 2's request %d: %v", o.Seq, err)
+			}
+		}
+	}
+	send := func(p *Party, pub *trust.Publisher, msg schemas.Message) *delivery {
+		msg.Head().Seq = pub.Next()
+		b, err := c.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &delivery{subject: pub.Subject(), data: slices.Clone(b)}
+		d.sign(pub.Append(d.data, false))
+		p.handle(context.Background(), d)
+		return d
+	}
+	reply := func(p *Party) *schemas.Reply {
+		return &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2}, ReqSeq: p.ring[p.head].seq, H: []float64{0.5}, HBar: []float64{0.6}}
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &msgSink{}
+	p.bus, p.ctx = s, context.Background()
+	send(p, ctl, &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlStart})
+	var old []*delivery
+	for range 3 {
+		old = append(old, send(p, rep, reply(p)))
+	}
+	if p.Stats().Steps != 3 || len(s.msgs) != 4 {
+		t.Fatalf("%d steps, %d requests: rejected %v", p.Stats().Steps, len(s.msgs), p.Stats().Rejected)
+	}
+	check(s, 0)
+	var buf bytes.Buffer
+	if err := p.Checkpoint().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := DecodeCheckpoint(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := &msgSink{}
+	p2.bus, p2.ctx = s2, context.Background()
+	if err := p2.Resume(ck); err != nil {
+		t.Fatalf("resume with the trust layer: %v", err)
+	}
+	for _, d := range old { // delivered again from the stream
+		p2.handle(context.Background(), d)
+	}
+	if st := p2.Stats(); st.Skipped != 3 || len(st.Rejected) != 0 || len(s2.msgs) != 0 {
+		t.Fatalf("handled replies again: %d skipped, rejected %v, %d published", st.Skipped, st.Rejected, len(s2.msgs))
+	}
+	send(p2, rep, reply(p2))
+	if st := p2.Stats(); st.Steps != 4 || len(st.Rejected) != 0 || len(s2.msgs) != 1 {
+		t.Fatalf("after the resume: %d steps, rejected %v, %d published", st.Steps, st.Rejected, len(s2.msgs))
+	}
+	check(s2, 0)
+	if s2.msgs[0].Header[trust.SigHeader] == "" {
+		t.Fatal("the first request after the resume is not signed")
+	}
+
+	plain := *ck
+	plain.Trust, plain.TrustOut, plain.TrustIn = false, nil, nil
+	p3, _ := New(cfg)
+	if err := p3.Resume(&plain); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "without the trust layer") {
+		t.Fatalf("a checkpoint without the trust layer: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/party"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Checkpoints: with Config.CheckpointDir set, the aggregator and each
@@ -23,23 +24,20 @@ import (
 // ErrNoCheckpoint reports --resume without a checkpoint to resume from.
 var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
 
-// ErrResumeTrust reports Config.Resume with the trust layer on:
-// checkpoints do not hold its chains (head and sequence per subject), so
-// a resumed participant could not go on signing them.
-var ErrResumeTrust = fmt.Errorf("%w: --resume does not restore the trust layer's chains yet: run with --no-trust", ErrConfig)
+// ErrResumeTrust reports Train with Config.Resume and the trust layer on
+// but no folder that keeps the run's keys: the first part's keys were in
+// a temporary folder, removed at its end, and a resumed participant must
+// go on signing its chains with the same key.
+var ErrResumeTrust = fmt.Errorf("%w: --resume with the trust layer needs the run's keys, which train keeps in --out DIR/keys (or --keys-dir): "+
+	"the first part ran without either, so its keys are gone; start the run again (or run with --no-trust throughout)", ErrConfig)
 
-// checkResumeTrust refuses cfg.Resume with the trust layer on, before
-// anything is loaded: for Train (train) unless cfg.Trust.Off, for a
-// separate participant when it has a key or a roster.
+// checkResumeTrust refuses Train's cfg.Resume with the trust layer on when
+// the run's keys cannot have been kept, before anything is loaded.
 func checkResumeTrust(cfg *Config, train bool) error {
-	tc := &cfg.Trust
-	if !cfg.Resume || tc.Off {
+	if !cfg.Resume || cfg.Trust.Off || !train || runKeysDir(cfg) != "" {
 		return nil
 	}
-	if train || tc.KeyFile != "" || tc.RosterFile != "" {
-		return ErrResumeTrust
-	}
-	return nil
+	return ErrResumeTrust
 }
 
 // CheckpointPath is the file of a participant's checkpoints: role 0 is the
@@ -70,16 +68,47 @@ func (c *Config) checkpointing() (bool, error) {
 // encoder is a checkpoint that writes itself.
 type encoder interface{ Encode(io.Writer) error }
 
-func saveCheckpoint(path string, c encoder) error {
-	return WriteFileAtomic(path, c.Encode)
+// sealer seals checkpoint files with their owner's key (the trust layer):
+// a file altered, or written by anyone else, does not open.
+type sealer struct {
+	key      *trust.Key // nil: plain files
+	run, who string     // run id, participant id
 }
 
-func readCheckpointFile(path, who string) ([]byte, error) {
+func saveCheckpoint(path string, c encoder, s sealer) error {
+	if s.key == nil {
+		return WriteFileAtomic(path, c.Encode)
+	}
+	var buf bytes.Buffer
+	if err := c.Encode(&buf); err != nil {
+		return err
+	}
+	file := trust.SealState(s.key, s.run, s.who, buf.Bytes())
+	return WriteFileAtomic(path, func(w io.Writer) error { _, err := w.Write(file); return err })
+}
+
+// ErrCheckpointSeal reports a checkpoint file whose seal does not verify.
+var ErrCheckpointSeal = errors.New("the checkpoint file does not verify")
+
+func readCheckpointFile(path, who string, s sealer) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s has none at %s (was it started with the same --checkpoint-dir and --run, and did training start?)", ErrNoCheckpoint, who, path)
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.key != nil:
+		data, err := trust.OpenState(s.key, s.run, s.who, b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w (a resume trusts only the state its owner saved)", ErrCheckpointSeal, path, err)
+		}
+		return data, nil
+	case trust.IsSealedState(b):
+		return nil, fmt.Errorf("%w: %s was written with the trust layer on: resume with the run's key and roster", ErrConfig, path)
+	}
+	return b, nil
 }
 
 // aggregatorCheckpoints sets the aggregator's checkpoint hook (and reads
@@ -91,11 +120,12 @@ func aggregatorCheckpoints(cfg *Config, ac *aggregator.Config) (*aggregator.Chec
 	}
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	ac.CheckpointEvery = cfg.CheckpointEvery
-	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error { return saveCheckpoint(path, c) }
+	seal := sealer{cfg.trust.key(0), cfg.Run, trust.AggregatorID}
+	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error { return saveCheckpoint(path, c, seal) }
 	if !cfg.Resume {
 		return nil, nil
 	}
-	b, err := readCheckpointFile(path, "the aggregator")
+	b, err := readCheckpointFile(path, "the aggregator", seal)
 	if err != nil {
 		return nil, err
 	}
@@ -115,11 +145,12 @@ func partyCheckpoints(cfg *Config, pc *party.Config, m int) (*party.Checkpoint, 
 	}
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, m)
 	pc.CheckpointEvery = cfg.CheckpointEvery
-	pc.OnCheckpoint = func(c *party.Checkpoint) error { return saveCheckpoint(path, c) }
+	seal := sealer{cfg.trust.key(m), cfg.Run, trust.PartyID(m)}
+	pc.OnCheckpoint = func(c *party.Checkpoint) error { return saveCheckpoint(path, c, seal) }
 	if !cfg.Resume {
 		return nil, nil
 	}
-	b, err := readCheckpointFile(path, fmt.Sprintf("party %d", m))
+	b, err := readCheckpointFile(path, fmt.Sprintf("party %d", m), seal)
 	if err != nil {
 		return nil, err
 	}

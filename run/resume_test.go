@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -15,7 +16,10 @@ import (
 // that everything it answered since must be applied again from the
 // stream), resumes the run and checks from the stream's sequence numbers
 // that every request was answered at most once, none is lost, and that
-// the replies computed again are bit-identical to the recorded ones.
+// the replies computed again are bit-identical to the recorded ones. The
+// trust layer is on: the resumed participants go on with their chains,
+// so no receiver rejects anything, and a checkpoint file with one byte
+// changed is refused.
 func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -25,7 +29,6 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: 3 * time.Second,
 		Seed: 1, Out: out, Run: "resume", Log: testLog(t), EvalEvery: 200 * time.Millisecond,
 		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 300 * time.Millisecond,
-		Trust: TrustConfig{Off: true}, // checkpoints do not hold the trust layer's chains yet
 	}
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	first := make(chan []byte, 1)
@@ -39,6 +42,20 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 		}
 		close(first)
 	}()
+	// Party 2 as if killed -9 after its first checkpoint too: it computes
+	// again what it sent since, and its chains must follow the stream.
+	path2 := CheckpointPath(cfg.CheckpointDir, cfg.Run, 2)
+	first2 := make(chan []byte, 1)
+	go func() {
+		for range 400 {
+			if b, err := os.ReadFile(path2); err == nil {
+				first2 <- b
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(first2)
+	}()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)
@@ -49,10 +66,23 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	if !ok {
 		t.Fatal("no aggregator checkpoint was written")
 	}
-	if err := os.WriteFile(path, old, 0o644); err != nil {
+	// An altered checkpoint (one byte of the aggregator's state) is
+	// refused before anything starts.
+	bad := bytes.Clone(old)
+	bad[len(bad)/2] ^= 1
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Resume = true
+	if _, err := Train(context.Background(), cfg); !errors.Is(err, ErrCheckpointSeal) {
+		t.Fatalf("resumed from an altered checkpoint: %v", err)
+	}
+	if err := os.WriteFile(path, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if old2, ok := <-first2; !ok || os.WriteFile(path2, old2, 0o644) != nil {
+		t.Fatal("no checkpoint of party 2 to put back")
+	}
 	s2, err := Train(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
@@ -61,13 +91,18 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	if r == nil {
 		t.Fatal("the summary of the resumed run has no recovery report")
 	}
-	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped; %d steps, accuracy %.4f",
-		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, s2.Steps, s2.TestAccuracy)
+	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped, %d messages read in %.3fs; %d steps, accuracy %.4f",
+		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, r.Read, r.LogSeconds, s2.Steps, s2.TestAccuracy)
 	if r.Reapplied == 0 || r.Mismatched != 0 || r.Missing != 0 || r.Duplicated != 0 {
 		t.Errorf("recovery: %+v", r)
 	}
 	if s2.Steps <= s1.Steps || s2.TestAccuracy < 0.9 {
 		t.Errorf("resumed run: %d steps after %d, accuracy %.4f", s2.Steps, s1.Steps, s2.TestAccuracy)
+	}
+	for r, n := range s2.Rejected {
+		if strings.HasPrefix(r, "trust-") {
+			t.Errorf("the resumed run's receivers rejected %d messages as %s: %v", n, r, s2.Rejected)
+		}
 	}
 	au, err := AuditRun(context.Background(), Config{Synthetic: small(), Parties: 4, Run: cfg.Run, Out: out, Log: testLog(t)})
 	if err != nil {
@@ -79,27 +114,18 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	}
 }
 
-// With the trust layer on, Resume fails at once (before loading data or
-// starting a broker) and says how to go on: checkpoints do not hold the
-// chains yet.
-func TestResumeRefusesTrust(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		run  func(Config) error
-		cfg  Config
-	}{
-		{"train", func(c Config) error { _, err := Train(context.Background(), c); return err }, Config{}},
-		{"aggregator with a key", func(c Config) error { _, err := Aggregate(context.Background(), c); return err },
-			Config{Trust: TrustConfig{KeyFile: "agg.nk", RosterFile: "roster.json"}}},
-		{"party with a key", func(c Config) error { _, err := Participate(context.Background(), c, 1); return err },
-			Config{Trust: TrustConfig{KeyFile: "p1.nk", RosterFile: "roster.json"}}},
-	} {
-		c := tc.cfg
-		c.Synthetic, c.Parties, c.Algo, c.Duration, c.Run, c.Log, c.Resume = small(), 2, "asyrevel-gau", time.Second, "rt", testLog(t), true
-		c.CheckpointDir, c.NATS = t.TempDir(), "nats://127.0.0.1:1"
-		err := tc.run(c)
-		if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "run with --no-trust") {
-			t.Errorf("%s: %v, want ErrResumeTrust", tc.name, err)
-		}
+// With the trust layer on, Train's Resume needs the first part's keys:
+// without --out or a keys folder they were temporary, and it fails at
+// once (before loading data or starting a broker) and says why.
+func TestResumeNeedsKeys(t *testing.T) {
+	c := Config{Synthetic: small(), Parties: 2, Algo: "asyrevel-gau", Duration: time.Second, Run: "rt", Log: testLog(t), Resume: true,
+		CheckpointDir: t.TempDir(), NATS: "nats://127.0.0.1:1"}
+	_, err := Train(context.Background(), c)
+	if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "keys") {
+		t.Errorf("train --resume without kept keys: %v, want ErrResumeTrust", err)
+	}
+	c.Out = t.TempDir() // no keys there either: a clear error, not a new key pair
+	if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "resuming needs the run's keys") {
+		t.Errorf("train --resume with an empty --out: %v", err)
 	}
 }

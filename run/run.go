@@ -809,14 +809,14 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
 		Log: cfg.Log, OnPoint: onPoint,
-		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign,
+		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
 	}, nil
 }
 
 // NewParty builds party m (1..q) of a run from its columns of data. close
 // releases its model (an external model's process).
 func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	return newParty(ctx, cfg, data, m, 0, nil)
+	return newParty(ctx, cfg, data, m, 0, nil, nil)
 }
 
 // newParty is NewParty for a party whose sequence numbers start after
@@ -824,7 +824,9 @@ func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Par
 // With checkpoints, it sets the party's hook; with cfg.Resume, *ck is the
 // checkpoint to resume from (the caller calls Resume once it knows what
 // the stream holds).
-func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
+// With the trust layer, chainBases (subject -> messages of an earlier
+// attempt) restart the party's chains after them.
+func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, chainBases map[string]uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -851,7 +853,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
-		SeqBase: seqBase, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
+		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.Adversaries[m],
 		Log:       cfg.Log,
 		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
@@ -912,7 +914,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	parties := make([]*party.Party, q)
 	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
-		p, close, err := newParty(ctx, &cfg, data, m+1, 0, &cks[m])
+		p, close, err := newParty(ctx, &cfg, data, m+1, 0, nil, &cks[m])
 		if err != nil {
 			return nil, err
 		}
@@ -1148,11 +1150,22 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	var chains map[string]uint64
 	if base > 0 {
 		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
+		if cfg.trust.key(m) != nil {
+			// Its chains restart after the earlier attempt's messages,
+			// each subject on its own.
+			chains = map[string]uint64{}
+			for _, s := range cfg.trust.roster.Subjects(trust.PartyID(m)) {
+				if chains[s], err = count(ctx, bus, s); err != nil {
+					return party.Stats{}, err
+				}
+			}
+		}
 	}
 	var ck *party.Checkpoint
-	p, close, err := newParty(ctx, &cfg, data, m, base, &ck)
+	p, close, err := newParty(ctx, &cfg, data, m, base, chains, &ck)
 	if err != nil {
 		return party.Stats{}, err
 	}
@@ -1175,7 +1188,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 }
 
 // resumeParty restores party m from its checkpoint ck and the sequence
-// numbers of its messages in the stream (per subject).
+// numbers of its messages in the stream (per subject), read back one
+// subject at a time (a single filter: what the broker's permissions grant
+// a party on its own subjects). With the trust layer, the messages after
+// the checkpoint's chains are handed over with their headers.
 func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party, ck *party.Checkpoint, m int) error {
 	if ck == nil {
 		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
@@ -1184,18 +1200,18 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	// broker crash some may be missing in the middle, not only at the end.
 	var (
 		have  = map[schemas.Kind][]uint64{}
+		own   []trust.Msg
 		count int
 		dec   = schemas.NewCodec()
 		h     schemas.Hello
 		o     schemas.PartyOutput
 		ev    schemas.EvalOutput
+		chain = map[string]uint64{}
 	)
-	_, err := aggregator.ReadLog(ctx, b, []string{schemas.Subject(cfg.Run, schemas.KindHello, m), schemas.Subject(cfg.Run, schemas.KindOutput, m),
-		schemas.Subject(cfg.Run, schemas.KindEval, m)}, func(subject string, data []byte) {
-		kind, _, err := schemas.ParseSubject(cfg.Run, subject)
-		if err != nil {
-			return
-		}
+	for _, e := range ck.TrustOut {
+		chain[e.Subject] = e.Seq
+	}
+	for _, kind := range []schemas.Kind{schemas.KindHello, schemas.KindOutput, schemas.KindEval} {
 		var msg schemas.Message = &h
 		switch kind {
 		case schemas.KindOutput:
@@ -1203,15 +1219,37 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		case schemas.KindEval:
 			msg = &ev
 		}
-		if dec.Unmarshal(data, msg) == nil {
-			have[kind] = append(have[kind], msg.Head().Seq)
+		_, err := aggregator.ReadDeliveries(ctx, b, []string{schemas.Subject(cfg.Run, kind, m)}, func(d broker.Delivery) {
+			if dec.Unmarshal(d.Data(), msg) != nil {
+				return
+			}
+			seq := msg.Head().Seq
+			have[kind] = append(have[kind], seq)
 			count++
+			if ck.Trust && seq > chain[d.Subject()] {
+				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: slices.Clone(d.Data()),
+					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
 	}
-	if err := p.ResumeFrom(ck, have); err != nil {
+	if ck.Trust {
+		// Its receipts: the countersignatures it makes again are not sent
+		// again either.
+		subj := trust.ReceiptSubject(cfg.Run, m)
+		_, err := aggregator.ReadDeliveries(ctx, b, []string{subj}, func(d broker.Delivery) {
+			if seq, _, err := trust.ParseReceiptMessage(d.Data()); err == nil && seq > chain[subj] {
+				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: subj, Seq: seq, Payload: slices.Clone(d.Data()),
+					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("reading party %d's receipts in the stream: %w", m, err)
+		}
+	}
+	if err := p.ResumeStream(ck, have, own); err != nil {
 		return err
 	}
 	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")

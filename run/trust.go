@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,10 @@ type TrustConfig struct {
 	// Sign says how often senders sign (zero values: the package's
 	// defaults, every 1,024 messages or 100 ms).
 	Sign trust.Policy
+	// SealEvery is how often the aggregator publishes a signed
+	// checkpoint of the log (0: aggregator.DefaultSealEvery, negative:
+	// only the final one).
+	SealEvery time.Duration
 	// OnBroker, if set, is called by Train with the embedded broker's
 	// URL once it runs (adversary tests and experiments).
 	OnBroker func(url string)
@@ -73,6 +78,9 @@ func makeRunKeys(cfg *Config) (*runTrust, error) {
 	if cfg.Trust.Off {
 		return nil, nil
 	}
+	if cfg.Resume {
+		return readRunKeys(cfg)
+	}
 	r, keys, err := trust.GenerateRun(cfg.Run, cfg.Parties)
 	if err != nil {
 		return nil, fmt.Errorf("%w: making the run's keys: %w", ErrConfig, err)
@@ -110,6 +118,50 @@ func makeRunKeys(cfg *Config) (*runTrust, error) {
 	}
 	if t.tmp == "" {
 		cfg.Log.Info().Str("keys", dir).Msg("the run's keys and roster (asyrevel audit verify --roster " + filepath.Join(dir, "roster.json") + ")")
+	}
+	return t, nil
+}
+
+// runKeysDir is where Train keeps the run's keys ("" = a temporary
+// folder).
+func runKeysDir(cfg *Config) string {
+	if dir := cfg.Trust.KeysDir; dir != "" {
+		return dir
+	}
+	if cfg.Out != "" {
+		return filepath.Join(cfg.Out, "keys")
+	}
+	return ""
+}
+
+// readRunKeys reads back the keys Train made for the run it resumes: the
+// resumed participants go on signing with them.
+func readRunKeys(cfg *Config) (*runTrust, error) {
+	dir := runKeysDir(cfg)
+	if dir == "" {
+		return nil, ErrResumeTrust
+	}
+	r, err := trust.ReadRoster(filepath.Join(dir, "roster.json"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: resuming needs the run's keys: %w", ErrConfig, err)
+	}
+	if r.Run != cfg.Run || r.Parties() != cfg.Parties {
+		return nil, fmt.Errorf("%w: the keys in %s are run %s's with %d parties, not run %s's with %d", ErrConfig, dir, r.Run, r.Parties(), cfg.Run, cfg.Parties)
+	}
+	t := &runTrust{roster: r, keys: make(map[int]*trust.Key, cfg.Parties+1)}
+	for m := 0; m <= cfg.Parties; m++ {
+		id := trust.AggregatorID
+		if m > 0 {
+			id = trust.PartyID(m)
+		}
+		k, err := trust.ReadKeyFile(filepath.Join(dir, id+".nk"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: resuming needs the run's keys: %w", ErrConfig, err)
+		}
+		if self, err := r.Identify(k); err != nil || self.ID != id {
+			return nil, fmt.Errorf("%w: %s is not %s's key in %s", ErrConfig, filepath.Join(dir, id+".nk"), id, filepath.Join(dir, "roster.json"))
+		}
+		t.keys[m] = k
 	}
 	return t, nil
 }

@@ -131,7 +131,10 @@ type AuditReport struct {
 	// of them. They do not count against the verdict.
 	Rejected     map[string]uint64 `json:"rejected_by_receiver,omitempty"`
 	RejectedList []Problem         `json:"rejected,omitempty"`
-	IntactLog    bool              `json:"intact"`
+	// Restarts counts chains their owner restarted (Publisher.Restart): a
+	// party that joined again as a new process, say.
+	Restarts  uint64 `json:"restarts,omitempty"`
+	IntactLog bool   `json:"intact"`
 }
 
 // Intact reports whether the log is complete and unaltered as far as the
@@ -145,6 +148,9 @@ func (r *AuditReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%-12s %-6s %10s %12s %8s\n", "sender", "kind", "messages", "bytes", "signed")
 	for _, s := range r.Senders {
 		fmt.Fprintf(&b, "%-12s %-6s %10d %12d %8d\n", s.Sender, s.Kind, s.Messages, s.Bytes, s.Signed)
+	}
+	if r.Restarts > 0 {
+		fmt.Fprintf(&b, "chains restarted by their owner (signed): %d\n", r.Restarts)
 	}
 	writeCounts(&b, "problems:", r.Counts)
 	for _, p := range r.Problems {
@@ -195,6 +201,7 @@ type Auditor struct {
 	trials   int // signatures tried against every key
 	buf      []byte
 
+	restarts     uint64
 	recv         *Verifier // AuditOptions.AsReceiver
 	rejected     map[string]uint64
 	rejectedList []Problem
@@ -215,6 +222,7 @@ type held struct {
 	seq       uint64
 	payload   []byte
 	sig       string
+	prev      string
 }
 
 type auditState struct {
@@ -398,7 +406,7 @@ func (a *Auditor) Add(m *Msg) {
 			Detail: "the message's own sequence number could not be read"})
 		return
 	}
-	a.process(st, m.StreamSeq, m.Seq, m.Payload, m.Sig)
+	a.process(st, m.StreamSeq, m.Seq, m.Payload, m.Sig, m.Prev)
 }
 
 func (a *Auditor) count(sender, kind string, m *Msg, signed bool) {
@@ -415,7 +423,7 @@ func (a *Auditor) count(sender, kind string, m *Msg, signed bool) {
 	}
 }
 
-func (a *Auditor) process(st *auditState, streamSeq, seq uint64, payload []byte, sig string) {
+func (a *Auditor) process(st *auditState, streamSeq, seq uint64, payload []byte, sig, prev string) {
 	last := st.chain.Seq()
 	switch {
 	case seq <= last:
@@ -425,13 +433,13 @@ func (a *Auditor) process(st *auditState, streamSeq, seq uint64, payload []byte,
 			// The missing message, stored late.
 			a.report(Problem{StreamSeq: streamSeq, Subject: st.subject, Seq: seq, Kind: ProblemReorder,
 				Detail: fmt.Sprintf("stored after seq %d (stream seq %d)", st.pending[0].seq, st.pending[0].streamSeq)})
-			a.link(st, streamSeq, seq, payload, sig)
+			a.link(st, streamSeq, seq, payload, sig, prev)
 			a.drain(st)
 			return
 		}
-		a.hold(st, streamSeq, seq, payload, sig)
+		a.hold(st, streamSeq, seq, payload, sig, prev)
 	default:
-		a.link(st, streamSeq, seq, payload, sig)
+		a.link(st, streamSeq, seq, payload, sig, prev)
 	}
 }
 
@@ -466,14 +474,14 @@ func (a *Auditor) old(st *auditState, streamSeq, seq uint64, payload []byte) {
 }
 
 // hold keeps a message that comes after a missing one.
-func (a *Auditor) hold(st *auditState, streamSeq, seq uint64, payload []byte, sig string) {
+func (a *Auditor) hold(st *auditState, streamSeq, seq uint64, payload []byte, sig, prev string) {
 	i, found := slices.BinarySearchFunc(st.pending, seq, func(h held, s uint64) int { return cmpUint(h.seq, s) })
 	if found {
 		a.report(Problem{StreamSeq: streamSeq, Subject: st.subject, Seq: seq, Kind: ProblemReplay,
 			Detail: "sequence number stored twice"})
 		return
 	}
-	st.pending = slices.Insert(st.pending, i, held{streamSeq, seq, slices.Clone(payload), sig})
+	st.pending = slices.Insert(st.pending, i, held{streamSeq, seq, slices.Clone(payload), sig, prev})
 	if len(st.pending) > a.opts.ReorderWindow {
 		a.declareGap(st)
 	}
@@ -484,7 +492,7 @@ func (a *Auditor) drain(st *auditState) {
 	for len(st.pending) > 0 && st.pending[0].seq == st.chain.Seq()+1 {
 		h := st.pending[0]
 		st.pending = st.pending[1:]
-		a.link(st, h.streamSeq, h.seq, h.payload, h.sig)
+		a.link(st, h.streamSeq, h.seq, h.payload, h.sig, h.prev)
 	}
 	if len(st.pending) == 0 {
 		st.pending = nil
@@ -515,7 +523,7 @@ func (a *Auditor) declareGap(st *auditState) {
 	for len(st.pending) > 0 && st.pending[0].seq == st.chain.Seq()+1 {
 		h := st.pending[0]
 		st.pending = st.pending[1:]
-		a.link(st, h.streamSeq, h.seq, h.payload, h.sig)
+		a.link(st, h.streamSeq, h.seq, h.payload, h.sig, h.prev)
 	}
 	if len(st.pending) > 0 {
 		a.declareGap(st)
@@ -524,7 +532,7 @@ func (a *Auditor) declareGap(st *auditState) {
 }
 
 // link audits the message that follows the chain.
-func (a *Auditor) link(st *auditState, streamSeq, seq uint64, payload []byte, sigText string) {
+func (a *Auditor) link(st *auditState, streamSeq, seq uint64, payload []byte, sigText, prevText string) {
 	var head Hash
 	if st.anchored {
 		head = st.chain.Compute(seq, payload)
@@ -535,7 +543,27 @@ func (a *Auditor) link(st *auditState, streamSeq, seq uint64, payload []byte, si
 		if err == nil {
 			a.buf, err = checkSignature(a.roster, st.owner, a.buf, st.subject, seq, &sig)
 		}
+		var prev Hash
+		restart := err == nil && len(prevText) == hashTextLen
+		if restart {
+			_, perr := decodeB64(prev[:], prevText)
+			restart = perr == nil && isRestart(a.roster.Run, st.subject, seq, prev)
+		}
+		if restart {
+			var c Chain
+			c.Reset(seq-1, prev)
+			restart = c.Compute(seq, payload) == sig.Head
+		}
 		switch {
+		case restart:
+			// The owner restarted its chain (Publisher.Restart): what it
+			// sent before and left unsigned stays unproven.
+			if st.anchored && st.unsigned > 0 {
+				a.report(Problem{StreamSeq: st.firstOpen, Subject: st.subject, Seq: st.firstSeq, Kind: ProblemUnsealedTail,
+					Detail: fmt.Sprintf("%d messages before %s restarted its chain at seq %d are covered by no signature", st.unsigned, st.owner.ID, seq)})
+			}
+			head, st.anchored, covered = sig.Head, true, true
+			a.restarts++
 		case err == nil && !st.anchored:
 			head, st.anchored, covered = sig.Head, true, true // resynchronised
 		case err == nil && sig.Head != head:
@@ -657,7 +685,7 @@ func (a *Auditor) Finish() *AuditReport {
 	}
 	rep := &AuditReport{Run: a.roster.Run, Messages: a.messages, FirstSeq: a.firstStream, LastSeq: a.lastStream,
 		Receipts: a.receipts, Problems: a.problems, Counts: a.counts, Dropped: a.dropped, IntactLog: !a.fatal,
-		Rejected: a.rejected, RejectedList: a.rejectedList}
+		Rejected: a.rejected, RejectedList: a.rejectedList, Restarts: a.restarts}
 	for _, s := range a.stats {
 		rep.Senders = append(rep.Senders, *s)
 	}

@@ -80,6 +80,17 @@
 // whose users are the roster's (RunPolicy, OperatorUser); asyrevel audit
 // verify runs an Auditor with AsReceiver over the stored log.
 //
+// # Resume and restart
+//
+// A resumed participant restores its chains and its verifier's state from
+// its checkpoint (Outbox.Restore, Verifier.Restore), which it keeps sealed
+// with its own key (SealState, OpenState), and goes on from there. One
+// that lost its chains (a refused party's new process) restarts them
+// (Publisher.Restart): its next message is signed over a chain that
+// starts from RestartHead, which Verifier and Auditor accept as a restart
+// by the subject's owner, never below the last accepted sequence number.
+// See resume.go.
+//
 // # Dedupe ids
 //
 // The default path needs no broker dedupe ids (Nats-Msg-Id): receivers

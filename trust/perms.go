@@ -52,9 +52,11 @@ const DefaultOrderedResets = 16
 
 // DefaultConsumers is the consumer layout of a participant: ordered
 // consumers (AckNone), one filter each. Party m reads its reply subject
-// (name prefix "party-m-reply") and the control subject ("party-m-ctl");
-// the aggregator reads every party's join, out, eval and rcpt subjects
-// ("aggregator-join", ...).
+// (name prefix "party-m-reply") and the control subject ("party-m-ctl"),
+// and its own join, out and eval subjects ("party-m-out", ...: a resumed
+// party reads back what it sent); the aggregator reads every party's
+// join, out, eval and rcpt subjects ("aggregator-join", ...) and its own
+// reply and control subjects (to resume).
 func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 	var out []ConsumerGrant
 	add := func(prefix, filter string) {
@@ -63,11 +65,18 @@ func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 	if p.Role == RoleParty {
 		add(p.ID+"-reply", "asyrevel."+r.Run+".reply."+strconv.Itoa(p.index))
 		add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
+		// Its own messages, read back by a resumed party (--resume).
+		for _, k := range []string{"join", "out", "eval", "rcpt"} {
+			add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+"."+strconv.Itoa(p.index))
+		}
 		return out
 	}
 	for _, k := range []string{"join", "out", "eval", "rcpt"} {
 		add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+".*")
 	}
+	// Its own replies and controls, read back by a resumed aggregator.
+	add(p.ID+"-reply", "asyrevel."+r.Run+".reply.*")
+	add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
 	return out
 }
 

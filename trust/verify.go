@@ -134,6 +134,7 @@ type Verifier struct {
 	subjects map[string]*inState // read-only after NewVerifier
 
 	rejected [numReasons]atomic.Uint64
+	restarts atomic.Uint64
 }
 
 // inState is the receiving state of one subject.
@@ -212,6 +213,26 @@ func (st *inState) verify(v *Verifier, m *Msg) error {
 		var err error
 		if sig, err = ParseSignature(m.Sig); err != nil {
 			return fmt.Errorf("%w: %s seq %d: %w", ErrBadSignature, st.subject, m.Seq, err)
+		}
+	}
+	if signed && len(m.Prev) == hashTextLen {
+		// A restarted chain (Publisher.Restart): the owner's signature over
+		// the head this payload gives after the restart head.
+		var prev Hash
+		if _, err := decodeB64(prev[:], m.Prev); err == nil && isRestart(v.roster.Run, st.subject, m.Seq, prev) {
+			var c Chain
+			c.Reset(m.Seq-1, prev)
+			if c.Compute(m.Seq, m.Payload) != sig.Head {
+				return fmt.Errorf("%w: %s seq %d restarts the chain, but the signed head is not the one this message gives", ErrBrokenChain, st.subject, m.Seq)
+			}
+			var err error
+			if st.buf, err = checkSignature(v.roster, st.owner, st.buf, st.subject, m.Seq, &sig); err != nil {
+				return err
+			}
+			st.accept(m.Seq, sig.Head, m.StreamSeq)
+			st.unsigned = 0
+			v.restarts.Add(1)
+			return nil
 		}
 	}
 	if m.Seq > last+1 && st.late && last == 0 && signed && m.Prev != "" {

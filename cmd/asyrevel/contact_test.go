@@ -11,12 +11,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // runCLICtx is runCLI with a context.
@@ -153,6 +156,145 @@ func TestRefusedPartyCarryOn(t *testing.T) {
 	if r := <-p1; r.code != 0 {
 		t.Fatalf("party 1: exit %d: %s", r.code, r.errOut)
 	}
+}
+
+// rosterBroker makes run's keys (q parties) and starts an embedded broker
+// that admits only the roster's users, with the run's stream; it returns
+// the server, its store folder and the keys folder.
+func rosterBroker(t *testing.T, runID string, q int) (*broker.Server, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys")
+	if code, _, errOut := runCLI(t, "keys", "--run", runID, "--parties", fmt.Sprint(q), "--out", keys); code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, errOut)
+	}
+	roster, err := trust.ReadRoster(filepath.Join(keys, "roster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := run.NewRosterBroker(roster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(dir, "store")
+	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store, Configure: rb.Configure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	if err := rb.CreateStream(context.Background(), srv); err != nil {
+		t.Fatal(err)
+	}
+	return srv, store, keys
+}
+
+// Separate participants with the trust layer on, on a broker that admits
+// only the roster's users: a party and then the aggregator are stopped
+// and started again with --resume; the party from its first checkpoint
+// (as if killed -9 right after it: it computes again the requests,
+// evaluations and receipts it sent since, and must not send them twice),
+// the aggregator from the one it saved when stopped (SIGTERM). The run
+// ends, no receiver rejects a message, and the whole log passes audit
+// verify.
+func TestSeparateResumeTrusted(t *testing.T) {
+	srv, store, keys := rosterBroker(t, "sepres", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ckDir := t.TempDir()
+	common := []string{"--nats", srv.URL(), "--run", "sepres", "--parties", "2", "--batch", "16", "--log", "warn",
+		"--roster", filepath.Join(keys, "roster.json"), "--checkpoint-dir", ckDir, "--checkpoint-every", "200ms", "--data", "synthetic:n=2000,d=8,test=400"}
+	ck2 := run.CheckpointPath(ckDir, "sepres", 2)
+	first2 := make(chan []byte, 1)
+	go func() {
+		defer close(first2)
+		for ctx.Err() == nil {
+			if b, err := os.ReadFile(ck2); err == nil {
+				first2 <- b
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
+	party := func(ctx context.Context, id string, more ...string) <-chan result {
+		return goCLI(ctx, slices.Concat([]string{"party", "--id", id, "--window", "2"}, key("party-"+id), common, more)...)
+	}
+	aggregator := func(ctx context.Context, more ...string) <-chan result {
+		return goCLI(ctx, slices.Concat([]string{"aggregator", "--duration", "3s", "--eval-every", "500ms", "--seal-every", "250ms"}, key("aggregator"), common, more)...)
+	}
+	p1 := party(ctx, "1")
+	c2, stop2 := context.WithCancelCause(ctx)
+	p2 := party(c2, "2")
+	ca, stopA := context.WithCancelCause(ctx)
+	agg := aggregator(ca)
+	time.Sleep(1200 * time.Millisecond)
+	stop2(errors.New("terminated"))
+	if r := <-p2; r.code != 0 {
+		t.Fatalf("party 2 stopped: exit %d: %s", r.code, r.errOut)
+	}
+	if b, ok := <-first2; !ok || os.WriteFile(ck2, b, 0o600) != nil {
+		t.Fatal("no first checkpoint of party 2 to put back")
+	}
+	p2 = party(ctx, "2", "--resume")
+	time.Sleep(800 * time.Millisecond)
+	stopA(errors.New("terminated"))
+	if r := <-agg; r.code != 0 {
+		t.Fatalf("aggregator stopped: exit %d: %s", r.code, r.errOut)
+	}
+	ra := <-aggregator(ctx, "--resume")
+	r1, r2 := <-p1, <-p2
+	for name, r := range map[string]result{"aggregator resumed": ra, "party 1": r1, "party 2 resumed": r2} {
+		if r.code != 0 || strings.Contains(r.errOut, "rejected message") || strings.Contains(r.errOut, "trust-") ||
+			strings.Contains(r.errOut, "not countersigning") || strings.Contains(r.errOut, "differs from the one in the stream") {
+			t.Errorf("%s: exit %d: %s", name, r.code, r.errOut)
+		}
+	}
+	if !strings.Contains(ra.out, "resumed") {
+		t.Errorf("the aggregator did not say it resumed: %s", ra.out)
+	}
+	srv.Shutdown()
+	code, out, errOut := runCLI(t, "audit", "verify", "--store", store, "--run", "sepres", "--roster", filepath.Join(keys, "roster.json"))
+	// Nothing sent twice: no message of the log was refused by its
+	// receiver (a receipt countersigned again and sent again would be).
+	if code != 0 || !strings.Contains(out, "intact") || !strings.Contains(out, "party-2      rcpt ") || strings.Contains(out, "rejected by their receiver") {
+		t.Errorf("audit verify: exit %d: %s%s", code, out, errOut)
+	}
+	t.Logf("aggregator: %s\nparty 2 resumed: %s\naudit:\n%s", ra.out, r2.errOut, out)
+}
+
+// Issue 12 with the trust layer on, on a broker that admits only the
+// roster's users: the refused party's new process restarts its chains
+// (signed, after the earlier attempt's messages), the aggregator accepts
+// it, the run ends, and the whole log passes audit verify.
+func TestRefusedPartyRejoinsTrusted(t *testing.T) {
+	srv, store, keys := rosterBroker(t, "rejoin", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	common := []string{"--nats", srv.URL(), "--run", "rejoin", "--parties", "2", "--batch", "16", "--log", "warn", "--roster", filepath.Join(keys, "roster.json")}
+	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
+	good := "synthetic:n=2000,d=8,test=400"
+	p1 := goCLI(ctx, slices.Concat([]string{"party", "--id", "1", "--data", good}, key("party-1"), common)...)
+	agg := goCLI(ctx, slices.Concat([]string{"aggregator", "--data", good, "--epochs", "2", "--join-wait", "30s"}, key("aggregator"), common)...)
+	bad := <-goCLI(ctx, slices.Concat([]string{"party", "--id", "2", "--data", "synthetic:n=2500,d=8,test=400"}, key("party-2"), common)...)
+	if bad.code != 1 || !strings.Contains(bad.errOut, "refused") {
+		t.Fatalf("wrong file: exit %d after %v, want 1 with the reason: %s", bad.code, bad.took, bad.errOut)
+	}
+	fixed := <-goCLI(ctx, slices.Concat([]string{"party", "--id", "2", "--data", good}, key("party-2"), common)...)
+	ra, r1 := <-agg, <-p1
+	if fixed.code != 0 || ra.code != 0 || r1.code != 0 {
+		t.Fatalf("party 2 again: exit %d: %s\naggregator: exit %d: %s\nparty 1: exit %d: %s", fixed.code, fixed.errOut, ra.code, ra.errOut, r1.code, r1.errOut)
+	}
+	for name, r := range map[string]result{"party 2 again": fixed, "aggregator": ra, "party 1": r1} {
+		if strings.Contains(r.errOut, "rejected message") {
+			t.Errorf("%s: a receiver rejected a message: %s", name, r.errOut)
+		}
+	}
+	srv.Shutdown()
+	code, out, errOut := runCLI(t, "audit", "verify", "--store", store, "--run", "rejoin", "--roster", filepath.Join(keys, "roster.json"))
+	if code != 0 || !strings.Contains(out, "intact") || !strings.Contains(out, "chains restarted by their owner (signed): ") {
+		t.Errorf("audit verify: exit %d: %s%s", code, out, errOut)
+	}
+	t.Logf("party 2's first attempt: %v; audit:\n%s", bad.took, out)
 }
 
 // Item 2 and liveness: if the refused party does not come back, the
@@ -351,7 +493,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--no-trust")
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
@@ -370,19 +512,23 @@ func TestInterruptWritesSummary(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(out, "curve.png")); err != nil || st.Size() == 0 {
 		t.Errorf("no plot after an interrupt: %v", err)
 	}
-	// The checkpoints in OUT/checkpoints and the stream in OUT/stream let
-	// the run go on: here for one more step, then the final evaluation.
-	// (Checkpoints do not hold the trust layer's chains yet: without
-	// --no-trust, --resume is refused at once and says so.)
+	// The checkpoints in OUT/checkpoints, the keys in OUT/keys and the
+	// stream in OUT/stream let the run go on, the trust layer on: here for
+	// one more step, then the final evaluation.
 	args := []string{"train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
 		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume"}
 	code, stdout, stderr = runCLI(t, args...)
-	if code != 2 || !strings.Contains(stderr, "--resume does not restore the trust layer's chains yet: run with --no-trust") {
-		t.Errorf("train --resume with the trust layer on: exit %d, want 2 and the reason: %s%s", code, stdout, stderr)
-	}
-	code, stdout, stderr = runCLI(t, append(args, "--no-trust")...)
 	if code != 0 || !strings.Contains(stdout, "resumed from the checkpoint") {
 		t.Errorf("train --resume: exit %d: %s%s", code, stdout, stderr)
+	}
+	if strings.Contains(stderr, "rejected message") {
+		t.Errorf("train --resume: a receiver rejected a message: %s", stderr)
+	}
+	// The whole stream, both parts, passes the audit with the receipts
+	// of both parts.
+	code, stdout, stderr = runCLI(t, "audit", "verify", "--store", filepath.Join(out, "stream"), "--run", "intr")
+	if code != 0 || !strings.Contains(stdout, "intact") {
+		t.Errorf("audit verify after the resume: exit %d: %s%s", code, stdout, stderr)
 	}
 	var r struct {
 		Interrupted string `json:"interrupted"`

@@ -196,6 +196,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.CheckpointDir, "checkpoint-dir", def, "where the state is saved for --resume: DIR/RUN/aggregator.ckpt, DIR/RUN/party-M.ckpt\n(train: default OUT/checkpoints with --out, else none)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.DurationVar(&c.Trust.SealEvery, "seal-every", 0, "how often the aggregator publishes a signed checkpoint of the log for the\nparties to countersign (default 5s; negative: only the final one)")
 			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
@@ -374,7 +375,9 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if f.role == roleTrain && c.CheckpointDir == "" && c.Out != "" {
 		c.CheckpointDir = filepath.Join(c.Out, "checkpoints")
 	}
-	if c.Resume && !c.Trust.Off && (f.role == roleTrain || c.Trust.KeyFile != "" || c.Trust.RosterFile != "") {
+	if c.Resume && !c.Trust.Off && f.role == roleTrain && c.Out == "" && c.Trust.KeysDir == "" {
+		// The first part's keys were temporary: nothing can go on
+		// signing its chains.
 		return fmt.Errorf("%w: %w", errUsage, run.ErrResumeTrust)
 	}
 	if c.Resume && !flagGiven(fs, "run") {
