@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	parties := fs.Int("parties", 4, "parties")
 	steps := fs.Int64("steps", 0, "steps of each run (default 400000 on a9a, 60000 synthetic; --quick a quarter)")
 	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default 10s, --quick 2s)")
+	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others)")
 	noTrust := fs.Bool("no-trust", false, "run the participants without the trust layer (no keys, a broker that admits\nanyone, no audit verify): only to compare")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
@@ -71,7 +73,14 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	t0 := time.Now()
-	rows, err := experiment.Faults(ctx, cfg, experiment.FaultCases)
+	var cases []string
+	for _, k := range strings.Split(*casesFlag, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(experiment.FaultCases, k) {
+			return fmt.Errorf("%w: --cases: unknown case %q (%s)", errUsage, k, strings.Join(experiment.FaultCases, ", "))
+		}
+		cases = append(cases, k)
+	}
+	rows, err := experiment.Faults(ctx, cfg, cases)
 	if err != nil {
 		return fmt.Errorf("%w (the processes' logs are kept in %s)", err, cfg.Dir)
 	}
