@@ -115,6 +115,9 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.quick {
 		cmdline += " --quick"
 	}
+	if flagGiven(fs, "cases") {
+		cmdline += " --cases " + strings.Join(cases, ",")
+	}
 	if cfg.NoTrust {
 		cmdline += " --no-trust"
 	}
