@@ -61,7 +61,7 @@ func testBinary(t *testing.T) string {
 // Every run has the trust layer on, as by default: its own keys, a broker
 // that admits only their roster, signed and chained messages, and the
 // parties' receipts. Each run must end within 0.3 percentage points of
-// the uninterrupted run's test accuracy, the stream must hold every
+// the uninterrupted runs' test accuracy (the mean of two), the stream must hold every
 // message its senders published and no request may be answered twice
 // (the audit reads the senders' sequence numbers), no receiver may reject
 // a message, asyrevel audit verify must find the log intact with the
@@ -85,9 +85,23 @@ func TestKillAndResume(t *testing.T) {
 	// to asyrevel experiment faults: it takes --wait twice, and its
 	// accuracy after the lost messages is not held to 0.3 points.
 	cases := slices.DeleteFunc(slices.Clone(experiment.FaultCases), func(c string) bool { return c == experiment.FaultBroker })
+	// The uninterrupted run twice, first and last: one run's accuracy
+	// varies with the interleaving of asynchronous updates (measured on
+	// this machine: 97.02% to 97.25% over seven runs of the same
+	// settings), and the cases are compared with the mean of the two.
+	cases = append(cases, experiment.FaultNone)
 	rows, err := experiment.Faults(ctx, cfg, cases)
 	if err != nil {
 		t.Fatalf("%v (logs in %s)", err, cfg.Dir)
+	}
+	var uninterrupted float64
+	for _, r := range rows {
+		if r.Case == experiment.FaultNone {
+			uninterrupted += r.Accuracy / 2
+		}
+	}
+	for i := range rows {
+		rows[i].Uninterrupted = uninterrupted
 	}
 	for _, r := range rows {
 		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d, paused %v, rejected %d, audit ok %v (%d problems, %d receipts)",
@@ -120,8 +134,8 @@ func TestKillAndResume(t *testing.T) {
 			if r.Accuracy < 0.8 {
 				t.Errorf("%s: accuracy %.2f%% without the departed party", r.Case, 100*r.Accuracy)
 			}
-		} else if d := math.Abs(r.Accuracy - r.Uninterrupted); d > 0.003 {
-			t.Errorf("%s: accuracy %.2f%%, %.2f points from the uninterrupted run's %.2f%%", r.Case, 100*r.Accuracy, 100*d, 100*r.Uninterrupted)
+		} else if d := math.Abs(r.Accuracy - r.Uninterrupted); r.Case != experiment.FaultNone && d > 0.003 {
+			t.Errorf("%s: accuracy %.2f%%, %.2f points from the uninterrupted runs' %.2f%%", r.Case, 100*r.Accuracy, 100*d, 100*r.Uninterrupted)
 		}
 		if (r.Case == experiment.FaultPartyGone) != (r.Departed == 1) {
 			t.Errorf("%s: the summary lists %d departed parties", r.Case, r.Departed)
