@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Fault cases: what FaultRun kills, with kill -9, in the middle of a run
@@ -56,7 +58,14 @@ type FaultConfig struct {
 	// Party is the party killed (default 2).
 	Party int
 	Seed  uint64
-	Log   zerolog.Logger
+	// NoTrust runs every participant without the trust layer (no keys,
+	// a broker that admits anyone, no audit verify): only to compare.
+	// By default each case makes its run's keys (asyrevel keys), starts
+	// its own broker with --roster, gives the aggregator and the parties
+	// their --key and --roster (the parties keep their receipts) and ends
+	// with asyrevel audit verify over the run's stream.
+	NoTrust bool
+	Log     zerolog.Logger
 }
 
 // FaultRow is one case's outcome.
@@ -80,9 +89,28 @@ type FaultRow struct {
 	Paused          bool  // FaultBroker: the run paused (messages lost) and every participant was resumed
 	Mismatched      int64 // of those, replies that differ from the recorded ones
 	Departed        int   // parties the summary lists as departed
-	Seconds         float64
-	Err             string // why the case did not end as it should ("" if it did)
+	// Rejected counts the messages the receivers rejected: the
+	// aggregator's (summary.json) and the parties' that ended (their last
+	// line); a resumed participant must reject nothing.
+	Rejected int64
+	// Trust: the case ran with the trust layer; then AuditOK says
+	// whether asyrevel audit verify (the run's roster and every party's
+	// receipts folder) passed, AuditProblems how many problems it counted
+	// and AuditReceipts how many receipts it verified.
+	Trust         bool
+	AuditOK       bool
+	AuditProblems int64
+	AuditReceipts int
+	// Audit is audit verify's report (nil without the trust layer); its
+	// file is c.Dir/RUN-audit.json.
+	Audit   *trust.AuditReport
+	Seconds float64
+	Err     string // why the case did not end as it should ("" if it did)
 }
+
+// ErrAudit is the error of a case whose run ended but whose log
+// asyrevel audit verify found not intact.
+var ErrAudit = errors.New("audit verify: the log is not intact")
 
 // proc is a child process whose log lines are watched.
 type proc struct {
@@ -90,6 +118,7 @@ type proc struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
 	want []string
+	last string // the last line that says how many messages it rejected
 	done chan struct{}
 	err  error
 }
@@ -116,6 +145,9 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
 			p.mu.Lock()
+			if strings.Contains(line, " rejected; stopped:") {
+				p.last = line
+			}
 			for _, w := range p.want {
 				if _, ok := p.seen[w]; !ok && strings.Contains(line, w) {
 					p.seen[w] = time.Now()
@@ -202,36 +234,71 @@ func StartBroker(ctx context.Context, bin, dir string) (url string, stop func(),
 	return f[3], stop, nil
 }
 
-// FaultRun runs one case against the broker at url, as run id runID.
-func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (FaultRow, error) {
+// freePort returns a TCP port of loopback that was free a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// rejectedRE reads the count of a participant's last line ("party 2: 9000
+// steps, ..., 0 rejected; stopped: ...").
+var rejectedRE = regexp.MustCompile(`(\d+) rejected; stopped:`)
+
+// FaultRun runs one case as run id runID, with a broker process of its
+// own (its store in c.Dir/RUN-store). With the trust layer (unless
+// c.NoTrust) it makes the run's keys in c.Dir/RUN-keys (asyrevel keys),
+// the broker admits only their roster, every participant (resumed ones
+// too) runs with its --key and --roster, the parties keep their receipts
+// in c.Dir/RUN-receipts, and once the broker has stopped asyrevel audit
+// verify walks the run's stream: a log it finds not intact fails the case
+// (ErrAudit, the row filled in all the same).
+func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow, error) {
 	t0 := time.Now()
-	row := FaultRow{Case: kase}
+	row := FaultRow{Case: kase, Trust: !c.NoTrust}
 	if c.Party == 0 {
 		c.Party = 2
 	}
-	var brk *proc
-	brokerArgs := func(port string) []string {
-		return []string{"broker", "--store", filepath.Join(c.Dir, runID+"-store"), "--port", port}
-	}
-	if kase == FaultBroker {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	var (
+		store    = filepath.Join(c.Dir, runID+"-store")
+		keys     = filepath.Join(c.Dir, runID+"-keys")
+		roster   = filepath.Join(keys, "roster.json")
+		receipts = filepath.Join(c.Dir, runID+"-receipts")
+	)
+	if !c.NoTrust {
+		out, err := exec.CommandContext(ctx, c.Binary, "keys", "--run", runID, "--parties", strconv.Itoa(c.Parties), "--out", keys).CombinedOutput()
 		if err != nil {
-			return row, err
+			return row, fmt.Errorf("%s: asyrevel keys: %w: %s", kase, err, strings.TrimSpace(string(out)))
 		}
-		port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-		if brk, err = c.start(ctx, runID+"-broker", brokerArgs(port)...); err != nil {
-			return row, err
-		}
-		defer func() {
+	}
+	port, err := freePort()
+	if err != nil {
+		return row, err
+	}
+	brokerArgs := []string{"broker", "--store", store, "--port", port}
+	if !c.NoTrust {
+		brokerArgs = append(brokerArgs, "--roster", roster)
+	}
+	brk, err := c.start(ctx, runID+"-broker", brokerArgs...)
+	if err != nil {
+		return row, err
+	}
+	stopBroker := func() {
+		select {
+		case <-brk.done:
+		default:
 			_ = brk.cmd.Process.Signal(os.Interrupt)
 			<-brk.done
-		}()
-		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
-			return row, err
 		}
-		url = "nats://127.0.0.1:" + port
 	}
+	defer stopBroker()
+	if err := brk.waitFor("listening on", 30*time.Second); err != nil {
+		return row, fmt.Errorf("%s: broker: %w", kase, err)
+	}
+	url := "nats://127.0.0.1:" + port
 	out := filepath.Join(c.Dir, runID)
 	common := []string{"--nats", url, "--run", runID, "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
 		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
@@ -243,11 +310,19 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 		common = append(common, "--wait", "6s") // the pause after lost messages
 	}
 	aggArgs := append([]string{"aggregator", "--steps", strconv.FormatInt(c.Steps, 10), "--out", out, "--eval-every", "500ms"}, common...)
+	if !c.NoTrust {
+		aggArgs = append(aggArgs, "--key", filepath.Join(keys, trust.AggregatorID+".nk"), "--roster", roster)
+	}
 	if kase == FaultPartyGone {
 		aggArgs = append(aggArgs, "--party-timeout", "1s")
 	}
 	partyArgs := func(m int) []string {
-		return append([]string{"party", "--id", strconv.Itoa(m), "--window", strconv.Itoa(c.Window)}, common...)
+		a := append([]string{"party", "--id", strconv.Itoa(m), "--window", strconv.Itoa(c.Window)}, common...)
+		if !c.NoTrust {
+			a = append(a, "--key", filepath.Join(keys, trust.PartyID(m)+".nk"), "--roster", roster,
+				"--receipts", filepath.Join(receipts, trust.PartyID(m)))
+		}
+		return a
 	}
 	parties := make([]*proc, c.Parties+1)
 	var all []*proc
@@ -323,13 +398,11 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 			return row, fmt.Errorf("%s: the broker did not die of kill -9", kase)
 		}
 		time.Sleep(c.Down)
-		port := url[strings.LastIndex(url, ":")+1:]
-		if brk, err = c.start(ctx, runID+"-broker-again", brokerArgs(port)...); err != nil {
+		if brk, err = c.start(ctx, runID+"-broker-again", brokerArgs...); err != nil {
 			return row, err
 		}
-		all = append(all, brk)
 		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
-			return row, err
+			return row, fmt.Errorf("%s: broker restarted: %w", kase, err)
 		}
 		restarted := time.Now()
 		if err := agg.wait(ctx); err == nil {
@@ -388,40 +461,98 @@ func FaultRun(ctx context.Context, c FaultConfig, url, kase, runID string) (Faul
 	if r := s.Resumed; r != nil {
 		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
 	}
-	au, err := run.AuditRun(ctx, run.Config{NATS: url, Run: runID, Parties: c.Parties, Data: c.Data, Log: zerolog.Nop()})
+	for _, v := range s.Rejected {
+		row.Rejected += v
+	}
+	for _, p := range all {
+		p.mu.Lock()
+		if m := rejectedRE.FindStringSubmatch(p.last); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			row.Rejected += n
+		}
+		p.mu.Unlock()
+	}
+	// The audits read the stopped broker's store.
+	stopBroker()
+	au, err := run.AuditRun(ctx, run.Config{StoreDir: store, Run: runID, Parties: c.Parties, Data: c.Data, Log: zerolog.Nop()})
 	if err != nil {
-		return row, err
+		return row, fmt.Errorf("%s: reading the stream: %w", kase, err)
 	}
 	row.Lost, row.Duplicated, row.Unanswered = au.Lost+au.Orphans, au.Duplicated, au.Unanswered
 	row.Seconds = time.Since(t0).Seconds()
+	var auditErr error
+	if !c.NoTrust {
+		auditErr = c.auditVerify(ctx, &row, store, runID, roster, receipts)
+	}
 	c.Log.Info().Str("case", kase).Str("acc", fmt.Sprintf("%.2f%%", 100*row.Accuracy)).Int64("lost", row.Lost).
-		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Int64("reapplied", row.Reapplied).Msg("fault case done")
+		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Int64("reapplied", row.Reapplied).
+		Int64("rejected", row.Rejected).Bool("trust", row.Trust).Bool("audit_ok", row.AuditOK).Int64("audit_problems", row.AuditProblems).
+		Msg("fault case done")
+	if auditErr != nil {
+		return row, fmt.Errorf("%s: %w", kase, auditErr)
+	}
 	return row, nil
 }
 
+// auditVerify runs asyrevel audit verify over the stopped run's store
+// with its roster and every party's receipts folder, keeps its report in
+// c.Dir/RUN-audit.json and fills in row's audit fields.
+func (c *FaultConfig) auditVerify(ctx context.Context, row *FaultRow, store, runID, roster, receipts string) error {
+	args := []string{"audit", "verify", "--store", store, "--run", runID, "--roster", roster, "--json"}
+	if _, err := os.Stat(receipts); err == nil {
+		args = append(args, "--receipts", receipts)
+	}
+	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	path := filepath.Join(c.Dir, runID+"-audit.json")
+	if err := os.WriteFile(path, []byte(stdout.String()), 0o644); err != nil {
+		return err
+	}
+	var rep trust.AuditReport
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		return fmt.Errorf("asyrevel audit verify: %v: %s", runErr, strings.TrimSpace(stderr.String()))
+	}
+	for _, n := range rep.Counts {
+		row.AuditProblems += int64(n)
+	}
+	row.AuditReceipts = rep.Receipts
+	row.Audit = &rep
+	row.AuditOK = runErr == nil && rep.Intact()
+	if row.AuditOK {
+		return nil
+	}
+	var first []string
+	for _, p := range rep.Problems[:min(3, len(rep.Problems))] {
+		first = append(first, p.String())
+	}
+	return fmt.Errorf("%w: %d problems (%s; the report: %s)", ErrAudit, row.AuditProblems, strings.Join(first, "; "), path)
+}
+
 // Faults runs every case of cases (FaultNone first: the others are
-// compared with it) on one broker process.
+// compared with it), each with a broker process of its own.
 func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, error) {
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	url, stop, err := StartBroker(ctx, c.Binary, c.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
 	var rows []FaultRow
 	base := math.NaN()
 	stamp := time.Now().UTC().Format("150405")
 	for i, k := range cases {
-		r, err := FaultRun(ctx, c, url, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
-		if err != nil {
-			if k == FaultNone || ctx.Err() != nil {
-				return rows, err
-			}
+		r, err := FaultRun(ctx, c, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
+		switch {
+		case err == nil:
+		case ctx.Err() != nil, k == FaultNone && !errors.Is(err, ErrAudit):
+			return rows, err
+		case errors.Is(err, ErrAudit):
+			// The run ended: its figures stand, the case failed.
+			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed its audit")
+			r.Err = err.Error()
+		default:
 			// Recorded, and the other cases run all the same.
 			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed")
-			r = FaultRow{Case: k, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN()}
+			r = FaultRow{Case: k, Trust: r.Trust, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN()}
 		}
 		if k == FaultNone {
 			base = r.Accuracy
@@ -447,8 +578,20 @@ func WriteFaults(dir string, rows []FaultRow) error {
 		recs = append(recs, []string{r.Case, fmt.Sprintf("%.4f", r.Accuracy), fmt.Sprintf("%.4f", r.Uninterrupted),
 			strconv.FormatInt(r.Lost, 10), strconv.FormatInt(r.Duplicated, 10), fmt.Sprintf("%.2f", r.RecoverySeconds),
 			strconv.FormatInt(r.Steps, 10), strconv.FormatInt(r.Reapplied, 10), strconv.FormatInt(r.Mismatched, 10),
-			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused), r.Err})
+			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused),
+			strconv.FormatInt(r.Rejected, 10), strconv.FormatBool(r.Trust), auditCell(r), strconv.FormatInt(r.AuditProblems, 10),
+			strconv.Itoa(r.AuditReceipts), r.Err})
 	}
 	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
-		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused", "error"}, recs)
+		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused",
+		"rejected", "trust", "audit_ok", "audit_problems", "audit_receipts", "error"}, recs)
+}
+
+// auditCell is the audit_ok column: true or false with the trust layer,
+// "-" without it (nothing to verify).
+func auditCell(r FaultRow) string {
+	if !r.Trust {
+		return "-"
+	}
+	return strconv.FormatBool(r.AuditOK)
 }

@@ -75,7 +75,11 @@ func (p *Party) initTrust() error {
 // subject is numbered 1, 2, ... (the trust layer's chains need it).
 func (p *Party) nextSeq(k schemas.Kind) uint64 {
 	if p.tr != nil {
-		return p.tr.pubs[k].Next()
+		// The chain numbers the subject; p.seqs follows it, for the
+		// checkpoint: what it counts as sent is what a resume sends
+		// again when the stream lost it (checkpoint.go).
+		p.seqs[k] = p.tr.pubs[k].Next()
+		return p.seqs[k]
 	}
 	p.seqs[k]++
 	return p.seqs[k]

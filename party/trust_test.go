@@ -346,3 +346,88 @@ func TestResumeWithTrust(t *testing.T) {
 		t.Fatalf("a checkpoint without the trust layer: %v", err)
 	}
 }
+
+// A party with the trust layer on, resumed on a stream that lost the
+// last requests its checkpoint counts as sent (a broker killed with -9
+// that had confirmed them), sends them again from its outbox, and the
+// aggregator's verifier accepts them and what follows.
+func TestResumeWithTrustResendsLost(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aout, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := aout.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	rep, _ := aout.Publisher(schemas.Subject("t", schemas.KindReply, 2))
+	av, _ := trust.NewVerifier(r, trust.VerifierOptions{Subjects: r.Inbound(trust.AggregatorID)})
+	cfg := Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r}
+	c := schemas.NewCodec()
+	verify := func(msgs []broker.Message) {
+		t.Helper()
+		for _, m := range msgs {
+			var o schemas.PartyOutput
+			if err := c.Unmarshal(m.Data, &o); err != nil {
+				t.Fatal(err)
+			}
+			if err := av.Verify(&trust.Msg{Subject: m.Subject, Seq: o.Seq, Payload: m.Data, Sig: m.Header[trust.SigHeader], Prev: m.Header[trust.PrevHeader]}); err != nil {
+				t.Fatalf("the aggregator rejects party 2's request %d: %v", o.Seq, err)
+			}
+		}
+	}
+	send := func(p *Party, pub *trust.Publisher, msg schemas.Message) {
+		msg.Head().Seq = pub.Next()
+		b, err := c.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &delivery{subject: pub.Subject(), data: slices.Clone(b)}
+		d.sign(pub.Append(d.data, false))
+		p.handle(context.Background(), d)
+	}
+	reply := func(p *Party) *schemas.Reply {
+		return &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2}, ReqSeq: p.ring[p.head].seq, H: []float64{0.5}, HBar: []float64{0.6}}
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &msgSink{}
+	p.bus, p.ctx = s, context.Background()
+	send(p, ctl, &schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlStart})
+	for range 3 {
+		send(p, rep, reply(p))
+	}
+	if len(s.msgs) != 4 {
+		t.Fatalf("%d requests", len(s.msgs))
+	}
+	ck := p.Checkpoint()
+	// The stream kept requests 1 and 2 only; the aggregator saw those.
+	verify(s.msgs[:2])
+	p2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := &msgSink{}
+	p2.bus, p2.ctx = s2, context.Background()
+	if err := p2.ResumeStream(ck, map[schemas.Kind][]uint64{schemas.KindOutput: {1, 2}}, nil); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if len(p2.resend) != 2 || p2.resend[0].Seq != 3 || p2.resend[1].Seq != 4 {
+		t.Fatalf("sends again %d requests (%v), want 3 and 4", len(p2.resend), p2.resend)
+	}
+	// Run sends them as they were kept (no headers); the next request,
+	// signed, proves them.
+	var again []broker.Message
+	for _, r := range p2.resend {
+		again = append(again, broker.Message{Subject: r.Subject, Data: r.Data})
+	}
+	verify(again)
+	send(p2, rep, reply(p2))
+	p2.tr.seal = true // request 6 signed: its signature covers 3..6
+	send(p2, rep, reply(p2))
+	if st := p2.Stats(); st.Steps != 5 || len(st.Rejected) != 0 || len(s2.msgs) != 2 || s2.msgs[1].Header[trust.SigHeader] == "" {
+		t.Fatalf("after the resume: %d steps, rejected %v, %d published", st.Steps, st.Rejected, len(s2.msgs))
+	}
+	verify(s2.msgs)
+}

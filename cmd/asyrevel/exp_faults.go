@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,19 +16,25 @@ import (
 )
 
 func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("experiment faults", "asyrevel experiment faults [--quick] [--data PATH --test PATH]\n\n"+
+	fs := newFlagSet("experiment faults", "asyrevel experiment faults [--quick] [--data PATH --test PATH] [--no-trust]\n\n"+
 		"Kills pieces of a run whose broker, aggregator and parties are separate processes of this\n"+
 		"binary: the aggregator (kill -9, restarted with --resume), a party (the same), a party for\n"+
 		"good, SIGTERM to the aggregator and a party (both resumed), and the broker (kill -9, restarted\n"+
 		"on its store; if it lost messages, the run pauses and everyone resumes). Each case is compared with\n"+
 		"an uninterrupted run of the same settings; the stream is audited for lost and duplicated\n"+
-		"messages. Writes results/faults.csv and the faults section of REPORT.md.", stderr)
+		"messages. The trust layer is on, as by default: each case makes its run's keys (asyrevel keys),\n"+
+		"starts a broker of its own that admits only their roster, runs every participant (resumed ones\n"+
+		"too) with its --key and --roster, the parties keep their receipts, and asyrevel audit verify walks\n"+
+		"the run's stream at the end; a case whose audit fails is a failed case. --no-trust runs the same\n"+
+		"cases without it. Writes results/faults.csv and the faults section of REPORT.md.", stderr)
 	f := newExpFlags(fs)
 	data := fs.String("data", "", "training set (default: a9a from the data folder, else synthetic)")
 	test := fs.String("test", "", "test set")
 	parties := fs.Int("parties", 4, "parties")
 	steps := fs.Int64("steps", 0, "steps of each run (default 400000 on a9a, 60000 synthetic; --quick a quarter)")
-	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default a third of an uninterrupted run)")
+	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default 10s, --quick 2s)")
+	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others)")
+	noTrust := fs.Bool("no-trust", false, "run the participants without the trust layer (no keys, a broker that admits\nanyone, no audit verify): only to compare")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -36,7 +43,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Down: time.Second, Seed: f.seed, Log: log, Data: *data, Test: *test}
+	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Down: time.Second, Seed: f.seed, Log: log, Data: *data, Test: *test, NoTrust: *noTrust}
 	if cfg.Data == "" {
 		if p, err := f.path("a9a/a9a.gz"); err == nil {
 			cfg.Data = p
@@ -66,21 +73,36 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	t0 := time.Now()
-	rows, err := experiment.Faults(ctx, cfg, experiment.FaultCases)
+	var cases []string
+	for _, k := range strings.Split(*casesFlag, ",") {
+		if k = strings.TrimSpace(k); !slices.Contains(experiment.FaultCases, k) {
+			return fmt.Errorf("%w: --cases: unknown case %q (%s)", errUsage, k, strings.Join(experiment.FaultCases, ", "))
+		}
+		cases = append(cases, k)
+	}
+	rows, err := experiment.Faults(ctx, cfg, cases)
 	if err != nil {
 		return fmt.Errorf("%w (the processes' logs are kept in %s)", err, cfg.Dir)
 	}
-	defer os.RemoveAll(cfg.Dir)
+	failed := 0
+	for _, r := range rows {
+		if r.Err != "" {
+			failed++
+		}
+	}
+	if failed == 0 {
+		defer os.RemoveAll(cfg.Dir)
+	}
 	if err := experiment.WriteFaults(f.out, rows); err != nil {
 		return err
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "| case\t| accuracy\t| uninterrupted\t| lost\t| duplicated\t| recovery s\t| re-applied (differ)\t| departed\t| killed\t| paused\t|")
-	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+	fmt.Fprintln(tw, "| case\t| accuracy\t| uninterrupted\t| lost\t| duplicated\t| recovery s\t| re-applied (differ)\t| rejected\t| audit verify\t| departed\t| killed\t| paused\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "| %s\t| %.2f%%\t| %.2f%%\t| %d\t| %d\t| %.2f\t| %d (%d)\t| %d\t| %v\t| %v\t|\n", r.Case, 100*r.Accuracy, 100*r.Uninterrupted,
-			r.Lost, r.Duplicated, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Killed, r.Paused)
+		fmt.Fprintf(tw, "| %s\t| %.2f%%\t| %.2f%%\t| %d\t| %d\t| %.2f\t| %d (%d)\t| %d\t| %s\t| %d\t| %v\t| %v\t|\n", r.Case, 100*r.Accuracy, 100*r.Uninterrupted,
+			r.Lost, r.Duplicated, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Rejected, auditVerdict(r), r.Departed, r.Killed, r.Paused)
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -93,8 +115,21 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.quick {
 		cmdline += " --quick"
 	}
+	if flagGiven(fs, "cases") {
+		cmdline += " --cases " + strings.Join(cases, ",")
+	}
+	if cfg.NoTrust {
+		cmdline += " --no-trust"
+	}
+	trustNote := "The trust layer is on (the default): each case has its own keys (asyrevel keys) and broker (--roster: only the roster's participants, each on its own subjects); " +
+		"every participant, resumed ones too, signs and verifies with its --key and --roster, the parties keep their receipts, and asyrevel audit verify " +
+		"(the roster and every party's receipts folder) walks the stream at the end: \"ok\" is exit 0 (the log intact), else the count of problems; " +
+		"rejected counts the messages the aggregator and the parties that ended rejected. "
+	if cfg.NoTrust {
+		trustNote = "Run with --no-trust: no keys, a broker that admits anyone, nothing signed or audited. "
+	}
 	body := b.String() + fmt.Sprintf("\nData %s, %d parties, batch %d, window %d, %d steps a run; the kill %v after training starts, the restart %v later; "+
-		"checkpoints every 250 ms. Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
+		"checkpoints every 250 ms. "+trustNote+"Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
 		"recovery is the time from the restart of the killed process to its log line saying it resumed (data loading, checkpoint, reading the stream). "+
 		"A party killed for good is not expected to reach the uninterrupted accuracy: its columns stay as they were. "+
 		"The broker case: the broker is killed with -9 and restarted on its store and port; if it lost messages it had confirmed "+
@@ -107,7 +142,23 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(f.out, "faults.csv"))
+	if failed > 0 {
+		return fmt.Errorf("%s failed (the processes' logs and audit reports are kept in %s)", plural(failed, "case"), cfg.Dir)
+	}
 	return nil
+}
+
+// auditVerdict is a fault row's audit verify column.
+func auditVerdict(r experiment.FaultRow) string {
+	switch {
+	case !r.Trust:
+		return "-"
+	case r.AuditOK:
+		return fmt.Sprintf("ok (%d receipts)", r.AuditReceipts)
+	case r.Audit == nil:
+		return "not run"
+	}
+	return fmt.Sprintf("FAILED: %d problems", r.AuditProblems)
 }
 
 func expSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {

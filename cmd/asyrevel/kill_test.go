@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 var (
@@ -55,11 +58,14 @@ func testBinary(t *testing.T) string {
 // the middle of a run of separate processes (broker, aggregator, three
 // parties) and restarts each with --resume; it kills a party for good;
 // and it stops the aggregator and a party with SIGTERM and resumes them.
-// Each run must end within 0.3 percentage points of the uninterrupted
-// run's test accuracy, the stream must hold every message its senders
-// published and no request may be answered twice (the audit reads the
-// senders' sequence numbers), and the process killed must have died of
-// the signal.
+// Every run has the trust layer on, as by default: its own keys, a broker
+// that admits only their roster, signed and chained messages, and the
+// parties' receipts. Each run must end within 0.3 percentage points of
+// the uninterrupted runs' test accuracy (the mean of two), the stream must hold every
+// message its senders published and no request may be answered twice
+// (the audit reads the senders' sequence numbers), no receiver may reject
+// a message, asyrevel audit verify must find the log intact with the
+// parties' receipts, and the process killed must have died of the signal.
 func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -79,16 +85,42 @@ func TestKillAndResume(t *testing.T) {
 	// to asyrevel experiment faults: it takes --wait twice, and its
 	// accuracy after the lost messages is not held to 0.3 points.
 	cases := slices.DeleteFunc(slices.Clone(experiment.FaultCases), func(c string) bool { return c == experiment.FaultBroker })
+	// The uninterrupted run twice, first and last: one run's accuracy
+	// varies with the interleaving of asynchronous updates (measured on
+	// this machine: 97.02% to 97.25% over seven runs of the same
+	// settings), and the cases are compared with the mean of the two.
+	cases = append(cases, experiment.FaultNone)
 	rows, err := experiment.Faults(ctx, cfg, cases)
 	if err != nil {
 		t.Fatalf("%v (logs in %s)", err, cfg.Dir)
 	}
+	var uninterrupted float64
 	for _, r := range rows {
-		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d, paused %v",
-			r.Case, 100*r.Accuracy, 100*r.Uninterrupted, r.Steps, r.Lost, r.Duplicated, r.Unanswered, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Paused)
-		if r.Err != "" {
+		if r.Case == experiment.FaultNone {
+			uninterrupted += r.Accuracy / 2
+		}
+	}
+	for i := range rows {
+		rows[i].Uninterrupted = uninterrupted
+	}
+	for _, r := range rows {
+		t.Logf("%-11s accuracy %.2f%% (uninterrupted %.2f%%), %d steps, lost %d, duplicated %d, unanswered %d, recovery %.2fs, re-applied %d (%d differ), departed %d, paused %v, rejected %d, audit ok %v (%d problems, %d receipts)",
+			r.Case, 100*r.Accuracy, 100*r.Uninterrupted, r.Steps, r.Lost, r.Duplicated, r.Unanswered, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Departed, r.Paused,
+			r.Rejected, r.AuditOK, r.AuditProblems, r.AuditReceipts)
+		if r.Case == experiment.FaultPartyGone && departedTailOnly(r.Audit, 2) {
+			// Known limit of amortised signing: the messages party 2 sent
+			// after its last signature (at most 100 ms of its traffic)
+			// stay unproven when it never comes back, and audit verify
+			// says so (exit 1). Anything else fails the test.
+			t.Logf("%s: audit verify: only party 2's unsealed tail: %s", r.Case, r.Err)
+		} else if r.Err != "" {
 			t.Errorf("%s: %s", r.Case, r.Err)
 			continue
+		} else if !r.Trust || !r.AuditOK || r.AuditProblems != 0 || r.AuditReceipts == 0 {
+			t.Errorf("%s: trust layer %v, audit verify passed %v with %d problems and %d receipts verified", r.Case, r.Trust, r.AuditOK, r.AuditProblems, r.AuditReceipts)
+		}
+		if r.Rejected != 0 {
+			t.Errorf("%s: the receivers rejected %d messages", r.Case, r.Rejected)
 		}
 		if r.Case != experiment.FaultNone && !r.Killed {
 			t.Errorf("%s: the process was not killed", r.Case)
@@ -102,8 +134,8 @@ func TestKillAndResume(t *testing.T) {
 			if r.Accuracy < 0.8 {
 				t.Errorf("%s: accuracy %.2f%% without the departed party", r.Case, 100*r.Accuracy)
 			}
-		} else if d := math.Abs(r.Accuracy - r.Uninterrupted); d > 0.003 {
-			t.Errorf("%s: accuracy %.2f%%, %.2f points from the uninterrupted run's %.2f%%", r.Case, 100*r.Accuracy, 100*d, 100*r.Uninterrupted)
+		} else if d := math.Abs(r.Accuracy - r.Uninterrupted); r.Case != experiment.FaultNone && d > 0.003 {
+			t.Errorf("%s: accuracy %.2f%%, %.2f points from the uninterrupted runs' %.2f%%", r.Case, 100*r.Accuracy, 100*d, 100*r.Uninterrupted)
 		}
 		if (r.Case == experiment.FaultPartyGone) != (r.Departed == 1) {
 			t.Errorf("%s: the summary lists %d departed parties", r.Case, r.Departed)
@@ -112,4 +144,22 @@ func TestKillAndResume(t *testing.T) {
 			t.Errorf("%s: the resumed aggregator applied nothing again from the stream (killed right after a checkpoint?)", r.Case)
 		}
 	}
+}
+
+// departedTailOnly says whether the audit found the log not intact for
+// one reason only: unsealed tails on subjects of party m (the messages it
+// sent after its last signature before it was killed for good).
+func departedTailOnly(rep *trust.AuditReport, m int) bool {
+	if rep == nil || rep.Intact() || len(rep.Problems) == 0 || rep.Dropped > 0 {
+		return false
+	}
+	suffix := "." + strconv.Itoa(m)
+	for _, p := range rep.Problems {
+		own := strings.HasPrefix(p.Subject, "asyrevel."+rep.Run+".") && strings.HasSuffix(p.Subject, suffix) &&
+			!strings.HasSuffix(p.Subject, ".reply"+suffix)
+		if p.Kind != trust.ProblemUnsealedTail || !own {
+			return false
+		}
+	}
+	return true
 }
