@@ -73,6 +73,28 @@ type JetStreamConfig struct {
 	// prefix_1, prefix_2, ...), so that broker permissions can grant
 	// consumers by name (package trust). nil: random names.
 	ConsumerName func(filters []string) string
+	// SplitFilters makes a subscription with several filters that needs
+	// stream consumers (DesignOrdered, DesignAcked, and DesignCapture
+	// when it reads history) create one consumer per filter, each named
+	// for its one filter (ConsumerName, DurableName), so that broker
+	// permissions can restrict what each consumer reads: the server
+	// checks a consumer's filter only when it is the one filter in the
+	// create request's subject. Deliveries of the filters then keep each
+	// filter's stream order, not the order between filters; the Handler
+	// is still called one delivery at a time. Ephemeral subscriptions of
+	// DesignAcked become ordered consumers (AckNone either way), so that
+	// their names are ConsumerName's too.
+	SplitFilters bool
+	// DurableName, with SplitFilters, names the durable consumer of
+	// filter for a subscription with Durable durable; nil means
+	// durable-<k> with k the filter's third token (the kind of message:
+	// "party-1-reply" for durable party-1 and asyrevel.R.reply.1).
+	DurableName func(durable, filter string) string
+	// WaitStream, with NoCreate, waits (until ctx is done) for the run's
+	// stream to be created by someone else instead of failing at once,
+	// for participants who may not create it (a party, when the
+	// aggregator or the broker's operator creates it).
+	WaitStream bool
 	// LiveNew (DesignCapture): a DeliverNew subscription goes live at
 	// once instead of first reading the stream for what was routed just
 	// before it subscribed, for users whose permissions let them create
@@ -233,6 +255,8 @@ type JetStream struct {
 
 	consumerReplicas int
 	consumerName     func([]string) string
+	durableName      func(durable, filter string) string
+	splitFilters     bool
 	liveNew          bool
 
 	streamMu sync.Mutex
@@ -339,6 +363,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 
 		consumerReplicas: cfg.ConsumerReplicas,
 		consumerName:     cfg.ConsumerName,
+		durableName:      cfg.DurableName,
+		splitFilters:     cfg.SplitFilters,
 		liveNew:          cfg.LiveNew,
 	}
 	if cfg.Logger != nil {
@@ -399,9 +425,12 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		return fail(fmt.Errorf("broker: jetstream: %w", err))
 	}
 	if design != DesignCore {
-		if cfg.NoCreate {
+		switch {
+		case cfg.NoCreate && cfg.WaitStream:
+			err = b.waitStream(ctx)
+		case cfg.NoCreate:
 			_, err = b.streamHandle(ctx)
-		} else {
+		default:
 			err = b.ensureStream(ctx, cfg)
 		}
 		if err != nil {
@@ -768,6 +797,30 @@ func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) 
 	return b.st, nil
 }
 
+// waitStream waits for the run's stream to exist, asking every
+// streamWaitPoll, and says once in the log what it waits for.
+func (b *JetStream) waitStream(ctx context.Context) error {
+	told := false
+	for {
+		_, err := b.streamHandle(ctx)
+		if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+		if !told {
+			told = true
+			b.log.Info().Str("stream", b.stream).Msg("waiting for the run's stream to be created (by the aggregator, or by whoever runs the broker)")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker: waiting for stream %s to be created: %w", b.stream, ctx.Err())
+		case <-time.After(streamWaitPoll):
+		}
+	}
+}
+
+// streamWaitPoll is how often waitStream asks for the stream.
+const streamWaitPoll = 100 * time.Millisecond
+
 func (b *JetStream) checkRunFilter(filter string) error {
 	if err := checkFilter(filter); err != nil {
 		return err
@@ -838,21 +891,17 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// In a cluster the interest of a new core subscription reaches the
+	// other nodes a moment later: what their clients publish meanwhile
+	// comes from the stream (see coreSub).
+	history := b.design == DesignCapture &&
+		(opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew))
 	var s Subscription
 	var err error
-	switch b.design {
-	case DesignCore:
-		s, err = b.subscribeCore(ctx, filters, opts, h, false)
-	case DesignCapture:
-		// In a cluster the interest of a new core subscription reaches the
-		// other nodes a moment later: what their clients publish
-		// meanwhile comes from the stream (see coreSub).
-		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew)
-		s, err = b.subscribeCore(ctx, filters, opts, h, history)
-	case DesignOrdered:
-		s, err = b.subscribeOrdered(ctx, filters, opts, h)
-	default:
-		s, err = b.subscribeAcked(ctx, filters, opts, h)
+	if b.splitFilters && len(filters) > 1 && (b.design == DesignOrdered || b.design == DesignAcked || history) {
+		s, err = b.subscribeSplit(ctx, filters, opts, h, history)
+	} else {
+		s, err = b.subscribeDesign(ctx, filters, opts, h, history)
 	}
 	if err != nil {
 		return nil, err
@@ -865,6 +914,92 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 		return nil, ErrClosed
 	}
 	return s, nil
+}
+
+// subscribeDesign subscribes as the Bus's design does.
+func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts SubscribeOptions, h Handler, history bool) (Subscription, error) {
+	switch b.design {
+	case DesignCore:
+		return b.subscribeCore(ctx, filters, opts, h, false)
+	case DesignCapture:
+		return b.subscribeCore(ctx, filters, opts, h, history)
+	case DesignOrdered:
+		return b.subscribeOrdered(ctx, filters, opts, h)
+	}
+	if opts.Durable == "" && b.splitFilters && b.consumerName != nil {
+		// An ephemeral consumer without acks by a name that permissions
+		// can grant: an ordered consumer is that.
+		return b.subscribeOrdered(ctx, filters, opts, h)
+	}
+	return b.subscribeAcked(ctx, filters, opts, h)
+}
+
+// splitSub is a subscription over several filters made of one
+// subscription per filter (JetStreamConfig.SplitFilters). Its Handler
+// calls are serialised.
+type splitSub struct {
+	mu   sync.Mutex // held during a Handler call
+	subs []Subscription
+	once sync.Once
+	err  error
+}
+
+// subscribeSplit subscribes to each filter on its own. DeliverNew is
+// resolved once, so that every filter starts at the same stream position.
+func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts SubscribeOptions, h Handler, history bool) (Subscription, error) {
+	if b.design != DesignCapture || opts.Deliver == DeliverNew {
+		if err := b.resolveNew(ctx, &opts); err != nil {
+			return nil, err
+		}
+	}
+	s := &splitSub{}
+	one := func(ctx context.Context, d Delivery) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h(ctx, d)
+	}
+	for _, f := range filters {
+		o := opts
+		if o.Durable != "" {
+			o.Durable = b.splitDurable(o.Durable, f)
+			if err := checkName("durable", o.Durable); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
+		sub, err := b.subscribeDesign(ctx, []string{f}, o, one, history)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// splitDurable names the durable consumer of filter f of a split
+// subscription with durable name d.
+func (b *JetStream) splitDurable(d, f string) string {
+	if b.durableName != nil {
+		return b.durableName(d, f)
+	}
+	tok := f
+	if parts := strings.SplitN(f, ".", 4); len(parts) >= 3 {
+		tok = parts[2]
+	}
+	return d + "-" + tok
+}
+
+// Close closes every filter's subscription.
+func (s *splitSub) Close() error {
+	s.once.Do(func() {
+		var errs []error
+		for _, sub := range s.subs {
+			errs = append(errs, sub.Close())
+		}
+		s.err = errors.Join(errs...)
+	})
+	return s.err
 }
 
 func (b *JetStream) forget(s Subscription) {

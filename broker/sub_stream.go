@@ -61,10 +61,12 @@ func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedCon
 	return cfg
 }
 
-// named sets the consumer's name prefix (JetStreamConfig.ConsumerName).
-func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig) jetstream.OrderedConsumerConfig {
+// named sets the consumer's name prefix (JetStreamConfig.ConsumerName)
+// from the subscription's filters (not the consumer's: on a server
+// without multi-filter consumers that is every subject of the run).
+func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig, filters []string) jetstream.OrderedConsumerConfig {
 	if b.consumerName != nil {
-		cfg.NamePrefix = b.consumerName(cfg.FilterSubjects)
+		cfg.NamePrefix = b.consumerName(filters)
 	}
 	return cfg
 }
@@ -193,7 +195,7 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 		return nil, err
 	}
 	cf, match := b.consumerFilters(filters)
-	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts)))
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts), filters))
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}

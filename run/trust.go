@@ -183,12 +183,6 @@ func (n *network) serverAuth() (func(*server.Options), error) {
 	if t == nil {
 		return nil, nil
 	}
-	if d := broker.Design(n.cfg.Design); d != "" && d != broker.DesignCapture && d != broker.DesignCore {
-		// Their consumers read two subjects at once (a party's replies and
-		// the controls), which a permission cannot restrict by filter.
-		n.cfg.Log.Warn().Str("design", string(d)).Msg("the embedded broker admits anyone with this design: per-participant permissions need the capture or core design (messages are still signed and verified)")
-		return nil, nil
-	}
 	grants, err := t.roster.Grants(trust.RunPolicy(t.roster, true))
 	if err != nil {
 		return nil, fmt.Errorf("broker permissions: %w", err)
@@ -219,6 +213,17 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, name)))
 		jc.ConsumerName = func(filters []string) string { return trust.ConsumerPrefix(name, filters) }
 		jc.LiveNew = true
+		if p.Role == trust.RoleParty {
+			// One consumer per filter, each named as the permissions
+			// grant it (trust.DefaultConsumers), in every design: the
+			// broker checks a consumer's filter only when it is alone.
+			jc.SplitFilters = true
+			jc.DurableName = trust.DurableName
+			// Only the aggregator (or the broker's operator) may create
+			// the stream: a party waits for it.
+			jc.NoCreate, jc.WaitStream = true, true
+			return
+		}
 		// Create the stream if it is missing, never change it.
 		jc.CreateOnly = true
 		return

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/asyrevel/asyrevel/broker/bustest"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// An operator who runs a stock nats-server (Debian's 2.9.10 where
+// installed) configures it with the block of asyrevel keys server-config;
+// the aggregator and the parties then train through it with their keys,
+// in every transport design. A connection without a key is refused, and
+// so is a party that publishes on another party's subject or reads
+// another party's replies.
+func TestStockServerRoster(t *testing.T) {
+	if bustest.StockServerBinary() == "" {
+		t.Skipf("no stock nats-server binary: install one (make stock-server, or apt-get install nats-server) or set %s", bustest.StockServerEnv)
+	}
+	for _, design := range []string{"capture", "ordered", "acked"} {
+		t.Run(design, func(t *testing.T) {
+			run := "stock" + design
+			keys := t.TempDir()
+			if code, _, errOut := runCLI(t, "keys", "--run", run, "--parties", "2", "--out", keys); code != 0 {
+				t.Fatal(errOut)
+			}
+			roster := filepath.Join(keys, "roster.json")
+			code, block, errOut := runCLI(t, "keys", "server-config", roster)
+			if code != 0 {
+				t.Fatalf("keys server-config: exit %d: %s", code, errOut)
+			}
+			url, version := bustest.StartStockServerConfig(t, block)
+			t.Logf("nats-server %s", version)
+
+			if nc, err := nats.Connect(url); err == nil {
+				nc.Close()
+				t.Fatal("an anonymous connection was admitted")
+			}
+			checkStockRefusals(t, url, run, keys)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			common := []string{"--nats", url, "--run", run, "--parties", "2", "--transport", design,
+				"--data", "synthetic:n=2000,d=8,test=400,noise=0.02", "--batch", "16", "--log", "info",
+				"--roster", roster, "--checkpoint-every", "-1s"}
+			var ps []<-chan result
+			for _, m := range []string{"1", "2"} {
+				ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m, "--key", filepath.Join(keys, "party-"+m+".nk")}, common...)...))
+			}
+			out := t.TempDir()
+			agg := <-goCLI(ctx, append([]string{"aggregator", "--epochs", "8", "--out", out, "--key", filepath.Join(keys, "aggregator.nk")}, common...)...)
+			if agg.code != 0 {
+				cancel()
+				for _, p := range ps {
+					r := <-p
+					t.Logf("party: exit %d: %s", r.code, r.errOut)
+				}
+				t.Fatalf("aggregator: exit %d after %v: %s%s", agg.code, agg.took, agg.out, agg.errOut)
+			}
+			var partyLogs []string
+			for i, p := range ps {
+				r := <-p
+				if r.code != 0 {
+					t.Errorf("party %d: exit %d: %s", i+1, r.code, r.errOut)
+				}
+				partyLogs = append(partyLogs, r.errOut)
+			}
+			var s struct {
+				Acc      float64          `json:"test_accuracy"`
+				Steps    int64            `json:"steps"`
+				Rejected map[string]int64 `json:"rejected"`
+				Outputs  int64            `json:"outputs"`
+				Stream   struct {
+					Out  int64 `json:"out"`
+					Rcpt int64 `json:"rcpt"`
+				} `json:"stream"`
+			}
+			raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s through nats-server %s: %d steps, test accuracy %.3f in %v", design, version, s.Steps, s.Acc, agg.took.Round(time.Millisecond))
+			// Every party countersigned the final checkpoint: it had
+			// received every reply the checkpoint covers, through its own
+			// consumers.
+			if s.Acc < 0.85 || s.Steps == 0 || len(s.Rejected) > 0 || s.Stream.Out != s.Outputs || s.Stream.Rcpt < 2 {
+				t.Fatalf("training through the stock server: %s\naggregator: %s\nparties: %s", raw, agg.errOut, strings.Join(partyLogs, "\n"))
+			}
+		})
+	}
+}
+
+// checkStockRefusals connects as party 1 with its key and tries what the
+// permissions forbid: every try must be refused by the server.
+func checkStockRefusals(t *testing.T, url, run, keys string) {
+	t.Helper()
+	k, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Wipe()
+	var mu sync.Mutex
+	var refusals []string
+	nc, err := nats.Connect(url, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, "party-1")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			mu.Lock()
+			refusals = append(refusals, err.Error())
+			mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatalf("party 1 with its key: %v", err)
+	}
+	defer nc.Close()
+	for _, s := range []string{schemas.Subject(run, schemas.KindOutput, 2), schemas.Subject(run, schemas.KindReply, 1),
+		schemas.Subject(run, schemas.KindControl, 0)} {
+		if err := nc.Publish(s, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []string{schemas.Subject(run, schemas.KindReply, 2), ">"} {
+		if _, err := nc.SubscribeSync(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		nc.Flush()
+		mu.Lock()
+		n := len(refusals)
+		mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(refusals) != 5 {
+		t.Fatalf("%d refusals, want 5 (3 publishes, 2 subscriptions): %q", len(refusals), refusals)
+	}
+	for _, r := range refusals {
+		if !strings.Contains(strings.ToLower(r), "permissions violation") {
+			t.Errorf("refusal %q", r)
+		}
+	}
+}
