@@ -936,12 +936,74 @@ func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts 
 
 // splitSub is a subscription over several filters made of one
 // subscription per filter (JetStreamConfig.SplitFilters). Its Handler
-// calls are serialised.
+// calls are serialised, and a delivery of a later filter waits until the
+// earlier filters' consumers have handed over every message before it in
+// the stream (a party's control after the replies it follows); deliveries
+// of the first filter never wait. The wait asks the broker for the
+// earlier consumers' positions, so it suits later filters that carry
+// few messages, and it gives up after splitOrderWait.
 type splitSub struct {
+	bus  *JetStream
 	mu   sync.Mutex // held during a Handler call
 	subs []Subscription
+	seen []atomic.Uint64 // by filter: the stream sequence last handed to the Handler
+	n    []atomic.Uint64 // by filter: deliveries handed to the Handler
 	once sync.Once
 	err  error
+}
+
+// splitOrderWait bounds how long a delivery of a split subscription waits
+// for the earlier filters' deliveries before it.
+const splitOrderWait = 2 * time.Second
+
+// splitOrderAsk is how often a waiting delivery asks the broker for an
+// earlier filter's consumer position.
+const splitOrderAsk = 10 * time.Millisecond
+
+// deliveredReporter is a subscription whose consumer can say what it has
+// delivered (orderedSub, jsSub).
+type deliveredReporter interface {
+	delivered(ctx context.Context) (n, last, pending uint64, err error)
+}
+
+// waitEarlier waits until the filters before i have handed over every
+// message with a stream sequence below seq.
+func (s *splitSub) waitEarlier(ctx context.Context, i int, seq uint64) {
+	deadline := time.Now().Add(splitOrderWait)
+	for j := 0; j < i; j++ {
+		dr, ok := s.subs[j].(deliveredReporter)
+		if !ok {
+			continue // no sequences to order by (DesignCapture's live feed)
+		}
+		target := seq - 1
+		var asked time.Time
+		for s.seen[j].Load() < target {
+			if time.Since(asked) >= splitOrderAsk {
+				asked = time.Now()
+				actx, cancel := context.WithTimeout(ctx, apiTimeout)
+				n, last, pending, err := dr.delivered(actx)
+				cancel()
+				if err == nil && pending == 0 {
+					// The stream held seq when the broker answered, and
+					// so every earlier message of filter j, all of which
+					// the consumer has delivered: wait only for those to
+					// be handed over.
+					if n == 0 || s.n[j].Load() >= n {
+						break
+					}
+					target = min(target, last)
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				s.bus.log.Debug().Uint64("seq", seq).Int("filter", i).Msg("split subscription: delivered out of stream order after waiting")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // subscribeSplit subscribes to each filter on its own. DeliverNew is
@@ -952,13 +1014,21 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 			return nil, err
 		}
 	}
-	s := &splitSub{}
-	one := func(ctx context.Context, d Delivery) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		h(ctx, d)
-	}
-	for _, f := range filters {
+	s := &splitSub{bus: b, seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
+	for i, f := range filters {
+		one := func(ctx context.Context, d Delivery) {
+			seq := d.Seq()
+			if i > 0 && seq > 0 {
+				s.waitEarlier(ctx, i, seq)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			h(ctx, d)
+			if seq > 0 {
+				s.seen[i].Store(seq)
+			}
+			s.n[i].Add(1)
+		}
 		o := opts
 		if o.Durable != "" {
 			o.Durable = b.splitDurable(o.Durable, f)
@@ -971,6 +1041,9 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 		if err != nil {
 			s.Close()
 			return nil, err
+		}
+		if js, ok := sub.(*jsSub); ok {
+			s.seen[i].Store(js.start()) // a resumed durable's position
 		}
 		s.subs = append(s.subs, sub)
 	}
