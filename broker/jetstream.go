@@ -499,22 +499,17 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 	}
 	var err error
 	if cfg.CreateOnly {
-		// Look first: a user allowed to read the stream's info but not to
-		// create it uses an existing stream without trying.
-		if _, err = b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
+		for {
+			// A cluster that is forming leaves requests unanswered: ask
+			// again until ctx is done.
+			actx, cancel := context.WithTimeout(ctx, streamWaitAsk)
+			err = b.createOnly(actx, scfg)
+			cancel()
+			if err == nil || ctx.Err() != nil || !unanswered(err) {
+				return err
+			}
+			b.log.Info().Err(err).Str("stream", b.stream).Msg("the broker does not answer yet; asking again")
 		}
-		st, cerr := b.js.CreateStream(ctx, scfg)
-		if cerr != nil && !errors.Is(cerr, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(cerr, b.feats.Version))
-		}
-		if cerr == nil {
-			b.streamMu.Lock()
-			b.st = st
-			b.streamMu.Unlock()
-		}
-		_, err = b.streamHandle(ctx)
-		return err
 	}
 	for range 5 {
 		var st jetstream.Stream
@@ -536,6 +531,26 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		}
 	}
 	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
+}
+
+// createOnly creates the stream if it is missing, and never changes it.
+func (b *JetStream) createOnly(ctx context.Context, scfg jetstream.StreamConfig) error {
+	// Look first: a user allowed to read the stream's info but not to
+	// create it uses an existing stream without trying.
+	if _, err := b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	st, err := b.js.CreateStream(ctx, scfg)
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
+	}
+	if err == nil {
+		b.streamMu.Lock()
+		b.st = st
+		b.streamMu.Unlock()
+	}
+	_, err = b.streamHandle(ctx)
+	return err
 }
 
 // createOrUpdate creates the stream, or updates it where it differs from
@@ -802,8 +817,15 @@ func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) 
 func (b *JetStream) waitStream(ctx context.Context) error {
 	told := false
 	for {
-		_, err := b.streamHandle(ctx)
-		if err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		// One request at a time for a while: a cluster that is forming
+		// leaves requests unanswered.
+		actx, cancel := context.WithTimeout(ctx, streamWaitAsk)
+		_, err := b.streamHandle(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) && !(ctx.Err() == nil && unanswered(err)) {
 			return err
 		}
 		if !told {
@@ -818,8 +840,17 @@ func (b *JetStream) waitStream(ctx context.Context) error {
 	}
 }
 
-// streamWaitPoll is how often waitStream asks for the stream.
-const streamWaitPoll = 100 * time.Millisecond
+// streamWaitPoll is how often waitStream asks for the stream, and
+// streamWaitAsk how long it waits for an answer.
+const (
+	streamWaitPoll = 100 * time.Millisecond
+	streamWaitAsk  = 2 * time.Second
+)
+
+// unanswered reports an API request that timed out.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
 
 func (b *JetStream) checkRunFilter(filter string) error {
 	if err := checkFilter(filter); err != nil {

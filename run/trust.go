@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -254,7 +255,10 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 // participant ever needs to create it.
 type RosterBroker struct {
 	Roster *trust.Roster
-	op     *trust.Key
+	// Replicas is the number of nodes that keep the run's stream (a
+	// cluster's brokers); 0 means 1.
+	Replicas int
+	op       *trust.Key
 	users  []*server.NkeyUser
 }
 
@@ -274,12 +278,36 @@ func NewRosterBroker(r *trust.Roster) (*RosterBroker, error) {
 // Configure sets the server's users (broker.ServerConfig.Configure).
 func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
 
-// CreateStream creates the run's stream on srv if it is missing.
+// CreateStream creates the run's stream on srv if it is missing, on
+// Replicas nodes.
 func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) error {
 	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
-		CreateOnly: true, Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
+		Replicas: max(1, b.Replicas), CreateOnly: true,
+		Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
 	if err != nil {
 		return fmt.Errorf("creating run %s's stream: %w", b.Roster.Run, err)
 	}
 	return bus.Close()
+}
+
+// CreateStreamWhenReady is CreateStream for a node of a cluster that is
+// still forming: it tries again every second until the stream exists (the
+// cluster elects its JetStream leader once a majority of the nodes run)
+// or ctx is done, and then calls done.
+func (b *RosterBroker) CreateStreamWhenReady(ctx context.Context, srv *broker.Server, done func(error)) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := b.CreateStream(actx, srv)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			done(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			done(ctx.Err())
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

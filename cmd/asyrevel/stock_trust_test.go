@@ -3,15 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -155,5 +160,120 @@ func checkStockRefusals(t *testing.T, url, run, keys string) {
 		if !strings.Contains(strings.ToLower(r), "permissions violation") {
 			t.Errorf("refusal %q", r)
 		}
+	}
+}
+
+// Three 'asyrevel broker --roster' nodes form a cluster that admits only
+// the roster's users; the stream is created once the cluster has formed,
+// on three nodes, and a run with durable consumers and acks trains
+// through it with every participant on its own home node.
+func TestRosterCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	const run = "rostercluster"
+	keys := t.TempDir()
+	if code, _, errOut := runCLI(t, "keys", "--run", run, "--parties", "2", "--out", keys); code != 0 {
+		t.Fatal(errOut)
+	}
+	roster := filepath.Join(keys, "roster.json")
+	ports := freeTCPPorts(t, 6)
+	var urls, routes []string
+	for i := range 3 {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+i]))
+	}
+	bctx, stopBrokers := context.WithCancel(context.Background())
+	var brokers []<-chan result
+	defer func() {
+		stopBrokers()
+		for _, b := range brokers {
+			if r := <-b; r.code != 0 {
+				t.Errorf("broker: exit %d: %s%s", r.code, r.out, r.errOut)
+			}
+		}
+	}()
+	dir := t.TempDir()
+	for i := range 3 {
+		brokers = append(brokers, goCLI(bctx, "broker", "--roster", roster, "--cluster-name", "rc", "--server-name", fmt.Sprintf("n%d", i+1),
+			"--port", strconv.Itoa(ports[i]), "--cluster-port", strconv.Itoa(ports[3+i]), "--routes", strings.Join(routes, ","),
+			"--store", filepath.Join(dir, fmt.Sprintf("n%d", i+1)), "--log", "error"))
+	}
+	for _, u := range urls {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c, err := net.Dial("tcp", strings.TrimPrefix(u, "nats://"))
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no broker on %s", u)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if nc, err := nats.Connect(u); err == nil {
+			nc.Close()
+			t.Fatalf("an anonymous connection to %s was admitted", u)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	home := func(i int) string { return strings.Join([]string{urls[i%3], urls[(i+1)%3], urls[(i+2)%3]}, ",") }
+	common := []string{"--run", run, "--parties", "2", "--transport", "acked", "--roster", roster,
+		"--data", "synthetic:n=2000,d=8,test=400,noise=0.02", "--batch", "16", "--log", "warn", "--checkpoint-every", "-1s"}
+	var ps []<-chan result
+	for m := 1; m <= 2; m++ {
+		ps = append(ps, goCLI(ctx, append([]string{"party", "--id", strconv.Itoa(m), "--nats", home(m),
+			"--key", filepath.Join(keys, fmt.Sprintf("party-%d.nk", m))}, common...)...))
+	}
+	out := t.TempDir()
+	agg := <-goCLI(ctx, append([]string{"aggregator", "--epochs", "8", "--out", out, "--nats", home(0),
+		"--key", filepath.Join(keys, "aggregator.nk")}, common...)...)
+	for i, p := range ps {
+		if r := <-p; r.code != 0 {
+			t.Errorf("party %d: exit %d: %s", i+1, r.code, r.errOut)
+		}
+	}
+	if agg.code != 0 {
+		t.Fatalf("aggregator: exit %d: %s%s", agg.code, agg.out, agg.errOut)
+	}
+	var s struct {
+		Acc      float64          `json:"test_accuracy"`
+		Rejected map[string]int64 `json:"rejected"`
+		Stream   struct {
+			Rcpt int64 `json:"rcpt"`
+		} `json:"stream"`
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acked over a 3-node roster cluster: test accuracy %.3f in %v", s.Acc, agg.took.Round(time.Millisecond))
+	if s.Acc < 0.85 || len(s.Rejected) > 0 || s.Stream.Rcpt < 2 {
+		t.Fatalf("training through the roster cluster: %s", raw)
+	}
+	// The stream is on three nodes (read as the aggregator: stream info is
+	// its to read).
+	k, err := trust.ReadKeyFile(filepath.Join(keys, "aggregator.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Wipe()
+	nc, err := nats.Connect(home(0), k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, "aggregator")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(ctx, broker.StreamName(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.CachedInfo().Config.Replicas; r != 3 {
+		t.Fatalf("the stream is on %d nodes, want 3", r)
 	}
 }
