@@ -259,7 +259,7 @@ type RosterBroker struct {
 	// cluster's brokers); 0 means 1.
 	Replicas int
 	op       *trust.Key
-	users  []*server.NkeyUser
+	users    []*server.NkeyUser
 }
 
 // NewRosterBroker prepares the users of roster r's broker.
