@@ -71,7 +71,9 @@ type JetStreamConfig struct {
 	// ConsumerName, if set, gives the name prefix of the ordered consumer
 	// a subscription with these filters creates (nats.go names its lives
 	// prefix_1, prefix_2, ...), so that broker permissions can grant
-	// consumers by name (package trust). nil: random names.
+	// consumers by name (package trust). nil: random names. With it, the
+	// ephemeral subscriptions of DesignAcked are ordered consumers too
+	// (AckNone either way), named so.
 	ConsumerName func(filters []string) string
 	// SplitFilters makes a subscription with several filters that needs
 	// stream consumers (DesignOrdered, DesignAcked, and DesignCapture
@@ -81,9 +83,7 @@ type JetStreamConfig struct {
 	// checks a consumer's filter only when it is the one filter in the
 	// create request's subject. Deliveries of the filters then keep each
 	// filter's stream order, not the order between filters; the Handler
-	// is still called one delivery at a time. Ephemeral subscriptions of
-	// DesignAcked become ordered consumers (AckNone either way), so that
-	// their names are ConsumerName's too.
+	// is still called one delivery at a time.
 	SplitFilters bool
 	// DurableName, with SplitFilters, names the durable consumer of
 	// filter for a subscription with Durable durable; nil means
@@ -957,7 +957,7 @@ func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts 
 	case DesignOrdered:
 		return b.subscribeOrdered(ctx, filters, opts, h)
 	}
-	if opts.Durable == "" && b.splitFilters && b.consumerName != nil {
+	if opts.Durable == "" && b.consumerName != nil {
 		// An ephemeral consumer without acks by a name that permissions
 		// can grant: an ordered consumer is that.
 		return b.subscribeOrdered(ctx, filters, opts, h)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -235,6 +236,25 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("party 1 did not receive its reply and the control")
 				}
+			}
+
+			// What a resume reads back: a party its own messages, the
+			// aggregator the requests, its replies and its controls.
+			if err := party1.Publish(ctx, &broker.Message{Subject: schemas.Subject(cfg.Run, schemas.KindHello, 1), Data: []byte("h")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := party1.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer rcancel()
+			if c, err := aggregator.ReadLog(rctx, party1, []string{schemas.Subject(cfg.Run, schemas.KindHello, 1), schemas.Subject(cfg.Run, schemas.KindOutput, 1),
+				schemas.Subject(cfg.Run, schemas.KindEval, 1)}, func(string, []byte) {}); err != nil || c != 1 {
+				t.Fatalf("party 1 reading back its own messages: %d, %v", c, err)
+			}
+			if c, err := aggregator.ReadLog(rctx, agg, []string{schemas.Filter(cfg.Run, schemas.KindOutput), schemas.Filter(cfg.Run, schemas.KindReply),
+				schemas.Subject(cfg.Run, schemas.KindControl, 0)}, func(string, []byte) {}); err != nil || c != 2 {
+				t.Fatalf("the aggregator reading back the requests, replies and controls: %d, %v", c, err)
 			}
 
 			nc, refusals := rawConn(t, n, cfg, "party-1")

@@ -61,10 +61,13 @@ const DefaultOrderedResets = 16
 //   - durable consumers with acknowledgements (DesignAcked), named as the
 //     runtimes name their durable subscriptions, a party's split by
 //     filter (DurableName): party m's "party-m-reply" and "party-m-ctl",
-//     the aggregator's "aggregator" (out).
+//     the aggregator's "aggregator" (out);
+//   - a party's ordered consumers on its own join, out, eval and rcpt
+//     subjects (read back when it resumes).
 //
-// The aggregator's subscription to hellos and evaluations together is
-// granted by RunPolicy.
+// The aggregator's subscriptions over several filters (hellos and
+// evaluations together; requests, replies and controls when it resumes)
+// are granted by RunPolicy.
 func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 	var out []ConsumerGrant
 	add := func(prefix, filter string) {
@@ -79,6 +82,10 @@ func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 		add(p.ID+"-ctl", ctl)
 		durable(DurableName(p.ID, reply), reply)
 		durable(DurableName(p.ID, ctl), ctl)
+		// Its own messages, read back when it resumes.
+		for _, k := range []string{"join", "out", "eval", "rcpt"} {
+			add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+"."+strconv.Itoa(p.index))
+		}
 		return out
 	}
 	for _, k := range []string{"join", "out", "eval", "rcpt"} {
@@ -378,9 +385,13 @@ func RunPolicy(r *Roster, aggregatorCreates bool) BrokerPolicy {
 			// create subject (several filters, server 2.10+) or with the
 			// run's whole subject space (a 2.9 server, which reads it all
 			// and leaves the filtering to the client).
+			// Likewise its reading of the log when it resumes: the
+			// requests, its replies and its controls together.
 			all := "asyrevel." + r.Run + ".>"
 			prefix := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".join.*", "asyrevel." + r.Run + ".eval.*"})
 			names := append(OrderedNames(prefix, DefaultOrderedResets), p.ID+"-join")
+			recover := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".out.*", "asyrevel." + r.Run + ".reply.*", "asyrevel." + r.Run + ".ctl"})
+			names = append(names, OrderedNames(recover, DefaultOrderedResets)...)
 			for _, n := range names {
 				pub = append(pub,
 					"$JS.API.CONSUMER.CREATE."+stream+"."+n,

@@ -140,21 +140,48 @@ func checkStockRefusals(t *testing.T, url, run, keys string) {
 			t.Fatal(err)
 		}
 	}
+	// The JetStream API: another party's consumers, consumers that read
+	// past one's own subjects, and what shortens or reads the log.
+	stream, reply2 := broker.StreamName(run), schemas.Subject(run, schemas.KindReply, 2)
+	api := []string{
+		"$JS.API.CONSUMER.CREATE." + stream + ".party-2-reply." + reply2,
+		"$JS.API.CONSUMER.CREATE." + stream + ".party-1-reply." + reply2,
+		"$JS.API.CONSUMER.CREATE." + stream + ".party-1-reply",
+		"$JS.API.CONSUMER.CREATE." + stream,
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".party-2-reply",
+		"$JS.API.STREAM.DELETE." + stream,
+		"$JS.API.STREAM.PURGE." + stream,
+		"$JS.API.STREAM.UPDATE." + stream,
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream,
+	}
+	for _, s := range api {
+		if err := nc.PublishRequest(s, nc.NewRespInbox(), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := 5 + len(api)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		nc.Flush()
 		mu.Lock()
 		n := len(refusals)
 		mu.Unlock()
-		if n >= 5 || time.Now().After(deadline) {
+		if n >= want || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(refusals) != 5 {
-		t.Fatalf("%d refusals, want 5 (3 publishes, 2 subscriptions): %q", len(refusals), refusals)
+	if len(refusals) != want {
+		t.Fatalf("%d refusals, want %d (3 publishes, 2 subscriptions, %d API calls): %q", len(refusals), want, len(api), refusals)
+	}
+	all := strings.Join(refusals, "\n")
+	for _, s := range api {
+		if !strings.Contains(all, `"`+s+`"`) {
+			t.Errorf("%s: not refused", s)
+		}
 	}
 	for _, r := range refusals {
 		if !strings.Contains(strings.ToLower(r), "permissions violation") {
