@@ -256,6 +256,7 @@ type JetStream struct {
 	consumerReplicas int
 	consumerName     func([]string) string
 	durableName      func(durable, filter string) string
+	denied           atomic.Pointer[string] // the last permission violation the server reported
 	splitFilters     bool
 	liveNew          bool
 
@@ -508,6 +509,12 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 			if err == nil || ctx.Err() != nil || !unanswered(err) {
 				return err
 			}
+			if d := b.deniedAPI("STREAM.CREATE"); d != "" {
+				return fmt.Errorf("broker: stream %s does not exist, and this user may not create it (%s): whoever runs the broker creates it, or gives the aggregator the right (asyrevel keys server-config without --no-stream-create)", b.stream, d)
+			}
+			if d := b.deniedAPI("STREAM.INFO"); d != "" {
+				return fmt.Errorf("broker: stream %s: this user may not read its info (%s)", b.stream, d)
+			}
 			b.log.Info().Err(err).Str("stream", b.stream).Msg("the broker does not answer yet; asking again")
 		}
 	}
@@ -666,6 +673,9 @@ func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error)
 			cs.fellBehind()
 			return
 		}
+	}
+	if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+		b.denied.Store(new(err.Error()))
 	}
 	ev := b.log.Warn().Err(err)
 	if sub != nil {
@@ -828,6 +838,9 @@ func (b *JetStream) waitStream(ctx context.Context) error {
 		if !errors.Is(err, jetstream.ErrStreamNotFound) && !(ctx.Err() == nil && unanswered(err)) {
 			return err
 		}
+		if d := b.deniedAPI("STREAM.INFO"); d != "" {
+			return fmt.Errorf("broker: stream %s: this user may not read its info (%s)", b.stream, d)
+		}
 		if !told {
 			told = true
 			b.log.Info().Str("stream", b.stream).Msg("waiting for the run's stream to be created (by the aggregator, or by whoever runs the broker)")
@@ -838,6 +851,21 @@ func (b *JetStream) waitStream(ctx context.Context) error {
 		case <-time.After(streamWaitPoll):
 		}
 	}
+}
+
+// deniedAPI returns the server's last permission violation if it names
+// one of the run stream's JetStream API calls ("" if none).
+func (b *JetStream) deniedAPI(calls ...string) string {
+	d := b.denied.Load()
+	if d == nil {
+		return ""
+	}
+	for _, c := range calls {
+		if strings.Contains(*d, "$JS.API."+c+"."+b.stream+`"`) {
+			return *d
+		}
+	}
+	return ""
 }
 
 // streamWaitPoll is how often waitStream asks for the stream, and

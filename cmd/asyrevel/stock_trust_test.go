@@ -108,6 +108,30 @@ func TestStockServerRoster(t *testing.T) {
 	}
 }
 
+// With --no-stream-create the aggregator may not create the stream: it
+// says so at once instead of waiting for an answer that never comes.
+func TestStockServerNoStreamCreate(t *testing.T) {
+	if bustest.StockServerBinary() == "" {
+		t.Skipf("no stock nats-server binary: install one (make stock-server, or apt-get install nats-server) or set %s", bustest.StockServerEnv)
+	}
+	keys := t.TempDir()
+	if code, _, errOut := runCLI(t, "keys", "--run", "nocreate", "--parties", "1", "--out", keys); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, block, errOut := runCLI(t, "keys", "server-config", "--no-stream-create", filepath.Join(keys, "roster.json"))
+	if code != 0 {
+		t.Fatalf("keys server-config: exit %d: %s", code, errOut)
+	}
+	url, _ := bustest.StartStockServerConfig(t, block)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := <-goCLI(ctx, "aggregator", "--nats", url, "--run", "nocreate", "--parties", "1", "--data", "synthetic:n=200,d=4,test=50",
+		"--roster", filepath.Join(keys, "roster.json"), "--key", filepath.Join(keys, "aggregator.nk"), "--log", "error", "--checkpoint-every", "-1s", "--epochs", "1")
+	if r.code != 1 || !strings.Contains(r.errOut, "may not create") || r.took > 15*time.Second {
+		t.Fatalf("exit %d after %v, want 1 at once with the reason: %s", r.code, r.took, r.errOut)
+	}
+}
+
 // checkStockRefusals connects as party 1 with its key and tries what the
 // permissions forbid: every try must be refused by the server.
 func checkStockRefusals(t *testing.T, url, run, keys string) {
