@@ -434,6 +434,14 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		default:
 			err = b.ensureStream(ctx, cfg)
 		}
+		if err == nil && (cfg.NoCreate || cfg.CreateOnly) {
+			// A replicated stream another made, or just created: the
+			// first publishes must find its leader (publishes that time
+			// out are sent again, and may then land out of order).
+			if info := b.st.CachedInfo(); info != nil && info.Config.Replicas > 1 {
+				err = b.waitStreamLeader(ctx, info.Config.Replicas)
+			}
+		}
 		if err != nil {
 			return fail(err)
 		}
