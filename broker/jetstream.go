@@ -81,9 +81,11 @@ type JetStreamConfig struct {
 	// for its one filter (ConsumerName, DurableName), so that broker
 	// permissions can restrict what each consumer reads: the server
 	// checks a consumer's filter only when it is the one filter in the
-	// create request's subject. Deliveries of the filters then keep each
-	// filter's stream order, not the order between filters; the Handler
-	// is still called one delivery at a time.
+	// create request's subject. Each filter keeps its stream order; a
+	// delivery of a later filter comes after the earlier filters'
+	// messages before it in the stream, but may come after later ones
+	// too (see splitSub); the Handler is still called one delivery at a
+	// time.
 	SplitFilters bool
 	// DurableName, with SplitFilters, names the durable consumer of
 	// filter for a subscription with Durable durable; nil means
@@ -885,7 +887,7 @@ const (
 
 // unanswered reports an API request that timed out.
 func unanswered(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 }
 
 func (b *JetStream) checkRunFilter(filter string) error {
