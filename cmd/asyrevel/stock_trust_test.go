@@ -271,6 +271,38 @@ func TestRosterCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	home := func(i int) string { return strings.Join([]string{urls[i%3], urls[(i+1)%3], urls[(i+2)%3]}, ",") }
+	// The stream is made on three nodes once the cluster has formed (read
+	// as the aggregator: stream info is its to read).
+	k, err := trust.ReadKeyFile(filepath.Join(keys, "aggregator.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Wipe()
+	nc, err := nats.Connect(home(0), k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, "aggregator")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := js.Stream(sctx, broker.StreamName(run))
+		scancel()
+		if err == nil {
+			if r := st.CachedInfo().Config.Replicas; r != 3 {
+				t.Fatalf("the stream is on %d nodes, want 3", r)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no stream: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if os.Getenv(clusterTrainEnv) == "" {
+		t.Logf("training through the cluster skipped: set %s=1 (opt-in: see TestTrainClusterPermissions in package run)", clusterTrainEnv)
+		return
+	}
 	common := []string{"--run", run, "--parties", "2", "--transport", "acked", "--roster", roster,
 		"--data", "synthetic:n=2000,d=8,test=400,noise=0.02", "--batch", "16", "--log", "warn", "--checkpoint-every", "-1s"}
 	var ps []<-chan result
@@ -307,24 +339,8 @@ func TestRosterCluster(t *testing.T) {
 	if s.Acc < 0.85 || len(s.Rejected) > 0 || s.Stream.Rcpt < 2 {
 		t.Fatalf("training through the roster cluster: %s", raw)
 	}
-	// The stream is on three nodes (read as the aggregator: stream info is
-	// its to read).
-	k, err := trust.ReadKeyFile(filepath.Join(keys, "aggregator.nk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Wipe()
-	nc, err := nats.Connect(home(0), k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, "aggregator")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	st, err := js.Stream(ctx, broker.StreamName(run))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := st.CachedInfo().Config.Replicas; r != 3 {
-		t.Fatalf("the stream is on %d nodes, want 3", r)
-	}
 }
+
+// clusterTrainEnv opts in to training through a permissioned cluster in
+// the tests (run.TestTrainClusterPermissions says why it is opt-in).
+const clusterTrainEnv = "ASYREVEL_CLUSTER_TESTS"
