@@ -1067,7 +1067,7 @@ func (s *splitSub) waitEarlier(ctx context.Context, i int, seq uint64) {
 				return
 			}
 			if time.Now().After(deadline) {
-				s.bus.log.Debug().Uint64("seq", seq).Int("filter", i).Msg("split subscription: delivered out of stream order after waiting")
+				s.bus.log.Warn().Uint64("seq", seq).Int("filter", i).Msg("split subscription: delivered out of stream order after waiting")
 				return
 			}
 			time.Sleep(time.Millisecond)
