@@ -71,8 +71,32 @@ type JetStreamConfig struct {
 	// ConsumerName, if set, gives the name prefix of the ordered consumer
 	// a subscription with these filters creates (nats.go names its lives
 	// prefix_1, prefix_2, ...), so that broker permissions can grant
-	// consumers by name (package trust). nil: random names.
+	// consumers by name (package trust). nil: random names. With it, the
+	// ephemeral subscriptions of DesignAcked are ordered consumers too
+	// (AckNone either way), named so.
 	ConsumerName func(filters []string) string
+	// SplitFilters makes a subscription with several filters that needs
+	// stream consumers (DesignOrdered, DesignAcked, and DesignCapture
+	// when it reads history) create one consumer per filter, each named
+	// for its one filter (ConsumerName, DurableName), so that broker
+	// permissions can restrict what each consumer reads: the server
+	// checks a consumer's filter only when it is the one filter in the
+	// create request's subject. Each filter keeps its stream order; a
+	// delivery of a later filter comes after the earlier filters'
+	// messages before it in the stream, but may come after later ones
+	// too (see splitSub); the Handler is still called one delivery at a
+	// time.
+	SplitFilters bool
+	// DurableName, with SplitFilters, names the durable consumer of
+	// filter for a subscription with Durable durable; nil means
+	// durable-<k> with k the filter's third token (the kind of message:
+	// "party-1-reply" for durable party-1 and asyrevel.R.reply.1).
+	DurableName func(durable, filter string) string
+	// WaitStream, with NoCreate, waits (until ctx is done) for the run's
+	// stream to be created by someone else instead of failing at once,
+	// for participants who may not create it (a party, when the
+	// aggregator or the broker's operator creates it).
+	WaitStream bool
 	// LiveNew (DesignCapture): a DeliverNew subscription goes live at
 	// once instead of first reading the stream for what was routed just
 	// before it subscribed, for users whose permissions let them create
@@ -233,6 +257,9 @@ type JetStream struct {
 
 	consumerReplicas int
 	consumerName     func([]string) string
+	durableName      func(durable, filter string) string
+	denied           atomic.Pointer[string] // the last permission violation the server reported
+	splitFilters     bool
 	liveNew          bool
 
 	streamMu sync.Mutex
@@ -339,6 +366,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 
 		consumerReplicas: cfg.ConsumerReplicas,
 		consumerName:     cfg.ConsumerName,
+		durableName:      cfg.DurableName,
+		splitFilters:     cfg.SplitFilters,
 		liveNew:          cfg.LiveNew,
 	}
 	if cfg.Logger != nil {
@@ -399,10 +428,21 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		return fail(fmt.Errorf("broker: jetstream: %w", err))
 	}
 	if design != DesignCore {
-		if cfg.NoCreate {
+		switch {
+		case cfg.NoCreate && cfg.WaitStream:
+			err = b.waitStream(ctx)
+		case cfg.NoCreate:
 			_, err = b.streamHandle(ctx)
-		} else {
+		default:
 			err = b.ensureStream(ctx, cfg)
+		}
+		if err == nil && (cfg.NoCreate || cfg.CreateOnly) {
+			// A replicated stream another made, or just created: the
+			// first publishes must find its leader (publishes that time
+			// out are sent again, and may then land out of order).
+			if info := b.st.CachedInfo(); info != nil && info.Config.Replicas > 1 {
+				err = b.waitStreamLeader(ctx, info.Config.Replicas)
+			}
 		}
 		if err != nil {
 			return fail(err)
@@ -481,22 +521,23 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 	}
 	var err error
 	if cfg.CreateOnly {
-		// Look first: a user allowed to read the stream's info but not to
-		// create it uses an existing stream without trying.
-		if _, err = b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
+		for {
+			// A cluster that is forming leaves requests unanswered: ask
+			// again until ctx is done.
+			actx, cancel := context.WithTimeout(ctx, streamWaitAsk)
+			err = b.createOnly(actx, scfg)
+			cancel()
+			if err == nil || ctx.Err() != nil || !unanswered(err) {
+				return err
+			}
+			if d := b.deniedAPI("STREAM.CREATE"); d != "" {
+				return fmt.Errorf("broker: stream %s does not exist, and this user may not create it (%s): whoever runs the broker creates it, or gives the aggregator the right (asyrevel keys server-config without --no-stream-create)", b.stream, d)
+			}
+			if d := b.deniedAPI("STREAM.INFO"); d != "" {
+				return fmt.Errorf("broker: stream %s: this user may not read its info (%s)", b.stream, d)
+			}
+			b.log.Info().Err(err).Str("stream", b.stream).Msg("the broker does not answer yet; asking again")
 		}
-		st, cerr := b.js.CreateStream(ctx, scfg)
-		if cerr != nil && !errors.Is(cerr, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(cerr, b.feats.Version))
-		}
-		if cerr == nil {
-			b.streamMu.Lock()
-			b.st = st
-			b.streamMu.Unlock()
-		}
-		_, err = b.streamHandle(ctx)
-		return err
 	}
 	for range 5 {
 		var st jetstream.Stream
@@ -528,6 +569,26 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		}
 	}
 	return fmt.Errorf("broker: create or update stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
+}
+
+// createOnly creates the stream if it is missing, and never changes it.
+func (b *JetStream) createOnly(ctx context.Context, scfg jetstream.StreamConfig) error {
+	// Look first: a user allowed to read the stream's info but not to
+	// create it uses an existing stream without trying.
+	if _, err := b.streamHandle(ctx); err == nil || !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	st, err := b.js.CreateStream(ctx, scfg)
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("broker: create stream %s: %w", b.stream, jetStreamMissing(err, b.feats.Version))
+	}
+	if err == nil {
+		b.streamMu.Lock()
+		b.st = st
+		b.streamMu.Unlock()
+	}
+	_, err = b.streamHandle(ctx)
+	return err
 }
 
 // createOrUpdate creates the stream, or updates it where it differs from
@@ -655,6 +716,9 @@ func (b *JetStream) onConnError(_ *nats.Conn, sub *nats.Subscription, err error)
 			cs.fellBehind()
 			return
 		}
+	}
+	if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+		b.denied.Store(new(err.Error()))
 	}
 	ev := b.log.Warn().Err(err)
 	if sub != nil {
@@ -801,6 +865,64 @@ func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) 
 	return b.st, nil
 }
 
+// waitStream waits for the run's stream to exist, asking every
+// streamWaitPoll, and says once in the log what it waits for.
+func (b *JetStream) waitStream(ctx context.Context) error {
+	told := false
+	for {
+		// One request at a time for a while: a cluster that is forming
+		// leaves requests unanswered.
+		actx, cancel := context.WithTimeout(ctx, streamWaitAsk)
+		_, err := b.streamHandle(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) && !(ctx.Err() == nil && unanswered(err)) {
+			return err
+		}
+		if d := b.deniedAPI("STREAM.INFO"); d != "" {
+			return fmt.Errorf("broker: stream %s: this user may not read its info (%s)", b.stream, d)
+		}
+		if !told {
+			told = true
+			b.log.Info().Str("stream", b.stream).Msg("waiting for the run's stream to be created (by the aggregator, or by whoever runs the broker)")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("broker: waiting for stream %s to be created: %w", b.stream, ctx.Err())
+		case <-time.After(streamWaitPoll):
+		}
+	}
+}
+
+// deniedAPI returns the server's last permission violation if it names
+// one of the run stream's JetStream API calls ("" if none).
+func (b *JetStream) deniedAPI(calls ...string) string {
+	d := b.denied.Load()
+	if d == nil {
+		return ""
+	}
+	for _, c := range calls {
+		if strings.Contains(*d, "$JS.API."+c+"."+b.stream+`"`) {
+			return *d
+		}
+	}
+	return ""
+}
+
+// streamWaitPoll is how often waitStream asks for the stream, and
+// streamWaitAsk how long it waits for an answer.
+const (
+	streamWaitPoll = 100 * time.Millisecond
+	streamWaitAsk  = 2 * time.Second
+)
+
+// unanswered reports an API request that timed out.
+func unanswered(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
 func (b *JetStream) checkRunFilter(filter string) error {
 	if err := checkFilter(filter); err != nil {
 		return err
@@ -871,21 +993,17 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// In a cluster the interest of a new core subscription reaches the
+	// other nodes a moment later: what their clients publish meanwhile
+	// comes from the stream (see coreSub).
+	history := b.design == DesignCapture &&
+		(opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew))
 	var s Subscription
 	var err error
-	switch b.design {
-	case DesignCore:
-		s, err = b.subscribeCore(ctx, filters, opts, h, false)
-	case DesignCapture:
-		// In a cluster the interest of a new core subscription reaches the
-		// other nodes a moment later: what their clients publish
-		// meanwhile comes from the stream (see coreSub).
-		history := opts.StartSeq > 0 || opts.Deliver == DeliverAll || (b.nc.ConnectedClusterName() != "" && !b.liveNew)
-		s, err = b.subscribeCore(ctx, filters, opts, h, history)
-	case DesignOrdered:
-		s, err = b.subscribeOrdered(ctx, filters, opts, h)
-	default:
-		s, err = b.subscribeAcked(ctx, filters, opts, h)
+	if b.splitFilters && len(filters) > 1 && (b.design == DesignOrdered || b.design == DesignAcked || history) {
+		s, err = b.subscribeSplit(ctx, filters, opts, h, history)
+	} else {
+		s, err = b.subscribeDesign(ctx, filters, opts, h, history)
 	}
 	if err != nil {
 		return nil, err
@@ -898,6 +1016,165 @@ func (b *JetStream) Subscribe(ctx context.Context, filters []string, opts Subscr
 		return nil, ErrClosed
 	}
 	return s, nil
+}
+
+// subscribeDesign subscribes as the Bus's design does.
+func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts SubscribeOptions, h Handler, history bool) (Subscription, error) {
+	switch b.design {
+	case DesignCore:
+		return b.subscribeCore(ctx, filters, opts, h, false)
+	case DesignCapture:
+		return b.subscribeCore(ctx, filters, opts, h, history)
+	case DesignOrdered:
+		return b.subscribeOrdered(ctx, filters, opts, h)
+	}
+	if opts.Durable == "" && b.consumerName != nil {
+		// An ephemeral consumer without acks by a name that permissions
+		// can grant: an ordered consumer is that.
+		return b.subscribeOrdered(ctx, filters, opts, h)
+	}
+	return b.subscribeAcked(ctx, filters, opts, h)
+}
+
+// splitSub is a subscription over several filters made of one
+// subscription per filter (JetStreamConfig.SplitFilters). Its Handler
+// calls are serialised, and a delivery of a later filter waits until the
+// earlier filters' consumers have handed over every message before it in
+// the stream (a party's control after the replies it follows); deliveries
+// of the first filter never wait. The wait asks the broker for the
+// earlier consumers' positions, so it suits later filters that carry
+// few messages, and it gives up after splitOrderWait.
+type splitSub struct {
+	bus  *JetStream
+	mu   sync.Mutex // held during a Handler call
+	subs []Subscription
+	seen []atomic.Uint64 // by filter: the stream sequence last handed to the Handler
+	n    []atomic.Uint64 // by filter: deliveries handed to the Handler
+	once sync.Once
+	err  error
+}
+
+// splitOrderWait bounds how long a delivery of a split subscription waits
+// for the earlier filters' deliveries before it.
+const splitOrderWait = 2 * time.Second
+
+// splitOrderAsk is how often a waiting delivery asks the broker for an
+// earlier filter's consumer position.
+const splitOrderAsk = 10 * time.Millisecond
+
+// deliveredReporter is a subscription whose consumer can say what it has
+// delivered (orderedSub, jsSub).
+type deliveredReporter interface {
+	delivered(ctx context.Context) (n, last, pending uint64, err error)
+}
+
+// waitEarlier waits until the filters before i have handed over every
+// message with a stream sequence below seq.
+func (s *splitSub) waitEarlier(ctx context.Context, i int, seq uint64) {
+	deadline := time.Now().Add(splitOrderWait)
+	for j := 0; j < i; j++ {
+		dr, ok := s.subs[j].(deliveredReporter)
+		if !ok {
+			continue // no sequences to order by (DesignCapture's live feed)
+		}
+		target := seq - 1
+		var asked time.Time
+		for s.seen[j].Load() < target {
+			if time.Since(asked) >= splitOrderAsk {
+				asked = time.Now()
+				actx, cancel := context.WithTimeout(ctx, apiTimeout)
+				n, last, pending, err := dr.delivered(actx)
+				cancel()
+				if err == nil && pending == 0 {
+					// The stream held seq when the broker answered, and
+					// so every earlier message of filter j, all of which
+					// the consumer has delivered: wait only for those to
+					// be handed over.
+					if n == 0 || s.n[j].Load() >= n {
+						break
+					}
+					target = min(target, last)
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				s.bus.log.Warn().Uint64("seq", seq).Int("filter", i).Msg("split subscription: delivered out of stream order after waiting")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// subscribeSplit subscribes to each filter on its own. DeliverNew is
+// resolved once, so that every filter starts at the same stream position.
+func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts SubscribeOptions, h Handler, history bool) (Subscription, error) {
+	if b.design != DesignCapture || opts.Deliver == DeliverNew {
+		if err := b.resolveNew(ctx, &opts); err != nil {
+			return nil, err
+		}
+	}
+	s := &splitSub{bus: b, seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
+	for i, f := range filters {
+		one := func(ctx context.Context, d Delivery) {
+			seq := d.Seq()
+			if i > 0 && seq > 0 {
+				s.waitEarlier(ctx, i, seq)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			h(ctx, d)
+			if seq > 0 {
+				s.seen[i].Store(seq)
+			}
+			s.n[i].Add(1)
+		}
+		o := opts
+		if o.Durable != "" {
+			o.Durable = b.splitDurable(o.Durable, f)
+			if err := checkName("durable", o.Durable); err != nil {
+				s.Close()
+				return nil, err
+			}
+		}
+		sub, err := b.subscribeDesign(ctx, []string{f}, o, one, history)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		if js, ok := sub.(*jsSub); ok {
+			s.seen[i].Store(js.start()) // a resumed durable's position
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// splitDurable names the durable consumer of filter f of a split
+// subscription with durable name d.
+func (b *JetStream) splitDurable(d, f string) string {
+	if b.durableName != nil {
+		return b.durableName(d, f)
+	}
+	tok := f
+	if parts := strings.SplitN(f, ".", 4); len(parts) >= 3 {
+		tok = parts[2]
+	}
+	return d + "-" + tok
+}
+
+// Close closes every filter's subscription.
+func (s *splitSub) Close() error {
+	s.once.Do(func() {
+		var errs []error
+		for _, sub := range s.subs {
+			errs = append(errs, sub.Close())
+		}
+		s.err = errors.Join(errs...)
+	})
+	return s.err
 }
 
 func (b *JetStream) forget(s Subscription) {

@@ -133,7 +133,7 @@ func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts Su
 			// recognise the live copies of what precedes start.
 			fopts.StartSeq = s.l0 + 1
 		}
-		cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, fopts)))
+		cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, fopts), filters))
 		if err == nil {
 			s.cons, s.match = cons, match
 			s.feed = make(chan jetstream.Msg, 512)

@@ -61,10 +61,12 @@ func orderedConfig(filters []string, opts SubscribeOptions) jetstream.OrderedCon
 	return cfg
 }
 
-// named sets the consumer's name prefix (JetStreamConfig.ConsumerName).
-func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig) jetstream.OrderedConsumerConfig {
+// named sets the consumer's name prefix (JetStreamConfig.ConsumerName)
+// from the subscription's filters (not the consumer's: on a server
+// without multi-filter consumers that is every subject of the run).
+func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig, filters []string) jetstream.OrderedConsumerConfig {
 	if b.consumerName != nil {
-		cfg.NamePrefix = b.consumerName(cfg.FilterSubjects)
+		cfg.NamePrefix = b.consumerName(filters)
 	}
 	return cfg
 }
@@ -77,6 +79,7 @@ type orderedSub struct {
 	consumerFeed
 	ccMu      sync.Mutex // guards cons and cc, which restart replaces
 	cons      jetstream.Consumer
+	names     []string // the subscription's filters, which name the consumer
 	cc        jetstream.ConsumeContext
 	watchMu   sync.Mutex
 	stopWatch func() bool
@@ -108,7 +111,18 @@ func (s *orderedSub) restart() {
 			opts.StartSeq = last + 1
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, apiTimeout)
-		cons, err := s.bus.js.OrderedConsumer(ctx, s.bus.stream, orderedConfig(s.filters, opts))
+		ocfg := orderedConfig(s.filters, opts)
+		if s.bus.consumerName != nil {
+			// Named as permissions grant it: the old one goes first
+			// (best effort: its node may be gone), since the new one
+			// starts again at the prefix's first name.
+			ocfg = s.bus.named(ocfg, s.names)
+			s.ccMu.Lock()
+			old := s.cons.CachedInfo().Name
+			s.ccMu.Unlock()
+			_ = s.bus.deleteConsumer(old)
+		}
+		cons, err := s.bus.js.OrderedConsumer(ctx, s.bus.stream, ocfg)
 		cancel()
 		var cc jetstream.ConsumeContext
 		if err == nil {
@@ -193,11 +207,11 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 		return nil, err
 	}
 	cf, match := b.consumerFilters(filters)
-	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts)))
+	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts), filters))
 	if err != nil {
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}
-	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons, filters: cf, opts: opts}
+	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons, filters: cf, names: filters, opts: opts}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
 	if err != nil {
@@ -266,6 +280,7 @@ func (b *JetStream) deleteConsumer(name string) error {
 // consume subscription's goroutine, one message at a time.
 type jsSub struct {
 	consumerFeed
+	cons      jetstream.Consumer
 	name      string // consumer name
 	durable   bool
 	cc        jetstream.ConsumeContext
@@ -298,6 +313,7 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 	}
 	s := &jsSub{
 		consumerFeed: consumerFeed{bus: b, handler: h, match: match},
+		cons:         cons,
 		name:         cons.CachedInfo().Name,
 		durable:      opts.Durable != "",
 	}
@@ -563,4 +579,35 @@ func (s *jsSub) deleteEphemeral() error {
 		return nil
 	}
 	return s.bus.deleteConsumer(s.name)
+}
+
+// delivered reports what the subscription's consumer has delivered
+// (splitSub): how many messages, the stream sequence of the last one and
+// how many matching messages the stream holds beyond it.
+func (s *orderedSub) delivered(ctx context.Context) (n, last, pending uint64, err error) {
+	s.ccMu.Lock()
+	cons := s.cons
+	s.ccMu.Unlock()
+	return consumerDelivered(ctx, cons)
+}
+
+func (s *jsSub) delivered(ctx context.Context) (n, last, pending uint64, err error) {
+	return consumerDelivered(ctx, s.cons)
+}
+
+// start is the stream sequence the consumer had delivered when the
+// subscription began (a resumed durable's position).
+func (s *jsSub) start() uint64 {
+	if info := s.cons.CachedInfo(); info != nil {
+		return info.Delivered.Stream
+	}
+	return 0
+}
+
+func consumerDelivered(ctx context.Context, c jetstream.Consumer) (n, last, pending uint64, err error) {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return info.Delivered.Consumer, info.Delivered.Stream, info.NumPending, nil
 }

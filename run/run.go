@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -1360,8 +1361,18 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.tmp, dir = tmp, tmp
 	}
 	n.dir = dir
+	auth, err := n.serverAuth()
+	if err != nil {
+		n.close()
+		return nil, err
+	}
 	if cfg.Cluster > 0 {
-		c, err := broker.StartCluster(ctx, broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster})
+		cc := broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster}
+		if auth != nil {
+			// Every node admits the roster's users alone.
+			cc.Configure = func(_ int, o *server.Options) { auth(o) }
+		}
+		c, err := broker.StartCluster(ctx, cc)
 		if err != nil {
 			n.close()
 			return nil, fmt.Errorf("starting the embedded %d-node cluster: %w", cfg.Cluster, err)
@@ -1369,11 +1380,6 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.cluster = c
 		n.name = "jetstream-cluster"
 		return n, nil
-	}
-	auth, err := n.serverAuth()
-	if err != nil {
-		n.close()
-		return nil, err
 	}
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth})
 	if err != nil {

@@ -235,12 +235,6 @@ func (n *network) serverAuth() (func(*server.Options), error) {
 	if t == nil {
 		return nil, nil
 	}
-	if d := broker.Design(n.cfg.Design); d != "" && d != broker.DesignCapture && d != broker.DesignCore {
-		// Their consumers read two subjects at once (a party's replies and
-		// the controls), which a permission cannot restrict by filter.
-		n.cfg.Log.Warn().Str("design", string(d)).Msg("the embedded broker admits anyone with this design: per-participant permissions need the capture or core design (messages are still signed and verified)")
-		return nil, nil
-	}
 	grants, err := t.roster.Grants(trust.RunPolicy(t.roster, true))
 	if err != nil {
 		return nil, fmt.Errorf("broker permissions: %w", err)
@@ -271,6 +265,17 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 		jc.Options = append(jc.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(run, name)))
 		jc.ConsumerName = func(filters []string) string { return trust.ConsumerPrefix(name, filters) }
 		jc.LiveNew = true
+		if p.Role == trust.RoleParty {
+			// One consumer per filter, each named as the permissions
+			// grant it (trust.DefaultConsumers), in every design: the
+			// broker checks a consumer's filter only when it is alone.
+			jc.SplitFilters = true
+			jc.DurableName = trust.DurableName
+			// Only the aggregator (or the broker's operator) may create
+			// the stream: a party waits for it.
+			jc.NoCreate, jc.WaitStream = true, true
+			return
+		}
 		// Create the stream if it is missing, never change it.
 		jc.CreateOnly = true
 		return
@@ -301,8 +306,11 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 // participant ever needs to create it.
 type RosterBroker struct {
 	Roster *trust.Roster
-	op     *trust.Key
-	users  []*server.NkeyUser
+	// Replicas is the number of nodes that keep the run's stream (a
+	// cluster's brokers); 0 means 1.
+	Replicas int
+	op       *trust.Key
+	users    []*server.NkeyUser
 }
 
 // NewRosterBroker prepares the users of roster r's broker.
@@ -321,12 +329,36 @@ func NewRosterBroker(r *trust.Roster) (*RosterBroker, error) {
 // Configure sets the server's users (broker.ServerConfig.Configure).
 func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
 
-// CreateStream creates the run's stream on srv if it is missing.
+// CreateStream creates the run's stream on srv if it is missing, on
+// Replicas nodes.
 func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) error {
 	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
-		CreateOnly: true, Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
+		Replicas: max(1, b.Replicas), CreateOnly: true,
+		Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
 	if err != nil {
 		return fmt.Errorf("creating run %s's stream: %w", b.Roster.Run, err)
 	}
 	return bus.Close()
+}
+
+// CreateStreamWhenReady is CreateStream for a node of a cluster that is
+// still forming: it tries again every second until the stream exists (the
+// cluster elects its JetStream leader once a majority of the nodes run)
+// or ctx is done, and then calls done.
+func (b *RosterBroker) CreateStreamWhenReady(ctx context.Context, srv *broker.Server, done func(error)) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := b.CreateStream(actx, srv)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			done(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			done(ctx.Err())
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

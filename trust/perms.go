@@ -50,22 +50,40 @@ func OrderedNames(prefix string, n int) []string {
 // ordered consumer.
 const DefaultOrderedResets = 16
 
-// DefaultConsumers is the consumer layout of a participant: ordered
-// consumers (AckNone), one filter each. Party m reads its reply subject
-// (name prefix "party-m-reply") and the control subject ("party-m-ctl"),
-// and its own join, out and eval subjects ("party-m-out", ...: a resumed
-// party reads back what it sent); the aggregator reads every party's
-// join, out, eval and rcpt subjects ("aggregator-join", ...) and its own
-// reply and control subjects (to resume).
+// DefaultConsumers is the consumer layout of a participant, one filter
+// each, for every transport design at once (the broker's configuration
+// does not depend on the design a run picks):
+//   - ordered consumers (AckNone; DesignOrdered, the catch-up reads of
+//     DesignCapture, and every ephemeral subscription): party m reads its
+//     reply subject (name prefix "party-m-reply") and the control subject
+//     ("party-m-ctl"); the aggregator every party's join, out, eval and
+//     rcpt subjects ("aggregator-join", ...), and its own reply and
+//     control subjects (read back when it resumes);
+//   - durable consumers with acknowledgements (DesignAcked), named as the
+//     runtimes name their durable subscriptions, a party's split by
+//     filter (DurableName): party m's "party-m-reply" and "party-m-ctl",
+//     the aggregator's "aggregator" (out);
+//   - a party's ordered consumers on its own join, out, eval and rcpt
+//     subjects (read back when it resumes).
+//
+// The aggregator's subscriptions over several filters (hellos and
+// evaluations together; requests, replies and controls when it resumes)
+// are granted by RunPolicy.
 func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 	var out []ConsumerGrant
 	add := func(prefix, filter string) {
 		out = append(out, ConsumerGrant{Names: OrderedNames(prefix, DefaultOrderedResets), Filter: filter})
 	}
+	durable := func(name, filter string) {
+		out = append(out, ConsumerGrant{Names: []string{name}, Filter: filter, Ack: true})
+	}
 	if p.Role == RoleParty {
-		add(p.ID+"-reply", "asyrevel."+r.Run+".reply."+strconv.Itoa(p.index))
-		add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
-		// Its own messages, read back by a resumed party (--resume).
+		reply, ctl := "asyrevel."+r.Run+".reply."+strconv.Itoa(p.index), "asyrevel."+r.Run+".ctl"
+		add(p.ID+"-reply", reply)
+		add(p.ID+"-ctl", ctl)
+		durable(DurableName(p.ID, reply), reply)
+		durable(DurableName(p.ID, ctl), ctl)
+		// Its own messages, read back when it resumes.
 		for _, k := range []string{"join", "out", "eval", "rcpt"} {
 			add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+"."+strconv.Itoa(p.index))
 		}
@@ -77,7 +95,16 @@ func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 	// Its own replies and controls, read back by a resumed aggregator.
 	add(p.ID+"-reply", "asyrevel."+r.Run+".reply.*")
 	add(p.ID+"-ctl", "asyrevel."+r.Run+".ctl")
+	durable(p.ID, "asyrevel."+r.Run+".out.*")
 	return out
+}
+
+// DurableName is the name of the durable consumer over filter of a
+// subscription named durable whose filters are split one to a consumer
+// (broker.JetStreamConfig.DurableName): durable and the filter's kind
+// token ("party-1-reply").
+func DurableName(durable, filter string) string {
+	return ConsumerPrefix(durable, []string{filter})
 }
 
 // BrokerPolicy is what Grants derives the broker's permissions from,
@@ -126,7 +153,6 @@ var deniedAPI = []string{
 	"$JS.API.STREAM.RESTORE.>",
 	"$JS.API.CONSUMER.PAUSE.>",
 	"$JS.API.CONSUMER.UNPIN.>",
-	"$JS.API.CONSUMER.RESET.>",
 	"$JS.API.STREAM.LEADER.STEPDOWN.>",
 	"$JS.API.CONSUMER.LEADER.STEPDOWN.>",
 	"$JS.API.META.>",
@@ -193,6 +219,9 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 					"$JS.API.CONSUMER.DELETE."+stream+"."+n)
 				if c.Ack {
 					g.Publish = append(g.Publish,
+						// A durable rewound to its ack floor (server 2.14+;
+						// older ones are recreated: delete and create).
+						"$JS.API.CONSUMER.RESET."+stream+"."+n,
 						"$JS.ACK."+stream+"."+n+".>",     // acknowledgement subjects, v1 form
 						"$JS.ACK.*.*."+stream+"."+n+".>") // v2 form: domain and account hash first
 				}
@@ -328,35 +357,57 @@ func ConsumerPrefix(id string, filters []string) string {
 }
 
 // RunPolicy is the broker policy of asyrevel's runtimes on a run's
-// stream: DefaultConsumers (a party reads its reply subject and the
-// control subject, one filter each; the aggregator every party's join,
-// out, eval and rcpt subjects), plus
-//   - the aggregator's one consumer over the join and eval subjects of
-//     every party together (two filters, which the broker cannot check in
-//     a permission; the aggregator may read every subject it does not
-//     publish itself, and its own);
+// stream, in every transport design: DefaultConsumers (a party reads its
+// reply subject and the control subject, one filter a consumer: a party
+// splits its subscription to both, broker.JetStreamConfig.SplitFilters;
+// the aggregator every party's join, out, eval and rcpt subjects), plus
+//   - the aggregator's consumers over the join and eval subjects of every
+//     party together (several filters, which the broker cannot check in
+//     a permission; the aggregator may read every subject of the run: the
+//     parties' and its own);
 //   - stream info for every participant (a publisher reads the stream's
 //     per-subject counts and last sequence: numbers of messages, no
 //     contents);
 //   - stream creation (never update) for the aggregator when
 //     aggregatorCreates is set.
+//
+// No party's consumer may have several filters: the broker checks a
+// consumer's filter only when it is the one filter named in the create
+// request.
 func RunPolicy(r *Roster, aggregatorCreates bool) BrokerPolicy {
 	stream := StreamName(r.Run)
 	return BrokerPolicy{
 		AggregatorCreatesStream: aggregatorCreates,
 		Extra: func(p *Participant) (pub, sub []string) {
-			if p.Role != RoleParty {
-				prefix := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".join.*", "asyrevel." + r.Run + ".eval.*"})
-				for _, n := range OrderedNames(prefix, DefaultOrderedResets) {
-					pub = append(pub,
-						"$JS.API.CONSUMER.CREATE."+stream+"."+n,
-						"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+n,
-						"$JS.API.CONSUMER.INFO."+stream+"."+n,
-						"$JS.API.CONSUMER.DELETE."+stream+"."+n)
-				}
-				return pub, nil
+			if p.Role == RoleParty {
+				return []string{"$JS.API.STREAM.INFO." + stream}, nil
 			}
-			return []string{"$JS.API.STREAM.INFO." + stream}, nil
+			// The aggregator's one subscription to the join and eval
+			// subjects: their order matters (a party's hello comes before
+			// its initial pass). Ordered consumers (aggregator-join-eval_N)
+			// and the durable aggregator-join, without a filter in the
+			// create subject (several filters, server 2.10+) or with the
+			// run's whole subject space (a 2.9 server, which reads it all
+			// and leaves the filtering to the client).
+			// Likewise its reading of the log when it resumes: the
+			// requests, its replies and its controls together.
+			all := "asyrevel." + r.Run + ".>"
+			prefix := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".join.*", "asyrevel." + r.Run + ".eval.*"})
+			names := append(OrderedNames(prefix, DefaultOrderedResets), p.ID+"-join")
+			recover := ConsumerPrefix(p.ID, []string{"asyrevel." + r.Run + ".out.*", "asyrevel." + r.Run + ".reply.*", "asyrevel." + r.Run + ".ctl"})
+			names = append(names, OrderedNames(recover, DefaultOrderedResets)...)
+			for _, n := range names {
+				pub = append(pub,
+					"$JS.API.CONSUMER.CREATE."+stream+"."+n,
+					"$JS.API.CONSUMER.CREATE."+stream+"."+n+"."+all,
+					"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+n,
+					"$JS.API.CONSUMER.INFO."+stream+"."+n,
+					"$JS.API.CONSUMER.DELETE."+stream+"."+n)
+			}
+			n := p.ID + "-join"
+			pub = append(pub, "$JS.API.CONSUMER.RESET."+stream+"."+n,
+				"$JS.ACK."+stream+"."+n+".>", "$JS.ACK.*.*."+stream+"."+n+".>")
+			return pub, nil
 		},
 	}
 }

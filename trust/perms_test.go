@@ -56,14 +56,17 @@ func TestGrants(t *testing.T) {
 	p2 := grants[2]
 	for _, s := range []string{"asyrevel.r.out.2", "asyrevel.r.join.2", "asyrevel.r.eval.2", "asyrevel.r.rcpt.2",
 		"$JS.API.CONSUMER.CREATE.ASYREVEL_r.party-2-reply_1.asyrevel.r.reply.2",
-		"$JS.API.CONSUMER.MSG.NEXT.ASYREVEL_r.party-2-ctl_16", "$JS.API.CONSUMER.INFO.ASYREVEL_r.party-2-ctl_3"} {
+		"$JS.API.CONSUMER.MSG.NEXT.ASYREVEL_r.party-2-ctl_16", "$JS.API.CONSUMER.INFO.ASYREVEL_r.party-2-ctl_3",
+		// Its durables (DesignAcked), one filter each, with acks.
+		"$JS.API.CONSUMER.CREATE.ASYREVEL_r.party-2-reply.asyrevel.r.reply.2", "$JS.ACK.ASYREVEL_r.party-2-ctl.>",
+		"$JS.API.CONSUMER.RESET.ASYREVEL_r.party-2-reply"} {
 		if !slices.Contains(p2.Publish, s) {
 			t.Errorf("party-2 may not publish to %s", s)
 		}
 	}
 	for _, s := range p2.Publish {
 		if strings.Contains(s, ".1") && strings.HasPrefix(s, "asyrevel.") || strings.Contains(s, "reply.1") || strings.Contains(s, "aggregator") ||
-			strings.Contains(s, "STREAM") || strings.Contains(s, "DELETE") && !strings.Contains(s, ".party-2-") || strings.Contains(s, "$JS.ACK") {
+			strings.Contains(s, "STREAM") || (strings.Contains(s, "DELETE") || strings.Contains(s, "RESET") || strings.Contains(s, "$JS.ACK")) && !strings.Contains(s, ".party-2-") {
 			t.Errorf("party-2 may publish to %s", s)
 		}
 	}

@@ -40,6 +40,15 @@ func StockServerBinary() string {
 // the server when the test ends.
 func StartStockServer(t testing.TB) (url, version string) {
 	t.Helper()
+	return StartStockServerConfig(t, "")
+}
+
+// StartStockServerConfig is StartStockServer with config appended to the
+// server's configuration file (for example the authorization block of
+// asyrevel keys server-config). A server that refuses the file fails the
+// test with its log.
+func StartStockServerConfig(t testing.TB, config string) (url, version string) {
+	t.Helper()
 	bin := StockServerBinary()
 	if bin == "" {
 		t.Skipf("no stock nats-server binary: install one (apt-get install nats-server) or set %s", StockServerEnv)
@@ -59,7 +68,7 @@ func StartStockServer(t testing.TB) (url, version string) {
 	// The stock default (1 MB) is too tight for a 1 MiB payload with its
 	// headers; the embedded server allows 4 MiB.
 	conf := filepath.Join(dir, "nats.conf")
-	if err := os.WriteFile(conf, []byte("max_payload: 4MB\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("max_payload: 4MB\n"+config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var logBuf syncBuffer

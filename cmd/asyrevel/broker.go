@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -116,7 +118,19 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if rb != nil {
+	switch {
+	case rb != nil && f.clusterName != "":
+		// The stream is created once the cluster has formed: the other
+		// nodes may not run yet.
+		rb.Replicas = clusterReplicas(cfg.Cluster, f.host)
+		fmt.Fprintf(stdout, "run %s: admitting only the %d participants of %s; its stream is created on %d nodes once the cluster has formed\n",
+			rb.Roster.Run, len(rb.Roster.Participants), f.roster, rb.Replicas)
+		go rb.CreateStreamWhenReady(ctx, srv, func(err error) {
+			if err != nil && ctx.Err() == nil {
+				logger.Error().Err(err).Msg("creating the run's stream")
+			}
+		})
+	case rb != nil:
 		if err := rb.CreateStream(ctx, srv); err != nil {
 			srv.Shutdown()
 			return err
@@ -145,4 +159,25 @@ func withTLS(next func(*server.Options), tc *tls.Config) func(*server.Options) {
 		o.TLSVerify = tc.ClientAuth == tls.RequireAndVerifyClientCert
 		o.TLSTimeout = 2
 	}
+}
+
+// clusterReplicas is how many nodes keep a run's stream in the cluster of
+// node: the nodes its routes name and itself, at most three.
+func clusterReplicas(node broker.ClusterNode, host string) int {
+	nodes := 1
+	for _, r := range node.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			continue
+		}
+		h, p := u.Hostname(), u.Port()
+		// This node's own route, when it can be told (the same host
+		// name or loopback, and its cluster port); counting it once too
+		// many only matters below three nodes.
+		self := p == strconv.Itoa(node.Port) && (h == host || (h == "localhost" || h == "127.0.0.1") && (host == "127.0.0.1" || host == "localhost"))
+		if !self {
+			nodes++
+		}
+	}
+	return min(3, nodes)
 }

@@ -247,7 +247,10 @@ func cmdKeysServerConfig(args []string, stdout, stderr io.Writer) error {
 		"and reads only its replies and the control subject through consumers of its own; nobody\n"+
 		"can delete, purge or change the stream). Anonymous connections are refused. Paste it\n"+
 		"into a configuration that enables JetStream; each participant then connects with its\n"+
-		"key file and the inbox prefix the block names.", stderr)
+		"key file and the inbox prefix the block names. The same block serves every transport\n"+
+		"design (--transport capture, ordered, acked) and every node of a cluster; nats-server\n"+
+		"2.9 or newer. The aggregator creates the run's stream (parties wait for it), unless\n"+
+		"--no-stream-create: then create it yourself before the run.", stderr)
 	stream := fs.String("stream", "", "the run's stream (default ASYREVEL_<run>)")
 	noCreate := fs.Bool("no-stream-create", false, "do not let the aggregator create the stream (add a user of your\nown that creates it before the run)")
 	pos, err := parseInterleaved(fs, args)

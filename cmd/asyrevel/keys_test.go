@@ -125,9 +125,20 @@ func TestKeysServerConfig(t *testing.T) {
 		t.Fatalf("printed block differs from trust.AuthorizationBlock:\n%s", out)
 	}
 	for _, want := range []string{"authorization {", "$JS.API.STREAM.CREATE.ASYREVEL_sc", r.Party(2).PublicKey, "_INBOX.sc.party-2.>",
-		"$JS.API.CONSUMER.CREATE.ASYREVEL_sc.aggregator-join-eval_1", "$JS.API.STREAM.INFO.ASYREVEL_sc"} {
+		"$JS.API.CONSUMER.CREATE.ASYREVEL_sc.aggregator-join_1.asyrevel.sc.join.*", "$JS.API.STREAM.INFO.ASYREVEL_sc",
+		"$JS.API.CONSUMER.CREATE.ASYREVEL_sc.party-2-reply.asyrevel.sc.reply.2", "$JS.ACK.ASYREVEL_sc.party-2-reply.>"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("block lacks %q", want)
+		}
+	}
+	// Every party's consumer has its one filter in the create subject: a
+	// create without one would let the consumer read anything.
+	for _, g := range grants {
+		for _, s := range g.Publish {
+			if c, ok := strings.CutPrefix(s, "$JS.API.CONSUMER.CREATE."); ok && g.ID != "aggregator" &&
+				(strings.Count(c, ".") < 3 || !strings.HasPrefix(strings.SplitN(c, ".", 3)[2], "asyrevel.sc.") || strings.HasSuffix(c, ">")) {
+				t.Errorf("%s may create a consumer without its own filter: %s", g.ID, s)
+			}
 		}
 	}
 	_, out, _ = runCLI(t, "keys", "server-config", "--no-stream-create", "--stream", "OTHER", filepath.Join(dir, "roster.json"))
