@@ -304,7 +304,7 @@ type Aggregator struct {
 	ckNow         bool
 	stallSteps    int64
 	stallSince    time.Time
-	outbox        outbox
+	outbox        broker.SentRing
 	resumeOutbox  []Sent
 	recovered     *recovered      // what recovery verified (trust layer)
 	replySeq      []uint64        // by party: the last reply's sequence number, without trust
@@ -369,6 +369,7 @@ func New(cfg Config) (*Aggregator, error) {
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
 		cfg: cfg, q: q, k: k, width: q * k, n: n,
+		outbox:      broker.SentRing{Size: outboxSize},
 		table:       make([]float64, n*q*k),
 		ver:         make([]uint32, n*q),
 		version:     make([]uint32, q+1),
@@ -779,7 +780,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
-	a.outbox.keep(m.Head().Seq, subject, data)
+	a.outbox.Keep(m.Head().Seq, subject, data)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	return len(data)

@@ -172,7 +172,7 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Received, c.Published, c.Rejected = cloneCounts(a.res.Received), cloneCounts(a.res.Published), cloneCounts(a.res.Rejected)
 	c.BytesIn, c.BytesOut, c.StepBytes = a.res.BytesIn, a.res.BytesOut, a.res.StepBytes
 	c.Departed = append(c.Departed[:0], a.departed...)
-	c.Outbox = a.outbox.snapshot(c.Outbox)
+	c.Outbox = a.outbox.Snapshot(c.Outbox)
 	c.Saved = time.Now()
 	c.Trust, c.TrustOut, c.TrustIn, c.Seals = false, nil, nil, 0
 	if t := a.tr; t != nil {

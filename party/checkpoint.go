@@ -117,7 +117,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 	}
 	c.Requests, c.BatchSeed = p.requests, p.batchSeed
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
-	c.Outbox = p.outbox.snapshot(c.Outbox)
+	c.Outbox = p.outbox.Snapshot(c.Outbox)
 	c.Saved = time.Now()
 	c.Trust, c.TrustOut, c.TrustIn = false, nil, nil
 	if t := p.tr; t != nil {

@@ -228,7 +228,7 @@ type Party struct {
 	published [NumKinds]uint64
 	ck        Checkpoint
 	ckNow     bool
-	outbox    outbox
+	outbox    broker.SentRing
 	resend    []Sent                   // kept messages the stream lacks, sent again by Run
 	ownHeads  map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
 	// rcptInStream: after a resume, the highest receipt sequence number
@@ -287,17 +287,18 @@ func New(cfg Config) (*Party, error) {
 	np := cfg.Model.NumParams()
 	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
 	p := &Party{
-		pcg:  pcg,
-		cfg:  cfg,
-		k:    cfg.Model.OutDim(),
-		phi:  cfg.Dist.Phi(np),
-		w:    make([]float64, np),
-		wp:   make([]float64, np),
-		rng:  rand.New(pcg),
-		ring: make([]pending, cfg.Window),
-		enc:  schemas.NewCodec(),
-		dec:  schemas.NewCodec(),
-		done: make(chan struct{}),
+		pcg:    pcg,
+		outbox: broker.SentRing{Size: outboxSize},
+		cfg:    cfg,
+		k:      cfg.Model.OutDim(),
+		phi:    cfg.Dist.Phi(np),
+		w:      make([]float64, np),
+		wp:     make([]float64, np),
+		rng:    rand.New(pcg),
+		ring:   make([]pending, cfg.Window),
+		enc:    schemas.NewCodec(),
+		dec:    schemas.NewCodec(),
+		done:   make(chan struct{}),
 	}
 	for k := range p.seqs {
 		p.seqs[k] = cfg.SeqBase
@@ -553,7 +554,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 		return fmt.Errorf("publish %s: %w", k, err)
 	}
 	if k == schemas.KindOutput {
-		p.outbox.keep(p.seq, p.msg.Subject, data)
+		p.outbox.Keep(p.seq, p.msg.Subject, data)
 	}
 	p.stats.MessagesUp++
 	p.stats.BytesUp += int64(len(data))

@@ -1,0 +1,54 @@
+package broker
+
+// SentRing keeps copies of the last messages a participant published, for
+// a resume that finds them missing from the stream: a broker that
+// acknowledged them (asynchronous persistence) and died before writing
+// them loses the tail of what it confirmed. Keeping a message copies it
+// into a buffer of the ring: no allocation once the buffers have grown.
+// The zero SentRing keeps nothing until Size is set.
+type SentRing struct {
+	Size int // how many of the last messages are kept
+	sent []Sent
+	next int
+}
+
+// Sent is a message published, as kept in checkpoints.
+type Sent struct {
+	Seq     uint64
+	Subject string
+	Data    []byte
+}
+
+// Keep copies the message with sequence number seq into the ring, over
+// the oldest one.
+func (o *SentRing) Keep(seq uint64, subject string, data []byte) {
+	if o.Size <= 0 {
+		return
+	}
+	if o.sent == nil {
+		// Every buffer at once, with room to spare: the hot loop then
+		// copies without allocating (a larger message grows its slot once).
+		o.sent = make([]Sent, o.Size)
+		c := max(2*len(data), 1024)
+		buf := make([]byte, o.Size*c)
+		for i := range o.sent {
+			o.sent[i].Data = buf[i*c : i*c : (i+1)*c]
+		}
+	}
+	s := &o.sent[o.next%len(o.sent)]
+	s.Seq, s.Subject, s.Data = seq, subject, append(s.Data[:0], data...)
+	o.next++
+}
+
+// Snapshot copies the kept messages into dst, oldest first.
+func (o *SentRing) Snapshot(dst []Sent) []Sent {
+	dst = dst[:0]
+	n := len(o.sent)
+	for i := range n {
+		s := o.sent[(o.next+i)%n]
+		if s.Seq > 0 {
+			dst = append(dst, Sent{Seq: s.Seq, Subject: s.Subject, Data: append([]byte(nil), s.Data...)})
+		}
+	}
+	return dst
+}
