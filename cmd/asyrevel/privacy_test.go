@@ -86,8 +86,11 @@ func TestReplayAttackCLI(t *testing.T) {
 func TestTIGAttackCLI(t *testing.T) {
 	out := t.TempDir()
 	data := "synthetic:n=800,d=12,test=200,noise=0.02"
+	// 3,000 steps: with 300, a party whose start the loaded machine
+	// delayed by a tenth of a second could be left without a reply (CI
+	// failed so: "run tigcli: no replies" for party 2).
 	code, _, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--algo", "tig", "--batch", "8",
-		"--steps", "300", "--run", "tigcli", "--out", out, "--log", "warn")
+		"--steps", "3000", "--run", "tigcli", "--out", out, "--log", "warn")
 	if code != 0 {
 		t.Fatalf("train --algo tig: exit %d: %s", code, stderr)
 	}
