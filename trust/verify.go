@@ -220,17 +220,9 @@ func (st *inState) verify(v *Verifier, m *Msg) error {
 		// the head this payload gives after the restart head.
 		var prev Hash
 		if _, err := decodeB64(prev[:], m.Prev); err == nil && isRestart(v.roster.Run, st.subject, m.Seq, prev) {
-			var c Chain
-			c.Reset(m.Seq-1, prev)
-			if c.Compute(m.Seq, m.Payload) != sig.Head {
-				return fmt.Errorf("%w: %s seq %d restarts the chain, but the signed head is not the one this message gives", ErrBrokenChain, st.subject, m.Seq)
-			}
-			var err error
-			if st.buf, err = checkSignature(v.roster, st.owner, st.buf, st.subject, m.Seq, &sig); err != nil {
+			if err := v.anchor(st, m, prev, &sig, " restarts the chain, but"); err != nil {
 				return err
 			}
-			st.accept(m.Seq, sig.Head, m.StreamSeq)
-			st.unsigned = 0
 			v.restarts.Add(1)
 			return nil
 		}
@@ -242,18 +234,7 @@ func (st *inState) verify(v *Verifier, m *Msg) error {
 		if _, err := decodeB64(prev[:], m.Prev); err != nil || len(m.Prev) != hashTextLen {
 			return fmt.Errorf("%w: %s seq %d: previous head header: %w", ErrMalformed, st.subject, m.Seq, err)
 		}
-		var c Chain
-		c.Reset(m.Seq-1, prev)
-		if c.Compute(m.Seq, m.Payload) != sig.Head {
-			return fmt.Errorf("%w: %s seq %d: the signed head is not the one this message gives", ErrBrokenChain, st.subject, m.Seq)
-		}
-		var err error
-		if st.buf, err = checkSignature(v.roster, st.owner, st.buf, st.subject, m.Seq, &sig); err != nil {
-			return err
-		}
-		st.accept(m.Seq, sig.Head, m.StreamSeq)
-		st.unsigned = 0
-		return nil
+		return v.anchor(st, m, prev, &sig, ":")
 	}
 	if m.Seq > last+1 {
 		if !signed {
@@ -391,4 +372,23 @@ func (v *Verifier) Entries() []Entry {
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Subject, b.Subject) })
 	return out
+}
+
+// anchor accepts m on a stated previous head prev (a restarted chain, or a
+// late receiver's first message): the signed head must be the one prev and
+// m's payload give, and the owner's signature must hold. what completes
+// the error's wording after the subject and sequence number.
+func (v *Verifier) anchor(st *inState, m *Msg, prev Hash, sig *Signature, what string) error {
+	var c Chain
+	c.Reset(m.Seq-1, prev)
+	if c.Compute(m.Seq, m.Payload) != sig.Head {
+		return fmt.Errorf("%w: %s seq %d%s the signed head is not the one this message gives", ErrBrokenChain, st.subject, m.Seq, what)
+	}
+	var err error
+	if st.buf, err = checkSignature(v.roster, st.owner, st.buf, st.subject, m.Seq, sig); err != nil {
+		return err
+	}
+	st.accept(m.Seq, sig.Head, m.StreamSeq)
+	st.unsigned = 0
+	return nil
 }
