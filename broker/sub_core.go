@@ -44,11 +44,17 @@ const (
 // stream, and (2) for every subject with buffered live messages it has
 // delivered the stream's copy of the first one. Then it delivers the
 // buffered live messages, skipping per subject those whose stream copies
-// it delivered already (compared by a hash of subject, headers and
-// payload: two byte-identical messages on one subject in that window
-// would be taken for one; every asyrevel message carries its sender's
-// sequence number), and goes on live. Messages after the hand-over carry
-// no stream sequence (Seq 0).
+// it delivered already, and goes on live. Messages after the hand-over
+// carry no stream sequence (Seq 0).
+//
+// Live copies are recognised by a hash of subject, headers and payload,
+// counted per subject: a live message is skipped while the stream
+// delivered more copies of it than were skipped. Two publishers on one
+// subject (a rogue beside the owner) may be interleaved differently on
+// the live feed and in the stream; the counts do not depend on that
+// order. Two byte-identical messages on one subject are told apart by
+// how many copies the stream delivered (every asyrevel message carries
+// its sender's sequence number, so a byte-identical one is a replay).
 type coreSub struct {
 	bus       *JetStream
 	handler   Handler
@@ -72,7 +78,7 @@ type coreSub struct {
 	start uint64 // first sequence asked for (0: all)
 	t0    time.Time
 	seed  maphash.Seed
-	rec   map[string]*handoff
+	rec   map[string]handoff
 	since time.Time // hand-over time
 
 	ld liveDelivery
@@ -80,18 +86,9 @@ type coreSub struct {
 }
 
 // handoff is what the stream delivered on one subject after l0, to
-// recognise the live copies.
-type handoff struct {
-	hashes []uint64
-	next   int
-	state  int8
-}
-
-const (
-	handoffOpen     int8 = iota // no live message of the subject seen yet
-	handoffSkipping             // live messages match hashes[:next]
-	handoffDone                 // no more to skip
-)
+// recognise the live copies: how many copies of each message (by hash)
+// the stream delivered and no live copy has been skipped for yet.
+type handoff map[uint64]int
 
 func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts SubscribeOptions, h Handler, history bool) (Subscription, error) {
 	s := &coreSub{bus: b, handler: h, live: make(chan *nats.Msg, b.subBuffer), done: make(chan struct{}), start: opts.StartSeq}
@@ -154,7 +151,7 @@ func (b *JetStream) subscribeCore(ctx context.Context, filters []string, opts Su
 			return nil, fmt.Errorf("broker: reading the stream to catch up: %w", jetStreamMissing(err, b.feats.Version))
 		}
 		s.seed = maphash.MakeSeed()
-		s.rec = make(map[string]*handoff)
+		s.rec = make(map[string]handoff)
 	}
 	b.subsMu.Lock()
 	for _, ns := range s.subs {
@@ -264,7 +261,7 @@ func (s *coreSub) catchUp() bool {
 			if _, ok := first[m.Subject]; !ok {
 				h := s.hash(m.Subject, m.Header, m.Data)
 				first[m.Subject] = h
-				if r := s.rec[m.Subject]; r != nil && slices.Contains(r.hashes, h) {
+				if s.rec[m.Subject][h] > 0 {
 					found[m.Subject] = true
 				}
 			}
@@ -282,10 +279,10 @@ func (s *coreSub) catchUp() bool {
 				h := s.hash(subj, m.Headers(), m.Data())
 				r := s.rec[subj]
 				if r == nil {
-					r = &handoff{}
+					r = handoff{}
 					s.rec[subj] = r
 				}
-				r.hashes = append(r.hashes, h)
+				r[h]++
 				if f, ok := first[subj]; ok && f == h {
 					found[subj] = true
 				}
@@ -323,6 +320,7 @@ func (s *coreSub) catchUp() bool {
 					Msg("catch-up: the stream lacks the first live messages of these subjects; going live anyway")
 			}
 			s.since = time.Now()
+			b.log.Debug().Dur("took", s.since.Sub(s.t0)).Int("buffered", len(buf)).Uint64("last", last).Uint64("l0", s.l0).Msg("catch-up over: going live")
 			for _, m := range buf {
 				s.deliverLive(m)
 			}
@@ -339,28 +337,21 @@ func (s *coreSub) handoffDup(m *nats.Msg) bool {
 		return false
 	}
 	r := s.rec[m.Subject]
-	if r == nil || r.state == handoffDone {
+	if r == nil {
 		return false
 	}
 	h := s.hash(m.Subject, m.Header, m.Data)
-	switch {
-	case r.state == handoffOpen:
-		i := slices.Index(r.hashes, h)
-		if i < 0 {
-			r.state = handoffDone
-			return false
-		}
-		r.next = i + 1
-	case r.hashes[r.next] == h:
-		r.next++
-	default:
-		r.state = handoffDone
-		s.bus.log.Warn().Str("subject", m.Subject).Msg("hand-over: a live message differs from the stream's copy expected at its place")
+	n := r[h]
+	if n == 0 {
 		return false
 	}
-	r.state = handoffSkipping
-	if r.next == len(r.hashes) {
-		r.state = handoffDone
+	if n == 1 {
+		delete(r, h)
+		if len(r) == 0 {
+			delete(s.rec, m.Subject)
+		}
+	} else {
+		r[h] = n - 1
 	}
 	return true
 }
