@@ -285,3 +285,38 @@ func TestTable4BodyFailedRuns(t *testing.T) {
 		t.Errorf("a failed run compared:\n%s", body)
 	}
 }
+
+// Geometric evaluation spacing (EvalGrowth): consecutive evaluations are
+// max(EvalEvery, EvalGrowth*t) apart, so a time to target is known to a
+// relative EvalGrowth at every scale; the objective at each point is the
+// same as with even spacing at that time (evaluation changes nothing).
+func TestSimulateEvalGrowth(t *testing.T) {
+	cfg, sim := simData(t, 2)
+	cfg.StepCost = func(m int) float64 { return 0.001 }
+	cfg.Budget, cfg.EvalEvery, cfg.EvalGrowth = 20, 0.01, 0.05
+	r := sim()
+	if len(r.Curve) < 10 {
+		t.Fatalf("%d evaluations", len(r.Curve))
+	}
+	for i := 1; i < len(r.Curve); i++ {
+		prev, got := r.Curve[i-1].Seconds, r.Curve[i].Seconds-r.Curve[i-1].Seconds
+		if want := max(cfg.EvalEvery, cfg.EvalGrowth*prev); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("evaluation %d at %.4f s: %.5f s after the one before, want %.5f", i, r.Curve[i].Seconds, got, want)
+		}
+	}
+	// 0.01 apart up to 0.2 s (20), then 5% apart up to 20 s (log(100)/log(1.05) = 95).
+	if n := len(r.Curve); n < 100 || n > 130 {
+		t.Errorf("%d evaluations, want about 115", n)
+	}
+	// The same run evaluated evenly passes the same objective at a shared time.
+	geo := r.Curve
+	cfg.EvalGrowth = 0
+	even := sim().Curve
+	for _, p := range geo {
+		for _, q := range even {
+			if math.Abs(p.Seconds-q.Seconds) < 1e-9 && p.Objective != q.Objective {
+				t.Errorf("objective at %.2f s: %v with geometric spacing, %v with even", p.Seconds, p.Objective, q.Objective)
+			}
+		}
+	}
+}

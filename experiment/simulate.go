@@ -34,10 +34,15 @@ type SimConfig struct {
 	Latency, AggCost float64
 	Budget           float64 // virtual seconds
 	MaxSteps         int64   // answered requests (0 = no limit)
-	EvalEvery        float64 // virtual seconds between evaluations of the objective
-	Target           float64 // stop once the objective is at most this (0 = run the budget)
-	NewLocal         func(m, d int) model.Local
-	Head             model.Head
+	EvalEvery        float64 // virtual seconds between evaluations of the objective (at least)
+	// EvalGrowth > 0 spaces the evaluations geometrically as well: the
+	// next comes max(EvalEvery, EvalGrowth*t) after the one at t, so a
+	// time to target is known to a relative EvalGrowth whatever the scale
+	// (a run of 10 s and one of 10,000 s alike).
+	EvalGrowth float64
+	Target     float64 // stop once the objective is at most this (0 = run the budget)
+	NewLocal   func(m, d int) model.Local
+	Head       model.Head
 }
 
 // SimPoint is one evaluation of the objective in virtual time.
@@ -212,7 +217,7 @@ func (s *sim) evaluate(t float64) bool {
 		if s.nextEv >= s.cfg.Budget || math.IsNaN(f) || (s.cfg.MaxSteps > 0 && s.answers >= s.cfg.MaxSteps) {
 			s.done = true
 		}
-		s.nextEv += s.cfg.EvalEvery
+		s.nextEv += max(s.cfg.EvalEvery, s.cfg.EvalGrowth*s.nextEv)
 	}
 	return s.done
 }
