@@ -320,3 +320,29 @@ func TestSimulateEvalGrowth(t *testing.T) {
 		}
 	}
 }
+
+// Bounded by steps, NonF gets Parties times as many as the federated
+// methods (its one party perturbs every parameter in a step), and the
+// table says so.
+func TestTable4NonFSteps(t *testing.T) {
+	set, locate := tinySet(t)
+	rows, trials, err := Table4(context.Background(), Table4Config{Sets: []Set{set}, Locate: locate, Parties: 4, Trials: 1,
+		Duration: time.Minute, Steps: 300, Seed: 1, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"asyrevel-gau": 300, "asyrevel-uni": 300, "nonf": 1200}
+	for _, tr := range trials {
+		if tr.Steps != want[tr.Algo] {
+			t.Errorf("%s trial: %d steps, want %d", tr.Algo, tr.Steps, want[tr.Algo])
+		}
+	}
+	for _, r := range rows {
+		if r.MaxSteps != want[r.Algo] {
+			t.Errorf("%s row: bound %d, want %d", r.Algo, r.MaxSteps, want[r.Algo])
+		}
+	}
+	if body := Table4Body(rows); !strings.Contains(body, "1 x 300 steps (NonF 1 x 1200)") {
+		t.Errorf("the trials column does not give NonF's bound:\n%s", body)
+	}
+}

@@ -166,6 +166,9 @@ func Table4Body(rows []Table4Row) string {
 			trials = fmt.Sprintf("%d x %s", any.Trials, fmtDuration(any.Duration))
 			if any.MaxSteps > 0 {
 				trials = fmt.Sprintf("%d x %d steps", any.Trials, any.MaxSteps)
+				if n != nil && n != any && n.MaxSteps != any.MaxSteps {
+					trials += fmt.Sprintf(" (NonF %d x %d)", n.Trials, n.MaxSteps)
+				}
 			}
 		}
 		tab = append(tab, []string{set, ms(g), ms(u), ms(n), paper, central, majority, trials})
@@ -193,7 +196,8 @@ func Table4Body(rows []Table4Row) string {
 	b.WriteString(mdTable([]string{"set", "AsyREVEL-Gau (%)", "AsyREVEL-Uni (%)", "NonF (%)", "paper, AsyREVEL (%)",
 		"centralised L-BFGS (%)", "majority class (%)", "trials"}, tab))
 	b.WriteString("\nMean ± standard deviation of the test accuracy over the trials (seeds 1, 2, ...); data: `table4.csv`, " +
-		"every run in `table4_trials.csv`. NonF runs AsyREVEL-Gau with all features at one party (q = 1, the same pipeline); " +
+		"every run in `table4_trials.csv`. NonF runs AsyREVEL-Gau with all features at one party (q = 1, the same pipeline; " +
+		"bounded by steps, it gets q times as many: it perturbs all d parameters in a step, a federated party d/q); " +
 		"the centralised reference is L-BFGS on the same regularised logistic objective (`asyrevel experiment central`). " +
 		"The paper's figures: those this project's sources quote (w8a, MNIST, Fashion-MNIST); the others are not available here.\n\n")
 	for _, v := range verdicts {

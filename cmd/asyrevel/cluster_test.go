@@ -131,7 +131,7 @@ func TestProcessCluster(t *testing.T) {
 	}
 	const run = "killtest"
 	common := []string{"--run", run, "--parties", "3", "--data", "synthetic:n=20000,d=24,test=2000,noise=0.02",
-		"--batch", "16", "--log", "info", "--wait", "60s"}
+		"--batch", "16", "--log", "info", "--wait", "60s", "--checkpoint-dir", filepath.Join(dir, "checkpoints")}
 	var parties []*exec.Cmd
 	partyOut = make([]*lockedBuffer, 3)
 	for m := 1; m <= 3; m++ {

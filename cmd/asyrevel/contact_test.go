@@ -138,7 +138,7 @@ func TestRefusedPartyCarryOn(t *testing.T) {
 	url := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	common := []string{"--nats", url, "--run", "refuse", "--parties", "2", "--batch", "16", "--log", "warn"}
+	common := []string{"--nats", url, "--run", "refuse", "--parties", "2", "--batch", "16", "--log", "warn", "--checkpoint-dir", t.TempDir()}
 	good := "synthetic:n=2000,d=8,test=400"
 	p1 := goCLI(ctx, append([]string{"party", "--id", "1", "--data", good}, common...)...)
 	agg := goCLI(ctx, append([]string{"aggregator", "--data", good, "--epochs", "3", "--join-wait", "30s"}, common...)...)
@@ -270,7 +270,7 @@ func TestRefusedPartyRejoinsTrusted(t *testing.T) {
 	srv, store, keys := rosterBroker(t, "rejoin", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	common := []string{"--nats", srv.URL(), "--run", "rejoin", "--parties", "2", "--batch", "16", "--log", "warn", "--roster", filepath.Join(keys, "roster.json")}
+	common := []string{"--nats", srv.URL(), "--run", "rejoin", "--parties", "2", "--batch", "16", "--log", "warn", "--roster", filepath.Join(keys, "roster.json"), "--checkpoint-dir", t.TempDir()}
 	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
 	good := "synthetic:n=2000,d=8,test=400"
 	p1 := goCLI(ctx, slices.Concat([]string{"party", "--id", "1", "--data", good}, key("party-1"), common)...)
@@ -304,7 +304,7 @@ func TestRefusedPartyStopsAll(t *testing.T) {
 	url := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	common := []string{"--nats", url, "--run", "giveup", "--parties", "2", "--log", "warn"}
+	common := []string{"--nats", url, "--run", "giveup", "--parties", "2", "--log", "warn", "--checkpoint-dir", t.TempDir()}
 	good := "synthetic:n=2000,d=8,test=400"
 	p1 := goCLI(ctx, append([]string{"party", "--id", "1", "--data", good}, common...)...)
 	p2 := goCLI(ctx, append([]string{"party", "--id", "2", "--data", "synthetic:n=2500,d=8,test=400"}, common...)...)
