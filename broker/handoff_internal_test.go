@@ -79,3 +79,13 @@ func TestHandoffExpires(t *testing.T) {
 		t.Error("records kept after the hand-over window")
 	}
 }
+
+// Comparing a live message with the stream's copies allocates nothing.
+func TestHandoffDoesNotAllocate(t *testing.T) {
+	s := &coreSub{seed: maphash.MakeSeed(), rec: map[string]handoff{}, since: time.Now()}
+	m := &nats.Msg{Subject: "s", Data: []byte("live"), Header: nats.Header{"Asy-Seq": []string{"7"}, "Asy-Sig": []string{"x"}, "Nats-Msg-Id": []string{"id"}}}
+	s.rec["s"] = handoff{s.hash("s", nil, []byte("other")): 1}
+	if n := testing.AllocsPerRun(100, func() { s.handoffDup(m) }); n != 0 {
+		t.Errorf("%.1f allocations a live message", n)
+	}
+}

@@ -80,6 +80,7 @@ type coreSub struct {
 	seed  maphash.Seed
 	rec   map[string]handoff
 	since time.Time // hand-over time
+	keys  []string  // hash's header names, reused (the subscription's goroutine only)
 
 	ld liveDelivery
 	sd streamDelivery
@@ -209,11 +210,12 @@ func (s *coreSub) hash(subject string, hdr nats.Header, data []byte) uint64 {
 	h.WriteString(subject)
 	h.WriteByte(0)
 	if len(hdr) > 0 {
-		keys := make([]string, 0, len(hdr))
+		keys := s.keys[:0]
 		for k := range hdr {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
+		s.keys = keys
 		for _, k := range keys {
 			h.WriteString(k)
 			h.WriteByte(0)
