@@ -197,7 +197,7 @@ func Table4Body(rows []Table4Row) string {
 		"centralised L-BFGS (%)", "majority class (%)", "trials"}, tab))
 	b.WriteString("\nMean ± standard deviation of the test accuracy over the trials (seeds 1, 2, ...); data: `table4.csv`, " +
 		"every run in `table4_trials.csv`. NonF runs AsyREVEL-Gau with all features at one party (q = 1, the same pipeline; " +
-		"bounded by steps, it gets q times as many: it perturbs all d parameters in a step, a federated party d/q); " +
+		"bounded by steps, every method gets the same number: q parties perturbing d/q parameters for T/q steps each and one party perturbing d for T converge alike); " +
 		"the centralised reference is L-BFGS on the same regularised logistic objective (`asyrevel experiment central`). " +
 		"The paper's figures: those this project's sources quote (w8a, MNIST, Fashion-MNIST); the others are not available here.\n\n")
 	for _, v := range verdicts {

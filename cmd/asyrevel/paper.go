@@ -77,8 +77,8 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.trials = fs.Int("trials", 10, "runs (seeds) per method on a logistic-regression set (quick: 3)")
 		f.duration = fs.Duration("duration", 20*time.Second, "training time of a run on a logistic-regression set (quick: 5s)")
 		f.t4steps = fs.Int64("steps", 0, "bound a run on a logistic-regression set by answered requests (all parties together)\n"+
-			"instead (the same work in every trial however loaded the machine; --duration then caps it);\n"+
-			"NonF gets 8 times both (one party perturbs all the parameters a step, each of 8 an eighth)")
+			"instead, the same for every method (the same work in every trial however loaded the machine;\n"+
+			"--duration then caps it); choose it per set, large enough for every method to level off")
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
 	case "fig4":
@@ -369,8 +369,7 @@ func stepsText(n int64) string {
 	if n <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (logistic-regression runs bounded by %d answered requests, all parties together, the duration capping them; "+
-		"NonF by 8 times both: its one party perturbs all the parameters in a step, each of 8 parties an eighth)", n)
+	return fmt.Sprintf(" (logistic-regression runs bounded by %d answered requests, all parties together, the same for every method, the duration capping them)", n)
 }
 
 // table4Provenance keeps, of the earlier table4 commands (in order), those
