@@ -75,6 +75,11 @@ type asyncPub struct {
 	mu       sync.Mutex
 	inflight map[string]*retryMsg
 	retries  atomic.Uint64
+
+	// known are the subjects the stream has answered on (replicated
+	// streams only, see publish); guarded by knownMu.
+	knownMu sync.Mutex
+	known   map[string]struct{}
 }
 
 // retryMsg is a message in flight under fail-over, and how often it was
@@ -142,6 +147,26 @@ func publisherJS(b *JetStream, maxPending int, timeout time.Duration, onAck jets
 }
 
 func (p *asyncPub) publish(ctx context.Context, m *Message) error {
+	if p.b.replicas > 1 {
+		// As with capturePub: a node may not yet know where a new
+		// replicated stream listens, and a publish there gets "no
+		// response from stream". The first message on a subject waits
+		// until a barrier on it is answered.
+		p.knownMu.Lock()
+		_, known := p.known[m.Subject]
+		p.knownMu.Unlock()
+		if !known {
+			if err := streamAnswers(ctx, p.js, m.Subject); err != nil {
+				return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", m.Subject, err)
+			}
+			p.knownMu.Lock()
+			if p.known == nil {
+				p.known = make(map[string]struct{})
+			}
+			p.known[m.Subject] = struct{}{}
+			p.knownMu.Unlock()
+		}
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -718,24 +743,8 @@ func (p *capturePub) flush(ctx context.Context) error {
 // barrier waits until the stream has processed every message sent so far
 // on this connection (see capturePub).
 func (p *capturePub) barrier(ctx context.Context, subject string) error {
-	for attempt, noLeader := 1, 1; ; attempt++ {
-		n, err := p.barrierOnce(ctx, subject)
-		if err != nil && ctx.Err() == nil {
-			switch {
-			case attempt < barrierAttempts && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
-				continue // a loaded or electing cluster: ask again
-			case noLeader < barrierNoLeaderAttempts && errors.Is(err, jetstream.ErrNoStreamResponse):
-				noLeader++
-				// No replica answers (a stream leader being elected):
-				// the answer comes at once, so wait before asking again.
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(barrierNoLeaderPause):
-				}
-				continue
-			}
-		}
+	for {
+		n, err := answeredBarrier(ctx, p.js, subject)
 		if err != nil || p.b.replicas <= 1 {
 			return err
 		}
@@ -761,11 +770,44 @@ func (p *capturePub) barrier(ctx context.Context, subject string) error {
 	}
 }
 
+// answeredBarrier sends barriers on subject until the stream answers one,
+// asking again after timeouts (barrierAttempts) and, after a pause, when
+// no replica answers (a leader being elected, or a node that has not yet
+// learnt where the stream listens; barrierNoLeaderAttempts). It returns
+// the stream's last sequence named in the refusal.
+func answeredBarrier(ctx context.Context, js jetstream.JetStream, subject string) (uint64, error) {
+	for attempt, noLeader := 1, 1; ; attempt++ {
+		n, err := barrierOnce(ctx, js, subject)
+		if err != nil && ctx.Err() == nil {
+			switch {
+			case attempt < barrierAttempts && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
+				continue // a loaded or electing cluster: ask again
+			case noLeader < barrierNoLeaderAttempts && errors.Is(err, jetstream.ErrNoStreamResponse):
+				noLeader++
+				// The answer comes at once: wait before asking again.
+				select {
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				case <-time.After(barrierNoLeaderPause):
+				}
+				continue
+			}
+		}
+		return n, err
+	}
+}
+
+// streamAnswers waits until the stream answers a barrier on subject.
+func streamAnswers(ctx context.Context, js jetstream.JetStream, subject string) error {
+	_, err := answeredBarrier(ctx, js, subject)
+	return err
+}
+
 // barrierOnce sends one barrier and returns the stream's last sequence
 // named in its refusal.
-func (p *capturePub) barrierOnce(ctx context.Context, subject string) (uint64, error) {
+func barrierOnce(ctx context.Context, js jetstream.JetStream, subject string) (uint64, error) {
 	msg := &nats.Msg{Subject: subject}
-	_, err := p.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(barrierSeq), jetstream.WithRetryAttempts(0))
+	_, err := js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequence(barrierSeq), jetstream.WithRetryAttempts(0))
 	if err == nil {
 		return 0, fmt.Errorf("broker: barrier on %s was stored", subject) // cannot happen: no stream has that sequence
 	}
