@@ -156,7 +156,7 @@ func (p *asyncPub) publish(ctx context.Context, m *Message) error {
 		_, known := p.known[m.Subject]
 		p.knownMu.Unlock()
 		if !known {
-			if err := streamAnswers(ctx, p.js, m.Subject); err != nil {
+			if _, err := answeredBarrier(ctx, p.js, m.Subject); err != nil {
 				return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", m.Subject, err)
 			}
 			p.knownMu.Lock()
@@ -795,12 +795,6 @@ func answeredBarrier(ctx context.Context, js jetstream.JetStream, subject string
 		}
 		return n, err
 	}
-}
-
-// streamAnswers waits until the stream answers a barrier on subject.
-func streamAnswers(ctx context.Context, js jetstream.JetStream, subject string) error {
-	_, err := answeredBarrier(ctx, js, subject)
-	return err
 }
 
 // barrierOnce sends one barrier and returns the stream's last sequence
