@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -273,6 +274,7 @@ type Aggregator struct {
 	noticeSteps  []uint32
 	refused      []string // per party: why its latest hello was refused ("" = not refused)
 	lastReject   []string // per party: the latest rejection, for the wait messages
+	rejectLog    *ratelog.Limiter
 
 	seq        uint64
 	enc        *schemas.Codec
@@ -379,6 +381,7 @@ func New(cfg Config) (*Aggregator, error) {
 		initRem:     q,
 		refused:     make([]string, q+1),
 		lastReject:  make([]string, q+1),
+		rejectLog:   ratelog.New(rejectBurst, rejectPeriod),
 		noticeSteps: make([]uint32, q+1),
 		w0:          make([]float64, np),
 		w0p:         make([]float64, np),
@@ -806,8 +809,25 @@ func (a *Aggregator) reject(m int, err error) {
 			return // the refusal was logged; the rest of that attempt is counted
 		}
 	}
-	a.cfg.Log.Warn().Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
+	// A flood of forged messages is counted in full (Rejected) but logged
+	// at a bounded rate, per party and reason.
+	ok, suppressed := a.rejectLog.Allow(strconv.Itoa(m) + "/" + r)
+	if !ok {
+		return
+	}
+	ev := a.cfg.Log.Warn().Int("party", m).Str("reason", r).Err(err)
+	if suppressed > 0 {
+		ev = ev.Int64("suppressed", suppressed)
+	}
+	ev.Msg("rejected message")
 }
+
+// Rejections of one party and reason are logged in full up to rejectBurst,
+// then at most once per rejectPeriod, with the count suppressed since.
+const (
+	rejectBurst  = 20
+	rejectPeriod = 5 * time.Second
+)
 
 func (a *Aggregator) limits(m int) schemas.Limits {
 	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, MaxAbs: a.cfg.OutputBound, FirstOrder: a.cfg.FirstOrder}

@@ -1,10 +1,12 @@
 package aggregator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -430,5 +432,32 @@ func TestHandleDoesNotAllocate(t *testing.T) {
 		if a.res.Steps != 202 {
 			t.Fatalf("%d steps: %v", a.res.Steps, a.res.Rejected)
 		}
+	}
+}
+
+// A flood of rejected messages is counted in full but logged a bounded
+// number of times: a client that can publish on a party's subject must not
+// be able to turn each forged message into a log line (a disk, or a test's
+// buffer, filled as fast as it publishes).
+func TestRejectionFloodLogIsBounded(t *testing.T) {
+	a, _ := newTest(t, 2, []int32{1, 0}, model.NewLogistic(2))
+	var logs bytes.Buffer
+	a.cfg.Log = zerolog.New(&logs)
+	train(a, []float64{1, 2, 3, 4})
+	const flood = 5000
+	for range flood {
+		a.handle(context.Background(), &delivery{"asyrevel.t.out.1", []byte("not msgpack")})
+	}
+	if got := a.res.Rejected["decode"]; got != flood {
+		t.Fatalf("rejected %v, want %d decode", a.res.Rejected, flood)
+	}
+	lines := strings.Count(logs.String(), "rejected message")
+	if lines == 0 || lines > rejectBurst+1 {
+		t.Fatalf("%d log lines for %d rejections in well under %v; want 1 to %d", lines, flood, rejectPeriod, rejectBurst+1)
+	}
+	// Another party's rejections are logged apart.
+	a.handle(context.Background(), &delivery{"asyrevel.t.out.2", []byte("not msgpack")})
+	if n := strings.Count(logs.String(), `"party":2`); n != 1 {
+		t.Fatalf("party 2's rejection logged %d times, want 1", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -182,6 +183,8 @@ type Party struct {
 	pcg *rand.PCG // rng's source, for checkpoints
 	seq uint64    // last sequence number published
 
+	rejectLog *ratelog.Limiter
+
 	seqs   [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
 	tr     *partyTrust                     // nil without Config.Key
 	sealBy time.Time                       // after the stop: the end of the wait for the final checkpoint
@@ -323,6 +326,7 @@ func New(cfg Config) (*Party, error) {
 	p.rows = make([]uint32, cfg.Chunk)
 	p.initAlt()
 	p.stats.Rejected = map[string]int64{}
+	p.rejectLog = ratelog.New(rejectBurst, rejectPeriod)
 	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
 		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
 	}
@@ -765,8 +769,25 @@ func (p *Party) checkOutputs(a, b []float64) error {
 func (p *Party) reject(err error) {
 	r := schemas.Reason(err)
 	p.stats.Rejected[r]++
-	p.cfg.Log.Warn().Int("party", p.cfg.ID).Str("reason", r).Err(err).Msg("rejected message")
+	// Counted in full, logged at a bounded rate per reason: a client that
+	// floods the party's subjects must not turn each message into a line.
+	ok, suppressed := p.rejectLog.Allow(r)
+	if !ok {
+		return
+	}
+	ev := p.cfg.Log.Warn().Int("party", p.cfg.ID).Str("reason", r).Err(err)
+	if suppressed > 0 {
+		ev = ev.Int64("suppressed", suppressed)
+	}
+	ev.Msg("rejected message")
 }
+
+// Rejections of one reason are logged in full up to rejectBurst, then at
+// most once per rejectPeriod, with the count suppressed since.
+const (
+	rejectBurst  = 20
+	rejectPeriod = 5 * time.Second
+)
 
 func (p *Party) fail(err error) {
 	if p.err == nil {

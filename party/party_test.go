@@ -1,10 +1,12 @@
 package party
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -374,5 +376,23 @@ func TestHugeReplyIsRejected(t *testing.T) {
 		if p.w[j] != w[j] {
 			t.Fatal("a rejected reply changed the parameters")
 		}
+	}
+}
+
+// A flood of forged replies is counted in full but logged a bounded number
+// of times.
+func TestRejectionFloodLogIsBounded(t *testing.T) {
+	p, _ := newTest(t, 1, 1, zoo.Gaussian)
+	var logs bytes.Buffer
+	p.cfg.Log = zerolog.New(&logs)
+	const flood = 5000
+	for range flood {
+		p.handle(context.Background(), &delivery{subject: schemas.Subject("t", schemas.KindReply, 2), data: []byte("not msgpack")})
+	}
+	if got := p.Stats().Rejected["decode"]; got != flood {
+		t.Fatalf("rejected %v, want %d decode", p.Stats().Rejected, flood)
+	}
+	if lines := strings.Count(logs.String(), "rejected message"); lines == 0 || lines > rejectBurst+1 {
+		t.Fatalf("%d log lines for %d rejections; want 1 to %d", lines, flood, rejectBurst+1)
 	}
 }

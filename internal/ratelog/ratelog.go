@@ -1,0 +1,69 @@
+package ratelog
+
+import "time"
+
+// Limiter decides, per key, whether an event is logged. The zero value is
+// not usable; New makes one. It is not safe for concurrent use: callers
+// hold their own lock (the aggregator's and the party's handlers do).
+type Limiter struct {
+	burst  int
+	period time.Duration
+	now    func() time.Time
+	keys   map[string]*state
+}
+
+type state struct {
+	seen       int       // events in the burst
+	last       time.Time // when the last logged event after the burst was
+	suppressed int64
+}
+
+// MaxKeys bounds the keys a Limiter tracks (the last is shared by all
+// further keys), so a stream of distinct keys cannot grow it without bound.
+const MaxKeys = 256
+
+const overflowKey = "\x00other"
+
+// New returns a Limiter that logs the first burst events of each key, then
+// at most one per period.
+func New(burst int, period time.Duration) *Limiter {
+	return &Limiter{burst: burst, period: period, now: time.Now, keys: map[string]*state{}}
+}
+
+// Allow reports whether an event of key should be logged, and if so how
+// many events of key were suppressed since the last logged one.
+func (l *Limiter) Allow(key string) (ok bool, suppressed int64) {
+	st := l.keys[key]
+	if st == nil {
+		if len(l.keys) >= MaxKeys-1 { // one left for the shared state
+			key = overflowKey
+			st = l.keys[key]
+		}
+		if st == nil {
+			st = &state{}
+			l.keys[key] = st
+		}
+	}
+	if st.seen < l.burst {
+		st.seen++
+		return true, 0
+	}
+	now := l.now()
+	if !st.last.IsZero() && now.Sub(st.last) < l.period {
+		st.suppressed++
+		return false, 0
+	}
+	st.last = now
+	suppressed, st.suppressed = st.suppressed, 0
+	return true, suppressed
+}
+
+// Suppressed returns the events suppressed and not yet reported, over all
+// keys.
+func (l *Limiter) Suppressed() int64 {
+	var n int64
+	for _, st := range l.keys {
+		n += st.suppressed
+	}
+	return n
+}
