@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -273,11 +272,7 @@ func TestProcessCluster(t *testing.T) {
 			Seconds float64 `json:"seconds"`
 		} `json:"curve"`
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &s)
-	}
-	if err != nil {
+	if _, err := readSummary(out, &s); err != nil {
 		t.Fatalf("no summary: %v\n%s", err, logText)
 	}
 	si, err = info()

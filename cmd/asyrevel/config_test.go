@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -124,11 +123,7 @@ train:
 	var s struct {
 		Parties, Batch, Window int
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &s)
-	}
-	if err != nil || s.Parties != 3 || s.Batch != 16 || s.Window != 2 {
+	if _, err := readSummary(out, &s); err != nil || s.Parties != 3 || s.Batch != 16 || s.Window != 2 {
 		t.Fatalf("summary %+v (%v), want 3 parties, batch 16 from the file, window 2 from the flag", s, err)
 	}
 }

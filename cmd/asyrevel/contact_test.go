@@ -396,14 +396,10 @@ func TestStoreDisk(t *testing.T) {
 			t.Fatalf("run %d into the same --out: exit %d: %s", i+1, code, errOut)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s struct {
 		StoreBytes int64 `json:"store_bytes"`
 	}
-	if err := json.Unmarshal(raw, &s); err != nil || s.StoreBytes <= 0 {
+	if raw, err := readSummary(out, &s); err != nil || s.StoreBytes <= 0 {
 		t.Errorf("summary.json lacks the store's size (store_bytes): %v %s", err, raw)
 	}
 	code, list, errOut := runCLI(t, "store", "list", out)
@@ -497,16 +493,12 @@ func TestInterruptWritesSummary(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatalf("no summary after an interrupt: %v\n%s%s", err, stdout, stderr)
-	}
 	var s struct {
 		Interrupted string  `json:"interrupted"`
 		Steps       int64   `json:"steps"`
 		Acc         float64 `json:"test_accuracy"`
 	}
-	if err := json.Unmarshal(raw, &s); err != nil || !strings.Contains(s.Interrupted, "interrupt") || s.Steps == 0 || s.Acc <= 0 {
+	if _, err := readSummary(out, &s); err != nil || !strings.Contains(s.Interrupted, "interrupt") || s.Steps == 0 || s.Acc <= 0 {
 		t.Errorf("summary after an interrupt: %+v %v", s, err)
 	}
 	if st, err := os.Stat(filepath.Join(out, "curve.png")); err != nil || st.Size() == 0 {
@@ -539,13 +531,12 @@ func TestInterruptWritesSummary(t *testing.T) {
 			Checkpoint string `json:"checkpoint"`
 		} `json:"resumed"`
 	}
-	raw, _ = os.ReadFile(filepath.Join(out, "summary.json"))
 	// The resumed run restores the steps of the first part (from the
 	// checkpoint and the stream: a reply cut off by the interrupt may be
 	// missing, and its request is answered again) and makes at least one
 	// step more: the step budget counts the whole run, so it is checked
 	// once the stream has been applied again, not while it is.
-	if err := json.Unmarshal(raw, &r); err != nil || r.Interrupted != "" || r.Resumed == nil ||
+	if _, err := readSummary(out, &r); err != nil || r.Interrupted != "" || r.Resumed == nil ||
 		r.Resumed.FromSteps+r.Resumed.Reapplied == 0 || r.Steps <= r.Resumed.FromSteps+r.Resumed.Reapplied {
 		t.Errorf("summary after the resume: %+v %+v (first part: %d steps) %v\n%s%s", r, r.Resumed, s.Steps, err, stdout, stderr)
 	}

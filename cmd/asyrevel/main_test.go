@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,19 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
 	code = execute(context.Background(), args, &o, &e)
 	return code, o.String(), e.String()
+}
+
+// readSummary decodes out/summary.json into v and returns its bytes (for
+// failure messages).
+func readSummary(out string, v any) ([]byte, error) {
+	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return raw, fmt.Errorf("summary.json: %w", err)
+	}
+	return raw, nil
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -65,12 +79,8 @@ func TestTrainWritesOutputs(t *testing.T) {
 	if !strings.Contains(stdout, "test accuracy") || !strings.Contains(stdout, filepath.Join(out, "curve.png")) {
 		t.Fatalf("report lacks the accuracy or the plot: %s", stdout)
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s map[string]any
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if _, err := readSummary(out, &s); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"algo", "dataset", "parties", "steps", "wall_seconds", "train_loss", "test_accuracy",
@@ -144,8 +154,7 @@ func TestSeparateProcesses(t *testing.T) {
 		Outputs int64 `json:"outputs"`
 		Replies int64 `json:"replies"`
 	}
-	raw, _ := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if _, err := readSummary(out, &s); err != nil {
 		t.Fatalf("summary: %v\n%s", err, res)
 	}
 	t.Logf("%s", res)

@@ -128,8 +128,7 @@ func TestDefenseFlags(t *testing.T) {
 		Defense  map[string]any
 		Settings struct{ Defense map[string]any }
 	}
-	raw, _ := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err := json.Unmarshal(raw, &s); err != nil || s.Defense["reply"] != "mean" || s.Settings.Defense["key"] == nil {
+	if raw, err := readSummary(out, &s); err != nil || s.Defense["reply"] != "mean" || s.Settings.Defense["key"] == nil {
 		t.Fatalf("summary: %v %s", err, raw)
 	}
 	for _, bad := range [][]string{

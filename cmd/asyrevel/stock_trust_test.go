@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -90,11 +89,8 @@ func TestStockServerRoster(t *testing.T) {
 					Rcpt int64 `json:"rcpt"`
 				} `json:"stream"`
 			}
-			raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+			raw, err := readSummary(out, &s)
 			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(raw, &s); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s through nats-server %s: %d steps, test accuracy %.3f in %v", design, version, s.Steps, s.Acc, agg.took.Round(time.Millisecond))
@@ -328,11 +324,8 @@ func TestRosterCluster(t *testing.T) {
 			Rcpt int64 `json:"rcpt"`
 		} `json:"stream"`
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	raw, err := readSummary(out, &s)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("acked over a 3-node roster cluster: test accuracy %.3f in %v", s.Acc, agg.took.Round(time.Millisecond))
