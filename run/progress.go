@@ -32,6 +32,9 @@ const (
 	// majorityMargin: an accuracy within this of the largest class's share
 	// is "at the majority rate": no better than always predicting it.
 	majorityMargin = 0.005
+	// learntLoss: a training loss below this share of the constant
+	// prediction's shows the model has learnt, whatever its accuracy.
+	learntLoss = 0.9
 	// lossGrowth: a training loss this many times the first has grown.
 	lossGrowth = 1.5
 	// stuckPoints: evaluations all at the majority rate before a warning
@@ -96,7 +99,7 @@ func (p *progress) check(pt aggregator.Point) {
 		return
 	}
 	p.points++
-	if p.atMajority(pt.TestAccuracy) {
+	if p.atMajority(pt.TestAccuracy, pt.TrainLoss) {
 		p.atMajor++
 	}
 	if w := p.lossWarning(pt.TrainLoss); w != "" {
@@ -107,8 +110,16 @@ func (p *progress) check(pt aggregator.Point) {
 	}
 }
 
-func (p *progress) atMajority(acc float64) bool {
-	return !math.IsNaN(acc) && !math.IsNaN(p.majority) && acc <= p.majority+majorityMargin
+// atMajority reports whether an evaluation is no better than always
+// predicting the largest class: its accuracy within majorityMargin of that
+// class's share, and its training loss not clearly below the best constant
+// prediction's. On an imbalanced set (w8a: 97% one class) a model that has
+// learnt can sit within the margin on accuracy, but its loss shows it.
+func (p *progress) atMajority(acc, loss float64) bool {
+	if math.IsNaN(acc) || math.IsNaN(p.majority) || acc > p.majority+majorityMargin {
+		return false
+	}
+	return math.IsNaN(loss) || math.IsNaN(p.entropy) || loss >= learntLoss*p.entropy
 }
 
 func (p *progress) lossWarning(loss float64) string {
@@ -154,7 +165,7 @@ func (p *progress) finish(s *Summary) {
 	if n := len(s.Curve); n > 0 && s.Interrupted == "" {
 		last := s.Curve[n-1]
 		switch {
-		case p.atMajority(last.TestAccuracy):
+		case p.atMajority(last.TestAccuracy, last.TrainLoss):
 			p.warn("majority", p.majorityWarning(last.TestAccuracy, "at the end"))
 		case math.IsNaN(last.TestAccuracy) && last.TrainLoss >= p.entropy-majorityMargin:
 			p.warn("majority", fmt.Sprintf("the training loss, %.4f at the end, is no better than predicting the share of each class, the largest class's included (%.4f): the model has learnt nothing. %s",
