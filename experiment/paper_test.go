@@ -347,3 +347,26 @@ func TestTable4Steps(t *testing.T) {
 		t.Errorf("the trials column does not give the bound:\n%s", body)
 	}
 }
+
+// MaxSteps ends a run at that many answered requests, with an evaluation
+// there, however far off the next scheduled evaluation is (it was checked
+// only at evaluations: a cap of 10 ran to the next one, 37,554 requests
+// later, in a long-budget MNIST run).
+func TestSimulateMaxSteps(t *testing.T) {
+	for _, sync := range []bool{false, true} {
+		t.Run(map[bool]string{false: "async", true: "sync"}[sync], func(t *testing.T) {
+			cfg, sim := simData(t, 2)
+			cfg.Sync = sync
+			cfg.StepCost = func(m int) float64 { return 0.001 }
+			cfg.Budget, cfg.EvalEvery, cfg.MaxSteps = 1e6, 1e5, 50
+			r := sim()
+			if r.Steps < 50 || r.Steps > 50+int64(cfg.Parties) {
+				t.Fatalf("ended at %d answered requests, want 50 (a round more at most)", r.Steps)
+			}
+			last := r.Curve[len(r.Curve)-1]
+			if last.Steps != r.Steps || last.Seconds != r.Seconds || last.Seconds > 1 {
+				t.Fatalf("last evaluation %+v, result at %d requests %.3f s", last, r.Steps, r.Seconds)
+			}
+		})
+	}
+}

@@ -202,6 +202,9 @@ func (s *sim) objective() float64 {
 // evaluate records the objective at every evaluation time up to t and
 // reports whether the simulation should stop.
 func (s *sim) evaluate(t float64) bool {
+	if s.cfg.MaxSteps > 0 && s.answers >= s.cfg.MaxSteps && s.nextEv > t {
+		s.nextEv = t // the cap is reached: the last evaluation is now
+	}
 	for !s.done && s.nextEv <= t {
 		if s.ctx.Err() != nil {
 			s.done = true
