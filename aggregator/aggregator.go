@@ -811,15 +811,7 @@ func (a *Aggregator) reject(m int, err error) {
 	}
 	// A flood of forged messages is counted in full (Rejected) but logged
 	// at a bounded rate, per party and reason.
-	ok, suppressed := a.rejectLog.Allow(strconv.Itoa(m) + "/" + r)
-	if !ok {
-		return
-	}
-	ev := a.cfg.Log.Warn().Int("party", m).Str("reason", r).Err(err)
-	if suppressed > 0 {
-		ev = ev.Int64("suppressed", suppressed)
-	}
-	ev.Msg("rejected message")
+	a.rejectLog.Warn(a.cfg.Log, strconv.Itoa(m)+"/"+r).Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
 }
 
 // Rejections of one party and reason are logged in full up to rejectBurst,

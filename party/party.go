@@ -771,15 +771,7 @@ func (p *Party) reject(err error) {
 	p.stats.Rejected[r]++
 	// Counted in full, logged at a bounded rate per reason: a client that
 	// floods the party's subjects must not turn each message into a line.
-	ok, suppressed := p.rejectLog.Allow(r)
-	if !ok {
-		return
-	}
-	ev := p.cfg.Log.Warn().Int("party", p.cfg.ID).Str("reason", r).Err(err)
-	if suppressed > 0 {
-		ev = ev.Int64("suppressed", suppressed)
-	}
-	ev.Msg("rejected message")
+	p.rejectLog.Warn(p.cfg.Log, r).Int("party", p.cfg.ID).Str("reason", r).Err(err).Msg("rejected message")
 }
 
 // Rejections of one reason are logged in full up to rejectBurst, then at

@@ -1,6 +1,10 @@
 package ratelog
 
-import "time"
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
 
 // Limiter decides, per key, whether an event is logged. The zero value is
 // not usable; New makes one. It is not safe for concurrent use: callers
@@ -66,4 +70,20 @@ func (l *Limiter) Suppressed() int64 {
 		n += st.suppressed
 	}
 	return n
+}
+
+// Warn returns log's warning event for an event of key, carrying the
+// count suppressed since the last one logged, or nil when the limit holds
+// (zerolog's methods on a nil event do nothing, so the caller's chain
+// stays as it is).
+func (l *Limiter) Warn(log zerolog.Logger, key string) *zerolog.Event {
+	ok, suppressed := l.Allow(key)
+	if !ok {
+		return nil
+	}
+	ev := log.Warn()
+	if suppressed > 0 {
+		ev = ev.Int64("suppressed", suppressed)
+	}
+	return ev
 }

@@ -1,9 +1,13 @@
 package ratelog
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestLimiter(t *testing.T) {
@@ -89,4 +93,23 @@ func ExampleLimiter() {
 	// true
 	// false
 	// false
+}
+
+// Warn logs within the limit, with the suppressed count, and nothing
+// beyond it.
+func TestWarn(t *testing.T) {
+	clock := time.Unix(0, 0)
+	l := New(1, time.Second)
+	l.now = func() time.Time { return clock }
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	for range 4 {
+		l.Warn(log, "k").Str("reason", "decode").Msg("rejected message")
+	}
+	clock = clock.Add(2 * time.Second)
+	l.Warn(log, "k").Msg("rejected message")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[2], `"suppressed":2`) || !strings.Contains(lines[0], `"level":"warn"`) {
+		t.Fatalf("logged:\n%s", buf.String())
+	}
 }
