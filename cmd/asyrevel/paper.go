@@ -89,8 +89,8 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.netLoss = fs.Float64("network-loss", 0.5, "target training loss on the network sets (no f* there)")
 		f.straggler = fs.Float64("straggler", 1.6, "the last party's steps take this many times as long")
 		f.latency = fs.Duration("latency", 250*time.Microsecond, "one-way message time in the simulation")
-		f.budget = fs.Duration("budget", 40000*time.Second, "virtual time a simulated run may take")
-		f.maxSteps = fs.Int64("max-steps", 3000000, "answered requests a simulated run may take (its real compute here)")
+		f.budget = fs.Duration("budget", 200000*time.Second, "virtual time a simulated run may take (quick: 4000s)")
+		f.maxSteps = fs.Int64("max-steps", 8000000, "answered requests a simulated run may take (its real compute here; quick: 600000)")
 		f.checkQs = fs.String("check-qs", "4", "numbers of parties of the real-pipeline checks (\"\" for none)")
 		f.parallel = fs.Int("parallel", runtime.NumCPU(), "simulations run at a time (their results do not depend on it)")
 	}
@@ -142,6 +142,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		quickDefault(fs, q, "qs", "1,4,16")
 		quickDefault(fs, q, "suboptimality", "2e-3")
 		quickDefault(fs, q, "max-steps", "600000")
+		quickDefault(fs, q, "budget", "4000s")
 	}
 	sets, err := parseSets(*f.sets)
 	if err != nil {
