@@ -370,3 +370,20 @@ func TestSimulateMaxSteps(t *testing.T) {
 		})
 	}
 }
+
+// The section says how far apart the two modes' q = 1 runs are (the same
+// algorithm there), and says nothing when either did not reach the target.
+func TestFig4BodyQ1Noise(t *testing.T) {
+	rows := []Fig4Row{
+		{Set: "a9a", Q: 1, Mode: "async", Reached: true, Seconds: 34980, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "sync", Reached: true, Seconds: 21482, Speedup: 1},
+	}
+	cfg := Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}}
+	if body := Fig4Body(rows, nil, cfg); !strings.Contains(body, "at 34980 and 21482 virtual s: a 1.63x difference") {
+		t.Errorf("no q = 1 comparison in\n%s", body)
+	}
+	rows[1].Reached = false
+	if body := Fig4Body(rows, nil, cfg); strings.Contains(body, "difference from their random draws") {
+		t.Errorf("a run that did not reach the target compared:\n%s", body)
+	}
+}
