@@ -34,8 +34,8 @@ var paperSynopsis = map[string]string{
 	"fig4": "asyrevel experiment fig4 [--quick] [--sets a9a,w8a,mnist] [--qs 1,2,4,8,16]\n\n" +
 		"Speed-up in time to f - f* <= --suboptimality with q parties, AsyREVEL-Gau against SynREVEL-Gau\n" +
 		"with a straggler, simulated on q machines in virtual time, checked against the real pipeline:\n" +
-		"fig4.csv, fig4_check.csv, fig4.png, REPORT.md. A full run takes about an hour a logistic set\n" +
-		"here; an interrupt (Ctrl-C) writes the sets whose simulations all finished.",
+		"fig4.csv, fig4_check.csv, fig4.png, REPORT.md. A full run takes about an hour on a9a here,\n" +
+		"hours on w8a and MNIST; an interrupt (Ctrl-C) writes the sets whose simulations all finished.",
 }
 
 // paperFlags are an experiment's flags.
