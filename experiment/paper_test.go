@@ -387,3 +387,21 @@ func TestFig4BodyQ1Noise(t *testing.T) {
 		t.Errorf("a run that did not reach the target compared:\n%s", body)
 	}
 }
+
+// The checks' paragraph states the measured ratios, not a fixed verdict.
+func TestFig4BodyChecks(t *testing.T) {
+	checks := []Fig4Check{
+		{Set: "a9a", Q: 4, Mode: "async", RealReached: true, SimReached: true, RealSeconds: 88.17, SimSeconds: 56.77, RealSteps: 90615, SimSteps: 70230},
+		{Set: "a9a", Q: 4, Mode: "sync", RealSeconds: 120, SimSeconds: 120.93, RealSteps: 92520, SimSteps: 111456},
+	}
+	body := Fig4Body(nil, checks, Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}})
+	for _, want := range []string{"a9a, q = 4, async: the real pipeline took 1.29x the simulated steps and 1.55x the simulated time",
+		"a9a, q = 4, sync: the target was not reached by either"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "agree") {
+		t.Errorf("a fixed verdict in\n%s", body)
+	}
+}

@@ -291,10 +291,20 @@ func Fig4Body(rows []Fig4Row, checks []Fig4Check, cfg Fig4Config) string {
 		}
 		b.WriteString(mdTable([]string{"set", "q", "mode", "target objective", "real pipeline (s)", "simulation (s)", "real steps",
 			"simulated steps", "real ms a party step", "simulated ms a party step"}, ct))
-		b.WriteString("\nThe steps to the target agree; the time does where the host is not the limit. A real party step costs " +
-			"its simulated compute plus a round trip through the broker, which on this machine's 2 shared cores (the broker, the " +
-			"aggregator and q parties on them) is much longer than the simulation's message time: the real pipeline here " +
-			"measures the host, the simulation the algorithm on q machines.\n")
+		b.WriteString("\n")
+		for _, c := range checks {
+			if c.RealReached && c.SimReached && c.SimSteps > 0 && c.SimSeconds > 0 {
+				fmt.Fprintf(&b, "- %s, q = %d, %s: the real pipeline took %.2fx the simulated steps and %.2fx the simulated time to the target.\n",
+					c.Set, c.Q, c.Mode, float64(c.RealSteps)/float64(c.SimSteps), c.RealSeconds/c.SimSeconds)
+			} else {
+				fmt.Fprintf(&b, "- %s, q = %d, %s: the target was not reached by %s within the check's budget, so there is no ratio.\n",
+					c.Set, c.Q, c.Mode, map[[2]bool]string{{false, false}: "either", {true, false}: "the simulation", {false, true}: "the real pipeline"}[[2]bool{c.RealReached, c.SimReached}])
+			}
+		}
+		b.WriteString("\nA real party step costs its simulated compute plus a round trip through the broker, which on this machine's 2 " +
+			"shared cores (the broker, the aggregator and q parties on them) is longer than the simulation's message time, and " +
+			"the real steps' random draws differ from the simulation's: the real pipeline here measures the host, the simulation " +
+			"the algorithm on q machines.\n")
 	}
 	fmt.Fprintf(&b, "\nMethod. This machine has 2 cores, shared: q parties cannot each have a processor, and a real run with "+
 		"16 parties measures the host, not the algorithm. The sweep therefore runs in virtual time (`experiment.Simulate`): "+
