@@ -362,18 +362,27 @@ func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check) error {
 		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
-		qmax, ymax := 1.0, 1.0
+		// The axes span every q of the set, reached or not: a panel whose
+		// runs all missed the target has no points, and a log axis over
+		// an empty range panics.
+		qmax, ymax, drawn := 1.0, 1.0, 0
+		for _, r := range rows {
+			if r.Set == set {
+				qmax = math.Max(qmax, float64(r.Q))
+			}
+		}
 		for i, mode := range Fig4Modes {
 			var xys plotter.XYs
 			for _, r := range rows {
 				if r.Set == set && r.Mode == mode.Mode && !math.IsNaN(r.Speedup) {
 					xys = append(xys, plotter.XY{X: float64(r.Q), Y: r.Speedup})
-					qmax, ymax = math.Max(qmax, float64(r.Q)), math.Max(ymax, r.Speedup)
+					ymax = math.Max(ymax, r.Speedup)
 				}
 			}
 			if len(xys) == 0 {
 				continue
 			}
+			drawn++
 			l, pts, err := plotter.NewLinePoints(xys)
 			if err != nil {
 				return err
@@ -389,6 +398,10 @@ func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check) error {
 		p.Legend.Add("linear", ideal)
 		p.Legend.Top, p.Legend.Left = true, true
 		p.Y.Min, p.Y.Max = 0.5, math.Max(ymax, qmax)*1.5
+		p.X.Min, p.X.Max = 0.8, math.Max(qmax, 2)*1.25
+		if drawn == 0 {
+			p.Title.Text = set + " (no run reached the target)"
+		}
 		panels = append(panels, p)
 	}
 	if len(panels) == 0 {
