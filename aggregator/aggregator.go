@@ -381,7 +381,7 @@ func New(cfg Config) (*Aggregator, error) {
 		initRem:     q,
 		refused:     make([]string, q+1),
 		lastReject:  make([]string, q+1),
-		rejectLog:   ratelog.New(rejectBurst, rejectPeriod),
+		rejectLog:   ratelog.NewRejections(),
 		noticeSteps: make([]uint32, q+1),
 		w0:          make([]float64, np),
 		w0p:         make([]float64, np),
@@ -813,13 +813,6 @@ func (a *Aggregator) reject(m int, err error) {
 	// at a bounded rate, per party and reason.
 	a.rejectLog.Warn(a.cfg.Log, strconv.Itoa(m)+"/"+r).Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
 }
-
-// Rejections of one party and reason are logged in full up to rejectBurst,
-// then at most once per rejectPeriod, with the count suppressed since.
-const (
-	rejectBurst  = 20
-	rejectPeriod = 5 * time.Second
-)
 
 func (a *Aggregator) limits(m int) schemas.Limits {
 	return schemas.Limits{Party: m, K: a.k, NTrain: a.n, NTest: len(a.cfg.TestLabels), MaxBatch: a.cfg.MaxBatch, MaxAbs: a.cfg.OutputBound, FirstOrder: a.cfg.FirstOrder}

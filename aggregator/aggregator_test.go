@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/zoo"
@@ -452,8 +453,8 @@ func TestRejectionFloodLogIsBounded(t *testing.T) {
 		t.Fatalf("rejected %v, want %d decode", a.res.Rejected, flood)
 	}
 	lines := strings.Count(logs.String(), "rejected message")
-	if lines == 0 || lines > rejectBurst+1 {
-		t.Fatalf("%d log lines for %d rejections in well under %v; want 1 to %d", lines, flood, rejectPeriod, rejectBurst+1)
+	if lines == 0 || lines > ratelog.RejectBurst+1 {
+		t.Fatalf("%d log lines for %d rejections in well under %v; want 1 to %d", lines, flood, ratelog.RejectPeriod, ratelog.RejectBurst+1)
 	}
 	// Another party's rejections are logged apart.
 	a.handle(context.Background(), &delivery{"asyrevel.t.out.2", []byte("not msgpack")})

@@ -212,6 +212,21 @@ func Table4Body(rows []Table4Row) string {
 }
 
 // Fig4Body is the results part of the fig4 section.
+// modeRows returns the asynchronous and the synchronous row of set at q
+// (nil where there is none).
+func modeRows(rows []Fig4Row, set string, q int) (async, sync *Fig4Row) {
+	for i := range rows {
+		if r := &rows[i]; r.Set == set && r.Q == q {
+			if r.Mode == "async" {
+				async = r
+			} else {
+				sync = r
+			}
+		}
+	}
+	return async, sync
+}
+
 func Fig4Body(rows []Fig4Row, checks []Fig4Check, cfg Fig4Config) string {
 	var b strings.Builder
 	b.WriteString("![speed-up against the number of parties](fig4.png)\n\n")
@@ -235,33 +250,14 @@ func Fig4Body(rows []Fig4Row, checks []Fig4Check, cfg Fig4Config) string {
 		// With one party there is no straggler and nothing to wait for:
 		// the two modes are the same algorithm, and their times differ
 		// only by their random draws.
-		var a1, s1 *Fig4Row
-		for i := range rows {
-			if r := &rows[i]; r.Set == set && r.Q == 1 && r.Reached {
-				if r.Mode == "async" {
-					a1 = r
-				} else {
-					s1 = r
-				}
-			}
-		}
-		if a1 != nil && s1 != nil && a1.Seconds > 0 && s1.Seconds > 0 {
+		a1, s1 := modeRows(rows, set, 1)
+		if a1 != nil && s1 != nil && a1.Reached && s1.Reached && a1.Seconds > 0 && s1.Seconds > 0 {
 			fmt.Fprintf(&b, "- %s, q = 1: the two modes are the same algorithm there (one party, no straggler), and they reach the target "+
 				"at %s and %s virtual s: a %.2fx difference from their random draws alone, so a single run's speed-up is uncertain by about "+
 				"that factor; the times of the two modes at the same q are the steadier comparison.\n",
 				set, fmtF(a1.Seconds, 0), fmtF(s1.Seconds, 0), max(a1.Seconds, s1.Seconds)/min(a1.Seconds, s1.Seconds))
 		}
-		var a8, s8 *Fig4Row
-		for i := range rows {
-			r := &rows[i]
-			if r.Set == set && r.Q == 8 {
-				if r.Mode == "async" {
-					a8 = r
-				} else {
-					s8 = r
-				}
-			}
-		}
+		a8, s8 := modeRows(rows, set, 8)
 		if a8 != nil && s8 != nil && !math.IsNaN(a8.Speedup) && !math.IsNaN(s8.Speedup) {
 			fmt.Fprintf(&b, "- %s, q = 8: asynchronous speed-up %.2f, synchronous %.2f; with the straggler the asynchronous run "+
 				"reaches the target %.2fx sooner than the synchronous one.\n", set, a8.Speedup, s8.Speedup, s8.Seconds/a8.Seconds)
@@ -297,8 +293,14 @@ func Fig4Body(rows []Fig4Row, checks []Fig4Check, cfg Fig4Config) string {
 				fmt.Fprintf(&b, "- %s, q = %d, %s: the real pipeline took %.2fx the simulated steps and %.2fx the simulated time to the target.\n",
 					c.Set, c.Q, c.Mode, float64(c.RealSteps)/float64(c.SimSteps), c.RealSeconds/c.SimSeconds)
 			} else {
+				missed := "either"
+				if c.RealReached {
+					missed = "the simulation"
+				} else if c.SimReached {
+					missed = "the real pipeline"
+				}
 				fmt.Fprintf(&b, "- %s, q = %d, %s: the target was not reached by %s within the check's budget, so there is no ratio.\n",
-					c.Set, c.Q, c.Mode, map[[2]bool]string{{false, false}: "either", {true, false}: "the simulation", {false, true}: "the real pipeline"}[[2]bool{c.RealReached, c.SimReached}])
+					c.Set, c.Q, c.Mode, missed)
 			}
 		}
 		b.WriteString("\nA real party step costs its simulated compute plus a round trip through the broker, which on this machine's 2 " +

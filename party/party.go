@@ -326,7 +326,7 @@ func New(cfg Config) (*Party, error) {
 	p.rows = make([]uint32, cfg.Chunk)
 	p.initAlt()
 	p.stats.Rejected = map[string]int64{}
-	p.rejectLog = ratelog.New(rejectBurst, rejectPeriod)
+	p.rejectLog = ratelog.NewRejections()
 	for k := schemas.KindHello; k <= schemas.KindControl; k++ {
 		p.subjects[k] = schemas.Subject(cfg.Run, k, cfg.ID)
 	}
@@ -773,13 +773,6 @@ func (p *Party) reject(err error) {
 	// floods the party's subjects must not turn each message into a line.
 	p.rejectLog.Warn(p.cfg.Log, r).Int("party", p.cfg.ID).Str("reason", r).Err(err).Msg("rejected message")
 }
-
-// Rejections of one reason are logged in full up to rejectBurst, then at
-// most once per rejectPeriod, with the count suppressed since.
-const (
-	rejectBurst  = 20
-	rejectPeriod = 5 * time.Second
-)
 
 func (p *Party) fail(err error) {
 	if p.err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -392,7 +393,7 @@ func TestRejectionFloodLogIsBounded(t *testing.T) {
 	if got := p.Stats().Rejected["decode"]; got != flood {
 		t.Fatalf("rejected %v, want %d decode", p.Stats().Rejected, flood)
 	}
-	if lines := strings.Count(logs.String(), "rejected message"); lines == 0 || lines > rejectBurst+1 {
-		t.Fatalf("%d log lines for %d rejections; want 1 to %d", lines, flood, rejectBurst+1)
+	if lines := strings.Count(logs.String(), "rejected message"); lines == 0 || lines > ratelog.RejectBurst+1 {
+		t.Fatalf("%d log lines for %d rejections; want 1 to %d", lines, flood, ratelog.RejectBurst+1)
 	}
 }

@@ -28,6 +28,17 @@ const MaxKeys = 256
 
 const overflowKey = "\x00other"
 
+// The limits of rejection logs, shared by the aggregator and the party:
+// each party and reason is logged in full up to RejectBurst times, then at
+// most once per RejectPeriod, with the count suppressed since.
+const (
+	RejectBurst  = 20
+	RejectPeriod = 5 * time.Second
+)
+
+// NewRejections returns a Limiter with the rejection logs' limits.
+func NewRejections() *Limiter { return New(RejectBurst, RejectPeriod) }
+
 // New returns a Limiter that logs the first burst events of each key, then
 // at most one per period.
 func New(burst int, period time.Duration) *Limiter {
@@ -60,16 +71,6 @@ func (l *Limiter) Allow(key string) (ok bool, suppressed int64) {
 	st.last = now
 	suppressed, st.suppressed = st.suppressed, 0
 	return true, suppressed
-}
-
-// Suppressed returns the events suppressed and not yet reported, over all
-// keys.
-func (l *Limiter) Suppressed() int64 {
-	var n int64
-	for _, st := range l.keys {
-		n += st.suppressed
-	}
-	return n
 }
 
 // Warn returns log's warning event for an event of key, carrying the
