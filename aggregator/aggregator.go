@@ -283,6 +283,7 @@ type Aggregator struct {
 	ev         schemas.EvalOutput
 	hel        schemas.Hello
 	rep        schemas.Reply
+	cause      []byte // the digest of the request being answered (Reply.Cause)
 	msg        broker.Message
 	bus        broker.Bus
 	ctx        context.Context
@@ -1028,6 +1029,8 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
 	}
+	// The reply names this request by content (Reply.Cause).
+	a.cause = schemas.RequestDigest(a.cause[:0], data)
 	switch {
 	case a.cfg.Sync:
 		return a.collect(m, &a.out, len(data))
@@ -1057,6 +1060,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	b := len(o.IDs)
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
+	r.Cause = append(r.Cause[:0], a.cause...)
 	r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
 	var stale uint32
 	vm := a.version[m]

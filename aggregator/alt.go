@@ -11,13 +11,14 @@ import (
 // SynREVEL's round (sync.go) and TIG's gradients (tig.go).
 type alt struct {
 	// SynREVEL: the round being collected.
-	ids  []uint32    // the round's batch (every party's must be the same)
-	c    [][]float64 // per party (1..q): its outputs c for the batch
-	chat [][]float64 // per party: c_hat
-	seq  []uint64    // per party: the sequence number of its request
-	got  []bool      // per party: its request of this round arrived
-	n    int         // requests of this round so far
-	size int64       // their payload bytes
+	ids   []uint32    // the round's batch (every party's must be the same)
+	c     [][]float64 // per party (1..q): its outputs c for the batch
+	chat  [][]float64 // per party: c_hat
+	seq   []uint64    // per party: the sequence number of its request
+	cause [][]byte    // per party: its request's digest (Reply.Cause)
+	got   []bool      // per party: its request of this round arrived
+	n     int         // requests of this round so far
+	size  int64       // their payload bytes
 	// rounds counts the rounds answered.
 	rounds int64
 
@@ -42,6 +43,7 @@ func (a *Aggregator) initAlt() error {
 			s.chat[m] = make([]float64, 0, cfg.MaxBatch*a.k)
 		}
 		s.seq = make([]uint64, a.q+1)
+		s.cause = make([][]byte, a.q+1)
 		s.got = make([]bool, a.q+1)
 	}
 	if cfg.FirstOrder {

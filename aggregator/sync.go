@@ -35,6 +35,7 @@ func (a *Aggregator) collect(m int, o *schemas.PartyOutput, size int) error {
 	s.c[m] = append(s.c[m][:0], o.C...)
 	s.chat[m] = append(s.chat[m][:0], o.CHat...)
 	s.seq[m] = o.Seq
+	s.cause[m] = append(s.cause[m][:0], a.cause...)
 	s.got[m] = true
 	s.n++
 	s.size += int64(size)
@@ -64,6 +65,7 @@ func (a *Aggregator) answerRound() {
 	for m := 1; m <= q; m++ {
 		slot := (m - 1) * k
 		r.Party, r.ReqSeq, r.Staleness = uint16(m), s.seq[m], 0
+		r.Cause = append(r.Cause[:0], s.cause[m]...)
 		r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
 		for j, id := range s.ids {
 			i := int(id)

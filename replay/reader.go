@@ -101,7 +101,7 @@ func (r *Record) Clone() *Record {
 		c.Msg = &x
 	case *schemas.Reply:
 		x := *m
-		x.H, x.HBar, x.Delta = slices.Clone(m.H), slices.Clone(m.HBar), slices.Clone(m.Delta)
+		x.H, x.HBar, x.Delta, x.Grad, x.Cause = slices.Clone(m.H), slices.Clone(m.HBar), slices.Clone(m.Delta), slices.Clone(m.Grad), slices.Clone(m.Cause)
 		c.Msg = &x
 	case *schemas.EvalOutput:
 		x := *m

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,86 +75,137 @@ type replyKey struct {
 }
 
 // Reexecute feeds the party messages of the log (hellos, requests,
-// evaluation outputs), in log order, to a fresh aggregator built from cfg
-// (the run's settings, seed, secret key and the aggregator's labels), and
-// compares every reply it computes with the reply the log recorded, bit
-// for bit (the aggregator's own sequence numbers aside: they also count
-// the control messages its clock sent). cfg.MaxSteps is set to the
-// number of recorded replies, so that it stops where the run stopped.
+// evaluation outputs) to a fresh aggregator built from cfg (the run's
+// settings, seed, secret key and the aggregator's labels), and compares
+// every reply it computes with the reply the log recorded, bit for bit
+// (the aggregator's own sequence numbers aside: they also count the
+// control messages its clock sent). cfg.MaxSteps is set to the number of
+// recorded replies, so that it stops where the run stopped.
+//
+// Requests are applied in the order the aggregator applied them, which
+// need not be the order the stream stored them in (a default run delivers
+// through core subscriptions while the stream captures in parallel): each
+// recorded reply names the request it answers by digest (Reply.Cause),
+// and the replies are stored in the order the aggregator made them, so
+// the request a reply names is applied when the reply is reached.
+// Requests that no reply names (late, rejected or never answered) are
+// applied at the end, in stream order. A log written before replies named
+// their cause is applied in stream order.
 func Reexecute(ctx context.Context, l *Log, cfg aggregator.Config, progress func(messages uint64)) (*ReexecReport, error) {
-	t0 := time.Now()
 	n, err := l.Count(ctx, schemas.KindReply)
 	if err != nil {
 		return nil, err
 	}
-	cfg.MaxSteps = int64(n)
+	each := func(fn func(*Record) error) error { return l.Each(ctx, ReadOptions{}, fn) }
+	return ReexecuteRecords(ctx, l.Run(), int(n), each, cfg, progress)
+}
+
+// ReexecuteRecords is Reexecute over the records each gives, in stream
+// order, of run whose log holds replies recorded replies.
+func ReexecuteRecords(ctx context.Context, run string, replies int, each func(func(*Record) error) error, cfg aggregator.Config, progress func(messages uint64)) (*ReexecReport, error) {
+	t0 := time.Now()
+	cfg.MaxSteps = int64(replies)
 	if cfg.Run == "" {
-		cfg.Run = l.Run()
+		cfg.Run = run
 	}
 	rp, err := aggregator.NewReplayer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	rep := &ReexecReport{Run: l.Run(), Recorded: int(n)}
-	pending := map[replyKey]*schemas.Reply{}
-	codec := schemas.NewCodec()
-	differ := func(d *ReplyDiff) {
-		rep.Differ++
-		if rep.First == nil {
-			rep.First = d
+	rep := &ReexecReport{Run: run, Recorded: replies}
+	x := &reexec{rp: rp, rep: rep, run: run, codec: schemas.NewCodec(),
+		pending: map[replyKey]*schemas.Reply{}, reqs: map[string][]*queued{}, await: map[string][]*Record{}}
+	err = each(func(r *Record) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-	}
-	err = l.Each(ctx, ReadOptions{}, func(r *Record) error {
 		rep.Messages++
 		if progress != nil && rep.Messages%500000 == 0 {
 			progress(rep.Messages)
 		}
 		switch r.Kind {
-		case schemas.KindHello, schemas.KindOutput, schemas.KindEval:
-			for _, p := range rp.Deliver(r.Subject, r.Data) {
-				kind, m, err := schemas.ParseSubject(l.Run(), p.Subject)
-				if err != nil || kind != schemas.KindReply {
-					continue
+		case schemas.KindHello, schemas.KindEval:
+			return x.deliver(r.Subject, r.Data)
+		case schemas.KindOutput:
+			key := string(schemas.RequestDigest(nil, r.Data))
+			if w := x.await[key]; len(w) > 0 {
+				// A reply stored before its request (a log that is not
+				// causal: the audit says so): applied now.
+				delete(x.await, key)
+				if err := x.deliver(r.Subject, r.Data); err != nil {
+					return err
 				}
-				var re schemas.Reply
-				if err := codec.Unmarshal(p.Data, &re); err != nil {
-					return fmt.Errorf("replay: the fresh aggregator's reply does not decode: %w", err)
+				for _, rec := range w {
+					x.compare(rec)
 				}
-				rep.Recomputed++
-				pending[replyKey{m, re.ReqSeq}] = &re
+				return nil
 			}
+			q := &queued{subject: r.Subject, data: slices.Clone(r.Data)}
+			x.reqs[key] = append(x.reqs[key], q)
+			x.order = append(x.order, q)
+			x.live++
 		case schemas.KindReply:
 			rec := r.Reply()
 			if rec == nil {
-				differ(&ReplyDiff{Party: r.Party, StreamSeq: r.Seq, Detail: fmt.Sprintf("recorded reply does not decode: %v", r.Err)})
+				x.differ(&ReplyDiff{Party: r.Party, StreamSeq: r.Seq, Detail: fmt.Sprintf("recorded reply does not decode: %v", r.Err)})
 				return nil
 			}
-			k := replyKey{r.Party, rec.ReqSeq}
-			re, ok := pending[k]
-			if !ok {
-				rep.Missing++
-				if rep.First == nil {
-					rep.First = &ReplyDiff{Party: r.Party, ReqSeq: rec.ReqSeq, StreamSeq: r.Seq,
-						Detail: "the log holds a reply that the fresh aggregator did not give"}
+			r = r.Clone()
+			if len(rec.Cause) == 0 {
+				// A log of an earlier revision: stream order.
+				if err := x.flush(); err != nil {
+					return err
 				}
+				x.compare(r)
 				return nil
 			}
-			delete(pending, k)
-			if d := compareReplies(rec, re); d != nil {
-				d.Party, d.ReqSeq, d.StreamSeq = r.Party, rec.ReqSeq, r.Seq
-				differ(d)
+			key := string(rec.Cause)
+			qs := x.reqs[key]
+			var q *queued
+			for len(qs) > 0 && q == nil {
+				if !qs[0].done {
+					q = qs[0]
+				}
+				qs = qs[1:]
+			}
+			if len(qs) == 0 {
+				delete(x.reqs, key)
+			} else {
+				x.reqs[key] = qs
+			}
+			if q == nil {
+				if _, ok := x.pending[replyKey{r.Party, r.Reply().ReqSeq}]; ok {
+					x.compare(r) // a sync round's reply: its request is applied
+					return nil
+				}
+				x.await[key] = append(x.await[key], r)
 				return nil
 			}
-			rep.Matched++
+			if err := x.apply(q); err != nil {
+				return err
+			}
+			x.compare(r)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	rep.Extra = len(pending)
+	if err := x.flush(); err != nil {
+		return nil, err
+	}
+	x.end = true
+	for _, w := range x.await {
+		for _, r := range w {
+			x.compare(r) // missing: its request is not in the log
+		}
+	}
+	for _, r := range x.waiting {
+		x.compare(r)
+	}
+	rep.Extra = len(x.pending)
 	if rep.First == nil && rep.Extra > 0 {
-		for k := range pending {
+		for k := range x.pending {
 			rep.First = &ReplyDiff{Party: k.party, ReqSeq: k.reqSeq, Detail: "the fresh aggregator gave a reply that the log does not hold"}
 			break
 		}
@@ -167,6 +219,117 @@ func Reexecute(ctx context.Context, l *Log, cfg aggregator.Config, progress func
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
+}
+
+// queued is a request of the log not yet applied.
+type queued struct {
+	subject string
+	data    []byte
+	done    bool
+}
+
+// reexec is the state of one re-execution.
+type reexec struct {
+	rp      *aggregator.Replayer
+	rep     *ReexecReport
+	run     string
+	codec   *schemas.Codec
+	pending map[replyKey]*schemas.Reply // recomputed, not yet compared
+	reqs    map[string][]*queued        // requests by digest, not yet applied
+	order   []*queued                   // every request in stream order
+	await   map[string][]*Record        // recorded replies stored before their request
+	waiting []*Record                   // recorded replies whose recomputed reply has not come yet (a round in progress)
+	live    int                         // requests in order not yet applied
+	end     bool                        // the log is read: what has not come is missing
+}
+
+func (x *reexec) final() bool { return x.end }
+
+// apply hands the fresh aggregator queued request q.
+func (x *reexec) apply(q *queued) error {
+	q.done = true
+	data := q.data
+	q.data = nil
+	x.live--
+	if len(x.order) > 1024 && x.live < len(x.order)/4 {
+		x.order = slices.DeleteFunc(x.order, func(q *queued) bool { return q.done })
+	}
+	return x.deliver(q.subject, data)
+}
+
+func (x *reexec) differ(d *ReplyDiff) {
+	x.rep.Differ++
+	if x.rep.First == nil {
+		x.rep.First = d
+	}
+}
+
+// deliver hands the fresh aggregator one party message and keeps what it
+// answers; recorded replies waiting for one of those are compared.
+func (x *reexec) deliver(subject string, data []byte) error {
+	got := false
+	for _, p := range x.rp.Deliver(subject, data) {
+		kind, m, err := schemas.ParseSubject(x.run, p.Subject)
+		if err != nil || kind != schemas.KindReply {
+			continue
+		}
+		re := &schemas.Reply{}
+		if err := x.codec.Unmarshal(p.Data, re); err != nil {
+			return fmt.Errorf("replay: the fresh aggregator's reply does not decode: %w", err)
+		}
+		x.rep.Recomputed++
+		x.pending[replyKey{m, re.ReqSeq}] = re
+		got = true
+	}
+	if got && len(x.waiting) > 0 {
+		w := x.waiting
+		x.waiting = nil
+		for _, r := range w {
+			x.compare(r)
+		}
+	}
+	return nil
+}
+
+// flush applies every request not yet applied, in stream order.
+func (x *reexec) flush() error {
+	for _, q := range slices.Clone(x.order) {
+		if !q.done {
+			if err := x.apply(q); err != nil {
+				return err
+			}
+		}
+	}
+	x.order = x.order[:0]
+	clear(x.reqs)
+	return nil
+}
+
+// compare checks recorded reply r against the recomputed one; one that
+// has not come yet waits (end: missing).
+func (x *reexec) compare(r *Record) {
+	rec := r.Reply()
+	k := replyKey{r.Party, rec.ReqSeq}
+	re, ok := x.pending[k]
+	if !ok {
+		if !x.final() {
+			x.waiting = append(x.waiting, r)
+			return
+		}
+		x.rep.Missing++
+		if x.rep.First == nil {
+			x.rep.First = &ReplyDiff{Party: r.Party, ReqSeq: rec.ReqSeq, StreamSeq: r.Seq,
+				Detail: "the log holds a reply that the fresh aggregator did not give"}
+		}
+		return
+	}
+	delete(x.pending, k)
+	if d := compareReplies(rec, re); d != nil {
+		d.Party, d.ReqSeq, d.StreamSeq = r.Party, rec.ReqSeq, r.Seq
+		x.differ(d)
+		return
+	}
+	x.rep.Matched++
 }
 
 // compareReplies returns the first difference of recorded and recomputed

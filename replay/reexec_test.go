@@ -2,7 +2,9 @@ package replay_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +107,98 @@ func TestReexecute(t *testing.T) {
 	rep = reexecute(t, l2, reexecConfig(t, s, ""))
 	if rep.OK() || rep.Missing != 1 || rep.First == nil || rep.First.Party != 2 {
 		t.Fatalf("a forged reply went unnoticed: %+v (first %v)", rep, rep.First)
+	}
+}
+
+// The stream may store requests of different parties in another order
+// than the aggregator applied them (a default run delivers through core
+// subscriptions while the stream captures in parallel): re-execution
+// applies each request where the reply naming it stands, so it is exact on
+// any such order. The same log read in stream order (what re-execution did
+// before replies named their cause) is not: the permutation is one that
+// matters.
+func TestReexecuteAppliedOrder(t *testing.T) {
+	ctx := context.Background()
+	store := filepath.Join(t.TempDir(), "store")
+	s, err := run.Train(ctx, run.Config{
+		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, MaxSteps: 400, Seed: 3,
+		Run: "order", StoreDir: store, EvalEvery: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := replay.Open(ctx, replay.Source{Store: store, Run: "order"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var recs []*replay.Record
+	if err := l.Each(ctx, replay.ReadOptions{}, func(r *replay.Record) error {
+		recs = append(recs, r.Clone())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Swap every pair of adjacent requests of two different parties: each
+	// party's own order and every reply's place stay.
+	swapped := slices.Clone(recs)
+	n := 0
+	for i := 0; i+1 < len(swapped); i++ {
+		a, b := swapped[i], swapped[i+1]
+		if a.Kind == schemas.KindOutput && b.Kind == schemas.KindOutput && a.Party != b.Party {
+			swapped[i], swapped[i+1] = b, a
+			n++
+			i++
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d pairs of adjacent requests to swap", n)
+	}
+	cfg := reexecConfig(t, s, "")
+	data, err := run.LoadData(&cfg, run.RoleAggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := run.AggregatorConfig(&cfg, data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reexec := func(recs []*replay.Record) *replay.ReexecReport {
+		replies := 0
+		for _, r := range recs {
+			if r.Kind == schemas.KindReply {
+				replies++
+			}
+		}
+		rep, err := replay.ReexecuteRecords(ctx, "order", replies, func(f func(*replay.Record) error) error {
+			for _, r := range recs {
+				if err := f(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, ac, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	for name, rs := range map[string][]*replay.Record{"as stored": recs, fmt.Sprintf("%d pairs swapped", n): swapped} {
+		if rep := reexec(rs); !rep.OK() || rep.Matched != int(s.Replies) {
+			t.Errorf("%s: %+v (first: %v)", name, rep, rep.First)
+		}
+	}
+	// Without the causes, the swapped log is applied in stream order.
+	legacy := make([]*replay.Record, len(swapped))
+	for i, r := range swapped {
+		legacy[i] = r
+		if r.Kind == schemas.KindReply {
+			c := r.Clone()
+			c.Reply().Cause = nil
+			legacy[i] = c
+		}
+	}
+	if rep := reexec(legacy); rep.OK() {
+		t.Errorf("stream order reproduced a log whose requests were applied in another order: %+v", rep)
 	}
 }

@@ -354,6 +354,8 @@ func (m *PartyOutput) decode(c *Codec) (err error) {
 func (m *Reply) encode(c *Codec) {
 	n := fieldsReply
 	switch {
+	case len(m.Cause) > 0:
+		n += 3 // Grad (maybe empty) and Mean are written before Cause
 	case m.Mean:
 		n += 2
 	case len(m.Grad) > 0:
@@ -368,8 +370,11 @@ func (m *Reply) encode(c *Codec) {
 	if n > fieldsReply {
 		c.floats(m.Grad)
 	}
-	if m.Mean {
-		c.check(c.enc.EncodeBool(true))
+	if n > fieldsReply+1 {
+		c.check(c.enc.EncodeBool(m.Mean))
+	}
+	if len(m.Cause) > 0 {
+		c.check(c.enc.EncodeBytes(m.Cause))
 	}
 }
 
@@ -410,6 +415,18 @@ func (m *Reply) decode(c *Codec) (err error) {
 		if m.Mean, err = c.dec.DecodeBool(); err != nil {
 			return err
 		}
+		extra--
+	}
+	m.Cause = m.Cause[:0]
+	if extra > 0 && c.peekIs(msgpcode.Bin8) {
+		b, err := c.blob(1)
+		if err != nil {
+			return err
+		}
+		if len(b) != DigestSize {
+			return fmt.Errorf("cause of %d bytes, want %d", len(b), DigestSize)
+		}
+		m.Cause = append(m.Cause, b...)
 		extra--
 	}
 	return c.skip(extra)

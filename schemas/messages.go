@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
 )
@@ -105,6 +106,24 @@ type Reply struct {
 	Staleness uint32
 	Mean      bool      // Delta holds the batch mean of h_bar - h (one value)
 	Grad      []float64 // TIG only: dF_0/dc_m per sample, sample after sample
+	// Cause names the request answered, by content: RequestDigest of the
+	// PartyOutput's encoded payload (DigestSize bytes; empty in logs of
+	// earlier revisions). It is inside the signed payload, so the log
+	// proves which message a reply answers and that the reply was made
+	// after it: re-execution applies requests in the order their replies
+	// name them, and the audit rejects a log that stores a reply before
+	// the request it answers.
+	Cause []byte
+}
+
+// DigestSize is the length of a RequestDigest.
+const DigestSize = 16
+
+// RequestDigest appends to dst the digest of an encoded request payload,
+// the first DigestSize bytes of its SHA-256, and returns the result.
+func RequestDigest(dst, payload []byte) []byte {
+	h := sha256.Sum256(payload)
+	return append(dst, h[:DigestSize]...)
 }
 
 // Split names a set of samples in an EvalOutput.

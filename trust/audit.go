@@ -52,7 +52,18 @@ const (
 	ProblemRewritten ProblemKind = "rewritten"
 	// A receipt or checkpoint whose signatures do not verify.
 	ProblemBadReceipt ProblemKind = "bad_receipt"
+	// A message stored before the message it answers (Msg.Cites), or
+	// answering one the log does not hold: an effect before its cause.
+	ProblemCausal ProblemKind = "causal_order"
 )
+
+// Foreign is the Reason under which AuditReport.Rejected counts messages
+// on subjects that are not the run's: nobody in the roster may publish
+// there, so whoever made them (a server answering a participant's request
+// whose reply subject lies in the stream, say), they are not the run's
+// words. They are listed apart and do not count against the verdict;
+// what they could hide (a missing genuine message) still shows.
+const Foreign = "foreign_subject"
 
 // Problem is one thing wrong with a log.
 type Problem struct {
@@ -133,7 +144,10 @@ type AuditReport struct {
 	RejectedList []Problem         `json:"rejected,omitempty"`
 	// Restarts counts chains their owner restarted (Publisher.Restart): a
 	// party that joined again as a new process, say.
-	Restarts  uint64 `json:"restarts,omitempty"`
+	Restarts uint64 `json:"restarts,omitempty"`
+	// Foreign counts the messages on subjects that are not the run's
+	// (also in Rejected under Foreign).
+	Foreign   uint64 `json:"foreign,omitempty"`
 	IntactLog bool   `json:"intact"`
 }
 
@@ -202,7 +216,12 @@ type Auditor struct {
 	buf      []byte
 
 	restarts     uint64
-	recv         *Verifier // AuditOptions.AsReceiver
+	foreign      uint64
+	cited        map[string]struct{} // IDs of messages not yet answered
+	awaited      map[string]awaited  // cited IDs not yet stored, by ID
+	anchors      []anchor            // receipts from outside the log
+	inLog        map[anchorKey]bool  // checkpoints (party "") and receipts the log holds
+	recv         *Verifier           // AuditOptions.AsReceiver
 	rejected     map[string]uint64
 	rejectedList []Problem
 }
@@ -304,7 +323,58 @@ func (a *Auditor) AddReceipt(rc *Receipt, source string) error {
 	}
 	a.receipts++
 	a.addEntries(&rc.Checkpoint, rc.Party, source)
+	a.anchors = append(a.anchors, anchor{digest: rc.Checkpoint.Digest(), party: rc.Party, number: rc.Checkpoint.Number, source: source})
 	return nil
+}
+
+// AddLogReceipt is AddReceipt for a receipt the log itself holds (on a
+// party's rcpt subject, read in a first pass): it covers what it
+// countersigns, and it is the log's copy of a receipt that a party keeps
+// outside (AddReceipt), which the log must hold.
+func (a *Auditor) AddLogReceipt(rc *Receipt, source string) error {
+	if a.started {
+		return errStarted
+	}
+	if err := rc.Verify(a.roster); err != nil {
+		a.report(Problem{Kind: ProblemBadReceipt, Detail: fmt.Sprintf("%s: %v", source, err)})
+		return err
+	}
+	a.receipts++
+	a.addEntries(&rc.Checkpoint, rc.Party, source)
+	a.held(anchorKey{rc.Checkpoint.Digest(), rc.Party})
+	return nil
+}
+
+// AddLogCheckpoint is AddCheckpoint for a checkpoint the log holds (in
+// the aggregator's seal): receipts kept outside the log (AddReceipt)
+// countersign checkpoints the log must hold.
+func (a *Auditor) AddLogCheckpoint(c *Checkpoint, source string) error {
+	if err := a.AddCheckpoint(c, source); err != nil {
+		return err
+	}
+	a.held(anchorKey{c.Digest(), ""})
+	return nil
+}
+
+func (a *Auditor) held(k anchorKey) {
+	if a.inLog == nil {
+		a.inLog = make(map[anchorKey]bool)
+	}
+	a.inLog[k] = true
+}
+
+// anchor is a receipt from outside the log: the log must hold the
+// checkpoint it countersigns and the receipt's own message.
+type anchor struct {
+	digest Hash
+	party  string
+	number uint64
+	source string
+}
+
+type anchorKey struct {
+	digest Hash
+	party  string // "" for the checkpoint itself
 }
 
 // AddCheckpoint verifies a checkpoint (e.g. one found in the log, in a
@@ -374,8 +444,15 @@ func (a *Auditor) Add(m *Msg) {
 	st := a.subjects[m.Subject]
 	if st == nil {
 		a.count("?", "?", m, false)
-		a.report(Problem{StreamSeq: m.StreamSeq, Subject: clip(m.Subject), Kind: ProblemUnknownSubject,
-			Detail: "not a subject of the run; nobody in the roster may publish on it"})
+		a.foreign++
+		if a.rejected == nil {
+			a.rejected = make(map[string]uint64)
+		}
+		a.rejected[Foreign]++
+		if len(a.rejectedList) < 20 {
+			a.rejectedList = append(a.rejectedList, Problem{StreamSeq: m.StreamSeq, Subject: clip(m.Subject), Kind: ProblemUnknownSubject,
+				Detail: "not a subject of the run; nobody in the roster may publish on it: listed apart, not the run's"})
+		}
 		return
 	}
 	a.count(st.owner.ID, st.kind, m, m.Sig != "")
@@ -406,7 +483,44 @@ func (a *Auditor) Add(m *Msg) {
 			Detail: "the message's own sequence number could not be read"})
 		return
 	}
+	a.causal(st, m)
 	a.process(st, m.StreamSeq, m.Seq, m.Payload, m.Sig, m.Prev)
+}
+
+// causal checks m's causal links: the message it cites must be stored
+// before it.
+func (a *Auditor) causal(st *auditState, m *Msg) {
+	if len(m.ID) > 0 {
+		id := string(m.ID)
+		if w, ok := a.awaited[id]; ok {
+			delete(a.awaited, id)
+			a.report(Problem{StreamSeq: w.streamSeq, Subject: w.subject, Seq: w.seq, Kind: ProblemCausal,
+				Detail: fmt.Sprintf("answers %s seq %d, which is stored after it (stream seq %d): an effect before its cause", st.subject, m.Seq, m.StreamSeq)})
+		} else {
+			if a.cited == nil {
+				a.cited = make(map[string]struct{})
+			}
+			a.cited[id] = struct{}{}
+		}
+	}
+	if len(m.Cites) > 0 {
+		id := string(m.Cites)
+		if _, ok := a.cited[id]; ok {
+			delete(a.cited, id) // each message is answered once
+			return
+		}
+		if a.awaited == nil {
+			a.awaited = make(map[string]awaited)
+		}
+		a.awaited[id] = awaited{streamSeq: m.StreamSeq, subject: st.subject, seq: m.Seq}
+	}
+}
+
+// awaited is a message whose cited message has not been stored yet.
+type awaited struct {
+	streamSeq uint64
+	subject   string
+	seq       uint64
 }
 
 func (a *Auditor) count(sender, kind string, m *Msg, signed bool) {
@@ -660,6 +774,21 @@ func (a *Auditor) badSignature(st *auditState, streamSeq, seq uint64, sig *Signa
 // unsealed tails and what receipts cover beyond the log, and returns the
 // report.
 func (a *Auditor) Finish() *AuditReport {
+	for _, w := range a.awaited {
+		a.report(Problem{StreamSeq: w.streamSeq, Subject: w.subject, Seq: w.seq, Kind: ProblemCausal,
+			Detail: "answers a message the log does not hold"})
+	}
+	clear(a.awaited)
+	for _, x := range a.anchors {
+		switch {
+		case !a.inLog[anchorKey{x.digest, ""}]:
+			a.report(Problem{Kind: ProblemTruncated,
+				Detail: fmt.Sprintf("%s countersigns checkpoint %d, which the log does not hold: the log was cut or its seal removed", x.source, x.number)})
+		case !a.inLog[anchorKey{x.digest, x.party}]:
+			a.report(Problem{Kind: ProblemTruncated,
+				Detail: fmt.Sprintf("%s: the log lacks %s's receipt of checkpoint %d, which it published", x.source, x.party, x.number)})
+		}
+	}
 	subjects := make([]string, 0, len(a.subjects))
 	for s := range a.subjects {
 		subjects = append(subjects, s)
@@ -685,7 +814,7 @@ func (a *Auditor) Finish() *AuditReport {
 	}
 	rep := &AuditReport{Run: a.roster.Run, Messages: a.messages, FirstSeq: a.firstStream, LastSeq: a.lastStream,
 		Receipts: a.receipts, Problems: a.problems, Counts: a.counts, Dropped: a.dropped, IntactLog: !a.fatal,
-		Rejected: a.rejected, RejectedList: a.rejectedList, Restarts: a.restarts}
+		Rejected: a.rejected, RejectedList: a.rejectedList, Restarts: a.restarts, Foreign: a.foreign}
 	for _, s := range a.stats {
 		rep.Senders = append(rep.Senders, *s)
 	}

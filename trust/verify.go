@@ -85,6 +85,13 @@ type Msg struct {
 	// that a late receiver (VerifierOptions.Late) can bind the first
 	// message it gets to the signature.
 	Prev string
+	// ID and Cites are the message's causal links, for the auditor: ID
+	// names it (e.g. a request's digest) for messages that come after it,
+	// and Cites is the ID of a message it answers (e.g. a reply's cause,
+	// signed inside its payload). The auditor reports a message stored
+	// before the one it cites (ProblemCausal). Both nil: no link.
+	ID    []byte
+	Cites []byte
 }
 
 // VerifierOptions configures a Verifier.

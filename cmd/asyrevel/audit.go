@@ -172,13 +172,13 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 		if c := rec.Control(); c != nil && c.Op == schemas.CtlSeal {
 			if cp, err := trust.DecodeCheckpointHeader(headerValue(rec, trust.CheckpointHeader)); err == nil {
 				src := fmt.Sprintf("checkpoint %d in the log (stream seq %d)", cp.Number, rec.Seq)
-				evidence = append(evidence, func() { _ = a.AddCheckpoint(cp, src) })
+				evidence = append(evidence, func() { _ = a.AddLogCheckpoint(cp, src) })
 			}
 		}
 		if roster.SubjectKind(rec.Subject) == "rcpt" {
 			if _, rc, err := trust.ParseReceiptMessage(rec.Data); err == nil {
 				src := fmt.Sprintf("receipt of %s in the log (stream seq %d)", rc.Party, rec.Seq)
-				evidence = append(evidence, func() { _ = a.AddReceipt(rc, src) })
+				evidence = append(evidence, func() { _ = a.AddLogReceipt(rc, src) })
 			}
 		}
 	})
@@ -194,6 +194,12 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 		switch {
 		case rec.Msg != nil:
 			m.Seq = rec.Msg.Head().Seq
+			// Causal links: a reply names the request it answers.
+			if rec.Kind == schemas.KindOutput {
+				m.ID = schemas.RequestDigest(nil, rec.Data)
+			} else if r := rec.Reply(); r != nil && len(r.Cause) > 0 {
+				m.Cites = r.Cause
+			}
 		case roster.SubjectKind(rec.Subject) == "rcpt":
 			m.Seq, _, _ = trust.ParseReceiptMessage(rec.Data)
 		}
