@@ -187,8 +187,23 @@ func TestAuditor(t *testing.T) {
 			return log[10:]
 		}, nil, want{ProblemStreamGap: 1, ProblemGap: 5}},
 		{"message on a foreign subject", func(log []Msg) []Msg {
+			// Listed apart (AuditReport.Foreign), not against the verdict.
 			return append(log, Msg{StreamSeq: uint64(len(log) + 1), Subject: "asyrevel.r.out.7", Seq: 1, Payload: []byte("x")})
-		}, nil, want{ProblemUnknownSubject: 1}},
+		}, nil, want{}},
+		{"an answer stored before what it answers", func(log []Msg) []Msg {
+			i, j := find(log, out1, 3), find(log, out1, 9)
+			log[i].ID = []byte("request-3")
+			log[j].Cites = []byte("request-3")
+			log[i].Cites, log[j].ID = []byte("request-9"), []byte("request-9")
+			return log
+		}, nil, want{ProblemCausal: 1}},
+		{"an answer to what the log does not hold", func(log []Msg) []Msg {
+			i, j := find(log, out1, 3), find(log, out1, 9)
+			log[i].ID = []byte("request-3")
+			log[j].Cites = []byte("request-3")
+			log[j+1].Cites = []byte("request-x")
+			return log
+		}, nil, want{ProblemCausal: 1}},
 		{"undecodable message", func(log []Msg) []Msg {
 			m := Msg{StreamSeq: uint64(len(log) + 1), Subject: out1, Payload: []byte{0xc1}}
 			return append(log, m)

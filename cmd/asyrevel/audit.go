@@ -159,7 +159,7 @@ func readReceiptTree(dir string) ([]*trust.Receipt, error) {
 func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster *trust.Roster, receipts []*trust.Receipt) (*trust.AuditReport, error) {
 	// As the receivers judged: a rogue's refused messages are listed, not
 	// held against the log.
-	a, err := trust.NewAuditor(roster, trust.AuditOptions{AsReceiver: true})
+	a, err := trust.NewAuditor(roster, trust.AuditOptions{AsReceiver: true, AnchorReceipts: true})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -111,6 +113,56 @@ func TestAuditVerify(t *testing.T) {
 			r[i].Msg, r[j].Msg = r[j].Msg, r[i].Msg
 			return r
 		}, trust.ProblemReorder, []trust.ProblemKind{"gap", trust.ProblemUnsealedTail}},
+		{"a reply moved before its request", func(r []*replay.Record) []*replay.Record {
+			// A reply moves to just before the request it answers; the
+			// messages between them (none on either's subject) move one
+			// place on, as a store rewritten so would number them.
+			for i := len(r) / 2; i < len(r); i++ {
+				rep := r[i].Reply()
+				if rep == nil {
+					continue
+				}
+				j := i - 1
+				for ; j > 0 && r[j].Subject != r[i].Subject; j-- {
+					if r[j].Kind == schemas.KindOutput && bytes.Equal(schemas.RequestDigest(nil, r[j].Data), rep.Cause) {
+						break
+					}
+				}
+				if j <= 0 || r[j].Subject == r[i].Subject {
+					continue
+				}
+				moved := r[i]
+				for k := i; k > j; k-- {
+					r[k] = r[k-1]
+					r[k].Seq++
+				}
+				moved.Seq = r[j].Seq - 1
+				r[j] = moved
+				return r
+			}
+			t.Fatal("no reply to move")
+			return nil
+		}, trust.ProblemCausal, nil},
+		{"the last seal and the receipts after it dropped", func(r []*replay.Record) []*replay.Record {
+			last := -1
+			for i, rec := range r {
+				if c := rec.Control(); c != nil && c.Op == schemas.CtlSeal {
+					last = i
+				}
+			}
+			if last < 0 {
+				t.Fatal("no seal in the log")
+			}
+			return slices.DeleteFunc(r[:last], func(*replay.Record) bool { return false })
+		}, trust.ProblemTruncated, nil},
+		{"an unsigned message on a subject that is not the run's", func(r []*replay.Record) []*replay.Record {
+			x := r[len(r)/2].Clone()
+			x.Subject = "asyrevel." + roster.Run + ".junk"
+			x.Header = nil
+			x.Msg, x.Kind = nil, 0
+			x.Seq = r[len(r)-1].Seq + 1
+			return append(r, x)
+		}, "", nil},
 		{"re-signed with another key", func(r []*replay.Record) []*replay.Record {
 			i := find(r, "join", 1, 1)
 			sig, err := trust.ParseSignature(r[i].Header.Get(trust.SigHeader))
@@ -134,7 +186,7 @@ func TestAuditVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.want == "" {
-				if !rep.Intact() {
+				if !rep.Intact() || (strings.Contains(tc.name, "not the run's") && rep.Foreign != 1) {
 					t.Fatalf("intact log reported: %v", rep.Problems)
 				}
 				return
