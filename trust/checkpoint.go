@@ -518,8 +518,12 @@ func ParseReceiptJSON(data []byte) (*Receipt, error) {
 }
 
 // ReceiptFileName is the name of the file WriteReceipt writes for
-// checkpoint number n: checkpoint-000012.json.
-func ReceiptFileName(n uint64) string { return fmt.Sprintf("checkpoint-%06d.json", n) }
+// checkpoint number n of run: RUN.checkpoint-000012.json. The run's id is
+// in the name, so a folder can keep the receipts of several runs (a
+// second run into the same output folder).
+func ReceiptFileName(run string, n uint64) string {
+	return fmt.Sprintf("%s.checkpoint-%06d.json", run, n)
+}
 
 // WriteReceipt writes rc into dir (made if missing) as
 // ReceiptFileName(number) and returns the path. A file already there is
@@ -534,7 +538,7 @@ func WriteReceipt(dir string, rc *Receipt) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("trust: receipts: %w", err)
 	}
-	path := filepath.Join(dir, ReceiptFileName(rc.Checkpoint.Number))
+	path := filepath.Join(dir, ReceiptFileName(rc.Checkpoint.Run, rc.Checkpoint.Number))
 	if old, err := os.ReadFile(path); err == nil {
 		if bytes.Equal(old, data) {
 			return path, nil

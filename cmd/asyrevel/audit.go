@@ -96,12 +96,24 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	var receipts []*trust.Receipt
+	others := 0
 	for _, dir := range receiptDirs {
 		rs, err := readReceiptTree(dir)
 		if err != nil {
 			return err
 		}
-		receipts = append(receipts, rs...)
+		// A folder may keep the receipts of several runs (a second run
+		// into the same --out): only this run's are evidence here.
+		for _, rc := range rs {
+			if rc.Checkpoint.Run != roster.Run {
+				others++
+				continue
+			}
+			receipts = append(receipts, rc)
+		}
+	}
+	if others > 0 {
+		fmt.Fprintf(stderr, "%d receipts of other runs in the receipts folders: not this run's evidence, left aside\n", others)
 	}
 	log, err := lf.open(ctx)
 	if err != nil {
