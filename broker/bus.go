@@ -29,6 +29,10 @@ var (
 	// ErrServer reports a NATS server that lacks what asyrevel needs
 	// (JetStream, or a version older than 2.9).
 	ErrServer = errors.New("broker: unusable NATS server")
+	// ErrStreamFull reports a publish the run's stream refused because
+	// it holds its size limit (JetStreamConfig.MaxBytes): the log is
+	// bounded, and never shortened to make room.
+	ErrStreamFull = errors.New("broker: the run's stream is full")
 )
 
 // Message is one message to publish.

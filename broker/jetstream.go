@@ -57,6 +57,15 @@ type JetStreamConfig struct {
 	ConsumerReplicas int
 	// Compression of the stream's store when the Bus creates it.
 	Compression Compression
+	// MaxBytes bounds the run's stream when the Bus creates it: once it
+	// holds that many bytes, the stream refuses new messages (it never
+	// discards old ones: the log is the audit trail) and publishes fail
+	// with ErrStreamFull. 0 means no limit.
+	MaxBytes int64
+	// MaxMsgSize is the largest message the run's stream stores, when
+	// the Bus creates it; larger ones (a junk flood) are refused. 0 means
+	// no limit.
+	MaxMsgSize int32
 	// Persist is when the stream writes a message to its files, when the
 	// Bus creates it.
 	Persist Persist
@@ -501,7 +510,7 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		Subjects:     []string{SubjectPrefix(cfg.Run) + ".>"},
 		Retention:    jetstream.LimitsPolicy,
 		Storage:      jetstream.FileStorage,
-		Discard:      jetstream.DiscardOld,
+		Discard:      jetstream.DiscardNew,
 		MaxMsgs:      -1,
 		MaxBytes:     -1,
 		MaxMsgSize:   -1,
@@ -510,6 +519,12 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		Duplicates:   cfg.Duplicates,
 		DenyDelete:   true,
 		DenyPurge:    true,
+	}
+	if cfg.MaxBytes > 0 {
+		scfg.MaxBytes = cfg.MaxBytes
+	}
+	if cfg.MaxMsgSize > 0 {
+		scfg.MaxMsgSize = cfg.MaxMsgSize
 	}
 	// A replicated stream flushes asynchronously anyway (its raft log
 	// backs it) and refuses the setting.

@@ -248,6 +248,9 @@ func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 	if isDupInProcess(err) {
 		p.dups.Add(1)
 	} else {
+		if isStreamFull(err) {
+			err = streamFull(err)
+		}
 		p.errs.set(fmt.Errorf("broker: stream did not store a message on %s: %w", m.Subject, err))
 	}
 	<-p.slots
@@ -422,7 +425,8 @@ type capturePub struct {
 	space      chan struct{} // signalled when confirmations arrive
 	errs       firstErr
 	dups       atomic.Uint64
-	noVerify   atomic.Bool // the stream's counts cannot be read (permissions)
+	noVerify   atomic.Bool           // the stream's counts cannot be read (permissions)
+	full       atomic.Pointer[error] // the stream refused a message: it is full (ErrStreamFull)
 	verifyOnce sync.Once
 
 	mu        sync.Mutex
@@ -507,6 +511,10 @@ func (p *capturePub) signal() {
 }
 
 func (p *capturePub) publish(ctx context.Context, m *Message) error {
+	if err := p.full.Load(); err != nil {
+		// Publishing on would only be lost: stop the publisher at once.
+		return *err
+	}
 	if p.b.replicas > 1 {
 		// A core publish that no stream takes is lost: in a cluster, a
 		// node may not yet know where the replicated stream listens (its
@@ -648,8 +656,26 @@ func (p *capturePub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 		p.noStream = true
 	}
 	p.mu.Unlock()
+	if isStreamFull(err) {
+		err = streamFull(err)
+		p.full.CompareAndSwap(nil, &err)
+	}
 	p.errs.set(fmt.Errorf("%w: the stream did not store message %d (on %s): %w", ErrLost, mk.n, m.Subject, err))
 	p.signal()
+}
+
+// streamFull wraps the stream's refusal of a message past its limit.
+func streamFull(err error) error {
+	return fmt.Errorf("%w: it holds as much as its limit allows (the run's --max-store) and refuses new messages; "+
+		"nothing stored was dropped. Raise --max-store, train for fewer steps, or free disk space (%w)", ErrStreamFull, err)
+}
+
+// isStreamFull reports whether err is the stream's refusal of a message
+// past its size limit.
+func isStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (strings.Contains(apiErr.Description, "maximum bytes exceeded") ||
+		strings.Contains(apiErr.Description, "maximum messages exceeded") || strings.Contains(apiErr.Description, "insufficient resources"))
 }
 
 // settle confirms what was published so far with a barrier, and settles

@@ -91,10 +91,17 @@ type Config struct {
 	Straggler       int           // party id of the straggler (0 = none)
 	StragglerFactor float64       // its slowdown, e.g. 1.6
 
-	Bus       string // jetstream (default) | memory
-	Design    string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
-	Persist   string // when the stream writes to its files: async (default where the server has it) or sync
-	Compress  string // the stream's store compression: none (default) or s2 (server 2.10+)
+	Bus      string // jetstream (default) | memory
+	Design   string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
+	Persist  string // when the stream writes to its files: async (default where the server has it) or sync
+	Compress string // the stream's store compression: none (default) or s2 (server 2.10+)
+	// MaxStore bounds the run's stream in bytes (when this process
+	// creates it): full, it refuses new messages and the run stops with
+	// broker.ErrStreamFull; it never drops old ones. 0: the embedded
+	// broker's default, 80% of the disk space free at its store when the
+	// run starts; an external broker's stream is then unbounded (its
+	// account limits apply). -1: unbounded.
+	MaxStore  int64
 	NATS      string // external server URL ("" = embedded)
 	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
@@ -1313,18 +1320,19 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 
 // network is the broker a run talks through.
 type network struct {
-	name    string
-	hub     *broker.MemoryHub
-	srv     *broker.Server
-	cluster *broker.Cluster
-	next    int  // the cluster node the next connection goes to
-	told    bool // the server's missing features were logged
-	url     string
-	cfg     *Config
-	dir     string // the embedded broker's store
-	tmp     string // a temporary store, removed by close
-	closed  bool
-	op      *trust.Key // the operator's key, when the embedded broker admits only the roster (trust.go)
+	name     string
+	hub      *broker.MemoryHub
+	srv      *broker.Server
+	cluster  *broker.Cluster
+	next     int  // the cluster node the next connection goes to
+	told     bool // the server's missing features were logged
+	url      string
+	cfg      *Config
+	dir      string // the embedded broker's store
+	tmp      string // a temporary store, removed by close
+	closed   bool
+	maxStore int64      // the stream's bound in bytes (Config.MaxStore)
+	op       *trust.Key // the operator's key, when the embedded broker admits only the roster (trust.go)
 }
 
 func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
@@ -1361,6 +1369,10 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.tmp, dir = tmp, tmp
 	}
 	n.dir = dir
+	n.maxStore = cfg.MaxStore
+	if n.maxStore == 0 {
+		n.maxStore = defaultMaxStore(dir)
+	}
 	auth, err := n.serverAuth()
 	if err != nil {
 		n.close()
@@ -1381,7 +1393,7 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-cluster"
 		return n, nil
 	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth})
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth, MaxPayload: MaxMessage(cfg)})
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
@@ -1417,6 +1429,32 @@ func replaceStore(cfg *Config, dir string) error {
 	return st.Remove()
 }
 
+// MaxMessage is the largest message a run of cfg sends (eval chunks,
+// batches, hellos, receipts, with room to spare), at least 1 MiB: the
+// stream stores nothing larger, and the embedded broker accepts nothing
+// larger, so a participant cannot fill the store with huge messages.
+func MaxMessage(cfg *Config) int32 {
+	k := max(cfg.K, 1)
+	if cfg.Model != "" && cfg.Model != "linear" {
+		k = max(k, 16) // a black box may give more outputs
+	}
+	b := max(cfg.Batch, cfg.MaxBatch, party.DefaultChunk, 1)
+	n := 64<<10 + 2*8*k*b + 4*b + 16*(5*cfg.Parties+1)*64
+	return int32(min(max(n, 1<<20), 64<<20))
+}
+
+// defaultMaxStore is the embedded broker's default bound of a run's
+// stream: 80% of the disk space free at dir (at least 64 MiB), so that
+// a run stops with a clear error before the disk is full; -1 where the
+// free space cannot be read.
+func defaultMaxStore(dir string) int64 {
+	free, err := freeBytes(dir)
+	if err != nil || free <= 0 {
+		return -1
+	}
+	return max(free/10*8, 64<<20)
+}
+
 func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) {
 	if n.hub != nil {
 		return n.hub.Connect(name), nil
@@ -1427,6 +1465,7 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	}
 	jc.Persist, _ = n.cfg.persist()
 	jc.Compression, _ = n.cfg.compression()
+	jc.MaxBytes, jc.MaxMsgSize = n.maxStore, MaxMessage(n.cfg)
 	if n.cluster != nil {
 		// Participants spread over the nodes, over TCP; the stream is
 		// replicated on up to three of them.

@@ -261,3 +261,6 @@ func MB(n int64) string {
 	}
 	return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
 }
+
+// dirOf is filepath.Dir of a cleaned path.
+func dirOf(p string) string { return filepath.Dir(filepath.Clean(p)) }

@@ -171,6 +171,9 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&c.Run, "run", "", "run id: names the stream ASYREVEL_<run>, which must not hold an earlier run\n(train: default generated)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.Var((*sizeFlag)(&c.MaxStore), "max-store", "bound of the run's stream, e.g. 20GB or 500MiB (none: unbounded). Full, it refuses\nnew messages and the run stops with a clear error; old ones are never dropped\n(default with the embedded broker: 80% of the disk space free at its store)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default 1s, or duration/40); rounds are spaced at least\n9 times their own duration apart, so that they take at most a tenth of the run")
 		}},
 		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {

@@ -1,0 +1,79 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// A run whose stream reaches --max-store stops within seconds with an
+// error that says so (broker.ErrStreamFull), and the stream holds no more
+// than the bound: the log is bounded and never shortened.
+func TestMaxStoreStopsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	const limit = 2 << 20
+	t0 := time.Now()
+	_, err := Train(context.Background(), Config{
+		Synthetic: small(), Parties: 3, Batch: 16, Window: 2, Duration: time.Minute, Seed: 1,
+		StoreDir: store, Run: "full", MaxStore: limit, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
+	})
+	if !errors.Is(err, broker.ErrStreamFull) {
+		t.Fatalf("a full stream: %v, want ErrStreamFull", err)
+	}
+	if s := time.Since(t0); s > 30*time.Second {
+		t.Errorf("the run took %v to stop", s)
+	}
+	if !strings.Contains(err.Error(), "--max-store") {
+		t.Errorf("the error does not name the flag: %v", err)
+	}
+	st, err := OpenStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Runs {
+		if r.Run == "full" && r.Bytes > limit+int64(MaxMessage(&Config{Parties: 3, Batch: 16})) {
+			t.Errorf("the stream holds %d bytes, past its bound of %d", r.Bytes, limit)
+		}
+	}
+}
+
+// The stream refuses a message larger than the run's largest (a junk
+// flood of 4 MB messages), and so does the embedded broker.
+func TestMaxMessageRefused(t *testing.T) {
+	ctx := context.Background()
+	cfg := &Config{Parties: 4, Batch: 64}
+	max := MaxMessage(cfg)
+	if max < 1<<20 || max > 8<<20 {
+		t.Fatalf("MaxMessage %d", max)
+	}
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: "big", MaxMsgSize: max, Design: broker.DesignOrdered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	subj := schemas.Subject("big", schemas.KindOutput, 1)
+	if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: make([]byte, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Publish(ctx, &broker.Message{Subject: subj, Data: make([]byte, 2<<20)})
+	_ = b.Flush(ctx)
+	n, err := b.Count(ctx, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the stream holds %d messages, want only the small one", n)
+	}
+}
