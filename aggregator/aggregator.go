@@ -149,6 +149,10 @@ type Point struct {
 	MsgsPerSec   float64 // messages (up and down) per second since the previous point
 	MaxStaleness uint32
 	Final        bool
+	// Stale lists the parties whose outputs in this evaluation are the
+	// last they sent, not fresh ones: the round stopped waiting for them
+	// (departed, or silent in evaluations while they train).
+	Stale []int
 }
 
 // Result is what a finished run reports.
@@ -191,6 +195,9 @@ type Result struct {
 	Timeouts     int64
 	Returned     int64
 	EvalsWithout int64
+	// StaleEvals counts, by party, the evaluations scored with its last
+	// outputs instead of fresh ones (Point.Stale).
+	StaleEvals map[int]int64
 	// Recovery is what a resumed aggregator applied from the stream (nil
 	// for a run that was not resumed).
 	Recovery *Recovery
@@ -209,14 +216,15 @@ const (
 )
 
 type round struct {
-	id        uint32
-	splits    uint8
-	at        time.Duration
-	steps     int64
-	msgs      int64
-	next      [][2]uint32 // per party: next expected First for train and test
-	wait      []bool      // per party: the round waits for it (it had not departed)
-	without   bool        // a departed party's last outputs were used
+	id     uint32
+	splits uint8
+	at     time.Duration
+	steps  int64
+	msgs   int64
+	next   [][2]uint32 // per party: next expected First for train and test
+	wait   []bool      // per party: the round waits for it (it had not departed)
+
+	without   bool // a departed party's last outputs were used
 	requested time.Time
 	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
@@ -283,7 +291,9 @@ type Aggregator struct {
 	ev         schemas.EvalOutput
 	hel        schemas.Hello
 	rep        schemas.Reply
-	cause      []byte // the digest of the request being answered (Reply.Cause)
+	cause      []byte      // the digest of the request being answered (Reply.Cause)
+	evalSilent []bool      // by party: it let an evaluation round down while training (shortWait)
+	lastReq    []time.Time // by party: when its latest valid request came
 	msg        broker.Message
 	bus        broker.Bus
 	ctx        context.Context
@@ -390,6 +400,8 @@ func New(cfg Config) (*Aggregator, error) {
 		hh:          make([]float64, cfg.MaxBatch),
 		pcg:         newPCG(cfg.Seed),
 		departed:    make([]bool, q+1),
+		evalSilent:  make([]bool, q+1),
+		lastReq:     make([]time.Time, q+1),
 		enc:         schemas.NewCodec(),
 		dec:         schemas.NewCodec(),
 		fin:         make(chan struct{}),
@@ -593,6 +605,13 @@ func (a *Aggregator) watch() {
 			a.leave(c, idle)
 			return
 		}
+		// A party that already let an evaluation down while it trains
+		// gets a short wait: a few times what a whole round takes, not
+		// --party-timeout every round.
+		if short := a.shortWait(); a.cfg.PartyTimeout > 0 && idle >= short && short < a.cfg.PartyTimeout && a.onlySilentMissing(c) {
+			a.leave(c, idle)
+			return
+		}
 		if idle >= a.cfg.EvalTimeout {
 			a.abort(fmt.Errorf("%w: evaluation round %d: no answer from %s for %v (--wait)", ErrNoProgress, c.id, a.missing(c), a.cfg.EvalTimeout))
 			return
@@ -617,6 +636,43 @@ func (a *Aggregator) watch() {
 		}
 		a.lastNotice = now
 	}
+}
+
+// shortWait is how long a round waits for a party that let an earlier
+// evaluation down while it trains: three times the last complete round's
+// cost, at least a second.
+func (a *Aggregator) shortWait() time.Duration {
+	return max(time.Second, 3*a.evalCost)
+}
+
+// onlySilentMissing reports whether every party round c still waits for
+// has let an earlier evaluation down (evalSilent).
+func (a *Aggregator) onlySilentMissing(c *round) bool {
+	missing := false
+	for m := 1; m <= a.q; m++ {
+		if !c.wait[m] || a.roundDone(c, m) {
+			continue
+		}
+		if !a.evalSilent[m] {
+			return false
+		}
+		missing = true
+	}
+	return missing
+}
+
+// roundDone reports whether party m has sent all of round c.
+func (a *Aggregator) roundDone(c *round, m int) bool {
+	for s, bit := range [2]uint8{schemas.EvalTrain, schemas.EvalTest} {
+		total := a.n
+		if s == 1 {
+			total = len(a.cfg.TestLabels)
+		}
+		if c.splits&bit != 0 && int(c.next[m][s]) < total {
+			return false
+		}
+	}
+	return true
 }
 
 // joinStatus says, party by party, what the join phase still waits for.
@@ -1012,6 +1068,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 		if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 			return err
 		}
+		a.lastReq[m] = time.Now()
 		a.res.LateOutputs++
 		return nil
 	default:
@@ -1029,6 +1086,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
 	}
+	a.lastReq[m] = time.Now()
 	// The reply names this request by content (Reply.Cause).
 	a.cause = schemas.RequestDigest(a.cause[:0], data)
 	switch {
@@ -1317,6 +1375,18 @@ func (a *Aggregator) score(r *round) {
 	if r.without {
 		a.res.EvalsWithout++
 	}
+	var stale []int
+	for m := 1; m <= a.q; m++ {
+		if r.wait[m] {
+			a.evalSilent[m] = false // it answered this round
+			continue
+		}
+		stale = append(stale, m)
+		if a.res.StaleEvals == nil {
+			a.res.StaleEvals = map[int]int64{}
+		}
+		a.res.StaleEvals[m]++
+	}
 	pt := Point{
 		Seconds:      r.at.Seconds(),
 		Steps:        r.steps,
@@ -1325,6 +1395,7 @@ func (a *Aggregator) score(r *round) {
 		TestLoss:     math.NaN(),
 		MaxStaleness: a.res.MaxStaleness,
 		Final:        r.final,
+		Stale:        stale,
 	}
 	if r.splits&schemas.EvalTrain != 0 {
 		pt.TrainLoss = a.meanLoss(a.evalC[0], a.cfg.Labels)

@@ -773,12 +773,24 @@ func (a *Aggregator) leave(c *round, idle time.Duration) {
 		}
 		c.wait[m], c.without = false, true
 		c.remaining -= left
+		if time.Since(a.lastReq[m]) < max(idle, a.cfg.PartyTimeout) {
+			// It trains, but does not answer evaluations: scored with its
+			// last outputs, marked stale; later rounds wait for it only
+			// briefly (shortWait).
+			if !a.evalSilent[m] {
+				a.cfg.Log.Warn().Int("party", m).Str("idle", idle.Round(time.Millisecond).String()).Uint32("round", c.id).
+					Msg("party sends requests but no evaluation outputs: this evaluation uses its last outputs (marked stale in the log, curve.csv and summary.json); later ones wait for it briefly")
+			}
+			a.evalSilent[m] = true
+			continue
+		}
+		a.evalSilent[m] = true
 		a.departed[m] = true
 		why := fmt.Sprintf("no answer to evaluation round %d for %v (--party-timeout)", c.id, idle.Round(time.Second))
 		a.res.Departed[m] = why
 		a.res.Timeouts++
 		a.cfg.Log.Warn().Int("party", m).Str("idle", idle.Round(time.Second).String()).Uint32("round", c.id).
-			Msg("party departed: training goes on without it; evaluations use its last outputs until it sends again (restart it with --resume)")
+			Msg("party silent: no request and no evaluation outputs; training goes on without it and evaluations use its last outputs (marked stale) until it sends again")
 	}
 	c.progress = time.Now()
 	if c.remaining <= 0 {

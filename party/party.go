@@ -56,12 +56,15 @@ const DefaultReplyBound = 1e9
 // model and the zeroth-order step settings. Nothing here leaves the party
 // except through the outputs of Model.Forward.
 type Config struct {
-	Run    string
-	ID     int             // party id, 1..q
-	Model  model.Local     // black box: only Forward is called
-	Train  *dataset.Matrix // this party's columns of the training samples
-	Test   *dataset.Matrix // this party's columns of the test samples; may be nil
-	Params []float64       // initial parameters; nil = Model.Init
+	Run string
+	ID  int // party id, 1..q
+	// IgnoreEvals is a fault to inject (tests, experiment faults): the
+	// party trains but never answers evaluation requests.
+	IgnoreEvals bool
+	Model       model.Local     // black box: only Forward is called
+	Train       *dataset.Matrix // this party's columns of the training samples
+	Test        *dataset.Matrix // this party's columns of the test samples; may be nil
+	Params      []float64       // initial parameters; nil = Model.Init
 
 	Reg    model.Regularizer // g; nil = none
 	Lambda float64
@@ -894,6 +897,9 @@ func (p *Party) control(c *schemas.Control) {
 			}
 		}
 	case schemas.CtlEval:
+		if p.cfg.IgnoreEvals && c.Round > 0 {
+			return
+		}
 		for _, s := range []struct {
 			bit   uint8
 			split schemas.Split

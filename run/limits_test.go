@@ -3,6 +3,8 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,5 +77,37 @@ func TestMaxMessageRefused(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("the stream holds %d messages, want only the small one", n)
+	}
+}
+
+// A party that trains but never answers evaluations holds up each
+// evaluation briefly, not for --party-timeout every round: the run keeps
+// its evaluations, and the curve, the progress and the summary say whose
+// outputs were the last ones it sent.
+func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
+	out := t.TempDir()
+	s, err := Train(context.Background(), Config{
+		Synthetic: small(), Parties: 3, Batch: 16, Window: 2, Duration: 6 * time.Second, Seed: 1,
+		Out: out, EvalSilent: 2, PartyTimeout: 3 * time.Second, EvalEvery: 200 * time.Millisecond, Log: testLog(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With --party-timeout for each round, 6 s hold at most 2 rounds.
+	if len(s.Curve) < 4 {
+		t.Errorf("%d evaluations in 6 s", len(s.Curve))
+	}
+	if s.StaleEvals[2] == 0 || len(s.StaleEvals) != 1 {
+		t.Errorf("stale evaluations %v, want party 2's", s.StaleEvals)
+	}
+	if fmt.Sprint(s.FinalStale) != "[2]" {
+		t.Errorf("final evaluation's stale parties %v, want [2]", s.FinalStale)
+	}
+	if len(s.Departed) != 0 {
+		t.Errorf("a party that trains counted as departed: %v", s.Departed)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "curve.csv"))
+	if err != nil || !strings.Contains(string(csv), "stale_parties") || !strings.Contains(string(csv), ",2\n") {
+		t.Errorf("curve.csv does not mark party 2: %v\n%s", err, csv)
 	}
 }

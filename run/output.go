@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -134,9 +135,18 @@ func writeCurveCSV(path string, curve []aggregator.Point) error {
 	var recs [][]string
 	for _, p := range curve {
 		recs = append(recs, []string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
-			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10)})
+			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10), partyList(p.Stale, ";")})
 	}
-	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness"}, recs)
+	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness", "stale_parties"}, recs)
+}
+
+// partyList joins party ids with sep ("" for none).
+func partyList(ps []int, sep string) string {
+	s := make([]string, len(ps))
+	for i, m := range ps {
+		s[i] = strconv.Itoa(m)
+	}
+	return strings.Join(s, sep)
 }
 
 // PlotCurve draws test accuracy and training loss against training time,

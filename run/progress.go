@@ -83,7 +83,11 @@ func (p *progress) point(pt aggregator.Point) {
 	if !math.IsNaN(pt.TestAccuracy) {
 		ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
 	}
-	ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0)).Uint32("stale", pt.MaxStaleness).Msg("progress")
+	ev = ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0)).Uint32("stale", pt.MaxStaleness)
+	if len(pt.Stale) > 0 {
+		ev = ev.Str("last_outputs_of", "party "+partyList(pt.Stale, ", "))
+	}
+	ev.Msg("progress")
 	p.check(pt)
 	if p.next != nil {
 		p.next(pt)

@@ -87,9 +87,12 @@ type Config struct {
 	// lasts its measured compute plus SimCompute times its model's number
 	// of parameters, and Straggler's steps are StragglerFactor times as
 	// long (a delay proportional to their measured and simulated compute).
-	SimCompute      time.Duration // per model parameter and step (0 = real compute only)
-	Straggler       int           // party id of the straggler (0 = none)
-	StragglerFactor float64       // its slowdown, e.g. 1.6
+	SimCompute time.Duration // per model parameter and step (0 = real compute only)
+	Straggler  int           // party id of the straggler (0 = none)
+	// EvalSilent is a party (id) that never answers evaluation requests
+	// while it trains: a fault to inject (tests, experiment faults).
+	EvalSilent      int
+	StragglerFactor float64 // its slowdown, e.g. 1.6
 
 	Bus      string // jetstream (default) | memory
 	Design   string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
@@ -213,11 +216,16 @@ type Summary struct {
 	// back, EvalsWithout the evaluations scored with a departed party's
 	// last outputs. Resumed is what a resumed aggregator applied again
 	// from the stream.
-	Departed      map[int]string       `json:"departed,omitempty"`
-	PartyTimeouts int64                `json:"party_timeouts,omitempty"`
-	Returned      int64                `json:"returned,omitempty"`
-	EvalsWithout  int64                `json:"evals_without_departed,omitempty"`
-	Resumed       *aggregator.Recovery `json:"resumed,omitempty"`
+	Departed      map[int]string `json:"departed,omitempty"`
+	PartyTimeouts int64          `json:"party_timeouts,omitempty"`
+	Returned      int64          `json:"returned,omitempty"`
+	EvalsWithout  int64          `json:"evals_without_departed,omitempty"`
+	// StaleEvals counts, by party, the evaluations scored with its last
+	// outputs because it did not answer in time; FinalStale lists the
+	// parties whose last outputs the final evaluation used.
+	StaleEvals map[int]int64        `json:"stale_evaluations,omitempty"`
+	FinalStale []int                `json:"final_stale_parties,omitempty"`
+	Resumed    *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -862,9 +870,9 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
 		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
-		Adversary: cfg.Adversaries[m],
-		Log:       cfg.Log,
-		Key:       cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
+		Adversary: cfg.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m,
+		Log: cfg.Log,
+		Key: cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	}
 	c, err := partyCheckpoints(cfg, &pc, m)
 	if err != nil {
@@ -1297,6 +1305,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		s.Departed = res.Departed
 	}
 	s.PartyTimeouts, s.Returned, s.EvalsWithout, s.Resumed = res.Timeouts, res.Returned, res.EvalsWithout, res.Recovery
+	s.StaleEvals, s.FinalStale = res.StaleEvals, res.Final.Stale
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
 	}
@@ -1379,7 +1388,7 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		return nil, err
 	}
 	if cfg.Cluster > 0 {
-		cc := broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster}
+		cc := broker.ClusterConfig{Dir: dir, Nodes: cfg.Cluster, MaxStore: serverMaxStore}
 		if auth != nil {
 			// Every node admits the roster's users alone.
 			cc.Configure = func(_ int, o *server.Options) { auth(o) }
@@ -1393,7 +1402,9 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-cluster"
 		return n, nil
 	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth, MaxPayload: MaxMessage(cfg)})
+	// Each run's stream has its own bound (Config.MaxStore), which the
+	// server reserves: the server's own cap must not refuse it.
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Configure: auth, MaxPayload: MaxMessage(cfg), MaxStore: serverMaxStore})
 	if err != nil {
 		n.close()
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
@@ -1442,6 +1453,10 @@ func MaxMessage(cfg *Config) int32 {
 	n := 64<<10 + 2*8*k*b + 4*b + 16*(5*cfg.Parties+1)*64
 	return int32(min(max(n, 1<<20), 64<<20))
 }
+
+// serverMaxStore is the embedded broker's cap of all its streams: the
+// streams' own bounds (defaultMaxStore) are what limits them.
+const serverMaxStore = 1 << 50
 
 // defaultMaxStore is the embedded broker's default bound of a run's
 // stream: 80% of the disk space free at dir (at least 64 MiB), so that

@@ -59,3 +59,12 @@ func parseSize(v string) (int64, error) {
 	}
 	return int64(x * mult), nil
 }
+
+// joinInts joins party ids with ", ".
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}

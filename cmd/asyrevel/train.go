@@ -574,6 +574,12 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	for m, r := range s.Departed {
 		fmt.Fprintf(w, "party %d departed and did not come back: %s; training went on without it, the evaluations used its last outputs\n", m, r)
 	}
+	if len(s.FinalStale) > 0 {
+		fmt.Fprintf(w, "the final evaluation used the last outputs of party %s (no fresh ones came in time): its accuracy is that of their models when they last answered\n", joinInts(s.FinalStale))
+	}
+	for m, n := range s.StaleEvals {
+		fmt.Fprintf(w, "party %d did not answer %d evaluations in time: each used its last outputs (stale_parties in curve.csv)\n", m, n)
+	}
 	if s.PartyTimeouts > 0 {
 		fmt.Fprintf(w, "party timeouts: %d (departures), %d came back; %d evaluations used a departed party's last outputs\n", s.PartyTimeouts, s.Returned, s.EvalsWithout)
 	}
