@@ -172,7 +172,9 @@ func TestBrokerPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := info.Config; !c.DenyDelete || !c.DenyPurge || c.MaxMsgs != -1 || c.MaxBytes != -1 || c.MaxAge != 0 || c.AllowMsgTTL || c.Retention != jetstream.LimitsPolicy {
+	// Bounded (MaxBytes), but full it refuses new messages: it never
+	// drops old ones.
+	if c := info.Config; !c.DenyDelete || !c.DenyPurge || c.MaxMsgs != -1 || c.MaxBytes <= 0 || c.Discard != jetstream.DiscardNew || c.MaxAge != 0 || c.AllowMsgTTL || c.Retention != jetstream.LimitsPolicy {
 		t.Fatalf("stream configuration %+v", c)
 	}
 	if info.State.Msgs != 1 {
