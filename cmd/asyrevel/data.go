@@ -57,7 +57,7 @@ func cmdData(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stdout, dataUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown data subcommand %q", errUsage, args[0])
+	return fmt.Errorf("%w: unknown data subcommand %q%s; 'asyrevel data help' lists them", errUsage, args[0], didYouMean(args[0], []string{"inspect", "split", "verify", "fetch", "presets"}))
 }
 
 func cmdDataInspect(args []string, stdout, stderr io.Writer) error {

@@ -190,7 +190,7 @@ func readmeFlags(t *testing.T, cache map[string][]string, args ...string) ([]str
 	}
 	code, out, errOut := runCLI(t, append(slices.Clone(args), "-h")...)
 	if code != 0 {
-		return nil, fmt.Errorf("asyrevel %s -h: exit %d: %s", key, code, firstLine(errOut))
+		return nil, fmt.Errorf("asyrevel %s -h: exit %d: %s", key, code, firstLine(strings.TrimSpace(errOut)))
 	}
 	var fl []string
 	for name := range helpFlags(out + errOut) {
@@ -204,11 +204,6 @@ func readmeFlags(t *testing.T, cache map[string][]string, args ...string) ([]str
 // flag, not a placeholder (NAME), not an ellipsis.
 func isWord(w string) bool {
 	return w != "" && w[0] >= 'a' && w[0] <= 'z'
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return s
 }
 
 // checkInvocation says what is wrong with an asyrevel command line of the

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/run"
+)
+
+// The command line suggests the nearest command, subcommand or flag, and an
+// unknown flag prints a few lines, not the whole usage.
+func TestDidYouMean(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trian"}, `did you mean "train"?`},
+		{[]string{"data", "splt"}, `did you mean "split"?`},
+		{[]string{"store", "lst"}, `did you mean "list"?`},
+		{[]string{"experiment", "fig"}, `did you mean "fig3"?`},
+		{[]string{"train", "--partys", "4"}, "unknown flag --partys (did you mean --parties?)"},
+		{[]string{"data", "split", "--partys", "4", "x"}, "did you mean --parties?"},
+		{[]string{"data", "inspect", "--lable", "y", "x.csv"}, "did you mean --label?"},
+		{[]string{"train", "--data", "synthetic", "--lr"}, "--lr needs a value"},
+	}
+	for _, tc := range cases {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: %q lacks %q", tc.args, errOut, tc.want)
+		}
+		if n := strings.Count(errOut, "\n"); n > 4 {
+			t.Errorf("%v: %d lines of output, want a few:\n%s", tc.args, n, errOut)
+		}
+		for _, goWords := range []string{"flag provided but not defined", "flag needs an argument", "Flags:"} {
+			if strings.Contains(errOut, goWords) {
+				t.Errorf("%v: Go's words %q in %q", tc.args, goWords, errOut)
+			}
+		}
+		if strings.HasPrefix(tc.args[len(tc.args)-1], "-") || strings.Contains(tc.want, "flag") {
+			if !strings.Contains(errOut, "-h") {
+				t.Errorf("%v: no pointer to -h in %q", tc.args, errOut)
+			}
+		}
+	}
+	// -h still lists every flag.
+	if _, _, errOut := runCLI(t, "train", "-h"); strings.Count(errOut, "\n") < 100 || !strings.Contains(errOut, "-parties") {
+		t.Errorf("train -h: %d lines", strings.Count(errOut, "\n"))
+	}
+}
+
+// The report speaks the user's words: no Go map syntax, no stale or
+// self-contradicting figures.
+func TestReportWords(t *testing.T) {
+	base := func() *run.Summary {
+		return &run.Summary{Algo: "asyrevel-gau", Dataset: "wine", Parties: 4, TestAccuracy: math.NaN()}
+	}
+	cases := []struct {
+		name    string
+		s       func() *run.Summary
+		want    []string
+		notWant []string
+	}{
+		{"rejections", func() *run.Summary {
+			s := base()
+			s.Steps, s.TestAccuracy = 10, 0.9
+			s.Rejected = map[string]int64{"aggregator:shape": 26}
+			return s
+		}, []string{"the aggregator rejected 26 for shape"}, []string{"map["}},
+		{"interrupted before training", func() *run.Summary {
+			s := base()
+			s.TestAccuracy, s.Interrupted = 0, "interrupt"
+			return s
+		}, []string{"stopped before training started"}, []string{"test accuracy 0.00%", "train loss 0.0000"}},
+		{"resumed at step 0", func() *run.Summary {
+			s := base()
+			s.Steps, s.TestAccuracy, s.TrainSeconds, s.WallSeconds = 50000, 0.9, 183.2, 59
+			s.Resumed = &aggregator.Recovery{FromSteps: 0, Reapplied: 10378, Skipped: 10378}
+			return s
+		}, []string{"the checkpoint saved when training started", "10378 requests delivered a second time were ignored", "this process ran 59.0 s"},
+			[]string{"checkpoint of step 0", "skipped as applied"}},
+		{"one-class leakage", func() *run.Summary {
+			s := base()
+			s.Steps, s.TestAccuracy = 10, 0.9
+			s.Leakage = &aggregator.Leakage{Scored: true, Parties: []aggregator.PartyLeakage{{Party: 1, Covered: 10, SignAccuracy: 1, SignAUC: -1}}}
+			return s
+		}, []string{"all of one class"}, []string{"AUC -1"}},
+	}
+	for _, tc := range cases {
+		var b bytes.Buffer
+		report(&b, &run.Config{}, tc.s())
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
+			}
+		}
+		for _, w := range tc.notWant {
+			if strings.Contains(b.String(), w) {
+				t.Errorf("%s: %q has %q", tc.name, b.String(), w)
+			}
+		}
+	}
+	if strings.Contains(run.ErrConfig.Error(), "experiment") || strings.Contains(run.ErrConfig.Error(), "config") {
+		t.Errorf("train's errors start with %q", run.ErrConfig)
+	}
+}
