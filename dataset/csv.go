@@ -532,7 +532,12 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				c := &t.cols[colOf[j]]
 				if isNA(cell) {
 					if opts.Missing == MissingError {
-						return nil, fmt.Errorf("%w: csv: line %d: column %q: missing value %s", ErrFormat, line, header[j], strconv.Quote(cell))
+						what := "an empty cell"
+						if cell != "" {
+							what = "missing value " + strconv.Quote(cell)
+						}
+						return nil, fmt.Errorf("%w: csv: line %d, column %d (%q): %s: say how to fill it: --missing zero (read as 0) or --missing drop (leave such rows out)",
+							ErrFormat, line, j+1, header[j], what)
 					}
 					missing = true
 					t.nMissing++

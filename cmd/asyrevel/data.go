@@ -75,6 +75,10 @@ func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: data inspect takes one PATH", errUsage)
 	}
+	if !flagGiven(fs, "missing") {
+		// inspect counts the missing cells rather than refusing them.
+		csv.Missing = dataset.MissingZero
+	}
 	if dataset.IsSplit(pos[0]) {
 		if csv.Given() {
 			return fmt.Errorf("%w: %s is a split folder, whose columns were chosen when it was split: drop the CSV flags", errUsage, pos[0])

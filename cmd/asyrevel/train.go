@@ -235,6 +235,24 @@ func addCSVFlags(fs *flag.FlagSet, o *dataset.CSVOptions) {
 		return nil
 	})
 	fs.IntVar(&o.SkipRows, "skip-rows", 0, "CSV: lines before the header to skip")
+	o.Missing = dataset.MissingError
+	fs.Func("missing", "CSV: what to do with a missing cell (empty, or one of --na): `HOW` is error (the\ndefault: refuse the file, naming the line and column), zero (read it as 0; a\ncategorical cell as no category) or drop (leave its row out)", func(v string) error {
+		switch v {
+		case "error":
+			o.Missing = dataset.MissingError
+		case "zero":
+			o.Missing = dataset.MissingZero
+		case "drop":
+			o.Missing = dataset.MissingDrop
+		default:
+			return fmt.Errorf("want error, zero or drop")
+		}
+		return nil
+	})
+	fs.Func("na", "CSV: the cell `VALUES` (comma-separated) that mean missing (default: an empty cell and NA)", func(v string) error {
+		o.NA = append(o.NA, splitList(v)...)
+		return nil
+	})
 }
 
 func splitList(v string) []string {

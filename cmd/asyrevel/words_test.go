@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -107,5 +108,22 @@ func TestReportWords(t *testing.T) {
 	}
 	if strings.Contains(run.ErrConfig.Error(), "experiment") || strings.Contains(run.ErrConfig.Error(), "config") {
 		t.Errorf("train's errors start with %q", run.ErrConfig)
+	}
+}
+
+// An empty cell is refused with its line and column unless --missing says
+// how to fill it; data inspect counts it.
+func TestEmptyCellRefused(t *testing.T) {
+	path := t.TempDir() + "/e.csv"
+	must(t, os.WriteFile(path, []byte("a,b,label\n1,2,0\n3,,1\n5,6,0\n7,8,1\n"), 0o644))
+	code, _, errOut := runCLI(t, "train", "--data", path, "--parties", "2", "--steps", "5", "--log", "error")
+	if code != 1 || !strings.Contains(errOut, `line 3, column 2 ("b"): an empty cell`) || !strings.Contains(errOut, "--missing zero") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "train", "--data", path, "--parties", "2", "--steps", "5", "--missing", "zero", "--log", "error", "--no-privacy-report"); code != 0 {
+		t.Errorf("--missing zero: exit %d: %s", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "data", "inspect", path); code != 0 || !strings.Contains(out, "samples:   4") {
+		t.Errorf("inspect: exit %d: %s%s", code, out, errOut)
 	}
 }
