@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/run"
@@ -125,5 +128,48 @@ func TestEmptyCellRefused(t *testing.T) {
 	}
 	if code, out, errOut := runCLI(t, "data", "inspect", path); code != 0 || !strings.Contains(out, "samples:   4") {
 		t.Errorf("inspect: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// A run whose outputs diverge (raw columns on very different scales) stops
+// at once with an error naming --scale standard, exits non-zero, and the
+// advice works: the same run with --scale standard trains.
+func TestDivergingRunStops(t *testing.T) {
+	path := t.TempDir() + "/raw.csv"
+	r := rand.New(rand.NewPCG(3, 4))
+	scales := []float64{13, 2, 2.4, 19, 100, 2.3, 2, 0.36, 1.6, 5, 1, 2.6, 750}
+	var b strings.Builder
+	b.WriteString("label,f0,f1,f2,f3,f4,f5,f6,f7,f8,f9,f10,f11,f12\n")
+	for range 178 {
+		c := r.IntN(3)
+		fmt.Fprintf(&b, "%d", c)
+		for _, s := range scales {
+			fmt.Fprintf(&b, ",%.3f", s*(1+0.15*float64(c))+r.NormFloat64()*0.1*s)
+		}
+		b.WriteString("\n")
+	}
+	must(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	start := time.Now()
+	code, _, errOut := runCLI(t, "train", "--data", path, "--parties", "4", "--duration", "20s", "--log", "error", "--no-privacy-report")
+	if took := time.Since(start); code == 0 || took > 15*time.Second {
+		t.Fatalf("raw data: exit %d after %v (want non-zero, at once): %s", code, took, errOut)
+	}
+	if !strings.Contains(errOut, "--scale standard") || strings.Contains(errOut, "departed") {
+		t.Errorf("raw data: %s", errOut)
+	}
+	out := t.TempDir()
+	code, _, errOut = runCLI(t, "train", "--data", path, "--parties", "4", "--steps", "20000", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out)
+	if code != 0 {
+		t.Fatalf("--scale standard: exit %d: %s", code, errOut)
+	}
+	var s struct {
+		Loss float64 `json:"train_loss"`
+	}
+	if _, err := readSummary(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	// log 3 = 1.0986 is the loss of predicting the class shares.
+	if !(s.Loss < 0.7) {
+		t.Errorf("--scale standard: train loss %.4f, want well below log 3", s.Loss)
 	}
 }
