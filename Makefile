@@ -22,7 +22,9 @@ run: build
 # 2.9.10, the oldest asyrevel supports); they skip with a message without it.
 stock-server:
 	@command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server || \
-	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1 && apt-get install -y -qq nats-server >/dev/null 2>&1; } || \
+	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1 && \
+	  echo "make test: installing Debian's nats-server (apt-get install nats-server) for the tests against a stock server; a minute or more" && \
+	  apt-get install -y -qq nats-server >/dev/null 2>&1; } || \
 	echo "note: no stock nats-server binary (apt-get install nats-server): its tests are skipped"
 
 test: stock-server

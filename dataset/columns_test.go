@@ -26,7 +26,7 @@ func TestCSVLabelColumn(t *testing.T) {
 		{"by name", "Outcome,a\n1,2\n0,3\n", CSVOptions{Label: "Outcome"}, "Outcome", []int32{1, 0}, nil, nil, ""},
 		{"by position", "Outcome,a\n1,2\n0,3\n", CSVOptions{Label: "0"}, "Outcome", []int32{1, 0}, nil, nil, ""},
 		{"a name wins over a position", "x,0\n5,1\n6,0\n", CSVOptions{Label: "0"}, "0", []int32{1, 0}, nil, nil, ""},
-		{"not guessed", "Outcome,a,b\n1,2,0.5\n0,3,0.25\n", CSVOptions{}, "", nil, nil, ErrNoLabel, `--label NAME or --label INDEX (CSVOptions.Label); columns: 0 "Outcome", 1 "a", 2 "b"`},
+		{"not guessed", "Outcome,a,b\n1,2,0.5\n0,3,0.25\n", CSVOptions{}, "", nil, nil, ErrNoLabel, `--label NAME or --label INDEX; columns: 0 "Outcome", 1 "a", 2 "b"`},
 		{"scikit-learn layout", "3,2,setosa,versicolor,virginica\n5.1,3.5,0\n4.9,3.0,1\n6.3,3.3,2\n", CSVOptions{}, "target", []int32{0, 1, 2}, []string{"setosa", "versicolor", "virginica"}, nil, ""},
 		{"scikit-learn layout, wrong count", "4,2,a,b\n5.1,3.5,0\n4.9,3.0,1\n", CSVOptions{}, "", nil, nil, ErrFormat, "says 4 samples, the file has 2"},
 		{"numbers for a header", "5.1,3.5,0\n4.9,3.0,1\n", CSVOptions{}, "", nil, nil, ErrFormat, "not column names"},

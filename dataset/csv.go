@@ -408,7 +408,7 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 			if len(header) > 12 {
 				cols = append(cols, fmt.Sprintf("... (%d columns)", len(header)))
 			}
-			return nil, fmt.Errorf("%w: csv: no column is named label, class, target or y, and asyrevel does not guess: give the label column with --label NAME or --label INDEX (CSVOptions.Label); columns: %s",
+			return nil, fmt.Errorf("%w: csv: no column is named label, class, target or y, and asyrevel does not guess: give the label column with --label NAME or --label INDEX; columns: %s",
 				ErrNoLabel, strings.Join(cols, ", "))
 		}
 	}
@@ -432,10 +432,10 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 		for _, c := range opts.Encoding.Columns {
 			j, ok := index[c.Name]
 			if !ok {
-				return nil, fmt.Errorf("%w: csv: the encoding's column %q is not in the header %s", ErrMismatch, c.Name, shortList(header))
+				return nil, fmt.Errorf("%w: csv: column %q of the training set is not in this file's header %s", ErrMismatch, c.Name, shortList(header))
 			}
 			if role[j] == 'x' {
-				return nil, fmt.Errorf("%w: csv: the encoding's column %q is the id, label or a dropped column", ErrMismatch, c.Name)
+				return nil, fmt.Errorf("%w: csv: column %q of the training set is this file's id, label or a dropped column", ErrMismatch, c.Name)
 			}
 			use[j] = true
 			if c.Categories != nil {
@@ -532,7 +532,12 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				c := &t.cols[colOf[j]]
 				if isNA(cell) {
 					if opts.Missing == MissingError {
-						return nil, fmt.Errorf("%w: csv: line %d: column %q: missing value %s", ErrFormat, line, header[j], strconv.Quote(cell))
+						what := "an empty cell"
+						if cell != "" {
+							what = "missing value " + strconv.Quote(cell)
+						}
+						return nil, fmt.Errorf("%w: csv: line %d, column %d (%q): %s: say how to fill it: --missing zero (read as 0) or --missing drop (leave such rows out)",
+							ErrFormat, line, j+1, header[j], what)
 					}
 					missing = true
 					t.nMissing++
@@ -549,8 +554,8 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				}
 				v, ok := parseValue(stringBytes(cell))
 				if !ok {
-					return nil, fmt.Errorf("%w: csv: line %d: column %q: value %s is not a finite number: if the column is categorical, give --categorical %s (one-hot encoding; CSVOptions.Categorical); to leave it out, --drop %s; if the value means missing, list it in CSVOptions.NA",
-						ErrFormat, line, header[j], quote(stringBytes(cell)), flagValue(header[j], j), flagValue(header[j], j))
+					return nil, fmt.Errorf("%w: csv: line %d: column %q: value %s is not a finite number: if the column is categorical, give --categorical %s (one-hot encoding); to leave it out, --drop %s; if the value means missing, give --na %s",
+						ErrFormat, line, header[j], quote(stringBytes(cell)), flagValue(header[j], j), flagValue(header[j], j), quote(stringBytes(cell)))
 				}
 				c.num = append(c.num, v)
 			}
@@ -775,7 +780,7 @@ func (t *csvTable) dataset(rows, fitRows []int, opts CSVOptions) (*Dataset, erro
 	for _, ec := range enc.Columns {
 		k, ok := byName[ec.Name]
 		if !ok || t.cols[k].cat != (ec.Categories != nil) {
-			return nil, fmt.Errorf("%w: csv: the encoding's column %q is not a %s column of the file", ErrMismatch, ec.Name, map[bool]string{true: "categorical", false: "numeric"}[ec.Categories != nil])
+			return nil, fmt.Errorf("%w: csv: column %q of the training set is not a %s column in this file", ErrMismatch, ec.Name, map[bool]string{true: "categorical", false: "numeric"}[ec.Categories != nil])
 		}
 		p := plan{col: &t.cols[k], offset: offset}
 		if ec.Categories != nil {

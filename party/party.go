@@ -750,6 +750,15 @@ func (p *Party) probeFlat() {
 // ErrModel reports a local model that failed or produced non-finite outputs.
 var ErrModel = errors.New("party: local model failed")
 
+// ErrDiverged reports outputs beyond OutputBound or not finite: the step
+// size is too large for the data (raw columns on very different scales).
+var ErrDiverged = fmt.Errorf("%w: the outputs diverged", ErrModel)
+
+// OutputBound is the largest output magnitude a party publishes: the
+// aggregator's default bound (aggregator.DefaultOutputBound), beyond which
+// it would reject every request and the run would stall.
+const OutputBound = 1e6
+
 // checkOutputs stops the party, rather than publishing what the aggregator
 // would reject, when the model failed (an external model's Err) or gave a
 // non-finite output (a diverging step size, say).
@@ -761,8 +770,9 @@ func (p *Party) checkOutputs(a, b []float64) error {
 	}
 	for _, x := range [2][]float64{a, b} {
 		for i, v := range x {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%w: output %d is %v (diverging? try a smaller --lr)", ErrModel, i, v)
+			if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > OutputBound {
+				return fmt.Errorf("%w: output %d is %v, beyond the bound of %g the aggregator accepts: the training diverges; "+
+					"on raw columns of very different scales --scale standard fixes it (else a smaller --lr)", ErrDiverged, i, v, OutputBound)
 			}
 		}
 	}

@@ -36,7 +36,7 @@ func (n *network) reused(run string, count uint64, what string) error {
 		fix = "asyrevel store rm --run " + run + " " + n.dir
 	}
 	return fmt.Errorf("%w: run %s already has %d %s in %s: choose another --run (every participant the same), "+
-		"or remove the old run first (%s); resuming a run is not supported yet",
+		"or remove the old run first (%s); to go on with it, give the same command with --resume (it needs the run's checkpoints)",
 		ErrRunExists, run, count, what, n.where(), fix)
 }
 
@@ -97,10 +97,10 @@ func (n *network) checkParty(ctx context.Context, b broker.Bus, run string, m in
 		}
 		switch {
 		case st.ended != "":
-			return 0, fmt.Errorf("%w: run %s is over in %s (%s): choose another --run (every participant the same); resuming a run is not supported yet",
+			return 0, fmt.Errorf("%w: run %s is over in %s (%s): choose another --run (every participant the same)",
 				ErrRunExists, run, n.where(), st.ended)
 		case st.started:
-			return 0, fmt.Errorf("%w: run %s has started without party %d in %s: a party cannot join a started run (resuming is not supported yet); choose another --run and start all participants again",
+			return 0, fmt.Errorf("%w: run %s has started without party %d in %s: a party cannot join a started run; choose another --run and start all participants again",
 				ErrRunExists, run, m, n.where())
 		}
 	}

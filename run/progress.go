@@ -135,7 +135,11 @@ func (p *progress) lossWarning(loss float64) string {
 }
 
 func (p *progress) majorityWarning(acc float64, when string) string {
-	return fmt.Sprintf("the test accuracy, %.2f%% %s, is the share of the largest class (%.2f%%): the model predicts that class and has learnt nothing. %s",
+	if math.Abs(acc-p.majority) < 0.005 {
+		return fmt.Sprintf("the test accuracy, %.2f%% %s, is the share of the largest class (%.2f%%): the model predicts that class and has learnt nothing. %s",
+			100*acc, when, 100*p.majority, p.causes())
+	}
+	return fmt.Sprintf("the test accuracy, %.2f%% %s, is no better than always predicting the largest class (%.2f%% of the test set): the model has learnt nothing. %s",
 		100*acc, when, 100*p.majority, p.causes())
 }
 

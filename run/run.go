@@ -32,7 +32,7 @@ import (
 )
 
 // ErrConfig reports an unusable Config.
-var ErrConfig = errors.New("experiment: bad config")
+var ErrConfig = errors.New("invalid settings")
 
 // Algorithms that Train runs (see algo.go).
 var Algorithms = []string{"asyrevel-gau", "asyrevel-uni", "synrevel-gau", "synrevel-uni", "tig", "nonf"}

@@ -48,7 +48,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(stdout, "Usage: "+auditUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown audit subcommand %q (verify)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown audit subcommand %q%s: verify", errUsage, args[0], didYouMean(args[0], []string{"verify"}))
 }
 
 // stringList is a repeatable flag.

@@ -57,7 +57,7 @@ func cmdData(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(stdout, dataUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown data subcommand %q", errUsage, args[0])
+	return fmt.Errorf("%w: unknown data subcommand %q%s; 'asyrevel data help' lists them", errUsage, args[0], didYouMean(args[0], []string{"inspect", "split", "verify", "fetch", "presets"}))
 }
 
 func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
@@ -74,6 +74,10 @@ func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: data inspect takes one PATH", errUsage)
+	}
+	if !flagGiven(fs, "missing") {
+		// inspect counts the missing cells rather than refusing them.
+		csv.Missing = dataset.MissingZero
 	}
 	if dataset.IsSplit(pos[0]) {
 		if csv.Given() {

@@ -106,8 +106,12 @@ func reportLeakage(w io.Writer, cfg *run.Config, s *run.Summary) {
 			worst = p
 		}
 	}
-	msg := fmt.Sprintf("leakage: from its own view, party %d's sign attack infers %d labels with accuracy %.1f%% (AUC %.3f)",
-		worst.Party, worst.Covered, 100*worst.SignAccuracy, worst.SignAUC)
+	auc := fmt.Sprintf("AUC %.3f", worst.SignAUC)
+	if worst.SignAUC < 0 {
+		auc = "no AUC: the labels it saw are all of one class"
+	}
+	msg := fmt.Sprintf("leakage: from its own view, party %d's sign attack infers %d labels with accuracy %.1f%% (%s)",
+		worst.Party, worst.Covered, 100*worst.SignAccuracy, auc)
 	if worst.LossAccuracy != nil {
 		msg += fmt.Sprintf(", its loss attack %.1f%%", 100**worst.LossAccuracy)
 	}

@@ -105,7 +105,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case "all":
 		return expAll(ctx, rest, stdout, stderr)
 	}
-	return fmt.Errorf("%w: unknown experiment %q\n\n%s", errUsage, name, experimentUsage)
+	return fmt.Errorf("%w: unknown experiment %q%s; 'asyrevel experiment help' lists them", errUsage, name, didYouMean(name, []string{"reference", "firstorder", "central", "throughput", "tta", "scale", "nn", "adversary", "privacy", "faults", "soak", "fig3", "table3", "table4", "fig4", "all"}))
 }
 
 func pointLogger(f *trainFlags) func(experiment.RefPoint) {

@@ -116,7 +116,7 @@ func TestTrainFlagsAreRead(t *testing.T) {
 		"categorical": "a,b", "drop": "c", "scale": "std", "algo": "asyrevel-uni", "model": "mlp",
 		"model-cmd": "bin/m", "reg": "l2", "bus": "memory", "nats": "nats://h:1", "store": "s", "run": "r",
 		"out": "o", "log": "warn", "adversary": "2:active", "reply": "mean", "dp-scope": "all",
-		"defense-key": strings.Repeat("ab", 32), "straggler": "3:1.6", "transport": "ordered",
+		"defense-key": strings.Repeat("ab", 32), "straggler": "3:1.6", "transport": "ordered", "missing": "zero", "na": "?",
 	}
 	for _, r := range []struct {
 		name string

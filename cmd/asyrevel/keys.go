@@ -62,7 +62,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: unknown keys subcommand or argument %q (asyrevel keys help)", errUsage, pos[0])
+		return fmt.Errorf("%w: unknown keys subcommand or argument %q%s (asyrevel keys help)", errUsage, pos[0], didYouMean(pos[0], []string{"public", "roster", "server-config"}))
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: --out is required", errUsage)

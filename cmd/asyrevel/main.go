@@ -136,7 +136,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if !found {
-		fmt.Fprintf(stderr, "asyrevel: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "asyrevel: unknown command %q%s; 'asyrevel help' lists the commands\n", cmd, didYouMean(cmd, commandNames()))
 		return 2
 	}
 	switch {
@@ -144,6 +144,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errUsageShown):
+		return 2
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 2

@@ -33,7 +33,7 @@ func cmdStore(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprint(stdout, storeUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown store subcommand %q (list, rm)", errUsage, args[0])
+	return fmt.Errorf("%w: unknown store subcommand %q%s: list or rm", errUsage, args[0], didYouMean(args[0], []string{"list", "rm"}))
 }
 
 func cmdStoreList(args []string, stdout, stderr io.Writer) error {

@@ -238,6 +238,24 @@ func addCSVFlags(fs *flag.FlagSet, o *dataset.CSVOptions) {
 		return nil
 	})
 	fs.IntVar(&o.SkipRows, "skip-rows", 0, "CSV: lines before the header to skip")
+	o.Missing = dataset.MissingError
+	fs.Func("missing", "CSV: what to do with a missing cell (empty, or one of --na): `HOW` is error (the\ndefault: refuse the file, naming the line and column), zero (read it as 0; a\ncategorical cell as no category) or drop (leave its row out)", func(v string) error {
+		switch v {
+		case "error":
+			o.Missing = dataset.MissingError
+		case "zero":
+			o.Missing = dataset.MissingZero
+		case "drop":
+			o.Missing = dataset.MissingDrop
+		default:
+			return fmt.Errorf("want error, zero or drop")
+		}
+		return nil
+	})
+	fs.Func("na", "CSV: the cell `VALUES` (comma-separated) that mean missing (default: an empty cell and NA)", func(v string) error {
+		o.NA = append(o.NA, splitList(v)...)
+		return nil
+	})
 }
 
 func splitList(v string) []string {
@@ -451,11 +469,9 @@ func parseSynthetic(spec string, seed uint64) (dataset.SyntheticConfig, error) {
 
 func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
+	out := &flagOutput{w: stderr}
+	fs.SetOutput(out)
+	fs.Usage = func() { out.usage(fs, synopsis) }
 	return fs
 }
 
@@ -542,7 +558,8 @@ func usageErr(err error) error {
 	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", errUsage, err)
+	// The flag set's usage function has said it (flagOutput).
+	return fmt.Errorf("%w: %w: %v", errUsage, errUsageShown, err)
 }
 
 // report prints the outcome of a run for people.
@@ -551,9 +568,20 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	if !math.IsNaN(s.TestAccuracy) {
 		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
 	}
-	fmt.Fprintf(w, "%s on %s, %d parties: %s, train loss %.4f\n", s.Algo, s.Dataset, s.Parties, acc, s.TrainLoss)
-	fmt.Fprintf(w, "%d steps in %.1f s of training (%.0f steps/s; %.1f s in all), %d messages up, %d down, max staleness %d\n",
-		s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
+	if s.Steps == 0 && s.Resumed == nil {
+		// Nothing was trained: an accuracy and a loss of 0 would read as
+		// results.
+		fmt.Fprintf(w, "%s on %s, %d parties: stopped before training started: no model, no accuracy\n", s.Algo, s.Dataset, s.Parties)
+	} else {
+		fmt.Fprintf(w, "%s on %s, %d parties: %s, train loss %.4f\n", s.Algo, s.Dataset, s.Parties, acc, s.TrainLoss)
+	}
+	if s.Resumed != nil {
+		fmt.Fprintf(w, "%d steps in %.1f s of training, this process and the ones before it (%.0f steps/s); this process ran %.1f s; %d messages up, %d down, max staleness %d\n",
+			s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
+	} else {
+		fmt.Fprintf(w, "%d steps in %.1f s of training (%.0f steps/s; %.1f s in all), %d messages up, %d down, max staleness %d\n",
+			s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
+	}
 	if s.TargetAcc > 0 {
 		if s.TimeToTarget >= 0 {
 			fmt.Fprintf(w, "reached %.2f%% after %.1f s of training\n", 100*s.TargetAcc, s.TimeToTarget)
@@ -566,7 +594,7 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 		rej += v
 	}
 	if rej > 0 {
-		fmt.Fprintf(w, "rejected messages: %v\n", s.Rejected)
+		fmt.Fprintf(w, "rejected messages: %s\n", rejectedText(s.Rejected))
 	}
 	for m, r := range s.Refused {
 		fmt.Fprintf(w, "party %d was refused at first: %s\n", m, r)
@@ -584,8 +612,7 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 		fmt.Fprintf(w, "party timeouts: %d (departures), %d came back; %d evaluations used a departed party's last outputs\n", s.PartyTimeouts, s.Returned, s.EvalsWithout)
 	}
 	if r := s.Resumed; r != nil {
-		fmt.Fprintf(w, "resumed from the checkpoint of step %d: %d requests applied again from the stream (%d replies differ from the recorded ones, %d requests missing), %d skipped as applied\n",
-			r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped)
+		fmt.Fprintln(w, resumedText(r))
 	}
 	for _, warn := range s.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
