@@ -38,6 +38,11 @@ type advCategory struct {
 	reasons  []string // summary.json rejection keys of this category
 	// what the rogue does
 	how string
+	// fromLog: its fate is read from the log after the run (settleLog):
+	// what the stream did not store was refused, what it stored is
+	// listed apart by the audit (a server's answer is nobody's signed
+	// message).
+	fromLog bool
 }
 
 // Accepted is what neither the broker nor the receiver stopped.
@@ -57,6 +62,7 @@ type rogue struct {
 	byName    map[string]*advCategory
 	codec     *schemas.Codec
 	unknowKey *trust.Key
+	injectAt  []string // the reply subjects of the injection
 }
 
 func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
@@ -76,6 +82,8 @@ func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
 		{Name: "forged-signature", how: "hellos with the next sequence number and a forged signature", reasons: []string{"trust-bad_signature"}},
 		{Name: "unknown-key", how: "hellos signed with a key that is not in the roster", reasons: []string{"trust-unknown_key"}},
 		{Name: "unsigned-hello", how: "hellos without a signature (every hello must be signed)", reasons: []string{"trust-unsigned"}},
+		{Name: "reply-to-injection", how: "JetStream API requests it may make (stream info) whose reply subject lies in the run: the server's answers on the control, another party's and a new subject", fromLog: true},
+		{Name: "oversized", how: "4 MB messages on its own output subject (the run's largest is far smaller)"},
 	} {
 		r.cats = append(r.cats, c)
 		r.byName[c.Name] = c
@@ -219,6 +227,35 @@ func (r *rogue) attack(ctx context.Context) error {
 		defer r.mu.Unlock()
 		return fmt.Errorf("rogue: after publishing on its own subjects: %w (%d refusals, last %q)", err, len(r.refusals), r.refusals[max(0, len(r.refusals)-1):])
 	}
+	// The server's answers aimed into the stream: a JetStream API request
+	// party 1 may make, with a reply subject among the run's.
+	inject := r.byName["reply-to-injection"]
+	r.injectAt = []string{r.subject(schemas.KindControl, 0), r.subject(schemas.KindReply, 2), r.subject(schemas.KindOutput, 2),
+		broker.SubjectPrefix(r.run) + ".junk"}
+	info := "$JS.API.STREAM.INFO." + stream
+	for i := range n {
+		inject.Sent++
+		_ = nc.PublishRequest(info, r.injectAt[i%len(r.injectAt)], nil)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("rogue: after the reply-to injection: %w", err)
+	}
+	// Oversized messages, on a connection of their own: the broker closes
+	// a connection that publishes past its limit.
+	big := r.byName["oversized"]
+	blob := make([]byte, 4<<20)
+	for range min(n, 5) {
+		big.Sent++
+		bc, err := r.conn()
+		if err != nil {
+			big.Refused++
+			continue
+		}
+		if bc.Publish(out1, blob) != nil || bc.Flush() != nil {
+			big.Refused++
+		}
+		bc.Close()
+	}
 	// Anonymous connections.
 	anon := r.byName["anonymous-connection"]
 	for range min(n, 10) {
@@ -262,6 +299,42 @@ func (r *rogue) hello() []byte {
 	return append([]byte(nil), b...)
 }
 
+// settleLog reads the fate of the categories that go by the log: the
+// server's answers the stream stored on the injection's subjects (JSON,
+// nobody's message) are listed apart by the audit, unless it accepted
+// them (accepted: none of the audit's rejections or foreign messages
+// cover them); the rest the stream refused. And oversized messages in
+// the stream were accepted.
+func (r *rogue) settleLog(recs func(func(*replay.Record)) error, rep *trust.AuditReport) error {
+	landed := int64(0)
+	at := map[string]bool{}
+	for _, s := range r.injectAt {
+		at[s] = true
+	}
+	big := int64(0)
+	err := recs(func(rec *replay.Record) {
+		if at[rec.Subject] && len(rec.Data) > 0 && rec.Data[0] == '{' {
+			landed++
+		}
+		if len(rec.Data) >= 4<<20 {
+			big++
+		}
+	})
+	if err != nil {
+		return err
+	}
+	inj := r.byName["reply-to-injection"]
+	inj.Refused = inj.Sent - landed
+	listed := int64(rep.Foreign)
+	for _, n := range rep.Rejected {
+		listed += int64(n)
+	}
+	inj.Rejected = min(landed, listed) // listed apart by the audit
+	ov := r.byName["oversized"]
+	ov.Refused = ov.Sent - big
+	return nil
+}
+
 // settle fills each category's receiver rejections from the run's
 // summary (its "aggregator:<reason>" counts).
 func (r *rogue) settle(rejected map[string]int64) {
@@ -269,6 +342,10 @@ func (r *rogue) settle(rejected map[string]int64) {
 		for _, reason := range c.reasons {
 			c.Rejected += rejected["aggregator:"+reason]
 		}
+		// The server's answers the injection aimed at party 2's output
+		// subject reach the aggregator too, and are rejected as
+		// undecodable, like the junk.
+		c.Rejected = min(c.Rejected, c.Sent)
 	}
 }
 
@@ -397,7 +474,11 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	rep, err := auditLog(ctx, func(fn func(*replay.Record)) error { return eachRecord(ctx, lg, fn) }, roster, receipts)
+	each := func(fn func(*replay.Record)) error { return eachRecord(ctx, lg, fn) }
+	rep, err := auditLog(ctx, each, roster, receipts)
+	if err == nil {
+		err = rg.settleLog(each, rep)
+	}
 	lg.Close()
 	if err != nil {
 		return err
