@@ -519,6 +519,9 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		Duplicates:   cfg.Duplicates,
 		DenyDelete:   true,
 		DenyPurge:    true,
+		// Messages may be read one by one (an auditor's right, trust:
+		// Roster.Auditors); participants' permissions deny it.
+		AllowDirect: true,
 	}
 	if cfg.MaxBytes > 0 {
 		scfg.MaxBytes = cfg.MaxBytes

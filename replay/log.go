@@ -42,6 +42,11 @@ type Source struct {
 	Run string
 	// Options are extra nats.go options for URL (credentials, TLS).
 	Options []nats.Option
+	// Direct reads the stream message by message (JetStream direct get)
+	// instead of through a consumer: what an auditor's broker user may
+	// do (trust.Roster.Auditors: stream info and direct get, nothing
+	// else), on a stream that allows it. Slower: a request a message.
+	Direct bool
 }
 
 // Info describes the run's stream when it was opened.

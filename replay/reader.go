@@ -118,6 +118,13 @@ func (r *Record) Clone() *Record {
 // goroutine.
 type Reader struct {
 	decoder
+	// Direct reading (Source.Direct): the next sequence to get, the
+	// stream, and the filter and start time to apply here.
+	direct   bool
+	seq      uint64
+	st       jetstream.Stream
+	keep     func(subject string) bool
+	since    time.Time
 	it       jetstream.MessagesContext
 	cons     jetstream.Consumer
 	prefetch int
@@ -169,6 +176,20 @@ func (l *Log) Read(ctx context.Context, opts ReadOptions) (*Reader, error) {
 	r.msgs = [...]schemas.Message{nil, &schemas.Hello{}, &schemas.PartyOutput{}, &schemas.Reply{}, &schemas.EvalOutput{}, &schemas.Control{}}
 	if si.State.Msgs == 0 || (opts.From > 0 && opts.From > r.last) {
 		r.done = true
+		return r, nil
+	}
+	if l.src.Direct {
+		r.direct, r.st, r.seq, r.since = true, l.st, max(opts.From, si.State.FirstSeq, 1), opts.Since
+		if fs := cfg.FilterSubjects; len(fs) > 0 {
+			r.keep = func(s string) bool {
+				for _, f := range fs {
+					if subjectMatches(f, s) {
+						return true
+					}
+				}
+				return false
+			}
+		}
 		return r, nil
 	}
 	if r.cons, err = l.st.OrderedConsumer(ctx, cfg); err != nil {
@@ -242,6 +263,9 @@ func (r *Reader) Next(ctx context.Context) (*Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if r.direct {
+		return r.nextDirect(ctx)
+	}
 	if r.it == nil {
 		if err := r.start(ctx); err != nil {
 			return nil, err
@@ -263,6 +287,51 @@ func (r *Reader) Next(ctx context.Context) (*Record, error) {
 	return r.record(m)
 }
 
+// nextDirect gets the next stored message of the filter by its
+// sequence number.
+func (r *Reader) nextDirect(ctx context.Context) (*Record, error) {
+	for r.seq <= r.last {
+		seq := r.seq
+		r.seq++
+		m, err := r.st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed: the audit sees the hole in the sequence
+		}
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("replay: getting message %d: %w", seq, err)
+		}
+		if (r.keep != nil && !r.keep(m.Subject)) || (!r.since.IsZero() && m.Time.Before(r.since)) {
+			continue
+		}
+		if seq >= r.last {
+			r.done = true
+		}
+		return r.decode(m.Sequence, m.Time.UnixNano(), m.Subject, m.Header, m.Data)
+	}
+	r.done = true
+	return nil, io.EOF
+}
+
+// subjectMatches reports whether subject s matches filter f (tokens, with
+// '*' for one and '>' for the rest).
+func subjectMatches(f, s string) bool {
+	ft, st := strings.Split(f, "."), strings.Split(s, ".")
+	for i, t := range ft {
+		switch {
+		case t == ">":
+			return len(st) > i
+		case i >= len(st):
+			return false
+		case t != "*" && t != st[i]:
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}
+
 // record decodes the delivered message m into the decoder's Record.
 func (r *decoder) record(m jetstream.Msg) (*Record, error) {
 	seq, ts, pending, ok := ackMeta(m.Reply())
@@ -276,8 +345,13 @@ func (r *decoder) record(m jetstream.Msg) (*Record, error) {
 	if pending == 0 || seq >= r.last {
 		r.done = true
 	}
+	return r.decode(seq, ts, m.Subject(), m.Headers(), m.Data())
+}
+
+// decode fills the decoder's Record from a stored message.
+func (r *decoder) decode(seq uint64, ts int64, subject string, header nats.Header, data []byte) (*Record, error) {
 	rec := &r.rec
-	*rec = Record{Seq: seq, Time: time.Unix(0, ts), Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	*rec = Record{Seq: seq, Time: time.Unix(0, ts), Subject: subject, Header: header, Data: data}
 	r.count++
 	kind, party, err := schemas.ParseSubject(r.run, rec.Subject)
 	if err != nil {
@@ -347,6 +421,20 @@ func (l *Log) Each(ctx context.Context, opts ReadOptions, fn func(*Record) error
 	defer r.Close()
 	if r.done {
 		return nil
+	}
+	if r.direct {
+		for {
+			rec, err := r.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err == nil {
+				err = fn(rec)
+			}
+			if err != nil {
+				return err
+			}
+		}
 	}
 	finished := make(chan error, 1)
 	finish := func(err error) {

@@ -240,6 +240,18 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 		}
 		out = append(out, g)
 	}
+	for i := range r.Auditors {
+		a := &r.Auditors[i]
+		// Read-only: the stream's info and its messages one by one
+		// (direct get, which needs no consumer and changes no state), its
+		// own inbox for the answers; nothing else.
+		g := Grant{ID: a.ID, PublicKey: a.PublicKey, InboxPrefix: InboxPrefix(r.Run, a.ID)}
+		g.Publish = []string{"$JS.API.INFO", "$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>"}
+		g.Subscribe = []string{g.InboxPrefix + ".>"}
+		g.Deny = slices.DeleteFunc(slices.Clone(deniedAPI), func(s string) bool { return s == "$JS.API.DIRECT.GET.>" })
+		g.Deny = append(g.Deny, "asyrevel.>")
+		out = append(out, g)
+	}
 	return out, nil
 }
 

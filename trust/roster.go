@@ -23,6 +23,24 @@ const (
 	RoleParty      Role = "party"
 )
 
+// AuditorID is the id of a roster's auditor (or the prefix of
+// "auditor-NAME").
+const AuditorID = "auditor"
+
+// RoleAuditor is the role of a roster's auditors: they read the run's
+// stream and publish nothing.
+const RoleAuditor Role = "auditor"
+
+// IsAuditorID reports whether id names an auditor: "auditor" or
+// "auditor-NAME" with NAME of letters, digits, '-' and '_'.
+func IsAuditorID(id string) bool {
+	if id == AuditorID {
+		return true
+	}
+	name, ok := strings.CutPrefix(id, AuditorID+"-")
+	return ok && len(name) <= 64 && validName(name)
+}
+
 // AggregatorID is the participant id of the aggregator.
 const AggregatorID = "aggregator"
 
@@ -89,6 +107,11 @@ type Roster struct {
 	Version      int           `json:"version"`
 	Run          string        `json:"run"`
 	Participants []Participant `json:"participants"`
+	// Auditors may read the run's stream and nothing else (Grants): an
+	// organisation's or a regulator's identity for audit verify --nats
+	// on a live run. They publish nothing; their ids are "auditor" or
+	// "auditor-NAME".
+	Auditors []Participant `json:"auditors,omitempty"`
 
 	byID     map[string]*Participant
 	byKey    map[string]*Participant
@@ -110,6 +133,19 @@ func NewRoster(run string, ps []Participant) (*Roster, error) {
 		return nil, fmt.Errorf("trust: roster: %w", err)
 	}
 	r := &Roster{Version: RosterVersion, Run: run, Participants: slices.Clone(ps)}
+	if err := r.index(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// NewRosterWithAuditors is NewRoster with auditors (Roster.Auditors):
+// identities that may read the run's stream and nothing else.
+func NewRosterWithAuditors(run string, ps, auditors []Participant) (*Roster, error) {
+	if err := schemas.CheckRun(run); err != nil {
+		return nil, fmt.Errorf("trust: roster: %w", err)
+	}
+	r := &Roster{Version: RosterVersion, Run: run, Participants: slices.Clone(ps), Auditors: slices.Clone(auditors)}
 	if err := r.index(); err != nil {
 		return nil, err
 	}
@@ -156,6 +192,29 @@ func (r *Roster) index() error {
 	}
 	if _, ok := r.byID[AggregatorID]; !ok {
 		return errors.New("trust: roster has no aggregator")
+	}
+	seenAud := map[string]bool{}
+	for i := range r.Auditors {
+		a := &r.Auditors[i]
+		if !IsAuditorID(a.ID) {
+			return fmt.Errorf("trust: roster auditor %d: id %q: want %q or %q", i+1, clip(a.ID), AuditorID, AuditorID+"-NAME")
+		}
+		if a.Role == "" {
+			a.Role = RoleAuditor
+		}
+		if a.Role != RoleAuditor || seenAud[a.ID] {
+			return fmt.Errorf("trust: roster: auditor %s listed twice or with role %q", a.ID, a.Role)
+		}
+		seenAud[a.ID] = true
+		pub, err := ParsePublicKey(a.PublicKey)
+		if err != nil {
+			return fmt.Errorf("trust: roster: %s: %w", a.ID, err)
+		}
+		if q, dup := r.byKey[a.PublicKey]; dup {
+			return fmt.Errorf("trust: roster: %s and %s have the same public key; each needs its own", q.ID, a.ID)
+		}
+		a.pub, a.index = pub, -1
+		r.byKey[a.PublicKey] = a
 	}
 	q := len(r.Participants) - 1
 	if q < 1 {
@@ -362,6 +421,9 @@ func (r *Roster) Identify(key *Key) (*Participant, error) {
 	p, ok := r.byKey[key.PublicKey()]
 	if !ok {
 		return nil, fmt.Errorf("trust: key %s is not in the roster of run %s", key.PublicKey(), r.Run)
+	}
+	if p.Role == RoleAuditor {
+		return nil, fmt.Errorf("trust: key %s is %s's: an auditor reads the run's log and takes no part in it", key.PublicKey(), p.ID)
 	}
 	return p, nil
 }

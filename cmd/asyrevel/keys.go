@@ -57,6 +57,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	id := fs.String("id", "", "make one key for this participant: aggregator or party-M")
 	out := fs.String("out", "", "output folder (with --run) or key file (with --id)")
 	force := fs.Bool("force", false, "replace existing files")
+	auditor := fs.Bool("auditor", false, "with --run: also an auditor's key (auditor.nk) in the roster: it may read the\nrun's stream and nothing else (audit verify --nats URL --key auditor.nk)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -81,14 +82,17 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	if *parties < 1 || *parties > schemas.MaxParties {
 		return fmt.Errorf("%w: --parties must be 1..%d, got %d", errUsage, schemas.MaxParties, *parties)
 	}
-	return keysRun(*run, *parties, *out, *force, stdout)
+	return keysRun(*run, *parties, *out, *force, *auditor, stdout)
 }
 
 // keysRun writes a whole run's keys and roster into dir.
-func keysRun(run string, q int, dir string, force bool, stdout io.Writer) error {
+func keysRun(run string, q int, dir string, force, auditor bool, stdout io.Writer) error {
 	ids := []string{trust.AggregatorID}
 	for m := 1; m <= q; m++ {
 		ids = append(ids, trust.PartyID(m))
+	}
+	if auditor {
+		ids = append(ids, trust.AuditorID)
 	}
 	paths := make([]string, len(ids))
 	for i, id := range ids {
@@ -111,6 +115,17 @@ func keysRun(run string, q int, dir string, force bool, stdout io.Writer) error 
 	roster, keys, err := trust.GenerateRun(run, q)
 	if err != nil {
 		return err
+	}
+	if auditor {
+		k, err := trust.GenerateKey()
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+		roster, err = trust.NewRosterWithAuditors(run, roster.Participants, []trust.Participant{{ID: trust.AuditorID, PublicKey: k.PublicKey()}})
+		if err != nil {
+			return err
+		}
 	}
 	for _, k := range keys {
 		defer k.Wipe()

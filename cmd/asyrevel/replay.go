@@ -10,12 +10,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // logFlags are the flags that name a run's log.
 type logFlags struct {
 	store, nats, run string
+	key, as          string
 }
 
 func addLogFlags(fs *flag.FlagSet) *logFlags {
@@ -23,6 +27,8 @@ func addLogFlags(fs *flag.FlagSet) *logFlags {
 	fs.StringVar(&f.store, "store", "", "store folder of a stopped run (train --store DIR, or OUT/stream of train --out OUT)")
 	fs.StringVar(&f.nats, "nats", "", "URL of a NATS server holding the run's stream (a live or standalone broker)")
 	fs.StringVar(&f.run, "run", "", "run id (the stream ASYREVEL_<run>)")
+	fs.StringVar(&f.key, "key", "", "with --nats: read as the roster's auditor whose key `FILE` this is (asyrevel keys\n--auditor): a broker that admits only the roster lets an auditor read the stream\nmessage by message, and nothing else")
+	fs.StringVar(&f.as, "as-auditor", trust.AuditorID, "with --key: the auditor's id in the roster")
 	return f
 }
 
@@ -30,7 +36,22 @@ func (f *logFlags) open(ctx context.Context) (*replay.Log, error) {
 	if (f.store == "") == (f.nats == "") || f.run == "" {
 		return nil, fmt.Errorf("%w: give --run R and one of --store DIR and --nats URL", errUsage)
 	}
-	return replay.Open(ctx, replay.Source{Store: f.store, URL: f.nats, Run: f.run})
+	src := replay.Source{Store: f.store, URL: f.nats, Run: f.run}
+	if f.key != "" {
+		if f.nats == "" {
+			return nil, fmt.Errorf("%w: --key is for reading a live broker (--nats URL); a store folder needs no key", errUsage)
+		}
+		k, err := trust.ReadKeyFile(f.key)
+		if err != nil {
+			return nil, fmt.Errorf("--key: %w", err)
+		}
+		if !trust.IsAuditorID(f.as) {
+			return nil, fmt.Errorf("%w: --as-auditor %q: want auditor or auditor-NAME", errUsage, f.as)
+		}
+		src.Options = append(src.Options, k.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(f.run, f.as)))
+		src.Direct = true
+	}
+	return replay.Open(ctx, src)
 }
 
 func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
