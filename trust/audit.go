@@ -52,6 +52,10 @@ const (
 	ProblemRewritten ProblemKind = "rewritten"
 	// A receipt or checkpoint whose signatures do not verify.
 	ProblemBadReceipt ProblemKind = "bad_receipt"
+	// Not a problem: a note that a sender's last messages are vouched for
+	// by the aggregator's signed checkpoint, not by its own signature (a
+	// party that left for good). AuditReport.Notes.
+	ProblemDeparted ProblemKind = "departed"
 	// A message stored before the message it answers (Msg.Cites), or
 	// answering one the log does not hold: an effect before its cause.
 	ProblemCausal ProblemKind = "causal_order"
@@ -152,6 +156,9 @@ type AuditReport struct {
 	// Restarts counts chains their owner restarted (Publisher.Restart): a
 	// party that joined again as a new process, say.
 	Restarts uint64 `json:"restarts,omitempty"`
+	// Notes are findings that do not count against the verdict: a
+	// departed sender's tail vouched for by the aggregator's checkpoint.
+	Notes []Problem `json:"notes,omitempty"`
 	// Foreign counts the messages on subjects that are not the run's
 	// (also in Rejected under Foreign).
 	Foreign   uint64 `json:"foreign,omitempty"`
@@ -185,6 +192,12 @@ func (r *AuditReport) WriteText(w io.Writer) error {
 	}
 	if r.Dropped > 0 {
 		fmt.Fprintf(&b, "  ... and %d more\n", r.Dropped)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("notes (not against the verdict):\n")
+		for _, p := range r.Notes {
+			fmt.Fprintf(&b, "  %s\n", p)
+		}
 	}
 	if r.IntactLog {
 		b.WriteString("verdict: intact\n")
@@ -224,6 +237,7 @@ type Auditor struct {
 
 	restarts     uint64
 	foreign      uint64
+	notes        []Problem
 	cited        map[string]struct{} // IDs of messages not yet answered
 	awaited      map[string]awaited  // cited IDs not yet stored, by ID
 	anchors      []anchor            // receipts from outside the log
@@ -268,6 +282,12 @@ type auditState struct {
 	pending    []held
 	expects    []expect // sorted by seq
 	next       int      // expects[next:] are still ahead
+	// vouchSeq is the last message whose head a checkpoint signed by
+	// someone else than the owner (the aggregator's) confirms, and
+	// vouchSrc that checkpoint: what the aggregator received from a party
+	// that left without sealing its last messages.
+	vouchSeq uint64
+	vouchSrc string
 }
 
 // NewAuditor makes an auditor for the roster's run.
@@ -725,6 +745,8 @@ func (a *Auditor) link(st *auditState, streamSeq, seq uint64, payload []byte, si
 				Detail: fmt.Sprintf("%s says this message is stored at stream seq %d", x.source, x.streamSeq)})
 		case x.seals:
 			covered = true
+		default:
+			st.vouchSeq, st.vouchSrc = seq, x.source
 		}
 	}
 	if st.anchored {
@@ -807,7 +829,15 @@ func (a *Auditor) Finish() *AuditReport {
 	for _, s := range subjects {
 		st := a.subjects[s]
 		a.declareGap(st)
-		if st.unsigned > 0 {
+		switch {
+		case st.unsigned > 0 && st.vouchSeq == st.chain.Seq() && st.vouchSeq != 0:
+			// The sender stopped without sealing (a party gone for good),
+			// but the aggregator's signed checkpoint states it received
+			// exactly this tail: a cut log would end before it.
+			a.notes = append(a.notes, Problem{StreamSeq: st.firstOpen, Subject: st.subject, Seq: st.firstSeq, Kind: ProblemDeparted,
+				Detail: fmt.Sprintf("%s's last %d messages (seq %d..%d) carry no signature of its own (it stopped without sealing: departed?); %s, signed by the aggregator, states it received them up to seq %d with this head",
+					st.owner.ID, st.unsigned, st.firstSeq, st.chain.Seq(), st.vouchSrc, st.vouchSeq)})
+		case st.unsigned > 0:
 			a.report(Problem{StreamSeq: st.firstOpen, Subject: st.subject, Seq: st.firstSeq, Kind: ProblemUnsealedTail,
 				Detail: fmt.Sprintf("the last %d messages (seq %d..%d) are covered by no signature or receipt: the log may have been cut after them, or the sender stopped without sealing",
 					st.unsigned, st.firstSeq, st.chain.Seq())})
@@ -824,7 +854,7 @@ func (a *Auditor) Finish() *AuditReport {
 	}
 	rep := &AuditReport{Run: a.roster.Run, Messages: a.messages, FirstSeq: a.firstStream, LastSeq: a.lastStream,
 		Receipts: a.receipts, Problems: a.problems, Counts: a.counts, Dropped: a.dropped, IntactLog: !a.fatal,
-		Rejected: a.rejected, RejectedList: a.rejectedList, Restarts: a.restarts, Foreign: a.foreign}
+		Rejected: a.rejected, RejectedList: a.rejectedList, Restarts: a.restarts, Foreign: a.foreign, Notes: a.notes}
 	for _, s := range a.stats {
 		rep.Senders = append(rep.Senders, *s)
 	}

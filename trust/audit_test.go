@@ -393,3 +393,39 @@ func TestAuditAsReceiver(t *testing.T) {
 		t.Fatalf("a removed genuine message passed: rejected %v", rep.Rejected)
 	}
 }
+
+// A party that leaves for good stops without signing its last messages:
+// the aggregator's checkpoint (countersigned by another party) states it
+// received them, so the log is intact with a note; the same log cut
+// before the end the checkpoint states is not.
+func TestAuditDepartedTail(t *testing.T) {
+	tr := newTestRun(t, "r", 2)
+	orig := testLog(t, tr, 12, 4)
+	out2 := subj("r", "out", 2)
+	// Party 2 is gone before its last, sealing message: what the
+	// aggregator received ends at seq 11, unsigned since seq 9.
+	gone := slices.DeleteFunc(slices.Clone(orig), func(m Msg) bool { return m.Subject == out2 && m.Seq == 12 })
+	for i := range gone {
+		gone[i].StreamSeq = uint64(i + 1)
+	}
+	rc := receiptAt(t, tr, gone, len(gone), "party-1")
+	rep, err := CheckLog(tr.roster, slices.Values(ptrs(gone)), []*Receipt{rc}, AuditOptions{Every: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() || len(rep.Notes) != 1 || rep.Notes[0].Kind != ProblemDeparted || rep.Notes[0].Subject != out2 {
+		t.Fatalf("departed tail: intact %v, problems %v, notes %v", rep.Intact(), rep.Problems, rep.Notes)
+	}
+	// Without the checkpoint, nothing vouches for the tail.
+	rep, _ = CheckLog(tr.roster, slices.Values(ptrs(gone)), nil, AuditOptions{Every: 4})
+	if rep.Intact() || rep.Counts[string(ProblemUnsealedTail)] != 1 {
+		t.Fatalf("an unsealed tail without a checkpoint: intact %v, %v", rep.Intact(), rep.Counts)
+	}
+	// Cut before party 2's last message: the checkpoint shows it.
+	// (The stream sequences keep their hole.)
+	cut := slices.DeleteFunc(slices.Clone(gone), func(m Msg) bool { return m.Subject == out2 && m.Seq == 11 })
+	rep, _ = CheckLog(tr.roster, slices.Values(ptrs(cut)), []*Receipt{rc}, AuditOptions{Every: 4})
+	if rep.Intact() {
+		t.Fatalf("a cut departed tail reported intact: notes %v", rep.Notes)
+	}
+}
