@@ -43,6 +43,9 @@ type Codec struct {
 	dec  *msgpack.Decoder
 	data []byte // message being decoded
 	err  error  // first encoding error
+	// Wide writes every float vector as float64, as revisions before
+	// the narrow vectors did (a benchmark's or a test's choice).
+	Wide bool
 }
 
 // NewCodec returns a Codec ready for use.
@@ -110,6 +113,53 @@ func (c *Codec) floats(v []float64) {
 	b := c.buf.AvailableBuffer()
 	for _, x := range v {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	c.buf.Write(b)
+}
+
+// Narrow float vectors (the default): a request's outputs and a reply's
+// losses travel as float32, and c_hat and h_bar as float32 differences
+// from c and h (msgpack ext types extF32 and extDiff32), half the bytes of
+// float64 where the differences keep float32's relative precision (a
+// finite difference of size mu loses nothing that matters). A decoder
+// reads both forms; what the receiver computes with is what the bytes
+// say, so re-execution and resume are exact either way.
+const (
+	extF32    int8 = 1 // little-endian float32 values
+	extDiff32 int8 = 2 // float32 differences from the message's base vector
+)
+
+// floats32 writes v as float32 (ext extF32), or as float64 when c.Wide.
+func (c *Codec) floats32(v []float64) {
+	if c.Wide {
+		c.floats(v)
+		return
+	}
+	c.check(c.enc.EncodeExtHeader(extF32, 4*len(v)))
+	c.buf.Grow(4 * len(v))
+	b := c.buf.AvailableBuffer()
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x)))
+	}
+	c.buf.Write(b)
+}
+
+// diff32 writes v as float32 differences from base, the float32 values of
+// it decoded (ext extDiff32); as float64 when c.Wide or the lengths
+// differ.
+func (c *Codec) diff32(v, base []float64) {
+	if c.Wide || len(v) != len(base) || len(v) == 0 {
+		c.floats(v)
+		return
+	}
+	c.check(c.enc.EncodeExtHeader(extDiff32, 4*len(v)))
+	c.buf.Grow(4 * len(v))
+	b := c.buf.AvailableBuffer()
+	for i, x := range v {
+		// The true difference: the receiver adds it to the base it
+		// decodes, so the two differ by what was sent (the point of a
+		// finite difference), not by the base's rounding.
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(x-base[i])))
 	}
 	c.buf.Write(b)
 }
@@ -253,6 +303,48 @@ func (c *Codec) blob(unit int) ([]byte, error) {
 	return b, nil
 }
 
+// readVector reads a float vector in any of its forms: float64 (bin),
+// float32 (extF32), or float32 differences from base (extDiff32).
+func (c *Codec) readVector(dst, base []float64) ([]float64, error) {
+	if c.peekIs(msgpcode.Bin8, msgpcode.Bin16, msgpcode.Bin32) {
+		return c.readFloats(dst)
+	}
+	id, n, err := c.dec.DecodeExtHeader()
+	if err != nil {
+		return dst[:0], err
+	}
+	if n < 0 || n > c.rd.Len() || n%4 != 0 {
+		return dst[:0], fmt.Errorf("float32 vector of %d bytes with %d left", n, c.rd.Len())
+	}
+	k := n / 4
+	switch id {
+	case extF32:
+	case extDiff32:
+		if k != len(base) {
+			return dst[:0], fmt.Errorf("%d differences for a base of %d values", k, len(base))
+		}
+	default:
+		return dst[:0], fmt.Errorf("unknown vector encoding %d", id)
+	}
+	start := len(c.data) - c.rd.Len()
+	b := c.data[start : start+n]
+	if _, err := c.rd.Seek(int64(n), 1); err != nil {
+		return dst[:0], err
+	}
+	if cap(dst) < k {
+		dst = make([]float64, k)
+	}
+	dst = dst[:k]
+	for i := range dst {
+		x := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		if id == extDiff32 {
+			x += base[i]
+		}
+		dst[i] = x
+	}
+	return dst, nil
+}
+
 func (c *Codec) readFloats(dst []float64) ([]float64, error) {
 	b, err := c.blob(8)
 	if err != nil {
@@ -326,8 +418,8 @@ func (m *Hello) decode(c *Codec) (err error) {
 func (m *PartyOutput) encode(c *Codec) {
 	c.head(fieldsOutput, &m.Header)
 	c.ids(m.IDs)
-	c.floats(m.C)
-	c.floats(m.CHat)
+	c.floats32(m.C)
+	c.diff32(m.CHat, m.C)
 }
 
 func (m *PartyOutput) decode(c *Codec) (err error) {
@@ -342,10 +434,10 @@ func (m *PartyOutput) decode(c *Codec) (err error) {
 	if m.IDs, err = c.readIDs(m.IDs); err != nil {
 		return err
 	}
-	if m.C, err = c.readFloats(m.C); err != nil {
+	if m.C, err = c.readVector(m.C, nil); err != nil {
 		return err
 	}
-	if m.CHat, err = c.readFloats(m.CHat); err != nil {
+	if m.CHat, err = c.readVector(m.CHat, m.C); err != nil {
 		return err
 	}
 	return c.skip(extra)
@@ -363,9 +455,9 @@ func (m *Reply) encode(c *Codec) {
 	}
 	c.head(n, &m.Header)
 	c.uint(m.ReqSeq)
-	c.floats(m.H)
-	c.floats(m.HBar)
-	c.floats(m.Delta)
+	c.floats32(m.H)
+	c.diff32(m.HBar, m.H)
+	c.floats32(m.Delta)
 	c.uint(uint64(m.Staleness))
 	if n > fieldsReply {
 		c.floats(m.Grad)
@@ -392,13 +484,13 @@ func (m *Reply) decode(c *Codec) (err error) {
 	if m.ReqSeq, err = c.dec.DecodeUint64(); err != nil {
 		return err
 	}
-	if m.H, err = c.readFloats(m.H); err != nil {
+	if m.H, err = c.readVector(m.H, nil); err != nil {
 		return err
 	}
-	if m.HBar, err = c.readFloats(m.HBar); err != nil {
+	if m.HBar, err = c.readVector(m.HBar, m.H); err != nil {
 		return err
 	}
-	if m.Delta, err = c.readFloats(m.Delta); err != nil {
+	if m.Delta, err = c.readVector(m.Delta, nil); err != nil {
 		return err
 	}
 	if m.Staleness, err = c.u32(); err != nil {
@@ -438,7 +530,13 @@ func (m *EvalOutput) encode(c *Codec) {
 	c.uint(uint64(m.Split))
 	c.uint(uint64(m.First))
 	c.uint(uint64(m.Total))
-	c.floats(m.C)
+	if m.Split == SplitTest {
+		// The test set's outputs give the accuracy a run reports, which
+		// scoring the saved models reproduces from float64 outputs.
+		c.floats(m.C)
+	} else {
+		c.floats32(m.C)
+	}
 }
 
 func (m *EvalOutput) decode(c *Codec) (err error) {
@@ -464,7 +562,7 @@ func (m *EvalOutput) decode(c *Codec) (err error) {
 	if m.Total, err = c.u32(); err != nil {
 		return err
 	}
-	if m.C, err = c.readFloats(m.C); err != nil {
+	if m.C, err = c.readVector(m.C, nil); err != nil {
 		return err
 	}
 	return c.skip(extra)

@@ -31,6 +31,6 @@ func Example() {
 	err = got.Validate(schemas.Limits{Party: party, K: 1, NTrain: 100})
 	fmt.Println(schemas.Reason(err))
 	// Output:
-	// asyrevel.demo.out.2 30 bytes 0.25 <nil>
+	// asyrevel.demo.out.2 22 bytes 0.25 <nil>
 	// nonfinite
 }
