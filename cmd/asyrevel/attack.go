@@ -89,6 +89,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: unknown attack %q\n\n%s", errUsage, name, attackUsage)
 	}
 	l, err := lf.open(ctx)
+	defer lf.close()
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,10 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	out := ""
+	if err := lf.unpack(); err != nil {
+		return err
+	}
+	defer lf.close()
 	if lf.store != "" && filepath.Base(filepath.Clean(lf.store)) == "stream" {
 		out = filepath.Dir(filepath.Clean(lf.store))
 	}

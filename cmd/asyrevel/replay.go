@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -20,6 +22,39 @@ import (
 type logFlags struct {
 	store, nats, run string
 	key, as          string
+	archive          string
+	done             func() // removes an unpacked archive
+}
+
+// unpack unpacks --archive, if given, and reads it as a store: its
+// stream, roster and receipts sit as an --out folder's do. Call close
+// when done.
+func (f *logFlags) unpack() error {
+	if f.archive == "" || f.done != nil {
+		return nil
+	}
+	if f.store != "" || f.nats != "" {
+		return fmt.Errorf("%w: --archive is the log: give no --store or --nats with it", errUsage)
+	}
+	dir, man, done, err := run.OpenArchive(f.archive)
+	if err != nil {
+		return fmt.Errorf("--archive: %w", err)
+	}
+	if f.run == "" {
+		f.run = man.Run
+	}
+	if f.run != man.Run {
+		done()
+		return fmt.Errorf("%w: --archive holds run %s, not %s", errUsage, man.Run, f.run)
+	}
+	f.store, f.done = filepath.Join(dir, "stream"), done
+	return nil
+}
+
+func (f *logFlags) close() {
+	if f.done != nil {
+		f.done()
+	}
 }
 
 func addLogFlags(fs *flag.FlagSet) *logFlags {
@@ -29,10 +64,14 @@ func addLogFlags(fs *flag.FlagSet) *logFlags {
 	fs.StringVar(&f.run, "run", "", "run id (the stream ASYREVEL_<run>)")
 	fs.StringVar(&f.key, "key", "", "with --nats: read as the roster's auditor whose key `FILE` this is (asyrevel keys\n--auditor): a broker that admits only the roster lets an auditor read the stream\nmessage by message, and nothing else")
 	fs.StringVar(&f.as, "as-auditor", trust.AuditorID, "with --key: the auditor's id in the roster")
+	fs.StringVar(&f.archive, "archive", "", "a run's archive `FILE` (asyrevel store export): its stream, roster and receipts,\nread offline")
 	return f
 }
 
 func (f *logFlags) open(ctx context.Context) (*replay.Log, error) {
+	if err := f.unpack(); err != nil {
+		return nil, err
+	}
 	if (f.store == "") == (f.nats == "") || f.run == "" {
 		return nil, fmt.Errorf("%w: give --run R and one of --store DIR and --nats URL", errUsage)
 	}
@@ -82,6 +121,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: replay needs --out DIR (or --reexecute)", errUsage)
 	}
 	l, err := lf.open(ctx)
+	defer lf.close()
 	if err != nil {
 		return err
 	}

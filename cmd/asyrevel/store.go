@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -12,6 +15,12 @@ import (
 const storeUsage = `Usage:
   asyrevel store list DIR...        the runs each broker store holds and their size on disk
   asyrevel store rm [--run R] DIR   remove a store, or only run R's stream from it
+  asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR]
+                                    one self-contained archive of a run: its stream, roster
+                                    and receipts (audit verify --archive, replay --archive)
+  asyrevel store prune DIR (--older-than AGE | --max-size SIZE) [--dry-run]
+                                    retention: remove whole runs, oldest first, until what
+                                    is left is younger or smaller; says what it keeps
 
 DIR is a broker store (asyrevel broker --store DIR, asyrevel train --store DIR) or an
 --out folder of asyrevel train (its store is DIR/stream). A store holds each run's stream,
@@ -22,18 +31,22 @@ serves a store before removing from it.
 func cmdStore(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, storeUsage)
-		return fmt.Errorf("%w: store needs a subcommand: list or rm", errUsage)
+		return fmt.Errorf("%w: store needs a subcommand: list, rm, export or prune", errUsage)
 	}
 	switch args[0] {
 	case "list":
 		return cmdStoreList(args[1:], stdout, stderr)
 	case "rm":
 		return cmdStoreRm(args[1:], stdout, stderr)
+	case "export":
+		return cmdStoreExport(args[1:], stdout, stderr)
+	case "prune":
+		return cmdStorePrune(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, storeUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown store subcommand %q%s: list or rm", errUsage, args[0], didYouMean(args[0], []string{"list", "rm"}))
+	return fmt.Errorf("%w: unknown store subcommand %q%s: list, rm, export or prune", errUsage, args[0], didYouMean(args[0], []string{"list", "rm", "export", "prune"}))
 }
 
 func cmdStoreList(args []string, stdout, stderr io.Writer) error {
@@ -112,4 +125,112 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func cmdStoreExport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store export", "asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR]\n\n"+
+		"Writes one self-contained archive (gzip-compressed tar) of run R: its stream from the\n"+
+		"store, its roster and the receipts the parties kept, with a manifest and a digest of\n"+
+		"the whole. audit verify --archive FILE and replay --archive FILE read it offline, on\n"+
+		"any machine. With --store OUT/stream (train --out OUT), the roster and receipts default\n"+
+		"to OUT/keys/roster.json and OUT/receipts. Stop the broker that serves the store first.", stderr)
+	store := fs.String("store", "", "the broker store (or an --out folder of train)")
+	runID := fs.String("run", "", "the run to export")
+	out := fs.String("out", "", "the archive file to write, e.g. run.tar.gz")
+	roster := fs.String("roster", "", "the run's roster.json (default OUT/keys/roster.json)")
+	receipts := fs.String("receipts", "", "the receipts folder (default OUT/receipts)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || *store == "" || *runID == "" || *out == "" {
+		return fmt.Errorf("%w: store export needs --store DIR, --run R and --out FILE", errUsage)
+	}
+	st, err := run.OpenStore(*store)
+	if err != nil {
+		return err
+	}
+	base := filepath.Dir(filepath.Clean(st.Dir))
+	if *roster == "" {
+		if p := filepath.Join(base, "keys", "roster.json"); fileExists(p) {
+			*roster = p
+		}
+	}
+	if *receipts == "" {
+		if p := filepath.Join(base, "receipts"); fileExists(p) {
+			*receipts = p
+		}
+	}
+	man, err := run.ExportRun(st.Dir, *runID, *roster, *receipts, *out)
+	if err != nil {
+		return err
+	}
+	fi, _ := os.Stat(*out)
+	fmt.Fprintf(stdout, "run %s: %d files (stream %s", man.Run, man.Files, run.MB(man.Bytes))
+	if man.Roster {
+		fmt.Fprint(stdout, ", roster")
+	}
+	fmt.Fprintf(stdout, ", %d receipts) into %s, %s; sha256 %s\n", man.Receipts, *out, run.MB(fi.Size()), man.SHA256)
+	if !man.Roster {
+		fmt.Fprintln(stdout, "note: no roster in the archive: audit verify --archive will need --roster")
+	}
+	return nil
+}
+
+func cmdStorePrune(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store prune", "asyrevel store prune DIR (--older-than AGE | --max-size SIZE) [--dry-run]\n\n"+
+		"Retention for a broker store: removes whole runs (never single messages: a run's log is\n"+
+		"whole or gone), oldest first, until every run left is younger than --older-than and all\n"+
+		"of them together fit in --max-size. It says which runs it removes and which it keeps.\n"+
+		"Export a run first (store export) to keep its archive. Stop the broker first.", stderr)
+	older := fs.Duration("older-than", 0, "remove the runs last written longer ago than this (e.g. 720h)")
+	var maxSize sizeFlag
+	fs.Var(&maxSize, "max-size", "remove the oldest runs until the rest fit in this size (e.g. 100GB)")
+	dry := fs.Bool("dry-run", false, "only say what would be removed")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || (*older <= 0 && maxSize <= 0) {
+		return fmt.Errorf("%w: store prune needs one DIR and --older-than AGE or --max-size SIZE", errUsage)
+	}
+	st, err := run.OpenStore(pos[0])
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, r := range st.Runs {
+		total += r.Bytes
+	}
+	now := time.Now()
+	var removed []run.StoreRun
+	for _, r := range st.Runs { // oldest first
+		if (*older > 0 && now.Sub(r.Modified) > *older) || (maxSize > 0 && total > int64(maxSize)) {
+			removed = append(removed, r)
+			total -= r.Bytes
+		}
+	}
+	verb := "removed"
+	if *dry {
+		verb = "would remove"
+	}
+	for _, r := range removed {
+		if !*dry {
+			if err := st.RemoveRun(r.Run); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(stdout, "%s run %s (%s, last written %s)\n", verb, r.Run, run.MB(r.Bytes), r.Modified.Format("2006-01-02 15:04"))
+	}
+	fmt.Fprintf(stdout, "kept %s, %s", plural(len(st.Runs)-len(removed), "run"), run.MB(total))
+	if len(st.Runs) > len(removed) {
+		fmt.Fprintf(stdout, ", the oldest last written %s", st.Runs[len(removed)].Modified.Format("2006-01-02 15:04"))
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
