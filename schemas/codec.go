@@ -131,7 +131,9 @@ const (
 
 // floats32 writes v as float32 (ext extF32), or as float64 when c.Wide.
 func (c *Codec) floats32(v []float64) {
-	if c.Wide {
+	if c.Wide || !fitF32(v, nil) {
+		// A value past float32's range would arrive as an infinity: the
+		// receiver must see it as it is (and refuse it as out of range).
 		c.floats(v)
 		return
 	}
@@ -148,7 +150,7 @@ func (c *Codec) floats32(v []float64) {
 // it decoded (ext extDiff32); as float64 when c.Wide or the lengths
 // differ.
 func (c *Codec) diff32(v, base []float64) {
-	if c.Wide || len(v) != len(base) || len(v) == 0 {
+	if c.Wide || len(v) != len(base) || len(v) == 0 || !fitF32(v, base) || !fitF32(base, nil) {
 		c.floats(v)
 		return
 	}
@@ -301,6 +303,21 @@ func (c *Codec) blob(unit int) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// fitF32 reports whether every v[i] (minus base[i], with a base) is
+// within float32's finite range, or not finite already (NaN and
+// infinities stay what they are).
+func fitF32(v, base []float64) bool {
+	for i, x := range v {
+		if base != nil {
+			x -= base[i]
+		}
+		if math.Abs(x) > math.MaxFloat32 && !math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // readVector reads a float vector in any of its forms: float64 (bin),

@@ -119,6 +119,14 @@ func TestNarrowVectors(t *testing.T) {
 	if !reflect.DeepEqual(again.C, got.C) || !reflect.DeepEqual(again.CHat, got.CHat) {
 		t.Errorf("decode, encode, decode changed the values: %v %v, then %v %v", got.C, got.CHat, again.C, again.CHat)
 	}
+	// A value past float32's range is sent as it is (the receiver refuses
+	// it as out of range), never turned into an infinity.
+	huge := &PartyOutput{Header: Header{Version, 1, 1}, IDs: []uint32{1}, C: []float64{1e300}, CHat: []float64{1e300}}
+	b4, _ := c.Marshal(huge)
+	var h PartyOutput
+	if err := c.Unmarshal(b4, &h); err != nil || h.C[0] != 1e300 || h.CHat[0] != 1e300 {
+		t.Errorf("a huge output: %v %v", h.C, err)
+	}
 	// A difference vector whose length is not its base's is refused.
 	bad := &Reply{Header: Header{Version, 1, 1}, ReqSeq: 1, H: []float64{1, 2}, HBar: []float64{1, 2}}
 	b3, _ := c.Marshal(bad)
