@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,7 +179,10 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
+			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory, and the final\nmodels into DIR/models (asyrevel predict, asyrevel serve)")
+		}},
+		{roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Out, "out", "", "write this party's final model into DIR/models/party-M.model (asyrevel predict)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
@@ -615,6 +619,9 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "--serve" || a == "-serve" }) {
+		return cmdPartyServe(ctx, args, stdout, stderr) // serving mode: serve.go
+	}
 	fs := newFlagSet("party", "asyrevel party --nats URL --run R --id M [training flags]\n\n"+
 		"Runs party M of a run: it reads its block of columns of --data, joins the run\n"+
 		"and steps until the aggregator stops it.", stderr)
