@@ -205,7 +205,6 @@ func readIDList(path string) (map[string]bool, error) {
 	return ids, sc.Err()
 }
 
-
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("%w: serve: not yet", errUsage)
 }

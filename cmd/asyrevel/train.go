@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"sync"
 	"time"
 
