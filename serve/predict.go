@@ -117,20 +117,54 @@ func keysFor(models, dir string) (*Keys, error) {
 	return k, err
 }
 
-// Predict scores a data file with a run's models and writes
-// predictions.csv: every participant in this process (each party with its
-// own connection to the broker, as train runs them) or, with Separate, the
-// aggregator alone with the parties elsewhere. Nothing is written unless
-// every row was scored.
-func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
-	cfg.defaults()
+// DeployConfig is what Deploy starts.
+type DeployConfig struct {
+	Models, Data, Split, Keys string
+	Net                       NetConfig
+	Separate                  bool
+	Wait, Timeout             time.Duration
+	Log                       zerolog.Logger
+}
+
+// Deployment is the participants of a scoring process, started on their
+// broker: every party (a Responder each, on its own connection) and the
+// aggregator's Scorer, or, with Separate, the Scorer alone.
+type Deployment struct {
+	Set        *Set
+	Net        *Network
+	Scorer     *Scorer
+	Responders []*Responder
+	Parties    []broker.Bus // the parties' connections (nil with Separate)
+	Rows       []*Rows
+	IDs        []string // the data's ids, in order
+	Y          []int32  // their classes, nil without labels
+	Keys       *Keys
+	Load       time.Duration
+
+	cancel context.CancelFunc
+	buses  []broker.Bus
+	closes []func() error
+}
+
+// Deploy reads the models and the data and starts the participants.
+func Deploy(ctx context.Context, cfg DeployConfig) (d *Deployment, err error) {
 	t0 := time.Now()
-	keys, err := keysFor(cfg.Models, cfg.Keys)
-	if err != nil {
+	if cfg.Split == "" {
+		cfg.Split = DefaultSplit
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 30 * time.Second
+	}
+	d = &Deployment{}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.Keys, err = keysFor(cfg.Models, cfg.Keys); err != nil {
 		return nil, err
 	}
-	var set *Set
-	var parts []*Rows
+	keys := d.Keys
 	var lab *LabelRows
 	if cfg.Separate {
 		agg, err := Load(filepath.Join(cfg.Models, FileName(0)))
@@ -140,93 +174,125 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 		if err := agg.CheckSigner(keys.RosterOrNil()); err != nil {
 			return nil, err
 		}
-		set = &Set{Aggregator: agg}
+		d.Set = &Set{Aggregator: agg}
 		if lab, err = ReadLabels(cfg.Data, agg, cfg.Split); err != nil {
 			return nil, err
 		}
+		if cfg.Net.NATS == "" {
+			return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
+		}
 	} else {
-		if set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
+		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
 			return nil, err
 		}
-		if parts, lab, err = ReadAll(cfg.Data, set, cfg.Split); err != nil {
+		if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
 			return nil, err
 		}
 	}
-	agg := set.Aggregator
+	agg := d.Set.Aggregator
 	if len(lab.IDs) == 0 {
 		return nil, fmt.Errorf("%w: %s has no rows", ErrData, cfg.Data)
 	}
+	if _, err := Index(lab.IDs); err != nil {
+		return nil, err
+	}
+	d.IDs, d.Y = lab.IDs, lab.Y
 	if cfg.Net.Run == "" {
 		cfg.Net.Run = agg.Run
 	}
-	if cfg.Separate && cfg.Net.NATS == "" {
-		return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
-	}
-	net, err := OpenNetwork(ctx, cfg.Net)
-	if err != nil {
+	if d.Net, err = OpenNetwork(ctx, cfg.Net); err != nil {
 		return nil, err
 	}
-	defer net.Close()
-	var buses []broker.Bus
-	defer func() {
-		for _, b := range buses {
-			b.Close()
-		}
-	}()
-	gctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for m, p := range parts {
-		b, err := net.Connect(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1))
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	for m, p := range d.Rows {
+		b, err := d.Net.Connect(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1))
 		if err != nil {
 			return nil, err
 		}
-		buses = append(buses, b)
-		r, err := NewResponder(ctx, ResponderConfig{Run: cfg.Net.Run, Model: set.Parties[m], Rows: p, Key: keys.Key(m + 1), Roster: keys.RosterOrNil(), Log: cfg.Log})
+		d.buses = append(d.buses, b)
+		d.Parties = append(d.Parties, b)
+		r, err := NewResponder(ctx, ResponderConfig{Run: cfg.Net.Run, Model: d.Set.Parties[m], Rows: p, Key: keys.Key(m + 1), Roster: keys.RosterOrNil(), Log: cfg.Log})
 		if err != nil {
 			return nil, err
 		}
-		defer r.Close()
+		d.closes = append(d.closes, r.Close)
+		d.Responders = append(d.Responders, r)
 		if _, err := r.Subscribe(gctx, b); err != nil {
 			return nil, err
 		}
 	}
-	ab, err := net.Connect(ctx, "aggregator", keys.Key(0))
+	ab, err := d.Net.Connect(ctx, "aggregator", keys.Key(0))
 	if err != nil {
 		return nil, err
 	}
-	buses = append(buses, ab)
-	sc, err := NewScorer(ScorerConfig{Run: cfg.Net.Run, Model: agg, Key: keys.Key(0), Roster: keys.RosterOrNil(), Timeout: cfg.Timeout, Log: cfg.Log})
-	if err != nil {
+	d.buses = append(d.buses, ab)
+	if d.Scorer, err = NewScorer(ScorerConfig{Run: cfg.Net.Run, Model: agg, Key: keys.Key(0), Roster: keys.RosterOrNil(), Timeout: cfg.Timeout, Log: cfg.Log}); err != nil {
 		return nil, err
 	}
-	if err := sc.Start(gctx, ab); err != nil {
+	if err := d.Scorer.Start(gctx, ab); err != nil {
 		return nil, err
 	}
-	defer sc.Close()
 	if cfg.Separate {
-		if err := waitParties(ctx, sc, lab.IDs[0], cfg.Wait, cfg.Log); err != nil {
+		if err := waitParties(ctx, d.Scorer, lab.IDs[0], cfg.Wait, cfg.Log); err != nil {
 			return nil, err
 		}
 	}
-	load := time.Since(t0)
+	d.Load = time.Since(t0)
+	return d, nil
+}
+
+// Close stops the participants and the broker.
+func (d *Deployment) Close() {
+	if d.Scorer != nil {
+		d.Scorer.Close()
+	}
+	if d.cancel != nil {
+		d.cancel()
+	}
+	for _, b := range d.buses {
+		b.Close()
+	}
+	for _, c := range d.closes {
+		c()
+	}
+	if d.Net != nil {
+		d.Net.Close()
+	}
+}
+
+// Predict scores a data file with a run's models and writes
+// predictions.csv: every participant in this process (each party with its
+// own connection to the broker, as train runs them) or, with Separate, the
+// aggregator alone with the parties elsewhere. Nothing is written unless
+// every row was scored.
+func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
+	cfg.defaults()
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Net: cfg.Net,
+		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	agg := d.Set.Aggregator
 	t1 := time.Now()
-	preds, err := scoreAll(ctx, sc, lab.IDs, cfg.Chunk, cfg.Window, cfg.Progress)
+	preds, err := scoreAll(ctx, d.Scorer, d.IDs, cfg.Chunk, cfg.Window, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
 	secs := time.Since(t1).Seconds()
 	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
-		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: load.Seconds(), Bus: net.Name,
-		Signed: keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: lab.IDs, Y: lab.Y}
-	if lab.Y != nil {
+		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
+		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
+	if d.Y != nil {
 		mt.Labelled = true
-		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, lab.Y, agg.Out)
+		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, d.Y, agg.Out)
 		if math.IsNaN(mt.AUC) { // one class absent
 			mt.AUC = 0
 		}
 	}
 	if cfg.Out != "" {
-		if err := WritePredictions(cfg.Out, lab.IDs, preds, agg.Labels); err != nil {
+		if err := WritePredictions(cfg.Out, d.IDs, preds, agg.Labels); err != nil {
 			return nil, err
 		}
 		if cfg.Metrics != "" {

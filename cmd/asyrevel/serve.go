@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,5 +208,56 @@ func readIDList(path string) (map[string]bool, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return fmt.Errorf("%w: serve: not yet", errUsage)
+	fs := newFlagSet("serve", "asyrevel serve --models DIR --data PATH --listen ADDR [flags]\n\n"+
+		"Serves a run's saved models over HTTP: POST /v1/predict {\"ids\": [...]} answers\n"+
+		"{\"predictions\": [{\"id\", \"label\", \"probabilities\"}]}; GET /healthz; GET /metrics\n"+
+		"(Prometheus text). The parties find the rows of PATH by id. Every participant runs\n"+
+		"in this process unless --separate: then this is the label holder's aggregator and\n"+
+		"the parties run asyrevel party --serve on --nats. An unknown id is a 404 naming the\n"+
+		"organisation that lacks it, a party down a 503 after --timeout, a bad request a 400.", stderr)
+	var f scoreFlags
+	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)")
+	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")
+	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
+	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties at start")
+	maxIDs := fs.Int("max-ids", serve.DefaultMaxIDs, "ids in one request")
+	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.models == "" || f.data == "" {
+		return fmt.Errorf("%w: serve needs --models DIR and --data PATH", errUsage)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	f.net.Log = log
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Net: f.net,
+		Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s) on http://%s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties, len(d.IDs), d.Net.Name, ln.Addr())
+	log.Info().Str("listen", ln.Addr().String()).Int("ids", len(d.IDs)).Msg("serving")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	st := d.Scorer.Stats()
+	fmt.Fprintf(stdout, "served %d requests (%d ids), %d party timeouts, %d late answers, rejected %v\n", st.Answered, st.IDs, st.Timeouts, st.Late, st.Rejected)
+	return nil
 }
