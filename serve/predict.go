@@ -147,7 +147,7 @@ type Deployment struct {
 }
 
 // Deploy reads the models and the data and starts the participants.
-func Deploy(ctx context.Context, cfg DeployConfig) (d *Deployment, err error) {
+func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	t0 := time.Now()
 	if cfg.Split == "" {
 		cfg.Split = DefaultSplit
@@ -155,7 +155,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (d *Deployment, err error) {
 	if cfg.Wait <= 0 {
 		cfg.Wait = 30 * time.Second
 	}
-	d = &Deployment{}
+	d := &Deployment{}
 	defer func() {
 		if err != nil {
 			d.Close()
