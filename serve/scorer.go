@@ -222,6 +222,9 @@ func (s *Scorer) Outputs(ctx context.Context, ids []string) ([]float64, error) {
 	s.mu.Lock()
 	delete(s.pending, req)
 	left := c.left
+	if left > 0 && (len(c.unknown) > 0 || len(c.refused) > 0) {
+		left = 0 // what a party said settles it: its id is unknown or refused
+	}
 	var silent []string
 	if left > 0 {
 		s.stats.Timeouts++
