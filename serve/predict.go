@@ -102,8 +102,14 @@ func (c *PredictConfig) defaults() {
 	}
 }
 
+// NoKeys as the keys folder turns signatures off (measuring their cost).
+const NoKeys = "-"
+
 // keysFor finds the keys of a models folder.
 func keysFor(models, dir string) (*Keys, error) {
+	if dir == NoKeys {
+		return nil, nil
+	}
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(filepath.Clean(models)), "keys")
 		if _, err := os.Stat(filepath.Join(dir, "roster.json")); err != nil {

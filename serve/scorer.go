@@ -47,6 +47,8 @@ type ScorerConfig struct {
 	// Timeout bounds each request's wait for every party's answer
 	// (default DefaultTimeout).
 	Timeout time.Duration
+	// NoBatch sends every Score call as a request of its own.
+	NoBatch bool
 	Log     zerolog.Logger
 }
 
@@ -85,6 +87,7 @@ type Scorer struct {
 	stats    ScorerStats
 	rejLog   *ratelog.Limiter
 	headPool sync.Pool
+	queue    chan *scoreCall // Score calls to batch (nil: NoBatch)
 }
 
 // call is one request in flight.
@@ -141,6 +144,10 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("aggregator: subscribing to scoring answers: %w", err)
 	}
 	s.bus, s.sub = bus, sub
+	if !s.cfg.NoBatch {
+		s.queue = make(chan *scoreCall, 4096)
+		go s.batch(ctx)
+	}
 	return nil
 }
 
@@ -294,6 +301,12 @@ func sortedKeys[V any](m map[int]V) []int {
 	return keys
 }
 
+func (s *Scorer) rejectLocked(reason string, m int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reject(reason, m, err)
+}
+
 func (s *Scorer) reject(reason string, m int, err error) {
 	s.stats.Rejected[reason]++
 	s.rejLog.Warn(s.cfg.Log, strconv.Itoa(m)+reason).Int("party", m).Err(err).Msg("scoring answer rejected")
@@ -302,26 +315,28 @@ func (s *Scorer) reject(reason string, m int, err error) {
 func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 	subj := d.Subject()
 	m, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil || m < 1 || m > s.q {
-		s.reject("subject", 0, fmt.Errorf("%w: subject %s", ErrMessage, subj))
+		s.rejectLocked("subject", 0, fmt.Errorf("%w: subject %s", ErrMessage, subj))
 		return
 	}
+	// Verified and decoded outside the lock: the requests being sent
+	// need it.
 	data := d.Data()
 	if err := s.vers[m].check(d.Header(SigHeader), s.run, subj, data); err != nil {
-		s.reject("signature", m, err)
+		s.rejectLocked("signature", m, err)
 		return
 	}
 	var a Answer
 	if err := unmarshal(data, &a); err != nil {
-		s.reject("malformed", m, err)
+		s.rejectLocked("malformed", m, err)
 		return
 	}
 	if a.V != WireVersion || a.Party != m {
-		s.reject("invalid", m, fmt.Errorf("%w: version %d, party %d on party %d's subject", ErrMessage, a.V, a.Party, m))
+		s.rejectLocked("invalid", m, fmt.Errorf("%w: version %d, party %d on party %d's subject", ErrMessage, a.V, a.Party, m))
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	c := s.pending[a.Req]
 	if c == nil {
 		s.stats.Late++
@@ -392,11 +407,119 @@ func Combine(h model.Head, w0, outputs []float64, n int, dst []Prediction) []Pre
 	return dst
 }
 
-// Score asks the parties for ids and combines their outputs.
+// Score asks the parties for ids and combines their outputs. Calls that
+// arrive while earlier ones are in flight are sent together in one request
+// (up to MaxBatchIDs ids): each party then verifies one signature and signs
+// one answer for all of them. A batch that names an unknown or refused id
+// is sent again call by call, so that only the call with that id fails.
 func (s *Scorer) Score(ctx context.Context, ids []string) ([]Prediction, error) {
+	if s.queue == nil {
+		return s.score(ctx, ids)
+	}
+	r := &scoreCall{ctx: ctx, ids: ids, done: make(chan scoreResult, 1)}
+	select {
+	case s.queue <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.preds, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Scorer) score(ctx context.Context, ids []string) ([]Prediction, error) {
 	out, err := s.Outputs(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
 	return s.Predict(out, make([]Prediction, 0, len(ids))), nil
+}
+
+// Batching of Score calls.
+const (
+	MaxBatchIDs = 4096 // ids of one batched request
+	inFlight    = 4    // batched requests in flight
+)
+
+type scoreCall struct {
+	ctx  context.Context
+	ids  []string
+	done chan scoreResult
+}
+
+type scoreResult struct {
+	preds []Prediction
+	err   error
+}
+
+// batch sends the queued calls, inFlight requests at a time, each holding
+// every call that waited for a free slot.
+func (s *Scorer) batch(ctx context.Context) {
+	sem := make(chan struct{}, inFlight)
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var calls []*scoreCall
+		select {
+		case r := <-s.queue:
+			calls = append(calls, r)
+		case <-ctx.Done():
+			return
+		}
+		n := len(calls[0].ids)
+	drain:
+		for n < MaxBatchIDs {
+			select {
+			case r := <-s.queue:
+				calls = append(calls, r)
+				n += len(r.ids)
+			default:
+				break drain
+			}
+		}
+		go func() {
+			defer func() { <-sem }()
+			s.sendBatch(calls)
+		}()
+	}
+}
+
+func (s *Scorer) sendBatch(calls []*scoreCall) {
+	if len(calls) == 1 {
+		p, err := s.score(calls[0].ctx, calls[0].ids)
+		calls[0].done <- scoreResult{p, err}
+		return
+	}
+	var ids []string
+	for _, c := range calls {
+		ids = append(ids, c.ids...)
+	}
+	ctx := context.Background() // each caller waits on its own ctx
+	preds, err := s.score(ctx, ids)
+	if errors.Is(err, ErrUnknownID) || errors.Is(err, ErrRefused) {
+		var wg sync.WaitGroup
+		for _, c := range calls {
+			wg.Go(func() {
+				p, err := s.score(c.ctx, c.ids)
+				c.done <- scoreResult{p, err}
+			})
+		}
+		wg.Wait()
+		return
+	}
+	at := 0
+	for _, c := range calls {
+		if err != nil {
+			c.done <- scoreResult{nil, err}
+			continue
+		}
+		c.done <- scoreResult{preds[at : at+len(c.ids) : at+len(c.ids)], nil}
+		at += len(c.ids)
+	}
 }

@@ -85,7 +85,7 @@ var commands = []command{
 		subs: []string{"public", "roster", "server-config"}},
 	{name: "predict", run: cmdPredict},
 	{name: "serve", run: cmdServe},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "serve"}},
 }
 
 // signalError is the cause of a run's end by a signal.
