@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -81,6 +82,8 @@ func Serve(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 	if cfg.IndexIDs == 0 {
 		cfg.IndexIDs = 1_000_000
 	}
+	// The index first, on a quiet heap.
+	mem := indexMemory(cfg.IndexIDs)
 	out := filepath.Join(cfg.Dir, "run")
 	cfg.Log.Info().Msg("serve: training the models (8 parties, 3,000 steps)")
 	s, err := run.Train(ctx, run.Config{Data: cfg.Data, Test: cfg.Test, Parties: cfg.Parties, MaxSteps: 3000, Out: out, Log: zerolog.Nop(), NoLeakage: true})
@@ -113,7 +116,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 		}
 		res.Rows = append(res.Rows, rows...)
 	}
-	res.Rows = append(res.Rows, indexMemory(cfg.IndexIDs))
+	res.Rows = append(res.Rows, mem)
 	return res, nil
 }
 
@@ -139,7 +142,7 @@ func serveOnline(ctx context.Context, cfg ServeConfig, models string, signed boo
 	for _, rate := range cfg.Rates {
 		r := loadAt(ctx, client, url, d.IDs, rate, cfg.Duration)
 		r.Bus, r.Signed = d.Net.Name, signed
-		r.Note = fmt.Sprintf("single-id POST /v1/predict, open loop for %v, %d parties, HTTP and parties on one 2-core machine", cfg.Duration, cfg.Parties)
+		r.Note = fmt.Sprintf("single-id POST /v1/predict, open loop for %v, %d parties, HTTP and parties on one machine; load average %s before", cfg.Duration, cfg.Parties, loadAvg())
 		cfg.Log.Info().Bool("signed", signed).Float64("rate", rate).Float64("p50_ms", r.P50).Float64("p99_ms", r.P99).Float64("p999_ms", r.P999).Int64("failed", r.Failed).Msg("serve: online")
 		rows = append(rows, r)
 	}
@@ -154,6 +157,15 @@ func deployMaybeUnsigned(ctx context.Context, dc serve.DeployConfig, signed bool
 	}
 	dc.Keys = serve.NoKeys
 	return serve.Deploy(ctx, dc)
+}
+
+// loadAvg is the machine's 1-minute load average ("?" if unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // loadAt sends single-id requests at rate a second for dur (open loop:
@@ -255,10 +267,10 @@ func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, sta
 			fmt.Fprintf(&body, "| %s | %.0f | %s |\n", row.Bus, row.Value, verdict)
 		}
 	}
-	fmt.Fprintf(&body, "\nOnline (HTTP, single-id requests, open loop for %v a rate; 8 parties on the embedded broker over TCP loopback; latency from the scheduled send to the answer read):\n\n| signed | rate/s | p50 ms | p99 ms | p99.9 ms | ok | failed |\n|---|---:|---:|---:|---:|---:|---:|\n", cfg.Duration)
+	fmt.Fprintf(&body, "\nOnline (HTTP, single-id requests, open loop for %v a rate; 8 parties on the embedded broker over TCP loopback; latency from the scheduled send to the answer read):\n\n| signed | rate/s | p50 ms | p99 ms | p99.9 ms | ok | failed | machine |\n|---|---:|---:|---:|---:|---:|---:|---|\n", cfg.Duration)
 	for _, row := range r.Rows {
 		if row.Kind == "online" {
-			fmt.Fprintf(&body, "| %v | %.0f | %.2f | %.2f | %.2f | %d | %d |\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed)
+			fmt.Fprintf(&body, "| %v | %.0f | %.2f | %.2f | %.2f | %d | %d | %s |\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed, row.Note[strings.LastIndex(row.Note, "load average"):])
 		}
 	}
 	for _, row := range r.Rows {

@@ -214,8 +214,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"{\"predictions\": [{\"id\", \"label\", \"probabilities\"}]}; GET /healthz; GET /metrics\n"+
 		"(Prometheus text). The parties find the rows of PATH by id. Every participant runs\n"+
 		"in this process unless --separate: then this is the label holder's aggregator and\n"+
-		"the parties run asyrevel party --serve on --nats. An unknown id is a 404 naming the\n"+
-		"organisation that lacks it, a party down a 503 after --timeout, a bad request a 400.", stderr)
+		"the parties run asyrevel party --serve on --nats. An id a party lacks is a 404 naming\n"+
+		"the organisation, a party down a 503 after --timeout, a bad request a 400.", stderr)
 	var f scoreFlags
 	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)")
 	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")

@@ -178,11 +178,8 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
 			fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
 		}},
-		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory, and the final\nmodels into DIR/models (asyrevel predict, asyrevel serve)")
-		}},
-		{roleParty, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Out, "out", "", "write this party's final model into DIR/models/party-M.model (asyrevel predict)")
+		{roleTrain | roleAggregator | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory (not a party), and\nthe final models into DIR/models: party-M.model, aggregator.model (asyrevel predict)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
