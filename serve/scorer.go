@@ -79,7 +79,7 @@ type Scorer struct {
 	head model.Head
 	vers []*verifier
 	bus  broker.Bus
-	sub  broker.Subscription
+	subs []broker.Subscription
 
 	mu       sync.Mutex
 	next     uint64
@@ -137,13 +137,18 @@ func NewScorer(cfg ScorerConfig) (*Scorer, error) {
 	return s, nil
 }
 
-// Start listens for the parties' answers on bus. Close stops.
+// Start listens for the parties' answers on bus, one subscription a party
+// so that their signatures are verified in parallel. Close stops.
 func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
-	sub, err := bus.Subscribe(ctx, []string{AnswerFilter(s.run)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, s.handle)
-	if err != nil {
-		return fmt.Errorf("aggregator: subscribing to scoring answers: %w", err)
+	for m := 1; m <= s.q; m++ {
+		sub, err := bus.Subscribe(ctx, []string{AnswerSubject(s.run, m)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, s.handle)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("aggregator: subscribing to party %d's scoring answers: %w", m, err)
+		}
+		s.subs = append(s.subs, sub)
 	}
-	s.bus, s.sub = bus, sub
+	s.bus = bus
 	if !s.cfg.NoBatch {
 		s.queue = make(chan *scoreCall, 4096)
 		go s.batch(ctx)
@@ -153,10 +158,12 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 
 // Close stops listening.
 func (s *Scorer) Close() error {
-	if s.sub == nil {
-		return nil
+	var err error
+	for _, sub := range s.subs {
+		err = errors.Join(err, sub.Close())
 	}
-	return s.sub.Close()
+	s.subs = nil
+	return err
 }
 
 // Parties is q, Classes the number of classes.
