@@ -67,6 +67,11 @@ type ServeResult struct {
 // rate (parties on the broker over TCP loopback, signed), and the memory
 // a party's id index takes for IndexIDs ids.
 func Serve(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
+	cfg.defaults()
+	return serveRun(ctx, cfg)
+}
+
+func (cfg *ServeConfig) defaults() {
 	if cfg.Parties == 0 {
 		cfg.Parties = 8
 	}
@@ -82,6 +87,9 @@ func Serve(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 	if cfg.IndexIDs == 0 {
 		cfg.IndexIDs = 1_000_000
 	}
+}
+
+func serveRun(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 	// The index first, on a quiet heap.
 	mem := indexMemory(cfg.IndexIDs)
 	out := filepath.Join(cfg.Dir, "run")
@@ -136,9 +144,23 @@ func serveOnline(ctx context.Context, cfg ServeConfig, models string, signed boo
 	srv := &http.Server{Handler: svc.Handler()}
 	go srv.Serve(ln)
 	defer srv.Close()
+	// One request at a time, without HTTP: the service's own latency and
+	// CPU a request.
+	var seq []float64
+	c0 := cpuTime()
+	for i := range 1000 {
+		t0 := time.Now()
+		if _, err := d.Scorer.Score(ctx, []string{d.IDs[i%len(d.IDs)]}); err != nil {
+			return nil, err
+		}
+		seq = append(seq, float64(time.Since(t0))/float64(time.Millisecond))
+	}
+	cpuEach := float64(cpuTime()-c0) / float64(time.Millisecond) / 1000
+	slices.Sort(seq)
+	rows := []ServeRow{{Kind: "sequential", Bus: d.Net.Name, Signed: signed, Value: cpuEach * 1000, P50: seq[500], P99: seq[990], P999: seq[999], OK: 1000,
+		Note: fmt.Sprintf("1,000 single-id Score calls one after the other, no HTTP; value: CPU microseconds a request (all participants); load average %s", loadAvg())}}
 	url := "http://" + ln.Addr().String() + "/v1/predict"
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0}, Timeout: 5 * time.Second}
-	var rows []ServeRow
 	for _, rate := range cfg.Rates {
 		r := loadAt(ctx, client, url, d.IDs, rate, cfg.Duration)
 		r.Bus, r.Signed = d.Net.Name, signed
@@ -243,6 +265,7 @@ func indexMemory(n int) ServeRow {
 
 // WriteServe writes results/serve.csv and the REPORT.md section.
 func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, started time.Time) error {
+	cfg.defaults()
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"kind", "bus", "signed", "rate", "value", "p50_ms", "p99_ms", "p999_ms", "ok", "failed", "note"})
@@ -271,6 +294,12 @@ func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, sta
 	for _, row := range r.Rows {
 		if row.Kind == "online" {
 			fmt.Fprintf(&body, "| %v | %.0f | %.2f | %.2f | %.2f | %d | %d | %s |\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed, row.Note[strings.LastIndex(row.Note, "load average"):])
+		}
+	}
+	body.WriteString("\nOne request at a time (1,000 single-id calls of the scorer, no HTTP, no other load from this process):\n\n| signed | p50 ms | p99 ms | p99.9 ms | CPU a request (all participants) | machine |\n|---|---:|---:|---:|---:|---|\n")
+	for _, row := range r.Rows {
+		if row.Kind == "sequential" {
+			fmt.Fprintf(&body, "| %v | %.2f | %.2f | %.2f | %.0f µs | %s |\n", row.Signed, row.P50, row.P99, row.P999, row.Value, row.Note[strings.LastIndex(row.Note, "load average"):])
 		}
 	}
 	for _, row := range r.Rows {

@@ -398,3 +398,63 @@ func TestResponderRejects(t *testing.T) {
 		t.Errorf("party stats %+v: want 3 rejected signatures, 1 answered, 1 refused", st)
 	}
 }
+
+// The separate-process form over a broker: each party reads only its own
+// model file and its rows, the aggregator its model and the ids.
+func TestPredictSeparateParties(t *testing.T) {
+	dir := t.TempDir()
+	data, models := fixture(t, dir, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: filepath.Join(dir, "store")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	net, err := serve.OpenNetwork(ctx, serve.NetConfig{NATS: srv.URL(), Run: testRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	for m := 1; m <= 2; m++ {
+		f, err := serve.Load(filepath.Join(models, serve.FileName(m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := serve.PartyKeys(filepath.Join(dir, "keys", trust.PartyID(m)+".nk"), filepath.Join(dir, "keys", "roster.json"), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := serve.ReadParty(data, f, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := serve.NewResponder(ctx, serve.ResponderConfig{Model: f, Rows: rows, Key: keys.Key(m), Roster: keys.Roster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		b, err := net.Connect(ctx, fmt.Sprintf("party-%d", m), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if _, err := r.Subscribe(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 5 * time.Second,
+		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes, _ := reference(t, data)
+	for i, p := range m.Predictions {
+		if p.Class != classes[i] {
+			t.Fatalf("row %d: class %d, want %d", i, p.Class, classes[i])
+		}
+	}
+	if !m.Signed || m.Rows != 40 {
+		t.Errorf("metrics %+v", m)
+	}
+}

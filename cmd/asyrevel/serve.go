@@ -314,6 +314,8 @@ func expServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "online signed=%-5v %5.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d ok, %d failed)\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed)
 		case "memory":
 			fmt.Fprintf(stdout, "memory: %.1f MB for %d ids\n", row.Value/(1<<20), cfg.IndexIDs)
+		case "sequential":
+			fmt.Fprintf(stdout, "sequential signed=%-5v: p50 %.2f ms, p99 %.2f ms, %.0f µs CPU a request\n", row.Signed, row.P50, row.P99, row.Value)
 		}
 	}
 	fmt.Fprintf(stdout, "accuracy %.10f (the run's test_accuracy %.10f)\nwrote %s and its section of %s\n", r.Accuracy, r.TrainAcc,
