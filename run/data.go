@@ -32,6 +32,10 @@ func finishData(cfg *Config, d *Data, role int) error {
 					cfg.Scale, m+1, len(dense), x.NCols, after, before))
 			}
 		}
+		if d.Scalers == nil {
+			d.Scalers = make([]*dataset.Scaler, len(d.PartTrain))
+		}
+		d.Scalers[m] = s
 		var err error
 		if d.PartTrain[m], err = s.Apply(x); err != nil {
 			return err

@@ -474,6 +474,14 @@ type Data struct {
 	Names []string
 	// Warnings are what loading found worth saying (unscaled columns).
 	Warnings []string
+	// How raw rows became these features, for the saved models (models.go):
+	// the format, the label values of the classes and their names, a CSV
+	// file's encoding, and each party's fitted scaling (nil: none).
+	Format      string
+	LabelValues []float64
+	ClassNames  []string
+	Encoding    *dataset.Encoding
+	Scalers     []*dataset.Scaler
 }
 
 // Roles for LoadData.
@@ -534,7 +542,8 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 	if te != nil && te.Len() == 0 {
 		te = nil
 	}
-	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), Names: tr.FeatureNames()}
+	d := &Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), Names: tr.FeatureNames(),
+		Format: tr.Format, LabelValues: tr.LabelValues, ClassNames: tr.ClassNames, Encoding: tr.Encoding}
 	d.IDHash = datasetIDHash(tr)
 	if role == RoleAll || role == RoleAggregator {
 		d.TrainY = tr.Y
@@ -605,6 +614,7 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 		return nil, fmt.Errorf("%w: %s was scaled (%s) when it was split: drop --scale", ErrConfig, dir, man.Source.Scale)
 	}
 	d := &Data{Name: filepath.Base(filepath.Clean(dir)), Features: man.Features, Classes: man.Classes, Blocks: man.Blocks,
+		Format: "split", LabelValues: man.LabelValues,
 		PartTrain: make([]*dataset.Matrix, man.Q), PartTest: make([]*dataset.Matrix, man.Q), Names: make([]string, man.Features)}
 	for _, set := range man.Sets {
 		switch set.Split {
@@ -1020,6 +1030,18 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		s.PartySteps = append(s.PartySteps, st.Steps)
 		prog.flat(st)
 	}
+	if !stopped {
+		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
+		if err = writeModel(&cfg, f, err); err != nil {
+			return nil, err
+		}
+		for m, p := range parties {
+			f, err := PartyModel(&cfg, data, m+1, p.Params())
+			if err = writeModel(&cfg, f, err); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if stalled {
 		s, _ = net.finish(ctx, &cfg, s, prog)
 		return s, err
@@ -1112,6 +1134,12 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := bus.Close(); err != nil && !stopped {
 		return nil, err
 	}
+	if !stopped {
+		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
+		if err = writeModel(&cfg, f, err); err != nil {
+			return nil, err
+		}
+	}
 	s := summarize(&cfg, data, res, net.name)
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.Dropped = dropped(bus)
@@ -1194,6 +1222,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
 	}
 	err = p.Run(ctx, bus)
+	if err == nil {
+		f, ferr := PartyModel(&cfg, data, m, p.Params())
+		err = writeModel(&cfg, f, ferr)
+	}
 	if errors.Is(err, party.ErrInterrupted) {
 		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}

@@ -52,6 +52,9 @@ Experiments:
                recovery time: results/faults.csv and a REPORT.md section
   soak         a long 8-party run (--duration 10m) with its resident memory and store size
                sampled: flat memory, bytes per step: results/soak.csv
+  serve        saved models served: batch predictions/s on a9a's test set (memory bus, broker
+               over TCP and in-process), HTTP latency at 100, 1,000, 5,000 requests/s with 8
+               parties, memory of a party's index of 1M ids: results/serve.csv, REPORT.md
 
 The paper's experiments (each writes CSV and PNG into --out and its section of REPORT.md):
   fig3         training loss against time: AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG,
@@ -100,6 +103,8 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expFaults(ctx, rest, stdout, stderr)
 	case "soak":
 		return expSoak(ctx, rest, stdout, stderr)
+	case "serve":
+		return expServe(ctx, rest, stdout, stderr)
 	case "fig3", "table3", "table4", "fig4":
 		return expPaper(ctx, name, rest, stdout, stderr)
 	case "all":

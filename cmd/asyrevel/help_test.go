@@ -81,8 +81,8 @@ func TestHelpFlagsByRole(t *testing.T) {
 		want    []string
 		notWant []string
 	}{
-		{"party", []string{"id", "nats", "run", "data", "label", "parties", "mu", "lr", "window", "batch", "model", "model-cmd", "scale", "join-wait", "wait"},
-			append([]string{"out", "eval-every", "epochs", "duration", "steps", "target", "stop-at-target", "delta", "head-lr", "bias"}, trainOnly...)},
+		{"party", []string{"id", "nats", "run", "data", "label", "parties", "mu", "lr", "window", "batch", "model", "model-cmd", "scale", "join-wait", "wait", "out"},
+			append([]string{"eval-every", "epochs", "duration", "steps", "target", "stop-at-target", "delta", "head-lr", "bias"}, trainOnly...)},
 		{"aggregator", []string{"nats", "run", "data", "label", "parties", "mu", "batch", "epochs", "duration", "out", "eval-every", "delta", "bias", "join-wait", "wait"},
 			append([]string{"model", "hidden", "model-cmd", "model-timeout", "lr", "window", "lambda", "reg", "scale"}, trainOnly...)},
 		{"train", append([]string{"data", "label", "scale", "lr", "window", "out", "epochs", "join-wait"}, trainOnly...), []string{"id"}},

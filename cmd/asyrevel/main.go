@@ -48,6 +48,10 @@ Usage:
   asyrevel audit verify (--store DIR | --nats URL) --run R [--roster FILE] [--receipts DIR]
                              check a run's log: every signature and chain, the
                              checkpoints and receipts; exit 0 only when intact
+  asyrevel predict --models DIR --data PATH --out predictions.csv
+                             score a file with a run's saved models (docs/serving.md)
+  asyrevel serve --models DIR --data PATH --listen ADDR
+                             the models as an HTTP service; party --serve for a party
   asyrevel help [COMMAND]    this text, or a command's flags
 
 Examples:
@@ -79,7 +83,9 @@ var commands = []command{
 		return cmdKeys(args, stdout, stderr)
 	},
 		subs: []string{"public", "roster", "server-config"}},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak"}},
+	{name: "predict", run: cmdPredict},
+	{name: "serve", run: cmdServe},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "serve"}},
 }
 
 // signalError is the cause of a run's end by a signal.

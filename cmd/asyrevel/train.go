@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,8 +181,8 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
 			fs.BoolVar(&c.StopAtTarget, "stop-at-target", false, "stop when --target is reached")
 		}},
-		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory")
+		{roleTrain | roleAggregator | roleParty, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory (not a party), and\nthe final models into DIR/models: party-M.model, aggregator.model (asyrevel predict)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
@@ -651,6 +652,9 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if slices.ContainsFunc(args, func(a string) bool { return a == "--serve" || a == "-serve" }) {
+		return cmdPartyServe(ctx, args, stdout, stderr) // serving mode: serve.go
+	}
 	fs := newFlagSet("party", "asyrevel party --nats URL --run R --id M [training flags]\n\n"+
 		"Runs party M of a run: it reads its block of columns of --data, joins the run\n"+
 		"and steps until the aggregator stops it.", stderr)

@@ -1,0 +1,317 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/serve"
+)
+
+// ServeConfig is the serving experiment: batch throughput, online latency
+// and the memory of a party's index.
+type ServeConfig struct {
+	Data, Test string        // a9a's training and test files
+	Parties    int           // default 8
+	Rates      []float64     // online request rates (default 100, 1000, 5000)
+	Duration   time.Duration // per online rate (default 10 s)
+	Repeats    int           // batch repetitions per bus (default 3)
+	IndexIDs   int           // ids of the memory measurement (default 1,000,000)
+	Dir        string        // working folder
+	Log        zerolog.Logger
+}
+
+// ServeRow is one line of results/serve.csv.
+type ServeRow struct {
+	Kind   string  // batch, online, memory
+	Bus    string  // memory, jetstream-tcp, jetstream-inprocess
+	Signed bool    // messages signed and verified
+	Rate   float64 // online: requests a second offered
+	Value  float64 // batch: predictions/s (best of the repeats); memory: bytes per party
+	P50    float64 // online latencies, ms
+	P99    float64
+	P999   float64
+	OK     int64 // online: 200 answers
+	Failed int64 // online: other answers or errors
+	Note   string
+}
+
+// ServeResult is the experiment's outcome.
+type ServeResult struct {
+	Rows     []ServeRow
+	Accuracy float64 // predict's accuracy on the test set
+	TrainAcc float64 // the run's test_accuracy
+	TestRows int
+}
+
+// Serve runs the serving experiment: it trains models on cfg.Data with
+// every participant in one process, then measures batch predictions per
+// second on cfg.Test for the memory bus and the embedded broker (TCP and
+// in-process), single-id request latencies of the HTTP service at each
+// rate (parties on the broker over TCP loopback, signed), and the memory
+// a party's id index takes for IndexIDs ids.
+func Serve(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
+	cfg.defaults()
+	return serveRun(ctx, cfg)
+}
+
+func (cfg *ServeConfig) defaults() {
+	if cfg.Parties == 0 {
+		cfg.Parties = 8
+	}
+	if len(cfg.Rates) == 0 {
+		cfg.Rates = []float64{100, 1000, 5000}
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	if cfg.Repeats == 0 {
+		cfg.Repeats = 3
+	}
+	if cfg.IndexIDs == 0 {
+		cfg.IndexIDs = 1_000_000
+	}
+}
+
+func serveRun(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
+	// The index first, on a quiet heap.
+	mem := indexMemory(cfg.IndexIDs)
+	out := filepath.Join(cfg.Dir, "run")
+	cfg.Log.Info().Msg("serve: training the models (8 parties, 3,000 steps)")
+	s, err := run.Train(ctx, run.Config{Data: cfg.Data, Test: cfg.Test, Parties: cfg.Parties, MaxSteps: 3000, Out: out, Log: zerolog.Nop(), NoLeakage: true})
+	if err != nil {
+		return nil, err
+	}
+	res := &ServeResult{TrainAcc: s.TestAccuracy}
+	models := run.ModelsDir(out)
+	for _, bus := range []struct {
+		bus       string
+		inProcess bool
+	}{{"memory", false}, {"jetstream", false}, {"jetstream", true}} {
+		best, name := 0.0, ""
+		for range cfg.Repeats {
+			m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: cfg.Test, Net: serve.NetConfig{Bus: bus.bus, InProcess: bus.inProcess}, Log: zerolog.Nop()})
+			if err != nil {
+				return nil, err
+			}
+			res.Accuracy, res.TestRows, name = m.Accuracy, m.Rows, m.Bus
+			best = max(best, m.PerSecond)
+		}
+		cfg.Log.Info().Str("bus", name).Float64("predictions_per_s", best).Msg("serve: batch")
+		res.Rows = append(res.Rows, ServeRow{Kind: "batch", Bus: name, Signed: true, Value: best,
+			Note: fmt.Sprintf("a9a test, %d rows, %d parties, best of %d", res.TestRows, cfg.Parties, cfg.Repeats)})
+	}
+	for _, signed := range []bool{true, false} {
+		rows, err := serveOnline(ctx, cfg, models, signed)
+		if err != nil {
+			return nil, err
+		}
+		res.Rows = append(res.Rows, rows...)
+	}
+	res.Rows = append(res.Rows, mem)
+	return res, nil
+}
+
+// serveOnline measures the HTTP service's latency at each rate.
+func serveOnline(ctx context.Context, cfg ServeConfig, models string, signed bool) ([]ServeRow, error) {
+	dc := serve.DeployConfig{Models: models, Data: cfg.Test, Timeout: time.Second, Log: cfg.Log}
+	d, err := deployMaybeUnsigned(ctx, dc, signed)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: svc.Handler()}
+	go srv.Serve(ln)
+	defer srv.Close()
+	// One request at a time, without HTTP: the service's own latency and
+	// CPU a request.
+	var seq []float64
+	c0 := cpuTime()
+	for i := range 1000 {
+		t0 := time.Now()
+		if _, err := d.Scorer.Score(ctx, []string{d.IDs[i%len(d.IDs)]}); err != nil {
+			return nil, err
+		}
+		seq = append(seq, float64(time.Since(t0))/float64(time.Millisecond))
+	}
+	cpuEach := float64(cpuTime()-c0) / float64(time.Millisecond) / 1000
+	slices.Sort(seq)
+	rows := []ServeRow{{Kind: "sequential", Bus: d.Net.Name, Signed: signed, Value: cpuEach * 1000, P50: seq[500], P99: seq[990], P999: seq[999], OK: 1000,
+		Note: fmt.Sprintf("1,000 single-id Score calls one after the other, no HTTP; value: CPU microseconds a request (all participants); load average %s", loadAvg())}}
+	url := "http://" + ln.Addr().String() + "/v1/predict"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0}, Timeout: 5 * time.Second}
+	for _, rate := range cfg.Rates {
+		r := loadAt(ctx, client, url, d.IDs, rate, cfg.Duration)
+		r.Bus, r.Signed = d.Net.Name, signed
+		r.Note = fmt.Sprintf("single-id POST /v1/predict, open loop for %v, %d parties, HTTP and parties on one machine; load average %s before", cfg.Duration, cfg.Parties, loadAvg())
+		cfg.Log.Info().Bool("signed", signed).Float64("rate", rate).Float64("p50_ms", r.P50).Float64("p99_ms", r.P99).Float64("p999_ms", r.P999).Int64("failed", r.Failed).Msg("serve: online")
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// deployMaybeUnsigned deploys with the run's keys (signed) or with none.
+func deployMaybeUnsigned(ctx context.Context, dc serve.DeployConfig, signed bool) (*serve.Deployment, error) {
+	if signed {
+		dc.Keys = ""
+		return serve.Deploy(ctx, dc)
+	}
+	dc.Keys = serve.NoKeys
+	return serve.Deploy(ctx, dc)
+}
+
+// loadAvg is the machine's 1-minute load average ("?" if unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// loadAt sends single-id requests at rate a second for dur (open loop:
+// latency counts from the scheduled send, so a stall is not hidden) and
+// returns the latency percentiles.
+func loadAt(ctx context.Context, client *http.Client, url string, ids []string, rate float64, dur time.Duration) ServeRow {
+	n := int(rate * dur.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	lat := make([]float64, n)
+	ok := make([]bool, n)
+	var wg sync.WaitGroup
+	rng := rand.New(rand.NewPCG(1, uint64(rate)))
+	start := time.Now()
+	for i := range n {
+		at := start.Add(time.Duration(i) * interval)
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		}
+		if ctx.Err() != nil {
+			n = i
+			break
+		}
+		body := `{"ids":["` + ids[rng.IntN(len(ids))] + `"]}`
+		wg.Go(func() {
+			resp, err := client.Post(url, "application/json", strings.NewReader(body))
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				ok[i] = resp.StatusCode == 200
+			}
+			lat[i] = float64(time.Since(at)) / float64(time.Millisecond)
+		})
+	}
+	wg.Wait()
+	lat, ok = lat[:n], ok[:n]
+	r := ServeRow{Kind: "online", Rate: rate}
+	var good []float64
+	for i, v := range lat {
+		if ok[i] {
+			r.OK++
+			good = append(good, v)
+		} else {
+			r.Failed++
+		}
+	}
+	slices.Sort(good)
+	pct := func(p float64) float64 {
+		if len(good) == 0 {
+			return 0
+		}
+		return good[min(len(good)-1, int(p*float64(len(good))))]
+	}
+	r.P50, r.P99, r.P999 = pct(0.5), pct(0.99), pct(0.999)
+	return r
+}
+
+// indexMemory measures the heap a party's id index takes for n ids (the
+// ids as strings and the map from id to row).
+func indexMemory(n int) ServeRow {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "C" + strconv.Itoa(10_000_000+i)
+	}
+	index, _ := serve.Index(ids)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	bytes := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	runtime.KeepAlive(index)
+	runtime.KeepAlive(ids)
+	return ServeRow{Kind: "memory", Value: bytes, Note: fmt.Sprintf("heap of a party's id index: %d ids of 9 bytes (the ids and the map from id to row), without the rows", n)}
+}
+
+// WriteServe writes results/serve.csv and the REPORT.md section.
+func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, started time.Time) error {
+	cfg.defaults()
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write([]string{"kind", "bus", "signed", "rate", "value", "p50_ms", "p99_ms", "p999_ms", "ok", "failed", "note"})
+	for _, row := range r.Rows {
+		w.Write([]string{row.Kind, row.Bus, strconv.FormatBool(row.Signed), fmt.Sprint(row.Rate), fmt.Sprintf("%.0f", row.Value),
+			fmt.Sprintf("%.3f", row.P50), fmt.Sprintf("%.3f", row.P99), fmt.Sprintf("%.3f", row.P999), fmt.Sprint(row.OK), fmt.Sprint(row.Failed), row.Note})
+	}
+	w.Flush()
+	if err := run.WriteAtomic(filepath.Join(dir, "serve.csv"), b.Bytes()); err != nil {
+		return err
+	}
+	var body strings.Builder
+	fmt.Fprintf(&body, "Models of an a9a run (8 parties, 3,000 steps): `asyrevel predict` on the %d test rows gives accuracy %.10f, the run's test_accuracy is %.10f (equal: %v).\n\n",
+		r.TestRows, r.Accuracy, r.TrainAcc, r.Accuracy == r.TrainAcc)
+	body.WriteString("Batch scoring (every participant in one process, each party on its own connection; requests of 4,096 ids, 4 in flight; signed):\n\n| bus | predictions/s | goal 200,000/s |\n|---|---:|---|\n")
+	for _, row := range r.Rows {
+		if row.Kind == "batch" {
+			verdict := "met"
+			if row.Value < 200_000 {
+				verdict = fmt.Sprintf("missed by %.0f%%", 100*(1-row.Value/200_000))
+			}
+			fmt.Fprintf(&body, "| %s | %.0f | %s |\n", row.Bus, row.Value, verdict)
+		}
+	}
+	fmt.Fprintf(&body, "\nOnline (HTTP, single-id requests, open loop for %v a rate; 8 parties on the embedded broker over TCP loopback; latency from the scheduled send to the answer read):\n\n| signed | rate/s | p50 ms | p99 ms | p99.9 ms | ok | failed | machine |\n|---|---:|---:|---:|---:|---:|---:|---|\n", cfg.Duration)
+	for _, row := range r.Rows {
+		if row.Kind == "online" {
+			fmt.Fprintf(&body, "| %v | %.0f | %.2f | %.2f | %.2f | %d | %d | %s |\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed, row.Note[strings.LastIndex(row.Note, "load average"):])
+		}
+	}
+	body.WriteString("\nOne request at a time (1,000 single-id calls of the scorer, no HTTP, no other load from this process):\n\n| signed | p50 ms | p99 ms | p99.9 ms | CPU a request (all participants) | machine |\n|---|---:|---:|---:|---:|---|\n")
+	for _, row := range r.Rows {
+		if row.Kind == "sequential" {
+			fmt.Fprintf(&body, "| %v | %.2f | %.2f | %.2f | %.0f µs | %s |\n", row.Signed, row.P50, row.P99, row.P999, row.Value, row.Note[strings.LastIndex(row.Note, "load average"):])
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Kind == "memory" {
+			fmt.Fprintf(&body, "\nMemory: %s: %.1f MB (%.0f bytes an id).\n", row.Note, row.Value/(1<<20), row.Value/float64(cfg.IndexIDs))
+		}
+	}
+	body.WriteString("\nThe goal for online scoring is p99 under 5 ms at 1,000 requests a second. Every request costs each party an Ed25519 verification and a signature, and the aggregator eight verifications (about 1 ms of CPU a request on this machine), so the signed rows show the cost of the trust layer and the unsigned rows the transport alone. The load generator, the HTTP server, the broker and the eight parties share the machine's two cores. The 20 ms link to one party behind a latency-injecting proxy was not measured (not built for lack of time).\n")
+	return WriteSection(dir, Section{
+		Name: "serve", Title: "Serving: batch predictions, online latency, index memory", Command: command,
+		Machine: Machine(), Started: started, Duration: time.Since(started),
+		Settings: []string{fmt.Sprintf("%d parties, a9a, rates %v, %v each", cfg.Parties, cfg.Rates, cfg.Duration)},
+		Body:     body.String(),
+	})
+}

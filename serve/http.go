@@ -1,0 +1,279 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Limits of the HTTP service.
+const (
+	DefaultMaxIDs  = 1000    // ids in one POST /v1/predict
+	MaxRequestBody = 1 << 20 // bytes of a request body
+)
+
+// ServiceConfig configures the HTTP service.
+type ServiceConfig struct {
+	Scorer *Scorer
+	Labels *LabelsSpec
+	// MaxIDs bounds the ids of one request (default DefaultMaxIDs).
+	MaxIDs int
+	// Probe, if set, is an id /healthz scores to check that every party
+	// answers; without it /healthz only says the process is up.
+	Probe string
+	Log   zerolog.Logger
+}
+
+// Service is the HTTP front of a Scorer: POST /v1/predict, GET /healthz,
+// GET /metrics. Safe for concurrent use.
+type Service struct {
+	cfg   ServiceConfig
+	start time.Time
+	lat   histogram
+	mu    sync.Mutex
+	codes map[int]int64
+	ids   atomic.Int64
+}
+
+// NewService makes the HTTP service of cfg.Scorer.
+func NewService(cfg ServiceConfig) *Service {
+	if cfg.MaxIDs <= 0 {
+		cfg.MaxIDs = DefaultMaxIDs
+	}
+	return &Service{cfg: cfg, start: time.Now(), codes: map[int]int64{}, lat: newHistogram()}
+}
+
+// Handler routes the service's endpoints.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/predict", s.predict)
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/metrics", s.metrics)
+	return mux
+}
+
+// PredictRequest is the body of POST /v1/predict.
+type PredictRequest struct {
+	IDs []json.RawMessage `json:"ids"`
+}
+
+// PredictionJSON is one prediction of a response.
+type PredictionJSON struct {
+	ID            string    `json:"id"`
+	Label         any       `json:"label"` // the data's label value (a number) or the class name
+	Probabilities []float64 `json:"probabilities"`
+}
+
+// PredictResponse is the body of a successful POST /v1/predict.
+type PredictResponse struct {
+	Predictions []PredictionJSON `json:"predictions"`
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+func (s *Service) reply(w http.ResponseWriter, code int, v any) {
+	s.mu.Lock()
+	s.codes[code]++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Service) fail(w http.ResponseWriter, code int, format string, a ...any) {
+	s.reply(w, code, errorJSON{Error: fmt.Sprintf(format, a...)})
+}
+
+// StatusOf is the HTTP status of a Score error.
+func StatusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrUnknownID):
+		return http.StatusNotFound
+	case errors.Is(err, ErrRefused):
+		return http.StatusForbidden
+	case errors.Is(err, ErrPartyDown), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrPartyFailed):
+		return http.StatusBadGateway
+	case errors.Is(err, ErrMessage):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
+// parseIDs reads the ids of a request: strings, or integers (written as
+// their decimal text).
+func parseIDs(raw []json.RawMessage) ([]string, error) {
+	ids := make([]string, len(raw))
+	for i, r := range raw {
+		r = bytes.TrimSpace(r)
+		if len(r) > 0 && r[0] == '"' {
+			if err := json.Unmarshal(r, &ids[i]); err != nil {
+				return nil, fmt.Errorf("id %d: %w", i, err)
+			}
+		} else {
+			n, err := strconv.ParseInt(string(r), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("id %d (%s) is neither a string nor an integer", i, r)
+			}
+			ids[i] = strconv.FormatInt(n, 10)
+		}
+		if len(ids[i]) == 0 || len(ids[i]) > MaxIDLen {
+			return nil, fmt.Errorf("id %d has %d bytes (1..%d)", i, len(ids[i]), MaxIDLen)
+		}
+	}
+	return ids, nil
+}
+
+func (s *Service) predict(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.fail(w, http.StatusMethodNotAllowed, "POST a JSON body {\"ids\": [...]}")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBody+1))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, "reading the body: %v", err)
+		return
+	}
+	if len(body) > MaxRequestBody {
+		s.fail(w, http.StatusRequestEntityTooLarge, "the body exceeds %d bytes", MaxRequestBody)
+		return
+	}
+	var req PredictRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.fail(w, http.StatusBadRequest, "malformed JSON: %v (want {\"ids\": [...]})", err)
+		return
+	}
+	if dec.More() {
+		s.fail(w, http.StatusBadRequest, "malformed JSON: more than one object")
+		return
+	}
+	if len(req.IDs) == 0 || len(req.IDs) > s.cfg.MaxIDs {
+		s.fail(w, http.StatusBadRequest, "give 1 to %d ids, got %d", s.cfg.MaxIDs, len(req.IDs))
+		return
+	}
+	ids, err := parseIDs(req.IDs)
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	preds, err := s.cfg.Scorer.Score(r.Context(), ids)
+	if err != nil {
+		code := StatusOf(err)
+		if r.Context().Err() != nil {
+			code = 499 // the client went away
+		}
+		s.fail(w, code, "%v", err)
+		return
+	}
+	resp := PredictResponse{Predictions: make([]PredictionJSON, len(ids))}
+	l := s.cfg.Labels
+	for i, p := range preds {
+		var label any = l.Values[p.Class]
+		if len(l.Names) > 0 && l.Names[p.Class] != "" {
+			label = l.Names[p.Class]
+		}
+		resp.Predictions[i] = PredictionJSON{ID: ids[i], Label: label, Probabilities: p.Probs}
+	}
+	s.ids.Add(int64(len(ids)))
+	s.lat.observe(time.Since(t0).Seconds())
+	s.reply(w, http.StatusOK, resp)
+}
+
+func (s *Service) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Probe == "" {
+		s.reply(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
+	if _, err := s.cfg.Scorer.Outputs(r.Context(), []string{s.cfg.Probe}); err != nil {
+		s.reply(w, StatusOf(err), map[string]string{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	s.reply(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Service) metrics(w http.ResponseWriter, _ *http.Request) {
+	var b bytes.Buffer
+	s.mu.Lock()
+	codes := make([]int, 0, len(s.codes))
+	for c := range s.codes {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	b.WriteString("# HELP asyrevel_serve_requests_total HTTP requests answered, by status code.\n# TYPE asyrevel_serve_requests_total counter\n")
+	for _, c := range codes {
+		fmt.Fprintf(&b, "asyrevel_serve_requests_total{code=\"%d\"} %d\n", c, s.codes[c])
+	}
+	s.mu.Unlock()
+	fmt.Fprintf(&b, "# HELP asyrevel_serve_ids_total Ids scored.\n# TYPE asyrevel_serve_ids_total counter\nasyrevel_serve_ids_total %d\n", s.ids.Load())
+	s.lat.write(&b, "asyrevel_serve_predict_seconds", "Latency of successful POST /v1/predict requests.")
+	st := s.cfg.Scorer.Stats()
+	fmt.Fprintf(&b, "# HELP asyrevel_serve_party_timeouts_total Scoring requests a party did not answer in time.\n# TYPE asyrevel_serve_party_timeouts_total counter\nasyrevel_serve_party_timeouts_total %d\n", st.Timeouts)
+	fmt.Fprintf(&b, "# HELP asyrevel_serve_late_answers_total Party answers after their request ended.\n# TYPE asyrevel_serve_late_answers_total counter\nasyrevel_serve_late_answers_total %d\n", st.Late)
+	b.WriteString("# HELP asyrevel_serve_rejected_total Party answers rejected (forged, malformed), by reason.\n# TYPE asyrevel_serve_rejected_total counter\n")
+	reasons := make([]string, 0, len(st.Rejected))
+	for k := range st.Rejected {
+		reasons = append(reasons, k)
+	}
+	slices.Sort(reasons)
+	for _, k := range reasons {
+		fmt.Fprintf(&b, "asyrevel_serve_rejected_total{reason=%q} %d\n", k, st.Rejected[k])
+	}
+	fmt.Fprintf(&b, "# HELP asyrevel_serve_uptime_seconds Seconds since the service started.\n# TYPE asyrevel_serve_uptime_seconds gauge\nasyrevel_serve_uptime_seconds %g\n", time.Since(s.start).Seconds())
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	w.Write(b.Bytes())
+}
+
+// histogram is a Prometheus histogram with fixed buckets.
+type histogram struct {
+	mu     sync.Mutex
+	bounds []float64
+	counts []uint64
+	sum    float64
+	n      uint64
+}
+
+func newHistogram() histogram {
+	b := []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+	return histogram{bounds: b, counts: make([]uint64, len(b))}
+}
+
+func (h *histogram) observe(v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, b := range h.bounds {
+		if v <= b {
+			h.counts[i]++
+		}
+	}
+	h.sum += v
+	h.n++
+}
+
+func (h *histogram) write(b *bytes.Buffer, name, help string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	for i, bound := range h.bounds {
+		fmt.Fprintf(b, "%s_bucket{le=\"%g\"} %d\n", name, bound, h.counts[i])
+	}
+	fmt.Fprintf(b, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", name, h.n, name, h.sum, name, h.n)
+}

@@ -1,0 +1,457 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/privacy/metric"
+)
+
+// Defaults of batch scoring.
+const (
+	DefaultChunk  = 4096 // ids a request
+	DefaultWindow = 4    // requests in flight
+)
+
+// PredictConfig is one batch scoring: asyrevel predict.
+type PredictConfig struct {
+	// Models is the folder of model files (a run's OUT/models). With
+	// Parties false (separate processes) only aggregator.model is read.
+	Models string
+	// Data is the file (or split folder) to score; Split the split of a
+	// split folder (default test).
+	Data  string
+	Split string
+	// Out is predictions.csv; Metrics, if set, where the metrics go as
+	// JSON (default: next to Out, .metrics.json in place of .csv).
+	Out     string
+	Metrics string
+	// Keys is the run's keys folder (roster.json and the .nk files):
+	// messages are signed and verified, the model files checked against
+	// the roster. "" = MODELS/../keys if it has a roster, else none.
+	Keys string
+	// Net is the broker; Net.Run defaults to the models' run id.
+	Net NetConfig
+	// Separate: the parties are separate processes (asyrevel party
+	// --serve) on Net.NATS; this process is the aggregator alone and
+	// waits up to Wait for them to answer.
+	Separate bool
+	Wait     time.Duration
+	// Chunk is ids a request, Window requests in flight, Timeout a
+	// request's wait for the parties.
+	Chunk, Window int
+	Timeout       time.Duration
+	Log           zerolog.Logger
+	// Progress, if set, is called after each chunk.
+	Progress func(done, total int)
+}
+
+// Metrics are the outcome of a batch scoring.
+type Metrics struct {
+	Run        string  `json:"run"`
+	Data       string  `json:"data"`
+	Rows       int     `json:"rows"`
+	Parties    int     `json:"parties"`
+	Classes    int     `json:"classes"`
+	Labelled   bool    `json:"labelled"`
+	Accuracy   float64 `json:"accuracy,omitempty"`
+	AUC        float64 `json:"auc,omitempty"`
+	LogLoss    float64 `json:"log_loss,omitempty"`
+	Seconds    float64 `json:"seconds"` // scoring alone: requests sent to predictions combined
+	PerSecond  float64 `json:"predictions_per_second"`
+	LoadSecond float64 `json:"load_seconds"` // reading the models and the data
+	Bus        string  `json:"bus"`
+	Signed     bool    `json:"signed"`
+	Out        string  `json:"out,omitempty"`
+
+	// Classes and predictions, for callers that want them (not in JSON).
+	Predictions []Prediction `json:"-"`
+	IDs         []string     `json:"-"`
+	Y           []int32      `json:"-"`
+}
+
+func (c *PredictConfig) defaults() {
+	if c.Split == "" {
+		c.Split = DefaultSplit
+	}
+	if c.Chunk <= 0 {
+		c.Chunk = DefaultChunk
+	}
+	c.Chunk = min(c.Chunk, MaxIDs)
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Wait <= 0 {
+		c.Wait = 30 * time.Second
+	}
+	if c.Metrics == "" && c.Out != "" {
+		c.Metrics = strings.TrimSuffix(c.Out, ".csv") + ".metrics.json"
+	}
+}
+
+// NoKeys as the keys folder turns signatures off (measuring their cost).
+const NoKeys = "-"
+
+// keysFor finds the keys of a models folder.
+func keysFor(models, dir string) (*Keys, error) {
+	if dir == NoKeys {
+		return nil, nil
+	}
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(filepath.Clean(models)), "keys")
+		if _, err := os.Stat(filepath.Join(dir, "roster.json")); err != nil {
+			return nil, nil
+		}
+	}
+	k, err := LoadKeys(dir)
+	if err == nil && k == nil {
+		err = fmt.Errorf("%w: %s has no roster.json", ErrSignature, dir)
+	}
+	return k, err
+}
+
+// DeployConfig is what Deploy starts.
+type DeployConfig struct {
+	Models, Data, Split, Keys string
+	Net                       NetConfig
+	Separate                  bool
+	Wait, Timeout             time.Duration
+	Log                       zerolog.Logger
+}
+
+// Deployment is the participants of a scoring process, started on their
+// broker: every party (a Responder each, on its own connection) and the
+// aggregator's Scorer, or, with Separate, the Scorer alone.
+type Deployment struct {
+	Set        *Set
+	Net        *Network
+	Scorer     *Scorer
+	Responders []*Responder
+	Parties    []broker.Bus // the parties' connections (nil with Separate)
+	Rows       []*Rows
+	IDs        []string // the data's ids, in order
+	Y          []int32  // their classes, nil without labels
+	Keys       *Keys
+	Load       time.Duration
+
+	cancel context.CancelFunc
+	buses  []broker.Bus
+	closes []func() error
+}
+
+// Deploy reads the models and the data and starts the participants.
+func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
+	t0 := time.Now()
+	if cfg.Split == "" {
+		cfg.Split = DefaultSplit
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 30 * time.Second
+	}
+	d := &Deployment{}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	if d.Keys, err = keysFor(cfg.Models, cfg.Keys); err != nil {
+		return nil, err
+	}
+	keys := d.Keys
+	var lab *LabelRows
+	if cfg.Separate {
+		agg, err := Load(filepath.Join(cfg.Models, FileName(0)))
+		if err != nil {
+			return nil, err
+		}
+		if err := agg.CheckSigner(keys.RosterOrNil()); err != nil {
+			return nil, err
+		}
+		d.Set = &Set{Aggregator: agg}
+		if lab, err = ReadLabels(cfg.Data, agg, cfg.Split); err != nil {
+			return nil, err
+		}
+		if cfg.Net.NATS == "" {
+			return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
+		}
+	} else {
+		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
+			return nil, err
+		}
+		if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
+			return nil, err
+		}
+	}
+	agg := d.Set.Aggregator
+	if len(lab.IDs) == 0 {
+		return nil, fmt.Errorf("%w: %s has no rows", ErrData, cfg.Data)
+	}
+	if _, err := Index(lab.IDs); err != nil {
+		return nil, err
+	}
+	d.IDs, d.Y = lab.IDs, lab.Y
+	if cfg.Net.Run == "" {
+		cfg.Net.Run = agg.Run
+	}
+	if d.Net, err = OpenNetwork(ctx, cfg.Net); err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	for m, p := range d.Rows {
+		b, err := d.Net.Connect(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1))
+		if err != nil {
+			return nil, err
+		}
+		d.buses = append(d.buses, b)
+		d.Parties = append(d.Parties, b)
+		r, err := NewResponder(ctx, ResponderConfig{Run: cfg.Net.Run, Model: d.Set.Parties[m], Rows: p, Key: keys.Key(m + 1), Roster: keys.RosterOrNil(), Log: cfg.Log})
+		if err != nil {
+			return nil, err
+		}
+		d.closes = append(d.closes, r.Close)
+		d.Responders = append(d.Responders, r)
+		if _, err := r.Subscribe(gctx, b); err != nil {
+			return nil, err
+		}
+	}
+	ab, err := d.Net.Connect(ctx, "aggregator", keys.Key(0))
+	if err != nil {
+		return nil, err
+	}
+	d.buses = append(d.buses, ab)
+	if d.Scorer, err = NewScorer(ScorerConfig{Run: cfg.Net.Run, Model: agg, Key: keys.Key(0), Roster: keys.RosterOrNil(), Timeout: cfg.Timeout, Log: cfg.Log}); err != nil {
+		return nil, err
+	}
+	if err := d.Scorer.Start(gctx, ab); err != nil {
+		return nil, err
+	}
+	if cfg.Separate {
+		if err := waitParties(ctx, d.Scorer, lab.IDs[0], cfg.Wait, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
+	d.Load = time.Since(t0)
+	return d, nil
+}
+
+// Close stops the participants and the broker.
+func (d *Deployment) Close() {
+	if d.Scorer != nil {
+		d.Scorer.Close()
+	}
+	if d.cancel != nil {
+		d.cancel()
+	}
+	for _, b := range d.buses {
+		b.Close()
+	}
+	for _, c := range d.closes {
+		c()
+	}
+	if d.Net != nil {
+		d.Net.Close()
+	}
+}
+
+// Predict scores a data file with a run's models and writes
+// predictions.csv: every participant in this process (each party with its
+// own connection to the broker, as train runs them) or, with Separate, the
+// aggregator alone with the parties elsewhere. Nothing is written unless
+// every row was scored.
+func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
+	cfg.defaults()
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Net: cfg.Net,
+		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	agg := d.Set.Aggregator
+	t1 := time.Now()
+	preds, err := scoreAll(ctx, d.Scorer, d.IDs, cfg.Chunk, cfg.Window, cfg.Progress)
+	if err != nil {
+		return nil, err
+	}
+	secs := time.Since(t1).Seconds()
+	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
+		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
+		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
+	if d.Y != nil {
+		mt.Labelled = true
+		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, d.Y, agg.Out)
+		if math.IsNaN(mt.AUC) { // one class absent
+			mt.AUC = 0
+		}
+	}
+	if cfg.Out != "" {
+		if err := WritePredictions(cfg.Out, d.IDs, preds, agg.Labels); err != nil {
+			return nil, err
+		}
+		if cfg.Metrics != "" {
+			if err := writeJSON(cfg.Metrics, mt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return mt, nil
+}
+
+// waitParties retries a one-id request until every party answers (or the
+// id is unknown: the party is up) or wait has passed.
+func waitParties(ctx context.Context, sc *Scorer, id string, wait time.Duration, log zerolog.Logger) error {
+	deadline := time.Now().Add(wait)
+	for {
+		_, err := sc.Outputs(ctx, []string{id})
+		if err == nil || !errors.Is(err, ErrPartyDown) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting %v for the parties (asyrevel party --serve): %w", wait, err)
+		}
+		log.Info().Err(err).Msg("waiting for the parties")
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// scoreAll scores ids in chunks, window of them in flight.
+func scoreAll(ctx context.Context, sc *Scorer, ids []string, chunk, window int, progress func(int, int)) ([]Prediction, error) {
+	preds := make([]Prediction, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(window)
+	done := make(chan int, window)
+	var doneN int
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for n := range done {
+			doneN += n
+			if progress != nil {
+				progress(doneN, len(ids))
+			}
+		}
+	}()
+	for lo := 0; lo < len(ids); lo += chunk {
+		hi := min(lo+chunk, len(ids))
+		g.Go(func() error {
+			out, err := sc.Outputs(gctx, ids[lo:hi])
+			if err != nil {
+				return fmt.Errorf("rows %d..%d: %w", lo, hi-1, err)
+			}
+			sc.Predict(out, preds[lo:lo:hi])
+			done <- hi - lo
+			return nil
+		})
+	}
+	err := g.Wait()
+	close(done)
+	<-finished
+	return preds, err
+}
+
+// Evaluate gives the accuracy, the AUC (binary; macro one-vs-rest for
+// more classes) and the log loss of preds against classes y.
+func Evaluate(preds []Prediction, y []int32, classes int) (acc, auc, logLoss float64) {
+	correct := 0
+	scores := make([]float64, 0, len(preds)*classes)
+	for i, p := range preds {
+		if p.Class == y[i] {
+			correct++
+		}
+		logLoss -= math.Log(max(p.Probs[y[i]], 1e-300))
+		scores = append(scores, p.Probs...)
+	}
+	n := float64(len(preds))
+	if classes == 2 {
+		pos := make([]bool, len(y))
+		s1 := make([]float64, len(y))
+		for i := range y {
+			pos[i], s1[i] = y[i] == 1, preds[i].Probs[1]
+		}
+		auc = metric.AUC(s1, pos)
+	} else {
+		auc = metric.MacroAUC(scores, y, classes)
+	}
+	return float64(correct) / n, auc, logLoss / n
+}
+
+// WritePredictions writes predictions.csv atomically: id, label (in the
+// data's own label values), and one probability column per class.
+func WritePredictions(path string, ids []string, preds []Prediction, labels *LabelsSpec) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".predictions-*")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(tmp, 1<<16)
+	w.WriteString("id,label")
+	for c := range labels.Classes {
+		w.WriteString(",p_")
+		w.WriteString(csvField(labels.LabelText(c)))
+	}
+	w.WriteByte('\n')
+	var num []byte
+	for i, p := range preds {
+		w.WriteString(csvField(ids[i]))
+		w.WriteByte(',')
+		w.WriteString(csvField(labels.LabelText(int(p.Class))))
+		for _, v := range p.Probs {
+			w.WriteByte(',')
+			num = strconv.AppendFloat(num[:0], v, 'g', 10, 64)
+			w.Write(num)
+		}
+		w.WriteByte('\n')
+	}
+	err = w.Flush()
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// csvField quotes s if CSV needs it.
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\r\n") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
