@@ -14,7 +14,7 @@ func TestReplayAttackCLI(t *testing.T) {
 	out := t.TempDir()
 	data := "synthetic:n=1500,d=16,test=300,noise=0.02"
 	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--batch", "8", "--window", "2",
-		"--steps", "400", "--run", "cli", "--out", out, "--log", "warn")
+		"--steps", "400", "--run", "cli", "--out", out, "--log", "warn", "--privacy", "off")
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s", code, stderr)
 	}
@@ -138,7 +138,7 @@ func TestDefenseFlags(t *testing.T) {
 		{"--reply", "mean", "--dp-auc", "0.4", "--clip", "1"}, // AUC below chance
 		{"--adversary", "x:active"},                           // bad spec
 	} {
-		args := append([]string{"train", "--data", "synthetic:n=500,d=8,test=100", "--parties", "2", "--steps", "10", "--log", "error"}, bad...)
+		args := append([]string{"train", "--data", "synthetic:n=500,d=8,test=100", "--parties", "2", "--steps", "10", "--log", "error", "--privacy", "off"}, bad...)
 		if code, _, stderr := runCLI(t, args...); code == 0 {
 			t.Errorf("%v: exit 0 (%s)", bad, stderr)
 		}
