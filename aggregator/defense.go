@@ -226,6 +226,7 @@ type defense struct {
 	rep       DefenseReport
 	head      bool // the head's own step is noised
 	live      bool // a sample of the current mechanism was not refused by the budget
+	refuse    bool // the budget refuses the whole current request (too few samples left)
 	masked    bool // the last sampleTerm was refused
 }
 
@@ -324,6 +325,7 @@ func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
 		d.rep.SmallBatches++
 		return fmt.Errorf("%w: batch of %d samples, the aggregator requires at least %d", schemas.ErrShape, len(o.IDs), d.cfg.MinBatch)
 	}
+	d.refuse = d.cfg.Reply == ReplyMean && d.maxUnit > 0 && !d.enoughBudget(m, o.IDs)
 	if d.cfg.DrawBatches {
 		want := d.drawn[:len(o.IDs)]
 		schemas.DrawBatch(want, d.batchSeed, m, uint64(a.version[m]), a.n)
@@ -333,6 +335,29 @@ func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
 		}
 	}
 	return nil
+}
+
+// enoughBudget reports whether at least half the samples of a batch-mean
+// request of party m have budget left for this visit. A mean over fewer
+// live samples carries the full noise on a fraction of the signal: once
+// most of the labels are spent, such replies would only push the party's
+// model around, so the whole request is refused (an exact 0). Whether it
+// is depends on the visits only, never on a label.
+func (d *defense) enoughBudget(m int, ids []uint32) bool {
+	b := len(ids)
+	inc := 1 / float64(b*b)
+	live := 0
+	for _, id := range ids {
+		i := int(id)
+		cur := float64(d.unitP[(m-1)*d.n+i]) + d.unitH[i]
+		if d.cfg.BudgetAll {
+			cur = d.unitAll[i] + d.unitH[i]
+		}
+		if cur+inc <= d.maxUnit {
+			live++
+		}
+	}
+	return 2*live >= b
 }
 
 // boundOutputs clips c and c_hat - c of a request in place.
@@ -387,6 +412,11 @@ func (d *defense) sampleTerm(m, i, b int, v float64, term int) float64 {
 		d.rep.ClippedDeltas++
 	}
 	d.masked = false
+	if d.refuse && term == termMean {
+		d.rep.Masked++
+		d.masked = true
+		return 0
+	}
 	if d.unitAll == nil {
 		d.live = true
 		return v
@@ -484,7 +514,7 @@ func (a *Aggregator) finishReply(r *schemas.Reply, b int) {
 		r.Delta = append(r.Delta, v)
 		d.sum = 0
 	}
-	d.live = false
+	d.live, d.refuse = false, false
 }
 
 // headTerm is sample i's term of the head's own step (h_hat - h): clipped,
