@@ -116,6 +116,10 @@ type Checkpoint struct {
 	TrustOut []trust.Entry
 	TrustIn  []trust.ChainState
 	Seals    uint64
+
+	// Defense is the defense's state (its noise and each label's privacy
+	// loss); nil for an undefended run.
+	Defense *DefenseState
 }
 
 // Encode writes c (gob).
@@ -174,6 +178,10 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Departed = append(c.Departed[:0], a.departed...)
 	c.Outbox = a.outbox.Snapshot(c.Outbox)
 	c.Saved = time.Now()
+	c.Defense = nil
+	if a.def.src != nil {
+		c.Defense = a.def.state(c.Defense)
+	}
 	c.Trust, c.TrustOut, c.TrustIn, c.Seals = false, nil, nil, 0
 	if t := a.tr; t != nil {
 		c.Trust, c.TrustOut, c.TrustIn, c.Seals = true, t.out.Entries(), t.ver.State(), t.checkpoints
@@ -198,19 +206,14 @@ func (a *Aggregator) Checkpoint() *Checkpoint {
 }
 
 // resumable says why this aggregator's state cannot be checkpointed
-// completely ("" if it can): the other algorithms and the defenses keep
-// state that checkpoints do not hold yet.
+// completely ("" if it can): the other algorithms keep state that
+// checkpoints do not hold yet.
 func (a *Aggregator) resumable() string {
 	switch {
 	case a.cfg.Sync:
 		return "SynREVEL rounds"
 	case a.cfg.FirstOrder:
 		return "TIG"
-	}
-	r := a.def.report(a.n)
-	r.Reply = "losses"
-	if r != (DefenseReport{Reply: "losses"}) {
-		return "a defense (its noise and accounting)"
 	}
 	return ""
 }
@@ -236,6 +239,9 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	}
 	if err := a.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
+	}
+	if err := a.def.restore(c.Defense); err != nil {
+		return err
 	}
 	switch t := a.tr; {
 	case t == nil && c.Trust:

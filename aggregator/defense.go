@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/privacy/dp"
 	"github.com/asyrevel/asyrevel/schemas"
 )
@@ -90,6 +91,11 @@ type Defense struct {
 	// MaxOutput], and MaxPerturb every c_hat - c to [-MaxPerturb,
 	// MaxPerturb] (0: no bound): against a party that inflates its
 	// outputs to dominate the head.
+	//
+	// With the logistic head MaxPerturb also bounds what a label can
+	// change: l(t) - l(-t) = -t, so flipping y_i changes h_bar_i - h_i by
+	// exactly c_hat_i - c_i. The sensitivity of a reply value is then
+	// min(2 Clip, MaxPerturb) (Sensitivity), and noise needs no Clip.
 	MaxOutput, MaxPerturb float64
 	// Key is the aggregator's secret for the noise, the randomised
 	// response and the batch seed. Parties must never learn it; re-
@@ -107,8 +113,8 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: clipping and noise need replies of deltas or means, not losses", ErrConfig)
 	case d.HeadNoise < 0 || d.HeadNoise > 0 && d.Noise == 0:
 		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
-	case d.Noise > 0 && d.Clip == 0:
-		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip)", ErrConfig)
+	case d.Noise > 0 && d.Clip == 0 && d.MaxPerturb == 0:
+		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip, or with a logistic head the perturbation bound)", ErrConfig)
 	case d.Budget > 0 && d.Noise == 0:
 		return fmt.Errorf("%w: a privacy budget needs noise", ErrConfig)
 	case d.Delta < 0 || d.Delta >= 1:
@@ -117,12 +123,35 @@ func (d *Defense) check() error {
 	return nil
 }
 
+// Sensitivity is the largest change of one reply value h_bar_i - h_i
+// when sample i's label changes, for a head of classes classes with
+// logistic (the parameter-free or intercept logistic head): 2 Clip, or
+// MaxPerturb with a logistic head if smaller; +Inf without a bound.
+func (d *Defense) Sensitivity(logistic bool) float64 {
+	s := math.Inf(1)
+	if d.Clip > 0 {
+		s = 2 * d.Clip
+	}
+	if logistic && d.MaxPerturb > 0 {
+		s = min(s, d.MaxPerturb)
+	}
+	return s
+}
+
+// IsLogistic reports whether h is the logistic head, whose reply values
+// change by exactly c_hat - c when a label flips (Defense.MaxPerturb).
+func IsLogistic(h model.Head) bool {
+	_, ok := h.(*model.Logistic)
+	return ok
+}
+
 // DefenseReport is the defense in force and what it did, with the label
 // privacy accounting.
 type DefenseReport struct {
 	Reply        string  `json:"reply"`
 	MinBatch     int     `json:"min_batch,omitempty"`
 	Clip         float64 `json:"clip,omitempty"`
+	Sensitivity  float64 `json:"sensitivity,omitempty"` // of one reply value to its label (with noise)
 	Noise        float64 `json:"noise,omitempty"`
 	Budget       float64 `json:"rho_budget,omitempty"`
 	BudgetScope  string  `json:"budget_scope,omitempty"` // "party" or "all"
@@ -176,6 +205,7 @@ type Accounting struct {
 type defense struct {
 	cfg   Defense
 	noise *rand.Rand // ChaCha8 keyed by Key: reproducible by re-execution
+	src   *rand.ChaCha8
 	// Privacy loss in units of one unit-sensitivity visit, (sensitivity /
 	// 2 clip)^2: of the replies to every party (unitAll), to each party
 	// (unitP, q x n; maxP is its maximum over the parties) and of the
@@ -195,6 +225,9 @@ type defense struct {
 	sum       float64  // running sum of the current mean reply
 	rep       DefenseReport
 	head      bool // the head's own step is noised
+	live      bool // a sample of the current mechanism was not refused by the budget
+	refuse    bool // the budget refuses the whole current request (too few samples left)
+	masked    bool // the last sampleTerm was refused
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -223,7 +256,8 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 	c := &d.cfg
 	d.rep = DefenseReport{Reply: c.Reply.String(), MinBatch: c.MinBatch, Clip: c.Clip, Noise: c.Noise, Budget: c.Budget,
 		LabelEpsilon: c.LabelEpsilon, DrawBatches: c.DrawBatches, MaxOutput: c.MaxOutput, MaxPerturb: c.MaxPerturb}
-	d.noise = rand.New(rand.NewChaCha8(deriveKey(c.Key, 1)))
+	d.src = rand.NewChaCha8(deriveKey(c.Key, 1))
+	d.noise = rand.New(d.src)
 	a.labels = cfg.Labels
 	if c.LabelEpsilon > 0 {
 		a.labels = slices.Clone(cfg.Labels)
@@ -262,7 +296,12 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		d.unitH = make([]float64, a.n)
 		d.visits = make([]uint32, a.n)
 		d.occ = make([]uint16, a.n)
-		d.unitRho = dp.GaussianRho(2*c.Clip, c.Noise)
+		sens := c.Sensitivity(IsLogistic(cfg.Head))
+		if math.IsInf(sens, 1) {
+			return fmt.Errorf("%w: noise needs clipping: --clip, or --max-perturb with a logistic head", ErrConfig)
+		}
+		d.rep.Sensitivity = sens
+		d.unitRho = dp.GaussianRho(sens, c.Noise)
 		if c.HeadNoise == 0 {
 			c.HeadNoise = c.Noise
 		}
@@ -286,6 +325,7 @@ func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
 		d.rep.SmallBatches++
 		return fmt.Errorf("%w: batch of %d samples, the aggregator requires at least %d", schemas.ErrShape, len(o.IDs), d.cfg.MinBatch)
 	}
+	d.refuse = d.cfg.Reply == ReplyMean && d.maxUnit > 0 && !d.enoughBudget(m, o.IDs)
 	if d.cfg.DrawBatches {
 		want := d.drawn[:len(o.IDs)]
 		schemas.DrawBatch(want, d.batchSeed, m, uint64(a.version[m]), a.n)
@@ -295,6 +335,29 @@ func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
 		}
 	}
 	return nil
+}
+
+// enoughBudget reports whether at least half the samples of a batch-mean
+// request of party m have budget left for this visit. A mean over fewer
+// live samples carries the full noise on a fraction of the signal: once
+// most of the labels are spent, such replies would only push the party's
+// model around, so the whole request is refused (an exact 0). Whether it
+// is depends on the visits only, never on a label.
+func (d *defense) enoughBudget(m int, ids []uint32) bool {
+	b := len(ids)
+	inc := 1 / float64(b*b)
+	live := 0
+	for _, id := range ids {
+		i := int(id)
+		cur := float64(d.unitP[(m-1)*d.n+i]) + d.unitH[i]
+		if d.cfg.BudgetAll {
+			cur = d.unitAll[i] + d.unitH[i]
+		}
+		if cur+inc <= d.maxUnit {
+			live++
+		}
+	}
+	return 2*live >= b
 }
 
 // boundOutputs clips c and c_hat - c of a request in place.
@@ -348,7 +411,14 @@ func (d *defense) sampleTerm(m, i, b int, v float64, term int) float64 {
 		v = math.Copysign(c, v)
 		d.rep.ClippedDeltas++
 	}
+	d.masked = false
+	if d.refuse && term == termMean {
+		d.rep.Masked++
+		d.masked = true
+		return 0
+	}
 	if d.unitAll == nil {
+		d.live = true
 		return v
 	}
 	// The L2 sensitivity of the mechanism to y_i grows with the number of
@@ -377,9 +447,11 @@ func (d *defense) sampleTerm(m, i, b int, v float64, term int) float64 {
 		if cur+inc > d.maxUnit {
 			d.occ[i]-- // not counted: it contributes nothing
 			d.rep.Masked++
+			d.masked = true
 			return 0
 		}
 	}
+	d.live = true
 	if term == termHead {
 		d.unitH[i] += inc
 		return v
@@ -416,7 +488,9 @@ func (a *Aggregator) emit(r *schemas.Reply, m, i, b int, h, hb float64) {
 		r.HBar = append(r.HBar, hb)
 	case ReplyDelta:
 		v := d.sampleTerm(m, i, b, hb-h, termDelta)
-		if d.cfg.Noise > 0 {
+		// A value the budget refused is an exact 0: whether a visit is
+		// refused depends on the visits only, never on a label.
+		if d.cfg.Noise > 0 && !d.masked {
 			v += d.cfg.Noise * d.noise.NormFloat64()
 		}
 		r.Delta = append(r.Delta, v)
@@ -431,12 +505,16 @@ func (a *Aggregator) finishReply(r *schemas.Reply, b int) {
 	r.Mean = d.cfg.Reply == ReplyMean
 	if r.Mean {
 		v := d.sum / float64(b)
-		if d.cfg.Noise > 0 {
+		// A batch whose every sample the budget refused gets an exact 0
+		// (no label is read, and noise alone would only push the party's
+		// model around): once the budget is spent, training stops moving.
+		if d.cfg.Noise > 0 && d.live {
 			v += d.cfg.Noise * d.noise.NormFloat64()
 		}
 		r.Delta = append(r.Delta, v)
 		d.sum = 0
 	}
+	d.live, d.refuse = false, false
 }
 
 // headTerm is sample i's term of the head's own step (h_hat - h): clipped,
@@ -450,9 +528,11 @@ func (a *Aggregator) headTerm(i, b int, v float64) float64 {
 
 // headNoise is the noise of the head's step (0 unless noised).
 func (a *Aggregator) headNoise() float64 {
-	if !a.def.head {
+	if !a.def.head || !a.def.live {
+		a.def.live = false
 		return 0
 	}
+	a.def.live = false
 	return a.def.cfg.HeadNoise * a.def.noise.NormFloat64()
 }
 
@@ -499,4 +579,62 @@ func (d *defense) report(n int) DefenseReport {
 	}
 	r.Accounting = acc
 	return r
+}
+
+// DefenseState is the defense's state in a checkpoint: the noise
+// generator and each label's privacy loss so far, with the counters, so
+// that a resumed run goes on drawing the same noise and spending the same
+// budgets (re-execution and the recorded replies agree across a resume).
+type DefenseState struct {
+	Noise   []byte // the ChaCha8 state
+	UnitAll []float64
+	UnitP   []float32
+	MaxP    []float32
+	UnitH   []float64
+	Visits  []uint32
+	Report  DefenseReport // the counters (Accounting is recomputed)
+}
+
+// state copies the defense's state into s, reusing its buffers.
+func (d *defense) state(s *DefenseState) *DefenseState {
+	if s == nil {
+		s = &DefenseState{}
+	}
+	s.Noise, _ = d.src.MarshalBinary()
+	s.UnitAll = append(s.UnitAll[:0], d.unitAll...)
+	s.UnitP = append(s.UnitP[:0], d.unitP...)
+	s.MaxP = append(s.MaxP[:0], d.maxP...)
+	s.UnitH = append(s.UnitH[:0], d.unitH...)
+	s.Visits = append(s.Visits[:0], d.visits...)
+	s.Report = d.rep
+	s.Report.Accounting = nil
+	return s
+}
+
+// restore sets the defense's state from a checkpoint's.
+func (d *defense) restore(s *DefenseState) error {
+	if s == nil {
+		if d.unitAll != nil {
+			return fmt.Errorf("%w: the checkpoint holds no defense state (its noise and accounting), and this run has one", ErrResume)
+		}
+		return nil
+	}
+	if len(s.UnitAll) != len(d.unitAll) || len(s.UnitP) != len(d.unitP) || len(s.MaxP) != len(d.maxP) ||
+		len(s.UnitH) != len(d.unitH) || len(s.Visits) != len(d.visits) {
+		return fmt.Errorf("%w: the checkpoint's defense state is not this run's defense (noise on one side only, or other dimensions)", ErrResume)
+	}
+	if err := d.src.UnmarshalBinary(s.Noise); err != nil {
+		return fmt.Errorf("%w: the defense's noise state: %w", ErrResume, err)
+	}
+	copy(d.unitAll, s.UnitAll)
+	copy(d.unitP, s.UnitP)
+	copy(d.maxP, s.MaxP)
+	copy(d.unitH, s.UnitH)
+	copy(d.visits, s.Visits)
+	r := s.Report
+	r.Accounting = nil
+	// The settings are this run's; the counters the checkpoint's.
+	d.rep.ClippedOutputs, d.rep.ClippedPerturb, d.rep.ClippedDeltas = r.ClippedOutputs, r.ClippedPerturb, r.ClippedDeltas
+	d.rep.Masked, d.rep.SmallBatches, d.rep.UndrawnBatches = r.Masked, r.SmallBatches, r.UndrawnBatches
+	return nil
 }

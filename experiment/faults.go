@@ -300,7 +300,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	}
 	url := "nats://127.0.0.1:" + port
 	out := filepath.Join(c.Dir, runID)
-	common := []string{"--nats", url, "--run", runID, "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
+	common := []string{"--nats", url, "--run", runID, "--privacy", "off", "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
 		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
 		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", "250ms", "--wait", "60s"}
 	if c.Test != "" {

@@ -41,8 +41,9 @@ func (d *DefenseConfig) needsKey() bool {
 }
 
 // aggregatorDefense turns the configuration into the aggregator's Defense
-// for batches of batch samples; it fills in the key if needed.
-func (c *Config) aggregatorDefense() (aggregator.Defense, error) {
+// for batches of batch samples and a head that is logistic or not (see
+// aggregator.Defense.Sensitivity); it fills in the key if needed.
+func (c *Config) aggregatorDefense(logistic bool) (aggregator.Defense, error) {
 	d := &c.Defense
 	var out aggregator.Defense
 	mode := d.Reply
@@ -66,9 +67,13 @@ func (c *Config) aggregatorDefense() (aggregator.Defense, error) {
 		if d.Noise > 0 {
 			return out, fmt.Errorf("%w: give --noise or --noise-multiplier, not both", ErrConfig)
 		}
-		// One visit's sensitivity: 2C per sample, 2C/B for a batch mean
-		// of at least B samples.
-		sens := 2 * d.Clip
+		// One visit's sensitivity: 2C per sample (or the perturbation
+		// bound with a logistic head), over B for a batch mean of at
+		// least B samples.
+		sens := out.Sensitivity(logistic)
+		if math.IsInf(sens, 1) {
+			return out, fmt.Errorf("%w: --noise-multiplier needs --clip (or --max-perturb with a binary set's logistic head)", ErrConfig)
+		}
 		if out.Reply == aggregator.ReplyMean {
 			sens /= float64(max(d.MinBatch, 1))
 		}

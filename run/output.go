@@ -41,7 +41,13 @@ func WriteOutputs(dir string, s *Summary) error {
 		return err
 	}
 	if s.Leakage != nil {
-		js, err := json.MarshalIndent(s.Leakage, "", "  ")
+		// privacy.json: what each party's view revealed, the bound the
+		// run holds and what the --privacy switch chose.
+		js, err := json.MarshalIndent(struct {
+			*aggregator.Leakage
+			Bound   PrivacyBound   `json:"bound"`
+			Privacy *PrivacyChoice `json:"privacy,omitempty"`
+		}{s.Leakage, s.Bound(), s.Privacy}, "", "  ")
 		if err != nil {
 			return err
 		}

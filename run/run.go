@@ -73,6 +73,18 @@ type Config struct {
 	// Defense protects the labels (replies, noise, randomised response,
 	// batches drawn by the aggregator, output bounds): defense.go.
 	Defense DefenseConfig
+	// Privacy is the --privacy switch (off, auc=A, epsilon=E[,delta=D]):
+	// once the data are loaded it sets a defended configuration for the
+	// data set and model at hand (privacy.go), leaving alone the settings
+	// named in Explicit (flag names the run gave itself); "" leaves the
+	// configuration as the fields say. PrivacyDefault says that the run
+	// gave no switch (the command line's default), so that a run without
+	// a defense (tig) falls back to off instead of failing. PrivacyChoice
+	// is what it chose.
+	Privacy        string
+	PrivacyDefault bool
+	Explicit       map[string]bool
+	PrivacyChoice  *PrivacyChoice
 	// NoLeakage skips privacy.json (what each party's view reveals).
 	NoLeakage bool
 	// Adversaries turns parties into attackers (attack experiments), and
@@ -253,6 +265,8 @@ type Summary struct {
 	// accounting; Settings what re-execution needs.
 	Defense  *aggregator.DefenseReport `json:"defense,omitempty"`
 	Settings Settings                  `json:"settings"`
+	// Privacy is what the --privacy switch chose.
+	Privacy *PrivacyChoice `json:"privacy,omitempty"`
 	// HeadParams are the aggregator's final head parameters (w0).
 	HeadParams []float64 `json:"head_params,omitempty"`
 
@@ -820,7 +834,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	if err != nil {
 		return aggregator.Config{}, err
 	}
-	def, err := cfg.aggregatorDefense()
+	def, err := cfg.aggregatorDefense(aggregator.IsLogistic(head))
 	if err != nil {
 		return aggregator.Config{}, err
 	}
@@ -917,6 +931,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	data, err := LoadData(&cfg, RoleAll)
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.applyPrivacy(data.Classes); err != nil {
 		return nil, err
 	}
 	logData(&cfg, data)
@@ -1097,6 +1114,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := cfg.applyPrivacy(data.Classes); err != nil {
+		return nil, err
+	}
 	logData(&cfg, data)
 	if cfg.trust, err = readKeys(&cfg, 0); err != nil {
 		return nil, err
@@ -1166,6 +1186,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
+	if err := cfg.applyPrivacy(data.Classes); err != nil {
+		return party.Stats{}, err
+	}
+	logPrivacy(&cfg)
 	if cfg.trust, err = readKeys(&cfg, m); err != nil {
 		return party.Stats{}, err
 	}
@@ -1305,6 +1329,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 }
 
 func logData(cfg *Config, data *Data) {
+	logPrivacy(cfg)
 	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
 		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
 		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
@@ -1324,7 +1349,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
-		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params,
+		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params, Privacy: cfg.PrivacyChoice,
 	}
 	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {
 		d := res.Defense

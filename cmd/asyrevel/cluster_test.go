@@ -129,7 +129,7 @@ func TestProcessCluster(t *testing.T) {
 		return strings.Join([]string{urls[i%3], urls[(i+1)%3], urls[(i+2)%3]}, ",")
 	}
 	const run = "killtest"
-	common := []string{"--run", run, "--parties", "3", "--data", "synthetic:n=20000,d=24,test=2000,noise=0.02",
+	common := []string{"--run", run, "--privacy", "off", "--parties", "3", "--data", "synthetic:n=20000,d=24,test=2000,noise=0.02",
 		"--batch", "16", "--log", "info", "--wait", "60s", "--checkpoint-dir", filepath.Join(dir, "checkpoints")}
 	var parties []*exec.Cmd
 	partyOut = make([]*lockedBuffer, 3)

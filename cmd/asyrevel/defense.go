@@ -66,7 +66,7 @@ func setAdversaries(cfg *run.Config, d *run.Data, specs []string) error {
 
 // addDefenseFlags registers the label defenses of train and aggregator.
 func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
-	fs.StringVar(&d.Reply, "reply", "", "what replies carry: losses (h and h_bar, the paper's; default), delta (h_bar - h\nper sample; same as --delta) or mean (the batch mean of h_bar - h, all a party's\nupdate needs)")
+	fs.StringVar(&d.Reply, "reply", "", "what replies carry: losses (h and h_bar, the paper's; --privacy off), delta (h_bar - h\nper sample; same as --delta) or mean (the batch mean of h_bar - h, all a party's\nupdate needs)")
 	fs.IntVar(&d.MinBatch, "min-batch", 0, "the aggregator rejects requests with fewer samples (with --reply mean: the\nbatch mean hides each sample among at least this many)")
 	fs.Float64Var(&d.Clip, "clip", 0, "clip each per-sample h_bar - h to [-C, C] (needs --reply delta or mean)")
 	fs.Float64Var(&d.Noise, "noise", 0, "standard deviation of Gaussian noise on every value a reply carries (needs --clip);\neach label's privacy loss is accounted over all its visits (summary.json)")

@@ -122,7 +122,7 @@ func TestSeparateProcesses(t *testing.T) {
 		t.Fatalf("broker said %q", line)
 	}
 	url := f[3]
-	common := []string{"--nats", url, "--run", "procs", "--parties", "3", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02",
+	common := []string{"--nats", url, "--run", "procs", "--privacy", "off", "--parties", "3", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02",
 		"--batch", "16", "--log", "warn", "--checkpoint-dir", t.TempDir()}
 	var parties []*exec.Cmd
 	for _, id := range []string{"1", "2", "3"} {

@@ -54,7 +54,7 @@ func TestStockServerRoster(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			common := []string{"--nats", url, "--run", run, "--parties", "2", "--transport", design,
+			common := []string{"--nats", url, "--run", run, "--privacy", "off", "--parties", "2", "--transport", design,
 				"--data", "synthetic:n=2000,d=8,test=400,noise=0.02", "--batch", "16", "--log", "info",
 				"--roster", roster, "--checkpoint-every", "-1s"}
 			var ps []<-chan result

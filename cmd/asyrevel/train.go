@@ -149,6 +149,16 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Delta, "delta", false, "reply only h_bar - h instead of h and h_bar")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Privacy, "privacy", run.DefaultPrivacy, "label privacy, one switch for a consistent defended configuration (reply form, batch,\n"+
+				"clipping, noise, budget, who draws the batches) for the data set and model at hand:\n"+
+				"  auc=A      no attacker in one party's position, passive or active, infers any label\n"+
+				"             with an AUC above A (0.5 < A < 1)\n"+
+				"  epsilon=E  every label (E, delta)-DP in one party's view (epsilon=E,delta=D; delta 1e-5)\n"+
+				"  off        the paper's wire format, undefended (h and h_bar per sample: every party\n"+
+				"             can read every label it asks about)\n"+
+				"the defense flags below override single settings; the same value on every process of a run")
+		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) { addDefenseFlags(fs, &c.Defense, &c.NoLeakage) }},
 		{roleTrain, func(fs *flag.FlagSet) { addAdversaryFlag(fs, c) }},
 		{roleTrain, func(fs *flag.FlagSet) {
@@ -408,6 +418,14 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Resume && f.role == roleTrain && c.NATS == "" && c.Out == "" && c.StoreDir == "" {
 		return fmt.Errorf("%w: train --resume needs the run's stream: the --out (or --store) of the first start", errUsage)
 	}
+	if f.role&roleRun != 0 {
+		if _, err := run.ParsePrivacy(c.Privacy); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		c.PrivacyDefault = !flagGiven(fs, "privacy")
+		c.Explicit = map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { c.Explicit[fl.Name] = true })
+	}
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -623,6 +641,9 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	}
 	if s.Store != "" {
 		fmt.Fprintf(w, "store: %s, %s (the audit log; asyrevel store list|rm)\n", s.Store, run.MB(s.StoreBytes))
+	}
+	if s.Privacy != nil {
+		fmt.Fprintf(w, "privacy: %s\n", s.Privacy)
 	}
 	reportLeakage(w, cfg, s)
 	if cfg.Out != "" {

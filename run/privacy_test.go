@@ -1,0 +1,156 @@
+package run
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParsePrivacy(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want PrivacySpec
+	}{
+		{"off", PrivacySpec{}},
+		{"none", PrivacySpec{}},
+		{"auc=0.6", PrivacySpec{Mode: PrivacyAUC, AUC: 0.6}},
+		{" AUC=0.75 ", PrivacySpec{Mode: PrivacyAUC, AUC: 0.75}},
+		{"epsilon=2", PrivacySpec{Mode: PrivacyEpsilon, Epsilon: 2}},
+		{"eps=1,delta=1e-6", PrivacySpec{Mode: PrivacyEpsilon, Epsilon: 1, Delta: 1e-6}},
+	} {
+		got, err := ParsePrivacy(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParsePrivacy(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+		if back, err := ParsePrivacy(got.String()); err != nil || back != got {
+			t.Errorf("%q: String %q reads back as %+v, %v", c.in, got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "on", "auc", "auc=0.5", "auc=1", "auc=0.4", "auc=x", "auc=NaN", "epsilon=0", "epsilon=-1",
+		"epsilon=inf", "delta=1e-5", "epsilon=1,delta=1", "epsilon=1,delta=0", "auc=0.6,delta=1e-5", "epsilon=1,delta=1e-5,x=1", "auc=0.6,auc=0.7"} {
+		if _, err := ParsePrivacy(bad); !errors.Is(err, ErrPrivacy) {
+			t.Errorf("ParsePrivacy(%q): %v, want ErrPrivacy", bad, err)
+		}
+	}
+}
+
+func chose(c *PrivacyChoice, flag string) (string, bool) {
+	i := slices.IndexFunc(c.Chose, func(s Setting) bool { return s.Flag == flag })
+	if i < 0 {
+		return "", false
+	}
+	return c.Chose[i].Value, true
+}
+
+func TestApplyPrivacy(t *testing.T) {
+	prep := func(t *testing.T, c Config) *Config {
+		t.Helper()
+		c.Data = "x"
+		if err := c.defaults(); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	t.Run("default binary", func(t *testing.T) {
+		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Duration: 20e9})
+		if err := c.applyPrivacy(2); err != nil {
+			t.Fatal(err)
+		}
+		ch := c.PrivacyChoice
+		if ch.Profile != "binary" || !ch.Default || c.Defense.Reply != "mean" || c.Batch != BinaryPrivacyBatch ||
+			c.Defense.MinBatch != c.Batch || !c.NoBias || c.Defense.DPAUC != 0.6 || c.Defense.NoiseMultiplier <= 0 || c.Defense.MaxPerturb != c.Mu {
+			t.Fatalf("config %+v, defense %+v, choice %+v", c, c.Defense, ch)
+		}
+		if ch.BudgetEpochs != PrivacyBudgetEpochs || !strings.Contains(ch.String(), "--noise-multiplier") {
+			t.Errorf("choice %s", ch)
+		}
+		def, err := c.aggregatorDefense(true)
+		if err != nil || def.Budget <= 0 || def.Noise <= 0 {
+			t.Errorf("aggregator defense %+v, %v", def, err)
+		}
+		if _, err := c.aggregatorDefense(false); err == nil {
+			t.Error("the perturbation bound calibrated noise for a head that is not logistic")
+		}
+	})
+	t.Run("overrides", func(t *testing.T) {
+		c := prep(t, Config{Privacy: "auc=0.7", Batch: 64, Epochs: 4, Explicit: map[string]bool{"batch": true, "dp-epsilon": true}})
+		c.Defense.DPEpsilon = 3
+		if err := c.applyPrivacy(2); err != nil {
+			t.Fatal(err)
+		}
+		ch := c.PrivacyChoice
+		if c.Batch != 64 || c.Defense.MinBatch != 64 || c.Defense.DPAUC != 0 || c.Defense.DPEpsilon != 3 {
+			t.Fatalf("overrides not kept: batch %d, defense %+v", c.Batch, c.Defense)
+		}
+		if !slices.Contains(ch.Overrides, Setting{"batch", "64"}) || !slices.Contains(ch.Overrides, Setting{"dp-epsilon", "3"}) {
+			t.Errorf("overrides %+v", ch.Overrides)
+		}
+		if lr, _ := chose(ch, "lr"); lr != "0.25" {
+			t.Errorf("lr for batch 64: %q", lr)
+		}
+		// The noise is fitted to the run's 4 epochs under epsilon 3.
+		if ch.BudgetEpochs != 4 {
+			t.Errorf("budget epochs %g", ch.BudgetEpochs)
+		}
+	})
+	t.Run("epsilon", func(t *testing.T) {
+		c := prep(t, Config{Privacy: "epsilon=1,delta=1e-6", Epochs: 8})
+		if err := c.applyPrivacy(2); err != nil {
+			t.Fatal(err)
+		}
+		z1 := c.Defense.NoiseMultiplier
+		if c.Defense.DPEpsilon != 1 || c.Defense.DPDelta != 1e-6 || c.Defense.DPAUC != 0 {
+			t.Fatalf("defense %+v", c.Defense)
+		}
+		c2 := prep(t, Config{Privacy: "epsilon=4", Epochs: 8})
+		if err := c2.applyPrivacy(2); err != nil {
+			t.Fatal(err)
+		}
+		if z2 := c2.Defense.NoiseMultiplier; z2 >= z1 {
+			t.Errorf("epsilon 4 noise %g, not below epsilon 1's %g", z2, z1)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		c := prep(t, Config{Privacy: "off"})
+		before := *c
+		if err := c.applyPrivacy(2); err != nil {
+			t.Fatal(err)
+		}
+		if c.Defense != before.Defense || c.Batch != before.Batch || c.NoBias || c.PrivacyChoice.Profile != "off" {
+			t.Errorf("off changed the run: %+v", c.Defense)
+		}
+	})
+	t.Run("tig", func(t *testing.T) {
+		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Algo: "tig"})
+		if err := c.applyPrivacy(2); err != nil || c.PrivacyChoice.Switch != "off" || c.Defense.Reply != "" {
+			t.Errorf("default on tig: %v, %+v", err, c.PrivacyChoice)
+		}
+		c = prep(t, Config{Privacy: "auc=0.6", Algo: "tig"})
+		if err := c.applyPrivacy(2); !errors.Is(err, ErrPrivacy) {
+			t.Errorf("explicit on tig: %v", err)
+		}
+	})
+	t.Run("multiclass", func(t *testing.T) {
+		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Model: "mlp"})
+		if err := c.applyPrivacy(10); err != nil {
+			t.Fatal(err)
+		}
+		if c.Defense.Reply != "mean" || c.Defense.MinBatch != MLPBatch || c.Defense.NoiseMultiplier != 0 || !strings.HasPrefix(c.PrivacyChoice.Target, "none") {
+			t.Errorf("default multiclass: %+v %+v", c.Defense, c.PrivacyChoice)
+		}
+		c = prep(t, Config{Privacy: "auc=0.6", Duration: 60e9})
+		if err := c.applyPrivacy(10); err != nil {
+			t.Fatal(err)
+		}
+		if c.Defense.DPAUC != 0.6 || c.Defense.Clip <= 0 || c.Defense.HeadNoise != MulticlassHeadNoise || c.HeadLR != MulticlassHeadLR {
+			t.Errorf("explicit multiclass: %+v", c.Defense)
+		}
+	})
+	t.Run("bad", func(t *testing.T) {
+		c := prep(t, Config{Privacy: "auc=2"})
+		if err := c.applyPrivacy(2); !errors.Is(err, ErrConfig) {
+			t.Errorf("auc=2: %v", err)
+		}
+	})
+}
