@@ -120,6 +120,10 @@ type Checkpoint struct {
 	// Defense is the defense's state (its noise and each label's privacy
 	// loss); nil for an undefended run.
 	Defense *DefenseState
+	// DefenseKey is the defense's secret key (Defense.Key): a resumed
+	// run goes on with it, so that its noise and draws, and the summary
+	// that re-execution reads, are the first part's.
+	DefenseKey [32]byte
 }
 
 // Encode writes c (gob).
@@ -155,6 +159,7 @@ type Recovery struct {
 // snapshot copies the state into c, reusing its buffers (a.mu held).
 func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Version, c.Run, c.Parties, c.K, c.N = CheckpointVersion, a.cfg.Run, a.q, a.k, a.n
+	c.DefenseKey = a.cfg.Defense.Key
 	c.Head = append(c.Head[:0], a.w0...)
 	c.Table = append(c.Table[:0], a.table...)
 	c.Ver = append(c.Ver[:0], a.ver...)

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -200,5 +201,43 @@ func TestReexecuteAppliedOrder(t *testing.T) {
 	}
 	if rep := reexec(legacy); rep.OK() {
 		t.Errorf("stream order reproduced a log whose requests were applied in another order: %+v", rep)
+	}
+}
+
+// A run interrupted and resumed (with the default defense, whose noise
+// comes from the aggregator's secret key) is reproduced exactly: the
+// resumed part goes on with the first part's key, which the summary
+// records.
+func TestReexecuteResumedRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := t.TempDir()
+	cfg := run.Config{
+		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, Duration: 3 * time.Second, Seed: 4,
+		Run: "resumed", Out: out, EvalEvery: 100 * time.Millisecond,
+		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 200 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(1200*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	if _, err := run.Train(ctx, cfg); !errors.Is(err, run.ErrInterrupted) {
+		t.Fatalf("first part: %v", err)
+	}
+	cfg.Resume = true
+	s, err := run.Train(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("resumed: %v", err)
+	}
+	if s.Resumed == nil {
+		t.Fatal("not resumed")
+	}
+	l, err := replay.Open(context.Background(), replay.Source{Store: filepath.Join(out, "stream"), Run: "resumed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rep := reexecute(t, l, reexecConfig(t, s, ""))
+	if !rep.OK() {
+		t.Fatalf("re-execution of a resumed run: %+v (first: %v)", rep, rep.First)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
 )
 
 // ErrArchive reports an archive that is not one ExportRun wrote, or that

@@ -810,6 +810,13 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 	if err != nil {
 		return nil, err
 	}
+	if ck != nil && ck.DefenseKey != ([32]byte{}) && ck.DefenseKey != ac.Defense.Key {
+		// A resumed run goes on with the first part's defense key (a new
+		// one was drawn at this start): its noise, and the summary that
+		// re-execution reads.
+		ac.Defense.Key = ck.DefenseKey
+		cfg.Defense.Key = hex.EncodeToString(ck.DefenseKey[:])
+	}
 	a, err := aggregator.New(ac)
 	if err != nil || ck == nil {
 		return a, err
