@@ -215,7 +215,7 @@ func TestReexecuteResumedRun(t *testing.T) {
 	out := t.TempDir()
 	cfg := run.Config{
 		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, Duration: 3 * time.Second, Seed: 4,
-		Run: "resumed", Out: out, EvalEvery: 100 * time.Millisecond,
+		Run: "resumed", Out: out, EvalEvery: 100 * time.Millisecond, Privacy: run.DefaultPrivacy,
 		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 200 * time.Millisecond,
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
