@@ -116,12 +116,16 @@ type Config struct {
 	// broker's default, 80% of the disk space free at its store when the
 	// run starts; an external broker's stream is then unbounded (its
 	// account limits apply). -1: unbounded.
-	MaxStore  int64
-	NATS      string // external server URL ("" = embedded)
-	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
-	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
-	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
-	Run       string // run id ("" = generated)
+	MaxStore int64
+	// BrokerWait is how long a participant waits for its broker to be
+	// reachable and its JetStream available (0: not at all; the command
+	// line's default is DefaultBrokerWait).
+	BrokerWait time.Duration
+	NATS       string // external server URL ("" = embedded)
+	InProcess  bool   // connect to the embedded server in-process instead of over TCP loopback
+	Cluster    int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
+	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
+	Run        string // run id ("" = generated)
 
 	EvalEvery    time.Duration
 	TargetAcc    float64
@@ -1504,6 +1508,63 @@ func replaceStore(cfg *Config, dir string) error {
 	return st.Remove()
 }
 
+// dial connects to the broker, waiting for it for up to
+// Config.BrokerWait: a participant started before its broker, or while
+// a cluster has no JetStream leader yet, retries with a growing pause
+// and says every few seconds what it waits for.
+func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConfig) (*broker.JetStream, error) {
+	wait := n.cfg.BrokerWait
+	t0 := time.Now()
+	pause, told := 100*time.Millisecond, time.Time{}
+	for {
+		b, err := broker.ConnectJetStream(ctx, jc)
+		why := waitable(err)
+		if why == "" || wait <= 0 || time.Since(t0) >= wait {
+			if why != "" && wait > 0 {
+				return nil, fmt.Errorf("%w (waited %v for it: --broker-wait)", err, time.Since(t0).Round(time.Second))
+			}
+			return b, err
+		}
+		if time.Since(told) >= 5*time.Second {
+			told = time.Now()
+			where := n.url
+			if where == "" {
+				where = "the embedded broker"
+			}
+			n.cfg.Log.Warn().Str("conn", name).Str("waited", time.Since(t0).Round(time.Second).String()).Str("for", wait.String()).
+				Msgf("%s at %s %s: retrying (--broker-wait)", "broker", where, why)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the broker: %w", context.Cause(ctx))
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// DefaultBrokerWait is how long a participant of the command line waits
+// for its broker by default (Config.BrokerWait).
+const DefaultBrokerWait = 10 * time.Minute
+
+// waitable says why err is worth waiting out ("" if it is not): no
+// broker listening yet, or a JetStream that is not available yet (a
+// cluster without a metadata leader).
+func waitable(err error) string {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, nats.ErrNoServers):
+		return "unreachable (not started yet, or restarting?)"
+	case errors.As(err, &apiErr) && apiErr.Code == 503:
+		return "has no JetStream available yet (a cluster still electing its leader, or missing a node?)"
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return "does not answer its JetStream API yet"
+	}
+	return ""
+}
+
 // MaxMessage is the largest message a run of cfg sends (eval chunks,
 // batches, hellos, receipts, with room to spare), at least 1 MiB: the
 // stream stores nothing larger, and the embedded broker accepts nothing
@@ -1562,12 +1623,12 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	}
 	plain := jc
 	n.authorize(&jc, name)
-	b, err := broker.ConnectJetStream(ctx, jc)
+	b, err := n.dial(ctx, name, jc)
 	if errors.Is(err, nats.ErrNkeysNotSupported) {
 		// A broker that authenticates nobody: the messages' signatures
 		// are the only proof of who sent them.
 		n.cfg.Log.Warn().Str("conn", name).Msg("the broker does not authenticate participants (no users configured): anyone can publish on the run's subjects; signatures still prove the senders")
-		b, err = broker.ConnectJetStream(ctx, plain)
+		b, err = n.dial(ctx, name, plain)
 	}
 	if errors.Is(err, nats.ErrNoServers) {
 		return nil, fmt.Errorf("connecting %s to the broker: %w (is a broker running there? asyrevel broker starts one)", name, err)

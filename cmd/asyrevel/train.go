@@ -172,6 +172,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 				"  acked    acked publishes, durable consumers with acks (the first design)\n"+
 				"  core     core NATS only: no stream, no audit log (a benchmark baseline)")
 			fs.StringVar(&c.NATS, "nats", "", "URL of a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (train: default\nan embedded one)")
+			fs.DurationVar(&c.BrokerWait, "broker-wait", run.DefaultBrokerWait, "how long to wait for the broker to listen and its JetStream to be available\n(started before it, a cluster electing its leader), retrying with a line every\nfew seconds; 0s or less: fail at once")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
