@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"github.com/asyrevel/asyrevel/internal/memwatch"
 	"io"
 	"io/fs"
 	"math"
@@ -35,6 +36,7 @@ var (
 const testRun = "replaytest"
 
 func TestMain(m *testing.M) {
+	memwatch.Start() // a runaway fails at once with its stacks
 	code := m.Run()
 	if runDir != "" {
 		os.RemoveAll(runDir)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/asyrevel/asyrevel/internal/memwatch"
 	"math"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ var (
 
 // TestMain removes the binary testBinary built.
 func TestMain(m *testing.M) {
+	memwatch.Start() // a runaway fails at once with its stacks
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
