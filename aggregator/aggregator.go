@@ -195,6 +195,9 @@ type Result struct {
 	Timeouts     int64
 	Returned     int64
 	EvalsWithout int64
+	// BrokerOutage is how long the aggregator's connection to the broker
+	// was down during the run.
+	BrokerOutage time.Duration
 	// StaleEvals counts, by party, the evaluations scored with its last
 	// outputs instead of fresh ones (Point.Stale).
 	StaleEvals map[int]int64
@@ -598,6 +601,13 @@ func (a *Aggregator) watch() {
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for the parties to join: %s", a.joinStatus())
 			a.lastNotice = now
 		}
+	case a.unreachable(now, notice):
+		// The broker is down: nobody is to blame but it, and nothing
+		// counts against the parties until it is back.
+		if a.cur != nil {
+			a.cur.progress = now
+		}
+		a.stallSince = now
 	case a.cur != nil && (a.phase == training || a.phase == stopping):
 		c := a.cur
 		idle := now.Sub(c.progress)
@@ -636,6 +646,25 @@ func (a *Aggregator) watch() {
 		}
 		a.lastNotice = now
 	}
+}
+
+// unreachable reports whether the broker connection is down, and says
+// so every Notice.
+func (a *Aggregator) unreachable(now time.Time, notice bool) bool {
+	u, ok := a.bus.(interface{ Unreachable() time.Time })
+	if !ok {
+		return false
+	}
+	since := u.Unreachable()
+	if since.IsZero() {
+		return false
+	}
+	if notice && now.Sub(since) >= time.Second {
+		a.cfg.Log.Warn().Str("since", since.Format(time.RFC3339)).Str("for", now.Sub(since).Round(time.Second).String()).
+			Msg("the broker is unreachable: training waits for it (nobody counts as departed meanwhile)")
+		a.lastNotice = now
+	}
+	return true
 }
 
 // shortWait is how long a round waits for a party that let an earlier
@@ -800,6 +829,9 @@ func (a *Aggregator) result() *Result {
 	}
 	if a.stN > 0 {
 		r.MeanStaleness = a.stSum / float64(a.stN)
+	}
+	if o, ok := a.bus.(interface{ Outage() time.Duration }); ok {
+		r.BrokerOutage = o.Outage()
 	}
 	return &r
 }

@@ -286,9 +286,11 @@ type JetStream struct {
 	closed   atomic.Bool
 	closeOne sync.Once
 
-	subsMu sync.Mutex
-	subs   map[Subscription]struct{}
-	core   map[*nats.Subscription]*coreSub // for slow-consumer reports
+	subsMu    sync.Mutex
+	subs      map[Subscription]struct{}
+	core      map[*nats.Subscription]*coreSub // for slow-consumer reports
+	downSince atomic.Int64                    // unix ns of the disconnection in progress, 0 while connected
+	outage    atomic.Int64                    // ns the connection was down, over the closed outages
 }
 
 var _ Bus = (*JetStream)(nil)
@@ -765,13 +767,37 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 	if b.closed.Load() || nc.IsClosed() {
 		return
 	}
+	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	b.log.Warn().Err(err).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
+}
+
+// Unreachable reports since when the connection to the broker has been
+// down (zero while it is up): the runtimes then blame the broker, not
+// the participants that it keeps from them.
+func (b *JetStream) Unreachable() time.Time {
+	if t := b.downSince.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	return time.Time{}
+}
+
+// Outage is the time the connection has been down so far, over every
+// disconnection (the current one included).
+func (b *JetStream) Outage() time.Duration {
+	d := time.Duration(b.outage.Load())
+	if t := b.downSince.Load(); t != 0 {
+		d += time.Duration(time.Now().UnixNano() - t)
+	}
+	return d
 }
 
 // onReconnect: on the core designs a subscription misses what was
 // published while the connection was down.
 func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
+	if t := b.downSince.Swap(0); t != 0 {
+		b.outage.Add(time.Now().UnixNano() - t)
+	}
 	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
 	if p := b.retryPub.Load(); p != nil {
 		p.reconnected()
