@@ -239,9 +239,12 @@ type Summary struct {
 	// StaleEvals counts, by party, the evaluations scored with its last
 	// outputs because it did not answer in time; FinalStale lists the
 	// parties whose last outputs the final evaluation used.
-	StaleEvals map[int]int64        `json:"stale_evaluations,omitempty"`
-	FinalStale []int                `json:"final_stale_parties,omitempty"`
-	Resumed    *aggregator.Recovery `json:"resumed,omitempty"`
+	StaleEvals map[int]int64 `json:"stale_evaluations,omitempty"`
+	// BrokerOutage is how long the aggregator's connection to the broker
+	// was down during the run (s).
+	BrokerOutage float64              `json:"broker_outage_seconds,omitempty"`
+	FinalStale   []int                `json:"final_stale_parties,omitempty"`
+	Resumed      *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -1374,6 +1377,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 	}
 	s.PartyTimeouts, s.Returned, s.EvalsWithout, s.Resumed = res.Timeouts, res.Returned, res.EvalsWithout, res.Recovery
 	s.StaleEvals, s.FinalStale = res.StaleEvals, res.Final.Stale
+	s.BrokerOutage = res.BrokerOutage.Seconds()
 	if s.TrainSeconds > 0 {
 		s.StepsPerSec = float64(s.Steps) / s.TrainSeconds
 	}
