@@ -116,7 +116,11 @@ func labelled(t *Table, rows []int, idList []string) *dataset.Dataset {
 // party-M.train.gz from party M (its rows of the intersection, in the
 // common order, its columns at [Lo, Hi) of the joint set), manifest.json,
 // and align.json with every organisation's record.
-func WriteFolder(dir, run, spec string, tables []*Table, res []*Result) (*dataset.SplitManifest, []Record, error) {
+//
+// With holdout.Fraction > 0 a share of the aligned rows (positions in the
+// common order drawn with holdout.Seed, the same for every organisation)
+// becomes the test set (labels.test.gz, party-M.test.gz).
+func WriteFolder(dir, run, spec string, tables []*Table, res []*Result, holdout dataset.TestSplit) (*dataset.SplitManifest, []Record, error) {
 	q := len(tables) - 1
 	if len(res) != q+1 || q < 1 {
 		return nil, nil, fmt.Errorf("%w: %d tables and %d results", ErrConfig, len(tables), len(res))
@@ -147,7 +151,15 @@ func WriteFolder(dir, run, spec string, tables []*Table, res []*Result) (*datase
 	for i, t := range tables {
 		paths[i] = t.Path
 	}
-	man, err := dataset.WriteSplitBlocks(dir, blocks, d, nil, dataset.SplitSource{Train: strings.Join(paths, ",")})
+	var test *dataset.Dataset
+	if holdout.Fraction > 0 {
+		var err error
+		if d, test, err = dataset.TrainTestSplit(d, holdout); err != nil {
+			return nil, nil, err
+		}
+		test.LabelValues = d.LabelValues
+	}
+	man, err := dataset.WriteSplitBlocks(dir, blocks, d, test, dataset.SplitSource{Train: strings.Join(paths, ",")})
 	if err != nil {
 		return nil, nil, err
 	}

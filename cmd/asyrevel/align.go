@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/align"
+	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -80,6 +81,8 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rosterFile := fs.String("roster", "", "one-organisation form: the run's roster.json `FILE`")
 	data := fs.String("data", "", "one-organisation form: this organisation's `FILE`")
 	summary := fs.String("summary", "", "write the summary JSON here too (in-process form: default DIR/align-summary.json)")
+	testFrac := fs.Float64("test-fraction", 0, "in-process form: hold out this share of the aligned rows as the test set\n(drawn with --seed in the common order)")
+	seed := fs.Uint64("seed", 1, "seed of --test-fraction's draw")
 	store := fs.String("store", "", "in-process form: keep the embedded broker's store (the audited log) in `DIR` (default: a temporary folder)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -98,7 +101,7 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := newLogger(stderr, lvl, false)
 	switch {
 	case *inputs != "" && *natsURL == "":
-		return alignLocal(ctx, &f, splitList(*inputs), *store, *summary, log, stdout, stderr)
+		return alignLocal(ctx, &f, splitList(*inputs), *store, *summary, dataset.TestSplit{Fraction: *testFrac, Shuffle: true, Seed: *seed}, log, stdout, stderr)
 	case *inputs == "" && *natsURL != "":
 		if *id < 0 || *data == "" || *nkey == "" || *rosterFile == "" || f.run == "" {
 			return fmt.Errorf("%w: the one-organisation form needs --run, --id, --nkey, --roster and --data", errUsage)
@@ -184,7 +187,7 @@ func progressLines(w io.Writer, every time.Duration, names []string, ps []*align
 	}
 }
 
-func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summaryPath string, log zerolog.Logger, stdout, stderr io.Writer) error {
+func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summaryPath string, holdout dataset.TestSplit, log zerolog.Logger, stdout, stderr io.Writer) error {
 	if len(paths) < 2 {
 		return fmt.Errorf("%w: --inputs needs the label holder's file and at least one party's", errUsage)
 	}
@@ -257,7 +260,7 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	if first != nil {
 		return first
 	}
-	man, recs, err := align.WriteFolder(f.out, run, spec, tables, res)
+	man, recs, err := align.WriteFolder(f.out, run, spec, tables, res, holdout)
 	if err != nil {
 		return err
 	}
@@ -353,5 +356,42 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	}
 	fmt.Fprintf(stdout, "%s: %d of its %d rows in common, %.1f s, %d wire bytes sent; wrote %s and %s.align.json (order sha256 %s)\n",
 		name, rec.Samples, rec.Own, rec.Stats.Seconds, rec.Stats.BytesSent, f.out, f.out, rec.OrderSHA256)
+	return nil
+}
+
+// verifyAlignOrder checks, in a split folder that asyrevel align wrote,
+// that every file of a set lists its ids in one order, by their digests.
+func verifyAlignOrder(dir, split string, labels *dataset.Labels, parties []*dataset.PartyData, stdout io.Writer) error {
+	if _, err := os.Stat(filepath.Join(dir, align.RecordFile)); err != nil {
+		return nil // not an alignment's folder
+	}
+	want := align.OrderDigest(labels.IDs)
+	for _, p := range parties {
+		if got := align.OrderDigest(p.IDs); got != want {
+			return fmt.Errorf("%s set: party %d's order digest %s differs from the labels' %s", split, p.Party, got, want)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: every file's order digest is %s\n", split, want)
+	return nil
+}
+
+// verifyAlignRecords compares the records of the organisations of one
+// alignment.
+func verifyAlignRecords(paths []string, stdout io.Writer) error {
+	var recs []align.Record
+	for _, p := range paths {
+		r, err := align.ReadRecords(p)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r...)
+	}
+	if err := align.CheckRecords(recs); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		fmt.Fprintf(stdout, "%s: %d rows, order sha256 %s\n", r.Organisation, r.Samples, r.OrderSHA256)
+	}
+	fmt.Fprintf(stdout, "%d organisations agree on the order of %d rows\n", len(recs), recs[0].Samples)
 	return nil
 }
