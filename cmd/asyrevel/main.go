@@ -83,7 +83,7 @@ var commands = []command{
 		return cmdKeys(args, stdout, stderr)
 	},
 		subs: []string{"public", "roster", "server-config"}},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "align"}},
 }
 
 // signalError is the cause of a run's end by a signal.
