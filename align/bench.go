@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,41 +15,44 @@ import (
 )
 
 // GroupCosts are the library's costs of one group operation on this
-// machine, one core, in seconds.
+// machine, one core, in seconds of the thread's CPU time (so that other
+// work on a shared machine does not inflate them).
 type GroupCosts struct {
 	Hash, Mult, Encode, Decode float64
 }
 
-// MeasureGroupCosts times n of each operation on one goroutine.
+// MeasureGroupCosts times n of each operation on one locked thread.
 func MeasureGroupCosts(n int) GroupCosts {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	k := newSecret()
 	dst := []byte("asyrevel-align-bench")
 	e := grp.NewElement()
 	var buf []byte
-	t0 := time.Now()
+	t0 := threadCPU()
 	for i := range n {
 		h := grp.HashToElement(strconv.AppendInt(buf[:0], int64(i), 10), dst)
 		e.Set(h)
 	}
 	var c GroupCosts
-	c.Hash = time.Since(t0).Seconds() / float64(n)
+	c.Hash = (threadCPU() - t0) / float64(n)
 	out := grp.NewElement()
-	t0 = time.Now()
+	t0 = threadCPU()
 	for range n {
 		out.Mul(e, k.s)
 	}
-	c.Mult = time.Since(t0).Seconds() / float64(n)
-	t0 = time.Now()
+	c.Mult = (threadCPU() - t0) / float64(n)
+	t0 = threadCPU()
 	var enc []byte
 	for range n {
 		enc, _ = out.MarshalBinaryCompress()
 	}
-	c.Encode = time.Since(t0).Seconds() / float64(n)
-	t0 = time.Now()
+	c.Encode = (threadCPU() - t0) / float64(n)
+	t0 = threadCPU()
 	for range n {
 		_ = e.UnmarshalBinary(enc)
 	}
-	c.Decode = time.Since(t0).Seconds() / float64(n)
+	c.Decode = (threadCPU() - t0) / float64(n)
 	return c
 }
 
