@@ -264,6 +264,10 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	if err != nil {
 		return err
 	}
+	// The roster (public keys only), for asyrevel audit verify --store.
+	if err := l.Roster.WriteFile(filepath.Join(f.out, "roster.json"), true); err != nil {
+		return err
+	}
 	s := alignSummary{Run: run, Spec: spec, Organisations: q + 1, Sizes: sizes, Intersection: len(res[0].Rows), WallSeconds: wall, Records: recs}
 	ids := 0
 	for m, r := range res {

@@ -73,9 +73,14 @@ func TestAlignThenTrain(t *testing.T) {
 	paths, feats, labels := alignInputs(t, dir, 2400)
 	out := filepath.Join(dir, "aligned")
 	code, stdout, stderr := runCLI(t, "align", "--inputs", strings.Join(paths, ","), "--key", "id", "--label", "y",
-		"--out", out, "--test-fraction", "0.25", "--progress", "0")
+		"--out", out, "--test-fraction", "0.25", "--progress", "0", "--run", "t1", "--store", filepath.Join(dir, "store"))
 	if code != 0 {
 		t.Fatalf("align: exit %d: %s%s", code, stdout, stderr)
+	}
+	// Every message signed and in the log, which the auditor finds intact.
+	if code, o, e := runCLI(t, "audit", "verify", "--store", filepath.Join(dir, "store"), "--run", "t1", "--roster", filepath.Join(out, "roster.json")); code != 0 ||
+		!strings.Contains(o, "verdict: intact") || !strings.Contains(o, "party-2      psi") {
+		t.Fatalf("audit verify: exit %d: %s%s", code, o, e)
 	}
 	if code, o, e := runCLI(t, "data", "verify", out); code != 0 || !strings.Contains(o, "every file's order digest is") {
 		t.Fatalf("data verify: %d %s %s", code, o, e)

@@ -196,6 +196,8 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 			m.Seq = rec.Msg.Head().Seq
 		case roster.SubjectKind(rec.Subject) == "rcpt":
 			m.Seq, _, _ = trust.ParseReceiptMessage(rec.Data)
+		case roster.SubjectKind(rec.Subject) == schemas.AlignToken || roster.SubjectKind(rec.Subject) == schemas.AlignHubToken:
+			m.Seq = schemas.AlignSeqHead(rec.Data) // private entity alignment
 		}
 		a.Add(&m)
 	})
