@@ -155,6 +155,24 @@ func WriteSplit(dir string, q int, train, test *Dataset, source SplitSource) (*S
 	if err != nil {
 		return nil, err
 	}
+	return WriteSplitBlocks(dir, blocks, train, test, source)
+}
+
+// WriteSplitBlocks is WriteSplit with the parties' column blocks given:
+// contiguous, non-empty, in order, covering every column (private entity
+// alignment joins parties whose widths differ).
+func WriteSplitBlocks(dir string, blocks []Block, train, test *Dataset, source SplitSource) (*SplitManifest, error) {
+	q := len(blocks)
+	lo := 0
+	for m, b := range blocks {
+		if b.Lo != lo || b.Hi <= b.Lo {
+			return nil, fmt.Errorf("%w: block %d [%d,%d) does not continue at column %d", ErrMismatch, m+1, b.Lo, b.Hi, lo)
+		}
+		lo = b.Hi
+	}
+	if q == 0 || lo != train.X.NCols {
+		return nil, fmt.Errorf("%w: %d blocks cover %d of %d columns", ErrMismatch, q, lo, train.X.NCols)
+	}
 	sets := []*Dataset{train}
 	names := []string{"train"}
 	if test != nil {
@@ -710,4 +728,33 @@ func (m *SplitManifest) File(split string, party int) (e ManifestEntry, ok bool)
 		}
 	}
 	return ManifestEntry{}, false
+}
+
+// WritePartyFile writes one party file (the format of WriteSplit) to
+// dir/name: header h, then ids[i] and row i of x. It returns the file's
+// manifest entry. For an organisation that writes only its own part of a
+// split (private entity alignment).
+func WritePartyFile(dir, name string, h PartyHeader, ids []string, x *Matrix) (ManifestEntry, error) {
+	if len(ids) != x.NRows || h.Samples != x.NRows {
+		return ManifestEntry{}, fmt.Errorf("%w: %d ids, %d rows, header %d samples", ErrMismatch, len(ids), x.NRows, h.Samples)
+	}
+	d := &Dataset{IDs: ids}
+	if err := checkIDs(&Dataset{IDs: ids, Y: make([]int32, len(ids))}); err != nil {
+		return ManifestEntry{}, err
+	}
+	h.Version = splitVersion
+	e, err := writeFileAtomic(dir, name, func(w io.Writer) error { return writeParty(w, h, d, x) })
+	e.Kind, e.Split, e.Party, e.Samples, e.Columns, e.NNZ = "party", h.Split, h.Party, x.NRows, h.Hi-h.Lo, x.NNZ()
+	return e, err
+}
+
+// WriteLabelsFile writes one labels file (the format of WriteSplit) to
+// dir/name for the samples of d (its ids, labels and label values).
+func WriteLabelsFile(dir, name, split string, d *Dataset) (ManifestEntry, error) {
+	if err := checkIDs(d); err != nil {
+		return ManifestEntry{}, err
+	}
+	e, err := writeFileAtomic(dir, name, func(w io.Writer) error { return writeLabels(w, d, split) })
+	e.Kind, e.Split, e.Samples = "labels", split, d.Len()
+	return e, err
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/asyrevel/asyrevel/schemas"
 )
 
 // StreamName is the name of run's stream; it must equal
@@ -87,9 +89,11 @@ func DefaultConsumers(r *Roster, p *Participant) []ConsumerGrant {
 		for _, k := range []string{"join", "out", "eval", "rcpt"} {
 			add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+"."+strconv.Itoa(p.index))
 		}
+		// Private entity alignment: the hub's messages to it.
+		add(p.ID+"-"+schemas.AlignHubToken, schemas.AlignHubSubject(r.Run, p.index))
 		return out
 	}
-	for _, k := range []string{"join", "out", "eval", "rcpt"} {
+	for _, k := range []string{"join", "out", "eval", "rcpt", schemas.AlignToken} {
 		add(p.ID+"-"+k, "asyrevel."+r.Run+"."+k+".*")
 	}
 	// Its own replies and controls, read back by a resumed aggregator.
@@ -191,7 +195,7 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 		if p.Role == RoleParty {
 			g.Subscribe = append(g.Subscribe, r.Inbound(p.ID)...)
 		} else {
-			for _, k := range []string{"join", "out", "eval", "rcpt"} {
+			for _, k := range []string{"join", "out", "eval", "rcpt", schemas.AlignToken} {
 				g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+"."+k+".*")
 			}
 			g.Publish = append(g.Publish, "$JS.API.STREAM.INFO."+stream)

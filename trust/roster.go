@@ -232,7 +232,7 @@ func (r *Roster) index() error {
 		r.byID[p.ID] = p
 		r.byKey[p.PublicKey] = p
 	}
-	r.subjects = make(map[string]subjectInfo, 5*q+1)
+	r.subjects = make(map[string]subjectInfo, 7*q+1)
 	agg := r.byID[AggregatorID]
 	r.subjects[schemas.Subject(r.Run, schemas.KindControl, 0)] = subjectInfo{agg, "ctl", true}
 	for m := 1; m <= q; m++ {
@@ -242,6 +242,9 @@ func (r *Roster) index() error {
 		r.subjects[schemas.Subject(r.Run, schemas.KindEval, m)] = subjectInfo{p, "eval", false}
 		r.subjects[ReceiptSubject(r.Run, m)] = subjectInfo{p, "rcpt", true}
 		r.subjects[schemas.Subject(r.Run, schemas.KindReply, m)] = subjectInfo{agg, "reply", false}
+		// Private entity alignment (package align): every message signed.
+		r.subjects[schemas.AlignSubject(r.Run, m)] = subjectInfo{p, schemas.AlignToken, true}
+		r.subjects[schemas.AlignHubSubject(r.Run, m)] = subjectInfo{agg, schemas.AlignHubToken, true}
 	}
 	return nil
 }
@@ -369,8 +372,8 @@ func (r *Roster) EverySigned(subject string) bool {
 }
 
 // Subjects lists the subjects participant id publishes on, sorted: for
-// party m its join, out, eval and rcpt subjects; for the aggregator the
-// control subject and every reply subject.
+// party m its join, out, eval, rcpt and psi (alignment) subjects; for the
+// aggregator the control subject and every reply and psih subject.
 func (r *Roster) Subjects(id string) []string {
 	var out []string
 	for s, info := range r.subjects {
@@ -383,8 +386,9 @@ func (r *Roster) Subjects(id string) []string {
 }
 
 // Inbound lists the subjects participant id receives, sorted: for party
-// m its reply subject and the control subject; for the aggregator every
-// party's join, out, eval and rcpt subjects.
+// m its reply subject, the control subject and the hub's alignment
+// subject to it (psih); for the aggregator every party's join, out, eval,
+// rcpt and psi subjects.
 func (r *Roster) Inbound(id string) []string {
 	p, ok := r.byID[id]
 	if !ok {
@@ -393,6 +397,7 @@ func (r *Roster) Inbound(id string) []string {
 	if p.Role == RoleParty {
 		return []string{
 			schemas.Subject(r.Run, schemas.KindControl, 0),
+			schemas.AlignHubSubject(r.Run, p.index),
 			schemas.Subject(r.Run, schemas.KindReply, p.index),
 		}
 	}

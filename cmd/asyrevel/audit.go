@@ -218,6 +218,8 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 			}
 		case roster.SubjectKind(rec.Subject) == "rcpt":
 			m.Seq, _, _ = trust.ParseReceiptMessage(rec.Data)
+		case roster.SubjectKind(rec.Subject) == schemas.AlignToken || roster.SubjectKind(rec.Subject) == schemas.AlignHubToken:
+			m.Seq = schemas.AlignSeqHead(rec.Data) // private entity alignment
 		}
 		a.Add(&m)
 	})

@@ -241,10 +241,18 @@ func scaleSets(method dataset.ScaleMethod, tr, te *dataset.Dataset, stderr io.Wr
 func cmdDataVerify(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("data verify", "asyrevel data verify DIR\n\n"+
 		"Checks the files of a split folder against its manifest (sizes, sha256) and that\n"+
-		"every party file and the labels file of each set list the same sample ids.", stderr)
+		"every party file and the labels file of each set list the same sample ids; for a\n"+
+		"folder of asyrevel align, also that every file's order digest (sha256 of its ids in\n"+
+		"order) is the same.\n\n"+
+		"asyrevel data verify REC.align.json REC.align.json ... compares the records that the\n"+
+		"organisations of a one-organisation alignment wrote: the same run, number of rows\n"+
+		"and order digest, so they agree on the order without showing each other an id.", stderr)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
+	}
+	if len(pos) >= 1 && strings.HasSuffix(pos[0], ".json") {
+		return verifyAlignRecords(pos, stdout)
 	}
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: data verify takes one DIR", errUsage)
@@ -270,6 +278,9 @@ func cmdDataVerify(args []string, stdout, stderr io.Writer) error {
 		}
 		if err := dataset.Align(labels, parties...); err != nil {
 			return fmt.Errorf("%s set: %w", s.Split, err)
+		}
+		if err := verifyAlignOrder(dir, s.Split, labels, parties, stdout); err != nil {
+			return err
 		}
 		fmt.Fprintf(stdout, "%s: %d samples, %d parties aligned\n", s.Split, len(labels.IDs), man.Q)
 	}

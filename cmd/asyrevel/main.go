@@ -27,6 +27,9 @@ Usage:
   asyrevel aggregator --nats URL --run R [training flags]
   asyrevel party --nats URL --run R --id M [training flags]
                              the same run as separate processes
+  asyrevel align --inputs LABELS.csv,P1.csv,... --key ID --label Y --out DIR
+                             private entity alignment: the rows all organisations
+                             hold, without showing any key (docs/align.md)
   asyrevel data inspect PATH samples, features, classes, format, and which column
                              is the label and why (CSV: --label, --categorical, ...)
   asyrevel data fetch NAME   download a data set and check its checksum (--list)
@@ -74,6 +77,7 @@ var commands = []command{
 	{name: "aggregator", run: cmdAggregator},
 	{name: "party", run: cmdParty},
 	{name: "broker", run: cmdBroker},
+	{name: "align", run: cmdAlign},
 	{name: "data", run: cmdData, subs: []string{"inspect", "split", "verify", "fetch", "presets"}},
 	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
 	{name: "replay", run: cmdReplay},
@@ -85,7 +89,7 @@ var commands = []command{
 		subs: []string{"public", "roster", "server-config"}},
 	{name: "predict", run: cmdPredict},
 	{name: "serve", run: cmdServe},
-	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "serve"}},
+	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "serve", "align"}},
 }
 
 // signalError is the cause of a run's end by a signal.

@@ -1,0 +1,232 @@
+package align
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// GroupCosts are the library's costs of one group operation on this
+// machine, one core, in seconds of the thread's CPU time (so that other
+// work on a shared machine does not inflate them).
+type GroupCosts struct {
+	Hash, Mult, Encode, Decode float64
+}
+
+// MeasureGroupCosts times n of each operation on one locked thread.
+func MeasureGroupCosts(n int) GroupCosts {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	k := newSecret()
+	dst := []byte("asyrevel-align-bench")
+	e := grp.NewElement()
+	var buf []byte
+	t0 := threadCPU()
+	for i := range n {
+		h := grp.HashToElement(strconv.AppendInt(buf[:0], int64(i), 10), dst)
+		e.Set(h)
+	}
+	var c GroupCosts
+	c.Hash = (threadCPU() - t0) / float64(n)
+	out := grp.NewElement()
+	t0 = threadCPU()
+	for range n {
+		out.Mul(e, k.s)
+	}
+	c.Mult = (threadCPU() - t0) / float64(n)
+	t0 = threadCPU()
+	var enc []byte
+	for range n {
+		enc, _ = out.MarshalBinaryCompress()
+	}
+	c.Encode = (threadCPU() - t0) / float64(n)
+	t0 = threadCPU()
+	for range n {
+		_ = e.UnmarshalBinary(enc)
+	}
+	c.Decode = (threadCPU() - t0) / float64(n)
+	return c
+}
+
+// Bound is the lower bound on an alignment's time from the group
+// arithmetic alone, on cores cores: every id hashed once and raised by
+// its owner, the hub's set raised by every party and every party's set by
+// the hub (for two organisations: each id hashed once and multiplied
+// twice).
+func (c GroupCosts) Bound(sizes []int, cores int) float64 {
+	hashes, mults := 0, 0
+	for m, n := range sizes {
+		hashes += n
+		mults += n // its owner
+		if m > 0 {
+			mults += n + sizes[0] // the hub raises it; it raises the hub's
+		}
+	}
+	return (float64(hashes)*c.Hash + float64(mults)*c.Mult) / float64(cores)
+}
+
+// BenchConfig is one synthetic alignment of the align experiment.
+type BenchConfig struct {
+	Orgs    int     // q + 1
+	IDs     int     // ids per organisation
+	Overlap float64 // share of each organisation's ids that all hold
+	Seed    uint64
+	Dir     string // the embedded broker's store
+	Log     zerolog.Logger
+	// Progress, if set, gets a line every few seconds.
+	Progress func(string)
+}
+
+// BenchResult is what the experiment measures of one alignment.
+type BenchResult struct {
+	Orgs, IDs        int
+	Overlap          float64
+	Intersection     int
+	Seconds          float64 // wall time of the protocol (all organisations)
+	WireBytes        int64   // sent by all organisations: payload, subject, headers
+	Messages         int64
+	PlainJoinSeconds float64 // the same intersection as a hashed join in the clear
+	Correct          bool    // every organisation's rows are the plain intersection, in one order
+}
+
+// BenchSets draws the organisations' id sets: a core of Overlap*IDs ids
+// that all hold, the rest of each drawn from a pool of 2*IDs others (so
+// pairs overlap at random beyond the core).
+func BenchSets(c BenchConfig) [][]string {
+	r := rand.New(rand.NewPCG(c.Seed, 0xa119))
+	core := int(c.Overlap * float64(c.IDs))
+	poolN := 2 * c.IDs
+	id := func(i int) string { return "cust-" + strconv.Itoa(1_000_000_000+i) }
+	sets := make([][]string, c.Orgs)
+	for m := range sets {
+		s := make([]string, 0, c.IDs)
+		for i := range core {
+			s = append(s, id(i))
+		}
+		seen := map[int]bool{}
+		for len(s) < c.IDs {
+			j := core + r.IntN(poolN)
+			if !seen[j] {
+				seen[j] = true
+				s = append(s, id(j))
+			}
+		}
+		r.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+		sets[m] = s
+	}
+	return sets
+}
+
+// PlainJoin is the intersection in the clear (no privacy: the speed of
+// light): a hash set of the hub's keys probed with every party's, in the
+// hub's order.
+func PlainJoin(sets [][]string) []string {
+	count := make(map[string]int, len(sets[0]))
+	for _, k := range sets[0] {
+		count[k] = 1
+	}
+	for m := 1; m < len(sets); m++ {
+		for _, k := range sets[m] {
+			if c, ok := count[k]; ok && c == m {
+				count[k] = m + 1
+			}
+		}
+	}
+	var out []string
+	for _, k := range sets[0] {
+		if count[k] == len(sets) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Bench runs one synthetic alignment over an embedded broker (every
+// organisation in this process, each on its own connection) and checks it
+// against the plain join.
+func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
+	sets := BenchSets(c)
+	t0 := time.Now()
+	plain := PlainJoin(sets)
+	res := &BenchResult{Orgs: c.Orgs, IDs: c.IDs, Overlap: c.Overlap, PlainJoinSeconds: time.Since(t0).Seconds()}
+	run := "bench"
+	l, err := StartLocal(ctx, run, c.Orgs-1, c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	spec := Spec(1, Normalization{})
+	out := make([]*Result, c.Orgs)
+	errs := make([]error, c.Orgs)
+	ps := make([]*Progress, c.Orgs)
+	var wg sync.WaitGroup
+	t0 = time.Now()
+	for m := range sets {
+		ps[m] = new(Progress)
+		cfg := Config{Run: run, ID: m, Parties: c.Orgs - 1, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
+			Spec: spec, Width: 1, Log: c.Log, Progress: ps[m]}
+		wg.Add(1)
+		go func() { defer wg.Done(); out[m], errs[m] = Run(ctx, cfg, sets[m]) }()
+	}
+	done := make(chan struct{})
+	if c.Progress != nil {
+		go func() {
+			t := time.NewTicker(10 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					var h, k int64
+					for _, p := range ps {
+						h += p.Hashed.Load()
+						k += p.Masked.Load()
+					}
+					c.Progress(fmt.Sprintf("%.0fs: %d of %d ids hashed, %d peer elements raised", time.Since(t0).Seconds(), h, c.Orgs*c.IDs, k))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	res.Seconds = time.Since(t0).Seconds()
+	for m, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", orgName(m), err)
+		}
+	}
+	for _, r := range out {
+		res.WireBytes += r.Stats.BytesSent
+		res.Messages += r.Stats.MessagesSent
+	}
+	res.Intersection = len(out[0].Rows)
+	// Correct: the hub's rows are the plain intersection, and every
+	// party's rows name the same keys in the same order.
+	hub := make([]string, len(out[0].Rows))
+	for k, row := range out[0].Rows {
+		hub[k] = sets[0][row]
+	}
+	res.Correct = len(hub) == len(plain) && slices.Equal(slices.Sorted(slices.Values(hub)), slices.Sorted(slices.Values(plain)))
+	for m := 1; m < c.Orgs && res.Correct; m++ {
+		for k, row := range out[m].Rows {
+			if sets[m][row] != hub[k] {
+				res.Correct = false
+				break
+			}
+		}
+		res.Correct = res.Correct && len(out[m].Rows) == len(hub)
+	}
+	return res, nil
+}
+
+// TempDir is a scratch folder for a bench's store.
+func TempDir() (string, error) { return os.MkdirTemp("", "asyrevel-align-bench-") }

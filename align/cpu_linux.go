@@ -1,0 +1,12 @@
+package align
+
+import "golang.org/x/sys/unix"
+
+// threadCPU is the calling thread's CPU time in seconds.
+func threadCPU() float64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return float64(ts.Sec) + 1e-9*float64(ts.Nsec)
+}

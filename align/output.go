@@ -1,0 +1,270 @@
+package align
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/asyrevel/asyrevel/dataset"
+)
+
+// IDText is how a normalised key is written as a sample id in a split
+// folder: bytes that a sample id may not hold (white space, control
+// characters, '#') and '%' become %XX, so the text is one token and
+// distinct keys stay distinct. The cells of a composite key are joined by
+// %1F.
+func IDText(key string) string {
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c <= ' ' || c == '#' || c == '%' || c == 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// OrderDigest is the SHA-256 (hex) of a list of sample ids in order, each
+// followed by a newline: two organisations hold the same rows in the same
+// order exactly when their digests agree, and they can compare digests
+// without showing each other a single id.
+func OrderDigest(ids []string) string {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write([]byte(id))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// RecordFile is the name of the alignment record in a split folder that
+// asyrevel align wrote.
+const RecordFile = "align.json"
+
+// Record is what an organisation keeps of an alignment: the sizes it
+// learnt and the digest of its rows' order (OrderDigest of the ids it
+// wrote). Organisations compare records (asyrevel data verify) to check
+// that they agree on the order.
+type Record struct {
+	Format       string  `json:"format"` // "asyrevel-align"
+	Run          string  `json:"run"`
+	Spec         string  `json:"spec"`
+	Organisation string  `json:"organisation"` // aggregator, party-M
+	File         string  `json:"file"`         // the file it wrote
+	Samples      int     `json:"samples"`      // rows of the intersection
+	Own          int     `json:"own"`          // rows it brought
+	Dropped      int     `json:"dropped_duplicates,omitempty"`
+	HubSize      int     `json:"hub_size,omitempty"`    // a party learns the hub's size
+	PartySizes   []int   `json:"party_sizes,omitempty"` // the hub learns the parties' sizes
+	OrderSHA256  string  `json:"order_sha256"`
+	Lo           int     `json:"lo"`
+	Hi           int     `json:"hi"`
+	Features     int     `json:"features"`
+	Parties      int     `json:"parties"`
+	Stats        Stats   `json:"stats"`
+	WireBytesID  float64 `json:"wire_bytes_per_id"` // bytes it sent per own id
+}
+
+func newRecord(run, spec string, m int, t *Table, r *Result, ids []string, file string) Record {
+	rec := Record{Format: "asyrevel-align", Run: run, Spec: spec, Organisation: orgName(m), File: file,
+		Samples: len(r.Rows), Own: t.Len(), Dropped: t.Dropped, OrderSHA256: OrderDigest(ids),
+		Lo: r.Lo, Hi: r.Lo + t.X.NCols, Features: r.Features, Parties: r.Parties, Stats: r.Stats,
+		WireBytesID: float64(r.Stats.BytesSent) / float64(t.Len())}
+	if m == 0 {
+		rec.PartySizes, rec.Lo, rec.Hi = r.PartySizes, 0, 0
+	} else {
+		rec.HubSize = r.HubSize
+	}
+	return rec
+}
+
+// ids are an organisation's keys of the intersection, as written.
+func ids(t *Table, r *Result) []string {
+	out := make([]string, len(r.Rows))
+	for k, row := range r.Rows {
+		out[k] = IDText(t.Keys[row])
+	}
+	return out
+}
+
+// labelled makes the hub's labels of rows: classes are the distinct
+// label values in increasing order.
+func labelled(t *Table, rows []int, idList []string) *dataset.Dataset {
+	vals := make([]float64, 0, 8)
+	for _, r := range rows {
+		vals = append(vals, t.Labels[r])
+	}
+	values := slices.Compact(slices.Sorted(slices.Values(vals)))
+	y := make([]int32, len(rows))
+	for k, v := range vals {
+		c, _ := slices.BinarySearch(values, v)
+		y[k] = int32(c)
+	}
+	return &dataset.Dataset{Name: "aligned", Format: "csv", Y: y, Classes: len(values), LabelValues: values, IDs: idList,
+		X: &dataset.Matrix{NRows: len(rows), Indptr: make([]int64, len(rows)+1)}}
+}
+
+// WriteFolder writes the in-process alignment as a split folder that
+// asyrevel train --data takes as it is: labels.train.gz from the hub,
+// party-M.train.gz from party M (its rows of the intersection, in the
+// common order, its columns at [Lo, Hi) of the joint set), manifest.json,
+// and align.json with every organisation's record.
+//
+// With holdout.Fraction > 0 a share of the aligned rows (positions in the
+// common order drawn with holdout.Seed, the same for every organisation)
+// becomes the test set (labels.test.gz, party-M.test.gz).
+func WriteFolder(dir, run, spec string, tables []*Table, res []*Result, holdout dataset.TestSplit) (*dataset.SplitManifest, []Record, error) {
+	q := len(tables) - 1
+	if len(res) != q+1 || q < 1 {
+		return nil, nil, fmt.Errorf("%w: %d tables and %d results", ErrConfig, len(tables), len(res))
+	}
+	hubIDs := ids(tables[0], res[0])
+	var records []Record
+	records = append(records, newRecord(run, spec, 0, tables[0], res[0], hubIDs, dataset.LabelsFileName("train")))
+	d := labelled(tables[0], res[0].Rows, hubIDs)
+	blocks := make([]dataset.Block, q)
+	parts := make([]*dataset.Matrix, q)
+	var names []dataset.EncodedColumn
+	for m := 1; m <= q; m++ {
+		t, r := tables[m], res[m]
+		pid := ids(t, r)
+		if !slices.Equal(pid, hubIDs) {
+			return nil, nil, fmt.Errorf("align: %s's rows are not in the hub's order (digest %s, the hub's %s)", orgName(m), OrderDigest(pid), OrderDigest(hubIDs))
+		}
+		blocks[m-1] = dataset.Block{Lo: r.Lo, Hi: r.Lo + t.X.NCols}
+		parts[m-1] = t.X.Rows(r.Rows)
+		for _, n := range t.Names {
+			names = append(names, dataset.EncodedColumn{Name: n})
+		}
+		records = append(records, newRecord(run, spec, m, t, r, pid, dataset.PartyFileName(m, "train")))
+	}
+	d.X = joinColumns(parts, blocks, len(hubIDs))
+	d.Encoding = &dataset.Encoding{Columns: names}
+	paths := make([]string, len(tables))
+	for i, t := range tables {
+		paths[i] = t.Path
+	}
+	var test *dataset.Dataset
+	if holdout.Fraction > 0 {
+		var err error
+		if d, test, err = dataset.TrainTestSplit(d, holdout); err != nil {
+			return nil, nil, err
+		}
+		test.LabelValues = d.LabelValues
+	}
+	man, err := dataset.WriteSplitBlocks(dir, blocks, d, test, dataset.SplitSource{Train: strings.Join(paths, ",")})
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := json.MarshalIndent(records, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, RecordFile), append(js, '\n'), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("align: %w", err)
+	}
+	return man, records, nil
+}
+
+// joinColumns puts the parties' rows side by side.
+func joinColumns(parts []*dataset.Matrix, blocks []dataset.Block, rows int) *dataset.Matrix {
+	nnz := 0
+	for _, p := range parts {
+		nnz += p.NNZ()
+	}
+	width := 0
+	if len(blocks) > 0 {
+		width = blocks[len(blocks)-1].Hi
+	}
+	x := &dataset.Matrix{NRows: rows, NCols: width, Indptr: make([]int64, 1, rows+1),
+		Indices: make([]int32, 0, nnz), Values: make([]float32, 0, nnz)}
+	for i := range rows {
+		for m, p := range parts {
+			idx, val := p.Row(i)
+			for k, j := range idx {
+				x.Indices = append(x.Indices, j+int32(blocks[m].Lo))
+				x.Values = append(x.Values, val[k])
+			}
+		}
+		x.Indptr = append(x.Indptr, int64(len(x.Indices)))
+	}
+	return x
+}
+
+// WriteOwn writes one organisation's part of the split (the one-process
+// form): the hub its labels file, party M its party file, at path, and
+// its record next to it (path + ".align.json").
+func WriteOwn(path, run, spec string, m int, t *Table, r *Result) (*Record, error) {
+	idList := ids(t, r)
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	var err error
+	if m == 0 {
+		_, err = dataset.WriteLabelsFile(dir, name, "train", labelled(t, r.Rows, idList))
+	} else {
+		h := dataset.PartyHeader{Split: "train", Party: m, Parties: r.Parties, Lo: r.Lo, Hi: r.Lo + t.X.NCols,
+			Features: r.Features, Samples: len(r.Rows), Names: t.Names}
+		_, err = dataset.WritePartyFile(dir, name, h, idList, t.X.Rows(r.Rows))
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := newRecord(run, spec, m, t, r, idList, name)
+	js, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(path+".align.json", append(js, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("align: %w", err)
+	}
+	return &rec, nil
+}
+
+// ReadRecords reads align records: a folder's align.json (a list) or one
+// organisation's FILE.align.json (one record).
+func ReadRecords(path string) ([]Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("align: %w", err)
+	}
+	var list []Record
+	if err := json.Unmarshal(b, &list); err != nil {
+		var one Record
+		if err2 := json.Unmarshal(b, &one); err2 != nil {
+			return nil, fmt.Errorf("align: %s: %w", path, err)
+		}
+		list = []Record{one}
+	}
+	for _, r := range list {
+		if r.Format != "asyrevel-align" {
+			return nil, fmt.Errorf("align: %s: format %q, want asyrevel-align", path, r.Format)
+		}
+	}
+	return list, nil
+}
+
+// CheckRecords checks that records of one run agree: the same run, spec,
+// number of samples and order digest. The error names who differs.
+func CheckRecords(recs []Record) error {
+	if len(recs) < 2 {
+		return fmt.Errorf("align: %d records: need two organisations' to compare", len(recs))
+	}
+	a := recs[0]
+	for _, b := range recs[1:] {
+		switch {
+		case b.Run != a.Run:
+			return fmt.Errorf("align: %s's record is of run %s, %s's of run %s", b.Organisation, b.Run, a.Organisation, a.Run)
+		case b.Samples != a.Samples:
+			return fmt.Errorf("align: %s holds %d rows, %s %d", b.Organisation, b.Samples, a.Organisation, a.Samples)
+		case b.OrderSHA256 != a.OrderSHA256:
+			return fmt.Errorf("align: %s's order digest %s differs from %s's %s: their rows are not in one order", b.Organisation, b.OrderSHA256, a.Organisation, a.OrderSHA256)
+		}
+	}
+	return nil
+}
