@@ -44,6 +44,9 @@ const (
 	DefaultJoinWait = 10 * time.Minute
 	DefaultWait     = 2 * time.Minute
 	DefaultNotice   = 30 * time.Second
+	// evalNoticeEvery is how often a waiting evaluation is reported (at
+	// most Notice).
+	evalNoticeEvery = 5 * time.Second
 )
 
 // DefaultOutputBound is the default Config.OutputBound. Outputs of models
@@ -626,8 +629,16 @@ func (a *Aggregator) watch() {
 			a.abort(fmt.Errorf("%w: evaluation round %d: no answer from %s for %v (--wait)", ErrNoProgress, c.id, a.missing(c), a.cfg.EvalTimeout))
 			return
 		}
-		if notice && idle >= a.cfg.Notice {
-			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for %s: evaluation round %d, no answer", a.missing(c), c.id)
+		// An evaluation that waits says so soon (evaluations are what a
+		// person watches), and what happens next.
+		evalNotice := min(a.cfg.Notice, evalNoticeEvery)
+		if now.Sub(a.lastNotice) >= evalNotice && idle >= evalNotice {
+			next := fmt.Sprintf("after --party-timeout %v it goes on with their last outputs", a.cfg.PartyTimeout)
+			if a.cfg.PartyTimeout <= 0 {
+				next = fmt.Sprintf("after --wait %v the run pauses", a.cfg.EvalTimeout)
+			}
+			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("evaluation round %d waits for %s: no answer for %v; %s",
+				c.id, a.missing(c), idle.Round(time.Second), next)
 			a.lastNotice = now
 		}
 	case a.phase == training && a.stalled(now):
