@@ -204,6 +204,10 @@ type Result struct {
 	// Checkpoints counts the signed checkpoints of the log published
 	// (with Config.Key).
 	Checkpoints uint64
+	// StopReason is why training stopped ("step budget reached",
+	// "duration reached", "target accuracy reached", "stop condition
+	// met"; "" for a run that did not reach its stop).
+	StopReason string
 }
 
 type phase int
@@ -784,6 +788,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 
 func (a *Aggregator) result() *Result {
 	r := a.res
+	r.StopReason = a.stopReason
 	r.Params = append([]float64(nil), a.w0...)
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)

@@ -25,6 +25,7 @@ type progress struct {
 	atMajor  int     // of them, at the majority share
 	warned   map[string]bool
 	warnings []string
+	logged   time.Time // when the last progress line was written
 }
 
 // Thresholds of the learning checks.
@@ -71,8 +72,21 @@ func newProgress(cfg *Config, data *Data) *progress {
 	return p
 }
 
-// point logs one evaluation as a progress line.
+// progressEvery is the least time between two progress lines when the
+// evaluations come faster (early stopping evaluates every StopEvalEvery).
+const progressEvery = time.Second
+
+// point logs one evaluation as a progress line (at most one every
+// progressEvery, and the final one).
 func (p *progress) point(pt aggregator.Point) {
+	if !pt.Final && !p.logged.IsZero() && time.Since(p.logged) < progressEvery {
+		p.check(pt)
+		if p.next != nil {
+			p.next(pt)
+		}
+		return
+	}
+	p.logged = time.Now()
 	ev := p.log.Info()
 	if pt.Final {
 		ev = ev.Bool("final", true)

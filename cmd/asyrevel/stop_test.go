@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeTumours writes a CSV like the Wisconsin breast-cancer set that issue
+// 24's newcomer brought: n rows, 30 unscaled columns (means and spreads of
+// the real set's: from about 0.004 to 880), a 0/1 label (37% ones) that no
+// line separates perfectly.
+func writeTumours(t *testing.T, dir string, n int) string {
+	t.Helper()
+	cols := [][2]float64{{14.1, 3.5}, {19.3, 4.3}, {92, 24}, {655, 352}, {0.096, 0.014}, {0.104, 0.053}, {0.089, 0.080}, {0.049, 0.039}, {0.181, 0.027}, {0.063, 0.007},
+		{0.405, 0.277}, {1.217, 0.552}, {2.87, 2.02}, {40.3, 45.5}, {0.0070, 0.0030}, {0.0255, 0.0179}, {0.0319, 0.0302}, {0.0118, 0.0062}, {0.0205, 0.0083}, {0.0038, 0.0026},
+		{16.3, 4.8}, {25.7, 6.1}, {107, 33.6}, {881, 569}, {0.132, 0.023}, {0.254, 0.157}, {0.272, 0.209}, {0.115, 0.066}, {0.290, 0.062}, {0.084, 0.018}}
+	sep := []float64{1.4, 0.7, 1.4, 1.3, 0.6, 1.0, 1.2, 1.4, 0.5, 0, 0.9, 0, 0.9, 0.9, -0.1, 0.4, 0.3, 0.6, 0, 0.1, 1.5, 0.8, 1.5, 1.4, 0.7, 1.0, 1.1, 1.5, 0.7, 0.5}
+	rng := rand.New(rand.NewPCG(455, 24))
+	var b strings.Builder
+	for j := range cols {
+		fmt.Fprintf(&b, "f%02d,", j)
+	}
+	b.WriteString("label\n")
+	for range n {
+		y := 0
+		if rng.Float64() < 0.37 {
+			y = 1
+		}
+		z := rng.NormFloat64()
+		for j, c := range cols {
+			v := (float64(y)-0.37)*sep[j] + 0.5*z + 1.6*rng.NormFloat64()
+			fmt.Fprintf(&b, "%.5g,", max(c[0]+c[1]*v, 0))
+		}
+		fmt.Fprintf(&b, "%d\n", y)
+	}
+	path := filepath.Join(dir, "tumours.csv")
+	must(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	return path
+}
+
+// stopSummary is what the tests of this file read from summary.json.
+type stopSummary struct {
+	StoppedBy  string  `json:"stopped_by"`
+	Steps      int64   `json:"steps"`
+	Train      float64 `json:"train_seconds"`
+	StoreBytes int64   `json:"store_bytes"`
+	Accuracy   float64 `json:"test_accuracy"`
+	Samples    int     `json:"train_samples"`
+	Tests      int     `json:"test_samples"`
+	EarlyStop  *struct {
+		Watched string  `json:"watched"`
+		HeldOut int     `json:"held_out_rows"`
+		Best    float64 `json:"best_loss"`
+		Fired   bool    `json:"stopped_the_run"`
+	} `json:"early_stop"`
+}
+
+// Issue 24: a run given no length stops when the held-out loss stops
+// improving, in seconds and with a store to match on a small set (455
+// rows: it used to refuse to start, and 20 s wrote a 1 GB store).
+func TestRunStopsWhenDone(t *testing.T) {
+	dir := t.TempDir()
+	data := writeTumours(t, dir, 455)
+	out := filepath.Join(dir, "out")
+	start := time.Now()
+	code, stdout, errOut := runCLI(t, "train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out)
+	took := time.Since(start)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s stopSummary
+	if _, err := readSummary(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v in all, %.2f s of training, %d steps, store %.1f MB, held-out accuracy %.3f", took, s.Train, s.Steps, float64(s.StoreBytes)/1e6, s.Accuracy)
+	if s.StoppedBy != "patience" || s.EarlyStop == nil || !s.EarlyStop.Fired {
+		t.Fatalf("stopped_by %q, early_stop %+v: want the patience rule to end the run", s.StoppedBy, s.EarlyStop)
+	}
+	if e := s.EarlyStop; e.Watched != "held-out" || e.HeldOut != 46 || s.Tests != 46 || s.Samples != 409 {
+		t.Errorf("watched %q with %d rows held out, %d train and %d test rows: want 46 of the 455 rows held out", e.Watched, e.HeldOut, s.Samples, s.Tests)
+	}
+	if s.StoreBytes <= 0 || s.StoreBytes > 50<<20 {
+		t.Errorf("store %d bytes, want under 50 MiB", s.StoreBytes)
+	}
+	if s.Train > 10 {
+		t.Errorf("%.1f s of training on 455 rows, want a few", s.Train)
+	}
+	if s.Accuracy < 0.7 {
+		t.Errorf("held-out accuracy %.3f: the run stopped before it learnt", s.Accuracy)
+	}
+	for _, w := range []string{"held-out accuracy", "stopped: the held-out loss stopped improving", "--patience"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("the report does not say %q:\n%s", w, stdout)
+		}
+	}
+}
+
+// With a length, the run stops at the first limit reached, and
+// summary.json says which.
+func TestStoppedByFirstLimit(t *testing.T) {
+	dir := t.TempDir()
+	data := writeTumours(t, dir, 455)
+	for _, c := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"epochs", []string{"--epochs", "3", "--steps", "100000", "--duration", "1m"}, "epochs"},
+		{"steps", []string{"--epochs", "1000", "--steps", "150", "--duration", "1m"}, "steps"},
+		{"duration", []string{"--epochs", "1e6", "--duration", "400ms"}, "duration"},
+		{"patience with a length", []string{"--epochs", "1e6", "--duration", "1m", "--patience", "5"}, "patience"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			args := append([]string{"train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out}, c.flags...)
+			if code, _, errOut := runCLI(t, args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var s stopSummary
+			if _, err := readSummary(out, &s); err != nil {
+				t.Fatal(err)
+			}
+			if s.StoppedBy != c.want {
+				t.Errorf("stopped_by %q after %d steps, %.2f s; want %q", s.StoppedBy, s.Steps, s.Train, c.want)
+			}
+			if c.want != "patience" && s.EarlyStop != nil {
+				t.Errorf("early stopping on with a length and no --patience: %+v", s.EarlyStop)
+			}
+		})
+	}
+}
