@@ -48,6 +48,7 @@ func finishData(cfg *Config, d *Data, role int) error {
 	if cfg.Scale == dataset.ScaleNone {
 		if w := spreadWarning(d); w != "" {
 			d.Warnings = append(d.Warnings, w)
+			d.Unscaled = true
 		}
 	}
 	for _, w := range d.Warnings {

@@ -514,6 +514,9 @@ type Data struct {
 	// HeldOut is the number of training rows kept aside as the test set
 	// (Config.HoldOut), 0 if none.
 	HeldOut int
+	// Unscaled says that the columns held differ in range by orders of
+	// magnitude and were not scaled (the warning in Warnings says which).
+	Unscaled bool
 }
 
 // Roles for LoadData.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,12 @@ import (
 // the real set's: from about 0.004 to 880), a 0/1 label (37% ones) that no
 // line separates perfectly.
 func writeTumours(t *testing.T, dir string, n int) string {
+	return writeTumoursNoise(t, dir, n, 1.6)
+}
+
+// writeTumoursNoise is writeTumours with another spread of each column
+// around its class's mean (in its standard deviations).
+func writeTumoursNoise(t *testing.T, dir string, n int, noise float64) string {
 	t.Helper()
 	cols := [][2]float64{{14.1, 3.5}, {19.3, 4.3}, {92, 24}, {655, 352}, {0.096, 0.014}, {0.104, 0.053}, {0.089, 0.080}, {0.049, 0.039}, {0.181, 0.027}, {0.063, 0.007},
 		{0.405, 0.277}, {1.217, 0.552}, {2.87, 2.02}, {40.3, 45.5}, {0.0070, 0.0030}, {0.0255, 0.0179}, {0.0319, 0.0302}, {0.0118, 0.0062}, {0.0205, 0.0083}, {0.0038, 0.0026},
@@ -33,7 +40,7 @@ func writeTumours(t *testing.T, dir string, n int) string {
 		}
 		z := rng.NormFloat64()
 		for j, c := range cols {
-			v := (float64(y)-0.37)*sep[j] + 0.5*z + 1.6*rng.NormFloat64()
+			v := (float64(y)-0.37)*sep[j] + 0.5*z + noise*rng.NormFloat64()
 			fmt.Fprintf(&b, "%.5g,", max(c[0]+c[1]*v, 0))
 		}
 		fmt.Fprintf(&b, "%d\n", y)
@@ -132,5 +139,61 @@ func TestStoppedByFirstLimit(t *testing.T) {
 				t.Errorf("early stopping on with a length and no --patience: %+v", s.EarlyStop)
 			}
 		})
+	}
+}
+
+// Issue 24: on raw columns of very different scales, the warnings advised
+// --lr/10 again and again (90.35%, then 91.23%), where --scale standard was
+// the fix (97.37%). The advice now names --scale standard, and following
+// it makes the run learn; the old advice does not.
+func TestScaleAdviceWorks(t *testing.T) {
+	data := writeTumoursNoise(t, t.TempDir(), 455, 0.8)
+	train := func(extra ...string) (loss float64, warnings []string) {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "out")
+		args := append([]string{"train", "--data", data, "--parties", "4", "--steps", "4000", "--log", "error", "--no-privacy-report", "--out", out}, extra...)
+		if code, _, errOut := runCLI(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		var s struct {
+			Loss     float64  `json:"train_loss"`
+			Warnings []string `json:"warnings"`
+		}
+		if _, err := readSummary(out, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Loss, s.Warnings
+	}
+	raw, warnings := train()
+	var advice string
+	for _, w := range warnings {
+		if strings.Contains(w, "training loss grows") {
+			advice = w
+		}
+	}
+	if advice == "" {
+		t.Fatalf("raw columns, loss %.4g: no warning that the loss grows: %q", raw, warnings)
+	}
+	if strings.Contains(advice, "try 0.01") || !strings.Contains(advice, "give --scale standard") {
+		t.Errorf("the advice on raw columns: %s", advice)
+	}
+	flag := regexp.MustCompile(`give (--scale) (\w+)`).FindStringSubmatch(advice)
+	if flag == nil {
+		t.Fatalf("no flag to give in: %s", advice)
+	}
+	scaled, warnings := train(flag[1], flag[2])
+	lowerLR, _ := train("--lr", "0.01")
+	t.Logf("train loss: raw %.4g, --lr 0.01 %.4g, %s %s %.4f", raw, lowerLR, flag[1], flag[2], scaled)
+	// 0.65 is the loss of predicting the class shares (37% ones).
+	if !(scaled < 0.5) {
+		t.Errorf("%s %s: train loss %.4f, want the model to learn (< 0.5; the class shares give 0.65)", flag[1], flag[2], scaled)
+	}
+	if !(lowerLR > 0.65) {
+		t.Logf("--lr 0.01 learnt too (loss %.4f): the comparison no longer shows why scaling is advised", lowerLR)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "grows") || strings.Contains(w, "learnt nothing") {
+			t.Errorf("%s %s still warns: %s", flag[1], flag[2], w)
+		}
 	}
 }
