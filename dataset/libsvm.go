@@ -18,6 +18,11 @@ const (
 	FormatLIBSVM    = "libsvm"
 	FormatCSV       = "csv"
 	FormatIDX       = "idx"
+	// FormatParty and FormatLabels are the two kinds of files of a split
+	// folder (party.go): Inspect reads them alone, Open refuses them
+	// (their folder is the data set).
+	FormatParty  = "split party file"
+	FormatLabels = "split labels file"
 	FormatSynthetic = "synthetic"
 )
 

@@ -304,6 +304,13 @@ func (c *Config) defaults() error {
 	if err := algo.defaults(c); err != nil {
 		return err
 	}
+	if c.Parties == 0 && c.Synthetic == nil && c.Loaded == nil && c.Data != "" && dataset.IsSplit(c.Data) {
+		// A split folder says how many parties it was split for; a
+		// manifest that cannot be read is reported when the data are.
+		if man, err := dataset.ReadManifest(c.Data); err == nil {
+			c.Parties = man.Q
+		}
+	}
 	if c.Parties == 0 {
 		c.Parties = 8
 	}

@@ -197,3 +197,62 @@ func TestScaleAdviceWorks(t *testing.T) {
 		}
 	}
 }
+
+// Issue 24: data inspect read a split's party-1.train.gz as LIBSVM (32,561
+// classes: its sample ids), and train --data SPLIT without --parties took 8
+// and failed. A split's files are read as what they are, and its manifest
+// gives the party count.
+func TestSplitFolderUnderstood(t *testing.T) {
+	dir := t.TempDir()
+	csv := writeCSV(t, dir, 200)
+	split := filepath.Join(dir, "split")
+	if code, _, errOut := runCLI(t, "data", "split", "--parties", "3", "--test-fraction", "0.2", "--scale", "standard", "--label", "Outcome", "--out", split, csv); code != 0 {
+		t.Fatalf("data split: exit %d: %s", code, errOut)
+	}
+	for _, c := range []struct {
+		path string
+		want []string
+	}{
+		{split, []string{"format:    split", "samples:   160", "classes:   2"}},
+		{filepath.Join(split, "party-1.train.gz"), []string{"format:    split party file (gzip)", "samples:   160", "classes:   0", "party 1 of 3", "labels.train.gz"}},
+		{filepath.Join(split, "party-3.test.gz"), []string{"format:    split party file (gzip)", "samples:   40", "party 3 of 3"}},
+		{filepath.Join(split, "labels.train.gz"), []string{"format:    split labels file (gzip)", "samples:   160", "classes:   2"}},
+	} {
+		code, stdout, errOut := runCLI(t, "data", "inspect", c.path)
+		if code != 0 {
+			t.Errorf("data inspect %s: exit %d: %s", c.path, code, errOut)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("data inspect %s does not say %q:\n%s", c.path, w, stdout)
+			}
+		}
+		if strings.Contains(stdout, "libsvm") || strings.Contains(stdout, "more classes") {
+			t.Errorf("data inspect %s reads it as LIBSVM:\n%s", c.path, stdout)
+		}
+	}
+	code, _, errOut := runCLI(t, "train", "--data", filepath.Join(split, "party-1.train.gz"), "--steps", "10", "--log", "error")
+	if code == 0 || !strings.Contains(errOut, "give the folder, "+split) {
+		t.Errorf("train on one file of the split: exit %d: %s", code, errOut)
+	}
+	out := filepath.Join(dir, "out")
+	code, _, errOut = runCLI(t, "train", "--data", split, "--steps", "60", "--log", "error", "--no-privacy-report", "--out", out)
+	if code != 0 {
+		t.Fatalf("train --data SPLIT without --parties: exit %d: %s", code, errOut)
+	}
+	var s struct {
+		Parties int `json:"parties"`
+		Tests   int `json:"test_samples"`
+	}
+	if _, err := readSummary(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Parties != 3 || s.Tests != 40 {
+		t.Errorf("%d parties, %d test rows: want the split's 3 and 40", s.Parties, s.Tests)
+	}
+	code, _, errOut = runCLI(t, "train", "--data", split, "--parties", "4", "--steps", "60", "--log", "error")
+	if code == 0 || !strings.Contains(errOut, "split for 3 parties") {
+		t.Errorf("--parties 4 on a split for 3: exit %d: %s", code, errOut)
+	}
+}

@@ -90,7 +90,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&f.scale, "scale", "", "scale each column, fitted on the training set only and applied to both sets:\nnone, standard, std, minmax, maxabs (as data split --scale; a party scales its own columns)")
 		}},
 		{roleAll, func(fs *flag.FlagSet) {
-			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default 8; nonf: 1)")
+			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default: a split folder's own count, else 8; nonf: 1)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
