@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -178,6 +179,9 @@ type source struct {
 func openSource(path string) (*source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
+		if hint := FetchHint(path); hint != "" && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("dataset: %w: %s", err, hint)
+		}
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	src := &source{path: path}
