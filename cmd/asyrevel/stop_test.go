@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -254,5 +255,42 @@ func TestSplitFolderUnderstood(t *testing.T) {
 	code, _, errOut = runCLI(t, "train", "--data", split, "--parties", "4", "--steps", "60", "--log", "error")
 	if code == 0 || !strings.Contains(errOut, "split for 3 parties") {
 		t.Errorf("--parties 4 on a split for 3: exit %d: %s", code, errOut)
+	}
+}
+
+// Separate processes given no length stop when done too: the aggregator's
+// early stopping ends the run and the parties with it. Without a test set
+// and without --holdout, no process holds rows out (a party cannot know the
+// aggregator's length flags), and the training loss is watched.
+func TestSeparateProcessesStopWhenDone(t *testing.T) {
+	dir := t.TempDir()
+	data := writeTumours(t, dir, 455)
+	url := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error"}
+	var parties []<-chan result
+	for _, id := range []string{"1", "2", "3"} {
+		parties = append(parties, goCLI(ctx, append([]string{"party", "--id", id, "--scale", "standard"}, common...)...))
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, errOut := runCLICtx(ctx, append([]string{"aggregator", "--out", out, "--no-privacy-report"}, common...)...)
+	if code != 0 {
+		t.Fatalf("aggregator: exit %d: %s", code, errOut)
+	}
+	for m, p := range parties {
+		if r := <-p; r.code != 0 {
+			t.Errorf("party %d: exit %d: %s", m+1, r.code, r.errOut)
+		}
+	}
+	var s stopSummary
+	if _, err := readSummary(out, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.StoppedBy != "patience" || s.EarlyStop == nil || s.EarlyStop.Watched != "train" || s.Samples != 455 {
+		t.Errorf("stopped_by %q, early_stop %+v, %d training rows: want patience on the training loss of all 455 rows\n%s", s.StoppedBy, s.EarlyStop, s.Samples, stdout)
+	}
+	if !strings.Contains(stdout, "stopped: the training loss stopped improving") {
+		t.Errorf("the report:\n%s", stdout)
 	}
 }

@@ -123,7 +123,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.Tolerance, "tolerance", 0, fmt.Sprintf("with --patience: the relative gain an evaluation needs to count as an\nimprovement (default %g: 0.1%%)", run.DefaultTolerance))
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (default %g when the run stops by\n--patience, else none; negative: none); give every process of a run the same", run.DefaultHoldOut))
+			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then\nthe same to every process of the run; negative: none)", run.DefaultHoldOut))
 		}},
 		{roleTrain | roleParty | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
@@ -387,6 +387,14 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	if c.Parties < 0 || c.Parties == 0 && flagGiven(fs, "parties") {
 		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
+	}
+	if f.role&(roleAggregator|roleParty) != 0 && !flagGiven(fs, "holdout") {
+		// Separate processes hold rows out only when told to, all alike:
+		// a party does not know the aggregator's length flags, and a
+		// hold-out in one process and not the other would leave them with
+		// different rows. Without a test set, the aggregator's early
+		// stopping then watches the training loss.
+		c.HoldOut = -1
 	}
 	if f.straggler != "" {
 		m, s, err := run.ParseStraggler(f.straggler)
