@@ -763,17 +763,15 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		a.mu.Unlock()
 		a.saveCheckpoint(pctx)
 		a.mu.Lock()
-		a.phase = done
-		close(a.fin)
+		a.end()
 	case a.phase != done:
 		// The parties stop too; they need not wait for a deadline.
-		a.control(schemas.CtlStop, 0, 0, reason)
-		a.seal(true)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
 		}
-		a.phase = done
-		close(a.fin)
+		a.control(schemas.CtlStop, 0, 0, reason)
+		a.seal(true)
+		a.end()
 	}
 	a.closed = true
 	res := a.result()
@@ -807,6 +805,16 @@ func (a *Aggregator) result() *Result {
 		r.MeanStaleness = a.stSum / float64(a.stN)
 	}
 	return &r
+}
+
+// end marks the run done (a.mu held), once: a publish that failed on the
+// way (a full stream, a closed connection) may have ended it already
+// (fail), and fin must not be closed twice.
+func (a *Aggregator) end() {
+	if a.phase != done {
+		a.phase = done
+		close(a.fin)
+	}
 }
 
 func (a *Aggregator) fail(err error) {
