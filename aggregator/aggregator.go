@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,6 +107,10 @@ type Config struct {
 	// (experiments that stop on a condition the aggregator cannot see,
 	// such as the full objective with the parties' regularisers).
 	StopWhen func() bool
+	// StopReason, if set, says why StopWhen stopped the run (the log, the
+	// parties' stop control, Result.StopReason; default "stop condition
+	// met").
+	StopReason func() string
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
@@ -1453,6 +1458,10 @@ func (a *Aggregator) score(r *round) {
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")
 	case a.cfg.StopWhen != nil && a.cfg.StopWhen():
-		a.beginStop("stop condition met")
+		reason := "stop condition met"
+		if a.cfg.StopReason != nil {
+			reason = cmp.Or(a.cfg.StopReason(), reason)
+		}
+		a.beginStop(reason)
 	}
 }

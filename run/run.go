@@ -865,11 +865,12 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		return aggregator.Config{}, err
 	}
 	stopWhen := cfg.StopWhen
+	var stopReason func() string
 	if cfg.Patience > 0 {
 		es := newEarlyStop(cfg, data.NTrain, len(data.TestY) > 0, data.HeldOut > 0)
 		cfg.early = es
 		onPoint = es.observe(onPoint)
-		stopWhen = es.stopWhen(cfg.StopWhen)
+		stopWhen, stopReason = es.stopWhen(cfg.StopWhen), es.reason
 	}
 	return aggregator.Config{
 		Defense: def, ScoreLeakage: !cfg.NoLeakage,
@@ -880,7 +881,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		Sync: algo.Sync, FirstOrder: algo.FirstOrder,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
-		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen,
+		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
 	}, nil

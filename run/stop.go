@@ -85,6 +85,14 @@ func (es *earlyStop) watched() string {
 	return "train"
 }
 
+// lossName names the loss es watches in words.
+func (es *earlyStop) lossName() string {
+	if w := es.watched(); w != "train" {
+		return w
+	}
+	return "training"
+}
+
 // observe returns an OnPoint that records pt and then calls next.
 func (es *earlyStop) observe(next func(aggregator.Point)) func(aggregator.Point) {
 	return func(pt aggregator.Point) {
@@ -120,12 +128,21 @@ func (es *earlyStop) stopWhen(other func() bool) func() bool {
 				es.fired = true
 				es.cfg.Log.Info().Float64("best", es.best).Float64("at_seconds", es.bestAt.Seconds).
 					Msgf("the %s loss has not improved by %g%% for %.1f epochs: stopping (--patience %g, --tolerance %g)",
-						es.watched(), 100*es.cfg.Tolerance, es.since, es.cfg.Patience, es.cfg.Tolerance)
+						es.lossName(), 100*es.cfg.Tolerance, es.since, es.cfg.Patience, es.cfg.Tolerance)
 			}
 			return true
 		}
 		return other != nil && other()
 	}
+}
+
+// reason says why es stopped the run ("" if it did not): the stop
+// control's reason, which the parties print.
+func (es *earlyStop) reason() string {
+	if !es.fired {
+		return ""
+	}
+	return fmt.Sprintf("the %s loss stopped improving (--patience %g)", es.lossName(), es.cfg.Patience)
 }
 
 // report is es's part of the summary (nil without early stopping).

@@ -281,6 +281,8 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	for m, p := range parties {
 		if r := <-p; r.code != 0 {
 			t.Errorf("party %d: exit %d: %s", m+1, r.code, r.errOut)
+		} else if !strings.Contains(r.out, "stopped: the training loss stopped improving (--patience 5)") {
+			t.Errorf("party %d does not say why the run stopped: %s", m+1, r.out)
 		}
 	}
 	var s stopSummary
