@@ -495,8 +495,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("train", "asyrevel train --data PATH [--test PATH] --parties Q --algo A [flags]\n\n"+
 		"Runs a whole AsyREVEL training in this process: an embedded NATS JetStream broker\n"+
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
-		"It stops when the held-out loss stops improving (--patience), or at the first of\n"+
-		"--epochs, --steps, --duration or --target (with --stop-at-target) given.", stderr)
+		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
+		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
+		"first one reached.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
