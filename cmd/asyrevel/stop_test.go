@@ -296,3 +296,19 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 		t.Errorf("the report:\n%s", stdout)
 	}
 }
+
+func TestStopFlagsChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--patience", "-1"}, "--patience -1 turns early stopping off: say how long to train"},
+		{[]string{"--tolerance", "2"}, "--tolerance 2 not in [0, 1)"},
+		{[]string{"--holdout", "1"}, "--holdout 1: want a share of the training rows below 1"},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"train", "--data", "synthetic", "--parties", "2"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d: %s; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
