@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,6 +110,10 @@ type Config struct {
 	// (experiments that stop on a condition the aggregator cannot see,
 	// such as the full objective with the parties' regularisers).
 	StopWhen func() bool
+	// StopReason, if set, says why StopWhen stopped the run (the log, the
+	// parties' stop control, Result.StopReason; default "stop condition
+	// met").
+	StopReason func() string
 
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
@@ -210,6 +215,10 @@ type Result struct {
 	// Checkpoints counts the signed checkpoints of the log published
 	// (with Config.Key).
 	Checkpoints uint64
+	// StopReason is why training stopped ("step budget reached",
+	// "duration reached", "target accuracy reached", "stop condition
+	// met"; "" for a run that did not reach its stop).
+	StopReason string
 }
 
 type phase int
@@ -799,17 +808,15 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		a.mu.Unlock()
 		a.saveCheckpoint(pctx)
 		a.mu.Lock()
-		a.phase = done
-		close(a.fin)
+		a.end()
 	case a.phase != done:
 		// The parties stop too; they need not wait for a deadline.
-		a.control(schemas.CtlStop, 0, 0, reason)
-		a.seal(true)
 		if a.phase == training {
 			a.res.Training = time.Since(a.start)
 		}
-		a.phase = done
-		close(a.fin)
+		a.control(schemas.CtlStop, 0, 0, reason)
+		a.seal(true)
+		a.end()
 	}
 	a.closed = true
 	res := a.result()
@@ -824,6 +831,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 
 func (a *Aggregator) result() *Result {
 	r := a.res
+	r.StopReason = a.stopReason
 	r.Params = append([]float64(nil), a.w0...)
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
@@ -845,6 +853,16 @@ func (a *Aggregator) result() *Result {
 		r.BrokerOutage = o.Outage()
 	}
 	return &r
+}
+
+// end marks the run done (a.mu held), once: a publish that failed on the
+// way (a full stream, a closed connection) may have ended it already
+// (fail), and fin must not be closed twice.
+func (a *Aggregator) end() {
+	if a.phase != done {
+		a.phase = done
+		close(a.fin)
+	}
 }
 
 func (a *Aggregator) fail(err error) {
@@ -1483,6 +1501,10 @@ func (a *Aggregator) score(r *round) {
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")
 	case a.cfg.StopWhen != nil && a.cfg.StopWhen():
-		a.beginStop("stop condition met")
+		reason := "stop condition met"
+		if a.cfg.StopReason != nil {
+			reason = cmp.Or(a.cfg.StopReason(), reason)
+		}
+		a.beginStop(reason)
 	}
 }

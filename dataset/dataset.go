@@ -13,6 +13,9 @@ var (
 	ErrUnknownFormat = errors.New("dataset: unknown format")
 	// ErrMismatch reports parts (train/test, party files) that do not line up.
 	ErrMismatch = errors.New("dataset: parts do not match")
+	// ErrSplitFile reports one file of a split folder (a party's columns,
+	// the labels) given where a whole data set is expected: its folder is.
+	ErrSplitFile = errors.New("dataset: one file of a split folder")
 	// ErrTooDense reports a transformation (centring a sparse matrix) whose
 	// result would exceed the memory the caller allowed.
 	ErrTooDense = errors.New("dataset: result would be too dense")

@@ -182,6 +182,46 @@ func LookupFetchSet(name string) (FetchSet, error) {
 	return FetchSet{}, fmt.Errorf("dataset: unknown data set %q (known: %s)", name, strings.Join(names, ", "))
 }
 
+// FetchHint says, for a data path that does not exist, how to get the set
+// it names when it names one Fetch knows ("mnist", "a9a.gz", "data/w8a.t"):
+// the fetch command (into the default folder, "data") and the paths to
+// give then, or the path where it already is. "" when path names no such
+// set.
+func FetchHint(p string) string {
+	base := strings.TrimSuffix(filepath.Base(filepath.Clean(p)), ".gz")
+	for _, s := range fetchSets {
+		match := base == s.Name
+		for _, f := range s.Files {
+			match = match || base == strings.TrimSuffix(path.Base(f.Path), ".gz")
+		}
+		if !match || len(s.Files) == 0 {
+			continue
+		}
+		// The paths to give once fetched into "data": an IDX set is its
+		// folder, a file set its first file (and its second as --test).
+		args := "--data " + filepath.Join("data", s.Name)
+		if !strings.Contains(s.Files[0].Path, "-idx") {
+			args = "--data " + filepath.Join("data", filepath.FromSlash(s.Files[0].Path))
+			if len(s.Files) > 1 {
+				args += " --test " + filepath.Join("data", filepath.FromSlash(s.Files[1].Path))
+			}
+		}
+		if _, err := LookupPreset(s.Name); err == nil {
+			args += " --preset " + s.Name
+		}
+		first := strings.Fields(args)[1]
+		if _, err := os.Stat(first); err == nil {
+			return fmt.Sprintf("%s is a data set asyrevel knows, and it is here: %s", s.Name, args)
+		}
+		how := fmt.Sprintf("asyrevel data fetch %s", s.Name)
+		if s.Name == "mnist" {
+			how += " (make run does it)"
+		}
+		return fmt.Sprintf("%s is a data set asyrevel knows: %s puts it in %s, then give %s", s.Name, how, filepath.Join("data", s.Name), args)
+	}
+	return ""
+}
+
 // FetchOptions configures Fetch.
 type FetchOptions struct {
 	// Dir is the data folder; empty means "data" in the working folder.

@@ -51,6 +51,12 @@ func (s TestSplit) String() string {
 	return fmt.Sprintf("test = the first %g of the rows, train = the rest, in file order", s.Fraction)
 }
 
+// Rows splits the positions 0..n-1 into training and test positions, each
+// in increasing order, as TrainTestSplit does without Stratify: a process
+// that holds only some columns of a set (a party) and one that holds its
+// labels get the same rows.
+func (s TestSplit) Rows(n int) (train, test []int, err error) { return s.rows(n) }
+
 // rows splits the positions 0..n-1 into training and test positions, each
 // in increasing order.
 func (s TestSplit) rows(n int) (train, test []int, err error) {

@@ -79,6 +79,28 @@ func InspectOptions(path string, opts OpenOptions) (Info, error) {
 		info.Classes = len(info.LabelValues)
 		info.Features = p.maxCol
 		info.Label = "the first token of each line (LIBSVM)"
+	case FormatParty:
+		p, err := ReadPartyFile(src.r)
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: %w", path, err)
+		}
+		info.Samples, info.Features, info.NNZ = len(p.IDs), p.X.NCols, p.X.NNZ()
+		info.Label = fmt.Sprintf("none: party %d of %d holds columns [%d,%d) of %d, no labels (labels.%s.gz holds them)",
+			p.Party, p.Parties, p.Lo, p.Hi, p.Features, p.Split)
+		info.ID = "the first token of each line (the sample id)"
+	case FormatLabels:
+		l, err := ReadLabels(src.r)
+		if err != nil {
+			return Info{}, fmt.Errorf("%s: %w", path, err)
+		}
+		info.Samples, info.Classes, info.LabelValues = len(l.IDs), l.Classes, l.LabelValues
+		info.ClassCounts = make([]int, l.Classes)
+		for _, y := range l.Y {
+			info.ClassCounts[y]++
+		}
+		info.Label = fmt.Sprintf("the aggregator's labels of the %s set, no features", l.Split)
+		info.ID = "the first token of each line (the sample id)"
+		return info, nil
 	case FormatCSV:
 		d, t, err := readCSV(src.r, opts.CSV)
 		if err != nil {

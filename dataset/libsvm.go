@@ -15,9 +15,14 @@ import (
 
 // Format names, as stored in Dataset.Format and Info.Format.
 const (
-	FormatLIBSVM    = "libsvm"
-	FormatCSV       = "csv"
-	FormatIDX       = "idx"
+	FormatLIBSVM = "libsvm"
+	FormatCSV    = "csv"
+	FormatIDX    = "idx"
+	// FormatParty and FormatLabels are the two kinds of files of a split
+	// folder (party.go): Inspect reads them alone, Open refuses them
+	// (their folder is the data set).
+	FormatParty     = "split party file"
+	FormatLabels    = "split labels file"
 	FormatSynthetic = "synthetic"
 )
 

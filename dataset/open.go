@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,6 +68,8 @@ func Open(path string, opts OpenOptions) (*Dataset, error) {
 		d, err = ReadLIBSVM(src.r, opts.LIBSVM)
 	case format == FormatCSV:
 		d, err = ReadCSV(src.r, opts.CSV)
+	case format == FormatParty || format == FormatLabels:
+		return nil, fmt.Errorf("%s: %w", path, splitMember(path, format))
 	default:
 		err = src.unsupported(format)
 	}
@@ -176,6 +179,9 @@ type source struct {
 func openSource(path string) (*source, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
+		if hint := FetchHint(path); hint != "" && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("dataset: %w: %s", err, hint)
+		}
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	src := &source{path: path}
@@ -234,6 +240,17 @@ func (s *source) Close() error {
 	return nil
 }
 
+// splitMember is the error for one file of a split folder given where a
+// whole data set is expected.
+func splitMember(path, format string) error {
+	what := "a party's columns"
+	if format == FormatLabels {
+		what = "the aggregator's labels"
+	}
+	return fmt.Errorf("%w (%s, written by asyrevel data split): give the folder, %s, whose manifest describes the whole set",
+		ErrSplitFile, what, filepath.Dir(path))
+}
+
 // unsupported is the error for a source whose format Open cannot read.
 func (s *source) unsupported(format string) error {
 	var what string
@@ -275,6 +292,12 @@ func (g gzipErrors) Read(p []byte) (int, error) {
 // tokens is LIBSVM. A file of bare numbers, one a line, is ambiguous; it is
 // taken for LIBSVM with empty samples.
 func detectFormat(head []byte, atEOF bool) string {
+	switch {
+	case bytes.HasPrefix(head, []byte(partyPrefix)):
+		return FormatParty
+	case bytes.HasPrefix(head, []byte(labelsPrefix)):
+		return FormatLabels
+	}
 	if len(head) >= 4 && head[0] == 0 && head[1] == 0 && isIDXType(head[2]) && head[3] >= 1 {
 		return FormatIDX
 	}

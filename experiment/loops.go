@@ -13,6 +13,10 @@ import (
 // ReferenceFor runs ReferenceZO with the settings of a training
 // configuration: the same models, step sizes and budget.
 func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *run.Data, error) {
+	if cfg.Unbounded() {
+		// The loop has no early stopping: it needs a length.
+		return nil, nil, fmt.Errorf("%w: give --epochs, --duration or --steps", run.ErrConfig)
+	}
 	if err := cfg.Prepare(); err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,9 @@ const scaleSpread = 1000
 // to one party, so a party scales its own alone and the result is the
 // same), or warns when they are on very different scales.
 func finishData(cfg *Config, d *Data, role int) error {
+	if err := holdOut(cfg, d); err != nil {
+		return err
+	}
 	for m := range d.PartTrain {
 		x := d.PartTrain[m]
 		if x == nil || cfg.Scale == dataset.ScaleNone {
@@ -49,6 +52,7 @@ func finishData(cfg *Config, d *Data, role int) error {
 	if cfg.Scale == dataset.ScaleNone {
 		if w := spreadWarning(d); w != "" {
 			d.Warnings = append(d.Warnings, w)
+			d.Unscaled = true
 		}
 	}
 	for _, w := range d.Warnings {

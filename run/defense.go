@@ -144,6 +144,9 @@ type Settings struct {
 	MaxBatch  int                      `json:"max_batch,omitempty"`
 	Seed      uint64                   `json:"seed"`
 	Defense   DefenseConfig            `json:"defense"`
+	// HoldOut is the share of the training rows the run kept aside as its
+	// test set (Config.HoldOut), 0 if none.
+	HoldOut float64 `json:"hold_out,omitempty"`
 }
 
 // Settings returns the re-execution settings of c.
@@ -158,4 +161,8 @@ func (s *Settings) Apply(c *Config) {
 	c.Data, c.Test, c.Preset, c.Synthetic = s.Data, s.Test, s.Preset, s.Synthetic
 	c.Algo, c.Parties, c.K, c.NoBias, c.Mu, c.HeadLR, c.LRDecay = s.Algo, s.Parties, s.K, s.NoBias, s.Mu, s.HeadLR, s.LRDecay
 	c.Batch, c.MaxBatch, c.Seed, c.Defense = s.Batch, s.MaxBatch, s.Seed, s.Defense
+	c.HoldOut = s.HoldOut
+	if c.HoldOut == 0 {
+		c.HoldOut = -1 // the run had none: re-execution must not add one
+	}
 }

@@ -59,6 +59,19 @@ type Config struct {
 	Duration time.Duration // training time limit (0 = unlimited)
 	MaxSteps int64         // answered requests limit (0 = unlimited)
 
+	// Early stopping (stop.go): the run stops when Patience epochs go by
+	// without the held-out loss falling by Tolerance (relative) below its
+	// best. Patience 0: DefaultPatience when no length (Epochs,
+	// Duration, MaxSteps, StopAtTarget) is given, else off; <0: off.
+	// Tolerance 0: DefaultTolerance. The held-out loss is the test set's;
+	// without a test set, HoldOut is the share of the training rows kept
+	// aside to measure it (0: DefaultHoldOut when early stopping is on;
+	// <0: none, the training loss is watched instead). A hold-out is
+	// applied whenever HoldOut > 0 and there is no test set.
+	Patience  float64
+	Tolerance float64
+	HoldOut   float64
+
 	LR       float64 // initial party step size (0 = default for the batch size)
 	LRDecay  float64 // step-size decay scale in samples per party (0 = default, <0 = constant)
 	HeadLR   float64 // initial step size of the aggregator's head (0 = DefaultHeadLR)
@@ -171,6 +184,7 @@ type Config struct {
 	// broker listens on loopback only and takes no TLS.
 	TLS   trust.TLSFiles
 	trust *runTrust
+	early *earlyStop // the early stopping of the run's aggregator (stop.go)
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -220,6 +234,12 @@ type Summary struct {
 	// Interrupted says why the run was cut short (a signal); the figures
 	// are those of the part that ran, the accuracy the last evaluation's.
 	Interrupted string `json:"interrupted,omitempty"`
+	// StoppedBy is the limit that ended the training: epochs, steps,
+	// duration, target, patience (the held-out loss stopped improving),
+	// condition (an experiment's), or interrupted. EarlyStop says what
+	// early stopping watched (with Config.Patience).
+	StoppedBy string           `json:"stopped_by,omitempty"`
+	EarlyStop *EarlyStopReport `json:"early_stop,omitempty"`
 	// Warnings are the signs that the run did not learn (accuracy at the
 	// share of the largest class, a growing loss, a flat model) with their
 	// likely causes, and data warnings (unscaled columns).
@@ -305,6 +325,13 @@ func (c *Config) defaults() error {
 	if err := algo.defaults(c); err != nil {
 		return err
 	}
+	if c.Parties == 0 && c.Synthetic == nil && c.Loaded == nil && c.Data != "" && dataset.IsSplit(c.Data) {
+		// A split folder says how many parties it was split for; a
+		// manifest that cannot be read is reported when the data are.
+		if man, err := dataset.ReadManifest(c.Data); err == nil {
+			c.Parties = man.Q
+		}
+	}
 	if c.Parties == 0 {
 		c.Parties = 8
 	}
@@ -355,9 +382,22 @@ func (c *Config) defaults() error {
 	if c.Bus == "" {
 		c.Bus = "jetstream"
 	}
+	if c.Patience == 0 && c.Unbounded() {
+		c.Patience = DefaultPatience
+	}
+	if c.Patience > 0 {
+		if c.Tolerance == 0 {
+			c.Tolerance = DefaultTolerance
+		}
+		if c.HoldOut == 0 && c.Test == "" {
+			c.HoldOut = DefaultHoldOut
+		}
+	}
 	if c.EvalEvery == 0 {
 		c.EvalEvery = time.Second
-		if c.Duration > 0 {
+		if c.Patience > 0 && c.Duration == 0 {
+			c.EvalEvery = StopEvalEvery
+		} else if c.Duration > 0 {
 			c.EvalEvery = min(max(c.Duration/40, 250*time.Millisecond), 10*time.Second)
 		}
 	}
@@ -377,6 +417,10 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: --mu and --lr must be positive, lambda non-negative", ErrConfig)
 	case c.Epochs < 0 || c.Duration < 0 || c.MaxSteps < 0:
 		return fmt.Errorf("%w: negative run length", ErrConfig)
+	case !(c.Tolerance >= 0 && c.Tolerance < 1):
+		return fmt.Errorf("%w: --tolerance %v not in [0, 1)", ErrConfig, c.Tolerance)
+	case !(c.HoldOut < 1) || math.IsNaN(c.HoldOut):
+		return fmt.Errorf("%w: --holdout %v: want a share of the training rows below 1 (e.g. 0.1)", ErrConfig, c.HoldOut)
 	case c.Bus != "jetstream" && c.Bus != "memory":
 		return fmt.Errorf("%w: --bus %q: want jetstream or memory", ErrConfig, c.Bus)
 	case c.Bus == "memory" && c.Design != "" && c.Design != string(broker.DesignMemory):
@@ -503,6 +547,12 @@ type Data struct {
 	ClassNames  []string
 	Encoding    *dataset.Encoding
 	Scalers     []*dataset.Scaler
+	// HeldOut is the number of training rows kept aside as the test set
+	// (Config.HoldOut), 0 if none.
+	HeldOut int
+	// Unscaled says that the columns held differ in range by orders of
+	// magnitude and were not scaled (the warning in Warnings says which).
+	Unscaled bool
 }
 
 // Roles for LoadData.
@@ -796,8 +846,8 @@ func (c *Config) Budget(n int) (int64, error) {
 			maxSteps = s
 		}
 	}
-	if maxSteps == 0 && c.Duration == 0 && !c.StopAtTarget {
-		return 0, fmt.Errorf("%w: give --epochs, --duration or --steps", ErrConfig)
+	if maxSteps == 0 && c.Duration == 0 && !c.StopAtTarget && c.Patience <= 0 {
+		return 0, fmt.Errorf("%w: give --epochs, --duration or --steps (or --patience: stop when the held-out loss stops improving)", ErrConfig)
 	}
 	return maxSteps, nil
 }
@@ -852,6 +902,14 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	if err != nil {
 		return aggregator.Config{}, err
 	}
+	stopWhen := cfg.StopWhen
+	var stopReason func() string
+	if cfg.Patience > 0 {
+		es := newEarlyStop(cfg, data.NTrain, len(data.TestY) > 0, data.HeldOut > 0)
+		cfg.early = es
+		onPoint = es.observe(onPoint)
+		stopWhen, stopReason = es.stopWhen(cfg.StopWhen), es.reason
+	}
 	return aggregator.Config{
 		Defense: def, ScoreLeakage: !cfg.NoLeakage,
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
@@ -861,7 +919,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		Sync: algo.Sync, FirstOrder: algo.FirstOrder,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
-		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: cfg.StopWhen,
+		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
 	}, nil
@@ -1365,6 +1423,10 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
 		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params, Privacy: cfg.PrivacyChoice,
 	}
+	if data.HeldOut > 0 {
+		s.Settings.HoldOut = cfg.HoldOut
+	}
+	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
 	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {
 		d := res.Defense
 		s.Defense = &d

@@ -91,7 +91,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&f.scale, "scale", "", "scale each column, fitted on the training set only and applied to both sets:\nnone, standard, std, minmax, maxabs (as data split --scale; a party scales its own columns)")
 		}},
 		{roleAll, func(fs *flag.FlagSet) {
-			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default 8; nonf: 1)")
+			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default: a split folder's own count, else 8; nonf: 1)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
@@ -118,6 +118,13 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.Epochs, "epochs", 0, "stop after this many passes over the training set per party")
 			fs.DurationVar(&c.Duration, "duration", 0, "stop after this much training time (e.g. 30s)")
 			fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.Patience, "patience", 0, fmt.Sprintf("stop when this many epochs go by without the held-out loss falling by\n--tolerance below its best (default %g when no --epochs, --duration, --steps\nor --stop-at-target is given, else off; negative: off)", run.DefaultPatience))
+			fs.Float64Var(&c.Tolerance, "tolerance", 0, fmt.Sprintf("with --patience: the relative gain an evaluation needs to count as an\nimprovement (default %g: 0.1%%)", run.DefaultTolerance))
+		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then\nthe same to every process of the run; negative: none)", run.DefaultHoldOut))
 		}},
 		{roleTrain | roleParty | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
@@ -393,6 +400,14 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Parties < 0 || c.Parties == 0 && flagGiven(fs, "parties") {
 		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
 	}
+	if f.role&(roleAggregator|roleParty) != 0 && !flagGiven(fs, "holdout") {
+		// Separate processes hold rows out only when told to, all alike:
+		// a party does not know the aggregator's length flags, and a
+		// hold-out in one process and not the other would leave them with
+		// different rows. Without a test set, the aggregator's early
+		// stopping then watches the training loss.
+		c.HoldOut = -1
+	}
 	if f.straggler != "" {
 		m, s, err := run.ParseStraggler(f.straggler)
 		if err != nil {
@@ -433,11 +448,12 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	return nil
 }
 
-// needBudget checks that a run that decides when to stop was told when.
+// needBudget checks that a run that decides when to stop was told when:
+// a length, or early stopping (on by default without one).
 func (f *trainFlags) needBudget() error {
 	c := &f.cfg
-	if c.Epochs == 0 && c.Duration == 0 && c.MaxSteps == 0 && !c.StopAtTarget {
-		return fmt.Errorf("%w: say how long to train: --duration 30s, --epochs N or --steps N", errUsage)
+	if c.Unbounded() && c.Patience < 0 {
+		return fmt.Errorf("%w: --patience %g turns early stopping off: say how long to train: --epochs N, --steps N or --duration 30s", errUsage, c.Patience)
 	}
 	return nil
 }
@@ -499,7 +515,9 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("train", "asyrevel train --data PATH [--test PATH] --parties Q --algo A [flags]\n\n"+
 		"Runs a whole AsyREVEL training in this process: an embedded NATS JetStream broker\n"+
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
-		"Give the run's length with --duration, --epochs or --steps.", stderr)
+		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
+		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
+		"first one reached.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
@@ -587,6 +605,9 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	acc := "no test set"
 	if !math.IsNaN(s.TestAccuracy) {
 		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
+		if s.EarlyStop != nil && s.EarlyStop.HeldOut > 0 {
+			acc = fmt.Sprintf("held-out accuracy %.2f%% (%d training rows kept aside, --holdout)", 100*s.TestAccuracy, s.EarlyStop.HeldOut)
+		}
 	}
 	if s.Steps == 0 && s.Resumed == nil {
 		// Nothing was trained: an accuracy and a loss of 0 would read as
@@ -601,6 +622,9 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	} else {
 		fmt.Fprintf(w, "%d steps in %.1f s of training (%.0f steps/s; %.1f s in all), %d messages up, %d down, max staleness %d\n",
 			s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
+	}
+	if words := s.StopWords(); words != "" {
+		fmt.Fprintln(w, words)
 	}
 	if s.TargetAcc > 0 {
 		if s.TimeToTarget >= 0 {

@@ -1,0 +1,129 @@
+package run
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/dataset"
+)
+
+func TestEarlyStop(t *testing.T) {
+	nan := math.NaN()
+	// 4 parties, 64 rows, batch 16: an epoch is 16 answered requests; the
+	// points below are an epoch apart.
+	for _, c := range []struct {
+		name   string
+		losses []float64
+		stopAt int // index of the evaluation that stops the run (-1: none)
+	}{
+		{"improving", []float64{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}, -1},
+		{"plateau", []float64{1, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4}, 5},
+		{"gains below the tolerance", []float64{1, 0.5, 0.4999, 0.4998, 0.4997, 0.4996, 0.4995}, 4},
+		{"a gain resets the patience", []float64{1, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}, 7},
+		{"growing", []float64{0.7, 0.8, 1, 2, 4, 8}, 3},
+		{"not finite", []float64{nan, nan, math.Inf(1), nan, nan}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := &Config{Parties: 4, Batch: 16, Patience: 3, Tolerance: 1e-3, Log: zerolog.Nop()}
+			es := newEarlyStop(cfg, 64, true, false)
+			obs, stop := es.observe(nil), es.stopWhen(nil)
+			got := -1
+			for i, l := range c.losses {
+				obs(aggregator.Point{Steps: int64(16 * i), TestLoss: l, TrainLoss: 100})
+				if stop() {
+					got = i
+					break
+				}
+			}
+			if got != c.stopAt {
+				t.Errorf("stopped at evaluation %d, want %d", got, c.stopAt)
+			}
+			if es.fired != (got >= 0) {
+				t.Errorf("fired %v", es.fired)
+			}
+		})
+	}
+	// The other condition still stops the run; the final point is ignored.
+	cfg := &Config{Parties: 1, Batch: 1, Patience: 100, Tolerance: 1e-3, Log: zerolog.Nop()}
+	es := newEarlyStop(cfg, 10, false, false)
+	other := false
+	stop := es.stopWhen(func() bool { return other })
+	es.observe(nil)(aggregator.Point{Steps: 1, TrainLoss: 1})
+	es.observe(nil)(aggregator.Point{Steps: 5000, TrainLoss: 2, Final: true})
+	if stop() {
+		t.Error("stopped on the final point")
+	}
+	other = true
+	if !stop() || es.fired {
+		t.Error("the other condition did not stop the run, or was taken for patience")
+	}
+}
+
+func TestStoppedBy(t *testing.T) {
+	for _, c := range []struct {
+		cfg    Config
+		res    aggregator.Result
+		fired  bool
+		expect string
+	}{
+		{Config{Epochs: 2, MaxSteps: 1000, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "epochs"}, // 2*100/10*2 = 40 steps
+		{Config{Epochs: 2, MaxSteps: 30, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "steps"},    // 30 < 40
+		{Config{MaxSteps: 30, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "steps"},               //
+		{Config{Duration: 1}, aggregator.Result{StopReason: "duration reached"}, false, "duration"},                                       //
+		{Config{StopAtTarget: true}, aggregator.Result{StopReason: "target accuracy reached"}, false, "target"},                           //
+		{Config{}, aggregator.Result{StopReason: "stop condition met"}, true, "patience"},                                                 //
+		{Config{}, aggregator.Result{StopReason: "stop condition met"}, false, "condition"},                                               //
+		{Config{}, aggregator.Result{StopReason: "stop condition met", Interrupted: "interrupt"}, true, "interrupted"},                    //
+		{Config{Duration: 1}, aggregator.Result{}, false, ""},                                                                             //
+	} {
+		cfg := c.cfg
+		cfg.early = &earlyStop{fired: c.fired}
+		if got := cfg.stoppedBy(&c.res, 100); got != c.expect {
+			t.Errorf("%+v, %q, fired %v: stopped_by %q, want %q", c.cfg, c.res.StopReason, c.fired, got, c.expect)
+		}
+	}
+}
+
+// A party's process and the aggregator's hold out the same rows: the
+// party's columns of each held-out row are the whole set's.
+func TestHoldOutSameRows(t *testing.T) {
+	syn := &dataset.SyntheticConfig{Samples: 500, Features: 12, Classes: 2, Noise: 0.05, Seed: 9}
+	load := func(role int) *Data {
+		t.Helper()
+		cfg := Config{Synthetic: syn, Parties: 3, Epochs: 1, HoldOut: 0.2, Seed: 4, Log: zerolog.Nop()}
+		if err := cfg.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := LoadData(&cfg, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	all, agg, p2 := load(RoleAll), load(RoleAggregator), load(2)
+	if all.HeldOut != 100 || all.NTrain != 400 || all.NTest != 100 || len(all.TestY) != 100 || len(all.TrainY) != 400 {
+		t.Fatalf("held out %d: %d train (%d labels), %d test (%d labels); want 100 of 500", all.HeldOut, all.NTrain, len(all.TrainY), all.NTest, len(all.TestY))
+	}
+	if !slices.Equal(all.TestY, agg.TestY) || !slices.Equal(all.TrainY, agg.TrainY) || agg.IDHash != all.IDHash {
+		t.Error("the aggregator's labels differ from the whole run's")
+	}
+	if p2.NTrain != 400 || p2.PartTrain[1].NRows != 400 || p2.PartTest[1].NRows != 100 || p2.IDHash != all.IDHash {
+		t.Fatalf("party 2 holds %d train rows and %d test rows (hash %s vs %s)", p2.PartTrain[1].NRows, p2.PartTest[1].NRows, p2.IDHash, all.IDHash)
+	}
+	for i := range 100 {
+		a, av := all.PartTest[1].Row(i)
+		b, bv := p2.PartTest[1].Row(i)
+		if !slices.Equal(a, b) || !slices.Equal(av, bv) {
+			t.Fatalf("held-out row %d differs between the whole run and party 2", i)
+		}
+	}
+	// A set with a test set of its own keeps it: nothing is held out.
+	syn.TestSamples = 50
+	if d := load(RoleAll); d.HeldOut != 0 || d.NTrain != 500 || d.NTest != 50 {
+		t.Errorf("with a test set: held out %d, %d train, %d test", d.HeldOut, d.NTrain, d.NTest)
+	}
+}
