@@ -839,6 +839,12 @@ func (a *Aggregator) stalled(now time.Time) bool {
 	if !present {
 		err = fmt.Errorf("%w: no request answered for %v (--wait) and every party has departed; restart them with --resume", ErrStalled, idle.Round(time.Second))
 	}
+	if o, ok := a.bus.(interface{ Outage() time.Duration }); ok && o.Outage() > 0 {
+		// The broker is the likely cause: say so, not the parties.
+		err = fmt.Errorf("%w: no request answered for %v (--wait) since the broker came back (it was unreachable for %v in all): "+
+			"requests or replies in flight when it went down were lost; restart every participant with --resume, which recomputes them",
+			ErrStalled, idle.Round(time.Second), o.Outage().Round(time.Second))
+	}
 	a.cfg.Log.Error().Err(err).Msg("pausing the run")
 	a.control(schemas.CtlCheckpoint, 0, 0, "paused: "+truncate(err.Error(), 900))
 	a.res.Training = now.Sub(a.start)
