@@ -341,6 +341,15 @@ var errStarted = errors.New("trust: add receipts and checkpoints before the firs
 // names it in problems (e.g. its file). A receipt that does not verify is
 // reported (ProblemBadReceipt) and returned as an error; it proves nothing.
 func (a *Auditor) AddReceipt(rc *Receipt, source string) error {
+	if err := a.addReceipt(rc, source); err != nil {
+		return err
+	}
+	a.anchors = append(a.anchors, anchor{digest: rc.Checkpoint.Digest(), party: rc.Party, number: rc.Checkpoint.Number, source: source})
+	return nil
+}
+
+// addReceipt verifies rc and registers what it covers.
+func (a *Auditor) addReceipt(rc *Receipt, source string) error {
 	if a.started {
 		return errStarted
 	}
@@ -350,7 +359,6 @@ func (a *Auditor) AddReceipt(rc *Receipt, source string) error {
 	}
 	a.receipts++
 	a.addEntries(&rc.Checkpoint, rc.Party, source)
-	a.anchors = append(a.anchors, anchor{digest: rc.Checkpoint.Digest(), party: rc.Party, number: rc.Checkpoint.Number, source: source})
 	return nil
 }
 
@@ -359,15 +367,9 @@ func (a *Auditor) AddReceipt(rc *Receipt, source string) error {
 // countersigns, and it is the log's copy of a receipt that a party keeps
 // outside (AddReceipt), which the log must hold.
 func (a *Auditor) AddLogReceipt(rc *Receipt, source string) error {
-	if a.started {
-		return errStarted
-	}
-	if err := rc.Verify(a.roster); err != nil {
-		a.report(Problem{Kind: ProblemBadReceipt, Detail: fmt.Sprintf("%s: %v", source, err)})
+	if err := a.addReceipt(rc, source); err != nil {
 		return err
 	}
-	a.receipts++
-	a.addEntries(&rc.Checkpoint, rc.Party, source)
 	a.held(anchorKey{rc.Checkpoint.Digest(), rc.Party})
 	return nil
 }
