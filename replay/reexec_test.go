@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
@@ -30,7 +31,9 @@ func reexecConfig(t *testing.T, s *run.Summary, key string) run.Config {
 	return cfg
 }
 
-func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport {
+// aggregatorConfig is the aggregator's configuration of cfg, with its
+// labels loaded, as re-execution builds it.
+func aggregatorConfig(t *testing.T, cfg run.Config) aggregator.Config {
 	t.Helper()
 	data, err := run.LoadData(&cfg, run.RoleAggregator)
 	if err != nil {
@@ -40,7 +43,12 @@ func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := replay.Reexecute(context.Background(), l, ac, nil)
+	return ac
+}
+
+func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport {
+	t.Helper()
+	rep, err := replay.Reexecute(context.Background(), l, aggregatorConfig(t, cfg), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +163,7 @@ func TestReexecuteAppliedOrder(t *testing.T) {
 	if n < 10 {
 		t.Fatalf("only %d pairs of adjacent requests to swap", n)
 	}
-	cfg := reexecConfig(t, s, "")
-	data, err := run.LoadData(&cfg, run.RoleAggregator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ac, err := run.AggregatorConfig(&cfg, data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ac := aggregatorConfig(t, reexecConfig(t, s, ""))
 	reexec := func(recs []*replay.Record) *replay.ReexecReport {
 		replies := 0
 		for _, r := range recs {
