@@ -233,7 +233,7 @@ func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int,
 	sched := tc.Schedule(data.NTrain)
 	res, err := Simulate(ctx, data, SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
-		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
+		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: *tc.Lambda, Reg: model.Nonconvex{},
 		Seed: cfg.Seed,
 		StepCost: func(m int) float64 {
 			c := alpha * float64(locals[m].NumParams())
