@@ -56,6 +56,7 @@ type paperFlags struct {
 	budget          *time.Duration
 	maxSteps        *int64
 	parallel        *int
+	fromTrials      *bool
 }
 
 func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
@@ -82,6 +83,7 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 			"--duration then caps it); choose it per set, large enough for every method to level off")
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
+		f.fromTrials = fs.Bool("from-trials", false, "run nothing: rebuild table4.csv and the report's section from the runs in\n--out's table4_trials.csv (the paper's figures, the tests, the flags)")
 	case "fig4":
 		f.sets = fs.String("sets", "a9a,w8a,mnist", "data sets (quick: a9a)")
 		f.qs = fs.String("qs", "1,2,4,8,16", "numbers of parties (quick: 1,4,16)")
@@ -201,6 +203,9 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Body = experiment.Table3Body(rows)
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
 	case "table4":
+		if *f.fromTrials {
+			return table4FromTrials(out, cmd, stdout)
+		}
 		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
 			Duration: *f.duration, NetDuration: *f.netDuration, Steps: *f.t4steps, Seed: f.exp.seed, Log: log}
 		rows, trials, err := experiment.Table4(ctx, cfg)
@@ -234,7 +239,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
 				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
 		}
-		sec.Body = experiment.Table4Body(rows)
+		sec.Body = experiment.Table4Body(rows, trials)
 		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
 	case "fig4":
 		if q {
@@ -446,4 +451,43 @@ func table4Provenance(cmds, kept []string) []string {
 		}
 	}
 	return out
+}
+
+// table4FromTrials rebuilds Table 4 from the runs already in dir (table4.csv
+// for what the runs do not hold, table4_trials.csv for every run): the
+// statistics, the paper's figures, the tests and the flags are computed
+// again; nothing is run. The section keeps the commands and settings of
+// the runs, with this command added.
+func table4FromTrials(dir, cmd string, stdout io.Writer) error {
+	rows, trials, err := experiment.ReadTable4(dir)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("%w: no table4.csv in %s to rebuild from", errUsage, dir)
+	}
+	rows = experiment.Table4FromTrials(rows, trials)
+	if err := experiment.WriteTable4(dir, rows, trials); err != nil {
+		return err
+	}
+	sec := experiment.Section{Name: "table4", Title: "Table 4: accuracy, federated against non-federated", Machine: experiment.Machine(), Started: time.Now()}
+	sec.Command = cmd
+	if prev := experiment.SectionCommand(dir, "table4"); prev != "" {
+		var keep []string
+		for _, c := range strings.Split(prev, "\n    ") {
+			if !strings.Contains(c, "--from-trials") {
+				keep = append(keep, c)
+			}
+		}
+		sec.Command = strings.Join(append(keep, cmd), "\n    ")
+	}
+	sec.Settings = append(experiment.SectionSettings(dir, "table4"),
+		"rebuilt by `"+cmd+"` from the runs in table4_trials.csv (the runs are the commands' above; the time and machine are the rebuild's)")
+	sec.Body = experiment.Table4Body(rows, trials)
+	sec.Duration = time.Since(sec.Started)
+	if err := experiment.WriteSection(dir, sec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt %s and the table4 section of %s from %d runs\n", filepath.Join(dir, "table4.csv"), filepath.Join(dir, experiment.ReportFile), len(trials))
+	return nil
 }
