@@ -59,17 +59,14 @@ type Config struct {
 	Duration time.Duration // training time limit (0 = unlimited)
 	MaxSteps int64         // answered requests limit (0 = unlimited)
 
-	LR      float64 // initial party step size (0 = default for the batch size)
-	LRDecay float64 // step-size decay scale in samples per party (0 = default, <0 = constant)
-	HeadLR  float64 // initial step size of the aggregator's head (0 = DefaultHeadLR)
-	Mu      float64 // smoothing (default 1e-3)
-	// Lambda is the regularisation weight: nil means DefaultLambda, and a
-	// pointer to 0 turns the regulariser off (new(0.0)). A pointer, so that
-	// 0 is a value and not "unset" (--lambda 0 used to become 1e-4).
-	Lambda   *float64
-	Reg      string // nonconvex | l2 | none (default nonconvex)
-	Batch    int    // samples per request (default 64; the paper's algorithm is 1)
-	Window   int    // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
+	LR       float64  // initial party step size (0 = default for the batch size)
+	LRDecay  float64  // step-size decay scale in samples per party (0 = default, <0 = constant)
+	HeadLR   float64  // initial step size of the aggregator's head (0 = DefaultHeadLR)
+	Mu       float64  // smoothing (default 1e-3)
+	Lambda   *float64 // regularisation weight: nil = DefaultLambda; new(0.0) turns it off (0 is a value, not "unset")
+	Reg      string   // nonconvex | l2 | none (default nonconvex)
+	Batch    int      // samples per request (default 64; the paper's algorithm is 1)
+	Window   int      // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
 	Seed     uint64
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
