@@ -14,6 +14,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/zoo"
 )
 
@@ -170,7 +171,9 @@ func TestPaperExperiments(t *testing.T) {
 		// Per sample: ids 4 bytes; c and c_hat, or c: 8 each; h and h_bar,
 		// delta, or dF_0/dc: 8 each.
 		want := map[string]int{Table3Methods[0].Name: 16 * 36, Table3Methods[1].Name: 16 * 28, Table3Methods[2].Name: 16 * 20}[r.Method]
-		if p := r.UpBytes + r.DownBytes; p < want || p > want+40 {
+		// Framing: headers and lengths, and the reply's Cause (a digest of
+		// its request, with its length).
+		if p := r.UpBytes + r.DownBytes; p < want || p > want+40+schemas.DigestSize+2 {
 			t.Errorf("table3 %s: %d payload bytes a round, want %d and framing", r.Method, p, want)
 		}
 		if r.WireBytes < float64(r.UpBytes+r.DownBytes) || r.RoundMillis <= 0 {
@@ -195,9 +198,9 @@ func TestPaperExperiments(t *testing.T) {
 	if err := WriteTable4(dir, t4, trials); err != nil {
 		t.Fatal(err)
 	}
-	f4, checks, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
-		Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}, Batch: map[string]int{"tiny": 64}, Latency: 100 * time.Microsecond,
-		Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
+	f4, checks, costs, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
+		Batch: map[string]int{"tiny": 64}, Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, Seeds: 2,
+		CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +215,21 @@ func TestPaperExperiments(t *testing.T) {
 			t.Errorf("fig4 check %+v", c)
 		}
 	}
-	if err := WriteFig4(dir, f4, checks); err != nil {
+	if len(costs) != 2 || len(costs[1].Party) != 4 || !(costs[1].Agg.Median > 0) || !(costs[1].Latency.Median > 0) || !(costs[0].Party[0].Step.Median > 0) {
+		t.Errorf("fig4 costs not measured: %+v", costs)
+	}
+	if len(f4) != 2*2*2 {
+		t.Errorf("fig4: %d runs, want 2 q x 2 modes x 2 seeds", len(f4))
+	}
+	if err := WriteFig4(dir, f4, checks, costs); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"fig3.csv", "fig3_runs.csv", "fig3.png", "table3.csv", "table4.csv", "table4_trials.csv", "fig4.csv", "fig4_check.csv", "fig4.png"} {
+	for _, f := range []string{"fig3.csv", "fig3_runs.csv", "fig3.png", "table3.csv", "table4.csv", "table4_trials.csv", "fig4.csv", "fig4_check.csv", "fig4_costs.csv", "fig4.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	body := Table4Body(t4, trials) + Table3Body(rows) + Fig3Body(runs, 1.6) + Fig4Body(f4, checks, Fig4Config{Sets: []Set{set}, Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}})
+	body := Table4Body(t4, trials) + Table3Body(rows) + Fig3Body(runs, 1.6) + Fig4Body(f4, checks, costs, Fig4Config{Sets: []Set{set}, StragglerFactor: 1.6})
 	if strings.Contains(body, "NaN") || strings.Contains(body, "%!") {
 		t.Errorf("report body has a formatting error:\n%s", body)
 	}
@@ -376,15 +385,22 @@ func TestSimulateMaxSteps(t *testing.T) {
 // algorithm there), and says nothing when either did not reach the target.
 func TestFig4BodyQ1Noise(t *testing.T) {
 	rows := []Fig4Row{
-		{Set: "a9a", Q: 1, Mode: "async", Reached: true, Seconds: 34980, Speedup: 1},
-		{Set: "a9a", Q: 1, Mode: "sync", Reached: true, Seconds: 21482, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "async", Seed: 1, Reached: true, Seconds: 34980, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "sync", Seed: 1, Reached: true, Seconds: 21482, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "async", Seed: 2, Reached: true, Seconds: 30000, Speedup: 1},
+		{Set: "a9a", Q: 4, Mode: "async", Seed: 1, Reached: true, Seconds: 3000, Speedup: 10},
+		{Set: "a9a", Q: 4, Mode: "sync", Seed: 1, Reached: true, Seconds: 4500, Speedup: 6},
 	}
-	cfg := Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}}
-	if body := Fig4Body(rows, nil, cfg); !strings.Contains(body, "at 34980 and 21482 virtual s: a 1.63x difference") {
-		t.Errorf("no q = 1 comparison in\n%s", body)
+	cfg := Fig4Config{StragglerFactor: 1.6}
+	body := Fig4Body(rows, nil, nil, cfg)
+	for _, want := range []string{"reached the target between 21482 and 34980 virtual s, a factor of 1.63",
+		"| a9a | 4 | 3000.0 (1 of 1) | 4500.0 (1 of 1) | 1.50 |"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
 	}
 	rows[1].Reached = false
-	if body := Fig4Body(rows, nil, cfg); strings.Contains(body, "difference from their random draws") {
+	if body := Fig4Body(rows, nil, nil, cfg); strings.Contains(body, "from the random draws alone") {
 		t.Errorf("a run that did not reach the target compared:\n%s", body)
 	}
 }
@@ -395,7 +411,7 @@ func TestFig4BodyChecks(t *testing.T) {
 		{Set: "a9a", Q: 4, Mode: "async", RealReached: true, SimReached: true, RealSeconds: 88.17, SimSeconds: 56.77, RealSteps: 90615, SimSteps: 70230},
 		{Set: "a9a", Q: 4, Mode: "sync", RealSeconds: 120, SimSeconds: 120.93, RealSteps: 92520, SimSteps: 111456},
 	}
-	body := Fig4Body(nil, checks, Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}})
+	body := Fig4Body(nil, checks, nil, Fig4Config{})
 	for _, want := range []string{"a9a, q = 4, async: the real pipeline took 1.29x the simulated steps and 1.55x the simulated time",
 		"a9a, q = 4, sync: the target was not reached by either"} {
 		if !strings.Contains(body, want) {
@@ -418,7 +434,7 @@ func TestWriteFig4NoneReached(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteFig4(dir, rows, nil); err != nil {
+	if err := WriteFig4(dir, rows, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "fig4.png")); err != nil || st.Size() == 0 {

@@ -104,7 +104,8 @@ func roundBytes(firstOrder, delta bool, batch, k int) (up, down int) {
 	// take 3 bytes (up to 65,535 messages a subject).
 	h := schemas.Header{Version: schemas.Version, Party: 8, Seq: 1 << 10}
 	o := &schemas.PartyOutput{Header: h, IDs: make([]uint32, batch), C: make([]float64, batch*k)}
-	r := &schemas.Reply{Header: h, ReqSeq: 1 << 10, Staleness: 1000}
+	// A reply names its request by digest (Reply.Cause).
+	r := &schemas.Reply{Header: h, ReqSeq: 1 << 10, Staleness: 1000, Cause: make([]byte, schemas.DigestSize)}
 	switch {
 	case firstOrder:
 		r.Grad = make([]float64, batch*k)
