@@ -683,7 +683,10 @@ func (p *Party) apply(r *schemas.Reply) error {
 	}
 	diff := replyDiff(r, len(slot.ids)) + slot.regDiff
 	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
-		return fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
+		// A diverging step size: the party stops, rather than skip steps.
+		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
+		p.fail(err)
+		return err
 	}
 	p.advance()
 	return nil
