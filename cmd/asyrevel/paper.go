@@ -259,10 +259,16 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 			if ctx.Err() == nil {
 				return err
 			}
-			if rows, kept = finishedSets(rows, len(qs)*len(experiment.Fig4Modes)); len(rows) == 0 {
+			if rows, kept = finishedSets(rows, len(qs)*len(experiment.Fig4Modes)*max(*f.seeds, 1)); len(rows) == 0 {
 				return err
 			}
-			stopped = err
+			var keptCosts []experiment.Fig4Cost
+			for _, c := range costs {
+				if slices.Contains(kept, c.Set) {
+					keptCosts = append(keptCosts, c)
+				}
+			}
+			costs, stopped = keptCosts, err
 		}
 		if err := experiment.WriteFig4(out, rows, checks, costs); err != nil {
 			return err
