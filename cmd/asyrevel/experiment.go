@@ -100,7 +100,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expFaults(ctx, rest, stdout, stderr)
 	case "soak":
 		return expSoak(ctx, rest, stdout, stderr)
-	case "fig3", "table3", "table4", "fig4":
+	case "fig3", "table3", "table4", "fig4", "validate":
 		return expPaper(ctx, name, rest, stdout, stderr)
 	case "all":
 		return expAll(ctx, rest, stdout, stderr)

@@ -36,6 +36,11 @@ var paperSynopsis = map[string]string{
 		"with a straggler, simulated on q machines in virtual time, checked against the real pipeline:\n" +
 		"fig4.csv, fig4_check.csv, fig4.png, REPORT.md. A full run takes about an hour on a9a here,\n" +
 		"hours on w8a and MNIST; an interrupt (Ctrl-C) writes the sets whose simulations all finished.",
+	"validate": "asyrevel experiment validate [--sets a9a] [--qs 1,2] [--share 0.25] [--duration 30s]\n\n" +
+		"Figure 4's simulation against the real pipeline with the parties as separate processes, each\n" +
+		"limited to --share of a processor by a CPU cgroup (the straggler to share/1.6): answered requests\n" +
+		"a second, real against simulated: validate.csv, REPORT.md. Needs the cgroup v1 cpu controller\n" +
+		"writable (root); says so and exits otherwise.",
 }
 
 // paperFlags are an experiment's flags.
@@ -58,6 +63,7 @@ type paperFlags struct {
 	parallel        *int
 	fromTrials      *bool
 	seeds           *int
+	share           *float64
 }
 
 func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
@@ -85,6 +91,13 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
 		f.fromTrials = fs.Bool("from-trials", false, "run nothing: rebuild table4.csv and the report's section from the runs in\n--out's table4_trials.csv (the paper's figures, the tests, the flags)")
+	case "validate":
+		f.sets = fs.String("sets", "a9a", "the data set (a LIBSVM one: a9a or w8a)")
+		f.qs = fs.String("qs", "1,2", "numbers of parties (each a process with its own quota: keep q x share under the free processors)")
+		f.share = fs.Float64("share", 0.25, "processor share of a party's cgroup (the straggler's: share/straggler)")
+		f.straggler = fs.Float64("straggler", 1.6, "the last party's share is the others' over this")
+		f.duration = fs.Duration("duration", 30*time.Second, "training time of a run")
+		f.checkQs = fs.String("check-qs", "", "unused")
 	case "fig4":
 		f.sets = fs.String("sets", "a9a,w8a,mnist", "data sets (quick: a9a)")
 		f.qs = fs.String("qs", "1,2,4,8,16", "numbers of parties (quick: 1,4,16)")
@@ -153,7 +166,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		return err
 	}
 	var qs, checkQs []int
-	if name == "fig4" {
+	if name == "fig4" || name == "validate" {
 		if qs, err = parseInts(*f.qs); err != nil {
 			return err
 		}
@@ -169,6 +182,26 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		return err
 	}
 	switch name {
+	case "validate":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		f4 := fig4Defaults(sets)
+		f4.Locate, f4.StragglerFactor, f4.Seed, f4.Log = locate, *f.straggler, f.exp.seed, log
+		cfg := experiment.ValidateConfig{Fig4: f4, Qs: qs, Share: *f.share, Duration: *f.duration, Exe: exe}
+		rows, costs, err := experiment.Validate(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteValidate(out, rows); err != nil {
+			return err
+		}
+		sec.Title = "Figure 4's simulation against real processes with limited processors"
+		sec.Settings = []string{fmt.Sprintf("set %s, q = %s, AsyREVEL-Gau and SynREVEL-Gau, %v of training a run, seed %d", (*f.sets), *f.qs, *f.duration, f.exp.seed),
+			fmt.Sprintf("batch and step size as Figure 4's: %s", fig4Steps(f4))}
+		sec.Body = experiment.ValidateBody(rows, costs, cfg)
+		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "validate.csv"))
 	case "fig3":
 		cfg := experiment.Fig3Config{Sets: sets, Locate: locate, Algos: experiment.Fig3Algos, Parties: 8, StragglerFactor: *f.straggler,
 			Duration: *f.duration, NetDuration: *f.netDuration, Batch: *f.batch, Window: *f.window, Seed: f.exp.seed, Log: log}
