@@ -44,6 +44,10 @@ type ValidateConfig struct {
 	Exe string
 }
 
+// DefaultPeriod is the CFS period of the parties' cgroups: short, so that
+// a quota is spread evenly over a step rather than spent in bursts.
+const DefaultPeriod = 10 * time.Millisecond
+
 // ValidateRow is one configuration: the real pipeline's rate against the
 // simulation's.
 type ValidateRow struct {
@@ -69,7 +73,7 @@ func Validate(ctx context.Context, cfg ValidateConfig) ([]ValidateRow, []Fig4Cos
 		return nil, nil, fmt.Errorf("%w: validate: sets %d, binary %q, share %g, duration %v", run.ErrConfig, len(cfg.Fig4.Sets), cfg.Exe, cfg.Share, cfg.Duration)
 	}
 	if cfg.Period == 0 {
-		cfg.Period = 10 * time.Millisecond
+		cfg.Period = DefaultPeriod
 	}
 	// The cgroups first: without them there is nothing to validate.
 	probe, err := newCPUGroup(fmt.Sprintf("asyrevel-probe-%d", os.Getpid()), 0.5, cfg.Period)
@@ -270,6 +274,9 @@ func WriteValidate(dir string, rows []ValidateRow) error {
 
 // ValidateBody is the results part of the validate section.
 func ValidateBody(rows []ValidateRow, costs []Fig4Cost, cfg ValidateConfig) string {
+	if cfg.Period == 0 {
+		cfg.Period = DefaultPeriod
+	}
 	var b strings.Builder
 	var tab [][]string
 	for _, r := range rows {
@@ -281,10 +288,8 @@ func ValidateBody(rows []ValidateRow, costs []Fig4Cost, cfg ValidateConfig) stri
 		if r.Periods > 0 {
 			thr = fmtF(100*float64(r.Throttled)/float64(r.Periods), 0) + "%"
 		}
-		var steps int64
-		for _, s := range r.PartySteps {
-			steps += s
-		}
+		// Every answered request is one party's step.
+		steps := r.RealSteps
 		perStep, measured := "-", "-"
 		if steps > 0 {
 			perStep = fmtF(1e3*r.PartyCPU/float64(steps), 3)
