@@ -20,6 +20,7 @@ import (
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // ErrConfig reports an unusable Config.
@@ -1185,10 +1186,6 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	vm := a.version[m]
 	for j, id := range o.IDs {
 		i := int(id)
-		row := a.table[i*w : (i+1)*w]
-		// The fresh c goes into the table first: h must be computed from it,
-		// not from the older stored value (see DESIGN.md, "Pitfall").
-		copy(row[slot:slot+k], o.C[j*k:(j+1)*k])
 		ver := a.ver[i*q : (i+1)*q]
 		ver[m-1] = vm
 		for p := 1; p <= q; p++ {
@@ -1198,10 +1195,8 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 				}
 			}
 		}
-		h := head.Loss(a.w0, row, y[i])
-		copy(row[slot:slot+k], o.CHat[j*k:(j+1)*k])
-		hb := head.Loss(a.w0, row, y[i])
-		copy(row[slot:slot+k], o.C[j*k:(j+1)*k])
+		// The fresh c goes into the table first (kernel.Answer).
+		h, hb := kernel.Answer(head, a.w0, a.table[i*w:(i+1)*w], slot, o.C[j*k:(j+1)*k], o.CHat[j*k:(j+1)*k], y[i])
 		a.hh[j] = h
 		a.emit(r, m, i, b, h, hb)
 	}
@@ -1225,25 +1220,25 @@ func (a *Aggregator) stepHead(ids []uint32) {
 	if len(a.w0) == 0 {
 		return
 	}
-	w, head, y, b := a.width, a.cfg.Head, a.labels, len(ids)
-	a.cfg.Dist.Draw(a.rng, a.u0)
-	zoo.Perturb(a.w0p, a.w0, a.u0, a.cfg.Mu)
-	var diff float64
-	for j, id := range ids {
-		i := int(id)
-		diff += a.headTerm(i, b, head.Loss(a.w0p, a.table[i*w:(i+1)*w], y[i])-a.hh[j])
+	kernel.Direction(a.cfg.Dist, a.rng, a.cfg.Mu, a.w0, a.w0p, a.u0)
+	var tap kernel.Tap
+	if a.def.head {
+		tap = (*headTap)(a)
 	}
+	diff := kernel.HeadDiff(a.cfg.Head, a.w0p, a.table, a.width, ids, a.labels, a.hh, tap)
 	a.def.endBatch(ids, false)
-	diff = diff/float64(b) + a.headNoise()
-	eta := a.cfg.LR.At(int(a.res.Steps))
-	if step := -eta * a.phi0 / a.cfg.Mu * diff; !math.IsNaN(step) && !math.IsInf(step, 0) {
-		zoo.AddScaled(a.w0, step, a.u0)
-	} else {
+	diff += a.headNoise()
+	if !kernel.Update(a.w0, a.u0, a.cfg.LR.At(int(a.res.Steps)), a.phi0, a.cfg.Mu, diff) {
 		// Bounded outputs keep the losses finite; this guards the head's
 		// parameters should a head overflow all the same.
 		a.res.Rejected["nonfinite-step"]++
 	}
 }
+
+// headTap passes the head's terms through the defense (headTerm).
+type headTap Aggregator
+
+func (t *headTap) Term(i, b int, v float64) float64 { return (*Aggregator)(t).headTerm(i, b, v) }
 
 func (a *Aggregator) onEval(m int, data []byte) error {
 	ev := &a.ev

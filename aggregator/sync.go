@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // SynREVEL, the synchronous counterpart of AsyREVEL: a round is one batch
@@ -51,15 +52,15 @@ func (a *Aggregator) answerRound() {
 	q, k, w := a.q, a.k, a.width
 	head, y := a.cfg.Head, a.labels
 	// Every party's fresh outputs go into the table first.
-	for j, id := range s.ids {
-		i := int(id)
-		row := a.table[i*w : (i+1)*w]
-		for m := 1; m <= q; m++ {
-			copy(row[(m-1)*k:m*k], s.c[m][j*k:(j+1)*k])
-			a.ver[i*q+m-1] = a.version[m]
-		}
-		a.hh[j] = head.Loss(a.w0, row, y[i])
+	for m := 1; m <= q; m++ {
+		kernel.Store(a.table, w, (m-1)*k, s.ids, s.c[m])
 	}
+	for _, id := range s.ids {
+		for m := 1; m <= q; m++ {
+			a.ver[int(id)*q+m-1] = a.version[m]
+		}
+	}
+	kernel.Losses(head, a.w0, a.table, w, s.ids, y, a.hh[:len(s.ids)])
 	bytes := s.size
 	r := &a.rep
 	for m := 1; m <= q; m++ {
@@ -69,10 +70,7 @@ func (a *Aggregator) answerRound() {
 		r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
 		for j, id := range s.ids {
 			i := int(id)
-			row := a.table[i*w : (i+1)*w]
-			copy(row[slot:slot+k], s.chat[m][j*k:(j+1)*k])
-			hb := head.Loss(a.w0, row, y[i])
-			copy(row[slot:slot+k], s.c[m][j*k:(j+1)*k])
+			hb := kernel.Bar(head, a.w0, a.table[i*w:(i+1)*w], slot, s.c[m][j*k:(j+1)*k], s.chat[m][j*k:(j+1)*k], y[i])
 			if a.cfg.ReplyDelta {
 				r.Delta = append(r.Delta, hb-a.hh[j])
 			} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,14 +30,15 @@ import (
 // party a straggler.
 //
 // This machine has 2 cores: q parties cannot each have a processor. So the
-// sweep runs in virtual time (Simulate): the real steps, each party's step
-// taking Alpha times its model's number of parameters (a zeroth-order
-// step, a direction draw and two forward passes, costs in proportion to
-// the model's size) and each message Latency; the straggler's steps take
-// StragglerFactor times as long. A check runs the real pipeline (embedded
-// JetStream, each step sleeping the same simulated compute on top of its
-// real one) for some configurations and compares its time with the
-// simulation's.
+// sweep runs in virtual time (Simulate): the real steps (package
+// zoo/kernel, as the runtimes compute them), ordered by when they would
+// happen on q machines. What a step costs is measured here first, for each
+// set and q (measureCosts): each party's step on its own block of features
+// (its non-zeros and the batch), the aggregator's answer to a request, and
+// a message's time through the embedded broker. The straggler's steps take
+// StragglerFactor times the slowest party's measured cost. A check runs the real pipeline
+// (embedded JetStream, real compute only) for some configurations and
+// compares its time with the simulation's.
 type Fig4Config struct {
 	Sets   []Set
 	Locate Locate
@@ -48,23 +50,25 @@ type Fig4Config struct {
 	// which have no f*.
 	NetworkLoss     float64
 	StragglerFactor float64
-	// Per set (by name): simulated compute per parameter and step, batch
-	// size, initial step size and decay (0: run.Config's defaults). LR is
-	// the step size with q = 8 parties; with q it is LR sqrt(q/8): a
-	// zeroth-order step's stable size grows as the block it perturbs
-	// shrinks (measured on a9a: 0.3 at q = 1 and 1 at q = 8 reach
-	// f - f* <= 5e-4 in about the same number of steps).
-	Alpha   map[string]time.Duration
+	// Per set (by name): batch size, initial step size and decay (0:
+	// run.Config's defaults). LR is the step size with q = 8 parties; with
+	// q it is LR sqrt(q/8): a zeroth-order step's stable size grows as the
+	// block it perturbs shrinks (measured on a9a: 0.3 at q = 1 and 1 at
+	// q = 8 reach f - f* <= 5e-4 in about the same number of steps).
 	Batch   map[string]int
 	LR      map[string]float64
 	LRDecay map[string]float64
 	HeadLR  map[string]float64
-	Latency time.Duration // one way
+	// Latency, if not 0, replaces the measured one-way message time.
+	Latency time.Duration
 	Budget  time.Duration // virtual time per run
 	// MaxSteps bounds each simulated run's answered requests (its real
 	// compute here).
 	MaxSteps int64
 	Seed     uint64
+	// Seeds is how many runs (seeds Seed, Seed+1, ...) each configuration
+	// gets (at least 1): the times to target vary with the random draws.
+	Seeds int
 	// Checks are real pipeline runs compared with the simulation: at
 	// these q, each mode, to the target CheckFactor times farther from f*
 	// (or CheckFactor times the network loss), at most CheckBudget each.
@@ -77,19 +81,33 @@ type Fig4Config struct {
 	Parallel int
 }
 
+// seeds is the list of seeds of a configuration.
+func (cfg Fig4Config) seeds() []uint64 {
+	s := make([]uint64, max(cfg.Seeds, 1))
+	for i := range s {
+		s[i] = cfg.Seed + uint64(i)
+	}
+	return s
+}
+
 // Fig4Row is one simulated run.
 type Fig4Row struct {
 	Set      string
 	Q        int
-	Mode     string  // "async" or "sync"
+	Mode     string // "async" or "sync"
+	Seed     uint64
 	Params   int     // parameters of the largest party's model
-	StepCost float64 // its simulated step, seconds (before the straggler's factor)
+	StepCost float64 // the slowest party's measured step, seconds (before the straggler's factor)
+	AggCost  float64 // the aggregator's measured time per answered request, seconds
+	Latency  float64 // one-way message time, seconds
 	Target   float64 // the objective to reach
 	Reached  bool
 	Seconds  float64 // virtual time to the target (the budget if not reached)
 	Steps    int64   // answered requests at the target
 	Final    float64 // the objective at the end
-	Speedup  float64 // T(smallest q) / T(q), same mode; NaN if either did not reach the target
+	// Speedup is the median time over the seeds at the smallest q over
+	// this run's time, same mode; NaN if either did not reach the target.
+	Speedup float64
 	// MinSteps and MaxSteps are the fewest and most updates of a party.
 	MinSteps, MaxSteps int64
 	WallSeconds        float64 // how long the simulation took here
@@ -110,59 +128,76 @@ type Fig4Check struct {
 // Fig4Modes are the two algorithms compared.
 var Fig4Modes = []struct{ Mode, Algo string }{{"async", "asyrevel-gau"}, {"sync", "synrevel-gau"}}
 
-// Fig4 runs the experiment.
-func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, error) {
+// Fig4 runs the experiment: for each set, it measures the costs at every
+// q, then simulates every q, mode and seed.
+func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, []Fig4Cost, error) {
 	var rows []Fig4Row
 	var checks []Fig4Check
+	var costs []Fig4Cost
 	cache := newLoaded(cfg.Locate)
+	seeds := cfg.seeds()
 	for _, set := range cfg.Sets {
 		tr, te, err := cache.get(set)
 		if err != nil {
-			return rows, checks, err
+			return rows, checks, costs, err
 		}
 		target, checkTarget := cfg.NetworkLoss, cfg.NetworkLoss*cfg.CheckFactor
 		if !set.Network {
-			c, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, true)
+			c, err := CentralLogistic(tr, te, model.Nonconvex{}, run.DefaultLambda, true)
 			if err != nil {
-				return rows, checks, err
+				return rows, checks, costs, err
 			}
 			target = c.Objective + cfg.Suboptimality
 			checkTarget = c.Objective + cfg.CheckFactor*cfg.Suboptimality
 			cfg.Log.Info().Str("set", set.Name).Str("f*", fmtF(c.Objective, 6)).Str("target", fmtF(target, 6)).Msg("central solver")
 		}
-		// The simulations are independent: run them Parallel at a time.
-		setRows := make([]Fig4Row, len(Fig4Modes)*len(cfg.Qs))
-		errs := make([]error, len(setRows))
+		setCosts := map[int]Fig4Cost{}
+		for _, q := range cfg.Qs {
+			c, err := fig4Costs(ctx, cfg, cache, set, q)
+			if err != nil {
+				return rows, checks, costs, fmt.Errorf("%s q=%d costs: %w", set.Name, q, err)
+			}
+			setCosts[q] = c
+			costs = append(costs, c)
+			cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("party_ms", fmtF(1e3*c.SlowestParty(), 4)).
+				Str("agg_ms", fmtF(1e3*c.Agg.Median, 4)).Str("latency_ms", fmtF(1e3*c.Latency.Median, 4)).Msg("fig4 costs")
+		}
+		n := len(Fig4Modes) * len(cfg.Qs) * len(seeds)
+		setRows := make([]Fig4Row, n)
+		errs := make([]error, n)
 		sem := make(chan struct{}, max(cfg.Parallel, 1))
 		var wg sync.WaitGroup
-		for i, mode := range Fig4Modes {
-			for j, q := range cfg.Qs {
-				k := i*len(cfg.Qs) + j
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					if err := ctx.Err(); err != nil {
-						errs[k] = err
-						return
-					}
-					r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget)
-					if err != nil {
-						errs[k] = fmt.Errorf("%s q=%d %s: %w", set.Name, q, mode.Mode, err)
-						return
-					}
-					r.Mode = mode.Mode
-					cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Bool("reached", r.Reached).
-						Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
-						Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
-					setRows[k] = r
-				}()
+		k := 0
+		for _, mode := range Fig4Modes {
+			for _, q := range cfg.Qs {
+				for _, seed := range seeds {
+					wg.Add(1)
+					go func(k int) {
+						defer wg.Done()
+						sem <- struct{}{}
+						defer func() { <-sem }()
+						if err := ctx.Err(); err != nil {
+							errs[k] = err
+							return
+						}
+						r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode.Mode == "sync", target, cfg.Budget, setCosts[q], seed)
+						if err != nil {
+							errs[k] = fmt.Errorf("%s q=%d %s seed %d: %w", set.Name, q, mode.Mode, seed, err)
+							return
+						}
+						r.Mode = mode.Mode
+						cfg.Log.Info().Str("set", set.Name).Int("q", q).Str("mode", r.Mode).Uint64("seed", seed).Bool("reached", r.Reached).
+							Str("seconds", fmtF(r.Seconds, 3)).Int64("steps", r.Steps).Str("objective", fmtF(r.Final, 6)).
+							Str("wall", fmtF(r.WallSeconds, 1)).Msg("fig4 simulation")
+						setRows[k] = r
+					}(k)
+					k++
+				}
 			}
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			return rows, checks, err
+			return rows, checks, costs, err
 		}
 		speedups(setRows)
 		rows = append(rows, setRows...)
@@ -170,18 +205,56 @@ func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, error) {
 			for _, mode := range Fig4Modes {
 				c, err := fig4Check(ctx, cfg, cache, set, q, mode.Mode, mode.Algo, checkTarget)
 				if err != nil {
-					return rows, checks, fmt.Errorf("%s q=%d %s check: %w", set.Name, q, mode.Mode, err)
+					return rows, checks, costs, fmt.Errorf("%s q=%d %s check: %w", set.Name, q, mode.Mode, err)
 				}
 				checks = append(checks, c)
 			}
 		}
 	}
-	return rows, checks, nil
+	return rows, checks, costs, nil
 }
 
-// networkK is the outputs per party of the network with q parties: the
-// head always sees 8 or more values (q = 8 is the paper's network, q = 1
-// the NonF one).
+// fig4Costs measures what set costs with q parties on this machine: each
+// party's step on its block, the aggregator's answer, a message's time.
+func fig4Costs(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int) (Fig4Cost, error) {
+	c := Fig4Cost{Set: set.Name, Q: q}
+	data, err := cache.split(set, q)
+	if err != nil {
+		return c, err
+	}
+	tc, err := fig4Config(cfg, set, data, q, "asyrevel-gau")
+	if err != nil {
+		return c, err
+	}
+	c.Batch = tc.Batch
+	head, k := run.NewHead(&tc, data.Classes)
+	for m := 1; m <= q; m++ {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		local, closeLocal, err := run.NewLocal(ctx, &tc, m, data.Blocks[m-1].Len(), data.Classes)
+		if err != nil {
+			return c, err
+		}
+		x := data.PartTrain[m-1]
+		pc := PartyCost{Params: local.NumParams(), NNZ: float64(x.NNZ()) / float64(max(x.NRows, 1))}
+		pc.Step, c.CPU = measureSteps(partyStep(local, x, tc.Batch, zoo.Gaussian, tc.Mu, *tc.Lambda, model.Nonconvex{}, cfg.Seed+uint64(m)))
+		closeLocal()
+		c.Party = append(c.Party, pc)
+	}
+	c.Agg, _ = measureSteps(aggStep(head, q, k, data.NTrain, tc.Batch, zoo.Gaussian, tc.Mu, cfg.Seed))
+	if cfg.Latency > 0 {
+		l := cfg.Latency.Seconds()
+		c.Latency = Spread{Median: l, Lo: l, Hi: l}
+		return c, nil
+	}
+	up, down := messageSizes(tc.Batch, k)
+	c.Latency, err = measureLatency(ctx, up, down)
+	return c, err
+}
+
+// networkK is a party's outputs on a network set with q parties: 8/q, so
+// that the head sees 8 values whatever q (at least 1).
 func networkK(q int) int { return max(1, 8/q) }
 
 // fig4Config is the run configuration of set with q parties.
@@ -211,9 +284,14 @@ func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (ru
 // coarse).
 const fig4EvalGrowth = 0.01
 
-func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration) (Fig4Row, *SimResult, error) {
+// fig4Sim simulates set with q parties at the measured costs.
+func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration, cost Fig4Cost, seed uint64) (Fig4Row, *SimResult, error) {
 	start := time.Now()
-	row := Fig4Row{Set: set.Name, Q: q, Target: target, Final: math.NaN(), Speedup: math.NaN()}
+	row := Fig4Row{Set: set.Name, Q: q, Seed: seed, Target: target, Final: math.NaN(), Speedup: math.NaN(),
+		StepCost: cost.SlowestParty(), AggCost: cost.Agg.Median, Latency: cost.Latency.Median}
+	if len(cost.Party) != q {
+		return row, nil, fmt.Errorf("%w: costs of %d parties for q = %d", run.ErrConfig, len(cost.Party), q)
+	}
 	data, err := cache.split(set, q)
 	if err != nil {
 		return row, nil, err
@@ -228,21 +306,23 @@ func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int,
 		locals[m], _, _ = run.NewLocal(context.Background(), &tc, m, data.Blocks[m-1].Len(), data.Classes)
 		row.Params = max(row.Params, locals[m].NumParams())
 	}
-	alpha := cfg.Alpha[set.Name].Seconds()
-	row.StepCost = alpha * float64(row.Params)
 	sched := tc.Schedule(data.NTrain)
 	res, err := Simulate(ctx, data, SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
-		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
-		Seed: cfg.Seed,
+		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: *tc.Lambda, Reg: model.Nonconvex{},
+		Seed: seed,
 		StepCost: func(m int) float64 {
-			c := alpha * float64(locals[m].NumParams())
 			if m == tc.Straggler {
-				c *= tc.StragglerFactor
+				// Slower than every other party: its factor times the
+				// slowest party's step. Its own block may be the cheapest
+				// (a9a's last 8 columns: 0.06 non-zeros a row), and
+				// 1.6 times that would make it the fastest.
+				return tc.StragglerFactor * cost.SlowestParty()
 			}
-			return c
+			return cost.Party[m-1].Step.Median
 		},
-		Latency: cfg.Latency.Seconds(), Budget: budget.Seconds(), EvalEvery: budget.Seconds() / 1e5, EvalGrowth: fig4EvalGrowth, Target: target, MaxSteps: cfg.MaxSteps,
+		Latency: cost.Latency.Median, AggCost: cost.Agg.Median,
+		Budget: budget.Seconds(), EvalEvery: budget.Seconds() / 1e5, EvalGrowth: fig4EvalGrowth, Target: target, MaxSteps: cfg.MaxSteps,
 		NewLocal: func(m, d int) model.Local { return locals[m] }, Head: head,
 	})
 	if err != nil {
@@ -260,11 +340,15 @@ func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int,
 	return row, res, nil
 }
 
-// fig4Check runs the real pipeline for one configuration, each step
-// sleeping its simulated compute, and the simulation of the same.
+// fig4Check runs the real pipeline for one configuration, real compute
+// only, and the simulation of the same at the measured costs.
 func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, mode, algo string, target float64) (Fig4Check, error) {
 	c := Fig4Check{Set: set.Name, Q: q, Mode: mode, Target: target}
-	r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget)
+	cost, err := fig4Costs(ctx, cfg, cache, set, q)
+	if err != nil {
+		return c, err
+	}
+	r, _, err := fig4Sim(ctx, cfg, cache, set, q, mode == "sync", target, cfg.CheckBudget, cost, cfg.Seed)
 	if err != nil {
 		return c, err
 	}
@@ -277,7 +361,6 @@ func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 	if err != nil {
 		return c, err
 	}
-	tc.SimCompute = cfg.Alpha[set.Name]
 	tc.Duration = cfg.CheckBudget
 	tc.EvalEvery = max(cfg.CheckBudget/100, 100*time.Millisecond)
 	var mu sync.Mutex
@@ -305,36 +388,102 @@ func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 	return c, nil
 }
 
-// speedups fills Speedup: the time of the smallest q over the time of q,
-// per mode.
+// speedups fills Speedup: the median time over the seeds at the smallest
+// q over the run's time, per mode (NaN unless every run at the smallest q
+// and this one reached the target).
 func speedups(rows []Fig4Row) {
-	base := map[string]Fig4Row{}
+	qmin := map[string]int{}
 	for _, r := range rows {
-		if b, ok := base[r.Mode]; !ok || r.Q < b.Q {
-			base[r.Mode] = r
+		if b, ok := qmin[r.Mode]; !ok || r.Q < b {
+			qmin[r.Mode] = r.Q
 		}
+	}
+	base := map[string]float64{}
+	for mode, q := range qmin {
+		base[mode] = medianTime(rows, rows[0].Set, q, mode)
 	}
 	for i := range rows {
 		r := &rows[i]
-		if b := base[r.Mode]; b.Reached && r.Reached && r.Seconds > 0 {
-			r.Speedup = b.Seconds / r.Seconds
+		if b := base[r.Mode]; !math.IsNaN(b) && r.Reached && r.Seconds > 0 {
+			r.Speedup = b / r.Seconds
 		}
 	}
 }
 
-// WriteFig4 writes dir/fig4.csv, dir/fig4_check.csv and dir/fig4.png
-// (speed-up against q, one panel per set, with the linear speed-up for
-// reference).
-func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check) error {
+// timesOf are the times to target of the runs of set, q and mode, and
+// whether every one reached the target.
+func timesOf(rows []Fig4Row, set string, q int, mode string) (t []float64, all bool) {
+	all = true
+	for _, r := range rows {
+		if r.Set == set && r.Q == q && r.Mode == mode {
+			if !r.Reached {
+				all = false
+				continue
+			}
+			t = append(t, r.Seconds)
+		}
+	}
+	return t, all && len(t) > 0
+}
+
+// medianTime is the median time to target of set, q and mode over the
+// seeds (NaN unless every run reached it).
+func medianTime(rows []Fig4Row, set string, q int, mode string) float64 {
+	t, all := timesOf(rows, set, q, mode)
+	if !all {
+		return math.NaN()
+	}
+	return median(t)
+}
+
+// median of x (NaN if empty); x is sorted in place.
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(x)
+	if n := len(x); n%2 == 1 {
+		return x[n/2]
+	} else {
+		return (x[n/2-1] + x[n/2]) / 2
+	}
+}
+
+// WriteFig4 writes dir/fig4.csv (every simulated run), dir/fig4_costs.csv
+// (the measured costs), dir/fig4_check.csv and dir/fig4.png: per set, the
+// speed-up against q (median over the seeds, bars from the fastest to the
+// slowest seed, the linear speed-up for reference) and the synchronous
+// time to target over the asynchronous one at the same q.
+func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check, costs []Fig4Cost) error {
 	var recs [][]string
 	for _, r := range rows {
-		recs = append(recs, []string{r.Set, strconv.Itoa(r.Q), r.Mode, strconv.Itoa(r.Params), fmtF(1e3*r.StepCost, 4),
+		recs = append(recs, []string{r.Set, strconv.Itoa(r.Q), r.Mode, strconv.FormatUint(r.Seed, 10), strconv.Itoa(r.Params),
+			fmtF(1e3*r.StepCost, 5), fmtF(1e3*r.AggCost, 5), fmtF(1e3*r.Latency, 5),
 			fmtF(r.Target, 6), strconv.FormatBool(r.Reached), fmtF(r.Seconds, 4), strconv.FormatInt(r.Steps, 10),
 			fmtF(r.Final, 6), fmtF(r.Speedup, 3), strconv.FormatInt(r.MinSteps, 10), strconv.FormatInt(r.MaxSteps, 10), fmtF(r.WallSeconds, 1)})
 	}
-	if err := run.WriteCSV(filepath.Join(dir, "fig4.csv"), []string{"set", "parties", "mode", "params_per_party",
-		"sim_step_ms", "target_objective", "reached", "virtual_seconds", "steps", "final_objective", "speedup",
+	if err := run.WriteCSV(filepath.Join(dir, "fig4.csv"), []string{"set", "parties", "mode", "seed", "params_per_party",
+		"party_step_ms", "agg_reply_ms", "latency_ms", "target_objective", "reached", "virtual_seconds", "steps", "final_objective", "speedup",
 		"min_party_steps", "max_party_steps", "wall_seconds"}, recs); err != nil {
+		return err
+	}
+	recs = nil
+	for _, c := range costs {
+		clock := "wall"
+		if c.CPU {
+			clock = "thread_cpu"
+		}
+		for m, p := range c.Party {
+			recs = append(recs, []string{c.Set, strconv.Itoa(c.Q), "party", strconv.Itoa(m + 1), strconv.Itoa(c.Batch), strconv.Itoa(p.Params),
+				fmtF(p.NNZ, 2), fmtF(1e3*p.Step.Median, 5), fmtF(1e3*p.Step.Lo, 5), fmtF(1e3*p.Step.Hi, 5), clock})
+		}
+		recs = append(recs, []string{c.Set, strconv.Itoa(c.Q), "aggregator", "0", strconv.Itoa(c.Batch), "", "",
+			fmtF(1e3*c.Agg.Median, 5), fmtF(1e3*c.Agg.Lo, 5), fmtF(1e3*c.Agg.Hi, 5), clock})
+		recs = append(recs, []string{c.Set, strconv.Itoa(c.Q), "latency", "", strconv.Itoa(c.Batch), "", "",
+			fmtF(1e3*c.Latency.Median, 5), fmtF(1e3*c.Latency.Lo, 5), fmtF(1e3*c.Latency.Hi, 5), "wall_p10_p90"})
+	}
+	if err := run.WriteCSV(filepath.Join(dir, "fig4_costs.csv"), []string{"set", "parties", "what", "party", "batch", "params",
+		"nnz_per_row", "median_ms", "lo_ms", "hi_ms", "clock"}, recs); err != nil {
 		return err
 	}
 	recs = nil
@@ -347,65 +496,174 @@ func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check) error {
 		"real_reached", "real_seconds", "real_steps", "sim_reached", "sim_seconds", "sim_steps"}, recs); err != nil {
 		return err
 	}
-	var sets []string
-	for _, r := range rows {
-		if len(sets) == 0 || sets[len(sets)-1] != r.Set {
-			sets = append(sets, r.Set)
-		}
-	}
 	var panels []*plot.Plot
-	for _, set := range sets {
-		p := plot.New()
-		p.Title.Text = set
-		p.X.Label.Text = "parties q"
-		p.Y.Label.Text = "speed-up T(1)/T(q)"
-		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-		p.Add(plotter.NewGrid())
-		// The axes span every q of the set, reached or not: a panel whose
-		// runs all missed the target has no points, and a log axis over
-		// an empty range panics.
-		qmax, ymax, drawn := 1.0, 1.0, 0
-		for _, r := range rows {
-			if r.Set == set {
-				qmax = math.Max(qmax, float64(r.Q))
-			}
+	for _, set := range fig4Sets(rows) {
+		sp, err := speedupPanel(rows, set)
+		if err != nil {
+			return err
 		}
-		for i, mode := range Fig4Modes {
-			var xys plotter.XYs
-			for _, r := range rows {
-				if r.Set == set && r.Mode == mode.Mode && !math.IsNaN(r.Speedup) {
-					xys = append(xys, plotter.XY{X: float64(r.Q), Y: r.Speedup})
-					ymax = math.Max(ymax, r.Speedup)
-				}
-			}
-			if len(xys) == 0 {
-				continue
-			}
-			drawn++
-			l, pts, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				return err
-			}
-			l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-			pts.Shape = plotutil.Shape(i)
-			p.Add(l, pts)
-			p.Legend.Add(fmt.Sprintf("%s (%s)", mode.Algo, mode.Mode), l, pts)
+		rp, err := ratioPanel(rows, set)
+		if err != nil {
+			return err
 		}
-		ideal, _ := plotter.NewLine(plotter.XYs{{X: 1, Y: 1}, {X: qmax, Y: qmax}})
-		ideal.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-		p.Add(ideal)
-		p.Legend.Add("linear", ideal)
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Y.Min, p.Y.Max = 0.5, math.Max(ymax, qmax)*1.5
-		p.X.Min, p.X.Max = 0.8, math.Max(qmax, 2)*1.25
-		if drawn == 0 {
-			p.Title.Text = set + " (no run reached the target)"
-		}
-		panels = append(panels, p)
+		panels = append(panels, sp, rp)
 	}
 	if len(panels) == 0 {
 		return nil
 	}
 	return run.SavePNG(filepath.Join(dir, "fig4.png"), [][]*plot.Plot{panels}, vg.Length(len(panels))*4*vg.Inch, 3.6*vg.Inch)
+}
+
+// fig4Sets are the sets of rows, in order.
+func fig4Sets(rows []Fig4Row) []string {
+	var sets []string
+	for _, r := range rows {
+		if !slices.Contains(sets, r.Set) {
+			sets = append(sets, r.Set)
+		}
+	}
+	return sets
+}
+
+// fig4Qs are the q of set's rows, ascending.
+func fig4Qs(rows []Fig4Row, set string) []int {
+	var qs []int
+	for _, r := range rows {
+		if r.Set == set && !slices.Contains(qs, r.Q) {
+			qs = append(qs, r.Q)
+		}
+	}
+	slices.Sort(qs)
+	return qs
+}
+
+// errPoints are points with vertical error bars.
+type errPoints struct {
+	plotter.XYs
+	plotter.YErrors
+}
+
+// speedupPanel is set's speed-up against q, per mode: the median over the
+// seeds, bars from the lowest to the highest seed's.
+func speedupPanel(rows []Fig4Row, set string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = set + ": speed-up T(1)/T(q)"
+	p.X.Label.Text = "parties q"
+	p.Y.Label.Text = "speed-up (median over seeds)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	qs := fig4Qs(rows, set)
+	qmax, ylo, yhi, drawn := 1.0, 1.0, 1.0, 0
+	if len(qs) > 0 {
+		qmax = float64(qs[len(qs)-1])
+	}
+	for i, mode := range Fig4Modes {
+		var pts errPoints
+		for _, q := range qs {
+			var sp []float64
+			for _, r := range rows {
+				if r.Set == set && r.Q == q && r.Mode == mode.Mode && !math.IsNaN(r.Speedup) {
+					sp = append(sp, r.Speedup)
+				}
+			}
+			if len(sp) == 0 {
+				continue
+			}
+			m := median(sp)
+			pts.XYs = append(pts.XYs, plotter.XY{X: float64(q), Y: m})
+			pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{m - sp[0], sp[len(sp)-1] - m})
+			ylo, yhi = math.Min(ylo, sp[0]), math.Max(yhi, sp[len(sp)-1])
+		}
+		if len(pts.XYs) == 0 {
+			continue
+		}
+		drawn++
+		l, lp, err := plotter.NewLinePoints(pts.XYs)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, lp.Color = plotutil.Color(i), plotutil.Color(i)
+		lp.Shape = plotutil.Shape(i)
+		eb, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, err
+		}
+		eb.Color = plotutil.Color(i)
+		p.Add(l, lp, eb)
+		p.Legend.Add(fmt.Sprintf("%s (%s)", mode.Algo, mode.Mode), l, lp)
+	}
+	ideal, _ := plotter.NewLine(plotter.XYs{{X: 1, Y: 1}, {X: qmax, Y: qmax}})
+	ideal.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(ideal)
+	p.Legend.Add("linear", ideal)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min, p.Y.Max = math.Min(0.5, ylo/1.5), math.Max(yhi, qmax)*1.5
+	p.X.Min, p.X.Max = 0.8, math.Max(qmax, 2)*1.25
+	if drawn == 0 {
+		p.Title.Text = set + " (no run reached the target)"
+	}
+	return p, nil
+}
+
+// ratioPanel is set's synchronous time to target over the asynchronous one
+// at the same q and seed: the median over the seeds, bars from the lowest
+// to the highest.
+func ratioPanel(rows []Fig4Row, set string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = set + ": T(sync)/T(async), same q"
+	p.X.Label.Text = "parties q"
+	p.Y.Label.Text = "ratio (median over seeds)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	var pts errPoints
+	ylo, yhi := 1.0, 1.0
+	qs := fig4Qs(rows, set)
+	for _, q := range qs {
+		rs := pairedRatios(rows, set, q)
+		if len(rs) == 0 {
+			continue
+		}
+		m := median(rs)
+		pts.XYs = append(pts.XYs, plotter.XY{X: float64(q), Y: m})
+		pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{m - rs[0], rs[len(rs)-1] - m})
+		ylo, yhi = math.Min(ylo, rs[0]), math.Max(yhi, rs[len(rs)-1])
+	}
+	one, _ := plotter.NewLine(plotter.XYs{{X: 0.8, Y: 1}, {X: 1.25 * math.Max(2, float64(slices.Max(append(qs, 1)))), Y: 1}})
+	one.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(one)
+	if len(pts.XYs) > 0 {
+		l, lp, err := plotter.NewLinePoints(pts.XYs)
+		if err != nil {
+			return nil, err
+		}
+		eb, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(l, lp, eb)
+	} else {
+		p.Title.Text = set + " (no pair of runs reached the target)"
+	}
+	p.Y.Min, p.Y.Max = math.Min(0.8, ylo*0.9), math.Max(1.2, yhi*1.1)
+	return p, nil
+}
+
+// pairedRatios are T(sync)/T(async) at set and q for each seed where both
+// reached the target, sorted.
+func pairedRatios(rows []Fig4Row, set string, q int) []float64 {
+	var rs []float64
+	for _, a := range rows {
+		if a.Set != set || a.Q != q || a.Mode != "async" || !a.Reached || a.Seconds <= 0 {
+			continue
+		}
+		for _, s := range rows {
+			if s.Set == set && s.Q == q && s.Mode == "sync" && s.Seed == a.Seed && s.Reached {
+				rs = append(rs, s.Seconds/a.Seconds)
+			}
+		}
+	}
+	slices.Sort(rs)
+	return rs
 }

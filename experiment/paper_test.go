@@ -196,9 +196,9 @@ func TestPaperExperiments(t *testing.T) {
 	if err := WriteTable4(dir, t4, trials); err != nil {
 		t.Fatal(err)
 	}
-	f4, checks, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
-		Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}, Batch: map[string]int{"tiny": 64}, Latency: 100 * time.Microsecond,
-		Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
+	f4, checks, costs, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
+		Batch: map[string]int{"tiny": 64}, Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, Seeds: 2,
+		CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,15 +213,21 @@ func TestPaperExperiments(t *testing.T) {
 			t.Errorf("fig4 check %+v", c)
 		}
 	}
-	if err := WriteFig4(dir, f4, checks); err != nil {
+	if len(costs) != 2 || len(costs[1].Party) != 4 || !(costs[1].Agg.Median > 0) || !(costs[1].Latency.Median > 0) || !(costs[0].Party[0].Step.Median > 0) {
+		t.Errorf("fig4 costs not measured: %+v", costs)
+	}
+	if len(f4) != 2*2*2 {
+		t.Errorf("fig4: %d runs, want 2 q x 2 modes x 2 seeds", len(f4))
+	}
+	if err := WriteFig4(dir, f4, checks, costs); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"fig3.csv", "fig3_runs.csv", "fig3.png", "table3.csv", "table4.csv", "table4_trials.csv", "fig4.csv", "fig4_check.csv", "fig4.png"} {
+	for _, f := range []string{"fig3.csv", "fig3_runs.csv", "fig3.png", "table3.csv", "table4.csv", "table4_trials.csv", "fig4.csv", "fig4_check.csv", "fig4_costs.csv", "fig4.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	body := Table4Body(t4) + Table3Body(rows) + Fig3Body(runs, 1.6) + Fig4Body(f4, checks, Fig4Config{Sets: []Set{set}, Alpha: map[string]time.Duration{"tiny": 20 * time.Microsecond}})
+	body := Table4Body(t4, trials) + Table3Body(rows) + Fig3Body(runs, 1.6) + Fig4Body(f4, checks, costs, Fig4Config{Sets: []Set{set}, StragglerFactor: 1.6})
 	if strings.Contains(body, "NaN") || strings.Contains(body, "%!") {
 		t.Errorf("report body has a formatting error:\n%s", body)
 	}
@@ -276,8 +282,9 @@ func TestTable4BodyFailedRuns(t *testing.T) {
 		{Set: "mnist", Algo: "asyrevel-gau", Trials: 1, Mean: 0.89, SD: math.NaN()},
 		{Set: "mnist", Algo: "nonf", Trials: 1, Mean: math.NaN(), SD: math.NaN(), Failed: 1},
 	}
-	body := Table4Body(rows)
-	for _, want := range []string{"no run finished (1 of 1 failed", "no comparison with NonF"} {
+	body := Table4Body(rows, []Table4Trial{{Set: "mnist", Algo: "asyrevel-gau", Seed: 1, Accuracy: 0.89},
+		{Set: "mnist", Algo: "nonf", Seed: 1, Accuracy: math.NaN(), Failed: "diverged"}})
+	for _, want := range []string{"no run finished (1 of 1 failed", "no comparison: a method has no finished run"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %q in\n%s", want, body)
 		}
@@ -344,7 +351,7 @@ func TestTable4Steps(t *testing.T) {
 			t.Errorf("%s row: bound %d, want 300", r.Algo, r.MaxSteps)
 		}
 	}
-	if body := Table4Body(rows); !strings.Contains(body, "| 1 x 300 steps |") {
+	if body := Table4Body(rows, trials); !strings.Contains(body, "| 1 x 300 steps |") {
 		t.Errorf("the trials column does not give the bound:\n%s", body)
 	}
 }
@@ -376,15 +383,22 @@ func TestSimulateMaxSteps(t *testing.T) {
 // algorithm there), and says nothing when either did not reach the target.
 func TestFig4BodyQ1Noise(t *testing.T) {
 	rows := []Fig4Row{
-		{Set: "a9a", Q: 1, Mode: "async", Reached: true, Seconds: 34980, Speedup: 1},
-		{Set: "a9a", Q: 1, Mode: "sync", Reached: true, Seconds: 21482, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "async", Seed: 1, Reached: true, Seconds: 34980, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "sync", Seed: 1, Reached: true, Seconds: 21482, Speedup: 1},
+		{Set: "a9a", Q: 1, Mode: "async", Seed: 2, Reached: true, Seconds: 30000, Speedup: 1},
+		{Set: "a9a", Q: 4, Mode: "async", Seed: 1, Reached: true, Seconds: 3000, Speedup: 10},
+		{Set: "a9a", Q: 4, Mode: "sync", Seed: 1, Reached: true, Seconds: 4500, Speedup: 6},
 	}
-	cfg := Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}}
-	if body := Fig4Body(rows, nil, cfg); !strings.Contains(body, "at 34980 and 21482 virtual s: a 1.63x difference") {
-		t.Errorf("no q = 1 comparison in\n%s", body)
+	cfg := Fig4Config{StragglerFactor: 1.6}
+	body := Fig4Body(rows, nil, nil, cfg)
+	for _, want := range []string{"reached the target between 21482 and 34980 virtual s, a factor of 1.63",
+		"| a9a | 4 | 3000.0 (1 of 1) | 4500.0 (1 of 1) | 1.50 |"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
 	}
 	rows[1].Reached = false
-	if body := Fig4Body(rows, nil, cfg); strings.Contains(body, "difference from their random draws") {
+	if body := Fig4Body(rows, nil, nil, cfg); strings.Contains(body, "from the random draws alone") {
 		t.Errorf("a run that did not reach the target compared:\n%s", body)
 	}
 }
@@ -395,7 +409,7 @@ func TestFig4BodyChecks(t *testing.T) {
 		{Set: "a9a", Q: 4, Mode: "async", RealReached: true, SimReached: true, RealSeconds: 88.17, SimSeconds: 56.77, RealSteps: 90615, SimSteps: 70230},
 		{Set: "a9a", Q: 4, Mode: "sync", RealSeconds: 120, SimSeconds: 120.93, RealSteps: 92520, SimSteps: 111456},
 	}
-	body := Fig4Body(nil, checks, Fig4Config{Alpha: map[string]time.Duration{"a9a": 80 * time.Microsecond}})
+	body := Fig4Body(nil, checks, nil, Fig4Config{})
 	for _, want := range []string{"a9a, q = 4, async: the real pipeline took 1.29x the simulated steps and 1.55x the simulated time",
 		"a9a, q = 4, sync: the target was not reached by either"} {
 		if !strings.Contains(body, want) {
@@ -418,10 +432,66 @@ func TestWriteFig4NoneReached(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	if err := WriteFig4(dir, rows, nil); err != nil {
+	if err := WriteFig4(dir, rows, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "fig4.png")); err != nil || st.Size() == 0 {
 		t.Fatalf("fig4.png: %v", err)
+	}
+}
+
+// Table 4 rebuilt from its runs: the statistics come from the trials, the
+// paper's figures sit beside every method, a significant gap is called so
+// (w8a: 0.23 points with standard deviations of 0.02 and 0.01), a small one
+// is not, and an accuracy at or below the majority-class rate is flagged
+// (GiveMeSomeCredit's NonF).
+func TestTable4FromTrials(t *testing.T) {
+	var trials []Table4Trial
+	add := func(set, algo string, accs ...float64) {
+		for i, a := range accs {
+			trials = append(trials, Table4Trial{Set: set, Algo: algo, Seed: uint64(i + 1), Accuracy: a, Steps: 100})
+		}
+	}
+	add("w8a", "asyrevel-gau", 0.9793, 0.9795, 0.9797, 0.9794, 0.9796)
+	add("w8a", "asyrevel-uni", 0.9790, 0.9799, 0.9795, 0.9792, 0.9798)
+	add("w8a", "nonf", 0.9817, 0.9818, 0.9819, 0.9818, 0.9817)
+	add("give-me-some-credit", "asyrevel-gau", 0.9340, 0.9345, 0.9342)
+	add("give-me-some-credit", "asyrevel-uni", 0.9320, 0.9345, 0.9330)
+	add("give-me-some-credit", "nonf", 0.9330, 0.9310, 0.9325)
+	trials = append(trials, Table4Trial{Set: "give-me-some-credit", Algo: "nonf", Seed: 4, Accuracy: math.NaN(), Failed: "diverged"})
+	var rows []Table4Row
+	for _, set := range []string{"w8a", "give-me-some-credit"} {
+		maj := map[string]float64{"w8a": 0.9696, "give-me-some-credit": 0.9336}[set]
+		for _, algo := range Table4Algos {
+			// Stale statistics: the rebuild must replace them.
+			rows = append(rows, Table4Row{Set: set, Algo: algo, Trials: 99, Mean: 0.5, SD: 0.1, Majority: maj, Central: 0.98, MaxSteps: 100, Paper: math.NaN()})
+		}
+	}
+	rows = Table4FromTrials(rows, trials)
+	g := rows[0]
+	if g.Trials != 5 || math.Abs(g.Mean-0.9795) > 1e-9 || g.Min != 0.9793 || g.Max != 0.9797 || g.Paper != 0.8985 {
+		t.Errorf("w8a gau rebuilt: %+v", g)
+	}
+	if n := rows[5]; n.Trials != 4 || n.Failed != 1 || math.IsNaN(n.Mean) || !math.IsNaN(n.Paper-0.9350) && n.Paper != 0.9350 {
+		t.Errorf("gmsc nonf rebuilt: %+v", n)
+	}
+	body := Table4Body(rows, trials)
+	t.Log(body)
+	for _, want := range []string{
+		"| w8a | asyrevel-gau | -0.23 |",
+		"w8a, the paper's AsyREVEL: 89.85% is at or below",
+		"below NonF, significant at 5%",
+		"93.50 / 93.48 / 93.50",
+		"89.85 ⚑ / 89.85 ⚑ / - (one AsyREVEL figure, variant not given)",
+		"give-me-some-credit nonf: 93.22% is at or below the majority-class rate 93.36%",
+		"NonF is at or below the majority rate ⚑: the gap says nothing",
+		"not significant at 5%",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %q", want)
+		}
+	}
+	if strings.Contains(body, "NaN") || strings.Contains(body, "%!") {
+		t.Errorf("formatting error in\n%s", body)
 	}
 }

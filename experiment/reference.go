@@ -14,6 +14,7 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/zoo"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // Curve point of the in-process reference loops.
@@ -109,11 +110,9 @@ func ReferenceZO(ctx context.Context, data *run.Data, cfg RefConfig) (*RefResult
 	out := make([]float64, n*k)
 	for m := range q {
 		locals[m].Forward(w[m], data.PartTrain[m], all, out)
-		for i := range n {
-			copy(table[i*width+m*k:i*width+(m+1)*k], out[i*k:(i+1)*k])
-		}
+		kernel.Store(table, width, m*k, all, out)
 	}
-	hh := make([]float64, cfg.Batch)
+	hh, hb := make([]float64, cfg.Batch), make([]float64, cfg.Batch)
 	ev := newEvaluator(data, q, k)
 	loop := newRefLoop(budget{cfg.MaxSteps, cfg.Duration, cfg.TargetAcc, cfg.StopAtTarget}, cfg.OnPoint)
 	for t := int64(0); ; t++ {
@@ -125,38 +124,15 @@ func ReferenceZO(ctx context.Context, data *run.Data, cfg RefConfig) (*RefResult
 		for j := range ids {
 			ids[j] = uint32(rng.IntN(n))
 		}
-		cfg.Dist.Draw(rng, u[m])
-		zoo.Perturb(wp[m], w[m], u[m], cfg.Mu)
-		locals[m].Forward(w[m], x, ids, c)
-		locals[m].Forward(wp[m], x, ids, chat)
-		var diff float64
-		for j, id := range ids {
-			row := table[int(id)*width : (int(id)+1)*width]
-			slot := row[m*k : (m+1)*k]
-			copy(slot, c[j*k:(j+1)*k])
-			y := trainY[id]
-			h := head.Loss(w0, row, y)
-			copy(slot, chat[j*k:(j+1)*k])
-			hb := head.Loss(w0, row, y)
-			copy(slot, c[j*k:(j+1)*k])
-			hh[j] = h
-			diff += hb - h
-		}
-		diff /= float64(len(ids))
-		if cfg.Reg != nil && cfg.Lambda != 0 {
-			diff += cfg.Lambda * (cfg.Reg.Value(wp[m]) - cfg.Reg.Value(w[m]))
-		}
-		zoo.AddScaled(w[m], -cfg.LR.At(steps[m])*phi[m]/cfg.Mu*diff, u[m])
+		kernel.Probe(locals[m], x, ids, cfg.Dist, rng, cfg.Mu, w[m], wp[m], u[m], c, chat)
+		kernel.Reply(head, w0, table, width, m*k, ids, c, chat, trainY, hh, hb)
+		diff := kernel.MeanDiff(hh, hb) + kernel.RegDiff(cfg.Reg, cfg.Lambda, w[m], wp[m])
+		kernel.Update(w[m], u[m], cfg.LR.At(steps[m]), phi[m], cfg.Mu, diff)
 		steps[m]++
 		if len(w0) > 0 {
-			cfg.Dist.Draw(rng, u0)
-			zoo.Perturb(w0p, w0, u0, cfg.Mu)
-			var d0 float64
-			for j, id := range ids {
-				d0 += head.Loss(w0p, table[int(id)*width:(int(id)+1)*width], trainY[id]) - hh[j]
-			}
-			d0 /= float64(len(ids))
-			zoo.AddScaled(w0, -cfg.HeadLR.At(int(t))*phi0/cfg.Mu*d0, u0)
+			kernel.Direction(cfg.Dist, rng, cfg.Mu, w0, w0p, u0)
+			d0 := kernel.HeadDiff(head, w0p, table, width, ids, trainY, hh, nil)
+			kernel.Update(w0, u0, cfg.HeadLR.At(int(t)), phi0, cfg.Mu, d0)
 		}
 	}
 }

@@ -203,3 +203,27 @@ func SectionCommand(dir, name string) string {
 	}
 	return strings.Join(cmds, "\n    ")
 }
+
+// SectionSettings is the settings list of section name in dir's report
+// (nil if none), without the lines a rebuild added.
+func SectionSettings(dir, name string) []string {
+	old, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(parseSections(string(old))[name], "\n") {
+		switch {
+		case line == "Settings:":
+			in = true
+		case in && strings.HasPrefix(line, "- "):
+			if s := strings.TrimPrefix(line, "- "); !strings.HasPrefix(s, "rebuilt by ") {
+				out = append(out, s)
+			}
+		case in && line != "":
+			return out
+		}
+	}
+	return out
+}

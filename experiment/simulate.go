@@ -11,6 +11,7 @@ import (
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/zoo"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // SimConfig configures Simulate: AsyREVEL or SynREVEL on q machines in
@@ -41,8 +42,14 @@ type SimConfig struct {
 	// (a run of 10 s and one of 10,000 s alike).
 	EvalGrowth float64
 	Target     float64 // stop once the objective is at most this (0 = run the budget)
-	NewLocal   func(m, d int) model.Local
-	Head       model.Head
+	// Order, if not nil, replaces the cost model's timing (asynchronous
+	// runs only): the aggregator answers requests in this order of parties
+	// (1..q), one request in flight per party, and the run ends after the
+	// last. It replays the order of arrivals of a real run, for checking
+	// that the simulator computes what the runtimes compute.
+	Order    []int
+	NewLocal func(m, d int) model.Local
+	Head     model.Head
 }
 
 // SimPoint is one evaluation of the objective in virtual time.
@@ -60,6 +67,9 @@ type SimResult struct {
 	Steps   int64
 	// PartySteps counts each party's updates.
 	PartySteps []int64
+	// Params are the parties' parameters at the end, Head the head's.
+	Params [][]float64
+	Head   []float64
 }
 
 // Simulate runs AsyREVEL (or SynREVEL) on data as q machines would, in
@@ -81,15 +91,26 @@ type SimResult struct {
 // evaluation of the objective).
 func Simulate(ctx context.Context, data *run.Data, cfg SimConfig) (*SimResult, error) {
 	q := cfg.Parties
+	if cfg.Order != nil && cfg.StepCost == nil {
+		cfg.StepCost = func(int) float64 { return 0 }
+	}
+	for _, m := range cfg.Order {
+		if m < 1 || m > q || cfg.Sync {
+			return nil, fmt.Errorf("%w: simulation: order names party %d of %d (sync %v)", run.ErrConfig, m, q, cfg.Sync)
+		}
+	}
 	if q != len(data.PartTrain) || cfg.Batch < 1 || cfg.Mu <= 0 || cfg.Budget <= 0 || cfg.EvalEvery <= 0 || cfg.StepCost == nil {
 		return nil, fmt.Errorf("%w: simulation: parties %d (data in %d), batch %d, mu %g, budget %g, eval every %g",
 			run.ErrConfig, q, len(data.PartTrain), cfg.Batch, cfg.Mu, cfg.Budget, cfg.EvalEvery)
 	}
 	s := newSim(data, cfg)
 	s.ctx = ctx
-	if cfg.Sync {
+	switch {
+	case cfg.Order != nil:
+		s.runOrder()
+	case cfg.Sync:
 		s.runSync()
-	} else {
+	default:
 		s.runAsync()
 	}
 	if err := ctx.Err(); err != nil {
@@ -125,7 +146,8 @@ type sim struct {
 	u0      []float64
 	phi0    float64
 	table   []float64
-	hh      []float64
+	evTable []float64 // the objective's outputs: evaluating does not touch the training table
+	hh, hb  []float64
 	rng     *rand.Rand // head directions
 	sampler *rand.Rand // SynREVEL's shared batches
 	answers int64
@@ -150,7 +172,8 @@ func newSim(data *run.Data, cfg SimConfig) *sim {
 		s.phi0 = cfg.Dist.Phi(len(s.w0))
 	}
 	s.table = make([]float64, s.n*s.width)
-	s.hh = make([]float64, cfg.Batch)
+	s.hh, s.hb = make([]float64, cfg.Batch), make([]float64, cfg.Batch)
+	s.evTable = make([]float64, len(s.table))
 	s.all = make([]uint32, s.n)
 	for i := range s.all {
 		s.all[i] = uint32(i)
@@ -166,35 +189,33 @@ func newSim(data *run.Data, cfg SimConfig) *sim {
 		s.parties = append(s.parties, p)
 	}
 	for m := range q {
-		s.fill(m)
+		s.fill(s.table, m)
 	}
 	return s
 }
 
-// fill writes party m's (0-based) outputs on every training sample into the
-// table.
-func (s *sim) fill(m int) {
+// fill writes party m's (0-based) outputs on every training sample into
+// table t.
+func (s *sim) fill(t []float64, m int) {
 	p := s.parties[m]
 	p.local.Forward(p.w, p.x, s.all, s.out)
-	k, w := s.k, s.width
-	for i := range s.n {
-		copy(s.table[i*w+m*k:i*w+(m+1)*k], s.out[i*k:(i+1)*k])
-	}
+	kernel.Store(t, s.width, m*s.k, s.all, s.out)
 }
 
-// objective is f at the parties' current models (the table is refreshed
-// with fresh outputs, as an evaluation round of the runtime does).
+// objective is f at the parties' current models, from fresh outputs in a
+// table of its own, as an evaluation round of the runtime does: the
+// training table keeps its stale slots.
 func (s *sim) objective() float64 {
 	var f float64
 	for m := range s.q {
-		s.fill(m)
+		s.fill(s.evTable, m)
 		if s.cfg.Reg != nil {
 			f += s.cfg.Lambda * s.cfg.Reg.Value(s.parties[m].w)
 		}
 	}
 	var l float64
 	for i, y := range s.data.TrainY {
-		l += s.head.Loss(s.w0, s.table[i*s.width:(i+1)*s.width], y)
+		l += s.head.Loss(s.w0, s.evTable[i*s.width:(i+1)*s.width], y)
 	}
 	return f + l/float64(s.n)
 }
@@ -236,39 +257,23 @@ func (s *sim) prepare(m int, ids []uint32) {
 	} else {
 		copy(p.ids, ids)
 	}
-	s.cfg.Dist.Draw(p.rng, p.u)
-	zoo.Perturb(p.wp, p.w, p.u, s.cfg.Mu)
-	p.local.Forward(p.w, p.x, p.ids, p.c)
-	p.local.Forward(p.wp, p.x, p.ids, p.ch)
-	p.regDiff = 0
-	if s.cfg.Reg != nil && s.cfg.Lambda != 0 {
-		p.regDiff = s.cfg.Lambda * (s.cfg.Reg.Value(p.wp) - s.cfg.Reg.Value(p.w))
-	}
+	kernel.Probe(p.local, p.x, p.ids, s.cfg.Dist, p.rng, s.cfg.Mu, p.w, p.wp, p.u, p.c, p.ch)
+	p.regDiff = kernel.RegDiff(s.cfg.Reg, s.cfg.Lambda, p.w, p.wp)
 }
 
 // store puts party m's fresh outputs for its batch into the table.
 func (s *sim) store(m int) {
-	p, k, w := s.parties[m], s.k, s.width
-	for j, id := range p.ids {
-		copy(s.table[int(id)*w+m*k:int(id)*w+(m+1)*k], p.c[j*k:(j+1)*k])
-	}
+	p := s.parties[m]
+	kernel.Store(s.table, s.width, m*s.k, p.ids, p.c)
 }
 
-// reply computes mean(h_bar - h) for party m's request (its outputs are
-// stored) into p.diff and the losses h into s.hh.
+// reply is the aggregator's answer to party m's request: it stores the
+// fresh outputs, writes the losses h into s.hh and mean(h_bar - h) into
+// p.diff.
 func (s *sim) reply(m int) {
-	p, k, w := s.parties[m], s.k, s.width
-	var d float64
-	for j, id := range p.ids {
-		row := s.table[int(id)*w : (int(id)+1)*w]
-		y := s.data.TrainY[id]
-		h := s.head.Loss(s.w0, row, y)
-		copy(row[m*k:(m+1)*k], p.ch[j*k:(j+1)*k])
-		d += s.head.Loss(s.w0, row, y) - h
-		copy(row[m*k:(m+1)*k], p.c[j*k:(j+1)*k])
-		s.hh[j] = h
-	}
-	p.diff = d / float64(len(p.ids))
+	p := s.parties[m]
+	kernel.Reply(s.head, s.w0, s.table, s.width, m*s.k, p.ids, p.c, p.ch, s.data.TrainY, s.hh, s.hb)
+	p.diff = kernel.MeanDiff(s.hh, s.hb)
 }
 
 // stepHead is the head's own ZO step on ids.
@@ -276,27 +281,24 @@ func (s *sim) stepHead(ids []uint32) {
 	if len(s.w0) == 0 {
 		return
 	}
-	s.cfg.Dist.Draw(s.rng, s.u0)
-	zoo.Perturb(s.w0p, s.w0, s.u0, s.cfg.Mu)
-	var d float64
-	for j, id := range ids {
-		d += s.head.Loss(s.w0p, s.table[int(id)*s.width:(int(id)+1)*s.width], s.data.TrainY[id]) - s.hh[j]
-	}
-	d /= float64(len(ids))
-	zoo.AddScaled(s.w0, -s.cfg.HeadLR.At(int(s.answers))*s.phi0/s.cfg.Mu*d, s.u0)
+	kernel.Direction(s.cfg.Dist, s.rng, s.cfg.Mu, s.w0, s.w0p, s.u0)
+	d := kernel.HeadDiff(s.head, s.w0p, s.table, s.width, ids, s.data.TrainY, s.hh, nil)
+	kernel.Update(s.w0, s.u0, s.cfg.HeadLR.At(int(s.answers)), s.phi0, s.cfg.Mu, d)
 }
 
 // apply is party m's update on its reply.
 func (s *sim) apply(m int) {
 	p := s.parties[m]
-	zoo.AddScaled(p.w, -s.cfg.LR.At(p.steps)*p.phi/s.cfg.Mu*(p.diff+p.regDiff), p.u)
+	kernel.Update(p.w, p.u, s.cfg.LR.At(p.steps), p.phi, s.cfg.Mu, p.diff+p.regDiff)
 	p.steps++
 }
 
 func (s *sim) finish() {
 	for _, p := range s.parties {
 		s.res.PartySteps = append(s.res.PartySteps, int64(p.steps))
+		s.res.Params = append(s.res.Params, append([]float64(nil), p.w...))
 	}
+	s.res.Head = append([]float64(nil), s.w0...)
 }
 
 type event struct {
@@ -347,7 +349,6 @@ func (s *sim) runAsync() {
 			// The aggregator answers in arrival order, one at a time.
 			start := math.Max(ev.t, aggFree)
 			aggFree = start + cfg.AggCost
-			s.store(ev.m)
 			s.reply(ev.m)
 			s.stepHead(s.parties[ev.m].ids)
 			s.answers++
@@ -358,6 +359,28 @@ func (s *sim) runAsync() {
 		s.prepare(ev.m, nil)
 		push(ev.t+s.parties[ev.m].cost+cfg.Latency, ev.m, false)
 	}
+	s.finish()
+}
+
+// runOrder answers the requests in cfg.Order: every party has one request
+// in flight; the aggregator answers party m's, m applies the reply and
+// sends its next. The objective is evaluated at the start and the end.
+func (s *sim) runOrder() {
+	for m := range s.q {
+		s.prepare(m, nil)
+	}
+	s.evaluate(0)
+	for _, m := range s.cfg.Order {
+		m--
+		s.reply(m)
+		s.stepHead(s.parties[m].ids)
+		s.answers++
+		s.apply(m)
+		s.prepare(m, nil)
+	}
+	s.nextEv = 0
+	s.done = false
+	s.evaluate(0)
 	s.finish()
 }
 

@@ -2,6 +2,7 @@ package party
 
 import (
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // Adversary lets an attack experiment make a party deviate from the
@@ -53,18 +54,11 @@ func (p *Party) drawBatch(slot *pending) {
 // replyDiff is mean(h_bar - h) over the request's samples, whatever form
 // the reply r takes.
 func replyDiff(r *schemas.Reply, b int) float64 {
-	var diff float64
 	switch {
 	case r.Mean:
 		return r.Delta[0]
 	case len(r.Delta) > 0:
-		for _, d := range r.Delta {
-			diff += d
-		}
-	default:
-		for i, h := range r.H {
-			diff += r.HBar[i] - h
-		}
+		return kernel.Sum(r.Delta) / float64(b)
 	}
-	return diff / float64(b)
+	return kernel.MeanDiff(r.H, r.HBar)
 }

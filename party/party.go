@@ -18,6 +18,7 @@ import (
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
+	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
 
 // ErrConfig reports an unusable Config.
@@ -656,19 +657,13 @@ func (p *Party) request() error {
 func (p *Party) prepare() *pending {
 	slot := &p.ring[(p.head+p.n)%len(p.ring)]
 	p.drawBatch(slot)
-	p.cfg.Dist.Draw(p.rng, slot.u)
-	zoo.Perturb(p.wp, p.w, slot.u, p.cfg.Mu)
 	b := len(slot.ids) * p.k
 	p.out.C, p.out.CHat = p.out.C[:b], p.out.CHat[:b]
-	p.cfg.Model.Forward(p.w, p.cfg.Train, slot.ids, p.out.C)
-	p.cfg.Model.Forward(p.wp, p.cfg.Train, slot.ids, p.out.CHat)
+	kernel.Probe(p.cfg.Model, p.cfg.Train, slot.ids, p.cfg.Dist, p.rng, p.cfg.Mu, p.w, p.wp, slot.u, p.out.C, p.out.CHat)
 	if a := p.cfg.Adversary; a != nil {
 		a.Request(p.requests-1, slot.ids, p.out.C, p.out.CHat)
 	}
-	slot.regDiff = 0
-	if p.cfg.Reg != nil && p.cfg.Lambda != 0 {
-		slot.regDiff = p.cfg.Lambda * (p.cfg.Reg.Value(p.wp) - p.cfg.Reg.Value(p.w))
-	}
+	slot.regDiff = kernel.RegDiff(p.cfg.Reg, p.cfg.Lambda, p.w, p.wp)
 	p.out.IDs = slot.ids
 	return slot
 }
@@ -690,8 +685,12 @@ func (p *Party) apply(r *schemas.Reply) error {
 		return err
 	}
 	diff := replyDiff(r, len(slot.ids)) + slot.regDiff
-	eta := p.cfg.LR.At(p.t)
-	zoo.AddScaled(p.w, -eta*p.phi/p.cfg.Mu*diff, slot.u)
+	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
+		// A diverging step size: the party stops, rather than skip steps.
+		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
+		p.fail(err)
+		return err
+	}
 	p.advance()
 	return nil
 }

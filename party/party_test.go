@@ -397,3 +397,26 @@ func TestRejectionFloodLogIsBounded(t *testing.T) {
 		t.Fatalf("%d log lines for %d rejections; want 1 to %d", lines, flood, ratelog.RejectBurst+1)
 	}
 }
+
+// A step that overflows stops the party with ErrModel and leaves its
+// parameters finite (the kernel refuses the step), rather than skipping
+// steps in silence.
+func TestNonFiniteStepStops(t *testing.T) {
+	p, _ := newTest(t, 1, 1, zoo.Gaussian)
+	p.cfg.LR = zoo.Schedule{Eta0: math.MaxFloat64}
+	p.control(&schemas.Control{Op: schemas.CtlStart})
+	rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}, ReqSeq: p.ring[p.head].seq,
+		H: []float64{0}, HBar: []float64{1e6}}
+	before := p.Params()
+	if err := p.apply(rep); !errors.Is(err, ErrModel) {
+		t.Fatalf("apply = %v, want ErrModel", err)
+	}
+	if p.err == nil || !errors.Is(p.err, ErrModel) {
+		t.Errorf("party not stopped: %v", p.err)
+	}
+	for i, v := range p.Params() {
+		if v != before[i] {
+			t.Fatalf("parameters changed by a refused step: %v -> %v", before, p.Params())
+		}
+	}
+}

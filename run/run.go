@@ -72,14 +72,14 @@ type Config struct {
 	Tolerance float64
 	HoldOut   float64
 
-	LR       float64 // initial party step size (0 = default for the batch size)
-	LRDecay  float64 // step-size decay scale in samples per party (0 = default, <0 = constant)
-	HeadLR   float64 // initial step size of the aggregator's head (0 = DefaultHeadLR)
-	Mu       float64 // smoothing (default 1e-3)
-	Lambda   float64 // regularisation weight (default 1e-4)
-	Reg      string  // nonconvex | l2 | none (default nonconvex)
-	Batch    int     // samples per request (default 64; the paper's algorithm is 1)
-	Window   int     // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
+	LR       float64  // initial party step size (0 = default for the batch size)
+	LRDecay  float64  // step-size decay scale in samples per party (0 = default, <0 = constant)
+	HeadLR   float64  // initial step size of the aggregator's head (0 = DefaultHeadLR)
+	Mu       float64  // smoothing (default 1e-3)
+	Lambda   *float64 // regularisation weight: nil = DefaultLambda; new(0.0) turns it off (0 is a value, not "unset")
+	Reg      string   // nonconvex | l2 | none (default nonconvex)
+	Batch    int      // samples per request (default 64; the paper's algorithm is 1)
+	Window   int      // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
 	Seed     uint64
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
@@ -367,8 +367,8 @@ func (c *Config) defaults() error {
 	if c.Mu == 0 {
 		c.Mu = 1e-3
 	}
-	if c.Lambda == 0 {
-		c.Lambda = 1e-4
+	if c.Lambda == nil {
+		c.Lambda = new(DefaultLambda)
 	}
 	if c.Reg == "" {
 		c.Reg = "nonconvex"
@@ -413,8 +413,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: --parties %d not in 1..%d", ErrConfig, c.Parties, schemas.MaxParties)
 	case c.Batch < 1 || c.Window < 1:
 		return fmt.Errorf("%w: --batch and --window must be at least 1", ErrConfig)
-	case c.Mu <= 0 || c.LR <= 0 || c.Lambda < 0:
-		return fmt.Errorf("%w: --mu and --lr must be positive, lambda non-negative", ErrConfig)
+	case c.Mu <= 0 || c.LR <= 0 || !(*c.Lambda >= 0) || math.IsInf(*c.Lambda, 1):
+		return fmt.Errorf("%w: --mu and --lr must be positive, --lambda finite and non-negative (mu %g, lr %g, lambda %g)", ErrConfig, c.Mu, c.LR, *c.Lambda)
 	case c.Epochs < 0 || c.Duration < 0 || c.MaxSteps < 0:
 		return fmt.Errorf("%w: negative run length", ErrConfig)
 	case !(c.Tolerance >= 0 && c.Tolerance < 1):
@@ -815,6 +815,10 @@ const (
 	MLPDecayEpochs = 32
 )
 
+// DefaultLambda is the regularisation weight when Config.Lambda is nil:
+// the paper's 1e-4.
+const DefaultLambda = 1e-4
+
 // Schedule converts the configured decay scale (samples per party) into
 // party steps. The default scale is half the training set, MLPDecayEpochs
 // passes of it for the MLP.
@@ -961,7 +965,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	pc := party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: train, Test: test,
-		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
+		Reg: reg, Lambda: *cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
@@ -1418,7 +1422,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
-		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
+		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: *cfg.Lambda,
 		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
 		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params, Privacy: cfg.PrivacyChoice,

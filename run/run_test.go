@@ -217,3 +217,32 @@ func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 	}
 	checkCounts(t, s)
 }
+
+// A zero regularisation weight is a value, not "unset"; nil is the
+// default; a negative or non-finite weight is refused.
+func TestLambdaDefaults(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		lambda *float64
+		want   float64
+		err    bool
+	}{
+		{nil, DefaultLambda, false},
+		{new(0.0), 0, false},
+		{new(0.5), 0.5, false},
+		{new(-1e-4), 0, true},
+		{&nan, 0, true},
+		{&inf, 0, true},
+	} {
+		c := Config{Synthetic: &dataset.SyntheticConfig{Samples: 10, Features: 4, Classes: 2}, Lambda: tc.lambda}
+		err := c.Prepare()
+		switch {
+		case tc.err && !errors.Is(err, ErrConfig):
+			t.Errorf("lambda %v: error %v, want ErrConfig", tc.lambda, err)
+		case !tc.err && err != nil:
+			t.Errorf("lambda %v: %v", tc.lambda, err)
+		case !tc.err && *c.Lambda != tc.want:
+			t.Errorf("lambda %v: %v after defaults, want %v", tc.lambda, *c.Lambda, tc.want)
+		}
+	}
+}

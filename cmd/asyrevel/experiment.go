@@ -109,7 +109,7 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expServe(ctx, rest, stdout, stderr)
 	case "align":
 		return expAlign(ctx, rest, stdout, stderr)
-	case "fig3", "table3", "table4", "fig4":
+	case "fig3", "table3", "table4", "fig4", "validate":
 		return expPaper(ctx, name, rest, stdout, stderr)
 	case "all":
 		return expAll(ctx, rest, stdout, stderr)

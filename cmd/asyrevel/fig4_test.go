@@ -75,7 +75,7 @@ func TestFig4InterruptKeepsFinishedSets(t *testing.T) {
 	e := &cancelAfter{s: "fig4 simulation", n: 4, cancel: cancel}
 	var o syncBuffer
 	code := execute(ctx, []string{"experiment", "fig4", "--sets", "a9a,w8a", "--qs", "1,2", "--suboptimality", "0.05",
-		"--check-qs", "2", "--data-dir", data, "--out", out, "--log", "info"}, &o, e)
+		"--check-qs", "2", "--seeds", "1", "--data-dir", data, "--out", out, "--log", "info"}, &o, e)
 	if code == 0 {
 		t.Fatalf("exit 0 after an interrupt\n%s%s", o.String(), e.b.String())
 	}

@@ -36,6 +36,11 @@ var paperSynopsis = map[string]string{
 		"with a straggler, simulated on q machines in virtual time, checked against the real pipeline:\n" +
 		"fig4.csv, fig4_check.csv, fig4.png, REPORT.md. A full run takes about an hour on a9a here,\n" +
 		"hours on w8a and MNIST; an interrupt (Ctrl-C) writes the sets whose simulations all finished.",
+	"validate": "asyrevel experiment validate [--sets a9a] [--qs 1,2] [--share 0.25] [--duration 30s]\n\n" +
+		"Figure 4's simulation against the real pipeline with the parties as separate processes, each\n" +
+		"limited to --share of a processor by a CPU cgroup (the straggler to share/1.6): answered requests\n" +
+		"a second, real against simulated: validate.csv, REPORT.md. Needs the cgroup v1 cpu controller\n" +
+		"writable (root); says so and exits otherwise.",
 }
 
 // paperFlags are an experiment's flags.
@@ -56,6 +61,9 @@ type paperFlags struct {
 	budget          *time.Duration
 	maxSteps        *int64
 	parallel        *int
+	fromTrials      *bool
+	seeds           *int
+	share           *float64
 }
 
 func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
@@ -82,13 +90,22 @@ func newPaperFlags(name string, fs *flag.FlagSet) *paperFlags {
 			"--duration then caps it); choose it per set, large enough for every method to level off")
 		f.netTrials = fs.Int("net-trials", 3, "runs per method on a network set (quick: 1)")
 		f.netDuration = fs.Duration("net-duration", 14*time.Minute, "training time of a run on a network set (quick: 30s)")
+		f.fromTrials = fs.Bool("from-trials", false, "run nothing: rebuild table4.csv and the report's section from the runs in\n--out's table4_trials.csv (the paper's figures, the tests, the flags)")
+	case "validate":
+		f.sets = fs.String("sets", "a9a", "the data set (a LIBSVM one: a9a or w8a)")
+		f.qs = fs.String("qs", "1,2", "numbers of parties (each a process with its own quota: keep q x share under the free processors)")
+		f.share = fs.Float64("share", 0.25, "processor share of a party's cgroup (the straggler's: share/straggler)")
+		f.straggler = fs.Float64("straggler", 1.6, "the last party's share is the others' over this")
+		f.duration = fs.Duration("duration", 30*time.Second, "training time of a run")
+		f.checkQs = fs.String("check-qs", "", "unused")
 	case "fig4":
 		f.sets = fs.String("sets", "a9a,w8a,mnist", "data sets (quick: a9a)")
 		f.qs = fs.String("qs", "1,2,4,8,16", "numbers of parties (quick: 1,4,16)")
 		f.subopt = fs.Float64("suboptimality", 5e-4, "target f - f* on the logistic-regression sets")
 		f.netLoss = fs.Float64("network-loss", 0.5, "target training loss on the network sets (no f* there)")
 		f.straggler = fs.Float64("straggler", 1.6, "the last party's steps take this many times as long")
-		f.latency = fs.Duration("latency", 250*time.Microsecond, "one-way message time in the simulation")
+		f.latency = fs.Duration("latency", 0, "one-way message time in the simulation (0: measured through the embedded broker)")
+		f.seeds = fs.Int("seeds", 3, "runs (seeds) of every q and mode: the time to target varies with the random draws")
 		f.budget = fs.Duration("budget", 200000*time.Second, "virtual time a simulated run may take (quick: 4000s)")
 		f.maxSteps = fs.Int64("max-steps", 8000000, "answered requests a simulated run may take (its real compute here; quick: 600000)")
 		f.checkQs = fs.String("check-qs", "4", "numbers of parties of the real-pipeline checks (\"\" for none)")
@@ -149,7 +166,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		return err
 	}
 	var qs, checkQs []int
-	if name == "fig4" {
+	if name == "fig4" || name == "validate" {
 		if qs, err = parseInts(*f.qs); err != nil {
 			return err
 		}
@@ -165,6 +182,26 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		return err
 	}
 	switch name {
+	case "validate":
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		f4 := fig4Defaults(sets)
+		f4.Locate, f4.StragglerFactor, f4.Seed, f4.Log = locate, *f.straggler, f.exp.seed, log
+		cfg := experiment.ValidateConfig{Fig4: f4, Qs: qs, Share: *f.share, Duration: *f.duration, Exe: exe}
+		rows, costs, err := experiment.Validate(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if err := experiment.WriteValidate(out, rows); err != nil {
+			return err
+		}
+		sec.Title = "Figure 4's simulation against real processes with limited processors"
+		sec.Settings = []string{fmt.Sprintf("set %s, q = %s, AsyREVEL-Gau and SynREVEL-Gau, %v of training a run, seed %d", (*f.sets), *f.qs, *f.duration, f.exp.seed),
+			fmt.Sprintf("batch and step size as Figure 4's: %s", fig4Steps(f4))}
+		sec.Body = experiment.ValidateBody(rows, costs, cfg)
+		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "validate.csv"))
 	case "fig3":
 		cfg := experiment.Fig3Config{Sets: sets, Locate: locate, Algos: experiment.Fig3Algos, Parties: 8, StragglerFactor: *f.straggler,
 			Duration: *f.duration, NetDuration: *f.netDuration, Batch: *f.batch, Window: *f.window, Seed: f.exp.seed, Log: log}
@@ -201,6 +238,9 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		sec.Body = experiment.Table3Body(rows)
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
 	case "table4":
+		if *f.fromTrials {
+			return table4FromTrials(out, cmd, stdout)
+		}
 		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
 			Duration: *f.duration, NetDuration: *f.netDuration, Steps: *f.t4steps, Seed: f.exp.seed, Log: log}
 		rows, trials, err := experiment.Table4(ctx, cfg)
@@ -234,7 +274,7 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
 				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
 		}
-		sec.Body = experiment.Table4Body(rows)
+		sec.Body = experiment.Table4Body(rows, trials)
 		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
 	case "fig4":
 		if q {
@@ -243,8 +283,8 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 		cfg := fig4Defaults(sets)
 		cfg.Locate, cfg.Qs, cfg.Suboptimality, cfg.NetworkLoss = locate, qs, *f.subopt, *f.netLoss
 		cfg.StragglerFactor, cfg.Latency, cfg.Budget, cfg.MaxSteps = *f.straggler, *f.latency, *f.budget, *f.maxSteps
-		cfg.Seed, cfg.Log, cfg.CheckQs, cfg.Parallel = f.exp.seed, log, checkQs, *f.parallel
-		rows, checks, err := experiment.Fig4(ctx, cfg)
+		cfg.Seed, cfg.Seeds, cfg.Log, cfg.CheckQs, cfg.Parallel = f.exp.seed, *f.seeds, log, checkQs, *f.parallel
+		rows, checks, costs, err := experiment.Fig4(ctx, cfg)
 		var kept []string
 		if err != nil {
 			// A full sweep takes hours a set: an interrupt keeps the sets
@@ -252,26 +292,32 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 			if ctx.Err() == nil {
 				return err
 			}
-			if rows, kept = finishedSets(rows, len(qs)*len(experiment.Fig4Modes)); len(rows) == 0 {
+			if rows, kept = finishedSets(rows, len(qs)*len(experiment.Fig4Modes)*max(*f.seeds, 1)); len(rows) == 0 {
 				return err
 			}
-			stopped = err
+			var keptCosts []experiment.Fig4Cost
+			for _, c := range costs {
+				if slices.Contains(kept, c.Set) {
+					keptCosts = append(keptCosts, c)
+				}
+			}
+			costs, stopped = keptCosts, err
 		}
-		if err := experiment.WriteFig4(out, rows, checks); err != nil {
+		if err := experiment.WriteFig4(out, rows, checks, costs); err != nil {
 			return err
 		}
 		sec.Title = "Figure 4: speed-up with the number of parties"
 		sec.Settings = []string{
 			fmt.Sprintf("q = %s; AsyREVEL-Gau (one request in flight per party) against SynREVEL-Gau; party q a %gx straggler (q > 1)", *f.qs, *f.straggler),
 			fmt.Sprintf("target f - f* <= %g (logistic sets), training loss <= %g (network); budget %v virtual time or %d answered requests a run", *f.subopt, *f.netLoss, *f.budget, *f.maxSteps),
-			fmt.Sprintf("simulated compute per parameter and step: %s; message time %v each way", cfg.AlphaText(), *f.latency),
+			fmt.Sprintf("%d seeds (%d, %d, ...) a configuration; costs measured here first (below), message time %s", *f.seeds, f.exp.seed, f.exp.seed+1, latencyText(*f.latency)),
 			fmt.Sprintf("batch and step size: %s", fig4Steps(cfg)),
 		}
 		if stopped != nil {
 			sec.Settings = append(sec.Settings, fmt.Sprintf("**interrupted**: only %s finished (%v); the other sets and any missing checks were not run",
 				strings.Join(kept, ", "), stopped))
 		}
-		sec.Body = experiment.Fig4Body(rows, checks, cfg)
+		sec.Body = experiment.Fig4Body(rows, checks, costs, cfg)
 		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig4.csv"), filepath.Join(out, "fig4_check.csv"), filepath.Join(out, "fig4.png"))
 	}
 	sec.Duration = time.Since(sec.Started)
@@ -308,20 +354,16 @@ func finishedSets(rows []experiment.Fig4Row, per int) ([]experiment.Fig4Row, []s
 
 // fig4Defaults are the per-set settings of the speed-up experiment.
 func fig4Defaults(sets []experiment.Set) experiment.Fig4Config {
-	cfg := experiment.Fig4Config{Sets: sets, Alpha: map[string]time.Duration{}, Batch: map[string]int{}, LR: map[string]float64{},
+	cfg := experiment.Fig4Config{Sets: sets, Batch: map[string]int{}, LR: map[string]float64{},
 		LRDecay: map[string]float64{}, HeadLR: map[string]float64{}, CheckFactor: 4, CheckBudget: 2 * time.Minute}
 	for _, s := range sets {
 		switch s.Name {
 		case "mnist", "fashion-mnist":
-			cfg.Alpha[s.Name] = 100 * time.Nanosecond // batch: the mlp default
+			// The network: the mlp defaults.
 		default:
 			// Logistic regression: a large batch and step, which reach
-			// f - f* <= 5e-4 in the fewest steps measured here; a
-			// party with all features takes about 10 ms a step.
-			cfg.Alpha[s.Name], cfg.Batch[s.Name], cfg.LR[s.Name], cfg.HeadLR[s.Name] = 80*time.Microsecond, 1024, 1, 2
-			if s.Name == "w8a" {
-				cfg.Alpha[s.Name] = 33 * time.Microsecond
-			}
+			// f - f* <= 5e-4 in the fewest steps measured here.
+			cfg.Batch[s.Name], cfg.LR[s.Name], cfg.HeadLR[s.Name] = 1024, 1, 2
 		}
 	}
 	return cfg
@@ -446,4 +488,51 @@ func table4Provenance(cmds, kept []string) []string {
 		}
 	}
 	return out
+}
+
+// table4FromTrials rebuilds Table 4 from the runs already in dir (table4.csv
+// for what the runs do not hold, table4_trials.csv for every run): the
+// statistics, the paper's figures, the tests and the flags are computed
+// again; nothing is run. The section keeps the commands and settings of
+// the runs, with this command added.
+func table4FromTrials(dir, cmd string, stdout io.Writer) error {
+	rows, trials, err := experiment.ReadTable4(dir)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("%w: no table4.csv in %s to rebuild from", errUsage, dir)
+	}
+	rows = experiment.Table4FromTrials(rows, trials)
+	if err := experiment.WriteTable4(dir, rows, trials); err != nil {
+		return err
+	}
+	sec := experiment.Section{Name: "table4", Title: "Table 4: accuracy, federated against non-federated", Machine: experiment.Machine(), Started: time.Now()}
+	sec.Command = cmd
+	if prev := experiment.SectionCommand(dir, "table4"); prev != "" {
+		var keep []string
+		for _, c := range strings.Split(prev, "\n    ") {
+			if !strings.Contains(c, "--from-trials") {
+				keep = append(keep, c)
+			}
+		}
+		sec.Command = strings.Join(append(keep, cmd), "\n    ")
+	}
+	sec.Settings = append(experiment.SectionSettings(dir, "table4"),
+		"rebuilt by `"+cmd+"` from the runs in table4_trials.csv (the runs are the commands' above; the time and machine are the rebuild's)")
+	sec.Body = experiment.Table4Body(rows, trials)
+	sec.Duration = time.Since(sec.Started)
+	if err := experiment.WriteSection(dir, sec); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt %s and the table4 section of %s from %d runs\n", filepath.Join(dir, "table4.csv"), filepath.Join(dir, experiment.ReportFile), len(trials))
+	return nil
+}
+
+// latencyText describes the simulation's message time.
+func latencyText(l time.Duration) string {
+	if l > 0 {
+		return fmt.Sprintf("%v each way (given)", l)
+	}
+	return "measured through the embedded broker"
 }

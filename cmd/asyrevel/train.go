@@ -49,6 +49,7 @@ type trainFlags struct {
 	role      role
 	bias      *bool
 	straggler string
+	lambda    float64
 	cfg       run.Config
 	seed      uint64
 	scale     string
@@ -139,7 +140,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator (a model with quantised weights\nor outputs needs one above its quantisation step: the example models 0.1)")
 		}},
 		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.Lambda, "lambda", 1e-4, "regularisation weight")
+			fs.Float64Var(&f.lambda, "lambda", run.DefaultLambda, "regularisation weight (0 turns the regulariser off)")
 			fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
 		}},
 		{roleTrain | roleAggregator | roleParty | roleLoops, func(fs *flag.FlagSet) {
@@ -371,6 +372,9 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	c := &f.cfg
 	c.Seed = f.seed
+	if fs.Lookup("lambda") != nil {
+		c.Lambda = new(f.lambda) // 0 is a value: it turns the regulariser off
+	}
 	if f.bias != nil {
 		c.NoBias = !*f.bias
 	}
