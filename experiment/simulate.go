@@ -10,6 +10,7 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/zoo"
 	"github.com/asyrevel/asyrevel/zoo/kernel"
 )
@@ -148,6 +149,7 @@ type sim struct {
 	table   []float64
 	evTable []float64 // the objective's outputs: evaluating does not touch the training table
 	hh, hb  []float64
+	wh, whb []float64  // the reply's losses as the party decodes them
 	rng     *rand.Rand // head directions
 	sampler *rand.Rand // SynREVEL's shared batches
 	answers int64
@@ -199,6 +201,7 @@ func newSim(data *run.Data, cfg SimConfig) *sim {
 func (s *sim) fill(t []float64, m int) {
 	p := s.parties[m]
 	p.local.Forward(p.w, p.x, s.all, s.out)
+	schemas.WireVector(s.out) // training-set outputs travel as float32
 	kernel.Store(t, s.width, m*s.k, s.all, s.out)
 }
 
@@ -258,6 +261,7 @@ func (s *sim) prepare(m int, ids []uint32) {
 		copy(p.ids, ids)
 	}
 	kernel.Probe(p.local, p.x, p.ids, s.cfg.Dist, p.rng, s.cfg.Mu, p.w, p.wp, p.u, p.c, p.ch)
+	schemas.WirePair(p.c, p.ch) // what the aggregator decodes
 	p.regDiff = kernel.RegDiff(s.cfg.Reg, s.cfg.Lambda, p.w, p.wp)
 }
 
@@ -273,7 +277,11 @@ func (s *sim) store(m int) {
 func (s *sim) reply(m int) {
 	p := s.parties[m]
 	kernel.Reply(s.head, s.w0, s.table, s.width, m*s.k, p.ids, p.c, p.ch, s.data.TrainY, s.hh, s.hb)
-	p.diff = kernel.MeanDiff(s.hh, s.hb)
+	// The party computes with the reply as it decodes it; the head with
+	// its own losses.
+	s.wh, s.whb = append(s.wh[:0], s.hh...), append(s.whb[:0], s.hb...)
+	schemas.WirePair(s.wh, s.whb)
+	p.diff = kernel.MeanDiff(s.wh, s.whb)
 }
 
 // stepHead is the head's own ZO step on ids.

@@ -320,6 +320,38 @@ func fitF32(v, base []float64) bool {
 	return true
 }
 
+// WireVector rounds v in place as sending it alone does (a request's c,
+// a reply's delta, a training-set evaluation chunk): what its receiver
+// decodes. A simulation of the pipeline applies it where the pipeline
+// sends (experiment's simulator), so that both compute with the same
+// numbers.
+func WireVector(v []float64) {
+	if !fitF32(v, nil) {
+		return // sent as float64
+	}
+	for i, x := range v {
+		v[i] = float64(float32(x))
+	}
+}
+
+// WirePair rounds base and v in place as sending them together does (c
+// and c_hat, h and h_bar): base as WireVector, v as base's decoded value
+// plus the float32 difference from base's own.
+func WirePair(base, v []float64) {
+	diff := len(v) == len(base) && len(v) > 0 && fitF32(v, base) && fitF32(base, nil)
+	if diff {
+		for i := range v {
+			v[i] = float64(float32(v[i] - base[i]))
+		}
+	}
+	WireVector(base)
+	if diff {
+		for i := range v {
+			v[i] += base[i]
+		}
+	}
+}
+
 // readVector reads a float vector in any of its forms: float64 (bin),
 // float32 (extF32), or float32 differences from base (extDiff32).
 func (c *Codec) readVector(dst, base []float64) ([]float64, error) {

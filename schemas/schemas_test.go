@@ -574,3 +574,30 @@ func TestOptionalFields(t *testing.T) {
 		t.Errorf("a mean reply with two values: %v", err)
 	}
 }
+
+// WireVector and WirePair give exactly what encoding and decoding give,
+// bit for bit, in range and past it.
+func TestWireMatchesCodec(t *testing.T) {
+	c := NewCodec()
+	for _, scale := range []float64{1e-3, 1, 1e4, 1e39} {
+		cs, ch := make([]float64, 8), make([]float64, 8)
+		for i := range cs {
+			cs[i] = scale * (float64(i) - 3.3) * math.Pi
+			ch[i] = cs[i] + 1e-3*math.Sqrt(float64(i+1))
+		}
+		b, err := c.Marshal(&PartyOutput{Header: Header{Version, 1, 1}, IDs: make([]uint32, 8), C: cs, CHat: ch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got PartyOutput
+		if err := c.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		WirePair(cs, ch)
+		for i := range cs {
+			if math.Float64bits(cs[i]) != math.Float64bits(got.C[i]) || math.Float64bits(ch[i]) != math.Float64bits(got.CHat[i]) {
+				t.Fatalf("scale %g, [%d]: WirePair %v %v, codec %v %v", scale, i, cs[i], ch[i], got.C[i], got.CHat[i])
+			}
+		}
+	}
+}
