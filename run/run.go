@@ -121,7 +121,7 @@ type Config struct {
 
 	Bus      string // jetstream (default) | memory
 	Design   string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
-	Persist  string // when the stream writes to its files: async (default where the server has it) or sync
+	Persist  string // when the stream writes to its files: sync or async (default: async on the embedded broker, sync on an external one)
 	Compress string // the stream's store compression: none (default) or s2 (server 2.10+)
 	// MaxStore bounds the run's stream in bytes (when this process
 	// creates it): full, it refuses new messages and the run stops with
@@ -1674,6 +1674,15 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		Run: n.cfg.Run, Name: name, Design: broker.Design(n.cfg.Design), Logger: &n.cfg.Log,
 	}
 	jc.Persist, _ = n.cfg.persist()
+	if n.cfg.Persist == "" && n.srv == nil && n.cluster == nil {
+		// A broker of its own (a separate process, another organisation's
+		// machine) can be killed while the participants go on: it writes
+		// each message before it acknowledges it, so that it never loses
+		// what it confirmed and the log has no hole mid-subject. The
+		// embedded broker dies with its run, and a resume re-sends the
+		// tail it lost: it keeps the faster asynchronous writes.
+		jc.Persist = broker.PersistSync
+	}
 	jc.Compression, _ = n.cfg.compression()
 	jc.MaxBytes, jc.MaxMsgSize = n.maxStore, MaxMessage(n.cfg)
 	if n.cluster != nil {

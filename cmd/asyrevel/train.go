@@ -180,6 +180,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 				"  acked    acked publishes, durable consumers with acks (the first design)\n"+
 				"  core     core NATS only: no stream, no audit log (a benchmark baseline)")
 			fs.StringVar(&c.NATS, "nats", "", "URL of a NATS server with JetStream, e.g. nats://127.0.0.1:4222 (train: default\nan embedded one)")
+			fs.StringVar(&c.Persist, "persist", "", "when the run's stream writes a message to its files, for the participant that\ncreates it: sync (before acknowledging it: a broker killed with -9 loses nothing it\nconfirmed; the default with --nats) or async (after: faster; the default with the\nembedded broker, which dies with the run)")
 			fs.DurationVar(&c.BrokerWait, "broker-wait", run.DefaultBrokerWait, "how long to wait for the broker to listen and its JetStream to be available\n(started before it, a cluster electing its leader), retrying with a line every\nfew seconds; 0s or less: fail at once")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
