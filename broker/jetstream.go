@@ -616,6 +616,9 @@ func (b *JetStream) createOnly(ctx context.Context, scfg jetstream.StreamConfig)
 // the cluster leaves unanswered leaves time for another round.
 func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if scfg.Replicas <= 1 {
+		if st, err := b.js.Stream(ctx, scfg.Name); err == nil {
+			keepFixed(&scfg, st.CachedInfo().Config)
+		}
 		return b.js.CreateOrUpdateStream(ctx, scfg)
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout/4)
@@ -625,8 +628,18 @@ func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamCon
 		if got.Replicas == scfg.Replicas && slices.Equal(got.Subjects, scfg.Subjects) && got.DenyDelete && got.DenyPurge {
 			return st, nil // made by another participant of the run
 		}
+		keepFixed(&scfg, got)
 	}
 	return b.js.CreateOrUpdateStream(actx, scfg)
+}
+
+// keepFixed carries over to scfg what the stream's creator chose and a
+// later participant must not change: the persistence mode (the server
+// refuses to change it) and the stream's bounds (a participant that
+// joins or resumes later must not shrink or lift them).
+func keepFixed(scfg *jetstream.StreamConfig, got jetstream.StreamConfig) {
+	scfg.PersistMode = got.PersistMode
+	scfg.MaxBytes, scfg.MaxMsgSize = got.MaxBytes, got.MaxMsgSize
 }
 
 // waitStreamLeader waits until the replicated stream has a leader and all
