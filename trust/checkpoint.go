@@ -517,12 +517,13 @@ func ParseReceiptJSON(data []byte) (*Receipt, error) {
 	return rc, nil
 }
 
-// ReceiptFileName is the name of the file WriteReceipt writes for
-// checkpoint number n of run: RUN.checkpoint-000012.json. The run's id is
-// in the name, so a folder can keep the receipts of several runs (a
-// second run into the same output folder).
-func ReceiptFileName(run string, n uint64) string {
-	return fmt.Sprintf("%s.checkpoint-%06d.json", run, n)
+// ReceiptFileName is the name of the file WriteReceipt writes for party's
+// receipt of checkpoint number n of run: RUN.party-M.checkpoint-000012.json.
+// The run's id and the party are in the name, so one folder can keep the
+// receipts of several runs (a second run into the same output folder)
+// and of several parties (a --receipts folder they share).
+func ReceiptFileName(run, party string, n uint64) string {
+	return fmt.Sprintf("%s.%s.checkpoint-%06d.json", run, party, n)
 }
 
 // WriteReceipt writes rc into dir (made if missing) as
@@ -538,7 +539,7 @@ func WriteReceipt(dir string, rc *Receipt) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("trust: receipts: %w", err)
 	}
-	path := filepath.Join(dir, ReceiptFileName(rc.Checkpoint.Run, rc.Checkpoint.Number))
+	path := filepath.Join(dir, ReceiptFileName(rc.Checkpoint.Run, rc.Party, rc.Checkpoint.Number))
 	if old, err := os.ReadFile(path); err == nil {
 		if bytes.Equal(old, data) {
 			return path, nil

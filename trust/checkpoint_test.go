@@ -135,7 +135,7 @@ func TestCheckpointAndReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Base(path) != rc.Checkpoint.Run+".checkpoint-000001.json" {
+	if filepath.Base(path) != rc.Checkpoint.Run+"."+rc.Party+".checkpoint-000001.json" {
 		t.Fatal(path)
 	}
 	if _, err := WriteReceipt(dir, rc); err != nil {

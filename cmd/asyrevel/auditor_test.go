@@ -54,9 +54,12 @@ func TestAuditorReadsLive(t *testing.T) {
 			}
 			common := []string{"--nats", url, "--run", run, "--parties", "2",
 				"--data", "synthetic:n=1500,d=8,test=300,noise=0.02", "--batch", "16", "--log", "warn", "--roster", roster}
+			// The parties share one receipts folder: each receipt file is
+			// named after its run and its party.
+			receipts := t.TempDir()
 			var ps []<-chan result
 			for _, m := range []string{"1", "2"} {
-				ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m, "--key", filepath.Join(keys, "party-"+m+".nk")}, common...)...))
+				ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m, "--key", filepath.Join(keys, "party-"+m+".nk"), "--receipts", receipts}, common...)...))
 			}
 			agg := <-goCLI(ctx, append([]string{"aggregator", "--epochs", "3", "--out", t.TempDir(), "--key", filepath.Join(keys, "aggregator.nk")}, common...)...)
 			if agg.code != 0 {
@@ -72,9 +75,14 @@ func TestAuditorReadsLive(t *testing.T) {
 			if code, _, _ := runCLI(t, "audit", "verify", "--nats", url, "--run", run, "--roster", roster); code == 0 {
 				t.Error("audit verify without a key read a broker that admits only the roster")
 			}
-			code, out, errOut := runCLI(t, "audit", "verify", "--nats", url, "--run", run, "--roster", roster, "--key", aud)
+			code, out, errOut := runCLI(t, "audit", "verify", "--nats", url, "--run", run, "--roster", roster, "--key", aud, "--receipts", receipts)
 			if code != 0 || !strings.Contains(out, "verdict: intact") {
 				t.Fatalf("audit verify as the auditor: exit %d: %s %s", code, out, errOut)
+			}
+			for _, p := range []string{"party-1", "party-2"} {
+				if m, _ := filepath.Glob(filepath.Join(receipts, run+"."+p+".checkpoint-*.json")); len(m) == 0 {
+					t.Errorf("the shared receipts folder holds no receipt of %s", p)
+				}
 			}
 			// The auditor may not speak, subscribe to the run or make a
 			// consumer.
