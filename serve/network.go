@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -92,8 +93,15 @@ func (n *Network) Connect(ctx context.Context, name string, key *trust.Key) (bro
 	}
 	plain := jc
 	if key != nil && n.srv == nil {
-		// An external broker that admits the roster's users.
-		jc.Options = append(jc.Options, key.NATSOption())
+		// An external broker that admits the roster's users: each on its
+		// key, with its own inbox (the only one it may read).
+		jc.Options = append(jc.Options, key.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(n.cfg.Run, name)))
+		jc.LiveNew = true // scoring subscribes to what comes next only: core subscriptions
+		if name == trust.AggregatorID {
+			jc.CreateOnly = true // make the run's stream if missing, never change it
+		} else {
+			jc.NoCreate, jc.WaitStream = true, true // only the aggregator makes the stream
+		}
 	}
 	b, err := broker.ConnectJetStream(ctx, jc)
 	if key != nil && n.srv == nil && err != nil {

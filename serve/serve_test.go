@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -444,6 +446,81 @@ func TestPredictSeparateParties(t *testing.T) {
 		}
 	}
 	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 5 * time.Second,
+		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes, _ := reference(t, data)
+	for i, p := range m.Predictions {
+		if p.Class != classes[i] {
+			t.Fatalf("row %d: class %d, want %d", i, p.Class, classes[i])
+		}
+	}
+	if !m.Signed || m.Rows != 40 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+// Scoring as separate processes through a broker that admits only the
+// run's roster, each participant on its own key and inbox: the scoring
+// subjects are in the roster's permissions.
+func TestPredictSeparatePartiesRosterBroker(t *testing.T) {
+	dir := t.TempDir()
+	data, models := fixture(t, dir, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	roster, err := trust.ReadRoster(filepath.Join(dir, "keys", "roster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := roster.Grants(trust.RunPolicy(roster, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := trust.NkeyUsers(grants)
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: filepath.Join(dir, "store"), Configure: func(o *server.Options) { o.Nkeys = users }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	if _, err := nats.Connect(srv.URL()); err == nil {
+		t.Fatal("an anonymous connection was admitted")
+	}
+	net, err := serve.OpenNetwork(ctx, serve.NetConfig{NATS: srv.URL(), Run: roster.Run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	for m := 1; m <= 2; m++ {
+		f, err := serve.Load(filepath.Join(models, serve.FileName(m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := serve.PartyKeys(filepath.Join(dir, "keys", trust.PartyID(m)+".nk"), filepath.Join(dir, "keys", "roster.json"), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := serve.ReadParty(data, f, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := serve.NewResponder(ctx, serve.ResponderConfig{Model: f, Rows: rows, Key: keys.Key(m), Roster: keys.Roster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		go func(m int) {
+			b, err := net.Connect(ctx, trust.PartyID(m), keys.Key(m))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := r.Subscribe(ctx, b); err != nil {
+				t.Error(err)
+			}
+		}(m)
+	}
+	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 10 * time.Second,
 		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

@@ -124,10 +124,12 @@ func ExampleRoster_Grants() {
 	// publish   asyrevel.demo.out.1
 	// publish   asyrevel.demo.psi.1
 	// publish   asyrevel.demo.rcpt.1
+	// publish   asyrevel.demo.scored.1
 	// publish   $JS.API.CONSUMER.CREATE.ASYREVEL_demo.party-1-reply.asyrevel.demo.reply.1
 	// publish   $JS.API.CONSUMER.MSG.NEXT.ASYREVEL_demo.party-1-reply
 	// publish   $JS.API.CONSUMER.INFO.ASYREVEL_demo.party-1-reply
 	// publish   $JS.API.CONSUMER.DELETE.ASYREVEL_demo.party-1-reply
+	// subscribe asyrevel.demo.score
 	// subscribe asyrevel.demo.ctl
 	// subscribe asyrevel.demo.psih.1
 	// subscribe asyrevel.demo.reply.1

@@ -192,6 +192,15 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 		p := &r.Participants[i]
 		g := Grant{ID: p.ID, PublicKey: p.PublicKey, InboxPrefix: InboxPrefix(r.Run, p.ID)}
 		g.Publish = append(g.Publish, r.Subjects(p.ID)...)
+		// Scoring with the saved models (package serve): the aggregator
+		// asks on asyrevel.R.score, party m answers on asyrevel.R.scored.m.
+		if p.Role == RoleParty {
+			g.Publish = append(g.Publish, "asyrevel."+r.Run+".scored."+strconv.Itoa(p.index))
+			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+".score")
+		} else {
+			g.Publish = append(g.Publish, "asyrevel."+r.Run+".score")
+			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+".scored.*")
+		}
 		if p.Role == RoleParty {
 			g.Subscribe = append(g.Subscribe, r.Inbound(p.ID)...)
 		} else {

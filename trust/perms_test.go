@@ -70,7 +70,7 @@ func TestGrants(t *testing.T) {
 			t.Errorf("party-2 may publish to %s", s)
 		}
 	}
-	if !slices.Equal(p2.Subscribe, []string{"asyrevel.r.ctl", "asyrevel.r.psih.2", "asyrevel.r.reply.2", "_INBOX.r.party-2.>"}) {
+	if !slices.Equal(p2.Subscribe, []string{"asyrevel.r.score", "asyrevel.r.ctl", "asyrevel.r.psih.2", "asyrevel.r.reply.2", "_INBOX.r.party-2.>"}) {
 		t.Errorf("party-2 subscribes to %v", p2.Subscribe)
 	}
 	agg := grants[0]
