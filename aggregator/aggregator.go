@@ -300,26 +300,27 @@ type Aggregator struct {
 	lastReject   []string // per party: the latest rejection, for the wait messages
 	rejectLog    *ratelog.Limiter
 
-	seq        uint64
-	enc        *schemas.Codec
-	dec        *schemas.Codec
-	out        schemas.PartyOutput
-	ev         schemas.EvalOutput
-	hel        schemas.Hello
-	rep        schemas.Reply
-	cause      []byte      // the digest of the request being answered (Reply.Cause)
-	evalSilent []bool      // by party: it let an evaluation round down while training (shortWait)
-	lastReq    []time.Time // by party: when its latest valid request came
-	msg        broker.Message
-	bus        broker.Bus
-	ctx        context.Context
-	res        Result
-	stSum      float64
-	stN        int64
-	fin        chan struct{}
-	err        error
-	subjReply  []string
-	stopReason string
+	seq            uint64
+	enc            *schemas.Codec
+	dec            *schemas.Codec
+	out            schemas.PartyOutput
+	ev             schemas.EvalOutput
+	hel            schemas.Hello
+	rep            schemas.Reply
+	cause          []byte      // the digest of the request being answered (Reply.Cause)
+	evalSilent     []bool      // by party: it let an evaluation round down while training (shortWait)
+	lastOutageNote time.Time   // when the broker's outage was last reported
+	lastReq        []time.Time // by party: when its latest valid request came
+	msg            broker.Message
+	bus            broker.Bus
+	ctx            context.Context
+	res            Result
+	stSum          float64
+	stN            int64
+	fin            chan struct{}
+	err            error
+	subjReply      []string
+	stopReason     string
 
 	// Checkpoints and recovery (checkpoint.go): departed parties, the
 	// recovery report of a resumed run, the recorded reply a request
@@ -604,6 +605,13 @@ func (a *Aggregator) watch() {
 	now := time.Now()
 	notice := now.Sub(a.lastNotice) >= a.cfg.Notice
 	switch {
+	case a.unreachable(now, notice):
+		// The broker is down: nobody is to blame but it, and nothing
+		// counts against the parties until it is back.
+		if a.cur != nil {
+			a.cur.progress = now
+		}
+		a.stallSince, a.joinProgress = now, now
 	case a.phase == joining:
 		idle := now.Sub(a.joinProgress)
 		if idle >= a.cfg.JoinWait {
@@ -614,13 +622,6 @@ func (a *Aggregator) watch() {
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for the parties to join: %s", a.joinStatus())
 			a.lastNotice = now
 		}
-	case a.unreachable(now, notice):
-		// The broker is down: nobody is to blame but it, and nothing
-		// counts against the parties until it is back.
-		if a.cur != nil {
-			a.cur.progress = now
-		}
-		a.stallSince = now
 	case a.cur != nil && (a.phase == training || a.phase == stopping):
 		c := a.cur
 		idle := now.Sub(c.progress)
@@ -680,10 +681,10 @@ func (a *Aggregator) unreachable(now time.Time, notice bool) bool {
 	if since.IsZero() {
 		return false
 	}
-	if notice && now.Sub(since) >= time.Second {
+	if now.Sub(since) >= time.Second && now.Sub(a.lastOutageNote) >= min(a.cfg.Notice, evalNoticeEvery) {
 		a.cfg.Log.Warn().Str("since", since.Format(time.RFC3339)).Str("for", now.Sub(since).Round(time.Second).String()).
 			Msg("the broker is unreachable: training waits for it (nobody counts as departed meanwhile)")
-		a.lastNotice = now
+		a.lastOutageNote, a.lastNotice = now, now
 	}
 	return true
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,4 +48,56 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 	}
 	stop()
 	<-brk
+}
+
+// A broker that goes down for a few seconds and comes back on its store:
+// the aggregator says the broker is unreachable, counts no party as
+// departed meanwhile, and its summary states the outage.
+func TestBrokerOutageIsNamed(t *testing.T) {
+	if os.Getenv("ASYREVEL_OUTAGE_TEST") == "" {
+		// 30 s, and it passed 3 of 4 runs here: the one failure was not
+		// diagnosed, so it stays out of the suite until it is.
+		t.Skip("broker outage test (30 s, not yet reliable): set ASYREVEL_OUTAGE_TEST=1 to run it")
+	}
+	port := freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	store := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	bctx, stop := context.WithCancel(ctx)
+	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", store)
+	waitPort(t, port)
+	common := []string{"--nats", url, "--run", "outage", "--parties", "2", "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
+		"--batch", "16", "--log", "warn", "--wait", "8s"}
+	var ps []<-chan result
+	for _, m := range []string{"1", "2"} {
+		ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m}, common...)...))
+	}
+	out := t.TempDir()
+	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "25s", "--party-timeout", "2s", "--out", out}, common...)...)
+	time.Sleep(8 * time.Second) // training
+	stop()
+	<-brk
+	time.Sleep(4 * time.Second) // longer than --party-timeout
+	b2ctx, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	brk2 := goCLI(b2ctx, "broker", "--port", strconv.Itoa(port), "--store", store)
+	r := <-agg
+	var partyOut []string
+	for _, p := range ps {
+		pr := <-p
+		partyOut = append(partyOut, pr.errOut)
+	}
+	stop2()
+	<-brk2
+	t.Logf("parties: %s", strings.Join(partyOut, "\n"))
+	if strings.Contains(r.errOut, "party departed") || !strings.Contains(r.errOut, "the broker is unreachable") {
+		t.Errorf("aggregator: exit %d, want the broker named and no departure: %s", r.code, r.errOut)
+	}
+	var s struct {
+		Outage float64 `json:"broker_outage_seconds"`
+	}
+	if raw, err := readSummary(out, &s); err != nil || s.Outage < 3 {
+		t.Errorf("summary: outage %.1f s (%v): %s", s.Outage, err, raw)
+	}
 }
