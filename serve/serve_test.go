@@ -404,67 +404,21 @@ func TestResponderRejects(t *testing.T) {
 // The separate-process form over a broker: each party reads only its own
 // model file and its rows, the aggregator its model and the ids.
 func TestPredictSeparateParties(t *testing.T) {
-	dir := t.TempDir()
-	data, models := fixture(t, dir, true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: filepath.Join(dir, "store")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	net, err := serve.OpenNetwork(ctx, serve.NetConfig{NATS: srv.URL(), Run: testRun})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	for m := 1; m <= 2; m++ {
-		f, err := serve.Load(filepath.Join(models, serve.FileName(m)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, err := serve.PartyKeys(filepath.Join(dir, "keys", trust.PartyID(m)+".nk"), filepath.Join(dir, "keys", "roster.json"), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := serve.ReadParty(data, f, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := serve.NewResponder(ctx, serve.ResponderConfig{Model: f, Rows: rows, Key: keys.Key(m), Roster: keys.Roster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		b, err := net.Connect(ctx, fmt.Sprintf("party-%d", m), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		if _, err := r.Subscribe(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 5 * time.Second,
-		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	classes, _ := reference(t, data)
-	for i, p := range m.Predictions {
-		if p.Class != classes[i] {
-			t.Fatalf("row %d: class %d, want %d", i, p.Class, classes[i])
-		}
-	}
-	if !m.Signed || m.Rows != 40 {
-		t.Errorf("metrics %+v", m)
-	}
+	predictSeparate(t, false)
 }
 
 // Scoring as separate processes through a broker that admits only the
 // run's roster, each participant on its own key and inbox: the scoring
 // subjects are in the roster's permissions.
 func TestPredictSeparatePartiesRosterBroker(t *testing.T) {
+	predictSeparate(t, true)
+}
+
+// predictSeparate scores the fixture with each party a responder of its
+// own on a broker (one that admits only the roster's users, with
+// rosterOnly) and checks every prediction.
+func predictSeparate(t *testing.T, rosterOnly bool) {
+	t.Helper()
 	dir := t.TempDir()
 	data, models := fixture(t, dir, true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -473,20 +427,26 @@ func TestPredictSeparatePartiesRosterBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grants, err := roster.Grants(trust.RunPolicy(roster, true))
-	if err != nil {
-		t.Fatal(err)
+	scfg := broker.ServerConfig{Dir: filepath.Join(dir, "store")}
+	run := testRun
+	if rosterOnly {
+		grants, err := roster.Grants(trust.RunPolicy(roster, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		users := trust.NkeyUsers(grants)
+		scfg.Configure = func(o *server.Options) { o.Nkeys = users }
+		run = roster.Run
 	}
-	users := trust.NkeyUsers(grants)
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: filepath.Join(dir, "store"), Configure: func(o *server.Options) { o.Nkeys = users }})
+	srv, err := broker.StartServer(ctx, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	if _, err := nats.Connect(srv.URL()); err == nil {
+	if _, err := nats.Connect(srv.URL()); rosterOnly && err == nil {
 		t.Fatal("an anonymous connection was admitted")
 	}
-	net, err := serve.OpenNetwork(ctx, serve.NetConfig{NATS: srv.URL(), Run: roster.Run})
+	net, err := serve.OpenNetwork(ctx, serve.NetConfig{NATS: srv.URL(), Run: run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,16 +469,28 @@ func TestPredictSeparatePartiesRosterBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		go func(m int) {
-			b, err := net.Connect(ctx, trust.PartyID(m), keys.Key(m))
-			if err != nil {
-				t.Error(err)
-				return
+		var key *trust.Key
+		if rosterOnly {
+			key = keys.Key(m) // a party waits for the aggregator's stream: connect beside the scoring
+		}
+		connect := func() error {
+			b, err := net.Connect(ctx, trust.PartyID(m), key)
+			if err == nil {
+				_, err = r.Subscribe(ctx, b)
 			}
-			if _, err := r.Subscribe(ctx, b); err != nil {
+			return err
+		}
+		if !rosterOnly {
+			if err := connect(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		go func() {
+			if err := connect(); err != nil {
 				t.Error(err)
 			}
-		}(m)
+		}()
 	}
 	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 10 * time.Second,
 		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
