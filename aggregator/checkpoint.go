@@ -750,6 +750,11 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	err := bus.Flush(fctx)
 	cancel()
 	if err != nil {
+		if errors.Is(err, broker.ErrConnLost) {
+			// Known already: the aggregator resumes from its last checkpoint.
+			a.cfg.Log.Debug().Err(err).Msg("checkpoint not saved")
+			return
+		}
 		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
 		return
 	}

@@ -33,6 +33,12 @@ var (
 	// it holds its size limit (JetStreamConfig.MaxBytes): the log is
 	// bounded, and never shortened to make room.
 	ErrStreamFull = errors.New("broker: the run's stream is full")
+	// ErrConnLost is returned by Publish and Flush of a JetStream Bus
+	// with EndOnLoss once its connection to the broker has dropped: what
+	// was in flight may be lost, and a message published after it could
+	// land in the stream behind a hole. The caller starts again from its
+	// checkpoint on a new connection (package run does).
+	ErrConnLost = errors.New("broker: the connection to the broker was lost")
 )
 
 // Message is one message to publish.

@@ -140,6 +140,16 @@ type JetStreamConfig struct {
 	// stream's dedupe window drops a second copy), one message at a time.
 	// On by default when URL lists several servers (a cluster's nodes).
 	Retry bool
+	// EndOnLoss ends the Bus's publishing when its connection drops: from
+	// then on Publish and Flush fail with ErrConnLost, nats.go buffers
+	// nothing while it reconnects, and Lost is closed. A single broker
+	// killed with messages in flight loses the tail of what it had not
+	// written; a publisher that went on after the reconnect would put new
+	// messages behind that hole. With EndOnLoss the participant instead
+	// starts again from its checkpoint on a new connection, re-sending
+	// in order what the stream lacks (package run). Not for fail-over
+	// across a cluster's nodes (Retry).
+	EndOnLoss bool
 	// Logger receives asynchronous connection and consumer errors; nil
 	// means silent.
 	Logger *zerolog.Logger
@@ -290,7 +300,10 @@ type JetStream struct {
 	subs      map[Subscription]struct{}
 	core      map[*nats.Subscription]*coreSub // for slow-consumer reports
 	downSince atomic.Int64                    // unix ns of the disconnection in progress, 0 while connected
-	outage    atomic.Int64                    // ns the connection was down, over the closed outages
+	endOnLoss bool
+	lost      chan struct{} // closed when the connection drops (endOnLoss)
+	lostOnce  sync.Once
+	outage    atomic.Int64 // ns the connection was down, over the closed outages
 }
 
 var _ Bus = (*JetStream)(nil)
@@ -372,6 +385,8 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		grace:     cfg.CatchUpGrace,
 		log:       zerolog.Nop(),
 		closing:   make(chan struct{}),
+		lost:      make(chan struct{}),
+		endOnLoss: cfg.EndOnLoss && !cfg.Retry,
 		subs:      make(map[Subscription]struct{}),
 		core:      make(map[*nats.Subscription]*coreSub),
 
@@ -418,6 +433,11 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	}
 	if url == "" {
 		return nil, fmt.Errorf("%w: neither URL nor Server given", ErrInvalid)
+	}
+	if b.endOnLoss {
+		// Nothing published while disconnected is sent after the
+		// reconnect: it would land behind what the broker lost.
+		opts = append(opts, nats.ReconnectBufSize(-1))
 	}
 	opts = append(opts, cfg.Options...)
 	opts = append(opts, countWire(&b.ctr))
@@ -717,6 +737,10 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
+	if b.endOnLoss && (b.isLost() || b.nc.IsReconnecting()) {
+		b.markLost()
+		return ErrConnLost
+	}
 	if err := checkMessage(m); err != nil {
 		return err
 	}
@@ -734,6 +758,10 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	err := b.pub.publish(ctx, m)
 	b.closeMu.RUnlock()
 	if err != nil {
+		if b.endOnLoss && (b.isLost() || b.nc.IsReconnecting() || errors.Is(err, nats.ErrReconnectBufExceeded)) {
+			b.markLost()
+			return fmt.Errorf("%w: %w", ErrConnLost, err)
+		}
 		return err
 	}
 	b.ctr.published(len(m.Data))
@@ -781,8 +809,31 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 		return
 	}
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
+	if b.endOnLoss {
+		b.markLost()
+		b.log.Warn().Err(err).Msg("lost the broker connection: publishing stops; the participant starts again from its checkpoint once the broker is back")
+		return
+	}
 	b.log.Warn().Err(err).Msg("lost the broker connection; reconnecting (to another node of a cluster if there is one)")
 }
+
+// markLost ends publishing (EndOnLoss) and closes Lost.
+func (b *JetStream) markLost() {
+	b.lostOnce.Do(func() { close(b.lost) })
+}
+
+func (b *JetStream) isLost() bool {
+	select {
+	case <-b.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Lost is closed when a Bus with EndOnLoss loses its connection (never
+// otherwise): its publishing has ended, see JetStreamConfig.EndOnLoss.
+func (b *JetStream) Lost() <-chan struct{} { return b.lost }
 
 // Unreachable reports since when the connection to the broker has been
 // down (zero while it is up): the runtimes then blame the broker, not
@@ -835,6 +886,9 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 func (b *JetStream) Flush(ctx context.Context) error {
 	if b.closed.Load() {
 		return ErrClosed
+	}
+	if b.endOnLoss && b.isLost() {
+		return ErrConnLost
 	}
 	return b.pub.flush(ctx)
 }

@@ -406,7 +406,13 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		}
 		restarted := time.Now()
 		if err := agg.wait(ctx); err == nil {
-			break // nothing it had confirmed was lost: the run went on
+			// The participants resumed by themselves (or lost nothing):
+			// recovery is the time from the broker's restart to the
+			// aggregator's resume.
+			if at, ok := agg.when("resumed from the checkpoint"); ok {
+				row.RecoverySeconds = max(0, at.Sub(restarted).Seconds())
+			}
+			break
 		}
 		// Paused: every participant ends (the parties after --wait),
 		// then all of them go on with --resume.

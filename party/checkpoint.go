@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -312,6 +313,11 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	err := bus.Flush(fctx)
 	cancel()
 	if err != nil {
+		if errors.Is(err, broker.ErrConnLost) {
+			// Known already: the party resumes from its last checkpoint.
+			p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
+			return
+		}
 		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/party"
@@ -53,6 +55,9 @@ func CheckpointPath(dir, run string, role int) string {
 // checkpointing says whether cfg keeps checkpoints, and prepares their
 // folder.
 func (c *Config) checkpointing() (bool, error) {
+	if c.CheckpointEvery >= 0 && c.CheckpointDir == "" && c.heal != nil {
+		return true, nil // kept in memory only, for a resume after a broker outage
+	}
 	if c.CheckpointDir == "" || c.CheckpointEvery < 0 {
 		if c.Resume {
 			return false, fmt.Errorf("%w: --resume needs --checkpoint-dir (where the checkpoints were written)", ErrConfig)
@@ -73,6 +78,71 @@ type encoder interface{ Encode(io.Writer) error }
 type sealer struct {
 	key      *trust.Key // nil: plain files
 	run, who string     // run id, participant id
+}
+
+// healState keeps each participant's latest checkpoint in memory, for
+// the resume a participant of this process makes by itself after its
+// broker connection was lost (see Config.heal).
+type healState struct {
+	mu  sync.Mutex
+	ck  map[int][]byte // role -> the encoded checkpoint last saved
+	out time.Duration  // time spent without a connection, over the resumes
+	n   int            // resumes made
+}
+
+// keep remembers role's checkpoint c.
+func (h *healState) keep(role int, c encoder) error {
+	var buf bytes.Buffer
+	if err := c.Encode(&buf); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ck == nil {
+		h.ck = map[int][]byte{}
+	}
+	h.ck[role] = buf.Bytes()
+	return nil
+}
+
+// latest is role's checkpoint kept in memory (nil: none).
+func (h *healState) latest(role int) []byte {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ck[role]
+}
+
+// checkpointHook saves role's checkpoints to path (none: memory only)
+// and, when the participant heals itself, keeps the latest in memory.
+func (c *Config) checkpointHook(path string, role int, seal sealer) func(encoder) error {
+	h := c.heal
+	return func(ck encoder) error {
+		if h != nil {
+			if err := h.keep(role, ck); err != nil {
+				return err
+			}
+		}
+		if path == "" {
+			return nil
+		}
+		return saveCheckpoint(path, ck, seal)
+	}
+}
+
+// checkpointBytes is the checkpoint role resumes from: the one this
+// process kept in memory (a resume after a lost connection), else the
+// file at path.
+func (c *Config) checkpointBytes(path, who string, role int, seal sealer) ([]byte, error) {
+	if b := c.heal.latest(role); b != nil {
+		return b, nil
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: %s saved none yet (the connection was lost before training started)", ErrNoCheckpoint, who)
+	}
+	return readCheckpointFile(path, who, seal)
 }
 
 func saveCheckpoint(path string, c encoder, s sealer) error {
@@ -118,14 +188,18 @@ func aggregatorCheckpoints(cfg *Config, ac *aggregator.Config) (*aggregator.Chec
 	if !on || err != nil {
 		return nil, err
 	}
-	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
+	path := ""
+	if cfg.CheckpointDir != "" {
+		path = CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
+	}
 	ac.CheckpointEvery = cfg.CheckpointEvery
 	seal := sealer{cfg.trust.key(0), cfg.Run, trust.AggregatorID}
-	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error { return saveCheckpoint(path, c, seal) }
+	save := cfg.checkpointHook(path, 0, seal)
+	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error { return save(c) }
 	if !cfg.Resume {
 		return nil, nil
 	}
-	b, err := readCheckpointFile(path, "the aggregator", seal)
+	b, err := cfg.checkpointBytes(path, "the aggregator", 0, seal)
 	if err != nil {
 		return nil, err
 	}
@@ -143,14 +217,18 @@ func partyCheckpoints(cfg *Config, pc *party.Config, m int) (*party.Checkpoint, 
 	if !on || err != nil {
 		return nil, err
 	}
-	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, m)
+	path := ""
+	if cfg.CheckpointDir != "" {
+		path = CheckpointPath(cfg.CheckpointDir, cfg.Run, m)
+	}
 	pc.CheckpointEvery = cfg.CheckpointEvery
 	seal := sealer{cfg.trust.key(m), cfg.Run, trust.PartyID(m)}
-	pc.OnCheckpoint = func(c *party.Checkpoint) error { return saveCheckpoint(path, c, seal) }
+	save := cfg.checkpointHook(path, m, seal)
+	pc.OnCheckpoint = func(c *party.Checkpoint) error { return save(c) }
 	if !cfg.Resume {
 		return nil, nil
 	}
-	b, err := readCheckpointFile(path, fmt.Sprintf("party %d", m), seal)
+	b, err := cfg.checkpointBytes(path, fmt.Sprintf("party %d", m), m, seal)
 	if err != nil {
 		return nil, err
 	}

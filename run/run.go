@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -186,6 +188,7 @@ type Config struct {
 	TLS   trust.TLSFiles
 	trust *runTrust
 	early *earlyStop // the early stopping of the run's aggregator (stop.go)
+	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -263,9 +266,13 @@ type Summary struct {
 	StaleEvals map[int]int64 `json:"stale_evaluations,omitempty"`
 	// BrokerOutage is how long the aggregator's connection to the broker
 	// was down during the run (s).
-	BrokerOutage float64              `json:"broker_outage_seconds,omitempty"`
-	FinalStale   []int                `json:"final_stale_parties,omitempty"`
-	Resumed      *aggregator.Recovery `json:"resumed,omitempty"`
+	BrokerOutage float64 `json:"broker_outage_seconds,omitempty"`
+	// BrokerResumes counts the times the aggregator resumed by itself
+	// from its checkpoint and the stream after its broker connection was
+	// lost (a broker crash and restart): no one restarted anything.
+	BrokerResumes int                  `json:"broker_resumes,omitempty"`
+	FinalStale    []int                `json:"final_stale_parties,omitempty"`
+	Resumed       *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -1217,6 +1224,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	warnUntrusted(&cfg)
 	prog := newProgress(&cfg, data)
+	if cfg.healable(0) {
+		cfg.heal = &healState{}
+	}
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
 		return nil, err
@@ -1226,19 +1236,48 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer net.close()
-	bus, err := net.connect(ctx, "aggregator")
-	if err != nil {
-		return nil, err
-	}
-	check := net.checkAggregator
-	if cfg.Resume {
-		check = net.checkResume
-	}
-	if err := check(ctx, bus, cfg.Run); err != nil {
+	var (
+		res    *aggregator.Result
+		bus    broker.Bus
+		lostAt time.Time
+	)
+	for {
+		if bus, err = net.connect(ctx, "aggregator"); err != nil {
+			if !lostAt.IsZero() {
+				err = fmt.Errorf("resuming after the broker connection was lost: %w", err)
+			}
+			return nil, err
+		}
+		if !lostAt.IsZero() {
+			cfg.heal.healed(time.Since(lostAt))
+		}
+		check := net.checkAggregator
+		if cfg.Resume {
+			check = net.checkResume
+		}
+		if err := check(ctx, bus, cfg.Run); err != nil {
+			bus.Close()
+			return nil, err
+		}
+		lctx, cancel := watchLoss(ctx, bus)
+		res, err = agg.Run(lctx, bus)
+		lost := lostConn(ctx, lctx, err)
+		cancel(nil)
+		if !lost {
+			break
+		}
+		// The broker connection was lost: the aggregator stopped
+		// publishing. It resumes from its latest checkpoint and the
+		// stream as soon as the broker is back, as --resume would.
 		bus.Close()
-		return nil, err
+		lostAt = time.Now()
+		cfg.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
+			Msg("the broker connection was lost: the aggregator resumes from its latest checkpoint and the stream once the broker is back")
+		cfg.Resume = true
+		if agg, err = NewAggregator(&cfg, data, prog.point); err != nil {
+			return nil, fmt.Errorf("resuming after the broker connection was lost: %w", err)
+		}
 	}
-	res, err := agg.Run(ctx, bus)
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
 	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil
 	if err != nil && !stopped {
@@ -1258,6 +1297,10 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	s.WireBytes = wireBytes(bus) // the aggregator's connection only
 	s.Dropped = dropped(bus)
 	s.WallSeconds = time.Since(t0).Seconds()
+	if n, out := cfg.heal.resumes(); n > 0 {
+		s.BrokerResumes = n
+		s.BrokerOutage += out.Seconds()
+	}
 	if stalled {
 		s, _ = net.finish(ctx, &cfg, s, prog)
 		return s, err
@@ -1293,14 +1336,38 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 			return party.Stats{}, err
 		}
 	}
+	if cfg.healable(m) {
+		cfg.heal = &healState{}
+	}
 	net, err := openNetwork(ctx, &cfg)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer net.close()
+	for {
+		stats, lost, err := participateOnce(ctx, &cfg, net, data, m)
+		if !lost {
+			return stats, err
+		}
+		// The broker connection was lost: the party stopped publishing.
+		// It resumes from its latest checkpoint and the stream as soon as
+		// the broker is back, as --resume would.
+		cfg.Log.Warn().Int("party", m).Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
+			Msg("the broker connection was lost: the party resumes from its latest checkpoint and the stream once the broker is back")
+		cfg.Resume = true
+	}
+}
+
+// participateOnce is one attempt of Participate: lost reports an attempt
+// that ended because the broker connection was lost (cfg.heal), after
+// which the party resumes.
+func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data, m int) (_ party.Stats, lost bool, err error) {
 	bus, err := net.connect(ctx, fmt.Sprintf("party-%d", m))
 	if err != nil {
-		return party.Stats{}, err
+		if cfg.heal != nil && cfg.Resume {
+			err = fmt.Errorf("resuming after the broker connection was lost: %w", err)
+		}
+		return party.Stats{}, false, err
 	}
 	defer bus.Close()
 	var base uint64
@@ -1310,7 +1377,7 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		base, err = net.checkParty(ctx, bus, cfg.Run, m)
 	}
 	if err != nil {
-		return party.Stats{}, err
+		return party.Stats{}, false, err
 	}
 	var chains map[string]uint64
 	if base > 0 {
@@ -1321,28 +1388,34 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 			chains = map[string]uint64{}
 			for _, s := range cfg.trust.roster.Subjects(trust.PartyID(m)) {
 				if chains[s], err = count(ctx, bus, s); err != nil {
-					return party.Stats{}, err
+					return party.Stats{}, false, err
 				}
 			}
 		}
 	}
 	var ck *party.Checkpoint
-	p, close, err := newParty(ctx, &cfg, data, m, base, chains, &ck)
+	p, close, err := newParty(ctx, cfg, data, m, base, chains, &ck)
 	if err != nil {
-		return party.Stats{}, err
+		return party.Stats{}, false, err
 	}
 	defer close()
 	if cfg.Resume {
-		if err := resumeParty(ctx, bus, &cfg, p, ck, m); err != nil {
-			return party.Stats{}, err
+		if err := resumeParty(ctx, bus, cfg, p, ck, m); err != nil {
+			return party.Stats{}, false, err
 		}
 	} else {
 		cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
 	}
-	err = p.Run(ctx, bus)
+	lctx, cancel := watchLoss(ctx, bus)
+	err = p.Run(lctx, bus)
+	lost = lostConn(ctx, lctx, err)
+	cancel(nil)
+	if lost {
+		return p.Stats(), true, err
+	}
 	if err == nil {
-		f, ferr := PartyModel(&cfg, data, m, p.Params())
-		err = writeModel(&cfg, f, ferr)
+		f, ferr := PartyModel(cfg, data, m, p.Params())
+		err = writeModel(cfg, f, ferr)
 	}
 	if errors.Is(err, party.ErrInterrupted) {
 		err = fmt.Errorf("%w: %w", ErrInterrupted, err)
@@ -1350,7 +1423,7 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if cerr := bus.Close(); err == nil {
 		err = cerr
 	}
-	return p.Stats(), err
+	return p.Stats(), false, err
 }
 
 // resumeParty restores party m from its checkpoint ck and the sequence
@@ -1648,7 +1721,8 @@ func waitable(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, nats.ErrNoServers):
+	case errors.Is(err, nats.ErrNoServers), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, nats.ErrConnectionClosed):
 		return "unreachable (not started yet, or restarting?)"
 	case errors.As(err, &apiErr) && apiErr.Code == 503:
 		return "has no JetStream available yet (a cluster still electing its leader, or missing a node?)"
@@ -1708,6 +1782,9 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 	}
 	jc.Compression, _ = n.cfg.compression()
 	jc.MaxBytes, jc.MaxMsgSize = n.maxStore, MaxMessage(n.cfg)
+	// A participant that heals itself stops publishing when its
+	// connection drops, and resumes (heal.go).
+	jc.EndOnLoss = n.cfg.heal != nil && n.cluster == nil && n.srv == nil && (name == trust.AggregatorID || strings.HasPrefix(name, "party-"))
 	if n.cluster != nil {
 		// Participants spread over the nodes, over TCP; the stream is
 		// replicated on up to three of them.

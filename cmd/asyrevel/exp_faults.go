@@ -20,7 +20,8 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"Kills pieces of a run whose broker, aggregator and parties are separate processes of this\n"+
 		"binary: the aggregator (kill -9, restarted with --resume), a party (the same), a party for\n"+
 		"good, SIGTERM to the aggregator and a party (both resumed), and the broker (kill -9, restarted\n"+
-		"on its store; if it lost messages, the run pauses and everyone resumes). Each case is compared with\n"+
+		"on its store: every participant resumes by itself from its checkpoint and the stream, nobody restarts\n"+
+		"anything). Each case is compared with\n"+
 		"an uninterrupted run of the same settings; the stream is audited for lost and duplicated\n"+
 		"messages. The trust layer is on, as by default: each case makes its run's keys (asyrevel keys),\n"+
 		"starts a broker of its own that admits only their roster, runs every participant (resumed ones\n"+
