@@ -887,10 +887,30 @@ func (b *JetStream) Flush(ctx context.Context) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
-	if b.endOnLoss && b.isLost() {
+	if !b.endOnLoss {
+		return b.pub.flush(ctx)
+	}
+	if b.isLost() {
 		return ErrConnLost
 	}
-	return b.pub.flush(ctx)
+	// A flush in progress when the connection drops ends at once: what
+	// it waits for may never come.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-b.lost:
+			cancel()
+		case <-stop:
+		}
+	}()
+	err := b.pub.flush(fctx)
+	if err != nil && b.isLost() {
+		return fmt.Errorf("%w: %w", ErrConnLost, err)
+	}
+	return err
 }
 
 // Count is the number of stored messages whose subject matches filter (it

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	mathbits "math/bits"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -166,12 +167,52 @@ func (c *Codec) diff32(v, base []float64) {
 	c.buf.Write(b)
 }
 
+// Packed sample ids (ext extIDs): a request's ids are indexes below the
+// training set's size, so each takes only the bits of the largest one (15
+// for a9a's 32,561 rows, against 32): the payload is the width w (one
+// byte), the number of ids (a uvarint), then the ids w bits each, least
+// significant bit first, zero padding to the byte. One set of ids has one
+// encoding: a decoder refuses a width larger than the largest id needs
+// and padding bits that are not zero.
+const extIDs int8 = 3
+
 func (c *Codec) ids(v []uint32) {
-	c.check(c.enc.EncodeBytesLen(4 * len(v)))
-	c.buf.Grow(4 * len(v))
-	b := c.buf.AvailableBuffer()
+	if c.Wide || len(v) == 0 {
+		c.check(c.enc.EncodeBytesLen(4 * len(v)))
+		c.buf.Grow(4 * len(v))
+		b := c.buf.AvailableBuffer()
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, x)
+		}
+		c.buf.Write(b)
+		return
+	}
+	var hi uint32
 	for _, x := range v {
-		b = binary.LittleEndian.AppendUint32(b, x)
+		hi |= x
+	}
+	w := max(mathbits.Len32(hi), 1)
+	packed := (len(v)*w + 7) / 8
+	var head [1 + binary.MaxVarintLen64]byte
+	head[0] = byte(w)
+	nh := 1 + binary.PutUvarint(head[1:], uint64(len(v)))
+	c.check(c.enc.EncodeExtHeader(extIDs, nh+packed))
+	c.buf.Grow(nh + packed)
+	b := c.buf.AvailableBuffer()
+	b = append(b, head[:nh]...)
+	var acc uint64
+	nb := 0
+	for _, x := range v {
+		acc |= uint64(x) << nb
+		nb += w
+		for nb >= 8 {
+			b = append(b, byte(acc))
+			acc >>= 8
+			nb -= 8
+		}
+	}
+	if nb > 0 {
+		b = append(b, byte(acc))
 	}
 	c.buf.Write(b)
 }
@@ -411,6 +452,10 @@ func (c *Codec) readFloats(dst []float64) ([]float64, error) {
 }
 
 func (c *Codec) readIDs(dst []uint32) ([]uint32, error) {
+	if c.peekIs(msgpcode.FixExt1, msgpcode.FixExt2, msgpcode.FixExt4, msgpcode.FixExt8, msgpcode.FixExt16,
+		msgpcode.Ext8, msgpcode.Ext16, msgpcode.Ext32) {
+		return c.readPackedIDs(dst)
+	}
 	b, err := c.blob(4)
 	if err != nil {
 		return dst[:0], err
@@ -422,6 +467,61 @@ func (c *Codec) readIDs(dst []uint32) ([]uint32, error) {
 	dst = dst[:n]
 	for i := range dst {
 		dst[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return dst, nil
+}
+
+// readPackedIDs reads ids written as ext extIDs (see ids).
+func (c *Codec) readPackedIDs(dst []uint32) ([]uint32, error) {
+	id, n, err := c.dec.DecodeExtHeader()
+	if err != nil {
+		return dst[:0], err
+	}
+	if id != extIDs {
+		return dst[:0], fmt.Errorf("unknown id encoding %d", id)
+	}
+	if n < 2 || n > c.rd.Len() {
+		return dst[:0], fmt.Errorf("packed ids of %d bytes with %d left", n, c.rd.Len())
+	}
+	start := len(c.data) - c.rd.Len()
+	b := c.data[start : start+n]
+	if _, err := c.rd.Seek(int64(n), 1); err != nil {
+		return dst[:0], err
+	}
+	w := int(b[0])
+	count, k := binary.Uvarint(b[1:])
+	if w < 1 || w > 32 || k <= 0 {
+		return dst[:0], fmt.Errorf("packed ids: width %d, bad count", w)
+	}
+	bits := b[1+k:]
+	if count == 0 || count > uint64(len(bits))*8/uint64(w) || (int(count)*w+7)/8 != len(bits) {
+		return dst[:0], fmt.Errorf("packed ids: %d ids of %d bits in %d bytes", count, w, len(bits))
+	}
+	m := int(count)
+	if cap(dst) < m {
+		dst = make([]uint32, m)
+	}
+	dst = dst[:m]
+	var acc uint64
+	nb, j := 0, 0
+	mask := uint64(1)<<w - 1
+	var hi uint32
+	for i := range dst {
+		for nb < w {
+			acc |= uint64(bits[j]) << nb
+			j++
+			nb += 8
+		}
+		dst[i] = uint32(acc & mask)
+		hi |= dst[i]
+		acc >>= w
+		nb -= w
+	}
+	if acc != 0 {
+		return dst[:0], fmt.Errorf("packed ids: padding bits are not zero")
+	}
+	if max(mathbits.Len32(hi), 1) != w {
+		return dst[:0], fmt.Errorf("packed ids: width %d where %d bits hold every id", w, max(mathbits.Len32(hi), 1))
 	}
 	return dst, nil
 }

@@ -3,7 +3,9 @@ package schemas
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -60,18 +62,22 @@ func TestFloatsAreBlobs(t *testing.T) {
 	for _, wide := range []bool{true, false} {
 		c := NewCodec()
 		c.Wide = wide
-		m := &PartyOutput{Header: Header{Version, 1, 1}, IDs: make([]uint32, 64), C: make([]float64, 64), CHat: make([]float64, 64)}
+		ids := make([]uint32, 64)
+		for i := range ids {
+			ids[i] = uint32(i * 500) // below a9a's 32,561 rows: 15 bits
+		}
+		m := &PartyOutput{Header: Header{Version, 1, 1}, IDs: ids, C: make([]float64, 64), CHat: make([]float64, 64)}
 		b, err := c.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// 64 ids * 4 + 128 floats * 8 (wide) or 4 (narrow) bytes of
-		// payload, and a few bytes of framing.
+		// 64 ids * 4 + 128 floats * 8 (wide), or 64 ids * 15 bits + 128
+		// floats * 4 (narrow) bytes of payload, and a few bytes of framing.
 		want := 64*4 + 128*8
 		if !wide {
-			want = 64*4 + 128*4
+			want = 64*15/8 + 128*4
 		}
-		if len(b) < want || len(b) > want+16 {
+		if len(b) < want || len(b) > want+24 {
 			t.Fatalf("wide %v: encoded %d bytes, want about %d", wide, len(b), want)
 		}
 	}
@@ -598,6 +604,73 @@ func TestWireMatchesCodec(t *testing.T) {
 			if math.Float64bits(cs[i]) != math.Float64bits(got.C[i]) || math.Float64bits(ch[i]) != math.Float64bits(got.CHat[i]) {
 				t.Fatalf("scale %g, [%d]: WirePair %v %v, codec %v %v", scale, i, cs[i], ch[i], got.C[i], got.CHat[i])
 			}
+		}
+	}
+}
+
+// Packed ids take the bits of the largest id, round trip exactly for
+// every width, and have one encoding: a wider width than needed, padding
+// bits set, a count that does not fit the bytes, or a truncated payload
+// are refused.
+func TestPackedIDs(t *testing.T) {
+	c := NewCodec()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		n   int
+		max uint32
+	}{{1, 0}, {1, 1}, {3, 1}, {64, 32560}, {64, 59999}, {7, 1 << 31}, {256, 1<<32 - 1}, {100, 255}} {
+		ids := make([]uint32, tc.n)
+		for i := range ids {
+			ids[i] = uint32(rng.Uint64N(uint64(tc.max) + 1))
+		}
+		ids[rng.IntN(tc.n)] = tc.max
+		m := &PartyOutput{Header: Header{Version, 1, 1}, IDs: ids, C: make([]float64, tc.n), CHat: make([]float64, tc.n)}
+		b, err := c.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got PartyOutput
+		if err := NewCodec().Unmarshal(b, &got); err != nil {
+			t.Fatalf("%d ids up to %d: %v", tc.n, tc.max, err)
+		}
+		if !slices.Equal(got.IDs, ids) {
+			t.Fatalf("%d ids up to %d: got %v, want %v", tc.n, tc.max, got.IDs, ids)
+		}
+	}
+	// Hand-made payloads: width, count, bits.
+	packed := func(payload ...byte) []byte {
+		c := NewCodec()
+		c.check(c.enc.EncodeExtHeader(extIDs, len(payload)))
+		c.buf.Write(payload)
+		return append([]byte(nil), c.buf.Bytes()...)
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		want    []uint32
+	}{
+		{"ok: 5 and 2 in 3 bits", []byte{3, 2, 0b010_101}, []uint32{5, 2}},
+		{"too wide: 5 and 2 in 4 bits", []byte{4, 2, 0b0010_0101}, nil},
+		{"padding set", []byte{3, 2, 0b1_010_101}, nil},
+		{"count past the bytes", []byte{3, 3, 0b010_101}, nil},
+		{"bytes past the count", []byte{3, 1, 0b101, 0}, nil},
+		{"width 0", []byte{0, 1, 0}, nil},
+		{"width 33", []byte{33, 1, 1, 0, 0, 0, 0}, nil},
+		{"no count", []byte{3}, nil},
+	} {
+		c := NewCodec()
+		c.data = packed(tc.payload...)
+		c.rd.Reset(c.data)
+		c.dec.Reset(&c.rd)
+		got, err := c.readIDs(nil)
+		if tc.want == nil {
+			if err == nil {
+				t.Errorf("%s: decoded %v, want an error", tc.name, got)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
 }

@@ -91,7 +91,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			failed++
 		}
 	}
-	if failed == 0 {
+	if failed == 0 && os.Getenv("ASYREVEL_KEEP_LOGS") == "" {
 		defer os.RemoveAll(cfg.Dir)
 	}
 	if err := experiment.WriteFaults(f.out, rows); err != nil {
