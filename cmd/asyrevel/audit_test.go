@@ -163,6 +163,28 @@ func TestAuditVerify(t *testing.T) {
 			x.Seq = r[len(r)-1].Seq + 1
 			return append(r, x)
 		}, "", nil},
+		// A pull relay: a party asks for its own consumer's next messages
+		// with a reply subject inside the run, and the stream stores the
+		// copies the server delivers there. Listed apart, never against an
+		// honest log's verdict.
+		{"relayed copies of genuine signed messages on their own subject", func(r []*replay.Record) []*replay.Record {
+			for _, i := range []int{find(r, "join", 1, 1), find(r, "out", 1, 3), find(r, "reply", 1, 2)} {
+				x := r[i].Clone()
+				x.Seq = r[len(r)-1].Seq + 1
+				r = append(r, x)
+			}
+			return r
+		}, "", nil},
+		{"relayed copies of genuine messages onto other subjects of the run", func(r []*replay.Record) []*replay.Record {
+			ctl := r[find(r, "ctl", 0, 1)].Subject
+			for _, i := range []int{find(r, "reply", 1, 2), find(r, "out", 2, 1)} {
+				x := r[i].Clone()
+				x.Subject = ctl
+				x.Seq = r[len(r)-1].Seq + 1
+				r = append(r, x)
+			}
+			return r
+		}, "", nil},
 		{"re-signed with another key", func(r []*replay.Record) []*replay.Record {
 			i := find(r, "join", 1, 1)
 			sig, err := trust.ParseSignature(r[i].Header.Get(trust.SigHeader))
@@ -188,6 +210,16 @@ func TestAuditVerify(t *testing.T) {
 			if tc.want == "" {
 				if !rep.Intact() || (strings.Contains(tc.name, "not the run's") && rep.Foreign != 1) {
 					t.Fatalf("intact log reported: %v", rep.Problems)
+				}
+				if strings.HasPrefix(tc.name, "relayed") {
+					// Listed apart: what a receiver would have refused.
+					var apart uint64
+					for _, n := range rep.Rejected {
+						apart += n
+					}
+					if apart+uint64(rep.Foreign) < 2 {
+						t.Fatalf("the relayed copies are not listed apart: rejected %v, foreign %d", rep.Rejected, rep.Foreign)
+					}
 				}
 				return
 			}
