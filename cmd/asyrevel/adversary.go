@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,7 @@ type rogue struct {
 	codec     *schemas.Codec
 	unknowKey *trust.Key
 	injectAt  []string // the reply subjects of the injection
+	relayAt   []string // the reply subjects of the pull relay
 }
 
 func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
@@ -83,6 +85,7 @@ func newRogue(url, run string, key *trust.Key, scale int) (*rogue, error) {
 		{Name: "unknown-key", how: "hellos signed with a key that is not in the roster", reasons: []string{"trust-unknown_key"}},
 		{Name: "unsigned-hello", how: "hellos without a signature (every hello must be signed)", reasons: []string{"trust-unsigned"}},
 		{Name: "reply-to-injection", how: "JetStream API requests it may make (stream info) whose reply subject lies in the run: the server's answers on the control, another party's and a new subject", fromLog: true},
+		{Name: "pull-relay", how: "next-message requests to a consumer it may make (its own replies) whose reply subject lies in the run: the server delivers copies of genuine signed messages there (its own reply subject and the control subject)", fromLog: true},
 		{Name: "oversized", how: "4 MB messages on its own output subject (the run's largest is far smaller)"},
 	} {
 		r.cats = append(r.cats, c)
@@ -240,6 +243,34 @@ func (r *rogue) attack(ctx context.Context) error {
 	if err := nc.Flush(); err != nil {
 		return fmt.Errorf("rogue: after the reply-to injection: %w", err)
 	}
+	// A pull relay: a consumer party 1 may make over its own replies, and
+	// next-message requests whose reply subject lies in the run.
+	relay := r.byName["pull-relay"]
+	ownReply := r.subject(schemas.KindReply, 1)
+	name := trust.OrderedNames(trust.ConsumerPrefix("party-1", []string{ownReply}), trust.DefaultOrderedResets)
+	cname := name[len(name)-1] // the last of its names: the real party 1 uses the first ones
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, cerr := js.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{Name: cname, FilterSubject: ownReply,
+		AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy, InactiveThreshold: time.Minute})
+	cancel()
+	r.relayAt = []string{ownReply, r.subject(schemas.KindControl, 0)}
+	next := "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + cname
+	for i := range n {
+		relay.Sent++
+		if cerr != nil {
+			relay.Refused++
+			continue
+		}
+		_ = nc.PublishRequest(next, r.relayAt[i%len(r.relayAt)], []byte(`{"batch":1,"no_wait":true}`))
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("rogue: after the pull relay: %w", err)
+	}
+	if cerr == nil {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = js.DeleteConsumer(dctx, stream, cname)
+		cancel()
+	}
 	// Oversized messages, on a connection of their own: the broker closes
 	// a connection that publishes past its limit.
 	big := r.byName["oversized"]
@@ -312,10 +343,24 @@ func (r *rogue) settleLog(recs func(func(*replay.Record)) error, rep *trust.Audi
 		at[s] = true
 	}
 	big := int64(0)
+	relayAt := map[string]bool{}
+	for _, s := range r.relayAt {
+		relayAt[s] = true
+	}
+	seen := map[[32]byte]bool{}
+	relayed := int64(0)
 	err := recs(func(rec *replay.Record) {
 		if at[rec.Subject] && len(rec.Data) > 0 && rec.Data[0] == '{' {
 			landed++
 		}
+		if relayAt[rec.Subject] && len(rec.Data) > 0 && rec.Data[0] != '{' {
+			k := sha256.Sum256(rec.Data)
+			if seen[k] {
+				relayed++
+			}
+			seen[k] = true
+		}
+
 		if len(rec.Data) >= 4<<20 {
 			big++
 		}
@@ -330,6 +375,15 @@ func (r *rogue) settleLog(recs func(func(*replay.Record)) error, rep *trust.Audi
 		listed += int64(n)
 	}
 	inj.Rejected = min(landed, listed) // listed apart by the audit
+	// The relayed copies: byte-identical to genuine messages, stored
+	// again (counted by content, beyond each message's first copy).
+	rl := r.byName["pull-relay"]
+	if relayed > 0 {
+		rl.Refused = max(0, rl.Sent-relayed)
+		rl.Rejected = min(relayed, max(0, listed-inj.Rejected)) // listed apart too
+	} else {
+		rl.Refused = rl.Sent
+	}
 	ov := r.byName["oversized"]
 	ov.Refused = ov.Sent - big
 	return nil

@@ -56,6 +56,7 @@ func TestAdversary(t *testing.T) {
 	total := int64(0)
 	for _, c := range rg.cats {
 		total += c.Sent
+		t.Logf("%-22s sent %4d, refused by the broker %4d, rejected or listed apart %4d", c.Name, c.Sent, c.Refused, c.Rejected)
 		if c.Sent == 0 || c.Accepted() != 0 {
 			t.Errorf("%s: sent %d, refused by the broker %d, rejected by the receiver %d, accepted %d",
 				c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
