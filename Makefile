@@ -27,8 +27,16 @@ stock-server:
 	  apt-get install -y -qq nats-server >/dev/null 2>&1; } || \
 	echo "note: no stock nats-server binary (apt-get install nats-server): its tests are skipped"
 
+# Each test binary has a memory ceiling: internal/memwatch stops one whose
+# Go heap passes ASYREVEL_TEST_MEM (6 GiB) with every goroutine's stack, and
+# the shell's address-space limit (TEST_VMEM KiB, 16 GiB) makes anything
+# else that runs away (cgo, a child process) fail at once instead of the
+# kernel's OOM killer taking the machine.
+TEST_VMEM ?= 16777216
+
 test: stock-server
 	$(GO) vet ./...
+	ulimit -v $(TEST_VMEM) 2>/dev/null || echo "note: no address-space limit for the tests (ulimit -v)"; \
 	$(GO) test -count=1 -timeout 8m ./...
 
 # The container image: a static binary built by the host's toolchain, in an

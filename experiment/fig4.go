@@ -248,7 +248,7 @@ func fig4Costs(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 		c.Latency = Spread{Median: l, Lo: l, Hi: l}
 		return c, nil
 	}
-	up, down := messageSizes(tc.Batch, k)
+	up, down := messageSizes(tc.Batch, k, data.NTrain)
 	c.Latency, err = measureLatency(ctx, up, down)
 	return c, err
 }

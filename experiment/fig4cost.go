@@ -213,11 +213,11 @@ func aggStep(head model.Head, q, k, n, batch int, dist zoo.Dist, mu float64, see
 }
 
 // messageSizes are the encoded sizes of a request and a reply of batch
-// samples with k outputs each.
-func messageSizes(batch, k int) (up, down int) {
+// samples with k outputs each, of a training set of n rows.
+func messageSizes(batch, k, n int) (up, down int) {
 	c := schemas.NewCodec()
 	b, _ := c.Marshal(&schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 1},
-		IDs: make([]uint32, batch), C: make([]float64, batch*k), CHat: make([]float64, batch*k)})
+		IDs: sampleIDs(batch, n), C: make([]float64, batch*k), CHat: make([]float64, batch*k)})
 	up = len(b)
 	b, _ = c.Marshal(&schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 1}, ReqSeq: 1,
 		H: make([]float64, batch), HBar: make([]float64, batch)})

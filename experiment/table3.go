@@ -81,7 +81,7 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 				k = tc.K
 			}
 			r := Table3Row{Set: set.Name, Method: m.Name, Carries: m.Carries, K: k, Batch: cfg.Batch}
-			r.UpBytes, r.DownBytes = roundBytes(m.Algo == "tig", m.Delta, cfg.Batch, k)
+			r.UpBytes, r.DownBytes = roundBytes(m.Algo == "tig", m.Delta, cfg.Batch, k, data.NTrain)
 			// The run's own count must agree with the encoded sizes.
 			if got, want := s[1].StepBytes, s[1].Steps*int64(r.UpBytes+r.DownBytes); math.Abs(float64(got-want)) > 0.03*float64(want) {
 				return rows, fmt.Errorf("%s %s: %d payload bytes for %d steps, the messages' sizes say %d", set.Name, m.Name, got, s[1].Steps, want)
@@ -97,13 +97,14 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 	return rows, nil
 }
 
-// roundBytes is the encoded size of one round's request and reply.
-func roundBytes(firstOrder, delta bool, batch, k int) (up, down int) {
+// roundBytes is the encoded size of one round's request and reply, for
+// a training set of n rows (the sample ids take the bits of the largest).
+func roundBytes(firstOrder, delta bool, batch, k, n int) (up, down int) {
 	c := schemas.NewCodec()
 	// Each subject numbers its messages from 1: a run's sequence numbers
 	// take 3 bytes (up to 65,535 messages a subject).
 	h := schemas.Header{Version: schemas.Version, Party: 8, Seq: 1 << 10}
-	o := &schemas.PartyOutput{Header: h, IDs: make([]uint32, batch), C: make([]float64, batch*k)}
+	o := &schemas.PartyOutput{Header: h, IDs: sampleIDs(batch, n), C: make([]float64, batch*k)}
 	// A reply names its request by digest (Reply.Cause).
 	r := &schemas.Reply{Header: h, ReqSeq: 1 << 10, Staleness: 1000, Cause: make([]byte, schemas.DigestSize)}
 	switch {
@@ -131,4 +132,15 @@ func WriteTable3(dir string, rows []Table3Row) error {
 	}
 	return run.WriteCSV(filepath.Join(dir, "table3.csv"), []string{"set", "method", "k", "batch", "payload_up_bytes",
 		"payload_down_bytes", "wire_bytes_per_round", "round_ms", "steps_per_second"}, recs)
+}
+
+// sampleIDs are batch ids of a training set of n rows, the largest n-1:
+// a batch drawn at random nearly always holds an id that needs as many
+// bits, so its packed size is the size of these.
+func sampleIDs(batch, n int) []uint32 {
+	ids := make([]uint32, batch)
+	for i := range ids {
+		ids[i] = uint32(max(n-1, 0))
+	}
+	return ids
 }
