@@ -680,7 +680,7 @@ func ReadDeliveries(ctx context.Context, bus broker.Bus, filters []string, fn fu
 		seen uint64
 		done = make(chan struct{})
 	)
-	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll}, func(_ context.Context, d broker.Delivery) {
+	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll, StreamOnly: true}, func(_ context.Context, d broker.Delivery) {
 		mu.Lock()
 		defer mu.Unlock()
 		if seen >= n {

@@ -117,6 +117,12 @@ type SubscribeOptions struct {
 	// from a position it kept itself. Needs Capabilities.StartSeq
 	// (ErrUnsupported otherwise).
 	StartSeq uint64
+	// StreamOnly delivers from the run's stream alone, never from a live
+	// subscription to the subjects: for a reader of the log (a resume
+	// reading what was stored), who may not be allowed to subscribe to
+	// them and wants no live feed. DesignCapture then reads through an
+	// ordered consumer.
+	StreamOnly bool
 }
 
 // Subscription is an active consumer.

@@ -1155,6 +1155,9 @@ func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts 
 	case DesignCore:
 		return b.subscribeCore(ctx, filters, opts, h, false)
 	case DesignCapture:
+		if opts.StreamOnly && history {
+			return b.subscribeOrdered(ctx, filters, opts, h)
+		}
 		return b.subscribeCore(ctx, filters, opts, h, history)
 	case DesignOrdered:
 		return b.subscribeOrdered(ctx, filters, opts, h)
