@@ -1273,7 +1273,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		lostAt = time.Now()
 		cfg.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the aggregator resumes from its latest checkpoint and the stream once the broker is back")
-		cfg.Resume = true
+		// Before its first checkpoint (training had not started) it
+		// starts again from the beginning instead.
+		cfg.Resume = cfg.Resume || cfg.heal.latest(0) != nil
 		if agg, err = NewAggregator(&cfg, data, prog.point); err != nil {
 			return nil, fmt.Errorf("resuming after the broker connection was lost: %w", err)
 		}
@@ -1354,7 +1356,9 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		// the broker is back, as --resume would.
 		cfg.Log.Warn().Int("party", m).Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the party resumes from its latest checkpoint and the stream once the broker is back")
-		cfg.Resume = true
+		// Before its first checkpoint (training had not started) it joins
+		// again as a new attempt instead.
+		cfg.Resume = cfg.Resume || cfg.heal.latest(m) != nil
 	}
 }
 
