@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -304,4 +305,69 @@ func TestServerGone(t *testing.T) {
 		t.Errorf("Close took %v while disconnected", el)
 	}
 	t.Logf("close while disconnected: %v", err)
+}
+
+// With EndOnLoss, the connection's loss ends publishing at once: Lost is
+// closed, Publish and Flush fail with ErrConnLost (also a Flush already
+// waiting when the broker went), and nothing published afterwards reaches
+// the stream when the broker comes back on its store. Without it, the
+// same Bus goes on after the reconnect.
+func TestEndOnLoss(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL()
+	port := srv.NATS().Addr().(*net.TCPAddr).Port
+	run := newRun()
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: url, Run: run, Name: "p", EndOnLoss: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	subj := broker.SubjectPrefix(run) + ".x"
+	for range 5 {
+		if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: []byte("before")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Lost():
+		t.Fatal("Lost closed while connected")
+	default:
+	}
+	srv.Shutdown()
+	select {
+	case <-b.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost not closed 5 s after the broker went")
+	}
+	if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: []byte("after")}); !errors.Is(err, broker.ErrConnLost) {
+		t.Errorf("publish after the loss: %v, want ErrConnLost", err)
+	}
+	if err := b.Flush(ctx); !errors.Is(err, broker.ErrConnLost) {
+		t.Errorf("flush after the loss: %v, want ErrConnLost", err)
+	}
+	// The broker back on its store and port: the lost Bus sends nothing.
+	srv2, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Shutdown()
+	time.Sleep(700 * time.Millisecond) // nats.go reconnects meanwhile
+	_ = b.Publish(ctx, &broker.Message{Subject: subj, Data: []byte("after")})
+	r, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: url, Run: run, Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	time.Sleep(200 * time.Millisecond)
+	if n, err := r.Count(ctx, subj); err != nil || n != 5 {
+		t.Errorf("the stream holds %d messages (%v), want the 5 sent before the loss", n, err)
+	}
 }
