@@ -133,9 +133,9 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"checkpoints every 250 ms. "+trustNote+"Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
 		"recovery is the time from the restart of the killed process to its log line saying it resumed (data loading, checkpoint, reading the stream). "+
 		"A party killed for good is not expected to reach the uninterrupted accuracy: its columns stay as they were. "+
-		"The broker case: the broker is killed with -9 and restarted on its store and port; if it lost messages it had confirmed "+
-		"(asynchronous persistence), the run pauses after --wait (6 s here) and every participant is restarted with --resume; "+
-		"its recovery time runs from the broker's restart to the resumed aggregator's log line and includes both waits.\n",
+		"The broker case: the broker is killed with -9 and restarted on its store and port, and nobody touches the participants: "+
+		"each resumes by itself from its checkpoint and the stream once the broker is back (paused: the run stalled instead, and every participant "+
+		"was restarted with --resume); its recovery time runs from the broker's restart to the aggregator's log line saying it resumed.\n",
 		cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps, cfg.KillAfter, cfg.Down)
 	sec := experiment.Section{Name: "faults", Title: "Faults: kill -9 and SIGTERM of the aggregator and a party, resumed from checkpoints",
 		Command: cmdline, Machine: experiment.Machine(), Started: t0, Duration: time.Since(t0), Body: body}
