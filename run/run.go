@@ -138,10 +138,14 @@ type Config struct {
 	// line's default is DefaultBrokerWait).
 	BrokerWait time.Duration
 	NATS       string // external server URL ("" = embedded)
-	InProcess  bool   // connect to the embedded server in-process instead of over TCP loopback
-	Cluster    int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
-	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
-	Run        string // run id ("" = generated)
+	// PartyURL, if set (experiments), gives the URL party m's connection
+	// dials instead of the broker's own ("" keeps it): a proxy that
+	// delays the link, say (experiment wan).
+	PartyURL  func(m int) string
+	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
+	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
+	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
+	Run       string // run id ("" = generated)
 
 	EvalEvery    time.Duration
 	TargetAcc    float64
@@ -1803,6 +1807,14 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		jc.Options = append(jc.Options, nats.Secure(tc))
+	}
+	if n.cfg.PartyURL != nil && n.cluster == nil {
+		var m int
+		if _, err := fmt.Sscanf(name, "party-%d", &m); err == nil {
+			if u := n.cfg.PartyURL(m); u != "" {
+				jc.URL, jc.Server, jc.InProcess = u, nil, false
+			}
+		}
 	}
 	plain := jc
 	n.authorize(&jc, name)
