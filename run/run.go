@@ -1713,7 +1713,7 @@ func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConf
 			return nil, fmt.Errorf("waiting for the broker: %w", context.Cause(ctx))
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, 2*time.Second)
+		pause = min(2*pause, time.Second) // a broker back is found within a second
 	}
 }
 
