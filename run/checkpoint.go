@@ -140,7 +140,9 @@ func (c *Config) checkpointBytes(path, who string, role int, seal sealer) ([]byt
 		return b, nil
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%w: %s saved none yet (the connection was lost before training started)", ErrNoCheckpoint, who)
+		// Only a --resume of the command line gets here (a participant
+		// that heals itself resumes only from a checkpoint it kept).
+		return nil, fmt.Errorf("%w: --resume needs --checkpoint-dir (where the checkpoints were written)", ErrConfig)
 	}
 	return readCheckpointFile(path, who, seal)
 }
