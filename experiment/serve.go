@@ -41,8 +41,8 @@ type ServeConfig struct {
 	// 20 ms); LinkRates their request rates (default 100, 1000).
 	LinkDelay time.Duration
 	LinkRates []float64
-	Dir        string        // working folder
-	Log        zerolog.Logger
+	Dir       string // working folder
+	Log       zerolog.Logger
 }
 
 // ServeRow is one line of results/serve.csv.
