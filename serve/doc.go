@@ -23,21 +23,24 @@
 // Scoring travels through the run's broker on two subjects, so that the
 // run's stream records who scored which ids:
 //
-//	asyrevel.R.score        aggregator -> all parties   Request: ids
-//	asyrevel.R.scored.M     party M -> aggregator       Answer: its outputs c for those ids
+//	asyrevel.R.score        aggregator -> all parties   Request: seq, ids
+//	asyrevel.R.scored.M     party M -> aggregator       Answer: seq, the request's seq, its outputs c for those ids
 //
 // A party answers with its local model's outputs only; it never sees a
 // prediction or a label. The aggregator combines the q answers with its head
-// and never sees a feature. Both directions are signed with the run's keys
-// when there are keys (header Asy-Score-Sig over run, subject and payload),
-// and every message names its request number, which must increase (a replay
-// is rejected and counted). A party can refuse ids outside an allowed list.
+// and never sees a feature. With the run's keys both subjects go through
+// training's trust layer (package trust; see chain.go): each subject's
+// messages are numbered, chained by their sender and signed at intervals,
+// and checked by their receiver before it acts, so that asyrevel audit
+// verify covers who scored which ids. A party can refuse ids outside an
+// allowed list.
 //
 // Responder is a party in serving mode: it indexes its rows by id at start
 // and answers requests. Scorer is the aggregator's side: Score sends one
 // request and waits for every party, at most a bounded time (ErrPartyDown
 // names the silent parties; ErrUnknownID the organisation that lacks an id).
-// Predict scores a whole data file in chunks (asyrevel predict); Service is
+// Concurrent Score calls share requests (batching) when the request slots
+// are busy. Predict scores a whole data file in chunks (asyrevel predict); Service is
 // the HTTP front (asyrevel serve): POST /v1/predict, GET /healthz and GET
 // /metrics in Prometheus text format.
 package serve

@@ -113,6 +113,25 @@ func (n *Network) Connect(ctx context.Context, name string, key *trust.Key) (bro
 	return b, nil
 }
 
+// ConnectVia opens a connection named name to the broker at url instead
+// of the network's own address: through a proxy in front of it (a slow
+// link to one participant, package internal/delayproxy).
+func (n *Network) ConnectVia(ctx context.Context, name string, key *trust.Key, url string) (broker.Bus, error) {
+	if n.hub != nil {
+		return nil, fmt.Errorf("%w: the memory bus has no address to connect through", ErrMismatch)
+	}
+	jc := broker.JetStreamConfig{URL: url, Run: n.cfg.Run, Name: name, Logger: &n.cfg.Log}
+	if n.srv == nil && key != nil {
+		jc.Options = append(jc.Options, key.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(n.cfg.Run, name)))
+		jc.LiveNew, jc.NoCreate, jc.WaitStream = true, true, true
+	}
+	b, err := broker.ConnectJetStream(ctx, jc)
+	if err != nil {
+		return nil, fmt.Errorf("connecting %s to the broker through %s: %w", name, url, err)
+	}
+	return b, nil
+}
+
 // Close stops the embedded broker and removes a temporary store.
 func (n *Network) Close() {
 	if n.srv != nil {

@@ -130,6 +130,10 @@ type DeployConfig struct {
 	Separate                  bool
 	Wait, Timeout             time.Duration
 	Log                       zerolog.Logger
+	// PartyURL, if set, gives the broker address party m connects to,
+	// given the broker's own ("" = the broker's own): a proxy in front of
+	// it.
+	PartyURL func(m int, broker string) (string, error)
 }
 
 // Deployment is the participants of a scoring process, started on their
@@ -212,7 +216,18 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	for m, p := range d.Rows {
-		b, err := d.Net.Connect(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1))
+		var b broker.Bus
+		via := ""
+		if cfg.PartyURL != nil {
+			if via, err = cfg.PartyURL(m+1, d.Net.URL()); err != nil {
+				return nil, err
+			}
+		}
+		if via != "" {
+			b, err = d.Net.ConnectVia(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1), via)
+		} else {
+			b, err = d.Net.Connect(ctx, fmt.Sprintf("party-%d", m+1), keys.Key(m+1))
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -48,22 +48,31 @@ type ResponderStats struct {
 type Responder struct {
 	cfg   ResponderConfig
 	run   string
+	subj  string // its answer subject
 	local model.Local
 	close func() error
 	index map[string]uint32
-	ver   *verifier
+	in    *chainIn // the aggregator's request chain (nil without keys)
 	k     int
 
 	// Handler state: one request at a time.
-	last uint64
-	rows []uint32
-	out  []float64
-	buf  []byte
+	hmu     sync.Mutex
+	out     *chainOut // its answer chain (nil without keys); made at the first Subscribe
+	last    uint64
+	seq     uint64 // answers sent (without keys)
+	ids     [][]byte
+	rows    []uint32
+	outs    []float64
+	ans     Answer
+	buf     []byte
+	msg     broker.Message
+	unsent  bool // msg was chained but not published: send it first
+	allowed bool
 
-	requests, ids, unknown, refused atomic.Int64
-	mu                              sync.Mutex
-	rejected                        map[string]int64
-	rejLog                          *ratelog.Limiter
+	requests, nids, unknown, refused atomic.Int64
+	mu                               sync.Mutex
+	rejected                         map[string]int64
+	rejLog                           *ratelog.Limiter
 }
 
 // NewResponder indexes the rows by id and builds the party's model (an
@@ -92,7 +101,10 @@ func NewResponder(ctx context.Context, cfg ResponderConfig) (*Responder, error) 
 	if err != nil {
 		return nil, err
 	}
-	ver, err := newVerifier(cfg.Roster, 0)
+	if (cfg.Key == nil) != (cfg.Roster == nil) {
+		return nil, fmt.Errorf("%w: a responder needs both a key and the roster, or neither", ErrSignature)
+	}
+	in, err := newChainIn(cfg.Roster, RequestSubject(run))
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +112,7 @@ func NewResponder(ctx context.Context, cfg ResponderConfig) (*Responder, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Responder{cfg: cfg, run: run, local: local, close: closeFn, index: index, ver: ver, k: f.Out,
+	return &Responder{cfg: cfg, run: run, subj: AnswerSubject(run, f.Party), local: local, close: closeFn, index: index, in: in, k: f.Out,
 		rejected: map[string]int64{}, rejLog: ratelog.NewRejections()}, nil
 }
 
@@ -133,6 +145,18 @@ func (r *Responder) Run(ctx context.Context, bus broker.Bus) error {
 // Subscribe starts answering requests on bus; Close of the subscription
 // (or ctx) stops it.
 func (r *Responder) Subscribe(ctx context.Context, bus broker.Bus) (broker.Subscription, error) {
+	r.hmu.Lock()
+	if r.out == nil && r.cfg.Key != nil {
+		out, err := newChainOut(ctx, bus, r.cfg.Roster, r.cfg.Key, r.subj, r.cfg.Log)
+		if err != nil {
+			r.hmu.Unlock()
+			return nil, fmt.Errorf("party %d: %w", r.cfg.Model.Party, err)
+		}
+		r.out = out
+	} else if r.out == nil && r.seq == 0 {
+		r.seq = timeSeq() // without keys: numbers above any earlier process's
+	}
+	r.hmu.Unlock()
 	sub, err := bus.Subscribe(ctx, []string{RequestSubject(r.run)}, broker.SubscribeOptions{Deliver: broker.DeliverNew},
 		func(ctx context.Context, d broker.Delivery) { r.handle(ctx, bus, d) })
 	if err != nil {
@@ -149,7 +173,7 @@ func (r *Responder) Stats() ResponderStats {
 		rej[k] = v
 	}
 	r.mu.Unlock()
-	return ResponderStats{Requests: r.requests.Load(), IDs: r.ids.Load(), Unknown: r.unknown.Load(), Refused: r.refused.Load(), Rejected: rej}
+	return ResponderStats{Requests: r.requests.Load(), IDs: r.nids.Load(), Unknown: r.unknown.Load(), Refused: r.refused.Load(), Rejected: rej}
 }
 
 func (r *Responder) reject(reason string, err error) {
@@ -160,70 +184,105 @@ func (r *Responder) reject(reason string, err error) {
 }
 
 func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Delivery) {
-	data := d.Data()
-	if err := r.ver.check(d.Header(SigHeader), r.run, d.Subject(), data); err != nil {
-		r.reject("signature", err)
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	if r.unsent && !r.resend(ctx, bus) {
 		return
 	}
-	var req Request
-	if err := unmarshal(data, &req); err != nil {
+	data := d.Data()
+	v, seq, ids, err := DecodeRequest(data, r.ids)
+	r.ids = ids[:0]
+	if err != nil {
 		r.reject("malformed", err)
 		return
 	}
+	signed, err := r.in.check(d, seq)
+	if err != nil {
+		r.reject("trust-"+trust.Reason(err), err)
+		return
+	}
+	req := Request{V: v, Seq: seq}
 	if err := req.Check(); err != nil {
 		r.reject("invalid", err)
 		return
 	}
-	if req.Req <= r.last {
-		r.reject("replay", fmt.Errorf("%w: request %d after %d", ErrMessage, req.Req, r.last))
+	if r.in == nil && seq <= r.last {
+		// Without keys the numbers still increase (with keys the chain
+		// rejects a replay).
+		r.reject("replay", fmt.Errorf("%w: request %d after %d", ErrMessage, seq, r.last))
 		return
 	}
-	r.last = req.Req
+	for _, id := range ids {
+		if len(id) == 0 || len(id) > MaxIDLen {
+			r.reject("invalid", fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrMessage, len(id), MaxIDLen))
+			return
+		}
+	}
+	r.last = seq
 	m := r.cfg.Model.Party
-	ans := Answer{V: WireVersion, Req: req.Req, Party: m, K: r.k}
+	a := &r.ans
+	*a = Answer{V: WireVersion, Party: m, Req: seq, K: r.k, Unknown: a.Unknown[:0], Refused: a.Refused[:0]}
 	r.rows = r.rows[:0]
-	for _, id := range req.IDs {
-		i, ok := r.index[id]
+	for _, id := range ids {
+		i, ok := r.index[string(id)]
 		switch {
 		case !ok:
-			ans.Unknown = append(ans.Unknown, id)
-		case r.cfg.Allowed != nil && !r.cfg.Allowed[id]:
-			ans.Refused = append(ans.Refused, id)
+			a.Unknown = append(a.Unknown, string(id))
+		case r.cfg.Allowed != nil && !r.cfg.Allowed[string(id)]:
+			a.Refused = append(a.Refused, string(id))
 		}
 		r.rows = append(r.rows, i)
 	}
 	switch {
-	case len(ans.Refused) > 0:
+	case len(a.Refused) > 0:
 		r.refused.Add(1)
-	case len(ans.Unknown) > 0:
+	case len(a.Unknown) > 0:
 		r.unknown.Add(1)
+	case len(ids) == 0: // a seal: no outputs
 	default:
 		n := len(r.rows) * r.k
-		if cap(r.out) < n {
-			r.out = make([]float64, n)
+		if cap(r.outs) < n {
+			r.outs = make([]float64, n)
 		}
-		out := r.out[:n]
+		out := r.outs[:n]
 		r.local.Forward(r.cfg.Model.Params, r.cfg.Rows.X, r.rows, out)
 		if ext, ok := r.local.(*model.External); ok && ext.Err() != nil {
-			ans.Err = fmt.Sprintf("party %d's external model failed: %v", m, ext.Err())
+			a.Err = fmt.Sprintf("party %d's external model failed: %v", m, ext.Err())
 		} else {
 			r.buf = appendFloats(r.buf[:0], out)
-			ans.C = r.buf
+			a.C = r.buf
 			r.requests.Add(1)
-			r.ids.Add(int64(len(r.rows)))
+			r.nids.Add(int64(len(r.rows)))
 		}
 	}
-	payload, err := marshal(&ans)
-	if err != nil {
-		r.cfg.Log.Error().Err(err).Msg("encoding a scoring answer")
-		return
+	// The answer's own number, then its chain link (the chain covers the
+	// payload, number included): a signed request, or a seal, gets a
+	// signed answer.
+	if r.out != nil {
+		a.Seq = r.out.next()
+	} else {
+		r.seq++
+		a.Seq = r.seq
 	}
-	subj := AnswerSubject(r.run, m)
-	msg := broker.Message{Subject: subj, Data: payload}
-	if r.cfg.Key != nil {
-		msg.Header = map[string]string{SigHeader: sign(r.cfg.Key, r.run, subj, payload)}
+	payload := AppendAnswer(r.msg.Data[:0], a)
+	r.msg = broker.Message{Subject: r.subj, Data: payload}
+	if r.out != nil {
+		r.msg.Header, _ = r.out.stamp(payload, signed || len(ids) == 0)
 	}
-	if err := bus.Publish(ctx, &msg); err != nil && !errors.Is(err, context.Canceled) {
-		r.cfg.Log.Warn().Err(err).Int("party", m).Msg("publishing a scoring answer")
+	r.unsent = true
+	r.resend(ctx, bus)
+}
+
+// resend publishes the chained answer in r.msg; false if it failed (it is
+// sent again before the next answer: a chained message must not be lost,
+// or its receivers and the log see a gap).
+func (r *Responder) resend(ctx context.Context, bus broker.Bus) bool {
+	if err := bus.Publish(ctx, &r.msg); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			r.cfg.Log.Warn().Err(err).Int("party", r.cfg.Model.Party).Msg("publishing a scoring answer")
+		}
+		return false
 	}
+	r.unsent = false
+	return true
 }

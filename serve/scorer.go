@@ -2,8 +2,10 @@ package serve
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -75,19 +77,30 @@ type ScorerStats struct {
 type Scorer struct {
 	cfg  ScorerConfig
 	run  string
+	subj string // the request subject
 	q, k int
 	head model.Head
-	vers []*verifier
+	ins  []*chainIn // by party, 1..q: their answer chains (nil without keys)
 	bus  broker.Bus
 	subs []broker.Subscription
 
-	mu       sync.Mutex
-	next     uint64
+	mu       sync.Mutex // the request chain: numbering, stamping and publishing in order
+	out      *chainOut  // the request chain (nil without keys)
+	next     uint64     // without keys: the last request number
+	seal     bool       // sign the next request (a party did not answer the last)
+	unsent   *broker.Message
+	buf      []byte
 	pending  map[uint64]*call
 	stats    ScorerStats
 	rejLog   *ratelog.Limiter
 	headPool sync.Pool
-	queue    chan *scoreCall // Score calls to batch (nil: NoBatch)
+	lastSend time.Time
+	stop     chan struct{}
+	stopped  chan struct{}
+
+	bmu      sync.Mutex // batching of Score calls
+	waiting  []*scoreCall
+	inflight int
 }
 
 // call is one request in flight.
@@ -124,12 +137,15 @@ func NewScorer(cfg ScorerConfig) (*Scorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Scorer{cfg: cfg, run: run, q: f.Parties, k: f.K, head: head, pending: map[uint64]*call{},
-		next: uint64(time.Now().UnixNano()), rejLog: ratelog.NewRejections()}
+	if (cfg.Key == nil) != (cfg.Roster == nil) {
+		return nil, fmt.Errorf("%w: a scorer needs both a key and the roster, or neither", ErrSignature)
+	}
+	s := &Scorer{cfg: cfg, run: run, subj: RequestSubject(run), q: f.Parties, k: f.K, head: head, pending: map[uint64]*call{},
+		next: timeSeq(), rejLog: ratelog.NewRejections()}
 	s.stats.Rejected = map[string]int64{}
-	s.vers = make([]*verifier, s.q+1)
+	s.ins = make([]*chainIn, s.q+1)
 	for m := 1; m <= s.q; m++ {
-		if s.vers[m], err = newVerifier(cfg.Roster, m); err != nil {
+		if s.ins[m], err = newChainIn(cfg.Roster, AnswerSubject(run, m)); err != nil {
 			return nil, err
 		}
 	}
@@ -138,8 +154,15 @@ func NewScorer(cfg ScorerConfig) (*Scorer, error) {
 }
 
 // Start listens for the parties' answers on bus, one subscription a party
-// so that their signatures are verified in parallel. Close stops.
+// so that their chains are checked in parallel. Close stops.
 func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
+	if s.cfg.Key != nil {
+		out, err := newChainOut(ctx, bus, s.cfg.Roster, s.cfg.Key, s.subj, s.cfg.Log)
+		if err != nil {
+			return fmt.Errorf("aggregator: %w", err)
+		}
+		s.out = out
+	}
 	for m := 1; m <= s.q; m++ {
 		sub, err := bus.Subscribe(ctx, []string{AnswerSubject(s.run, m)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, s.handle)
 		if err != nil {
@@ -148,16 +171,67 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 		}
 		s.subs = append(s.subs, sub)
 	}
+	s.mu.Lock()
 	s.bus = bus
-	if !s.cfg.NoBatch {
-		s.queue = make(chan *scoreCall, 4096)
-		go s.batch(ctx)
+	s.mu.Unlock()
+	if s.out != nil {
+		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
+		go s.sealIdle(ctx)
 	}
 	return nil
 }
 
-// Close stops listening.
+// SealIdle is how long the request chain may sit with unsigned messages
+// before the Scorer seals it (and with it the parties' answer chains).
+const SealIdle = 500 * time.Millisecond
+
+// sealIdle seals the chains when scoring falls idle.
+func (s *Scorer) sealIdle(ctx context.Context) {
+	defer close(s.stopped)
+	t := time.NewTicker(SealIdle / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		idle := time.Since(s.lastSend) >= SealIdle && s.out.pub.Unsigned() > 0
+		s.mu.Unlock()
+		if idle {
+			s.Seal(ctx)
+		}
+	}
+}
+
+// Seal sends a request without ids, signed, which every party answers
+// signed: the request chain and the answer chains end sealed (an auditor
+// finds no unsigned tail). Without keys it does nothing.
+func (s *Scorer) Seal(ctx context.Context) error {
+	if s.out == nil {
+		return nil
+	}
+	_, err := s.outputs(ctx, nil, true)
+	return err
+}
+
+// Close seals the chains (if they hold unsigned messages; bounded by the
+// timeout) and stops listening.
 func (s *Scorer) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.stopped
+		s.stop = nil
+		s.mu.Lock()
+		open := s.bus != nil && s.out.pub.Unsigned() > 0
+		s.mu.Unlock()
+		if open {
+			s.Seal(context.Background())
+		}
+	}
 	var err error
 	for _, sub := range s.subs {
 		err = errors.Join(err, sub.Close())
@@ -165,6 +239,10 @@ func (s *Scorer) Close() error {
 	s.subs = nil
 	return err
 }
+
+// timeSeq is a number above any a process of this run can have used
+// before: the first request number without keys.
+func timeSeq() uint64 { return uint64(time.Now().UnixNano()) }
 
 // Parties is q, Classes the number of classes.
 func (s *Scorer) Parties() int { return s.q }
@@ -196,35 +274,59 @@ func (s *Scorer) Outputs(ctx context.Context, ids []string) ([]float64, error) {
 			return nil, fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrMessage, len(id), MaxIDLen)
 		}
 	}
-	c := &call{ids: ids, c: make([]float64, len(ids)*s.q*s.k), got: make([]bool, s.q+1), left: s.q, done: make(chan struct{})}
-	subj := RequestSubject(s.run)
-	// The number, the signature and the publish in one critical section:
-	// the parties reject a number that does not increase.
+	return s.outputs(ctx, ids, false)
+}
+
+// send numbers, chains and publishes a request for ids (under s.mu: the
+// parties accept numbers in order only) and registers c under its number.
+func (s *Scorer) send(ctx context.Context, ids []string, c *call, seal bool) (uint64, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.bus == nil {
-		s.mu.Unlock()
-		return nil, errors.New("serve: scorer not started")
+		return 0, errors.New("serve: scorer not started")
 	}
-	s.next++
-	req := s.next
-	payload, err := marshal(&Request{V: WireVersion, Req: req, IDs: ids})
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
+	if s.unsent != nil {
+		// A chained request that was not published goes first: the
+		// parties and the log must not see a gap.
+		if err := s.bus.Publish(ctx, s.unsent); err != nil {
+			return 0, fmt.Errorf("publishing a scoring request: %w", err)
+		}
+		s.unsent = nil
 	}
-	msg := broker.Message{Subject: subj, Data: payload}
-	if s.cfg.Key != nil {
-		msg.Header = map[string]string{SigHeader: sign(s.cfg.Key, s.run, subj, payload)}
+	var req uint64
+	if s.out != nil {
+		req = s.out.next()
+	} else {
+		s.next++
+		req = s.next
+	}
+	s.buf = AppendRequest(s.buf[:0], req, ids)
+	msg := broker.Message{Subject: s.subj, Data: s.buf}
+	if s.out != nil {
+		msg.Header, _ = s.out.stamp(s.buf, seal || s.seal)
+		s.seal = false
 	}
 	s.pending[req] = c
 	s.stats.Requests++
-	err = s.bus.Publish(ctx, &msg)
-	if err != nil {
+	s.lastSend = time.Now()
+	if err := s.bus.Publish(ctx, &msg); err != nil {
 		delete(s.pending, req)
+		if s.out != nil {
+			m := msg
+			m.Data = slices.Clone(msg.Data)
+			m.Header = maps.Clone(msg.Header)
+			s.unsent = &m
+		}
+		return 0, fmt.Errorf("publishing a scoring request: %w", err)
 	}
-	s.mu.Unlock()
+	return req, nil
+}
+
+func (s *Scorer) outputs(ctx context.Context, ids []string, seal bool) ([]float64, error) {
+	c := &call{ids: ids, c: make([]float64, len(ids)*s.q*s.k), got: make([]bool, s.q+1), left: s.q, done: make(chan struct{})}
+	req, err := s.send(ctx, ids, c, seal)
 	if err != nil {
-		return nil, fmt.Errorf("publishing a scoring request: %w", err)
+		return nil, err
 	}
 	timer := time.NewTimer(s.cfg.Timeout)
 	defer timer.Stop()
@@ -242,6 +344,7 @@ func (s *Scorer) Outputs(ctx context.Context, ids []string) ([]float64, error) {
 	var silent []string
 	if left > 0 {
 		s.stats.Timeouts++
+		s.seal = true // a party that was away resumes at a signed request
 		for m := 1; m <= s.q; m++ {
 			if !c.got[m] {
 				silent = append(silent, trust.PartyID(m))
@@ -326,16 +429,15 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 		s.rejectLocked("subject", 0, fmt.Errorf("%w: subject %s", ErrMessage, subj))
 		return
 	}
-	// Verified and decoded outside the lock: the requests being sent
+	// Decoded and checked outside the lock: the requests being sent
 	// need it.
-	data := d.Data()
-	if err := s.vers[m].check(d.Header(SigHeader), s.run, subj, data); err != nil {
-		s.rejectLocked("signature", m, err)
+	var a Answer
+	if err := DecodeAnswer(d.Data(), &a); err != nil {
+		s.rejectLocked("malformed", m, err)
 		return
 	}
-	var a Answer
-	if err := unmarshal(data, &a); err != nil {
-		s.rejectLocked("malformed", m, err)
+	if _, err := s.ins[m].check(d, a.Seq); err != nil {
+		s.rejectLocked("trust-"+trust.Reason(err), m, err)
 		return
 	}
 	if a.V != WireVersion || a.Party != m {
@@ -371,14 +473,20 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 		c.failed[m] = a.Err
 	default:
 		n, w, k := len(c.ids), s.q*s.k, s.k
-		tmp := make([]float64, n*k)
-		if err := a.Outputs(tmp, n, k); err != nil {
-			s.reject("invalid", m, err)
+		if a.K != k || len(a.C) != 8*n*k {
+			s.reject("invalid", m, fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", ErrMessage, m, len(a.C), a.K, n, k))
 			return
 		}
 		slot := (m - 1) * k
 		for i := range n {
-			copy(c.c[i*w+slot:i*w+slot+k], tmp[i*k:(i+1)*k])
+			for j := range k {
+				v := math.Float64frombits(binary.LittleEndian.Uint64(a.C[8*(i*k+j):]))
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					s.reject("invalid", m, fmt.Errorf("%w: party %d answered a non-finite output %v", ErrMessage, m, v))
+					return
+				}
+				c.c[i*w+slot+j] = v
+			}
 		}
 	}
 	c.got[m] = true
@@ -414,21 +522,29 @@ func Combine(h model.Head, w0, outputs []float64, n int, dst []Prediction) []Pre
 	return dst
 }
 
-// Score asks the parties for ids and combines their outputs. Calls that
-// arrive while earlier ones are in flight are sent together in one request
-// (up to MaxBatchIDs ids): each party then verifies one signature and signs
-// one answer for all of them. A batch that names an unknown or refused id
-// is sent again call by call, so that only the call with that id fails.
+// Score asks the parties for ids and combines their outputs. A call that
+// finds a request slot free sends its ids at once, from its own goroutine;
+// calls that arrive while inFlight requests are out wait and are sent
+// together in one request (up to MaxBatchIDs ids) when a slot frees: each
+// party then checks one message and answers once for all of them. A batch
+// that names an unknown or refused id is sent again call by call, so that
+// only the call with that id fails.
 func (s *Scorer) Score(ctx context.Context, ids []string) ([]Prediction, error) {
-	if s.queue == nil {
+	if s.cfg.NoBatch {
 		return s.score(ctx, ids)
 	}
-	r := &scoreCall{ctx: ctx, ids: ids, done: make(chan scoreResult, 1)}
-	select {
-	case s.queue <- r:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	r := &scoreCall{ctx: ctx, ids: ids}
+	s.bmu.Lock()
+	if s.inflight < inFlight {
+		s.inflight++
+		s.bmu.Unlock()
+		preds, err := s.score(ctx, ids)
+		s.done()
+		return preds, err
 	}
+	r.done = make(chan scoreResult, 1)
+	s.waiting = append(s.waiting, r)
+	s.bmu.Unlock()
 	select {
 	case res := <-r.done:
 		return res.preds, res.err
@@ -448,7 +564,7 @@ func (s *Scorer) score(ctx context.Context, ids []string) ([]Prediction, error) 
 // Batching of Score calls.
 const (
 	MaxBatchIDs = 4096 // ids of one batched request
-	inFlight    = 4    // batched requests in flight
+	inFlight    = 4    // requests in flight
 )
 
 type scoreCall struct {
@@ -462,39 +578,26 @@ type scoreResult struct {
 	err   error
 }
 
-// batch sends the queued calls, inFlight requests at a time, each holding
-// every call that waited for a free slot.
-func (s *Scorer) batch(ctx context.Context) {
-	sem := make(chan struct{}, inFlight)
-	for {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		var calls []*scoreCall
-		select {
-		case r := <-s.queue:
-			calls = append(calls, r)
-		case <-ctx.Done():
-			return
-		}
-		n := len(calls[0].ids)
-	drain:
-		for n < MaxBatchIDs {
-			select {
-			case r := <-s.queue:
-				calls = append(calls, r)
-				n += len(r.ids)
-			default:
-				break drain
-			}
-		}
-		go func() {
-			defer func() { <-sem }()
-			s.sendBatch(calls)
-		}()
+// done frees a request slot: the calls that waited go out together.
+func (s *Scorer) done() {
+	s.bmu.Lock()
+	if len(s.waiting) == 0 {
+		s.inflight--
+		s.bmu.Unlock()
+		return
 	}
+	n, i := 0, 0
+	for i < len(s.waiting) && (i == 0 || n+len(s.waiting[i].ids) <= MaxBatchIDs) {
+		n += len(s.waiting[i].ids)
+		i++
+	}
+	calls := slices.Clone(s.waiting[:i])
+	s.waiting = slices.Delete(s.waiting, 0, i)
+	s.bmu.Unlock()
+	go func() {
+		s.sendBatch(calls)
+		s.done()
+	}()
 }
 
 func (s *Scorer) sendBatch(calls []*scoreCall) {

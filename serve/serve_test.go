@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +33,7 @@ const testRun = "servetest"
 // fixture writes a small LIBSVM file (6 features, 2 parties of 3) and the
 // models of a run over it into dir; with keys, signed, and the keys in
 // dir/keys. It returns the data file and the models folder.
-func fixture(t *testing.T, dir string, keys bool) (data, models string) {
+func fixture(t testing.TB, dir string, keys bool) (data, models string) {
 	t.Helper()
 	data = filepath.Join(dir, "rows.libsvm")
 	var b strings.Builder
@@ -372,6 +374,21 @@ func TestResponderRejects(t *testing.T) {
 	if err := sc.Start(ctx, ab); err != nil {
 		t.Fatal(err)
 	}
+	// A rogue on the bus (the memory hub has no permissions) records the
+	// requests.
+	rogue := hub.Connect("rogue")
+	var seen []broker.Message
+	var seenMu sync.Mutex
+	rsub, err := rogue.Subscribe(ctx, []string{serve.RequestSubject(testRun)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, func(_ context.Context, d broker.Delivery) {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		seen = append(seen, broker.Message{Subject: d.Subject(), Data: bytes.Clone(d.Data()),
+			Header: map[string]string{trust.SigHeader: d.Header(trust.SigHeader), trust.PrevHeader: d.Header(trust.PrevHeader)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsub.Close()
 	// Party 2 is absent: every request times out, but party 1 answers
 	// (or refuses).
 	if _, err := sc.Score(ctx, []string{"1"}); !errors.Is(err, serve.ErrPartyDown) || !strings.Contains(err.Error(), "party-2") {
@@ -380,24 +397,31 @@ func TestResponderRejects(t *testing.T) {
 	if _, err := sc.Score(ctx, []string{"5"}); !errors.Is(err, serve.ErrRefused) {
 		t.Errorf("an id outside the allowed list: %v", err)
 	}
-	rogue := hub.Connect("rogue")
+	seenMu.Lock()
+	if len(seen) != 2 || seen[0].Header[trust.SigHeader] != "" || seen[1].Header[trust.SigHeader] == "" {
+		t.Fatalf("recorded %d requests, want an unsigned one and, after a party did not answer, a signed one", len(seen))
+	}
+	replay := seen[0]
+	seenMu.Unlock()
 	forged := []*broker.Message{
-		{Subject: serve.RequestSubject(testRun), Data: []byte{0x81, 0xa1, 'v', 1}},                                                // unsigned
-		{Subject: serve.RequestSubject(testRun), Data: []byte("x"), Header: map[string]string{serve.SigHeader: "UABC.AAAA"}},      // forged signer
-		{Subject: serve.RequestSubject(testRun), Data: []byte("x"), Header: map[string]string{serve.SigHeader: "garbage-no-dot"}}, // malformed header
+		{Subject: serve.RequestSubject(testRun), Data: []byte("x")}, // malformed
+		{Subject: serve.RequestSubject(testRun), Data: serve.AppendRequest(nil, 3, []string{"1"}), Header: map[string]string{trust.SigHeader: "garbage-no-dot"}}, // bad signature
+		&replay, // an earlier request again
+		{Subject: serve.RequestSubject(testRun), Data: serve.AppendRequest(nil, 10, []string{"1"})}, // unsigned, beyond the chain
 	}
 	for _, m := range forged {
 		if err := rogue.Publish(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
+	want := map[string]int64{"malformed": 1, "trust-bad_signature": 1, "trust-replay": 1, "trust-gap": 1}
 	deadline := time.Now().Add(2 * time.Second)
-	for r.Stats().Rejected["signature"] < 3 && time.Now().Before(deadline) {
+	for len(r.Stats().Rejected) < len(want) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	st := r.Stats()
-	if st.Rejected["signature"] != 3 || st.Requests != 1 || st.Refused != 1 {
-		t.Errorf("party stats %+v: want 3 rejected signatures, 1 answered, 1 refused", st)
+	if !maps.Equal(st.Rejected, want) || st.Requests != 1 || st.Refused != 1 {
+		t.Errorf("party stats %+v: want rejections %v, 1 answered, 1 refused", st, want)
 	}
 }
 

@@ -193,13 +193,12 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 		g := Grant{ID: p.ID, PublicKey: p.PublicKey, InboxPrefix: InboxPrefix(r.Run, p.ID)}
 		g.Publish = append(g.Publish, r.Subjects(p.ID)...)
 		// Scoring with the saved models (package serve): the aggregator
-		// asks on asyrevel.R.score, party m answers on asyrevel.R.scored.m.
+		// asks on asyrevel.R.score, party m answers on asyrevel.R.scored.m
+		// (both the roster's subjects, published as such above).
 		if p.Role == RoleParty {
-			g.Publish = append(g.Publish, "asyrevel."+r.Run+".scored."+strconv.Itoa(p.index))
-			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+".score")
+			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+"."+ScoreToken)
 		} else {
-			g.Publish = append(g.Publish, "asyrevel."+r.Run+".score")
-			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+".scored.*")
+			g.Subscribe = append(g.Subscribe, "asyrevel."+r.Run+"."+ScoredToken+".*")
 		}
 		if p.Role == RoleParty {
 			g.Subscribe = append(g.Subscribe, r.Inbound(p.ID)...)

@@ -245,9 +245,20 @@ func (r *Roster) index() error {
 		// Private entity alignment (package align): every message signed.
 		r.subjects[schemas.AlignSubject(r.Run, m)] = subjectInfo{p, schemas.AlignToken, true}
 		r.subjects[schemas.AlignHubSubject(r.Run, m)] = subjectInfo{agg, schemas.AlignHubToken, true}
+		// Scoring with the saved models (package serve): chained and
+		// signed at intervals, as outputs and replies are.
+		r.subjects["asyrevel."+r.Run+"."+ScoredToken+"."+strconv.Itoa(m)] = subjectInfo{p, ScoredToken, false}
 	}
+	r.subjects["asyrevel."+r.Run+"."+ScoreToken] = subjectInfo{agg, ScoreToken, false}
 	return nil
 }
+
+// Subject kinds of scoring (package serve): the aggregator asks on
+// asyrevel.R.score, party m answers on asyrevel.R.scored.m.
+const (
+	ScoreToken  = "score"
+	ScoredToken = "scored"
+)
 
 // GenerateRun makes a key for every participant of run (the aggregator and
 // parties 1..parties) and their roster, for a run whose participants all
@@ -372,8 +383,9 @@ func (r *Roster) EverySigned(subject string) bool {
 }
 
 // Subjects lists the subjects participant id publishes on, sorted: for
-// party m its join, out, eval, rcpt and psi (alignment) subjects; for the
-// aggregator the control subject and every reply and psih subject.
+// party m its join, out, eval, rcpt, psi (alignment) and scored (scoring)
+// subjects; for the aggregator the control subject, every reply and psih
+// subject and the score subject.
 func (r *Roster) Subjects(id string) []string {
 	var out []string
 	for s, info := range r.subjects {

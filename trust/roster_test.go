@@ -57,19 +57,19 @@ func TestRoster(t *testing.T) {
 			t.Errorf("%q has an owner", s)
 		}
 	}
-	if got := r.Subjects("party-2"); !slices.Equal(got, []string{"asyrevel.r1.eval.2", "asyrevel.r1.join.2", "asyrevel.r1.out.2", "asyrevel.r1.psi.2", "asyrevel.r1.rcpt.2"}) {
+	if got := r.Subjects("party-2"); !slices.Equal(got, []string{"asyrevel.r1.eval.2", "asyrevel.r1.join.2", "asyrevel.r1.out.2", "asyrevel.r1.psi.2", "asyrevel.r1.rcpt.2", "asyrevel.r1.scored.2"}) {
 		t.Errorf("party-2 publishes on %v", got)
 	}
 	if got := r.Inbound("party-2"); !slices.Equal(got, []string{"asyrevel.r1.ctl", "asyrevel.r1.psih.2", "asyrevel.r1.reply.2"}) {
 		t.Errorf("party-2 receives %v", got)
 	}
-	if got := r.Inbound(AggregatorID); len(got) != 15 {
+	if got := r.Inbound(AggregatorID); len(got) != 18 {
 		t.Errorf("aggregator receives %v", got)
 	}
-	if got := r.Subjects(AggregatorID); len(got) != 7 {
+	if got := r.Subjects(AggregatorID); len(got) != 8 {
 		t.Errorf("aggregator publishes on %v", got)
 	}
-	if len(r.AllSubjects()) != 22 {
+	if len(r.AllSubjects()) != 26 {
 		t.Errorf("%d subjects", len(r.AllSubjects()))
 	}
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/serve"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -220,6 +221,8 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 			m.Seq, _, _ = trust.ParseReceiptMessage(rec.Data)
 		case roster.SubjectKind(rec.Subject) == schemas.AlignToken || roster.SubjectKind(rec.Subject) == schemas.AlignHubToken:
 			m.Seq = schemas.AlignSeqHead(rec.Data) // private entity alignment
+		case roster.SubjectKind(rec.Subject) == trust.ScoreToken || roster.SubjectKind(rec.Subject) == trust.ScoredToken:
+			m.Seq = serve.SeqOf(rec.Data) // scoring with the saved models
 		}
 		a.Add(&m)
 	})

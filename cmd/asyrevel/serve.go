@@ -268,7 +268,8 @@ func expServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Trains a9a models (8 parties, in one process), then measures batch predictions per second on\n"+
 		"a9a's test set for the memory bus and the embedded broker (TCP, in-process), the HTTP service's\n"+
 		"latency (p50, p99, p99.9) for single-id requests at 100, 1,000 and 5,000 a second, signed and\n"+
-		"not, and the memory of a party's index of 1M ids: results/serve.csv and its REPORT.md section.", stderr)
+		"not, and at 100 and 1,000 with party 8 behind a proxy adding 20 ms a round trip, and the\n"+
+		"memory of a party's index of 1M ids: results/serve.csv and its REPORT.md section.", stderr)
 	f := newExpFlags(fs)
 	dur := fs.Duration("duration", 10*time.Second, "load time per rate")
 	log, err := f.parse(fs, args, stderr)
@@ -311,11 +312,11 @@ func expServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case "batch":
 			fmt.Fprintf(stdout, "batch %-20s %10.0f predictions/s\n", row.Bus, row.Value)
 		case "online":
-			fmt.Fprintf(stdout, "online signed=%-5v %5.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d ok, %d failed)\n", row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed)
+			fmt.Fprintf(stdout, "online %s signed=%-5v %5.0f/s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d ok, %d failed)\n", row.Bus, row.Signed, row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed)
 		case "memory":
 			fmt.Fprintf(stdout, "memory: %.1f MB for %d ids\n", row.Value/(1<<20), cfg.IndexIDs)
 		case "sequential":
-			fmt.Fprintf(stdout, "sequential signed=%-5v: p50 %.2f ms, p99 %.2f ms, %.0f µs CPU a request\n", row.Signed, row.P50, row.P99, row.Value)
+			fmt.Fprintf(stdout, "sequential %s signed=%-5v: p50 %.2f ms, p99 %.2f ms, %.0f µs CPU a request\n", row.Bus, row.Signed, row.P50, row.P99, row.Value)
 		}
 	}
 	fmt.Fprintf(stdout, "accuracy %.10f (the run's test_accuracy %.10f)\nwrote %s and its section of %s\n", r.Accuracy, r.TrainAcc,

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/serve"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // The key acceptance test of saved models: train on a9a, then predict its
@@ -99,5 +106,124 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := os.WriteFile(to, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Scoring goes through the run's log with the run's identities: after
+// predict and a few online requests on a kept store, audit verify checks
+// every scoring message's chain and signatures (none listed apart), and a
+// changed, removed or re-signed scoring message is caught.
+func TestScoringAudit(t *testing.T) {
+	tmp := t.TempDir()
+	data := filepath.Join(tmp, "rows.libsvm")
+	var b strings.Builder
+	for i := range 600 {
+		fmt.Fprintf(&b, "%d 1:%g 3:%g 5:%d 8:%g\n", 2*(i%2)-1, float64(i%7)+float64(i%2), float64(i%5)/3, i%3, float64(i%11)/5)
+	}
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	code, _, errOut := runCLI(t, "train", "--data", data, "--parties", "2", "--epochs", "1", "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	store := filepath.Join(tmp, "scoring")
+	code, stdout, stderr := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", data, "--store", store,
+		"--chunk", "100", "--out", filepath.Join(t.TempDir(), "p.csv"), "--log", "warn")
+	if code != 0 {
+		t.Fatalf("predict: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rosterFile := filepath.Join(out, "keys", "roster.json")
+	code, stdout, stderr = runCLI(t, "audit", "verify", "--store", store, "--roster", rosterFile)
+	if code != 0 || !strings.Contains(stdout, "verdict: intact") || !strings.Contains(stdout, "party-2      scored") || strings.Contains(stdout, "foreign") {
+		t.Fatalf("audit of the scoring log: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	roster, err := trust.ReadRoster(rosterFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	party1, err := trust.ReadKeyFile(filepath.Join(out, "keys", "party-1.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := records(t, store)
+	find := func(recs []*replay.Record, subject string, n int) int {
+		for i, r := range recs {
+			if r.Subject == subject {
+				if n--; n == 0 {
+					return i
+				}
+			}
+		}
+		t.Fatalf("no record %d on %s", n, subject)
+		return -1
+	}
+	score, scored2 := serve.RequestSubject(roster.Run), serve.AnswerSubject(roster.Run, 2)
+	for _, tc := range []struct {
+		name   string
+		tamper func([]*replay.Record) []*replay.Record
+		want   []trust.ProblemKind
+	}{
+		{"intact", func(r []*replay.Record) []*replay.Record { return r }, nil},
+		{"an output changed in an answer", func(r []*replay.Record) []*replay.Record {
+			i := find(r, scored2, 2)
+			r[i].Data[len(r[i].Data)-10] ^= 0x40
+			return r
+		}, []trust.ProblemKind{trust.ProblemBrokenChain}},
+		{"an id changed in a request", func(r []*replay.Record) []*replay.Record {
+			i := find(r, score, 1)
+			r[i].Data[len(r[i].Data)-1] ^= 0x01
+			return r
+		}, []trust.ProblemKind{trust.ProblemBrokenChain}},
+		{"a request removed and the log renumbered", func(r []*replay.Record) []*replay.Record {
+			i := find(r, score, 2)
+			for k := i + 1; k < len(r); k++ {
+				r[k].Seq--
+			}
+			return slices.Delete(r, i, i+1)
+		}, []trust.ProblemKind{"gap"}},
+		{"an answer re-signed with another party's key", func(r []*replay.Record) []*replay.Record {
+			i := len(r) - 1
+			for ; i >= 0 && (r[i].Subject != scored2 || r[i].Header.Get(trust.SigHeader) == ""); i-- {
+			}
+			sig, err := trust.ParseSignature(r[i].Header.Get(trust.SigHeader))
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged := trust.SignHead(party1, "party-2", roster.Run, scored2, serve.SeqOf(r[i].Data), sig.Head)
+			r[i].Header[trust.SigHeader] = []string{forged.Header()}
+			return r
+		}, []trust.ProblemKind{trust.ProblemWrongSigner, trust.ProblemBadSignature}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := slices.Clone(orig)
+			for i, r := range recs {
+				recs[i] = r.Clone()
+			}
+			recs = tc.tamper(recs)
+			rep, err := auditLog(context.Background(), func(f func(*replay.Record)) error {
+				for _, r := range recs {
+					f(r)
+				}
+				return nil
+			}, roster, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil {
+				if !rep.Intact() || rep.Foreign != 0 {
+					t.Fatalf("intact scoring log reported: %v, foreign %d", rep.Problems, rep.Foreign)
+				}
+				return
+			}
+			found := false
+			for _, k := range tc.want {
+				found = found || rep.Counts[string(k)] > 0 || rep.Rejected[string(k)] > 0
+			}
+			if rep.Intact() || !found {
+				t.Fatalf("%v not detected: intact %v, problems %v, rejected %v", tc.want, rep.Intact(), rep.Counts, rep.Rejected)
+			}
+		})
 	}
 }
