@@ -115,7 +115,7 @@ func (n *Network) Connect(ctx context.Context, name string, key *trust.Key) (bro
 
 // ConnectVia opens a connection named name to the broker at url instead
 // of the network's own address: through a proxy in front of it (a slow
-// link to one participant, package internal/delayproxy).
+// link to one participant, package internal/wan).
 func (n *Network) ConnectVia(ctx context.Context, name string, key *trust.Key, url string) (broker.Bus, error) {
 	if n.hub != nil {
 		return nil, fmt.Errorf("%w: the memory bus has no address to connect through", ErrMismatch)
