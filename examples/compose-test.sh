@@ -39,8 +39,8 @@ done
 # The project and its folder, as the page's first block names them (it
 # takes COMPOSE_PROJECT_NAME when set).
 export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-asyrevel-test-$(date +%Y%m%d-%H%M%S)-$$}"
-P=$COMPOSE_PROJECT_NAME
-export ASYREVEL_DIR="$PWD/$WORK/$P"
+export P="$COMPOSE_PROJECT_NAME"
+export ASYREVEL_DIR="$PWD/$WORK/$P" ASYREVEL_USER="$(id -u):$(id -g)"
 export A9A="${A9A:-${DATA_SET:-../shared/data/a9a}}"
 [ -f "$A9A/a9a.gz" ] && [ -f "$A9A/a9a.t.gz" ] ||
 	fail "no a9a.gz and a9a.t.gz in $A9A: give A9A=DIR (asyrevel data fetch --dir DIR a9a, where the network allows)"
@@ -197,12 +197,13 @@ done
 # 5. The page's second block: the end of the run, its summary, the audit.
 say "the page's second block (wait for the end, summary, audit verify)"
 case " $KILL " in *" aggregator "*) docker wait "$AGG" >/dev/null ;; esac
-if sh -e "$WORK/$P.step2.sh" >"$WORK/$P.step2.log" 2>&1; then audit_ok=1; else audit_ok=0; fi
+if sh -e "$WORK/$P.step2.sh" >"$WORK/$P.step2.log" 2>&1; then block2=0; else block2=$?; fi
 grep -v -e '^party-' -e '^aggregator ' "$WORK/$P.step2.log" | tail -16
+[ "$(docker inspect -f '{{.State.Running}}' "$AGG")" = false ] || fail "the page's second block ended (status $block2) before the aggregator"
 code=$(docker inspect -f '{{.State.ExitCode}}' "$AGG")
 [ "$code" = 0 ] || fail "the aggregator exited with $code"
-grep -q '^verdict: intact' "$WORK/$P.step2.log" && [ $audit_ok = 1 ] ||
-	fail "audit verify: the log is not intact, or the block failed (see $WORK/$P.step2.log)"
+grep -q '^verdict: intact' "$WORK/$P.step2.log" || fail "audit verify: the log is not intact (see $WORK/$P.step2.log)"
+[ "$block2" = 0 ] || fail "the page's second block failed with status $block2 (see $WORK/$P.step2.log)"
 SUMMARY="$ASYREVEL_DIR/out/summary.json"
 [ -f "$SUMMARY" ] || fail "no $SUMMARY"
 num() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$SUMMARY" | head -1; }
@@ -215,7 +216,7 @@ grep -q '"interrupted"' "$SUMMARY" && fail "the run was interrupted"
 # 6. The counts: what each sender says it sent against what the audit read
 # from the stream, sender by sender, and the stream's total against both.
 audited() { awk -v s="$1" '$1 == s && $3 ~ /^[0-9]+$/ { n += $3 } END { print n + 0 }' "$WORK/$P.step2.log"; }
-up=0 killed=0
+up=0 killed=
 for m in 1 2 3 4; do
 	c=$(docker inspect -f '{{.State.ExitCode}}' "$(compose ps -q party-$m)")
 	a=$(audited party-$m)
@@ -236,8 +237,8 @@ done
 down=$(num messages_down)
 stored=$(num messages_stored)
 agg=$(audited aggregator)
-say "messages: parties sent $up (+$killed of the killed one), the aggregator $down; the stream holds $stored (the audit read $((up + killed + agg)))"
-[ "$stored" = $((up + killed + agg)) ] || fail "the stream holds $stored messages, the audit read $((up + killed + agg)) of the participants'"
+say "messages: parties sent $up${killed:+ (and the killed one $killed, as the audit read them)}, the aggregator $down; the stream holds $stored (the audit read $((up + ${killed:-0} + agg)))"
+[ "$stored" = $((up + ${killed:-0} + agg)) ] || fail "the stream holds $stored messages, the audit read $((up + ${killed:-0} + agg)) of the participants'"
 case " $KILL " in
 *" aggregator "*)
 	# The killed aggregator's controls after its last checkpoint are in
