@@ -62,58 +62,8 @@ for n in 1 2 3; do
 	[ -s "$WORK/$P.step$n.sh" ] || fail "$DOC: the Containers section has no ${n}th sh block (start, end and audit, down)"
 done
 
-# 1. Docker: the client and compose, and a daemon.
-if ! command -v docker >/dev/null 2>&1 || ! command -v docker-compose >/dev/null 2>&1 || { ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null 2>&1; }; then
-	[ "$(id -u)" = 0 ] || fail "docker and docker-compose are missing (apt-get install docker.io docker-compose, as root)"
-	say "installing docker.io and docker-compose"
-	apt-get install -y -qq docker.io docker-compose >/dev/null
-fi
 DOCKERD_PID=""
-if ! docker info >/dev/null 2>&1; then
-	[ "$(id -u)" = 0 ] || fail "no Docker daemon runs, and starting one needs root"
-	say "starting a Docker daemon (dockerd --iptables=false --storage-driver=vfs)"
-	dockerd --iptables=false --storage-driver=vfs >"$WORK/dockerd.log" 2>&1 &
-	DOCKERD_PID=$!
-	i=0
-	until docker info >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -lt 60 ] || fail "the Docker daemon did not start (see $WORK/dockerd.log)"
-		sleep 1
-	done
-fi
-
-# 2. A firewall that drops the containers' packets. With bridge-nf-call-
-# iptables on, packets between two containers on one bridge pass iptables'
-# FORWARD chain; a daemon without its iptables management (--iptables=false)
-# adds no rule there, so a DROP policy (left by an earlier daemon, ufw, a
-# server's rules) cuts every container off from the others: the brokers wait
-# for their routes and the participants time out dialling them.
-FORWARD_RULE="-m physdev --physdev-is-bridged -m comment --comment asyrevel-compose-test -j ACCEPT"
 FORWARD_CMD=""
-forward_blocked() { # prints the iptables command whose FORWARD chain drops bridged packets
-	[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ] || return 1
-	for ipt in iptables iptables-legacy; do
-		command -v $ipt >/dev/null 2>&1 || continue
-		rules=$($ipt -S FORWARD 2>/dev/null) || continue
-		echo "$rules" | grep -q '^-P FORWARD DROP' || continue
-		# The daemon's own rules (iptables management on) or ours let them through.
-		echo "$rules" | grep -q -e DOCKER -e physdev-is-bridged && continue
-		echo $ipt
-		return 0
-	done
-	return 1
-}
-forward_why="the host's iptables FORWARD policy is DROP with bridge-nf-call-iptables=1 and no rule for the Docker bridges (a daemon run with --iptables=false adds none): containers cannot reach each other"
-if ipt=$(forward_blocked); then
-	if [ "${ALLOW_FORWARD:-1}" = 0 ] || [ "$(id -u)" != 0 ]; then
-		fail "$forward_why. Add: $ipt -I FORWARD $FORWARD_RULE (or run dockerd with its iptables management on; ALLOW_FORWARD=0 was given or you are not root)"
-	fi
-	say "$forward_why; adding for this run: $ipt -I FORWARD $FORWARD_RULE"
-	# shellcheck disable=SC2086
-	$ipt -I FORWARD $FORWARD_RULE
-	FORWARD_CMD=$ipt
-fi
-
 compose() { docker-compose -p "$P" "$@"; }
 cleanup() {
 	code=$?
@@ -121,6 +71,7 @@ cleanup() {
 		say "KEEP_ON_FAIL: the composition stays up (docker-compose -p $P down -v; stop dockerd $DOCKERD_PID${FORWARD_CMD:+; $FORWARD_CMD -D FORWARD $FORWARD_RULE})"
 		return
 	fi
+	command -v docker-compose >/dev/null 2>&1 && docker info >/dev/null 2>&1 || return 0
 	say "tearing down"
 	compose logs --no-color >"$WORK/$P.log" 2>&1 || true
 	docker logs "${P}_aggregator_resumed" 2>&1 | sed 's/^/aggregator_resumed | /' >>"$WORK/$P.log" || true
@@ -145,6 +96,57 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# 1. Docker: the client and compose, and a daemon.
+if ! command -v docker >/dev/null 2>&1 || ! command -v docker-compose >/dev/null 2>&1 || { ! docker info >/dev/null 2>&1 && ! command -v dockerd >/dev/null 2>&1; }; then
+	[ "$(id -u)" = 0 ] || fail "docker and docker-compose are missing (apt-get install docker.io docker-compose, as root)"
+	say "installing docker.io and docker-compose"
+	apt-get install -y -qq docker.io docker-compose >/dev/null
+fi
+if ! docker info >/dev/null 2>&1; then
+	[ "$(id -u)" = 0 ] || fail "no Docker daemon runs, and starting one needs root"
+	say "starting a Docker daemon (dockerd --iptables=false --storage-driver=vfs)"
+	dockerd --iptables=false --storage-driver=vfs >"$WORK/dockerd.log" 2>&1 &
+	DOCKERD_PID=$!
+	i=0
+	until docker info >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 60 ] || fail "the Docker daemon did not start (see $WORK/dockerd.log)"
+		sleep 1
+	done
+fi
+
+# 2. A firewall that drops the containers' packets. With bridge-nf-call-
+# iptables on, packets between two containers on one bridge pass iptables'
+# FORWARD chain; a daemon without its iptables management (--iptables=false)
+# adds no rule there, so a DROP policy (left by an earlier daemon, ufw, a
+# server's rules) cuts every container off from the others: the brokers wait
+# for their routes and the participants time out dialling them.
+FORWARD_RULE="-m physdev --physdev-is-bridged -m comment --comment asyrevel-compose-test -j ACCEPT"
+forward_blocked() { # prints the iptables command whose FORWARD chain drops bridged packets
+	[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ] || return 1
+	for ipt in iptables iptables-legacy; do
+		command -v $ipt >/dev/null 2>&1 || continue
+		rules=$($ipt -S FORWARD 2>/dev/null) || continue
+		echo "$rules" | grep -q '^-P FORWARD DROP' || continue
+		# The daemon's own rules (iptables management on) or ours let them through.
+		echo "$rules" | grep -q -e DOCKER -e physdev-is-bridged && continue
+		echo $ipt
+		return 0
+	done
+	return 1
+}
+forward_why="the host's iptables FORWARD policy is DROP with bridge-nf-call-iptables=1 and no rule for the Docker bridges (a daemon run with --iptables=false adds none): containers cannot reach each other"
+if ipt=$(forward_blocked); then
+	if [ "${ALLOW_FORWARD:-1}" = 0 ] || [ "$(id -u)" != 0 ]; then
+		fail "$forward_why. As root, add: $ipt -I FORWARD $FORWARD_RULE (bridged packets only), or run dockerd with its iptables management on; this test adds that rule itself unless ALLOW_FORWARD=0 ($( [ "$(id -u)" = 0 ] && echo given || echo "you are not root"))"
+	fi
+	say "$forward_why; adding for this run: $ipt -I FORWARD $FORWARD_RULE"
+	# shellcheck disable=SC2086
+	$ipt -I FORWARD $FORWARD_RULE
+	FORWARD_CMD=$ipt
+fi
+
 
 # Why the containers cannot talk, when they cannot: named in the failure.
 why_stuck() {
@@ -237,8 +239,9 @@ done
 down=$(num messages_down)
 stored=$(num messages_stored)
 agg=$(audited aggregator)
-say "messages: parties sent $up${killed:+ (and the killed one $killed, as the audit read them)}, the aggregator $down; the stream holds $stored (the audit read $((up + ${killed:-0} + agg)))"
-[ "$stored" = $((up + ${killed:-0} + agg)) ] || fail "the stream holds $stored messages, the audit read $((up + ${killed:-0} + agg)) of the participants'"
+total=$(sed -n 's/^run [^ ]*: \([0-9]*\) messages (stream seq.*/\1/p' "$WORK/$P.step2.log" | head -1)
+say "messages: parties sent $up${killed:+ (and the killed one $killed, as the audit read them)}, the aggregator $down; the stream holds $total, all read by the audit: $((up + ${killed:-0} + agg)) from the participants"
+[ "$total" = $((up + ${killed:-0} + agg)) ] || fail "the stream holds $total messages, $((up + ${killed:-0} + agg)) of them the participants'"
 case " $KILL " in
 *" aggregator "*)
 	# The killed aggregator's controls after its last checkpoint are in
@@ -247,8 +250,16 @@ case " $KILL " in
 	# stream may hold a few more than the summaries count, never fewer.
 	[ "$agg" -ge "$down" ] || fail "the aggregator sent $down messages, the stream holds $agg of them"
 	[ "$agg" -le $((down + 64)) ] || fail "the aggregator sent $down messages, the stream holds $agg: $((agg - down)) more"
+	# The resumed aggregator counts the stream before the parties'
+	# receipts of its final checkpoint are in (their own counts, checked
+	# above, have them).
+	[ "$stored" -le "$total" ] || fail "the summary counts $stored messages in the stream, which holds $total"
+	[ "$stored" = "$total" ] || say "the resumed aggregator's summary counted $stored: $((total - stored)) came after it (the parties' last receipts)"
 	;;
-*) [ "$agg" = "$down" ] || fail "the aggregator sent $down messages, the stream holds $agg of them" ;;
+*)
+	[ "$agg" = "$down" ] || fail "the aggregator sent $down messages, the stream holds $agg of them"
+	[ "$stored" = "$total" ] || fail "the summary counts $stored messages in the stream, which holds $total"
+	;;
 esac
 say "audit verify: intact ($(sed -n 's/.*, \([0-9]*\) receipts verified.*/\1/p' "$WORK/$P.step2.log" | head -1) receipts verified)"
 say "PASS: kills [$KILL], accuracy $acc, $(($(date +%s) - START)) s in all"
