@@ -204,9 +204,30 @@ case " $KILL " in *" aggregator "*) docker wait "$AGG" >/dev/null ;; esac
 if sh -e "$WORK/$P.step2.sh" >"$WORK/$P.step2.log" 2>&1; then block2=0; else block2=$?; fi
 grep -v -e '^party-' -e '^aggregator ' "$WORK/$P.step2.log" | tail -16
 [ "$(docker inspect -f '{{.State.Running}}' "$AGG")" = false ] || fail "the page's second block ended (status $block2) before the aggregator"
+
+# A party that stopped training after a kill while the others went on (after
+# a fail-over, one of its requests or replies went missing in delivery and
+# the next ones were rejected as a sequence gap, so every request of its
+# window waits for a reply that never comes) still ends well when the run's
+# duration comes first: say so, name it in any failure, and fail with
+# STRICT=1. The parties' last lines: "party M: S steps, N messages up, R rejected".
+partyline() { compose logs --no-color "party-$1" | grep -E 'party [0-9]+: [0-9]+ steps, [0-9]+ messages up' | tail -1; }
+: >"$WORK/$P.steps"
+for m in 1 2 3 4; do
+	case " $KILL " in *" party "*) [ $m = 3 ] && continue ;; esac
+	echo "$m $(partyline $m | sed -n 's/.*party [0-9]*: \([0-9]*\) steps, [0-9]* messages up, \([0-9]*\) rejected.*/\1 \2/p')" >>"$WORK/$P.steps"
+done
+stalled=$(awk 'NF == 3 { s[$1] = $2; r[$1] = $3; if ($2 > max) max = $2 }
+	END { for (m in s) if (s[m] * 4 < max) printf "party %s made %d steps against %d for the busiest (%d of its messages rejected); ", m, s[m], max, r[m] }' "$WORK/$P.steps")
+stalled=${stalled%; }
+hint=${stalled:+ [a party stalled after the fail-over: $stalled; the known defect in docs/deployment.md (Containers)]}
+if [ -n "$stalled" ]; then
+	[ -z "${STRICT:-}" ] || fail "a party stalled: $stalled"
+	say "WARNING: a party stalled: $stalled (STRICT=1 fails on it)"
+fi
 code=$(docker inspect -f '{{.State.ExitCode}}' "$AGG")
-[ "$code" = 0 ] || fail "the aggregator exited with $code"
-grep -q '^verdict: intact' "$WORK/$P.step2.log" || fail "audit verify: the log is not intact (see $WORK/$P.step2.log)"
+[ "$code" = 0 ] || fail "the aggregator exited with $code$hint"
+grep -q '^verdict: intact' "$WORK/$P.step2.log" || fail "audit verify: the log is not intact (see $WORK/$P.step2.log)$hint"
 [ "$block2" = 0 ] || fail "the page's second block failed with status $block2 (see $WORK/$P.step2.log)"
 SUMMARY="$ASYREVEL_DIR/out/summary.json"
 [ -f "$SUMMARY" ] || fail "no $SUMMARY"
@@ -214,14 +235,13 @@ num() { sed -n "s/.*\"$1\": *\([0-9.]*\).*/\1/p" "$SUMMARY" | head -1; }
 acc=$(num test_accuracy)
 steps=$(num steps)
 say "summary: test accuracy $acc, $steps steps"
-awk -v a="$acc" 'BEGIN { exit !(a > 0.8) }' || fail "test accuracy $acc, want above 0.8"
+awk -v a="$acc" 'BEGIN { exit !(a > 0.8) }' || fail "test accuracy $acc, want above 0.8$hint"
 grep -q '"interrupted"' "$SUMMARY" && fail "the run was interrupted"
 
 # 6. The counts: what each sender says it sent against what the audit read
 # from the stream, sender by sender, and the stream's total against both.
 audited() { awk -v s="$1" '$1 == s && $3 ~ /^[0-9]+$/ { n += $3 } END { print n + 0 }' "$WORK/$P.step2.log"; }
 up=0 killed=
-: >"$WORK/$P.steps"
 for m in 1 2 3 4; do
 	c=$(docker inspect -f '{{.State.ExitCode}}' "$(compose ps -q party-$m)")
 	a=$(audited party-$m)
@@ -234,10 +254,8 @@ for m in 1 2 3 4; do
 		continue
 	fi ;; esac
 	[ "$c" = 0 ] || fail "party $m exited with $c"
-	last=$(compose logs --no-color party-$m | grep -E 'party [0-9]+: [0-9]+ steps, [0-9]+ messages up' | tail -1)
-	n=$(echo "$last" | sed -n 's/.*party [0-9]*: [0-9]* steps, \([0-9]*\) messages up.*/\1/p')
+	n=$(partyline $m | sed -n 's/.*party [0-9]*: [0-9]* steps, \([0-9]*\) messages up.*/\1/p')
 	[ -n "$n" ] || fail "party $m did not say how many messages it sent"
-	echo "$m $(echo "$last" | sed -n 's/.*party [0-9]*: \([0-9]*\) steps, [0-9]* messages up, \([0-9]*\) rejected.*/\1 \2/p')" >>"$WORK/$P.steps"
 	[ "$n" = "$a" ] || fail "party $m sent $n messages, the stream holds $a of them"
 	up=$((up + n))
 done
@@ -266,15 +284,5 @@ case " $KILL " in
 	[ "$stored" = "$total" ] || fail "the summary counts $stored messages in the stream, which holds $total"
 	;;
 esac
-# A party that stopped training after a kill while the others went on (its
-# requests or the replies to them rejected after a fail-over, every request
-# of its window waiting for a reply that never comes) still ends well, and
-# its log is intact: say so, and fail with STRICT=1.
-stalled=$(awk '{ s[$1] = $2; r[$1] = $3; if ($2 > max) max = $2 }
-	END { for (m in s) if (s[m] * 4 < max) printf "party %s made %d steps against %d for the busiest (%d of its messages rejected); ", m, s[m], max, r[m] }' "$WORK/$P.steps")
-if [ -n "$stalled" ]; then
-	[ -z "${STRICT:-}" ] || fail "a party stalled: ${stalled%; }"
-	say "WARNING: a party stalled: ${stalled%; } (STRICT=1 fails on it)"
-fi
 say "audit verify: intact ($(sed -n 's/.*, \([0-9]*\) receipts verified.*/\1/p' "$WORK/$P.step2.log" | head -1) receipts verified)"
 say "PASS: kills [$KILL], accuracy $acc, $(($(date +%s) - START)) s in all${stalled:+ (a party stalled: see the warning)}"
