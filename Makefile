@@ -42,9 +42,9 @@ image:
 # written: installs Docker if needed, starts a daemon if none runs, builds the
 # image, splits a9a into one folder per organisation, makes the run's keys,
 # runs a 3-node broker cluster, the aggregator and 4 parties, kills the
-# aggregator's broker node mid-run (KILL="broker party" also kills a party,
-# KILL=aggregator resumes it), checks the summary, the message counts and
-# audit verify, and tears everything down.
+# aggregator (resumed with --resume) and its broker node mid-run (KILL=broker,
+# KILL="broker party", KILL=aggregator: other choices), checks the summary,
+# the message counts and audit verify, and tears everything down.
 compose-test:
 	GO=$(GO) sh examples/compose-test.sh
 

@@ -9,9 +9,11 @@
 # the summary, the audit (audit verify as the run's auditor: verdict intact)
 # and the message counts, and tears everything down.
 #
-#   KILL="broker"            kill -9 the aggregator's home broker node (default)
+#   KILL="aggregator broker" (default) kill -9 the aggregator and start it again
+#                            with --resume, then kill -9 its home broker node
+#   KILL="broker"            kill -9 the aggregator's home broker node only
 #   KILL="broker party"      ... then party 3, for good (the run goes on without it)
-#   KILL="aggregator"        kill -9 the aggregator and start it again with --resume
+#   KILL="aggregator"        the aggregator only
 #   COMPOSE_PROJECT_NAME=N   the compose project (default asyrevel-test-DATE-PID: a
 #                            name of its own, so no other composition takes its containers)
 #   KEEP_ON_FAIL=1           leave the composition (and daemon) up after a failure
@@ -25,7 +27,7 @@ set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 export GO
-KILL=${KILL:-broker}
+KILL=${KILL:-aggregator broker}
 WORK=out/compose
 DOC=docs/deployment.md
 START=$(date +%s)
