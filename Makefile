@@ -42,15 +42,17 @@ test: stock-server
 # The container image: a static binary built by the host's toolchain, in an
 # image FROM scratch (Dockerfile; nothing is pulled from an image registry).
 image:
-	mkdir -p bin/docker/tmp
+	mkdir -p bin/docker/root/tmp bin/docker/root/store bin/docker/root/out && chmod 1777 bin/docker/root/tmp
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/docker/asyrevel ./cmd/asyrevel
 	docker build -t asyrevel:local -f Dockerfile bin/docker
 
-# compose.yaml really run: installs Docker if needed, starts a daemon if none
-# runs, builds the image, splits a9a (or synthetic data) into one folder per
-# organisation, runs a 3-node broker cluster, the aggregator and 4 parties,
-# kills the aggregator's broker node mid-run (KILL="broker party" also kills
-# a party), checks the summary and tears everything down.
+# compose.yaml really run, by the steps of docs/deployment.md (Containers) as
+# written: installs Docker if needed, starts a daemon if none runs, builds the
+# image, splits a9a into one folder per organisation, makes the run's keys,
+# runs a 3-node broker cluster, the aggregator and 4 parties, kills the
+# aggregator (resumed with --resume) and its broker node mid-run (KILL=broker,
+# KILL="broker party", KILL=aggregator: other choices), checks the summary,
+# the message counts and audit verify, and tears everything down.
 compose-test:
 	GO=$(GO) sh examples/compose-test.sh
 
