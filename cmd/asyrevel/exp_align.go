@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,7 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	f := newExpFlags(fs)
 	casesFlag := fs.String("cases", "", "the cases, ORGS:IDS:OVERLAP comma-separated (default: 2 organisations of 10k, 100k\nand 1M ids with 50% overlap, 3 of 100k, 8 of 100k; --quick: 2 of 10k and 100k, 3 of 20k, 8 of 10k)")
 	one := fs.String("one", "", "run one case ORGS:IDS:OVERLAP in this process and print its JSON (used by the experiment)")
+	cpuProfile := fs.String("cpuprofile", "", "with --one: write a CPU profile of the case to this `FILE` (go tool pprof)")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
@@ -60,6 +62,17 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer os.RemoveAll(dir)
+		if *cpuProfile != "" {
+			pf, err := os.Create(*cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer pf.Close()
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		r, err := align.Bench(ctx, align.BenchConfig{Orgs: c[0].Orgs, IDs: c[0].IDs, Overlap: c[0].Overlap, Seed: f.seed, Dir: dir, Log: log,
 			Progress: func(s string) { fmt.Fprintln(stderr, s) }})
 		if err != nil {
