@@ -444,3 +444,15 @@ func CheckRecords(recs []Record) error {
 	}
 	return nil
 }
+
+// writeRecords writes records as JSON (a list).
+func writeRecords(path string, recs []Record) error {
+	js, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("align: %w", err)
+	}
+	return nil
+}

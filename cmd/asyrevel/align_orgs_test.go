@@ -82,6 +82,23 @@ func TestAlignOrganisationsThenTrain(t *testing.T) {
 		t.Fatalf("data verify of the folders: exit %d: %s%s", code, o, e)
 	}
 
+	// A folder of one organisation is not a whole run's data, nor
+	// another organisation's.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--data", outs[0], "--parties", "2"}, "holds no training file of party 1 (it holds [labels.train.gz]"},
+		{[]string{"train", "--data", outs[1], "--parties", "2"}, "holds no training labels (it holds [party-1.train.gz]"},
+		{[]string{"party", "--id", "2", "--data", outs[1], "--parties", "2", "--nats", url, "--run", run, "--roster", roster, "--key", filepath.Join(keys, "party-2.nk")},
+			"holds no training file of party 2"},
+		{[]string{"aggregator", "--data", outs[1], "--parties", "2", "--nats", url, "--run", run, "--roster", roster, "--key", filepath.Join(keys, "aggregator.nk")},
+			"holds no training labels"},
+	} {
+		if code, _, e := runCLI(t, c.args...); code == 0 || !strings.Contains(e, c.want) {
+			t.Errorf("%v: exit %d: %s; want %q", c.args[:3], code, e, c.want)
+		}
+	}
 	// Training on the folders as they are, in the same run (its keys,
 	// roster and broker), and on the same rows aligned in the clear.
 	common := []string{"--nats", url, "--run", run, "--parties", "2", "--roster", roster, "--log", "warn",
