@@ -108,6 +108,10 @@ type BenchResult struct {
 	IdleShare float64
 	// GCShare is the share of that time spent in the garbage collector.
 	GCShare float64
+	// Costs are the group costs measured in this process just before and
+	// just after the protocol (the mean): the machine's contention then,
+	// which inflates CPU times as well, is in them too.
+	Costs GroupCosts
 }
 
 // schedTimes reads the Go scheduler's processor time classes: total, idle
@@ -195,6 +199,7 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	errs := make([]error, c.Orgs)
 	ps := make([]*Progress, c.Orgs)
 	var wg sync.WaitGroup
+	before := MeasureGroupCosts(1000)
 	runtime.GC()
 	cpu0 := processCPU()
 	tot0, idle0, gc0 := schedTimes()
@@ -234,6 +239,9 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	if tot1, idle1, gc1 := schedTimes(); tot1 > tot0 {
 		res.IdleShare, res.GCShare = (idle1-idle0)/(tot1-tot0), (gc1-gc0)/(tot1-tot0)
 	}
+	after := MeasureGroupCosts(1000)
+	res.Costs = GroupCosts{Hash: (before.Hash + after.Hash) / 2, Mult: (before.Mult + after.Mult) / 2,
+		Encode: (before.Encode + after.Encode) / 2, Decode: (before.Decode + after.Decode) / 2}
 	for m, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", orgName(m), err)

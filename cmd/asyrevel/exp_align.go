@@ -39,6 +39,16 @@ type alignRow struct {
 	LoadStart, LoadEnd float64
 }
 
+// LocalRatio is the protocol's CPU time over its hashes and
+// multiplications at the group costs measured around it, in its process.
+func (r *alignRow) LocalRatio() float64 {
+	sizes := make([]int, r.Orgs)
+	for i := range sizes {
+		sizes[i] = r.IDs
+	}
+	return r.BenchResult.CPUSeconds / r.Costs.Bound(sizes, 1)
+}
+
 // Share is the share of the machine's cores the protocol got: its CPU
 // time over wall time times cores.
 func (r *alignRow) Share(cores int) float64 {
@@ -157,15 +167,16 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			r.Orgs, r.IDs, r.Overlap, r.Intersection, r.Seconds, r.BoundSeconds, r.Seconds/r.BoundSeconds,
 			r.CPUSeconds, r.BoundSeconds*float64(cores), r.CPUSeconds/(r.BoundSeconds*float64(cores)), run.MB(r.PeakRSS),
 			float64(r.WireBytes)/float64(r.Orgs*r.IDs), r.PlainJoinSeconds, r.Correct)
-		fmt.Fprintf(stdout, "  the protocol: %.1f CPU s, %.0f%% of the %d cores' time (load average %.1f at the start, %.1f at the end); the Go scheduler idle %.2f%%, collecting %.2f%%; with the cores to itself about %.1f s, %.2fx the bound\n",
-			r.BenchResult.CPUSeconds, 100*r.Share(cores), cores, r.LoadStart, r.LoadEnd, 100*r.IdleShare, 100*r.GCShare, r.Alone(cores), r.Alone(cores)/r.BoundSeconds)
+		fmt.Fprintf(stdout, "  the protocol: %.1f CPU s, %.2fx its operations at the costs measured around it (hash %.1f µs, multiplication %.1f µs); %.0f%% of the %d cores' time (load average %.1f at the start, %.1f at the end); the Go scheduler idle %.2f%%, collecting %.2f%%; with the cores to itself about %.1f s, %.2fx the bound\n",
+			r.BenchResult.CPUSeconds, r.LocalRatio(), 1e6*r.Costs.Hash, 1e6*r.Costs.Mult,
+			100*r.Share(cores), cores, r.LoadStart, r.LoadEnd, 100*r.IdleShare, 100*r.GCShare, r.Alone(cores), r.Alone(cores)/r.BoundSeconds)
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
 	header := []string{"orgs", "ids_per_org", "overlap", "intersection", "seconds", "bound_seconds", "ratio", "cpu_seconds", "bound_cpu_seconds", "cpu_ratio", "peak_rss_mb",
 		"wire_bytes", "wire_bytes_per_id", "wire_bytes_per_org_id", "messages", "plain_join_seconds", "correct", "hash_us", "mult_us", "cores",
-		"protocol_cpu_seconds", "core_share", "go_idle_share", "gc_share", "load_start", "load_end", "alone_seconds", "alone_ratio"}
+		"protocol_cpu_seconds", "local_hash_us", "local_mult_us", "protocol_cpu_ratio_local", "core_share", "go_idle_share", "gc_share", "load_start", "load_end", "alone_seconds", "alone_ratio"}
 	var recs [][]string
 	ff := func(v float64, p int) string { return strconv.FormatFloat(v, 'f', p, 64) }
 	var b strings.Builder
@@ -179,7 +190,7 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		recs = append(recs, []string{strconv.Itoa(r.Orgs), strconv.Itoa(r.IDs), ff(r.Overlap, 2), strconv.Itoa(r.Intersection), ff(r.Seconds, 2),
 			ff(r.BoundSeconds, 2), ff(ratio, 3), ff(r.CPUSeconds, 2), ff(r.BoundSeconds*float64(cores), 2), ff(cpuRatio, 3), ff(float64(r.PeakRSS)/(1<<20), 0), strconv.FormatInt(r.WireBytes, 10), ff(perID, 1), ff(perOrgID, 1),
 			strconv.FormatInt(r.Messages, 10), ff(r.PlainJoinSeconds, 4), strconv.FormatBool(r.Correct), ff(1e6*costs.Hash, 2), ff(1e6*costs.Mult, 2), strconv.Itoa(cores),
-			ff(r.BenchResult.CPUSeconds, 2), ff(r.Share(cores), 3), ff(r.IdleShare, 4), ff(r.GCShare, 4), ff(r.LoadStart, 2), ff(r.LoadEnd, 2), ff(r.Alone(cores), 2), ff(r.Alone(cores)/r.BoundSeconds, 3)})
+			ff(r.BenchResult.CPUSeconds, 2), ff(1e6*r.Costs.Hash, 2), ff(1e6*r.Costs.Mult, 2), ff(r.LocalRatio(), 3), ff(r.Share(cores), 3), ff(r.IdleShare, 4), ff(r.GCShare, 4), ff(r.LoadStart, 2), ff(r.LoadEnd, 2), ff(r.Alone(cores), 2), ff(r.Alone(cores)/r.BoundSeconds, 3)})
 		fmt.Fprintf(&b, "| %d | %d | %.0f%% | %d | %.1f | %.1f | %.2fx | %.1f | %.1f | %.2fx | %s | %.1f | %.1f | %.3f s | %v | %.0f%% (%.1f to %.1f) | %.2f%% | %.1f s (%.2fx) |\n", r.Orgs, r.IDs, 100*r.Overlap, r.Intersection,
 			r.Seconds, r.BoundSeconds, ratio, r.CPUSeconds, r.BoundSeconds*float64(cores), cpuRatio, run.MB(r.PeakRSS), perID, perOrgID, r.PlainJoinSeconds, r.Correct,
 			100*r.Share(cores), r.LoadStart, r.LoadEnd, 100*r.IdleShare, r.Alone(cores), r.Alone(cores)/r.BoundSeconds)
