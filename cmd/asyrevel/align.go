@@ -38,7 +38,7 @@ func (f *alignFlags) options(label string) (align.ReadOptions, error) {
 }
 
 const alignSynopsis = `asyrevel align --inputs LABELS.csv,P1.csv,... --key COLUMN[,COLUMN] --label COLUMN --out DIR
-       asyrevel align --nats URL --run R --id M --nkey FILE --roster FILE --data FILE --key COLUMN [--label COLUMN] --out FILE
+       asyrevel align --nats URL --run R --id M --nkey FILE --roster FILE --data FILE --key COLUMN [--label COLUMN] --out DIR
 
 Private entity alignment: the organisations find the rows they all hold (by the key
 columns) without showing each other any key. ECDH private set intersection on
@@ -51,9 +51,12 @@ The first form runs every organisation in this process over an embedded broker: 
 first file is the label holder's, the others parties 1, 2, ... in order; DIR becomes a
 split folder that asyrevel train --data DIR takes as it is (and align.json, each
 organisation's record). The second form is one organisation of a run whose broker runs
-elsewhere (asyrevel broker --roster, keys from asyrevel keys): it writes its own part
-(the labels file for --id 0, a party file otherwise) to FILE and its record to
-FILE.align.json; asyrevel data verify REC.json... compares the records' order digests.
+elsewhere (asyrevel broker --roster, keys from asyrevel keys): DIR becomes a folder of its
+own that asyrevel aggregator --data DIR (--id 0) or party --id M --data DIR takes as it is:
+its file (the labels file for --id 0, party-M.train.gz otherwise), a manifest with the
+whole layout that lists only that file, and align.json, its record (--out FILE.gz: the
+bare file and FILE.gz.align.json). asyrevel data verify DIR|REC.json ... checks each folder
+alone and compares the organisations' order digests, from hashes alone.
 
 Files are CSV with a header; every column but the key and label columns is a numeric
 feature (empty and NA are 0). Keys are normalised before they are hashed: white space
