@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -95,6 +96,36 @@ type BenchResult struct {
 	Messages         int64
 	PlainJoinSeconds float64 // the same intersection as a hashed join in the clear
 	Correct          bool    // every organisation's rows are the plain intersection, in one order
+	// CPUSeconds is the process's CPU time (user and system) during the
+	// protocol alone.
+	CPUSeconds float64
+	// IdleShare is the share of the Go scheduler's processor time
+	// (GOMAXPROCS x wall) during the protocol in which no goroutine was
+	// ready to run (runtime/metrics /cpu/classes/idle): the code's own
+	// want of parallelism, which the machine's load does not change (a
+	// busy processor whose thread the kernel has put aside still counts
+	// as busy).
+	IdleShare float64
+	// GCShare is the share of that time spent in the garbage collector.
+	GCShare float64
+	// Costs are the group costs measured in this process just before and
+	// just after the protocol (the mean): the machine's contention then,
+	// which inflates CPU times as well, is in them too.
+	Costs GroupCosts
+}
+
+// schedTimes reads the Go scheduler's processor time classes: total, idle
+// and garbage collection, in seconds, as of the last collection.
+func schedTimes() (total, idle, gc float64) {
+	s := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	v := func(i int) float64 {
+		if s[i].Value.Kind() == metrics.KindFloat64 {
+			return s[i].Value.Float64()
+		}
+		return 0
+	}
+	return v(0), v(1), v(2)
 }
 
 // BenchSets draws the organisations' id sets: a core of Overlap*IDs ids
@@ -168,6 +199,10 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	errs := make([]error, c.Orgs)
 	ps := make([]*Progress, c.Orgs)
 	var wg sync.WaitGroup
+	before := MeasureGroupCosts(1000)
+	runtime.GC()
+	cpu0 := processCPU()
+	tot0, idle0, gc0 := schedTimes()
 	t0 = time.Now()
 	for m := range sets {
 		ps[m] = new(Progress)
@@ -199,6 +234,14 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	wg.Wait()
 	close(done)
 	res.Seconds = time.Since(t0).Seconds()
+	res.CPUSeconds = processCPU() - cpu0
+	runtime.GC() // the scheduler's times are snapshots taken by the collector
+	if tot1, idle1, gc1 := schedTimes(); tot1 > tot0 {
+		res.IdleShare, res.GCShare = (idle1-idle0)/(tot1-tot0), (gc1-gc0)/(tot1-tot0)
+	}
+	after := MeasureGroupCosts(1000)
+	res.Costs = GroupCosts{Hash: (before.Hash + after.Hash) / 2, Mult: (before.Mult + after.Mult) / 2,
+		Encode: (before.Encode + after.Encode) / 2, Decode: (before.Decode + after.Decode) / 2}
 	for m, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", orgName(m), err)

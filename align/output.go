@@ -226,6 +226,182 @@ func WriteOwn(path, run, spec string, m int, t *Table, r *Result) (*Record, erro
 	return &rec, nil
 }
 
+// OwnFolderSource marks the manifest of a folder that holds one
+// organisation's part of a split (WriteOwnFolder): its SplitSource.Train.
+const OwnFolderSource = "asyrevel align, one organisation's part: "
+
+// WriteOwnFolder writes one organisation's part of the split as a folder
+// of its own that asyrevel aggregator --data (the hub's) or party --data
+// (party M's) takes as it is: its file (labels.train.gz, or
+// party-M.train.gz with its columns at [Lo, Hi) of the joint set),
+// manifest.json with the whole split's layout (q, the joint width, every
+// party's block, the classes: what the hub's layout message told it) and
+// only its own file listed, and align.json, its record (a list of one).
+// A run's organisations agree on the order exactly when their records'
+// digests agree (CheckFolders).
+func WriteOwnFolder(dir, run, spec string, m int, t *Table, r *Result) (*dataset.SplitManifest, *Record, error) {
+	q := r.Parties
+	if q < 1 || len(r.Widths) != q || (m > 0 && (m > q || r.Widths[m-1] != t.X.NCols)) {
+		return nil, nil, fmt.Errorf("%w: %s's result lays out %d parties with widths %v", ErrConfig, orgName(m), q, r.Widths)
+	}
+	if r.Classes < 1 {
+		return nil, nil, fmt.Errorf("%w: the hub told no number of classes (it was given no labels)", ErrConfig)
+	}
+	blocks := make([]dataset.Block, q)
+	lo := 0
+	for i, w := range r.Widths {
+		blocks[i] = dataset.Block{Lo: lo, Hi: lo + w}
+		lo += w
+	}
+	if lo != r.Features {
+		return nil, nil, fmt.Errorf("%w: widths %v make %d columns, the result %d", ErrConfig, r.Widths, lo, r.Features)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("align: %w", err)
+	}
+	idList := ids(t, r)
+	man := &dataset.SplitManifest{Format: "asyrevel-split", Version: 1, Q: q, Features: r.Features, Classes: r.Classes,
+		Blocks: blocks, Source: dataset.SplitSource{Train: OwnFolderSource + orgName(m) + " of run " + run}}
+	set := dataset.SplitSet{Split: "train", Samples: len(r.Rows)}
+	var e dataset.ManifestEntry
+	var err error
+	name := dataset.LabelsFileName("train")
+	if m == 0 {
+		d := labelled(t, r.Rows, idList)
+		if d.Classes != r.Classes {
+			return nil, nil, fmt.Errorf("align: the hub's labels have %d classes, its result %d", d.Classes, r.Classes)
+		}
+		man.LabelValues = d.LabelValues
+		set.ClassCounts = make([]int, d.Classes)
+		for _, y := range d.Y {
+			set.ClassCounts[y]++
+		}
+		e, err = dataset.WriteLabelsFile(dir, name, "train", d)
+	} else {
+		name = dataset.PartyFileName(m, "train")
+		h := dataset.PartyHeader{Split: "train", Party: m, Parties: q, Lo: r.Lo, Hi: r.Lo + t.X.NCols,
+			Features: r.Features, Samples: len(r.Rows), Names: t.Names}
+		e, err = dataset.WritePartyFile(dir, name, h, idList, t.X.Rows(r.Rows))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	man.Sets, man.Files = []dataset.SplitSet{set}, []dataset.ManifestEntry{e}
+	rec := newRecord(run, spec, m, t, r, idList, name)
+	js, err := json.MarshalIndent([]Record{rec}, "", "  ")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, RecordFile), append(js, '\n'), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("align: %w", err)
+	}
+	// The manifest last: a folder with a manifest is complete.
+	if err := dataset.WriteManifest(dir, man); err != nil {
+		return nil, nil, err
+	}
+	return man, &rec, nil
+}
+
+// IsOwnFolder reports whether dir holds one organisation's part of a
+// split (WriteOwnFolder): a manifest that lists fewer files than the
+// split has, and an alignment record.
+func IsOwnFolder(dir string) bool {
+	man, err := dataset.ReadManifest(dir)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, RecordFile))
+	return err == nil && len(man.Files) < len(man.Sets)*(man.Q+1)
+}
+
+// FolderCheck is what CheckFolder found in one organisation's folder.
+type FolderCheck struct {
+	Dir      string
+	Record   Record
+	Manifest *dataset.SplitManifest
+}
+
+// CheckFolder checks one organisation's folder on its own: its file
+// against the manifest (size, SHA-256) and its ids, in order, against the
+// digest in its record. It never needs another organisation's file.
+func CheckFolder(dir string) (*FolderCheck, error) {
+	man, err := dataset.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := man.Verify(dir); err != nil {
+		return nil, err
+	}
+	recs, err := ReadRecords(filepath.Join(dir, RecordFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != 1 || len(man.Files) != 1 {
+		return nil, fmt.Errorf("align: %s: %d records and %d files: not one organisation's folder", dir, len(recs), len(man.Files))
+	}
+	rec, e := recs[0], man.Files[0]
+	if e.Name != rec.File || e.Samples != rec.Samples {
+		return nil, fmt.Errorf("align: %s: the record names %s of %d rows, the manifest %s of %d", dir, rec.File, rec.Samples, e.Name, e.Samples)
+	}
+	var idList []string
+	switch e.Kind {
+	case "labels":
+		l, err := dataset.LoadLabels(filepath.Join(dir, e.Name))
+		if err != nil {
+			return nil, err
+		}
+		if l.Classes != man.Classes {
+			return nil, fmt.Errorf("%w: %s: %d classes, the manifest says %d", dataset.ErrMismatch, e.Name, l.Classes, man.Classes)
+		}
+		idList = l.IDs
+	case "party":
+		p, err := dataset.LoadPartyFile(filepath.Join(dir, e.Name))
+		if err != nil {
+			return nil, err
+		}
+		if p.Party < 1 || p.Party > man.Q || p.Parties != man.Q || p.Block() != man.Blocks[p.Party-1] || p.Features != man.Features {
+			return nil, fmt.Errorf("%w: %s is party %d of %d with columns [%d,%d) of %d, the manifest lays out %d parties %v of %d",
+				dataset.ErrMismatch, e.Name, p.Party, p.Parties, p.Lo, p.Hi, p.Features, man.Q, man.Blocks, man.Features)
+		}
+		idList = p.IDs
+	default:
+		return nil, fmt.Errorf("%w: %s: a file of kind %q", dataset.ErrFormat, e.Name, e.Kind)
+	}
+	if got := OrderDigest(idList); got != rec.OrderSHA256 {
+		return nil, fmt.Errorf("align: %s: its ids' order digest is %s, its record says %s", dir, got, rec.OrderSHA256)
+	}
+	return &FolderCheck{Dir: dir, Record: rec, Manifest: man}, nil
+}
+
+// CheckFolders compares the organisations' folders of one alignment
+// (each checked by CheckFolder): their records agree on the run, the
+// number of rows and the order digest (CheckRecords), their manifests on
+// the layout (parties, blocks, joint width, classes), and no organisation
+// appears twice. Only digests and sizes are compared: no id.
+func CheckFolders(checks []*FolderCheck) error {
+	recs := make([]Record, len(checks))
+	seen := map[string]string{}
+	for i, c := range checks {
+		recs[i] = c.Record
+		if d, dup := seen[c.Record.Organisation]; dup {
+			return fmt.Errorf("align: %s and %s are both %s's", d, c.Dir, c.Record.Organisation)
+		}
+		seen[c.Record.Organisation] = c.Dir
+	}
+	if err := CheckRecords(recs); err != nil {
+		return err
+	}
+	a := checks[0].Manifest
+	for _, c := range checks[1:] {
+		b := c.Manifest
+		if b.Q != a.Q || b.Features != a.Features || b.Classes != a.Classes || !slices.Equal(b.Blocks, a.Blocks) {
+			return fmt.Errorf("align: %s lays out %d parties %v of %d columns and %d classes, %s %d parties %v of %d columns and %d classes",
+				c.Dir, b.Q, b.Blocks, b.Features, b.Classes, checks[0].Dir, a.Q, a.Blocks, a.Features, a.Classes)
+		}
+	}
+	return nil
+}
+
 // ReadRecords reads align records: a folder's align.json (a list) or one
 // organisation's FILE.align.json (one record).
 func ReadRecords(path string) ([]Record, error) {
@@ -265,6 +441,18 @@ func CheckRecords(recs []Record) error {
 		case b.OrderSHA256 != a.OrderSHA256:
 			return fmt.Errorf("align: %s's order digest %s differs from %s's %s: their rows are not in one order", b.Organisation, b.OrderSHA256, a.Organisation, a.OrderSHA256)
 		}
+	}
+	return nil
+}
+
+// writeRecords writes records as JSON (a list).
+func writeRecords(path string, recs []Record) error {
+	js, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("align: %w", err)
 	}
 	return nil
 }

@@ -60,6 +60,10 @@ type Config struct {
 	// Width is the number of feature columns this organisation holds
 	// (the hub learns the parties' widths to lay out the joint columns).
 	Width int
+	// Labels (the hub only, optional) are the label of each of its rows:
+	// the hub tells the parties how many classes the intersection's rows
+	// have (Result.Classes), which their models' shapes depend on.
+	Labels []float64
 	// Timeout is how long to wait for a peer that sends nothing; 0 means
 	// DefaultTimeout. Heartbeats (every Timeout/8) keep a slow but live
 	// peer from being taken for gone.
@@ -88,8 +92,12 @@ type Result struct {
 	// Features the joint width and Parties q (a party learns them from the
 	// hub; the hub computes them).
 	Lo, Features, Parties int
-	// Widths are the parties' widths (the hub only).
-	Widths []int
+	// Widths are the parties' widths in order, and Classes the number of
+	// distinct labels of the intersection's rows (0: the hub was given no
+	// labels); the hub computes them and tells every party (the layout a
+	// split folder's manifest holds).
+	Widths  []int
+	Classes int
 	// Sizes: own set, the hub's set (parties), every party's set (hub).
 	Own, HubSize int
 	PartySizes   []int

@@ -193,9 +193,22 @@ func (o *org) hub(keys []string) (*Result, error) {
 		peers[m].index, peers[m].echo.data = nil, nil
 	}
 	res.Features = lo
+	if o.cfg.Labels != nil {
+		res.Classes = countClasses(o.cfg.Labels, res.Rows)
+	}
 	o.stats.MatchSeconds = time.Since(t0).Seconds()
 	o.cfg.Progress.Matched.Store(true)
-	buf := make([]byte, 0, len(in)*schemas.AlignIndexSize)
+	layout := u32(make([]byte, 0, (q+1)*schemas.AlignIndexSize), uint32(res.Classes))
+	for _, w := range res.Widths {
+		layout = u32(layout, uint32(w))
+	}
+	buf := make([]byte, 0, max(len(in), q+1)*schemas.AlignIndexSize)
+	for m := 1; m <= q; m++ {
+		tmpl := schemas.AlignMsg{Features: uint32(lo), Parties: uint32(q)}
+		if err := o.sendItems(m, schemas.AlignLayout, layout, schemas.AlignIndexSize, tmpl); err != nil {
+			return nil, err
+		}
+	}
 	for m := 1; m <= q; m++ {
 		buf = buf[:0]
 		for _, r := range order {
@@ -207,6 +220,17 @@ func (o *org) hub(keys []string) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// countClasses counts the distinct labels of rows.
+func countClasses(labels []float64, rows []int) int {
+	seen := make(map[float64]struct{}, 8)
+	for _, r := range rows {
+		if r < len(labels) {
+			seen[labels[r]] = struct{}{}
+		}
+	}
+	return len(seen)
 }
 
 // push queues an event of this organisation's own.
@@ -228,12 +252,14 @@ func (o *org) party(keys []string) (*Result, error) {
 	if err := o.produceSet(keys, schemas.AlignMsg{Spec: o.cfg.Spec, Width: uint32(o.cfg.Width)}); err != nil {
 		return nil, err
 	}
-	var hubSet, result phaseIn
+	var hubSet, layout, result phaseIn
 	lastSeen := map[int]time.Time{0: time.Now()}
 	waiting := func(int) string {
 		switch {
 		case !hubSet.done():
 			return fmt.Sprintf("the hub's set (%d of %d items)", hubSet.got, hubSet.total)
+		case !layout.done():
+			return "the layout"
 		case !result.done():
 			return "the result"
 		}
@@ -287,9 +313,16 @@ func (o *org) party(keys []string) (*Result, error) {
 				return nil, err
 			}
 			o.cfg.Progress.Sent.Add(int64(k))
+		case schemas.AlignLayout:
+			if !hubSet.done() || result.begun {
+				return nil, fmt.Errorf("%w: the hub sent the layout out of turn (after the whole set, before the result)", ErrPeer)
+			}
+			if err := layout.add(0, m, o.cfg.Parties+1); err != nil {
+				return nil, err
+			}
 		case schemas.AlignResult:
-			if !hubSet.done() {
-				return nil, fmt.Errorf("%w: the hub sent the result before its whole set", ErrPeer)
+			if !hubSet.done() || !layout.done() {
+				return nil, fmt.Errorf("%w: the hub sent the result before its whole set and the layout", ErrPeer)
 			}
 			if !result.begun {
 				lo, feats, parties = int(m.Width), int(m.Features), int(m.Parties)
@@ -310,6 +343,9 @@ func (o *org) party(keys []string) (*Result, error) {
 	}
 	o.stats.MaskSeconds = maskTime.Seconds()
 	res := &Result{Rows: make([]int, result.total), Lo: lo, Features: feats, Parties: parties, HubSize: hubSet.total}
+	if err := o.readLayout(res, layout.data); err != nil {
+		return nil, err
+	}
 	seen := make([]bool, n)
 	for k := range result.total {
 		p := int(leU32(result.data[k*schemas.AlignIndexSize:]))
@@ -323,4 +359,33 @@ func (o *org) party(keys []string) (*Result, error) {
 		res.Rows[k] = o.perm[p]
 	}
 	return res, nil
+}
+
+// readLayout reads the hub's layout into res (a party's) and checks it
+// against the result's: the widths add up to the joint width, this party's
+// is its own, and its first column follows the parties before it.
+func (o *org) readLayout(res *Result, data []byte) error {
+	q := o.cfg.Parties
+	if len(data) != (q+1)*schemas.AlignIndexSize {
+		return fmt.Errorf("%w: the hub's layout has %d bytes, want %d", ErrPeer, len(data), (q+1)*schemas.AlignIndexSize)
+	}
+	res.Classes = int(leU32(data))
+	res.Widths = make([]int, q)
+	sum, lo := 0, 0
+	for m := 1; m <= q; m++ {
+		w := int(leU32(data[m*schemas.AlignIndexSize:]))
+		if w == 0 {
+			return fmt.Errorf("%w: the hub's layout gives %s no column", ErrPeer, orgName(m))
+		}
+		if m == o.cfg.ID {
+			lo = sum
+		}
+		res.Widths[m-1] = w
+		sum += w
+	}
+	if sum != res.Features || res.Widths[o.cfg.ID-1] != o.cfg.Width || lo != res.Lo {
+		return fmt.Errorf("%w: the hub's layout %v (%d columns; %s's from %d) differs from its result (%d columns; %s's %d from %d)",
+			ErrPeer, res.Widths, sum, orgName(o.cfg.ID), lo, res.Features, orgName(o.cfg.ID), o.cfg.Width, res.Lo)
+	}
+	return nil
 }

@@ -758,3 +758,19 @@ func WriteLabelsFile(dir, name, split string, d *Dataset) (ManifestEntry, error)
 	e.Kind, e.Split, e.Samples = "labels", split, d.Len()
 	return e, err
 }
+
+// WriteManifest writes man as dir's ManifestFile (under a temporary name,
+// renamed when complete). For a folder that holds one organisation's part
+// of a split (private entity alignment): its manifest lists only the
+// files it holds, with the whole split's layout.
+func WriteManifest(dir string, man *SplitManifest) error {
+	js, err := json.MarshalIndent(man, "", "  ")
+	if err != nil {
+		return fmt.Errorf("dataset: manifest: %w", err)
+	}
+	_, err = writeFileAtomic(dir, ManifestFile, func(w io.Writer) error {
+		_, err := w.Write(append(js, '\n'))
+		return err
+	})
+	return err
+}

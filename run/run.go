@@ -763,6 +763,9 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 	}
+	if err := checkSplitFiles(dir, man, role, d); err != nil {
+		return nil, err
+	}
 	if role == RoleAll || role == RoleAggregator {
 		if len(d.TrainY) == 0 {
 			return nil, fmt.Errorf("%w: %s has no training labels", dataset.ErrMismatch, dir)

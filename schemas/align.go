@@ -52,10 +52,17 @@ const (
 	AlignAlive
 	// AlignAbort: the sender gives up; Reason says why (never a key).
 	AlignAbort
+	// AlignLayout: the joint layout of the aligned rows (hub -> party,
+	// before the result): little-endian uint32 items, the number of
+	// classes of the hub's labels of the intersection first, then the
+	// parties' widths in order (Total = q + 1); Features is the joint
+	// width and Parties q. With it a party writes a split folder's
+	// manifest of its own (the blocks and classes its training needs).
+	AlignLayout
 	alignPhases
 )
 
-var alignPhaseNames = [...]string{AlignSet: "set", AlignEcho: "echo", AlignResult: "result", AlignAlive: "alive", AlignAbort: "abort"}
+var alignPhaseNames = [...]string{AlignSet: "set", AlignEcho: "echo", AlignResult: "result", AlignAlive: "alive", AlignAbort: "abort", AlignLayout: "layout"}
 
 func (p AlignPhase) String() string {
 	if p >= AlignSet && p < alignPhases {
@@ -104,7 +111,7 @@ func (p AlignPhase) ItemSize() int {
 		return AlignElementSize
 	case AlignEcho:
 		return AlignEchoSize
-	case AlignResult:
+	case AlignResult, AlignLayout:
 		return AlignIndexSize
 	}
 	return 0

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,7 +38,7 @@ func (f *alignFlags) options(label string) (align.ReadOptions, error) {
 }
 
 const alignSynopsis = `asyrevel align --inputs LABELS.csv,P1.csv,... --key COLUMN[,COLUMN] --label COLUMN --out DIR
-       asyrevel align --nats URL --run R --id M --nkey FILE --roster FILE --data FILE --key COLUMN [--label COLUMN] --out FILE
+       asyrevel align --nats URL --run R --id M --nkey FILE --roster FILE --data FILE --key COLUMN [--label COLUMN] --out DIR
 
 Private entity alignment: the organisations find the rows they all hold (by the key
 columns) without showing each other any key. ECDH private set intersection on
@@ -50,9 +51,12 @@ The first form runs every organisation in this process over an embedded broker: 
 first file is the label holder's, the others parties 1, 2, ... in order; DIR becomes a
 split folder that asyrevel train --data DIR takes as it is (and align.json, each
 organisation's record). The second form is one organisation of a run whose broker runs
-elsewhere (asyrevel broker --roster, keys from asyrevel keys): it writes its own part
-(the labels file for --id 0, a party file otherwise) to FILE and its record to
-FILE.align.json; asyrevel data verify REC.json... compares the records' order digests.
+elsewhere (asyrevel broker --roster, keys from asyrevel keys): DIR becomes a folder of its
+own that asyrevel aggregator --data DIR (--id 0) or party --id M --data DIR takes as it is:
+its file (the labels file for --id 0, party-M.train.gz otherwise), a manifest with the
+whole layout that lists only that file, and align.json, its record (--out FILE.gz: the
+bare file and FILE.gz.align.json). asyrevel data verify DIR|REC.json ... checks each folder
+alone and compares the organisations' order digests, from hashes alone.
 
 Files are CSV with a header; every column but the key and label columns is a numeric
 feature (empty and NA are 0). Keys are normalised before they are hashed: white space
@@ -232,7 +236,7 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 		cfg := align.Config{Run: run, ID: m, Parties: q, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
 			Spec: spec, Width: tables[m].X.NCols, Timeout: f.timeout, Log: log, Progress: progress[m]}
 		if m == 0 {
-			cfg.Width = 0
+			cfg.Width, cfg.Labels = 0, tables[m].Labels
 		}
 		wg.Add(1)
 		go func() {
@@ -323,6 +327,9 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	if err != nil {
 		return err
 	}
+	if id > 0 && t.X.NCols == 0 {
+		return fmt.Errorf("%w: %s has no feature column besides the key", errUsage, data)
+	}
 	if t.Dropped > 0 {
 		fmt.Fprintf(stderr, "dropped %d rows whose key repeats an earlier row's (--dedupe first)\n", t.Dropped)
 	}
@@ -336,7 +343,7 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	cfg := align.Config{Run: f.run, ID: id, Parties: roster.Parties(), Bus: bus, Roster: roster, Key: key,
 		Spec: spec, Width: t.X.NCols, Timeout: f.timeout, Log: log, Progress: p}
 	if id == 0 {
-		cfg.Width = 0
+		cfg.Width, cfg.Labels = 0, t.Labels
 	}
 	done := make(chan struct{})
 	name := trust.AggregatorID
@@ -349,17 +356,28 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	if err != nil {
 		return err
 	}
-	rec, err := align.WriteOwn(f.out, f.run, spec, id, t, res)
+	var rec *align.Record
+	wrote := f.out + " and " + f.out + ".align.json"
+	if strings.HasSuffix(f.out, ".gz") {
+		rec, err = align.WriteOwn(f.out, f.run, spec, id, t, res)
+	} else {
+		// A folder of its own that aggregator/party --data takes as it is.
+		_, rec, err = align.WriteOwnFolder(f.out, f.run, spec, id, t, res)
+		wrote = dataset.ManifestFile + " and " + align.RecordFile + " in " + f.out
+	}
 	if err != nil {
 		return err
+	}
+	if !strings.HasSuffix(f.out, ".gz") {
+		wrote = rec.File + ", " + wrote
 	}
 	if summaryPath != "" {
 		if err := writeJSON(summaryPath, rec); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "%s: %d of its %d rows in common, %.1f s, %d wire bytes sent; wrote %s and %s.align.json (order sha256 %s)\n",
-		name, rec.Samples, rec.Own, rec.Stats.Seconds, rec.Stats.BytesSent, f.out, f.out, rec.OrderSHA256)
+	fmt.Fprintf(stdout, "%s: %d of its %d rows in common, %.1f s, %d wire bytes sent; wrote %s (order sha256 %s)\n",
+		name, rec.Samples, rec.Own, rec.Stats.Seconds, rec.Stats.BytesSent, wrote, rec.OrderSHA256)
 	return nil
 }
 
@@ -380,15 +398,38 @@ func verifyAlignOrder(dir, split string, labels *dataset.Labels, parties []*data
 }
 
 // verifyAlignRecords compares the records of the organisations of one
-// alignment.
+// alignment: records (REC.json) as they are, and the folders of the
+// one-organisation form each checked first on its own (its file against
+// its manifest, its ids against its record's digest), then their layouts
+// against each other.
 func verifyAlignRecords(paths []string, stdout io.Writer) error {
 	var recs []align.Record
+	var folders []*align.FolderCheck
 	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			c, err := align.CheckFolder(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s: %s's %s matches %s, its %d ids' order digest its record's\n", p, c.Record.Organisation, c.Record.File, dataset.ManifestFile, c.Record.Samples)
+			folders = append(folders, c)
+			recs = append(recs, c.Record)
+			continue
+		}
 		r, err := align.ReadRecords(p)
 		if err != nil {
 			return err
 		}
 		recs = append(recs, r...)
+	}
+	if len(folders) > 1 {
+		if err := align.CheckFolders(folders); err != nil {
+			return err
+		}
+	}
+	if len(recs) == 1 && len(folders) == 1 {
+		fmt.Fprintf(stdout, "one organisation's folder: give the others' folders or %s records too to compare the order\n", align.RecordFile)
+		return nil
 	}
 	if err := align.CheckRecords(recs); err != nil {
 		return err
@@ -399,3 +440,7 @@ func verifyAlignRecords(paths []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%d organisations agree on the order of %d rows\n", len(recs), recs[0].Samples)
 	return nil
 }
+
+// isAlignOwnFolder reports whether dir is a folder of asyrevel align's
+// one-organisation form (data verify compares those by their records).
+func isAlignOwnFolder(dir string) bool { return align.IsOwnFolder(dir) }

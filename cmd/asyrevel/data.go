@@ -246,12 +246,15 @@ func cmdDataVerify(args []string, stdout, stderr io.Writer) error {
 		"order) is the same.\n\n"+
 		"asyrevel data verify REC.align.json REC.align.json ... compares the records that the\n"+
 		"organisations of a one-organisation alignment wrote: the same run, number of rows\n"+
-		"and order digest, so they agree on the order without showing each other an id.", stderr)
+		"and order digest, so they agree on the order without showing each other an id.\n\n"+
+		"asyrevel data verify DIR DIR ... checks the folders of asyrevel align's one-organisation\n"+
+		"form, each on its own (its file against its manifest, its ids against its record's digest),\n"+
+		"then their records and layouts against each other (REC.json records may be mixed in).", stderr)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) >= 1 && strings.HasSuffix(pos[0], ".json") {
+	if len(pos) > 1 || (len(pos) == 1 && (strings.HasSuffix(pos[0], ".json") || isAlignOwnFolder(pos[0]))) {
 		return verifyAlignRecords(pos, stdout)
 	}
 	if len(pos) != 1 {
