@@ -1697,6 +1697,9 @@ func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConf
 			if where == "" {
 				where = "the embedded broker"
 			}
+			if nodes := broker.NodesAnswering(ctx, broker.ServerURLs(n.url), time.Second); nodes != "" {
+				why += " (" + nodes + ")"
+			}
 			n.cfg.Log.Warn().Str("conn", name).Str("waited", time.Since(t0).Round(time.Second).String()).Str("for", wait.String()).
 				Msgf("%s at %s %s: retrying (--broker-wait)", "broker", where, why)
 		}
@@ -1724,6 +1727,9 @@ func waitable(err error) string {
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, nats.ErrConnectionClosed):
 		return "unreachable (not started yet, or restarting?)"
+	case broker.ClusterWait(err) != "":
+		// A cluster without a leader, or missing a node its stream needs.
+		return broker.ClusterWait(err)
 	case errors.As(err, &apiErr) && apiErr.Code == 503:
 		return "has no JetStream available yet (a cluster still electing its leader, or missing a node?)"
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
