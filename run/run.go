@@ -140,6 +140,11 @@ type Config struct {
 	NATS       string // external server URL ("" = embedded)
 	InProcess  bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster    int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
+	// ClusterURLs: the participants of an embedded cluster connect as
+	// separate processes given every node's URL do (--nats URL1,URL2,URL3):
+	// a home node first, with the fail-over publisher
+	// (broker.JetStreamConfig.Retry). For the throughput experiment.
+	ClusterURLs bool
 	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
 	Run        string // run id ("" = generated)
 
@@ -1797,6 +1802,13 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		nodes := n.cluster.Servers()
 		jc.Server, jc.URL = nodes[n.next%len(nodes)], ""
 		jc.Replicas = min(3, len(nodes))
+		if n.cfg.ClusterURLs {
+			urls := n.cluster.URLs()
+			for i := range urls {
+				jc.URL = strings.TrimPrefix(jc.URL+","+urls[(n.next+i)%len(urls)], ",")
+			}
+			jc.Server = nil
+		}
 		n.next++
 	}
 	if n.cfg.TLS.Enabled() && n.srv == nil && n.cluster == nil {
