@@ -870,9 +870,7 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 	if b.design == DesignOrdered {
 		b.subsMu.Lock()
 		for sub := range b.subs {
-			if o, ok := sub.(*orderedSub); ok {
-				go o.restart()
-			}
+			restartOrdered(sub)
 		}
 		b.subsMu.Unlock()
 	}

@@ -140,13 +140,14 @@ type Config struct {
 	NATS       string // external server URL ("" = embedded)
 	InProcess  bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster    int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
+	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
+	Run        string // run id ("" = generated)
+
 	// ClusterURLs: the participants of an embedded cluster connect as
 	// separate processes given every node's URL do (--nats URL1,URL2,URL3):
 	// a home node first, with the fail-over publisher
 	// (broker.JetStreamConfig.Retry). For the throughput experiment.
 	ClusterURLs bool
-	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
-	Run        string // run id ("" = generated)
 
 	EvalEvery    time.Duration
 	TargetAcc    float64
