@@ -129,7 +129,7 @@ func (s *orderedSub) restart() {
 			s.ccMu.Lock()
 			old := s.cons.CachedInfo().Name
 			s.ccMu.Unlock()
-			if err := s.bus.deleteConsumer(old); err != nil {
+			if err := s.bus.deleteConsumerWithin(old, restartDeleteWait); err != nil {
 				s.bus.log.Debug().Err(err).Str("consumer", old).Msg("restarting the ordered consumer: the old one was not deleted")
 			}
 		}
@@ -292,7 +292,9 @@ func (s *orderedSub) watch() {
 			failures = 0
 			continue
 		}
-		if failures++; failures >= 2 {
+		// Not found: its node is gone, restart at once; other errors
+		// (no answer while the cluster elects) twice in a row.
+		if failures++; failures >= 2 || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			failures = 0
 			s.bus.log.Debug().Err(err).Msg("ordered consumer gone: restarting it")
 			s.restart()
@@ -339,10 +341,20 @@ func (s *orderedSub) Close() error {
 // deleteConsumer removes an ephemeral consumer (best effort: it also
 // expires by itself).
 func (b *JetStream) deleteConsumer(name string) error {
+	return b.deleteConsumerWithin(name, closeTimeout)
+}
+
+// restartDeleteWait bounds the deletion of the consumer an ordered
+// subscription replaces: while a cluster elects a new metadata leader the
+// deletion is not answered, and the new consumer should not wait long.
+const restartDeleteWait = 2 * time.Second
+
+// deleteConsumerWithin deletes consumer name, waiting at most d.
+func (b *JetStream) deleteConsumerWithin(name string, d time.Duration) error {
 	if name == "" || b.nc.IsClosed() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	err := b.js.DeleteConsumer(ctx, b.stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
