@@ -2,15 +2,22 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
 
@@ -35,6 +42,12 @@ type ClusterConfig struct {
 	// Logger receives every node's log (with a "node" field); nil means
 	// silent.
 	Logger *zerolog.Logger
+	// RouteSecret authenticates the routes between the nodes (see
+	// ClusterNode.Secret); "" means a random one, made for this cluster.
+	RouteSecret string
+	// RouteTLS, if not nil, makes the routes TLS connections (see
+	// ClusterNode.TLS).
+	RouteTLS *tls.Config
 	// Configure, if not nil, may adjust each node's options last (i is
 	// 0-based).
 	Configure func(i int, o *server.Options)
@@ -76,6 +89,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = defaultClusterName
+	}
+	if cfg.RouteSecret == "" {
+		secret, err := newRouteSecret()
+		if err != nil {
+			return nil, err
+		}
+		cfg.RouteSecret = secret
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -147,9 +167,12 @@ func startCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			// Loopback: compressing costs CPU and saves nothing.
 			Compression: server.CompressionOpts{Mode: server.CompressionOff},
 		}
+		applyRouteAuth(&opts.Cluster, cfg.RouteSecret, cfg.RouteTLS)
 		for j, r := range routes {
 			if j != i {
-				opts.Routes = append(opts.Routes, server.RoutesFromStr(r)...)
+				for _, u := range server.RoutesFromStr(r) {
+					opts.Routes = append(opts.Routes, withRouteUser(u, cfg.RouteSecret))
+				}
 			}
 		}
 		if cfg.Configure != nil {
@@ -249,4 +272,223 @@ func (c *Cluster) Shutdown() {
 		}
 	}
 	wg.Wait()
+}
+
+// RouteUser is the user name a cluster's nodes present to each other with
+// their route secret (ClusterNode.Secret).
+const RouteUser = "asyrevel-route"
+
+// newRouteSecret makes a random route secret for an embedded cluster.
+func newRouteSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("broker: route secret: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// applyRouteAuth makes a node admit as routes only the nodes that present
+// secret (none if ""), over TLS with tc (none if nil).
+func applyRouteAuth(c *server.ClusterOpts, secret string, tc *tls.Config) {
+	if secret != "" {
+		c.Username, c.Password = RouteUser, secret
+		c.AuthTimeout = 2
+	}
+	if tc != nil {
+		c.TLSConfig, c.TLSTimeout = tc, 2
+	}
+}
+
+// withRouteUser is route u with the route user and secret, unless it has
+// credentials of its own or secret is "".
+func withRouteUser(u *url.URL, secret string) *url.URL {
+	if secret == "" || u.User != nil {
+		return u
+	}
+	c := *u
+	c.User = url.UserPassword(RouteUser, secret)
+	return &c
+}
+
+// SelfRoute says whether route u leads to this node: a node that routes
+// on host:port (host "" or unspecified: every address of the machine).
+// The JetStream meta group of a new cluster expects as many nodes as
+// there are routes (at least two): a 3-node cluster whose nodes each
+// count a route to themselves expects three, and as its empty logs elect
+// no leader with less than every expected vote, it does not start with
+// a node down. Without the route to itself it expects two and elects a
+// leader with a majority; the third node joins when it starts.
+func SelfRoute(u *url.URL, host string, port int) bool {
+	if u == nil || u.Port() != strconv.Itoa(port) {
+		return false
+	}
+	h := u.Hostname()
+	if h == host {
+		return true
+	}
+	ips, err := net.LookupIP(h)
+	if err != nil {
+		return false
+	}
+	listen := net.ParseIP(host)
+	anyAddr := host == "" || listen != nil && listen.IsUnspecified()
+	var local []net.IP
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				local = append(local, n.IP)
+			}
+		}
+	}
+	for _, ip := range ips {
+		if listen != nil && !anyAddr && ip.Equal(listen) {
+			return true
+		}
+		if anyAddr {
+			for _, l := range local {
+				if ip.Equal(l) {
+					return true
+				}
+			}
+		}
+	}
+	if listen == nil && !anyAddr {
+		// A host name of its own: the same addresses.
+		if mine, err := net.LookupIP(host); err == nil {
+			for _, ip := range ips {
+				for _, m := range mine {
+					if ip.Equal(m) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// otherRoutes are the routes of list that do not lead to this node
+// (SelfRoute), parsed.
+func otherRoutes(list []string, host string, port int) []*url.URL {
+	var out []*url.URL
+	for _, r := range list {
+		for _, u := range server.RoutesFromStr(r) {
+			if !SelfRoute(u, host, port) {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// OtherRoutes are the routes of node that lead to other nodes, for a node
+// whose clients listen on host (its routes too, unless node.Host says
+// otherwise).
+func OtherRoutes(node ClusterNode, host string) []string {
+	h, p := node.Host, node.Port
+	if h == "" {
+		h = host
+	}
+	if p == 0 {
+		p = DefaultClusterPort
+	}
+	var out []string
+	for _, u := range otherRoutes(node.Routes, h, p) {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// ClusterState is what a node of a cluster knows of it.
+type ClusterState struct {
+	// Leader is the JetStream meta leader's name ("" while there is none).
+	Leader string
+	// Size is the meta group's expected size, Quorum the votes it needs.
+	Size, Quorum int
+	// Routed are the names of the other nodes this node has routes to.
+	Routed []string
+}
+
+// State is what node s knows of its cluster.
+func (s *Server) State() ClusterState {
+	var st ClusterState
+	if jsz, err := s.ns.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil {
+		st.Leader, st.Size, st.Quorum = jsz.Meta.Leader, jsz.Meta.Size, jsz.Meta.QuorumNeeded
+	}
+	if rz, err := s.ns.Routez(&server.RoutezOptions{}); err == nil {
+		seen := map[string]bool{}
+		for _, r := range rz.Routes {
+			if r.RemoteName != "" && !seen[r.RemoteName] {
+				seen[r.RemoteName] = true
+				st.Routed = append(st.Routed, r.RemoteName)
+			}
+		}
+	}
+	slices.Sort(st.Routed)
+	return st
+}
+
+// errCodeNoLeader: JetStream has no meta leader (JSClusterNotAvailErr,
+// code 503).
+const errCodeNoLeader = 10008
+
+// ClusterWait says why err, from connecting to a cluster, is worth
+// waiting out ("" if it is not a cluster's): no JetStream leader (fewer
+// than a majority of the nodes run, or they are still electing), or too
+// few nodes for the stream's replicas (a node of the cluster is down).
+// NodesAnswering says which nodes those are.
+func ClusterWait(err error) string {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return ""
+	}
+	switch {
+	case apiErr.ErrorCode == errCodeNoPeers:
+		return "has too few JetStream nodes running for the run's stream (it keeps a copy on each of 3 nodes, or as many as URLs given): a node of the cluster is down, or its routes are refused (a different --route-secret?)"
+	case apiErr.ErrorCode == errCodeNoLeader || apiErr.Code == 503:
+		return "has no JetStream leader: a cluster elects one once a majority of its nodes run and reach each other (are the others started, with routes to this one and the same --route-secret?)"
+	}
+	return ""
+}
+
+// NodesAnswering says which of urls accept a TCP connection within
+// timeout ("2 of 3 nodes answer; nats://c:4222 does not"), "" for fewer
+// than two URLs.
+func NodesAnswering(ctx context.Context, urls []string, timeout time.Duration) string {
+	if len(urls) < 2 {
+		return ""
+	}
+	up := make([]bool, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		pu, err := url.Parse(u)
+		if err != nil || pu.Host == "" {
+			continue
+		}
+		host := pu.Host
+		if pu.Port() == "" {
+			host = net.JoinHostPort(pu.Hostname(), "4222")
+		}
+		wg.Go(func() {
+			d := net.Dialer{Timeout: timeout}
+			if c, err := d.DialContext(ctx, "tcp", host); err == nil {
+				c.Close()
+				up[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	var down []string
+	for i, ok := range up {
+		if !ok {
+			down = append(down, urls[i])
+		}
+	}
+	switch len(down) {
+	case 0:
+		return fmt.Sprintf("all %d nodes answer", len(urls))
+	case 1:
+		return fmt.Sprintf("%d of %d nodes answer; %s does not", len(urls)-1, len(urls), down[0])
+	}
+	return fmt.Sprintf("%d of %d nodes answer; %s do not", len(urls)-len(down), len(urls), strings.Join(down, ", "))
 }

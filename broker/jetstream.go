@@ -137,7 +137,8 @@ type JetStreamConfig struct {
 	// loss of a connection or of the stream's leader: every message gets
 	// an ID, and one whose acknowledgement does not come within 5 s, or
 	// was in flight when the connection was lost, is published again (the
-	// stream's dedupe window drops a second copy), one message at a time.
+	// stream's dedupe window drops a second copy), one message at a time
+	// on each subject and a control message alone (subjectOrder).
 	// On by default when URL lists several servers (a cluster's nodes).
 	Retry bool
 	// EndOnLoss ends the Bus's publishing when its connection drops: from
@@ -869,9 +870,7 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 	if b.design == DesignOrdered {
 		b.subsMu.Lock()
 		for sub := range b.subs {
-			if o, ok := sub.(*orderedSub); ok {
-				go o.restart()
-			}
+			restartOrdered(sub)
 		}
 		b.subsMu.Unlock()
 	}

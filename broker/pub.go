@@ -68,8 +68,10 @@ type asyncPub struct {
 	// ID (the stream drops a second copy), stays in inflight until the
 	// stream acknowledges it, and is published again when its ack times
 	// out or the connection comes back after a loss; one message is in
-	// flight at a time, which keeps each sender's messages in order.
+	// flight at a time on each subject, and a control message alone
+	// (order), which keeps each sender's messages in order.
 	retry    bool
+	order    *subjectOrder
 	idPrefix string
 	nextID   atomic.Uint64
 	mu       sync.Mutex
@@ -110,14 +112,15 @@ func senderID(id string) string {
 }
 
 func newAsyncPub(b *JetStream, window int, retry bool) (*asyncPub, error) {
-	if retry {
-		// One message at a time: the next is sent once the stream has
-		// the one before, so that a message published again after a loss
-		// cannot land behind a later one (the receivers refuse sequences
-		// out of order).
-		window = 1
-	}
 	p := &asyncPub{b: b, slots: make(chan struct{}, window), retry: retry}
+	if retry {
+		// One message at a time on each subject: the next is sent once
+		// the stream has the one before, so that a message published
+		// again after a loss cannot land behind a later one (the
+		// receivers refuse sequences out of order). A control message
+		// goes alone (subjectOrder).
+		p.order = newSubjectOrder(b.prefix + "ctl")
+	}
 	timeout, pending := publishAckTimeout, window+1
 	if retry {
 		p.inflight = make(map[string]*retryMsg, window)
@@ -167,14 +170,21 @@ func (p *asyncPub) publish(ctx context.Context, m *Message) error {
 			p.knownMu.Unlock()
 		}
 	}
+	if p.retry {
+		if err := p.order.acquire(ctx, p.b.closing, m.Subject); err != nil {
+			return err
+		}
+	}
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
+			p.unorder(m.Subject)
 			return ctx.Err()
 		case <-p.b.closing:
+			p.unorder(m.Subject)
 			return ErrClosed
 		}
 	}
@@ -213,12 +223,22 @@ func (p *asyncPub) settle(m *nats.Msg) bool {
 	}
 	id := m.Header.Get(msgIDHeader)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if _, ok := p.inflight[id]; !ok {
+		p.mu.Unlock()
 		return false
 	}
 	delete(p.inflight, id)
+	p.mu.Unlock()
+	p.order.release(m.Subject)
 	return true
+}
+
+// unorder releases subject's place in the order of a message that was
+// not published.
+func (p *asyncPub) unorder(subject string) {
+	if p.retry {
+		p.order.release(subject)
+	}
 }
 
 func (p *asyncPub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -63,9 +64,20 @@ type ClusterNode struct {
 	Host string
 	Port int
 	// Routes are the other nodes' route URLs (nats://host:port). A route
-	// to this node itself is allowed (the server ignores it), so every
-	// node may be given the same list.
+	// to this node itself is allowed and left out (its port is Port and
+	// its host one of this machine's addresses), so every node may be
+	// given the same list: the JetStream meta group of a new cluster
+	// sizes itself on the routes, and a route to itself counted would
+	// make a 3-node cluster wait for all three nodes (SelfRoute).
 	Routes []string
+	// Secret, if not "", authenticates the routes: this node admits as a
+	// route only a node that presents it, and presents it to the others
+	// (trust.ReadRouteSecret). Every node needs the same.
+	Secret string
+	// TLS, if not nil, makes the routes TLS connections with this
+	// configuration (trust.RouteTLS: each node presents its certificate
+	// and verifies the other's, both ways).
+	TLS *tls.Config
 }
 
 // DefaultClusterPort is the route port of a cluster node.
@@ -168,8 +180,9 @@ func serverOptions(cfg ServerConfig) *server.Options {
 		if opts.Cluster.Port == 0 {
 			opts.Cluster.Port = DefaultClusterPort
 		}
-		for _, r := range c.Routes {
-			opts.Routes = append(opts.Routes, server.RoutesFromStr(r)...)
+		applyRouteAuth(&opts.Cluster, c.Secret, c.TLS)
+		for _, u := range otherRoutes(c.Routes, opts.Cluster.Host, opts.Cluster.Port) {
+			opts.Routes = append(opts.Routes, withRouteUser(u, c.Secret))
 		}
 	}
 	return opts

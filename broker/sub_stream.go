@@ -102,6 +102,15 @@ func (s *orderedSub) restart() {
 		return // one runs already
 	}
 	defer s.restartMu.Unlock()
+	// The consumer being replaced stops first: nats.go would otherwise
+	// go on resetting it while the cluster elects a stream leader, each
+	// reset under the next name (prefix_2, _3, ...), and a roster's
+	// broker grants the first trust.DefaultOrderedResets names only (a
+	// node's kill -9 used them up in 18 s: the aggregator stalled on
+	// permission violations).
+	s.ccMu.Lock()
+	s.cc.Stop()
+	s.ccMu.Unlock()
 	for attempt := 0; !s.closed.Load(); attempt++ {
 		s.hmu.Lock()
 		last := s.last
@@ -120,7 +129,9 @@ func (s *orderedSub) restart() {
 			s.ccMu.Lock()
 			old := s.cons.CachedInfo().Name
 			s.ccMu.Unlock()
-			_ = s.bus.deleteConsumer(old)
+			if err := s.bus.deleteConsumerWithin(old, restartDeleteWait); err != nil {
+				s.bus.log.Debug().Err(err).Str("consumer", old).Msg("restarting the ordered consumer: the old one was not deleted")
+			}
 		}
 		cons, err := s.bus.js.OrderedConsumer(ctx, s.bus.stream, ocfg)
 		cancel()
@@ -137,7 +148,7 @@ func (s *orderedSub) restart() {
 			if s.closed.Load() {
 				cc.Stop()
 			}
-			s.bus.log.Debug().Uint64("from", opts.StartSeq).Int("attempt", attempt).Msg("ordered consumer restarted after the reconnect")
+			s.bus.log.Debug().Uint64("from", opts.StartSeq).Int("attempt", attempt).Str("consumer", cons.CachedInfo().Name).Msg("ordered consumer restarted after the reconnect")
 			return
 		}
 		s.bus.log.Debug().Err(err).Msg("restarting the ordered consumer")
@@ -145,6 +156,21 @@ func (s *orderedSub) restart() {
 		case <-s.ctx.Done():
 			return
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// restartOrdered restarts sub's ordered consumers after a reconnect: its
+// own, or those of each filter of a split subscription (a roster's
+// participant: SplitFilters), which were missed before and stalled a
+// party whose node died.
+func restartOrdered(sub Subscription) {
+	switch s := sub.(type) {
+	case *orderedSub:
+		go s.restart()
+	case *splitSub:
+		for _, in := range s.subs {
+			restartOrdered(in)
 		}
 	}
 }
@@ -161,8 +187,9 @@ type consumerFeed struct {
 
 	hmu    sync.Mutex // held while the handler runs
 	closed atomic.Bool
-	last   uint64 // stream sequence of the last message seen
-	from   uint64 // first sequence to deliver (a server before 2.10 may start earlier)
+	lastAt atomic.Int64 // when the last message came (Unix ns)
+	last   uint64       // stream sequence of the last message seen
+	from   uint64       // first sequence to deliver (a server before 2.10 may start earlier)
 	d      streamDelivery
 }
 
@@ -172,6 +199,7 @@ func (f *consumerFeed) onMsg(m jetstream.Msg) {
 	if f.closed.Load() {
 		return
 	}
+	f.lastAt.Store(time.Now().UnixNano())
 	seq, ok := ackStreamSeq(m.Reply())
 	if !ok || seq <= f.last {
 		// Not a stream message, or a redelivery of what the handler
@@ -221,7 +249,57 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 	s.watchMu.Lock()
 	s.stopWatch = context.AfterFunc(ctx, func() { s.Close() })
 	s.watchMu.Unlock()
+	if b.replicas > 1 {
+		go s.watch()
+	}
 	return s, nil
+}
+
+// orderedWatchEvery: how often an idle ordered consumer of a replicated
+// stream checks that it still exists (watch).
+const orderedWatchEvery = 2 * time.Second
+
+// watch restarts the ordered consumer when the broker no longer knows it
+// (its node died) twice in a row while nothing came for orderedWatchEvery:
+// nats.go's pull requests to a consumer that is gone get "no responders",
+// which keep its heartbeat check from ever firing; a party whose node
+// stayed up waited 27 s for its replies (experiment faults, cluster-node)
+// before the first error, and the split subscription gave up its order.
+func (s *orderedSub) watch() {
+	t := time.NewTicker(orderedWatchEvery)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.closed.Load() {
+			return
+		}
+		if time.Since(time.Unix(0, s.lastAt.Load())) < orderedWatchEvery {
+			failures = 0
+			continue
+		}
+		s.ccMu.Lock()
+		cons := s.cons
+		s.ccMu.Unlock()
+		ctx, cancel := context.WithTimeout(s.ctx, orderedWatchEvery)
+		_, err := cons.Info(ctx)
+		cancel()
+		if err == nil || s.ctx.Err() != nil {
+			failures = 0
+			continue
+		}
+		// Not found: its node is gone, restart at once; other errors
+		// (no answer while the cluster elects) twice in a row.
+		if failures++; failures >= 2 || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			failures = 0
+			s.bus.log.Debug().Err(err).Msg("ordered consumer gone: restarting it")
+			s.restart()
+		}
+	}
 }
 
 func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
@@ -263,10 +341,20 @@ func (s *orderedSub) Close() error {
 // deleteConsumer removes an ephemeral consumer (best effort: it also
 // expires by itself).
 func (b *JetStream) deleteConsumer(name string) error {
+	return b.deleteConsumerWithin(name, closeTimeout)
+}
+
+// restartDeleteWait bounds the deletion of the consumer an ordered
+// subscription replaces: while a cluster elects a new metadata leader the
+// deletion is not answered, and the new consumer should not wait long.
+const restartDeleteWait = 2 * time.Second
+
+// deleteConsumerWithin deletes consumer name, waiting at most d.
+func (b *JetStream) deleteConsumerWithin(name string, d time.Duration) error {
 	if name == "" || b.nc.IsClosed() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	err := b.js.DeleteConsumer(ctx, b.stream, name)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {

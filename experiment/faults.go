@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,6 +258,9 @@ var rejectedRE = regexp.MustCompile(`(\d+) rejected; stopped:`)
 // verify walks the run's stream: a log it finds not intact fails the case
 // (ErrAudit, the row filled in all the same).
 func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow, error) {
+	if slices.Contains(FaultClusterCases, kase) {
+		return faultRunCluster(ctx, c, kase, runID) // faults_cluster.go
+	}
 	t0 := time.Now()
 	row := FaultRow{Case: kase, Trust: !c.NoTrust}
 	if c.Party == 0 {

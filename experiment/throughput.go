@@ -31,7 +31,10 @@ import (
 // OPTION sync writes each message to the store before acknowledging it
 // (broker.PersistSync), s2 compresses the store with S2, plain does not,
 // nosign turns the trust layer off (no signatures, chains or broker
-// permissions: its cost is the difference; "memory-nosign" too).
+// permissions: its cost is the difference; "memory-nosign" too), failover
+// (cluster only) connects each participant as a separate process given
+// every node's URL does, with the fail-over publisher
+// (ordered-failover-cluster is what such processes run by default).
 var Variants = []string{
 	"memory", "core-tcp", "capture-tcp", "capture-inprocess", "capture-sync-tcp", "capture-s2-tcp",
 	"ordered-tcp", "acked-tcp", "capture-cluster", "acked-cluster",
@@ -49,6 +52,7 @@ type variant struct {
 	inProcess       bool
 	cluster, memory bool
 	noTrust         bool
+	failover        bool
 }
 
 // parseVariant reads a variant name. The names of earlier versions of
@@ -90,6 +94,11 @@ func parseVariant(name string) (variant, error) {
 			v.compr = "s2"
 		case "nosign":
 			v.noTrust = true
+		case "failover":
+			if !v.cluster {
+				return v, fmt.Errorf("%w: variant %q: failover is for a cluster", run.ErrConfig, name)
+			}
+			v.failover = true
 		default:
 			return v, fmt.Errorf("%w: variant %q: option %q: want sync, s2, plain or nosign", run.ErrConfig, name, o)
 		}
@@ -108,6 +117,7 @@ func (v variant) apply(tc *run.Config) {
 	tc.InProcess = v.inProcess
 	if v.cluster {
 		tc.Cluster = 3
+		tc.ClusterURLs = v.failover
 	}
 }
 

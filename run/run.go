@@ -147,6 +147,12 @@ type Config struct {
 	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
 	Run       string // run id ("" = generated)
 
+	// ClusterURLs: the participants of an embedded cluster connect as
+	// separate processes given every node's URL do (--nats URL1,URL2,URL3):
+	// a home node first, with the fail-over publisher
+	// (broker.JetStreamConfig.Retry). For the throughput experiment.
+	ClusterURLs bool
+
 	EvalEvery    time.Duration
 	TargetAcc    float64
 	StopAtTarget bool
@@ -1708,6 +1714,9 @@ func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConf
 			if where == "" {
 				where = "the embedded broker"
 			}
+			if nodes := broker.NodesAnswering(ctx, broker.ServerURLs(n.url), time.Second); nodes != "" {
+				why += " (" + nodes + ")"
+			}
 			n.cfg.Log.Warn().Str("conn", name).Str("waited", time.Since(t0).Round(time.Second).String()).Str("for", wait.String()).
 				Msgf("%s at %s %s: retrying (--broker-wait)", "broker", where, why)
 		}
@@ -1735,6 +1744,9 @@ func waitable(err error) string {
 	case errors.Is(err, nats.ErrNoServers), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, nats.ErrConnectionClosed):
 		return "unreachable (not started yet, or restarting?)"
+	case broker.ClusterWait(err) != "":
+		// A cluster without a leader, or missing a node its stream needs.
+		return broker.ClusterWait(err)
 	case errors.As(err, &apiErr) && apiErr.Code == 503:
 		return "has no JetStream available yet (a cluster still electing its leader, or missing a node?)"
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
@@ -1802,6 +1814,13 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		nodes := n.cluster.Servers()
 		jc.Server, jc.URL = nodes[n.next%len(nodes)], ""
 		jc.Replicas = min(3, len(nodes))
+		if n.cfg.ClusterURLs {
+			urls := n.cluster.URLs()
+			for i := range urls {
+				jc.URL = strings.TrimPrefix(jc.URL+","+urls[(n.next+i)%len(urls)], ",")
+			}
+			jc.Server = nil
+		}
 		n.next++
 	}
 	if n.cfg.TLS.Enabled() && n.srv == nil && n.cluster == nil {

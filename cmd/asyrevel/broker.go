@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
@@ -22,8 +21,10 @@ import (
 // brokerFlags are the flags of asyrevel broker.
 type brokerFlags struct {
 	store, host, name, clusterName, routes, log, roster string
+	routeSecret                                         string
 	tls                                                 trust.TLSFiles
 	port, clusterPort                                   int
+	routeTLS                                            bool
 }
 
 func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
@@ -40,6 +41,8 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.StringVar(&f.tls.CA, "tls-ca", "", "PEM `FILE` of the authorities that sign the clients' certificates: mutual TLS,\nevery client must present one (with --tls-cert)")
 	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): admit only its participants (asyrevel keys)")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
+	fs.StringVar(&f.routeSecret, "route-secret", "", "the cluster's route secret (`FILE`, asyrevel keys route): admit as routes only\nthe nodes that present it, and present it to them; every node needs the same")
+	fs.BoolVar(&f.routeTLS, "route-tls", false, "routes over mutual TLS too, with --tls-cert, --tls-key and --tls-ca: each node\npresents its certificate (naming the host of its route URL) and checks the other's")
 	return f
 }
 
@@ -74,6 +77,9 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.routes != "" && f.clusterName == "" {
 		return fmt.Errorf("%w: --routes needs --cluster-name", errUsage)
 	}
+	if (f.routeSecret != "" || f.routeTLS) && f.clusterName == "" {
+		return fmt.Errorf("%w: --route-secret and --route-tls need --cluster-name", errUsage)
+	}
 	lvl, err := zerolog.ParseLevel(f.log)
 	if err != nil || f.log == "" {
 		return fmt.Errorf("%w: --log %q", errUsage, f.log)
@@ -85,6 +91,20 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			cfg.Name, _ = os.Hostname()
 		}
 		cfg.Cluster = broker.ClusterNode{Name: f.clusterName, Port: f.clusterPort, Routes: broker.ServerURLs(f.routes)}
+		if f.routeSecret != "" {
+			secret, err := trust.ReadRouteSecret(f.routeSecret)
+			if err != nil {
+				return fmt.Errorf("%w: --route-secret: %w", errUsage, err)
+			}
+			cfg.Cluster.Secret = secret
+		}
+		if f.routeTLS {
+			tc, err := trust.RouteTLS(f.tls)
+			if err != nil {
+				return fmt.Errorf("%w: --route-tls: %w", errUsage, err)
+			}
+			cfg.Cluster.TLS = tc
+		}
 	}
 	if err := os.MkdirAll(f.store, 0o755); err != nil {
 		return err
@@ -138,8 +158,18 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "run %s: admitting only the %d participants of %s\n", rb.Roster.Run, len(rb.Roster.Participants), f.roster)
 	}
 	if f.clusterName != "" {
-		fmt.Fprintf(stdout, "broker listening on %s (store %s; node %s of cluster %s, routes on port %d to %s); interrupt to stop\n",
-			srv.URL(), f.store, cfg.Name, f.clusterName, f.clusterPort, strings.Join(cfg.Cluster.Routes, ","))
+		auth := "routes not authenticated: --route-secret"
+		switch {
+		case cfg.Cluster.Secret != "" && cfg.Cluster.TLS != nil:
+			auth = "routes authenticated by secret and TLS"
+		case cfg.Cluster.Secret != "":
+			auth = "routes authenticated by secret"
+		case cfg.Cluster.TLS != nil:
+			auth = "routes authenticated by TLS"
+		}
+		fmt.Fprintf(stdout, "broker listening on %s (store %s; node %s of cluster %s, routes on port %d to %s; %s); interrupt to stop\n",
+			srv.URL(), f.store, cfg.Name, f.clusterName, f.clusterPort, strings.Join(cfg.Cluster.Routes, ","), auth)
+		go watchCluster(ctx, srv, stdout, len(broker.OtherRoutes(cfg.Cluster, f.host))+1)
 	} else {
 		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
 	}
@@ -164,20 +194,41 @@ func withTLS(next func(*server.Options), tc *tls.Config) func(*server.Options) {
 // clusterReplicas is how many nodes keep a run's stream in the cluster of
 // node: the nodes its routes name and itself, at most three.
 func clusterReplicas(node broker.ClusterNode, host string) int {
-	nodes := 1
-	for _, r := range node.Routes {
-		u, err := url.Parse(r)
-		if err != nil {
-			continue
+	return min(3, len(broker.OtherRoutes(node, host))+1)
+}
+
+// watchCluster says on out when this node's cluster gets a JetStream
+// leader, and every 10 s while it has none, what it waits for: nodes is
+// the number of nodes its routes name (itself included).
+func watchCluster(ctx context.Context, srv *broker.Server, out io.Writer, nodes int) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	start, told, leader := time.Now(), time.Time{}, ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		h, p := u.Hostname(), u.Port()
-		// This node's own route, when it can be told (the same host
-		// name or loopback, and its cluster port); counting it once too
-		// many only matters below three nodes.
-		self := p == strconv.Itoa(node.Port) && (h == host || (h == "localhost" || h == "127.0.0.1") && (host == "127.0.0.1" || host == "localhost"))
-		if !self {
-			nodes++
+		st := srv.State()
+		switch {
+		case st.Leader != "" && st.Leader != leader:
+			fmt.Fprintf(out, "cluster: JetStream leader %s; routes to %s (%d of the %d nodes up)\n",
+				st.Leader, orNone(st.Routed), len(st.Routed)+1, nodes)
+		case st.Leader == "" && time.Since(told) >= 10*time.Second && time.Since(start) >= 3*time.Second:
+			told = time.Now()
+			need := nodes/2 + 1
+			fmt.Fprintf(out, "cluster: no JetStream leader for %v: routes to %s, %d of the %d nodes up; a cluster needs %d running to elect one (participants wait: --broker-wait)\n",
+				time.Since(start).Round(time.Second), orNone(st.Routed), len(st.Routed)+1, nodes, need)
 		}
+		leader = st.Leader
 	}
-	return min(3, nodes)
+}
+
+// orNone is the names, or "none".
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

@@ -34,7 +34,8 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	parties := fs.Int("parties", 4, "parties")
 	steps := fs.Int64("steps", 0, "steps of each run (default 400000 on a9a, 60000 synthetic; --quick a quarter)")
 	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default 10s, --quick 2s)")
-	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others)")
+	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others); also\n"+
+		"cluster-node (a 3-node broker cluster, its stream's leader killed with -9) and\ncluster-down (the cluster started with a node down, the node started later)")
 	noTrust := fs.Bool("no-trust", false, "run the participants without the trust layer (no keys, a broker that admits\nanyone, no audit verify): only to compare")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
@@ -76,8 +77,8 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	t0 := time.Now()
 	var cases []string
 	for _, k := range strings.Split(*casesFlag, ",") {
-		if k = strings.TrimSpace(k); !slices.Contains(experiment.FaultCases, k) {
-			return fmt.Errorf("%w: --cases: unknown case %q (%s)", errUsage, k, strings.Join(experiment.FaultCases, ", "))
+		if k = strings.TrimSpace(k); !experiment.IsFaultCase(k) {
+			return fmt.Errorf("%w: --cases: unknown case %q (%s)", errUsage, k, strings.Join(slices.Concat(experiment.FaultCases, experiment.FaultClusterCases), ", "))
 		}
 		cases = append(cases, k)
 	}

@@ -326,6 +326,7 @@ func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer)
 	dur := fs.Duration("duration", 4*time.Second, "training time per configuration")
 	variants := fs.String("variants", strings.Join(experiment.Variants, ","), "what to compare: memory, or DESIGN[-sync][-s2|-plain][-nosign]-CONNECTION\n"+
 		"(designs capture, core, ordered, acked; connections tcp, inprocess, cluster;\n"+
+		"-failover: a cluster's participants given every node's URL, as separate processes are;\n"+
 		"-sync: each message written before its ack; -s2: S2 store compression; -plain: none;\n"+
 		"-nosign: the trust layer off, to measure its cost; memory-nosign too)")
 	windows := fs.String("windows", "1,8,64", "requests in flight per party")

@@ -20,6 +20,10 @@ const keysUsage = `Usage:
   asyrevel keys --id ID --out FILE [--force]
                     one participant's own key (ID: aggregator or party-M);
                     prints its public key, the only thing to send to others
+  asyrevel keys route --out FILE [--force]
+                    a broker cluster's route secret (mode 0600): give it to
+                    every node (asyrevel broker --route-secret FILE); a node
+                    without it is refused as a route
   asyrevel keys public FILE
                     print the public key of a key file
   asyrevel keys roster --run R --out FILE [--force] ID=KEY ...
@@ -44,6 +48,8 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 			return cmdKeysServerConfig(args[1:], stdout, stderr)
 		case "public":
 			return cmdKeysPublic(args[1:], stdout, stderr)
+		case "route":
+			return cmdKeysRoute(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, keysUsage)
 			return nil
@@ -57,13 +63,14 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	id := fs.String("id", "", "make one key for this participant: aggregator or party-M")
 	out := fs.String("out", "", "output folder (with --run) or key file (with --id)")
 	force := fs.Bool("force", false, "replace existing files")
+	route := fs.Bool("route", false, "with --run: also a broker cluster's route secret, DIR/"+trust.RouteSecretFile+" (asyrevel broker\n--route-secret)")
 	auditor := fs.Bool("auditor", false, "with --run: also an auditor's key (auditor.nk) in the roster: it may read the\nrun's stream and nothing else (audit verify --nats URL --key auditor.nk)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: unknown keys subcommand or argument %q%s (asyrevel keys help)", errUsage, pos[0], didYouMean(pos[0], []string{"public", "roster", "server-config"}))
+		return fmt.Errorf("%w: unknown keys subcommand or argument %q%s (asyrevel keys help)", errUsage, pos[0], didYouMean(pos[0], []string{"public", "roster", "route", "server-config"}))
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: --out is required", errUsage)
@@ -82,7 +89,50 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	if *parties < 1 || *parties > schemas.MaxParties {
 		return fmt.Errorf("%w: --parties must be 1..%d, got %d", errUsage, schemas.MaxParties, *parties)
 	}
-	return keysRun(*run, *parties, *out, *force, *auditor, stdout)
+	if !*route {
+		return keysRun(*run, *parties, *out, *force, *auditor, stdout)
+	}
+	// Refused before anything is written, as the keys are.
+	path := filepath.Join(*out, trust.RouteSecretFile)
+	if _, err := os.Lstat(path); err == nil && !*force {
+		return fmt.Errorf("%s exists (use --force to replace the run's keys)", path)
+	}
+	if err := keysRun(*run, *parties, *out, *force, *auditor, stdout); err != nil {
+		return err
+	}
+	if err := trust.WriteRouteSecret(path, *force); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "route secret of the broker cluster's nodes: %s (asyrevel broker --route-secret %s)\n", path, path)
+	return nil
+}
+
+func cmdKeysRoute(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("keys route", "asyrevel keys route --out FILE [--force]\n\n"+
+		"Makes a broker cluster's route secret (mode 0600). Every node of the cluster gets\n"+
+		"the same (asyrevel broker --cluster-name C --routes ... --route-secret FILE); a\n"+
+		"node that does not present it is refused as a route. Keep it as secret as a key:\n"+
+		"a node admitted as a route reads every stream of the cluster.", stderr)
+	out := fs.String("out", "", "the secret's file, e.g. route.secret")
+	force := fs.Bool("force", false, "replace an existing file")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if *out == "" {
+		return fmt.Errorf("%w: --out is required", errUsage)
+	}
+	if err := trust.WriteRouteSecret(*out, *force); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s exists (use --force to replace it; then every node needs the new one)", *out)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "route secret: %s (give it to every node: asyrevel broker --route-secret %s)\n", *out, *out)
+	return nil
 }
 
 // keysRun writes a whole run's keys and roster into dir.
