@@ -78,8 +78,21 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.NewTestWriter(t))
 	}
+	// The processes' logs stay when the test fails, and their folder is
+	// named in its output.
+	dir, err := os.MkdirTemp("", "asyrevel-kill-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the processes' logs are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	cfg := experiment.FaultConfig{
-		Binary: bin, Dir: t.TempDir(), Data: "synthetic:n=3000,d=12,test=4000,noise=0.02", Parties: 3,
+		Binary: bin, Dir: dir, Data: "synthetic:n=3000,d=12,test=4000,noise=0.02", Parties: 3,
 		Steps: 30000, Batch: 16, Window: 2, KillAfter: 1500 * time.Millisecond, Down: 300 * time.Millisecond, Seed: 1, Log: log,
 	}
 	// Every case, the broker's too: killed with -9 and restarted on its
