@@ -85,9 +85,11 @@ const DefaultClusterPort = 6222
 
 // Server is an embedded NATS server with JetStream enabled.
 type Server struct {
-	ns     *server.Server
-	url    string
-	unlock func() error // releases the store lock (StartServer)
+	ns         *server.Server
+	url        string
+	unlock     func() error // releases the store lock (StartServer)
+	maxPayload int32
+	storeDir   string
 }
 
 // Defaults of the embedded server.
@@ -218,7 +220,7 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", opts.StoreDir)
 	}
-	s := &Server{ns: ns}
+	s := &Server{ns: ns, maxPayload: opts.MaxPayload, storeDir: opts.StoreDir}
 	if !opts.DontListen {
 		s.url = ns.ClientURL()
 	}
@@ -228,6 +230,12 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 // URL is the server's client URL (nats://host:port), or "" without a
 // listener.
 func (s *Server) URL() string { return s.url }
+
+// MaxPayload is the largest message the server accepts.
+func (s *Server) MaxPayload() int32 { return s.maxPayload }
+
+// StoreDir is the server's JetStream store directory.
+func (s *Server) StoreDir() string { return s.storeDir }
 
 // InProcess returns the provider for in-process connections, to use with
 // nats.InProcessServer (or JetStreamConfig.InProcess).

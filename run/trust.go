@@ -309,8 +309,13 @@ type RosterBroker struct {
 	// Replicas is the number of nodes that keep the run's stream (a
 	// cluster's brokers); 0 means 1.
 	Replicas int
-	op       *trust.Key
-	users    []*server.NkeyUser
+	// MaxBytes bounds the run's stream (0: 80% of the disk space free
+	// at the store when the stream is made; -1: no bound); MaxMsgSize
+	// its largest message (0: the server's largest payload).
+	MaxBytes   int64
+	MaxMsgSize int32
+	op         *trust.Key
+	users      []*server.NkeyUser
 }
 
 // NewRosterBroker prepares the users of roster r's broker.
@@ -331,9 +336,28 @@ func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
 
 // CreateStream creates the run's stream on srv if it is missing, on
 // Replicas nodes.
+//
+// A broker of its own can be killed while the participants go on: the
+// stream writes each message before it acknowledges it (synchronous
+// persistence), so that it never loses what it confirmed, and the
+// participants' checkpoints, which count only confirmed messages, stay
+// true to it. It is bounded like the stream the embedded broker makes.
 func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) error {
+	maxBytes, maxMsg := b.MaxBytes, b.MaxMsgSize
+	if maxBytes == 0 {
+		maxBytes = defaultMaxStore(srv.StoreDir())
+		if jc := srv.NATS().JetStreamConfig(); jc != nil && jc.MaxStore > 0 {
+			// The server reserves a stream's bound: within its own cap
+			// (three quarters of the disk by default), less what its
+			// other streams hold.
+			maxBytes = min(maxBytes, jc.MaxStore/10*9)
+		}
+	}
+	if maxMsg == 0 {
+		maxMsg = srv.MaxPayload()
+	}
 	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
-		Replicas: max(1, b.Replicas), CreateOnly: true,
+		Replicas: max(1, b.Replicas), CreateOnly: true, Persist: broker.PersistSync, MaxBytes: max(maxBytes, 0), MaxMsgSize: maxMsg,
 		Options: []nats.Option{b.op.NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(b.Roster.Run, trust.OperatorID))}})
 	if err != nil {
 		return fmt.Errorf("creating run %s's stream: %w", b.Roster.Run, err)
