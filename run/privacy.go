@@ -357,7 +357,11 @@ func (c *Config) applyMulticlassPrivacy(spec PrivacySpec, ch *PrivacyChoice, set
 	set("head-noise", strconv.FormatFloat(MulticlassHeadNoise, 'g', -1, 64), func() { d.HeadNoise = MulticlassHeadNoise })
 	set("head-lr", strconv.FormatFloat(MulticlassHeadLR, 'g', -1, 64), func() { c.HeadLR = MulticlassHeadLR })
 	hn := c.Defense.HeadNoise
-	c.setBudget(spec, ch, spec.rho(), 1+float64(c.Parties)/(hn*hn), set)
+	head := 1.0 // a head step's sensitivity in units of a reply's
+	if g := c.Defense.HeadClip; g > 0 && c.Defense.Clip > 0 {
+		head = math.Sqrt2 * g / (2 * c.Defense.Clip)
+	}
+	c.setBudget(spec, ch, spec.rho(), 1+float64(c.Parties)*head*head/(hn*hn), set)
 	ch.Note = "a softmax head's defense is costly: dp-auc0.6 on MNIST lost 44 points (results/REPORT-privacy.md)"
 	return nil
 }
@@ -401,6 +405,8 @@ func (c *Config) explicitValue(flag string) string {
 		return f(c.HeadLR)
 	case "head-noise":
 		return f(d.HeadNoise)
+	case "head-clip":
+		return f(d.HeadClip)
 	case "dp-auc":
 		return f(d.DPAUC)
 	case "dp-epsilon":
