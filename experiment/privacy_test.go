@@ -194,8 +194,8 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 		}
 		if !defended {
 			// The head's own training moves the class values while the
-			// attacker probes (0.65 and 0.95 with a frozen head).
-			if sc.Accuracy < 0.25 || sc.AUC < 0.8 || bound.AUC != 1 {
+			// attacker probes (measured 0.47-0.50 and 0.90-0.91; with a frozen head higher).
+			if sc.Accuracy < 0.3 || sc.AUC < 0.8 || bound.AUC != 1 {
 				t.Errorf("undefended: accuracy %.3f (chance 0.1), macro AUC %.3f, bound %.3f", sc.Accuracy, sc.AUC, bound.AUC)
 			}
 			continue

@@ -73,8 +73,8 @@ func (a *Active) Frozen() bool { return a.Nudge }
 var _ party.Frozen = (*Active)(nil)
 
 // nudgeBatch is Batch for the Nudge attacker: a fresh batch every Rounds
-// requests (a few of its preferred samples first, then the training set
-// in order), the same batch in between.
+// requests (a quarter of it from its preferred samples, in turn, then the
+// training set in order), the same batch in between.
 func (a *Active) nudgeBatch(r uint64, ids []uint32, n int) int {
 	b := len(ids)
 	rounds := uint64(a.Rounds)
@@ -93,7 +93,7 @@ func (a *Active) nudgeBatch(r uint64, ids []uint32, n int) int {
 		// The known samples come back in every block, in turn: the
 		// classes' values drift as the head trains, and the nudge attack
 		// places them anew in each window of the run.
-		for k := 0; k < len(a.pref) && len(a.block) < b/8; k++ {
+		for k := 0; k < len(a.pref) && len(a.block) < b/4; k++ {
 			if id := a.pref[a.prefAt%len(a.pref)]; int(id) < n && !slices.Contains(a.block, id) {
 				a.block = append(a.block, id)
 			}
