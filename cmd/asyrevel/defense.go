@@ -20,7 +20,9 @@ func addAdversaryFlag(fs *flag.FlagSet, c *run.Config) {
 	var specs []string
 	fs.Func("adversary", "make party M an attacker (attack experiments; repeatable): M:active (perturbs one\n"+
 		"sample per request), M:active,one (batches of one), M:active,pairs (pairs of batches\n"+
-		"that differ in one sample), M:inflate=F (multiplies its outputs\n"+
+		"that differ in one sample), M:active,nudge[,perturb=P,aux=N] (multiclass: nudges every\n"+
+		"sample of a batch by +-P, Hadamard signs, the same batch as many times as it holds\n"+
+		"samples; probes the N labels it knows), M:inflate=F (multiplies its outputs\n"+
 		"by F), M:backdoor,target=1,features=0:1,value=1,poison=300,amplify=5 (a backdoor on\n"+
 		"its feature columns 0 and 1, planted on 300 samples of class 1 it knows; train only)",
 		func(v string) error {
