@@ -362,7 +362,12 @@ func NudgeAttack(v *View, classes int, aux map[uint32]int32, perClass int) (*Lab
 		return nil, err
 	}
 	if v.Format != "mean" {
-		return DerivativeAttack(v, classes, aux)
+		// Per-sample replies: each visit gives the derivative itself.
+		inf, err := DerivativeAttack(v, classes, aux)
+		if inf != nil {
+			inf.Attack = "nudge"
+		}
+		return inf, err
 	}
 	if perClass <= 0 {
 		perClass = 4
