@@ -1199,11 +1199,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 		// The fresh c goes into the table first (kernel.Answer).
 		h, hb := kernel.Answer(head, a.w0, a.table[i*w:(i+1)*w], slot, o.C[j*k:(j+1)*k], o.CHat[j*k:(j+1)*k], y[i])
 		a.hh[j] = h
-		if a.def.cfg.ClipLabel && a.def.cfg.Reply != ReplyLosses {
-			a.emitSplit(r, m, i, b, hb-h, a.labelPart(slot, o.C[j*k:(j+1)*k], o.CHat[j*k:(j+1)*k], y[i]))
-		} else {
-			a.emit(r, m, i, b, h, hb)
-		}
+		a.emit(r, m, i, b, h, hb)
 	}
 	a.finishReply(r, b)
 	a.def.endBatch(o.IDs, true)

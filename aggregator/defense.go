@@ -60,15 +60,6 @@ type Defense struct {
 	// Clip bounds every per-sample h_bar - h to [-Clip, Clip] before it
 	// is sent or averaged (0: no clipping). Required by Noise.
 	Clip float64
-	// ClipLabel (softmax heads) applies Clip to the part of h_bar_i - h_i
-	// that depends on the label only: with z = W c + b, h_bar_i - h_i =
-	// A_i - r_i exactly, where r_i = sum_t dc_t (W[y_i][t] - mid_t) (dc =
-	// c_hat - c, mid_t the midpoint of the party's weights W[.][t] over
-	// the classes) and A_i depends on no label. A label moves the reply
-	// value by r_i - r_i' only, so clipping r_i to [-Clip, Clip] bounds the
-	// sensitivity by 2 Clip without clipping A_i: the noise is calibrated
-	// to the head's per-sample derivative with respect to the label.
-	ClipLabel bool
 	// Noise is the standard deviation of the Gaussian noise added to
 	// every value a reply carries (0: none). Each label's privacy loss is
 	// accounted over all its visits (see package dp). With a head that has
@@ -127,8 +118,6 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: reply mode %d", ErrConfig, d.Reply)
 	case d.MinBatch < 0 || d.Clip < 0 || d.Noise < 0 || d.Budget < 0 || d.LabelEpsilon < 0 || d.MaxOutput < 0 || d.MaxPerturb < 0:
 		return fmt.Errorf("%w: negative defense setting", ErrConfig)
-	case d.ClipLabel && d.Clip == 0:
-		return fmt.Errorf("%w: clipping the label's part needs a clip", ErrConfig)
 	case d.Reply == ReplyLosses && (d.Clip > 0 || d.Noise > 0):
 		return fmt.Errorf("%w: clipping and noise need replies of deltas or means, not losses", ErrConfig)
 	case d.HeadNoise < 0 || d.HeadNoise > 0 && d.Noise == 0:
@@ -173,7 +162,6 @@ type DefenseReport struct {
 	Reply        string  `json:"reply"`
 	MinBatch     int     `json:"min_batch,omitempty"`
 	Clip         float64 `json:"clip,omitempty"`
-	ClipLabel    bool    `json:"clip_label_part,omitempty"` // Clip bounds the label's part of h_bar - h only
 	Sensitivity  float64 `json:"sensitivity,omitempty"` // of one reply value to its label (with noise)
 	Noise        float64 `json:"noise,omitempty"`
 	Budget       float64 `json:"rho_budget,omitempty"`
@@ -281,12 +269,7 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		d.cfg.Delta = 1e-5
 	}
 	c := &d.cfg
-	if c.ClipLabel {
-		if _, ok := cfg.Head.(*model.Softmax); !ok {
-			return fmt.Errorf("%w: clipping the label's part of the replies (--clip-label) is for the softmax head", ErrConfig)
-		}
-	}
-	d.rep = DefenseReport{Reply: c.Reply.String(), MinBatch: c.MinBatch, Clip: c.Clip, ClipLabel: c.ClipLabel, Noise: c.Noise, Budget: c.Budget,
+	d.rep = DefenseReport{Reply: c.Reply.String(), MinBatch: c.MinBatch, Clip: c.Clip, Noise: c.Noise, Budget: c.Budget,
 		LabelEpsilon: c.LabelEpsilon, DrawBatches: c.DrawBatches, MaxOutput: c.MaxOutput, MaxPerturb: c.MaxPerturb}
 	d.src = rand.NewChaCha8(deriveKey(c.Key, 1))
 	d.noise = rand.New(d.src)
@@ -521,49 +504,6 @@ func (d *defense) endBatch(ids []uint32, visit bool) {
 			}
 		}
 	}
-}
-
-// labelPart is, under a softmax head, the part r of a sample's h_bar - h
-// that depends on its label y (Defense.ClipLabel): sum_t (chat_t - c_t)
-// (W[y][lo+t] - mid_t), with mid_t the midpoint of W[.][lo+t] over the
-// classes. It does not allocate.
-func (a *Aggregator) labelPart(lo int, c, chat []float64, y int32) float64 {
-	p, classes := a.width, a.cfg.Head.Classes()
-	w := a.w0
-	var r float64
-	for t := range c {
-		col := lo + t
-		lw, hw := math.Inf(1), math.Inf(-1)
-		for l := range classes {
-			v := w[l*p+col]
-			lw, hw = min(lw, v), max(hw, v)
-		}
-		r += (chat[t] - c[t]) * (w[int(y)*p+col] - (lw+hw)/2)
-	}
-	return r
-}
-
-// emitSplit is emit under ClipLabel: h_bar - h = A - r with r the label's
-// part (labelPart), clipped, filtered and accounted alone.
-func (a *Aggregator) emitSplit(r *schemas.Reply, m, i, b int, v, lp float64) {
-	d := &a.def
-	term := termMean
-	if d.cfg.Reply == ReplyDelta {
-		term = termDelta
-	}
-	rc := d.sampleTerm(m, i, b, lp, term)
-	x := v + lp - rc // A - clip(r)
-	if d.masked {
-		x = 0 // a refused visit contributes an exact 0
-	}
-	if term == termMean {
-		d.sum += x
-		return
-	}
-	if d.cfg.Noise > 0 && !d.masked {
-		x += d.cfg.Noise * d.noise.NormFloat64()
-	}
-	r.Delta = append(r.Delta, x)
 }
 
 // emit adds sample i's part of the reply r to party m (its losses h and

@@ -488,36 +488,3 @@ func TestFirstOrderHeadStep(t *testing.T) {
 		t.Errorf("no noise: %v", err)
 	}
 }
-
-// The label's part of a softmax head's reply (ClipLabel): h_bar - h plus
-// labelPart is the same whatever the label; clipping it bounds what a
-// label changes.
-func TestLabelPart(t *testing.T) {
-	const q, k, classes = 6, 1, 4
-	head := model.NewSoftmax(q*k, classes)
-	labels := []int32{0, 1, 2, 3}
-	a := newDefended(t, q, labels, head, Defense{Reply: ReplyMean, Clip: 1, ClipLabel: true})
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range a.w0 {
-		a.w0[i] = rng.NormFloat64()
-	}
-	row := make([]float64, q*k)
-	for i := range row {
-		row[i] = rng.NormFloat64()
-	}
-	lo := 2 // party 3's slot
-	c, chat := []float64{row[lo]}, []float64{row[lo] + 0.3}
-	var free []float64
-	for y := range int32(classes) {
-		h, hb := head.Loss(a.w0, row, y), 0.0
-		r2 := slices.Clone(row)
-		copy(r2[lo:], chat)
-		hb = head.Loss(a.w0, r2, y)
-		free = append(free, hb-h+a.labelPart(lo, c, chat, y))
-	}
-	for y, v := range free {
-		if math.Abs(v-free[0]) > 1e-12 {
-			t.Errorf("label %d: the label-free part %g, label 0's %g", y, v, free[0])
-		}
-	}
-}

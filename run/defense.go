@@ -17,7 +17,6 @@ type DefenseConfig struct {
 	Reply           string  `json:"reply,omitempty"`            // losses (default) | delta | mean
 	MinBatch        int     `json:"min_batch,omitempty"`        // smallest batch the aggregator answers
 	Clip            float64 `json:"clip,omitempty"`             // per-sample |h_bar - h| bound
-	ClipLabel       bool    `json:"clip_label,omitempty"`       // Clip bounds the label's part of h_bar - h only (softmax heads)
 	Noise           float64 `json:"noise,omitempty"`            // Gaussian noise std on every value sent
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"` // noise as a multiple of one visit's sensitivity
 	HeadNoise       float64 `json:"head_noise,omitempty"`       // the head's step noise as a multiple of the replies' (heads with parameters; default 1)
@@ -91,7 +90,7 @@ func (c *Config) aggregatorDefense(logistic bool) (aggregator.Defense, error) {
 	if d.HeadNoise > 0 {
 		out.HeadNoise = d.HeadNoise * out.Noise
 	}
-	out.HeadClip, out.ClipLabel = d.HeadClip, d.ClipLabel
+	out.HeadClip = d.HeadClip
 	if d.DPAUC > 0 {
 		if d.DPEpsilon > 0 || d.DPAUC <= 0.5 || d.DPAUC >= 1 {
 			return out, fmt.Errorf("%w: --dp-auc in (0.5, 1), and not with --dp-epsilon", ErrConfig)

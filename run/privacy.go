@@ -429,8 +429,6 @@ func (c *Config) explicitValue(flag string) string {
 		return f(c.HeadLR)
 	case "head-noise":
 		return f(d.HeadNoise)
-	case "clip-label":
-		return strconv.FormatBool(d.ClipLabel)
 	case "head-clip":
 		return f(d.HeadClip)
 	case "dp-auc":

@@ -74,7 +74,6 @@ func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
 	fs.Float64Var(&d.Noise, "noise", 0, "standard deviation of Gaussian noise on every value a reply carries (needs --clip);\neach label's privacy loss is accounted over all its visits (summary.json)")
 	fs.Float64Var(&d.NoiseMultiplier, "noise-multiplier", 0, "noise as a multiple of one visit's sensitivity: 2C per sample, 2C/min-batch for a\nbatch mean (instead of --noise)")
 	fs.Float64Var(&d.HeadNoise, "head-noise", 0, "heads with parameters (multiclass, --bias): the noise of the head's own step as a\nmultiple of the replies' (default 1); every party's step moves the head, so it\nspends each label's budget q times faster: a larger value with a smaller --head-lr")
-	fs.BoolVar(&d.ClipLabel, "clip-label", false, "softmax heads: --clip bounds only the part of h_bar - h that depends on the label,\n(c_hat - c)(W[y] - midpoint of W over the classes), the rest is sent unclipped")
 	fs.Float64Var(&d.HeadClip, "head-clip", 0, "softmax heads: the head's own step is first-order (its exact gradient), each\nsample's input [c; 1] clipped to this norm, noised (--head-noise) and accounted")
 	fs.Float64Var(&d.DPEpsilon, "dp-epsilon", 0, "per-label privacy budget: once a label's epsilon would exceed it, its sample\ncontributes 0 to the replies (a privacy filter; needs --noise)")
 	fs.Float64Var(&d.DPAUC, "dp-auc", 0, "the same budget as the largest label-inference AUC it lets any attacker reach\n(Gaussian trade-off), e.g. 0.6 (instead of --dp-epsilon)")
