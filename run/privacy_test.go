@@ -158,7 +158,7 @@ func TestApplyPrivacy(t *testing.T) {
 		if z := math.Sqrt(20 / (2 * PrivacySpec{Mode: PrivacyAUC, AUC: 0.6}.rho())); math.Abs(d.NoiseMultiplier-z) > 0.05 {
 			t.Errorf("noise multiplier %g, want %g", d.NoiseMultiplier, z)
 		}
-		if c.HeadLR != MulticlassHeadLR || c.LR != MulticlassPrivacyLR {
+		if c.HeadLR != MulticlassHeadLR || c.LR != MulticlassPrivacyLR || !d.DrawBatches {
 			t.Errorf("step sizes %g, head %g", c.LR, c.HeadLR)
 		}
 		if v, ok := chose(c.PrivacyChoice, "head-clip"); !ok || v != "2" {
