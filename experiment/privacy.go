@@ -292,6 +292,16 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		}
 	case !binary:
 		add(privacy.DerivativeAttack(v, data.Classes, known))
+		if !active {
+			// The reference: the same attack with the replies shuffled
+			// among the requests reads only the party's own perturbations.
+			inf, err := privacy.DerivativeAttack(privacy.ShuffleReplies(v, seed), data.Classes, known)
+			if inf != nil {
+				inf.Attack = "shuffled"
+			}
+			add(inf, err)
+			rows[len(rows)-1].Note = "the derivative attack on the replies shuffled among the requests: what the party's own c_hat - c (its features) tell"
+		}
 		if active {
 			nv, err := privacy.ReadView(ctx, l, nudgeParty(cfg))
 			if err != nil {
@@ -501,7 +511,7 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 func headline(sum []PrivacySummary) map[[3]string]PrivacySummary {
 	best := map[[3]string]PrivacySummary{}
 	for _, s := range sum {
-		if s.Attack == "model" || math.IsNaN(s.AUC) {
+		if s.Attack == "model" || s.Attack == "shuffled" || math.IsNaN(s.AUC) {
 			continue
 		}
 		k := [3]string{s.Set, s.Setting, s.Attacker}

@@ -165,6 +165,18 @@ func TestDerivativeAttack(t *testing.T) {
 	if _, err := DerivativeAttack(v, classes, nil); err == nil {
 		t.Error("no known labels: want an error")
 	}
+	// The reference: with the replies shuffled among the requests the
+	// labels are gone (the party's own perturbations carry none here),
+	// and the view itself is left as it was.
+	before := v.Requests[0].Delta[0]
+	w := ShuffleReplies(v, 1)
+	inf, err = DerivativeAttack(w, classes, KnownLabels(labels, 40, 1))
+	if s := score(t, inf, err, w, labels, nil); s.AUC > 0.56 || s.AUC < 0.44 {
+		t.Errorf("shuffled replies: derivative attack %+v", s)
+	}
+	if v.Requests[0].Delta[0] != before || &w.Requests[0] == &v.Requests[0] {
+		t.Error("ShuffleReplies changed its view")
+	}
 }
 
 // Feature inference: a linear model's outputs over enough rounds are a

@@ -194,6 +194,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 		// Only samples actually perturbed enter the system (the others
 		// are not covered: nothing was learnt about them).
 		if r.Mean {
+			if len(r.Delta) == 0 {
+				continue // no value: nothing to regress on
+			}
 			cols, vals = cols[:0], vals[:0]
 			for j, id := range r.IDs {
 				if d := r.CHat[j] - r.C[j]; d != 0 {
@@ -205,6 +208,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 			continue
 		}
 		pv := r.Values()
+		if len(pv) != len(r.IDs) || len(r.CHat) < len(r.IDs) || len(r.C) < len(r.IDs) {
+			continue // a reply that does not fit its request
+		}
 		for j, id := range r.IDs {
 			if d := r.CHat[j] - r.C[j]; d != 0 {
 				a.addRow([]uint32{index(id)}, []float64{d}, pv[j])
