@@ -1221,6 +1221,10 @@ func (a *Aggregator) stepHead(ids []uint32) {
 	if len(a.w0) == 0 {
 		return
 	}
+	if a.def.grad != nil {
+		a.stepHeadGrad(ids)
+		return
+	}
 	kernel.Direction(a.cfg.Dist, a.rng, a.cfg.Mu, a.w0, a.w0p, a.u0)
 	var tap kernel.Tap
 	if a.def.head {

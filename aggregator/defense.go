@@ -71,6 +71,15 @@ type Defense struct {
 	// privacy cost per label grows q times faster than a reply's: a larger
 	// HeadNoise (with a smaller head step size) keeps it in check.
 	HeadNoise float64
+	// HeadClip, if positive, makes the head's own step first-order: the
+	// head is the aggregator's own (a softmax head, white-box), so its
+	// step can be its exact gradient instead of a zeroth-order estimate
+	// along one direction. Each sample's gradient is taken with its input
+	// [c; 1] scaled to norm at most HeadClip, so that its label moves it
+	// by at most sqrt(2) HeadClip ((e_y - e_y') times the input); the
+	// batch mean gets Gaussian noise HeadNoise on every parameter and is
+	// accounted and filtered by the budget like a reply. Needs Noise.
+	HeadClip float64
 	// Budget caps each label's zCDP rho: a sample whose next visit would
 	// exceed it contributes 0 instead (a privacy filter; 0: no cap).
 	Budget float64
@@ -113,6 +122,8 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: clipping and noise need replies of deltas or means, not losses", ErrConfig)
 	case d.HeadNoise < 0 || d.HeadNoise > 0 && d.Noise == 0:
 		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
+	case d.HeadClip < 0 || math.IsNaN(d.HeadClip) || math.IsInf(d.HeadClip, 0) || d.HeadClip > 0 && d.Noise == 0:
+		return fmt.Errorf("%w: a head clip is finite, not negative, and needs noise", ErrConfig)
 	case d.Noise > 0 && d.Clip == 0 && d.MaxPerturb == 0:
 		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip, or with a logistic head the perturbation bound)", ErrConfig)
 	case d.Budget > 0 && d.Noise == 0:
@@ -161,6 +172,7 @@ type DefenseReport struct {
 	MaxPerturb   float64 `json:"max_perturb,omitempty"`
 	HeadNoised   bool    `json:"head_step_noised,omitempty"`
 	HeadNoise    float64 `json:"head_noise,omitempty"`
+	HeadClip     float64 `json:"head_clip,omitempty"` // the head's step is first-order, inputs clipped to this norm
 
 	// Counters.
 	ClippedOutputs int64       `json:"clipped_outputs,omitempty"` // c or c_hat values clipped to MaxOutput
@@ -228,6 +240,9 @@ type defense struct {
 	live      bool // a sample of the current mechanism was not refused by the budget
 	refuse    bool // the budget refuses the whole current request (too few samples left)
 	masked    bool // the last sampleTerm was refused
+	// grad and gradI are the first-order head step's batch and sample
+	// gradients (HeadClip).
+	grad, gradI []float64
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -313,6 +328,19 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		d.rep.HeadNoised = d.head
 		if d.head {
 			d.rep.HeadNoise = c.HeadNoise
+		}
+		if c.HeadClip > 0 {
+			if _, ok := cfg.Head.(*model.Softmax); !ok {
+				return fmt.Errorf("%w: --head-clip (a first-order head step) is for the softmax head", ErrConfig)
+			}
+			// A label moves a sample's clipped gradient by sqrt(2)
+			// HeadClip: in units of a reply's sensitivity, at the head's
+			// noise.
+			r := math.Sqrt2 * c.HeadClip / sens
+			d.headInc *= r * r
+			d.rep.HeadClip = c.HeadClip
+			d.grad = make([]float64, cfg.Head.NumParams())
+			d.gradI = make([]float64, cfg.Head.NumParams())
 		}
 	}
 	return nil
@@ -524,6 +552,47 @@ func (a *Aggregator) headTerm(i, b int, v float64) float64 {
 		return v
 	}
 	return a.def.sampleTerm(0, i, b, v, termHead)
+}
+
+// stepHeadGrad is the head's first-order step under HeadClip: the batch
+// mean of the samples' gradients, each with its input scaled to norm at
+// most HeadClip, filtered and accounted by the budget, plus Gaussian
+// noise HeadNoise on every parameter. It does not allocate.
+func (a *Aggregator) stepHeadGrad(ids []uint32) {
+	d := &a.def
+	head := a.cfg.Head.(*model.Softmax)
+	g, gi := d.grad, d.gradI
+	clear(g)
+	b := len(ids)
+	for _, id := range ids {
+		i := int(id)
+		d.sampleTerm(0, i, b, 0, termHead)
+		if d.masked {
+			continue
+		}
+		x := a.table[i*a.width : (i+1)*a.width]
+		n2 := 1.0 // the bias's input
+		for _, v := range x {
+			n2 += v * v
+		}
+		s := min(1, d.cfg.HeadClip/math.Sqrt(n2))
+		clear(gi)
+		head.Grad(a.w0, x, a.labels[i], gi, nil)
+		for k, v := range gi {
+			g[k] += s * v
+		}
+	}
+	d.endBatch(ids, false)
+	live := d.live
+	d.live = false
+	if !live {
+		return // every sample refused: no step (and no noise)
+	}
+	lr := a.cfg.LR.At(int(a.res.Steps))
+	inv := 1 / float64(b)
+	for k, v := range g {
+		a.w0[k] -= lr * (v*inv + d.cfg.HeadNoise*d.noise.NormFloat64())
+	}
 }
 
 // headNoise is the noise of the head's step (0 unless noised).

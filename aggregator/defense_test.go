@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -409,5 +410,81 @@ func BenchmarkLeakageOverhead(b *testing.B) {
 			slices.Sort(ratios)
 			b.ReportMetric(100*(ratios[len(ratios)/2]-1), "overhead-%")
 		})
+	}
+}
+
+// The first-order head step (HeadClip): without noise it is the batch mean
+// of the clipped gradients (one sample's input clipped, the other not);
+// its accounting is (sqrt(2) G o/b)^2 / (2 sigma_h^2) per label and step,
+// on top of the replies'; a label change moves a clipped gradient by
+// exactly sqrt(2) G when the input is clipped.
+func TestFirstOrderHeadStep(t *testing.T) {
+	const C, sigma, sigmaH, G = 0.01, 0.002, 0.5, 2.0
+	labels := []int32{0, 2, 1}
+	head := model.NewSoftmax(2, 3)
+	a := newDefended(t, 2, labels, head, Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadNoise: sigmaH, HeadClip: G})
+	if a.def.grad == nil || a.def.rep.HeadClip != G {
+		t.Fatal("no first-order head step")
+	}
+	// Inputs: sample 0 (3, 4): norm sqrt(26) > 1, clipped; sample 1 small.
+	copy(a.table[0:2], []float64{3, 4})
+	copy(a.table[2:4], []float64{0.1, -0.2})
+	w0 := slices.Clone(a.w0)
+	ids := []uint32{0, 1}
+	want := make([]float64, len(w0))
+	for j, id := range ids {
+		x := a.table[int(id)*2 : int(id)*2+2]
+		gi := make([]float64, len(w0))
+		head.Grad(w0, x, labels[id], gi, nil)
+		s := min(1, G/math.Sqrt(1+x[0]*x[0]+x[1]*x[1]))
+		if j == 1 && s != 1 {
+			t.Fatalf("sample 1 clipped: %g", s)
+		}
+		for k := range want {
+			want[k] += s * gi[k] / 2
+		}
+	}
+	// Noise off for the arithmetic: HeadNoise 0 would mean "as the
+	// replies'", so compare against the noise the step drew.
+	noise := make([]float64, len(w0))
+	probe := *a.def.src
+	g := rand.New(&probe)
+	for k := range noise {
+		noise[k] = sigmaH * g.NormFloat64()
+	}
+	lr := a.cfg.LR.At(int(a.res.Steps))
+	a.stepHeadGrad(ids)
+	for k := range w0 {
+		if got, exp := a.w0[k], w0[k]-lr*(want[k]+noise[k]); math.Abs(got-exp) > 1e-12 {
+			t.Fatalf("w0[%d] = %g, want %g", k, got, exp)
+		}
+	}
+	for _, i := range []int{0, 1} {
+		if got, want := a.def.unitH[i]*a.def.unitRho, dp.GaussianRho(math.Sqrt2*G/2, sigmaH); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("label %d: head step rho %g, want %g", i, got, want)
+		}
+	}
+	if a.def.unitH[2] != 0 {
+		t.Error("a label outside the batch was charged")
+	}
+	// A label's change moves the clipped gradient of sample 0 by sqrt(2) G.
+	g0, g1 := make([]float64, len(w0)), make([]float64, len(w0))
+	head.Grad(w0, a.table[0:2], 0, g0, nil)
+	head.Grad(w0, a.table[0:2], 1, g1, nil)
+	var d2 float64
+	for k := range g0 {
+		d := (g0[k] - g1[k]) * G / math.Sqrt(26)
+		d2 += d * d
+	}
+	if math.Abs(math.Sqrt(d2)-math.Sqrt2*G) > 1e-12 {
+		t.Errorf("sensitivity %g, want sqrt(2) G", math.Sqrt(d2))
+	}
+	// Not for a logistic head, and not without noise.
+	if _, err := New(Config{Run: "t", Parties: 1, K: 1, Head: model.NewLogistic(1), Labels: []int32{0}, Mu: 1e-3, Log: zerolog.Nop(),
+		Defense: Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("logistic head: %v", err)
+	}
+	if err := (&Defense{Reply: ReplyMean, Clip: C, HeadClip: G}).check(); !errors.Is(err, ErrConfig) {
+		t.Errorf("no noise: %v", err)
 	}
 }

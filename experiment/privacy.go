@@ -59,6 +59,7 @@ type PrivacyRow struct {
 	Set, Setting, Attacker, Attack string
 	Seed                           uint64
 	AUC, AttackAccuracy            float64
+	MaxClassAUC                    float64 // the largest one-vs-rest AUC over the classes (binary: AUC)
 	Covered                        int
 	TestAccuracy                   float64
 	Epsilon, EpsilonAll, AUCBound  float64 // per-party worst, all parties, bound
@@ -121,6 +122,8 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 		{Name: "dp-auc0.6", About: "mean-b64, clip 1e-2, noise 6.3x, head noise 8x (head lr 0.005), per-party budget at AUC 0.6", Apply: mdp(6.3, 8, 0.005, 0.6)},
 		{Name: "rr-eps3", About: "randomised response, epsilon 3 (keeps 69% of the labels)", Apply: rr(3)},
 		{Name: "rr-eps4", About: "randomised response, epsilon 4 (keeps 86%)", Apply: rr(4)},
+		{Name: "auc0.6", About: "--privacy auc=0.6's multiclass profile: first-order head (inputs clipped to norm 2, noised), " +
+			"batch means clipped to 5 mu over batches of 512, per-label budget at AUC 0.6", Apply: func(c *run.Config) { c.Privacy = "auc=0.6" }},
 	}
 	if quick {
 		keep := func(s []PrivacySetting, names ...string) []PrivacySetting {
@@ -133,9 +136,25 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 			return out
 		}
 		a9a = keep(a9a, "tig", "paper", "mean-b256", "dp-z6", "dp-auc0.6", "rr-eps1")
-		mnist = keep(mnist, "tig", "paper", "mean-b64", "rr-eps4")
+		mnist = keep(mnist, "tig", "paper", "mean-b64", "rr-eps4", "auc0.6")
 	}
-	return map[string][]PrivacySetting{"a9a": a9a, "mnist": mnist}
+	// The networks' rows at the length the defenses were measured at
+	// (--net-epochs): the undefended replies, the multiclass default
+	// (batch means of 256) and the bounded profile.
+	nets := keepNames(mnist, "paper", "auc0.6")
+	nets = append(nets[:1:1], append([]PrivacySetting{{Name: "mean-b256", About: "batch mean, at least 256 samples: the multiclass default (no bound)",
+		Apply: mean(256, 0)}}, nets[1:]...)...)
+	return map[string][]PrivacySetting{"a9a": a9a, "mnist": mnist, "networks": nets}
+}
+
+func keepNames(s []PrivacySetting, names ...string) []PrivacySetting {
+	var out []PrivacySetting
+	for _, x := range s {
+		if slices.Contains(names, x.Name) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // Privacy runs the privacy experiment: for every set, setting and seed, a
@@ -201,13 +220,16 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: &privacy.Active{One: true}}
 	case active:
 		a := &privacy.Active{Perturb: 0.05}
+		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: a}
 		if data.Classes > 2 {
 			a.Prefer = map[uint32]bool{}
 			for id := range known {
 				a.Prefer[id] = true
 			}
+			// The multiclass active attacker nudges every sample of its
+			// batches (privacy.Active's Nudge), at another party.
+			tc.Adversaries[nudgeParty(cfg)] = &privacy.Active{Nudge: true, Perturb: 0.05, Prefer: a.Prefer}
 		}
-		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: a}
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -246,7 +268,10 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		if err != nil {
 			r.AUC, r.AttackAccuracy, r.Note = nanF, nanF, err.Error()
 		} else {
-			r.AUC, r.AttackAccuracy, r.Covered = sc.AUC, sc.Accuracy, sc.Covered
+			r.AUC, r.AttackAccuracy, r.Covered, r.MaxClassAUC = sc.AUC, sc.Accuracy, sc.Covered, sc.AUC
+			if inf.Classes > 2 {
+				r.MaxClassAUC = sc.MaxClassAUC
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -267,6 +292,24 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		}
 	case !binary:
 		add(privacy.DerivativeAttack(v, data.Classes, known))
+		if !active {
+			// The reference: the same attack with the replies shuffled
+			// among the requests reads only the party's own perturbations.
+			inf, err := privacy.DerivativeAttack(privacy.ShuffleReplies(v, seed), data.Classes, known)
+			if inf != nil {
+				inf.Attack = "shuffled"
+			}
+			add(inf, err)
+			rows[len(rows)-1].Note = "the derivative attack on the replies shuffled among the requests: what the party's own c_hat - c (its features) tell"
+		}
+		if active {
+			nv, err := privacy.ReadView(ctx, l, nudgeParty(cfg))
+			if err != nil {
+				return nil, err
+			}
+			add(privacy.NudgeAttack(nv, data.Classes, known, 0))
+			rows[len(rows)-1].Note = fmt.Sprintf("party %d nudging every sample; %s", nudgeParty(cfg), rows[len(rows)-1].Note)
+		}
 	case active:
 		add(privacy.RegressionAttack(v, 100))
 	default:
@@ -298,12 +341,22 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 	return rows, nil
 }
 
+// nudgeParty is the party of the multiclass active runs that nudges every
+// sample (the attacker of the single-sample perturbation is cfg.Attacker).
+func nudgeParty(cfg *PrivacyConfig) int {
+	if cfg.Attacker == cfg.Parties {
+		return 1
+	}
+	return cfg.Parties
+}
+
 // PrivacySummary is a (set, setting, attacker, attack) averaged over the
 // seeds, with the accuracy drop against the undefended paper setting and
 // the VFLAIR defense capability score.
 type PrivacySummary struct {
 	Set, Setting, Attacker, Attack string
 	AUC, AUCSD                     float64
+	MaxClassAUC                    float64 // mean over the seeds of the largest one-vs-rest AUC
 	AttackAccuracy                 float64
 	TestAccuracy, TestSD           float64
 	DropPP                         float64
@@ -346,9 +399,13 @@ func SummarizePrivacy(rows []PrivacyRow) []PrivacySummary {
 	var out []PrivacySummary
 	for _, k := range order {
 		g := groups[k]
-		var aucs, accs, aacc []float64
+		var aucs, accs, aacc, cls []float64
 		for _, r := range g {
 			aucs, accs, aacc = append(aucs, r.AUC), append(accs, r.TestAccuracy), append(aacc, r.AttackAccuracy)
+			if r.MaxClassAUC == 0 {
+				r.MaxClassAUC = r.AUC
+			}
+			cls = append(cls, r.MaxClassAUC)
 		}
 		s := PrivacySummary{Set: k.set, Setting: k.setting, Attacker: k.attacker, Attack: k.attack, Seeds: len(g),
 			Epsilon: g[0].Epsilon, EpsilonAll: g[0].EpsilonAll, AUCBound: g[0].AUCBound, Covered: g[0].Covered, Note: g[0].Note}
@@ -356,6 +413,7 @@ func SummarizePrivacy(rows []PrivacyRow) []PrivacySummary {
 			s.Epsilon, s.EpsilonAll, s.AUCBound = max(s.Epsilon, r.Epsilon), max(s.EpsilonAll, r.EpsilonAll), max(s.AUCBound, r.AUCBound)
 		}
 		s.AUC, s.AUCSD = meanSD(aucs)
+		s.MaxClassAUC, _ = meanSD(cls)
 		s.TestAccuracy, s.TestSD = meanSD(accs)
 		s.AttackAccuracy, _ = meanSD(aacc)
 		s.DropPP = 100 * (ref[k.set] - s.TestAccuracy)
@@ -426,12 +484,12 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 		return fmtF(v, p)
 	}
 	header := []string{"setting", "attacker", "attack", "auc", "test_accuracy", "accuracy_drop_pp", "epsilon",
-		"dataset", "auc_sd", "attack_accuracy", "test_accuracy_sd", "epsilon_all_parties", "auc_bound", "samples_covered", "seeds", "dcs", "dcs_auc", "note"}
+		"dataset", "auc_sd", "attack_accuracy", "test_accuracy_sd", "epsilon_all_parties", "auc_bound", "samples_covered", "seeds", "dcs", "dcs_auc", "note", "max_class_auc"}
 	var recs [][]string
 	for _, s := range sum {
 		recs = append(recs, []string{s.Setting, s.Attacker, s.Attack, num(s.AUC, 4), num(s.TestAccuracy, 4), num(s.DropPP, 2), num(s.Epsilon, 3),
 			s.Set, num(s.AUCSD, 4), num(s.AttackAccuracy, 4), num(s.TestSD, 4), num(s.EpsilonAll, 3), num(s.AUCBound, 3),
-			strconv.Itoa(s.Covered), strconv.Itoa(s.Seeds), num(s.DCS, 4), num(s.DCSAUC, 4), s.Note})
+			strconv.Itoa(s.Covered), strconv.Itoa(s.Seeds), num(s.DCS, 4), num(s.DCSAUC, 4), s.Note, num(s.MaxClassAUC, 4)})
 	}
 	if err := run.WriteCSV(filepath.Join(dir, "privacy.csv"), header, recs); err != nil {
 		return err
@@ -453,7 +511,7 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 func headline(sum []PrivacySummary) map[[3]string]PrivacySummary {
 	best := map[[3]string]PrivacySummary{}
 	for _, s := range sum {
-		if s.Attack == "model" || math.IsNaN(s.AUC) {
+		if s.Attack == "model" || s.Attack == "shuffled" || math.IsNaN(s.AUC) {
 			continue
 		}
 		k := [3]string{s.Set, s.Setting, s.Attacker}
@@ -587,6 +645,12 @@ func ReadPrivacyCSV(path string) ([]PrivacySummary, error) {
 		out = append(out, PrivacySummary{Setting: r[0], Attacker: r[1], Attack: r[2], AUC: num(r[3]), TestAccuracy: num(r[4]),
 			DropPP: num(r[5]), Epsilon: num(r[6]), Set: r[7], AUCSD: num(r[8]), AttackAccuracy: num(r[9]), TestSD: num(r[10]),
 			EpsilonAll: num(r[11]), AUCBound: num(r[12]), Covered: covered, Seeds: seeds, DCS: num(r[15]), DCSAUC: num(r[16]), Note: r[17]})
+		// Written since the multiclass attacks' per-class AUCs; older files
+		// have no such column: the AUC stands for it.
+		o := &out[len(out)-1]
+		if o.MaxClassAUC = o.AUC; len(r) > 18 && r[18] != "" {
+			o.MaxClassAUC = num(r[18])
+		}
 	}
 	return out, nil
 }

@@ -24,6 +24,19 @@ type Adversary interface {
 	Eval(split schemas.Split, first int, c []float64)
 }
 
+// Frozen is an Adversary that keeps its own model as it is: it gives up
+// training (its requests are crafted, and the replies to them are not
+// steps of its model). Optional.
+type Frozen interface {
+	Frozen() bool
+}
+
+// frozen reports whether the party's adversary keeps its model.
+func (p *Party) frozen() bool {
+	f, ok := p.cfg.Adversary.(Frozen)
+	return ok && f.Frozen()
+}
+
 // drawBatch fills the slot's ids for the next request: drawn by the
 // aggregator (Control.BatchSeed), chosen by an adversary, or drawn from
 // the party's own generator. It does not allocate.

@@ -685,6 +685,10 @@ func (p *Party) apply(r *schemas.Reply) error {
 		return err
 	}
 	diff := replyDiff(r, len(slot.ids)) + slot.regDiff
+	if p.frozen() {
+		p.advance() // an attacker that keeps its model (Frozen)
+		return nil
+	}
 	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
 		// A diverging step size: the party stops, rather than skip steps.
 		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)

@@ -3,6 +3,7 @@ package privacy
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 // Active is the active label attacker: a party that keeps speaking the
 // protocol but shapes its requests to isolate one sample per reply.
+//
 //   - Single (the default): in each request it perturbs only one sample,
 //     the one of the batch it has probed least (c_hat = c for the others;
 //     with Perturb > 0 that sample's perturbation becomes +-Perturb, which
@@ -21,17 +23,34 @@ import (
 //     then (h_bar_j - h_j)/b, whose sign is the label. Neither a minimum
 //     batch size nor batches drawn by the aggregator stop it; only noise
 //     does.
+//
 //   - One: it asks about one sample at a time (batches of one), cycling
 //     through the training set; a minimum batch size stops it.
+//
 //   - Pairs: it sends pairs of requests whose batches differ in one
 //     sample (S with i, then S with j, the same perturbation on S), so
 //     that the difference of the two replies is that of i and j; batches
 //     drawn by the aggregator stop it (Single does not need to choose).
 //
+//   - Nudge (the multiclass active attacker): it perturbs every sample of
+//     a request, each by +-Perturb with the signs of a Hadamard design,
+//     and asks about the same batch Rounds times in a row (a full design:
+//     as many requests as samples), so that every reply carries every
+//     label of the batch and the replies of a block solve for each
+//     sample's loss derivative with the noise averaged over the block
+//     (sqrt(b) less than one sample per request). With a softmax head the
+//     derivative of sample i is p_i . w_m - w_m,y_i (w_m the head's
+//     weights of the party's output): its class sits in that one number,
+//     which the derivative attack reads (privacy.DerivativeAttack; the
+//     regression solves the blocks). When the aggregator draws the
+//     batches it cannot repeat them: it nudges the drawn ones.
+//
 // It gives up its own training: its updates follow crafted differences.
 type Active struct {
 	One     bool
 	Pairs   bool
+	Nudge   bool
+	Rounds  int     // Nudge: requests per batch (0: the batch size)
 	Perturb float64 // size of the crafted perturbation (0: keep the party's own)
 	// Prefer are samples it probes first when a batch holds one (those
 	// whose labels it knows, to place the classes of a multiclass head).
@@ -40,12 +59,84 @@ type Active struct {
 	probes []uint16
 	shared []uint32  // Pairs: the common part of the current pair
 	dcs    []float64 // Pairs: its perturbation (c_hat - c), reused by the second request
+	block  []uint32  // Nudge: the batch of the current block
+	blockN uint64    // Nudge: the current block's number + 1
+	pref   []uint32  // Nudge: Prefer, sorted
+	prefAt int
+}
+
+// Frozen implements party.Frozen: the Nudge attacker keeps its model (its
+// crafted perturbations, far beyond mu, would make steps of it diverge),
+// so that its outputs c stay those of its initial model.
+func (a *Active) Frozen() bool { return a.Nudge }
+
+var _ party.Frozen = (*Active)(nil)
+
+// nudgeBatch is Batch for the Nudge attacker: a fresh batch every Rounds
+// requests (a quarter of it from its preferred samples, in turn, then the
+// training set in order), the same batch in between.
+func (a *Active) nudgeBatch(r uint64, ids []uint32, n int) int {
+	b := len(ids)
+	rounds := uint64(a.Rounds)
+	if rounds == 0 {
+		rounds = uint64(b)
+	}
+	if blk := r/rounds + 1; blk != a.blockN || len(a.block) != b {
+		if a.pref == nil && len(a.Prefer) > 0 {
+			for id := range a.Prefer {
+				a.pref = append(a.pref, id)
+			}
+			slices.Sort(a.pref)
+		}
+		a.blockN = blk
+		a.block = a.block[:0]
+		// The known samples come back in every block, in turn: the
+		// classes' values drift as the head trains, and the nudge attack
+		// places them anew in each window of the run.
+		for k := 0; k < len(a.pref) && len(a.block) < b/4; k++ {
+			if id := a.pref[a.prefAt%len(a.pref)]; int(id) < n && !slices.Contains(a.block, id) {
+				a.block = append(a.block, id)
+			}
+			a.prefAt++
+		}
+		for len(a.block) < b {
+			id := a.next % uint32(n)
+			a.next++
+			if !a.Prefer[id] || n <= len(a.Prefer) {
+				a.block = append(a.block, id)
+			}
+		}
+	}
+	copy(ids, a.block)
+	return b
+}
+
+// nudgeSign is the sign of sample position j in request r of a Nudge
+// block: row r mod b of Sylvester's Hadamard matrix when the batch size b
+// is a power of two (orthogonal rows), else a hash of (r, j).
+func nudgeSign(r uint64, j, b int) float64 {
+	var odd bool
+	if b&(b-1) == 0 {
+		odd = bits.OnesCount64((r%uint64(b))&uint64(j))%2 == 1
+	} else {
+		x := r*0x9E3779B97F4A7C15 ^ uint64(j)*0xBF58476D1CE4E5B9
+		x ^= x >> 31
+		x *= 0x94D049BB133111EB
+		odd = (x>>29)&1 == 1
+	}
+	if odd {
+		return -1
+	}
+	return 1
 }
 
 var _ party.Adversary = (*Active)(nil)
 
 // Batch implements party.Adversary.
 func (a *Active) Batch(r uint64, ids []uint32, n int) int {
+	if a.Nudge {
+		return a.nudgeBatch(r, ids, n)
+	}
 	if a.Pairs {
 		b := len(ids)
 		if r%2 == 0 {
@@ -74,6 +165,21 @@ func (a *Active) Batch(r uint64, ids []uint32, n int) int {
 // Request implements party.Adversary.
 func (a *Active) Request(r uint64, ids []uint32, c, cHat []float64) {
 	k := len(c) / len(ids)
+	if a.Nudge {
+		for j := range ids {
+			s := nudgeSign(r, j, len(ids))
+			for t := j * k; t < (j+1)*k; t++ {
+				p := a.Perturb
+				if p <= 0 {
+					if p = math.Abs(cHat[t] - c[t]); p == 0 {
+						p = 1e-3
+					}
+				}
+				cHat[t] = c[t] + s*p
+			}
+		}
+		return
+	}
 	if a.Pairs {
 		s := (len(ids) - 1) * k
 		if r%2 == 0 {
@@ -280,11 +386,27 @@ func ParseAdversary(spec string, labels []int32, seed uint64) (party.Adversary, 
 	case "active":
 		_, one := kv["one"]
 		_, pairs := kv["pairs"]
+		_, nudge := kv["nudge"]
 		p, err := num("perturb", 0)
-		if err != nil {
+		rounds, err2 := num("rounds", 0)
+		aux, err3 := num("aux", 100)
+		if err := firstErr(err, err2, err3); err != nil {
 			return nil, nil, fmt.Errorf("adversary %q: %w", spec, err)
 		}
-		return &Active{One: one, Pairs: pairs, Perturb: p}, nil, nil
+		if p < 0 || rounds < 0 || aux < 0 || math.IsNaN(p) || math.IsInf(p, 0) || rounds > 1<<20 || aux > 1<<24 {
+			return nil, nil, fmt.Errorf("adversary %q: perturb, rounds and aux must be finite and not negative", spec)
+		}
+		a := &Active{One: one, Pairs: pairs, Nudge: nudge, Rounds: int(rounds), Perturb: p}
+		if nudge {
+			// The labels it knows place the classes: it probes them first
+			// (the samples of KnownLabels(labels, aux, seed), which
+			// "attack derivative --aux N --seed S" reads with N <= aux).
+			a.Prefer = map[uint32]bool{}
+			for _, i := range AuxSamples(len(labels), int(aux), seed) {
+				a.Prefer[uint32(i)] = true
+			}
+		}
+		return a, nil, nil
 	case "inflate":
 		f, err := strconv.ParseFloat(val, 64)
 		if err != nil || f == 0 {

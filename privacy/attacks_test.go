@@ -165,6 +165,18 @@ func TestDerivativeAttack(t *testing.T) {
 	if _, err := DerivativeAttack(v, classes, nil); err == nil {
 		t.Error("no known labels: want an error")
 	}
+	// The reference: with the replies shuffled among the requests the
+	// labels are gone (the party's own perturbations carry none here),
+	// and the view itself is left as it was.
+	before := v.Requests[0].Delta[0]
+	w := ShuffleReplies(v, 1)
+	inf, err = DerivativeAttack(w, classes, KnownLabels(labels, 40, 1))
+	if s := score(t, inf, err, w, labels, nil); s.AUC > 0.56 || s.AUC < 0.44 {
+		t.Errorf("shuffled replies: derivative attack %+v", s)
+	}
+	if v.Requests[0].Delta[0] != before || &w.Requests[0] == &v.Requests[0] {
+		t.Error("ShuffleReplies changed its view")
+	}
 }
 
 // Feature inference: a linear model's outputs over enough rounds are a
@@ -355,6 +367,75 @@ func TestActiveShapes(t *testing.T) {
 	for j := range 3 {
 		if math.Abs((h2[j]-c2[j])-(h1[j]-c1[j])) > 1e-12 {
 			t.Errorf("shared sample %d: perturbation %g then %g", j, h1[j]-c1[j], h2[j]-c2[j])
+		}
+	}
+}
+
+// The nudging attacker: its spec, its blocks (the same batch Rounds
+// times, a quarter of it known samples), Hadamard signs whose columns are
+// orthogonal over a block, and it keeps its model.
+func TestNudgeAttacker(t *testing.T) {
+	labels := make([]int32, 1000)
+	adv, _, err := ParseAdversary("active,nudge,perturb=0.5,aux=40", labels, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := adv.(*Active)
+	if !a.Nudge || a.Perturb != 0.5 || len(a.Prefer) != 40 || !a.Frozen() {
+		t.Fatalf("parsed %+v", a)
+	}
+	const b = 16
+	ids := make([]uint32, b)
+	var first []uint32
+	sum := make([]float64, b*b) // column products over a block
+	for r := range uint64(2 * b) {
+		if n := a.Batch(r, ids, len(labels)); n != b {
+			t.Fatalf("batch of %d", n)
+		}
+		switch {
+		case r == 0:
+			first = slices.Clone(ids)
+			known := 0
+			for _, id := range ids {
+				if a.Prefer[id] {
+					known++
+				}
+			}
+			if known != b/4 {
+				t.Errorf("%d known samples in a block of %d", known, b)
+			}
+		case r < b && !slices.Equal(ids, first):
+			t.Fatalf("request %d: the block's batch changed", r)
+		case r == b && slices.Equal(ids, first):
+			t.Fatal("a new block repeats the batch")
+		}
+		c, chat := make([]float64, b), make([]float64, b)
+		a.Request(r, ids, c, chat)
+		if r < b {
+			for i := range b {
+				if math.Abs(chat[i]) != 0.5 {
+					t.Fatalf("nudge %g", chat[i])
+				}
+				for j := range b {
+					sum[i*b+j] += chat[i] * chat[j]
+				}
+			}
+		}
+	}
+	for i := range b {
+		for j := range b {
+			want := 0.0
+			if i == j {
+				want = b * 0.25
+			}
+			if math.Abs(sum[i*b+j]-want) > 1e-12 {
+				t.Fatalf("columns %d, %d: product %g over the block, want %g", i, j, sum[i*b+j], want)
+			}
+		}
+	}
+	for _, bad := range []string{"active,nudge,perturb=-1", "active,nudge,rounds=x", "active,nudge,aux=-3", "active,nudge,perturb=NaN"} {
+		if _, _, err := ParseAdversary(bad, labels, 1); err == nil {
+			t.Errorf("%q: no error", bad)
 		}
 	}
 }

@@ -17,14 +17,19 @@
 //     request), which make the system exactly determined.
 //   - derivative (multiclass heads): the per-sample directional derivative
 //     of the loss, clustered into classes with a few known labels.
+//   - nudge (multiclass heads, the active attacker's): the derivative
+//     attack in windows of the run, on the requests of a party that nudges
+//     every sample of a batch by +-P with Hadamard signs and repeats the
+//     batch (Active with Nudge), so that every reply carries every label.
 //
 // Attacks by a curious aggregator: feature inference from the outputs it
 // receives, with auxiliary samples whose features it knows (ridge
 // regression from each sample's outputs over the evaluation rounds).
 //
 // Malicious parties are adversaries that run inside a training (package
-// party's Adversary): the active attacker (single-sample perturbation or
-// batches of one), inflated outputs, and a backdoor.
+// party's Adversary): the active attacker (single-sample perturbation,
+// batches of one, pairs, or every sample nudged), inflated outputs, and a
+// backdoor.
 //
 // Every attack writes attack.json (accuracy or R squared, ROC AUC, samples
 // covered) and a plot.

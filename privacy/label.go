@@ -194,6 +194,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 		// Only samples actually perturbed enter the system (the others
 		// are not covered: nothing was learnt about them).
 		if r.Mean {
+			if len(r.Delta) == 0 {
+				continue // no value: nothing to regress on
+			}
 			cols, vals = cols[:0], vals[:0]
 			for j, id := range r.IDs {
 				if d := r.CHat[j] - r.C[j]; d != 0 {
@@ -205,6 +208,9 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 			continue
 		}
 		pv := r.Values()
+		if len(pv) != len(r.IDs) || len(r.CHat) < len(r.IDs) || len(r.C) < len(r.IDs) {
+			continue // a reply that does not fit its request
+		}
 		for j, id := range r.IDs {
 			if d := r.CHat[j] - r.C[j]; d != 0 {
 				a.addRow([]uint32{index(id)}, []float64{d}, pv[j])
@@ -241,6 +247,21 @@ func RegressionAttack(v *View, iters int) (*LabelInference, error) {
 // the attacker knows (for example a few customers it has in common with
 // the label holder); they are not scored.
 func DerivativeAttack(v *View, classes int, aux map[uint32]int32) (*LabelInference, error) {
+	der, err := derivatives(v, classes)
+	if err != nil {
+		return nil, err
+	}
+	inf, _, err := placeClasses(der, classes, aux, nil)
+	if err != nil {
+		return nil, err
+	}
+	inf.Visits = len(v.Requests)
+	return inf, nil
+}
+
+// derivatives estimates each covered sample's loss derivative with
+// respect to the party's output.
+func derivatives(v *View, classes int) (map[uint32]float64, error) {
 	if err := needK1(v, "derivative"); err != nil {
 		return nil, err
 	}
@@ -250,57 +271,64 @@ func DerivativeAttack(v *View, classes int, aux map[uint32]int32) (*LabelInferen
 	if classes < 2 {
 		return nil, fmt.Errorf("%w: %d classes", ErrView, classes)
 	}
-	var der map[uint32]float64
+	der := map[uint32]float64{}
 	if v.Format == "mean" {
 		inf, err := RegressionAttack(v, 0)
 		if err != nil {
 			return nil, err
 		}
-		der = map[uint32]float64{}
 		for j, id := range inf.IDs {
 			der[id] = -inf.Score[j]
 		}
-	} else {
-		sum, cnt := map[uint32]float64{}, map[uint32]float64{}
-		for i := range v.Requests {
-			r := &v.Requests[i]
-			vals := r.Values()
-			if vals == nil {
-				continue
-			}
-			for j, id := range r.IDs {
-				if dc := r.CHat[j] - r.C[j]; dc != 0 {
-					sum[id] += vals[j] / dc
-					cnt[id]++
-				}
-			}
+		return der, nil
+	}
+	sum, cnt := map[uint32]float64{}, map[uint32]float64{}
+	for i := range v.Requests {
+		r := &v.Requests[i]
+		vals := r.Values()
+		if vals == nil {
+			continue
 		}
-		der = map[uint32]float64{}
-		for id, s := range sum {
-			der[id] = s / cnt[id]
+		for j, id := range r.IDs {
+			if dc := r.CHat[j] - r.C[j]; dc != 0 {
+				sum[id] += vals[j] / dc
+				cnt[id]++
+			}
 		}
 	}
-	// Class centroids from the known labels.
+	for id, s := range sum {
+		der[id] = s / cnt[id]
+	}
+	return der, nil
+}
+
+// placeClasses gives each sample of der not in aux the class whose known
+// samples' mean derivative is nearest (a class without known samples takes
+// its centroid from fallback, if given). It returns the centroids.
+func placeClasses(der map[uint32]float64, classes int, aux map[uint32]int32, fallback []float64) (*LabelInference, []float64, error) {
 	cen, cn := make([]float64, classes), make([]float64, classes)
 	for id, y := range aux {
-		if d, ok := der[id]; ok && int(y) < classes {
+		if d, ok := der[id]; ok && y >= 0 && int(y) < classes {
 			cen[y] += d
 			cn[y]++
 		}
 	}
 	known := 0
 	for c := range cen {
-		if cn[c] > 0 {
+		switch {
+		case cn[c] > 0:
 			cen[c] /= cn[c]
 			known++
-		} else {
+		case fallback != nil && !math.IsNaN(fallback[c]):
+			cen[c] = fallback[c]
+		default:
 			cen[c] = nan
 		}
 	}
 	if known < 2 {
-		return nil, fmt.Errorf("%w: the derivative attack needs known labels of at least 2 classes among the samples it saw (give --aux N)", ErrView)
+		return nil, nil, fmt.Errorf("%w: the derivative attack needs known labels of at least 2 classes among the samples it saw (give --aux N)", ErrView)
 	}
-	inf := &LabelInference{Attack: "derivative", Classes: classes, Visits: len(v.Requests)}
+	inf := &LabelInference{Attack: "derivative", Classes: classes}
 	for id := range der {
 		if _, ok := aux[id]; !ok {
 			inf.IDs = append(inf.IDs, id)
@@ -323,7 +351,109 @@ func DerivativeAttack(v *View, classes int, aux map[uint32]int32) (*LabelInferen
 		inf.Pred = append(inf.Pred, bc)
 	}
 	inf.Note = fmt.Sprintf("%d known labels (%d classes) place the class centroids", len(aux), known)
-	return inf, nil
+	return inf, cen, nil
+}
+
+// NudgeAttack is the derivative attack of the multiclass active attacker
+// (Active with Nudge): the run's requests are cut into windows of about
+// equal size, each holding about perClass known samples of every class
+// (the attacker probes its known samples in every batch); in each window
+// the regression solves for each sample's loss derivative (the nudged
+// blocks make it exact up to the noise) and the window's known samples
+// place the classes. The windows follow the head, whose training moves
+// the classes' values during the run. A class without a known sample in
+// a window takes its centroid from the whole run.
+func NudgeAttack(v *View, classes int, aux map[uint32]int32, perClass int) (*LabelInference, error) {
+	if err := needK1(v, "nudge"); err != nil {
+		return nil, err
+	}
+	if v.Format != "mean" {
+		// Per-sample replies: each visit gives the derivative itself.
+		inf, err := DerivativeAttack(v, classes, aux)
+		if inf != nil {
+			inf.Attack = "nudge"
+		}
+		return inf, err
+	}
+	if perClass <= 0 {
+		perClass = 4
+	}
+	// Known samples' visits over the run set the number of windows.
+	auxVisits := 0
+	for i := range v.Requests {
+		for _, id := range v.Requests[i].IDs {
+			if _, ok := aux[id]; ok {
+				auxVisits++
+			}
+		}
+	}
+	// A known sample sits in a whole block of requests: its visits over
+	// one block count once.
+	blockLen := 1
+	if len(v.Requests) > 0 {
+		blockLen = max(1, len(v.Requests[0].IDs))
+	}
+	windows := max(1, min(64, auxVisits/blockLen/(perClass*classes)))
+	gder, err := derivatives(v, classes)
+	if err != nil {
+		return nil, err
+	}
+	global, gcen, err := placeClasses(gder, classes, aux, nil)
+	if err != nil {
+		return nil, err
+	}
+	global.Visits = len(v.Requests)
+	if windows == 1 {
+		global.Attack = "nudge"
+		return global, nil
+	}
+	out := &LabelInference{Attack: "nudge", Classes: classes, Visits: len(v.Requests)}
+	score := map[uint32][]float64{}
+	per := (len(v.Requests) + windows - 1) / windows
+	// Cut at block boundaries: a window starts where the batch changes.
+	start := 0
+	for start < len(v.Requests) {
+		end := min(len(v.Requests), start+per)
+		for end < len(v.Requests) && slices.Equal(v.Requests[end].IDs, v.Requests[end-1].IDs) {
+			end++
+		}
+		w := *v
+		w.Requests = v.Requests[start:end]
+		start = end
+		der, err := derivatives(&w, classes)
+		if err != nil {
+			continue
+		}
+		inf, _, err := placeClasses(der, classes, aux, gcen)
+		if err != nil {
+			continue // too few known samples in the window: the whole run places them
+		}
+		for j, id := range inf.IDs {
+			score[id] = inf.Score[j*classes : (j+1)*classes]
+		}
+	}
+	for j, id := range global.IDs {
+		if _, ok := score[id]; !ok {
+			score[id] = global.Score[j*classes : (j+1)*classes]
+		}
+	}
+	for id := range score {
+		out.IDs = append(out.IDs, id)
+	}
+	slices.Sort(out.IDs)
+	for _, id := range out.IDs {
+		s := score[id]
+		out.Score = append(out.Score, s...)
+		best := 0
+		for c := range s {
+			if s[c] > s[best] {
+				best = c
+			}
+		}
+		out.Pred = append(out.Pred, int32(best))
+	}
+	out.Note = fmt.Sprintf("%d windows, %d known labels", windows, len(aux))
+	return out, nil
 }
 
 // ModelAttack is the reference every label attack is measured against:

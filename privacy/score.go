@@ -37,6 +37,12 @@ type LabelScore struct {
 	// AUC is the ROC AUC of the scores (binary) or the macro one-vs-rest
 	// AUC (multiclass).
 	AUC float64 `json:"auc"`
+	// ClassAUC (multiclass) is the one-vs-rest AUC of each class (NaN
+	// written as null: a class absent from the covered samples), and
+	// MaxClassAUC the largest: what a label bound per class must cover.
+	ClassAUC    []float64  `json:"-"`
+	MaxClassAUC float64    `json:"max_class_auc,omitempty"`
+	ClassAUCs   []*float64 `json:"class_auc,omitempty"`
 	// OthersR2 and OthersCorr (loss attack) compare the recovered sum of
 	// the other parties' outputs with the truth (R squared after an affine
 	// fit, which absorbs the intercept, and Pearson's r).
@@ -78,6 +84,21 @@ func ScoreLabels(inf *LabelInference, v *View, labels []int32, others map[uint32
 		s.roc = rocCurve(inf.Score, pos)
 	} else {
 		s.AUC = metric.MacroAUC(inf.Score, truth, inf.Classes)
+		s.ClassAUC = metric.ClassAUCs(inf.Score, truth, inf.Classes)
+		s.MaxClassAUC = math.NaN()
+		for _, a := range s.ClassAUC {
+			if math.IsNaN(a) {
+				s.ClassAUCs = append(s.ClassAUCs, nil)
+				continue
+			}
+			s.ClassAUCs = append(s.ClassAUCs, &a)
+			if math.IsNaN(s.MaxClassAUC) || a > s.MaxClassAUC {
+				s.MaxClassAUC = a
+			}
+		}
+		if math.IsNaN(s.MaxClassAUC) {
+			s.MaxClassAUC = 0
+		}
 	}
 	if inf.Others != nil && others != nil {
 		var x, y []float64

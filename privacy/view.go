@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/asyrevel/asyrevel/replay"
@@ -183,4 +184,31 @@ func nanSlice(n int) []float64 {
 		s[i] = nan
 	}
 	return s
+}
+
+// ShuffleReplies is v with the replied requests' reply values permuted
+// among them (seeded): no reply carries the labels of its own batch any
+// more, and what an attack still infers from it comes from the party's
+// own requests (its c and c_hat, functions of its features). It is the
+// reference of the multiclass attacks, as the party's own model is of
+// the binary ones. v is not modified.
+func ShuffleReplies(v *View, seed uint64) *View {
+	w := *v
+	w.Requests = slices.Clone(v.Requests)
+	var rep []int
+	for i := range w.Requests {
+		if r := &w.Requests[i]; r.Replied && r.Grad == nil {
+			rep = append(rep, i)
+		}
+	}
+	perm := rand.New(rand.NewPCG(seed, 0x5f)).Perm(len(rep))
+	for k, j := range perm {
+		a, b := &w.Requests[rep[k]], &v.Requests[rep[j]]
+		a.H, a.HBar, a.Delta, a.Mean = b.H, b.HBar, b.Delta, b.Mean
+		if len(a.IDs) != len(b.IDs) && !b.Mean {
+			// A per-sample reply of another length fits no sample.
+			a.H, a.HBar, a.Delta, a.Replied = nil, nil, nil, false
+		}
+	}
+	return &w
 }

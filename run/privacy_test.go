@@ -2,6 +2,7 @@ package run
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -139,12 +140,29 @@ func TestApplyPrivacy(t *testing.T) {
 		if c.Defense.Reply != "mean" || c.Defense.MinBatch != MLPBatch || c.Defense.NoiseMultiplier != 0 || !strings.HasPrefix(c.PrivacyChoice.Target, "none") {
 			t.Errorf("default multiclass: %+v %+v", c.Defense, c.PrivacyChoice)
 		}
-		c = prep(t, Config{Privacy: "auc=0.6", Duration: 60e9})
+		c = prep(t, Config{Privacy: "auc=0.6", Duration: 60e9, Model: "mlp", Parties: 8})
 		if err := c.applyPrivacy(10); err != nil {
 			t.Fatal(err)
 		}
-		if c.Defense.DPAUC != 0.6 || c.Defense.Clip <= 0 || c.Defense.HeadNoise != MulticlassHeadNoise || c.HeadLR != MulticlassHeadLR {
-			t.Errorf("explicit multiclass: %+v", c.Defense)
+		d := c.Defense
+		if d.DPAUC != 0.6 || d.Clip != MulticlassPrivacyClip*c.Mu || d.HeadClip != MulticlassHeadClip || c.Batch != MulticlassPrivacyBatch || d.MinBatch != c.Batch {
+			t.Errorf("explicit multiclass: %+v", d)
+		}
+		// The head's noise makes its q visits a label per epoch cost one
+		// reply's: 1 + q (sqrt(2) G / 2C)^2 / HN^2 = 2 reply visits per
+		// epoch, 2 x 10 over the 8 epochs' budget.
+		ratio := math.Sqrt2 * d.HeadClip / (2 * d.Clip) / d.HeadNoise
+		if got := 1 + 8*ratio*ratio; math.Abs(got-2) > 0.01 {
+			t.Errorf("head cost %g reply visits an epoch, want 2", got)
+		}
+		if z := math.Sqrt(20 / (2 * PrivacySpec{Mode: PrivacyAUC, AUC: 0.6}.rho())); math.Abs(d.NoiseMultiplier-z) > 0.05 {
+			t.Errorf("noise multiplier %g, want %g", d.NoiseMultiplier, z)
+		}
+		if c.HeadLR != MulticlassHeadLR || c.LR != MulticlassPrivacyLR || !d.DrawBatches {
+			t.Errorf("step sizes %g, head %g", c.LR, c.HeadLR)
+		}
+		if v, ok := chose(c.PrivacyChoice, "head-clip"); !ok || v != "2" {
+			t.Errorf("choice %s", c.PrivacyChoice)
 		}
 	})
 	t.Run("bad", func(t *testing.T) {

@@ -32,6 +32,9 @@ Label inference by a curious party (--as M, or colluding parties: --as 1,2,3):
                replies and an active attacker's crafted requests (any reply format)
   derivative   multiclass heads: per-sample loss derivatives, classes placed with --aux N
                known labels
+  nudge        multiclass, the active attacker's (train --adversary M:active,nudge[,aux=N]:
+               every sample of its batches nudged by +-P, each batch asked about as many
+               times as it holds samples): the derivative attack in windows of the run
   model        the reference: the party's own trained model as a label predictor (what it
                learns legitimately by training, from all the labels)
 Label inference on TIG (split learning, train --algo tig) traffic, where the
@@ -83,7 +86,7 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	switch name {
-	case "sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate",
+	case "sign", "loss", "regression", "derivative", "nudge", "model", "feature", "backdoor", "inflate",
 		"tig-sign", "tig-norm", "tig-direction":
 	default:
 		return fmt.Errorf("%w: unknown attack %q\n\n%s", errUsage, name, attackUsage)
@@ -132,6 +135,11 @@ func cmdAttack(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("%w: the derivative attack places its classes with --aux N known labels: give --truth DATA", errUsage)
 		}
 		inf, err = privacy.DerivativeAttack(v, classes, privacy.KnownLabels(labels, *aux, *seed))
+	case "nudge":
+		if labels == nil {
+			return fmt.Errorf("%w: the nudge attack places its classes with --aux N known labels: give --truth DATA", errUsage)
+		}
+		inf, err = privacy.NudgeAttack(v, classes, privacy.KnownLabels(labels, *aux, *seed), 0)
 	case "tig-sign", "tig-norm", "tig-direction":
 		var g *privacy.GradientView
 		if g, err = v.Gradients(); err != nil {

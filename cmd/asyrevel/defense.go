@@ -20,7 +20,9 @@ func addAdversaryFlag(fs *flag.FlagSet, c *run.Config) {
 	var specs []string
 	fs.Func("adversary", "make party M an attacker (attack experiments; repeatable): M:active (perturbs one\n"+
 		"sample per request), M:active,one (batches of one), M:active,pairs (pairs of batches\n"+
-		"that differ in one sample), M:inflate=F (multiplies its outputs\n"+
+		"that differ in one sample), M:active,nudge[,perturb=P,aux=N] (multiclass: nudges every\n"+
+		"sample of a batch by +-P, Hadamard signs, the same batch as many times as it holds\n"+
+		"samples; probes the N labels it knows), M:inflate=F (multiplies its outputs\n"+
 		"by F), M:backdoor,target=1,features=0:1,value=1,poison=300,amplify=5 (a backdoor on\n"+
 		"its feature columns 0 and 1, planted on 300 samples of class 1 it knows; train only)",
 		func(v string) error {
@@ -72,6 +74,7 @@ func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
 	fs.Float64Var(&d.Noise, "noise", 0, "standard deviation of Gaussian noise on every value a reply carries (needs --clip);\neach label's privacy loss is accounted over all its visits (summary.json)")
 	fs.Float64Var(&d.NoiseMultiplier, "noise-multiplier", 0, "noise as a multiple of one visit's sensitivity: 2C per sample, 2C/min-batch for a\nbatch mean (instead of --noise)")
 	fs.Float64Var(&d.HeadNoise, "head-noise", 0, "heads with parameters (multiclass, --bias): the noise of the head's own step as a\nmultiple of the replies' (default 1); every party's step moves the head, so it\nspends each label's budget q times faster: a larger value with a smaller --head-lr")
+	fs.Float64Var(&d.HeadClip, "head-clip", 0, "softmax heads: the head's own step is first-order (its exact gradient), each\nsample's input [c; 1] clipped to this norm, noised (--head-noise) and accounted")
 	fs.Float64Var(&d.DPEpsilon, "dp-epsilon", 0, "per-label privacy budget: once a label's epsilon would exceed it, its sample\ncontributes 0 to the replies (a privacy filter; needs --noise)")
 	fs.Float64Var(&d.DPAUC, "dp-auc", 0, "the same budget as the largest label-inference AUC it lets any attacker reach\n(Gaussian trade-off), e.g. 0.6 (instead of --dp-epsilon)")
 	fs.Float64Var(&d.DPDelta, "dp-delta", 0, "delta of the (epsilon, delta) accounting (default 1e-5)")

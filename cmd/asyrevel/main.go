@@ -82,7 +82,7 @@ var commands = []command{
 	{name: "store", run: cmdStore, subs: []string{"list", "rm"}},
 	{name: "replay", run: cmdReplay},
 	{name: "audit", run: cmdAudit, subs: []string{"verify"}},
-	{name: "attack", run: cmdAttack, subs: []string{"sign", "loss", "regression", "derivative", "model", "feature", "backdoor", "inflate"}},
+	{name: "attack", run: cmdAttack, subs: []string{"sign", "loss", "regression", "derivative", "nudge", "model", "feature", "backdoor", "inflate"}},
 	{name: "keys", run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdKeys(args, stdout, stderr)
 	},

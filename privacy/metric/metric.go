@@ -125,6 +125,27 @@ func Pearson(x, y []float64) float64 {
 	return sxy / math.Sqrt(sxx*syy)
 }
 
+// ClassAUCs is the one-vs-rest AUC of each class: class c's column of
+// scores (n x classes, row-major) against labels == c; NaN for a class
+// absent from labels (or present alone).
+func ClassAUCs(scores []float64, labels []int32, classes int) []float64 {
+	n := len(labels)
+	if len(scores) != n*classes {
+		panic("metric: ClassAUCs: shape")
+	}
+	col := make([]float64, n)
+	pos := make([]bool, n)
+	out := make([]float64, classes)
+	for c := range classes {
+		for i := range n {
+			col[i] = scores[i*classes+c]
+			pos[i] = labels[i] == int32(c)
+		}
+		out[c] = AUC(col, pos)
+	}
+	return out
+}
+
 // MacroAUC is the mean over classes of the one-vs-rest AUC of scores
 // (n x classes, row-major) for labels in 0..classes-1; classes absent from
 // labels are skipped.

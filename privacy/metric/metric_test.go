@@ -82,3 +82,24 @@ func TestR2Pearson(t *testing.T) {
 		t.Errorf("macro AUC %g", a)
 	}
 }
+
+// ClassAUCs: each class's one-vs-rest AUC, NaN for an absent class, and
+// MacroAUC their mean over the classes present.
+func TestClassAUCs(t *testing.T) {
+	// 3 classes, class 2 absent; scores rank class 0 perfectly, class 1
+	// half the time.
+	labels := []int32{0, 0, 1, 1}
+	scores := []float64{
+		0.9, 0.1, 0,
+		0.8, 0.2, 0,
+		0.1, 0.9, 0,
+		0.2, 0.05, 0,
+	}
+	got := ClassAUCs(scores, labels, 3)
+	if got[0] != 1 || got[1] != 0.5 || !math.IsNaN(got[2]) {
+		t.Errorf("ClassAUCs = %v, want [1 0.5 NaN]", got)
+	}
+	if m := MacroAUC(scores, labels, 3); m != (got[0]+got[1])/2 {
+		t.Errorf("MacroAUC %g, want the mean of the present classes' %g", m, (got[0]+got[1])/2)
+	}
+}
