@@ -459,28 +459,8 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 			}
 		}
 	}
-	var s run.Summary
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &s)
-	}
-	if err != nil {
-		return row, fmt.Errorf("%s: summary: %w", kase, err)
-	}
-	row.Accuracy, row.Steps, row.Departed = s.TestAccuracy, s.Steps, len(s.Departed)
-	if r := s.Resumed; r != nil {
-		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
-	}
-	for _, v := range s.Rejected {
-		row.Rejected += v
-	}
-	for _, p := range all {
-		p.mu.Lock()
-		if m := rejectedRE.FindStringSubmatch(p.last); m != nil {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
-			row.Rejected += n
-		}
-		p.mu.Unlock()
+	if err := readFaultSummary(&row, out, all); err != nil {
+		return row, fmt.Errorf("%s: %w", kase, err)
 	}
 	// The audits read the stopped broker's store.
 	stopBroker()
@@ -512,32 +492,7 @@ func (c *FaultConfig) auditVerify(ctx context.Context, row *FaultRow, store, run
 	if _, err := os.Stat(receipts); err == nil {
 		args = append(args, "--receipts", receipts)
 	}
-	cmd := exec.CommandContext(ctx, c.Binary, args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	path := filepath.Join(c.Dir, runID+"-audit.json")
-	if err := os.WriteFile(path, []byte(stdout.String()), 0o644); err != nil {
-		return err
-	}
-	var rep trust.AuditReport
-	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
-		return fmt.Errorf("asyrevel audit verify: %v: %s", runErr, strings.TrimSpace(stderr.String()))
-	}
-	for _, n := range rep.Counts {
-		row.AuditProblems += int64(n)
-	}
-	row.AuditReceipts = rep.Receipts
-	row.Audit = &rep
-	row.AuditOK = runErr == nil && rep.Intact()
-	if row.AuditOK {
-		return nil
-	}
-	var first []string
-	for _, p := range rep.Problems[:min(3, len(rep.Problems))] {
-		first = append(first, p.String())
-	}
-	return fmt.Errorf("%w: %d problems (%s; the report: %s)", ErrAudit, row.AuditProblems, strings.Join(first, "; "), path)
+	return c.auditVerifyArgs(ctx, row, runID, args)
 }
 
 // Faults runs every case of cases (FaultNone first: the others are
@@ -604,4 +559,33 @@ func auditCell(r FaultRow) string {
 		return "-"
 	}
 	return strconv.FormatBool(r.AuditOK)
+}
+
+// readFaultSummary fills row from the run's summary.json in out and the
+// rejections each process's last line counts.
+func readFaultSummary(row *FaultRow, out string, all []*proc) error {
+	var s run.Summary
+	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &s)
+	}
+	if err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	row.Accuracy, row.Steps, row.Departed = s.TestAccuracy, s.Steps, len(s.Departed)
+	if r := s.Resumed; r != nil {
+		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
+	}
+	for _, v := range s.Rejected {
+		row.Rejected += v
+	}
+	for _, p := range all {
+		p.mu.Lock()
+		if m := rejectedRE.FindStringSubmatch(p.last); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			row.Rejected += n
+		}
+		p.mu.Unlock()
+	}
+	return nil
 }

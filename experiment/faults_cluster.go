@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asyrevel/asyrevel/broker"
-	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -270,28 +269,8 @@ func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (Fa
 			return row, fmt.Errorf("%s: party %d: %w", kase, m, err)
 		}
 	}
-	var s run.Summary
-	raw, err := os.ReadFile(filepath.Join(outDir, "summary.json"))
-	if err == nil {
-		err = json.Unmarshal(raw, &s)
-	}
-	if err != nil {
-		return row, fmt.Errorf("%s: summary: %w", kase, err)
-	}
-	row.Accuracy, row.Steps, row.Departed = s.TestAccuracy, s.Steps, len(s.Departed)
-	if r := s.Resumed; r != nil {
-		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
-	}
-	for _, v := range s.Rejected {
-		row.Rejected += v
-	}
-	for _, p := range all {
-		p.mu.Lock()
-		if m := rejectedRE.FindStringSubmatch(p.last); m != nil {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
-			row.Rejected += n
-		}
-		p.mu.Unlock()
+	if err := readFaultSummary(&row, outDir, all); err != nil {
+		return row, fmt.Errorf("%s: %w", kase, err)
 	}
 	// The audit reads the live cluster through the nodes still up.
 	var live []string
