@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -40,6 +42,11 @@ type ServerConfig struct {
 	// takes a shared lock on the store (see LockStore) and creates no lock
 	// file. By default it takes the store exclusively.
 	SharedStoreLock bool
+	// ScrubDamaged is for readers too: a store with damaged records (see
+	// CheckStore) is opened as a scrubbed copy in a temporary folder,
+	// without them, and Damage lists them. By default StartServer refuses
+	// a damaged store with ErrStoreDamaged.
+	ScrubDamaged bool
 	// Configure, if not nil, may adjust the server options last (users and
 	// permissions, TLS, cluster). Use with care: the fields above are
 	// already set.
@@ -90,6 +97,8 @@ type Server struct {
 	unlock     func() error // releases the store lock (StartServer)
 	maxPayload int32
 	storeDir   string
+	damage     StoreCheck // what CheckStore found in the store
+	scrubbed   string     // the scrubbed copy's folder, removed at Shutdown
 }
 
 // Defaults of the embedded server.
@@ -123,12 +132,40 @@ func StartServer(ctx context.Context, cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := startNATS(ctx, opts, cfg.Logger)
+	check, err := CheckStore(opts.StoreDir)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
+	scrubbed, storeDir := "", opts.StoreDir
+	if err := check.Err(opts.StoreDir); err != nil {
+		if !cfg.ScrubDamaged {
+			unlock()
+			return nil, fmt.Errorf("%w (`asyrevel audit verify --store %s` reports what is intact; `asyrevel store repair %s NEWDIR` copies it)", err, cfg.Dir, cfg.Dir)
+		}
+		if scrubbed, err = os.MkdirTemp("", "asyrevel-scrubbed-"); err != nil {
+			unlock()
+			return nil, err
+		}
+		if _, err := ScrubStore(opts.StoreDir, filepath.Join(scrubbed, "store")); err != nil {
+			os.RemoveAll(scrubbed)
+			unlock()
+			return nil, err
+		}
+		opts.StoreDir = filepath.Join(scrubbed, "store")
+	}
+	s, err := startNATS(ctx, opts, cfg.Logger)
+	if err != nil {
+		if scrubbed != "" {
+			os.RemoveAll(scrubbed)
+		}
+		unlock()
+		return nil, err
+	}
 	s.unlock = unlock
+	s.damage = check
+	s.scrubbed = scrubbed
+	s.storeDir = storeDir
 	return s, nil
 }
 
@@ -253,7 +290,16 @@ func (s *Server) Shutdown() {
 		s.unlock()
 		s.unlock = nil
 	}
+	if s.scrubbed != "" {
+		os.RemoveAll(s.scrubbed)
+		s.scrubbed = ""
+	}
 }
+
+// Damage is what the check of the store at start found: the damaged
+// records a ScrubDamaged server left out of its copy, torn tails, and
+// blocks it could not read.
+func (s *Server) Damage() StoreCheck { return s.damage }
 
 // serverLogger adapts zerolog to the nats-server Logger interface.
 type serverLogger struct{ l *zerolog.Logger }

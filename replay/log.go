@@ -96,7 +96,9 @@ func Open(ctx context.Context, src Source) (*Log, error) {
 		if err := checkStore(src.Store, src.Run); err != nil {
 			return nil, err
 		}
-		srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: src.Store, NoListen: true, SharedStoreLock: true})
+		// A damaged store is read from a copy without its damaged
+		// records (Damage lists them), never handed to the server as is.
+		srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: src.Store, NoListen: true, SharedStoreLock: true, ScrubDamaged: true})
 		if err != nil {
 			return nil, fmt.Errorf("replay: opening the store %s: %w", src.Store, err)
 		}
@@ -170,6 +172,16 @@ func (l *Log) Info() Info { return l.info }
 
 // Run is the run id.
 func (l *Log) Run() string { return l.src.Run }
+
+// Damage lists the records of a store's files that failed the store's own
+// checksum and were left out of what the log reads (broker.CheckStore);
+// empty for a log read over a URL.
+func (l *Log) Damage() []broker.DamagedRecord {
+	if l.srv == nil {
+		return nil
+	}
+	return l.srv.Damage().Damaged
+}
 
 // Close releases the connection and stops the embedded server of a store.
 // Idempotent.

@@ -59,6 +59,10 @@ const (
 	// A message stored before the message it answers (Msg.Cites), or
 	// answering one the log does not hold: an effect before its cause.
 	ProblemCausal ProblemKind = "causal_order"
+	// Records of the store's own files that fail the store's checksum
+	// (broker.CheckStore): the reader left them out, so what they held
+	// shows as holes too.
+	ProblemStoreDamage ProblemKind = "store_damage"
 )
 
 // Foreign is the Reason under which AuditReport.Rejected counts messages
@@ -332,6 +336,13 @@ func (a *Auditor) report(p Problem) {
 	} else {
 		a.dropped++
 	}
+}
+
+// AddStoreDamage reports damage found in the store's files before the
+// log was read (detail names the file, offset and reason); it counts
+// against the verdict.
+func (a *Auditor) AddStoreDamage(detail string) {
+	a.report(Problem{Kind: ProblemStoreDamage, Detail: detail})
 }
 
 // errStarted is returned when evidence is added after the first message.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/serve"
@@ -125,7 +126,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer log.Close()
-	rep, err := auditLog(ctx, func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }, roster, receipts)
+	rep, err := auditLog(ctx, func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }, roster, receipts, log.Damage()...)
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ func readReceiptTree(dir string) ([]*trust.Receipt, error) {
 // auditLog checks log against the roster: a first pass collects the
 // checkpoints (seal controls) and receipts the log holds, a second gives
 // the auditor every message in stream order.
-func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster *trust.Roster, receipts []*trust.Receipt) (*trust.AuditReport, error) {
+func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster *trust.Roster, receipts []*trust.Receipt, damage ...broker.DamagedRecord) (*trust.AuditReport, error) {
 	// As the receivers judged: a rogue's refused messages are listed, not
 	// held against the log.
 	a, err := trust.NewAuditor(roster, trust.AuditOptions{AsReceiver: true, AnchorReceipts: true})
@@ -228,6 +229,9 @@ func auditLog(ctx context.Context, each func(func(*replay.Record)) error, roster
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range damage {
+		a.AddStoreDamage(d.String() + "; the record was left out of what was read")
 	}
 	return a.Finish(), nil
 }

@@ -247,8 +247,19 @@ func TestAuditVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, errOut = runCLI(t, "audit", "verify", "--store", store)
-	if code != 1 || !strings.Contains(stdout, "verdict: NOT intact") {
+	if code != 1 || !strings.Contains(stdout, "verdict: NOT intact") || !strings.Contains(stdout, "store_damage") {
 		t.Fatalf("a byte changed in the store: exit %d: %s %s", code, stdout, errOut)
+	}
+	// The store's own check names the record; repair copies the rest.
+	if code, stdout, _ = runCLI(t, "store", "check", store); code != 1 || !strings.Contains(stdout, "1 damaged") {
+		t.Fatalf("store check: exit %d: %s", code, stdout)
+	}
+	fixed := filepath.Join(t.TempDir(), "fixed")
+	if code, stdout, errOut = runCLI(t, "store", "repair", store, fixed); code != 0 {
+		t.Fatalf("store repair: exit %d: %s %s", code, stdout, errOut)
+	}
+	if code, stdout, _ = runCLI(t, "store", "check", fixed); code != 0 || !strings.Contains(stdout, "0 damaged") {
+		t.Fatalf("store check of the repaired copy: exit %d: %s", code, stdout)
 	}
 }
 

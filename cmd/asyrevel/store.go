@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -21,6 +23,10 @@ const storeUsage = `Usage:
   asyrevel store prune DIR (--older-than AGE | --max-size SIZE) [--dry-run]
                                     retention: remove whole runs, oldest first, until what
                                     is left is younger or smaller; says what it keeps
+  asyrevel store check DIR          reads every record of the store's files against the
+                                    store's own checksums (exit 1 if any is damaged)
+  asyrevel store repair DIR NEWDIR  copies DIR to NEWDIR without its damaged records; the
+                                    audit of the copy shows the holes they leave
 
 DIR is a broker store (asyrevel broker --store DIR, asyrevel train --store DIR) or an
 --out folder of asyrevel train (its store is DIR/stream). A store holds each run's stream,
@@ -31,7 +37,7 @@ serves a store before removing from it.
 func cmdStore(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, storeUsage)
-		return fmt.Errorf("%w: store needs a subcommand: list, rm, export or prune", errUsage)
+		return fmt.Errorf("%w: store needs a subcommand: list, rm, export, prune, check or repair", errUsage)
 	}
 	switch args[0] {
 	case "list":
@@ -42,11 +48,83 @@ func cmdStore(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return cmdStoreExport(args[1:], stdout, stderr)
 	case "prune":
 		return cmdStorePrune(args[1:], stdout, stderr)
+	case "check":
+		return cmdStoreCheck(args[1:], stdout, stderr)
+	case "repair":
+		return cmdStoreRepair(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, storeUsage)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown store subcommand %q%s: list, rm, export or prune", errUsage, args[0], didYouMean(args[0], []string{"list", "rm", "export", "prune"}))
+	return fmt.Errorf("%w: unknown store subcommand %q%s: list, rm, export, prune, check or repair", errUsage, args[0], didYouMean(args[0], []string{"list", "rm", "export", "prune", "check", "repair"}))
+}
+
+// errStoreDamaged ends `store check` with exit 1 after its report.
+var errStoreDamaged = errors.New("the store has damaged records; `asyrevel store repair` copies the rest")
+
+func cmdStoreCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store check", "asyrevel store check DIR\n\n"+
+		"Reads every record of every message file in the store and checks it against the\n"+
+		"store's own checksum. A broker refuses to start on a damaged store; audit verify\n"+
+		"and replay read it without the damaged records and report them.", stderr)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: store check needs one DIR", errUsage)
+	}
+	st, err := run.OpenStore(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := broker.CheckStore(st.Dir)
+	if err != nil {
+		return err
+	}
+	writeStoreCheck(stdout, st.Dir, c)
+	if len(c.Damaged) > 0 {
+		return errStoreDamaged
+	}
+	return nil
+}
+
+func writeStoreCheck(w io.Writer, dir string, c broker.StoreCheck) {
+	fmt.Fprintf(w, "%s: %d message files, %d records intact, %d damaged\n", dir, c.Blocks, c.Records, len(c.Damaged))
+	for _, d := range c.Damaged {
+		fmt.Fprintf(w, "  damaged: %s\n", d)
+	}
+	for _, t := range c.TornTails {
+		fmt.Fprintf(w, "  torn tail (a write cut by a crash; the broker drops it): %s\n", t)
+	}
+	for _, s := range c.Skipped {
+		fmt.Fprintf(w, "  not checked: %s\n", s)
+	}
+}
+
+func cmdStoreRepair(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store repair", "asyrevel store repair DIR NEWDIR\n\n"+
+		"Copies the store DIR to NEWDIR (which must not exist) without the records that fail\n"+
+		"the store's own checksum. DIR is left as it is, as evidence. A broker started on\n"+
+		"NEWDIR serves what was intact; the audit of NEWDIR shows the holes.", stderr)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return fmt.Errorf("%w: store repair needs DIR and NEWDIR", errUsage)
+	}
+	st, err := run.OpenStore(pos[0])
+	if err != nil {
+		return err
+	}
+	c, err := broker.ScrubStore(st.Dir, pos[1])
+	if err != nil {
+		return err
+	}
+	writeStoreCheck(stdout, st.Dir, c)
+	fmt.Fprintf(stdout, "copied to %s without the %d damaged records\n", pos[1], len(c.Damaged))
+	return nil
 }
 
 func cmdStoreList(args []string, stdout, stderr io.Writer) error {
