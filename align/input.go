@@ -54,6 +54,207 @@ type ReadOptions struct {
 	Label string   // the label column (the hub's file only), "" for none
 	Norm  Normalization
 	Dedupe
+	// Format is "csv", "libsvm" or "" (told from the file: LIBSVM lines
+	// hold index:value pairs and no commas). See ReadLIBSVM.
+	Format string
+}
+
+// ReadTable reads one organisation's file in opts.Format: CSV with a
+// header (ReadCSV) or LIBSVM with an id column (ReadLIBSVM).
+func ReadTable(path string, opts ReadOptions) (*Table, error) {
+	format := opts.Format
+	if format == "" {
+		var err error
+		if format, err = sniffFormat(path); err != nil {
+			return nil, err
+		}
+	}
+	switch format {
+	case "csv":
+		return ReadCSV(path, opts)
+	case "libsvm":
+		return ReadLIBSVM(path, opts)
+	}
+	return nil, fmt.Errorf("%w: format %q: want csv or libsvm", ErrInput, format)
+}
+
+// openText opens a plain or gzip file.
+func openText(path string) (io.Reader, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			f.Close()
+			return nil, nil, fmt.Errorf("%w: %s: %w", ErrInput, path, err)
+		}
+		return gz, func() { gz.Close(); f.Close() }, nil
+	}
+	return br, func() { f.Close() }, nil
+}
+
+// sniffFormat tells LIBSVM from CSV by the first line that is not a
+// comment: a LIBSVM line has no comma, and after its id only
+// index:value pairs, or a number (the label) and then pairs. A file of
+// comments alone is LIBSVM (a CSV file starts with its header).
+func sniffFormat(path string) (string, error) {
+	r, done, err := openText(path)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<24)
+	comments := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			comments = true
+			continue
+		}
+		f := strings.Fields(line)
+		if strings.Contains(line, ",") || len(f) < 2 {
+			return "csv", nil
+		}
+		for i, tok := range f[1:] {
+			if c := strings.IndexByte(tok, ':'); c > 0 {
+				if _, err := strconv.Atoi(tok[:c]); err == nil {
+					continue
+				}
+			} else if _, err := strconv.ParseFloat(tok, 64); err == nil && i == 0 {
+				continue
+			}
+			return "csv", nil
+		}
+		return "libsvm", nil
+	}
+	if comments {
+		return "libsvm", nil
+	}
+	return "csv", nil // empty: ReadCSV says so
+}
+
+// ReadLIBSVM reads LIBSVM text with an id column (plain or gzip): each
+// line is the key, then the label if opts.Label is set (the label
+// holder's file), then index:value pairs with 1-based, strictly
+// increasing indices; lines starting with '#' are comments. This is the
+// layout of a split folder's party files (dataset.WriteSplit), and of
+// LIBSVM exports with an id in front (FATE's svmlight with an id):
+//
+//	cust-0017 1 3:0.5 17:1
+//
+// The key is the first field, so --key must name it: "id" or "0". The
+// label, when asked, is the second field, so --label names nothing in
+// particular ("label" by convention). Features are named f1, f2, ...
+func ReadLIBSVM(path string, opts ReadOptions) (*Table, error) {
+	if len(opts.Key) != 1 || (opts.Key[0] != "id" && opts.Key[0] != "0") {
+		return nil, fmt.Errorf("%w: %s: LIBSVM with an id column has one key, its first field: give --key id (got %q)", ErrInput, path, strings.Join(opts.Key, ","))
+	}
+	r, done, err := openText(path)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	t, err := readLIBSVM(r, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t.Path = path
+	return t, nil
+}
+
+func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<26)
+	t := &Table{X: &dataset.Matrix{Indptr: []int64{0}}, KeyNames: []string{"id"}}
+	seen := make(map[string]int32)
+	dups, firstDup, firstOrig := 0, 0, 0
+	cell := make([]string, 1)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		f := strings.Fields(text)
+		cell[0] = f[0]
+		key, err := opts.Norm.Key(cell)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrInput, line, err)
+		}
+		if strings.Contains(f[0], ":") {
+			return nil, fmt.Errorf("%w: line %d: the first field %q is an index:value pair, not an id (LIBSVM without ids cannot be aligned)", ErrInput, line, clip(f[0]))
+		}
+		if first, dup := seen[key]; dup {
+			if dups == 0 {
+				firstDup, firstOrig = line, int(first)
+			}
+			dups++
+			continue
+		}
+		seen[key] = int32(line)
+		rest := f[1:]
+		if opts.Label != "" {
+			if len(rest) == 0 {
+				return nil, fmt.Errorf("%w: line %d: no label after the id", ErrInput, line)
+			}
+			v, err := strconv.ParseFloat(rest[0], 64)
+			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v != math.Trunc(v) {
+				return nil, fmt.Errorf("%w: line %d: label %q is not an integer class code", ErrInput, line, clip(rest[0]))
+			}
+			t.Labels = append(t.Labels, v)
+			rest = rest[1:]
+		}
+		t.Keys = append(t.Keys, key)
+		prev := 0
+		for _, tok := range rest {
+			i := strings.IndexByte(tok, ':')
+			if i <= 0 {
+				return nil, fmt.Errorf("%w: line %d: %q is not index:value", ErrInput, line, clip(tok))
+			}
+			idx, err := strconv.Atoi(tok[:i])
+			if err != nil || idx < 1 || idx > 1<<24 {
+				return nil, fmt.Errorf("%w: line %d: index %q is not a whole number from 1 to %d", ErrInput, line, clip(tok[:i]), 1<<24)
+			}
+			if idx <= prev {
+				return nil, fmt.Errorf("%w: line %d: index %d after %d (indices must increase)", ErrInput, line, idx, prev)
+			}
+			prev = idx
+			v, err := strconv.ParseFloat(tok[i+1:], 32)
+			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+				return nil, fmt.Errorf("%w: line %d: %q is not a finite number", ErrInput, line, clip(tok[i+1:]))
+			}
+			if idx > t.X.NCols {
+				t.X.NCols = idx
+			}
+			if v != 0 {
+				t.X.Indices = append(t.X.Indices, int32(idx-1))
+				t.X.Values = append(t.X.Values, float32(v))
+			}
+		}
+		t.X.Indptr = append(t.X.Indptr, int64(len(t.X.Indices)))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+	}
+	t.X.NRows = len(t.Keys)
+	for j := 1; j <= t.X.NCols; j++ {
+		t.Names = append(t.Names, fmt.Sprintf("f%d", j))
+	}
+	if dups > 0 && opts.Dedupe == DedupeRefuse {
+		return nil, fmt.Errorf("%w: %d rows repeat an earlier row's key (the first: line %d repeats line %d); give --dedupe first to keep each key's first row",
+			ErrDuplicate, dups, firstDup, firstOrig)
+	}
+	t.Dropped = dups
+	if t.Len() == 0 {
+		return nil, fmt.Errorf("%w: the file is empty (no rows, only comments)", ErrInput)
+	}
+	return t, nil
 }
 
 // Table is one organisation's rows: their normalised keys, and the
@@ -75,21 +276,11 @@ func (t *Table) Len() int { return len(t.Keys) }
 // columns, the label column if asked, and every other column as a
 // numeric feature (empty and NA cells are 0).
 func ReadCSV(path string, opts ReadOptions) (*Table, error) {
-	f, err := os.Open(path)
+	r, done, err := openText(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInput, err)
+		return nil, err
 	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<16)
-	var r io.Reader = br
-	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
-		gz, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInput, path, err)
-		}
-		defer gz.Close()
-		r = gz
-	}
+	defer done()
 	t, err := readCSV(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

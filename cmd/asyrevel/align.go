@@ -21,11 +21,11 @@ import (
 
 // alignFlags are the flags of both forms of asyrevel align.
 type alignFlags struct {
-	key, label, dedupe, out, run string
-	keepSpace, keepCase, zeros   bool
-	timeout                      time.Duration
-	progress                     time.Duration
-	logLevel                     string
+	key, label, dedupe, out, run, format string
+	keepSpace, keepCase, zeros           bool
+	timeout                              time.Duration
+	progress                             time.Duration
+	logLevel                             string
 }
 
 func (f *alignFlags) options(label string) (align.ReadOptions, error) {
@@ -33,7 +33,12 @@ func (f *alignFlags) options(label string) (align.ReadOptions, error) {
 	if err != nil {
 		return align.ReadOptions{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return align.ReadOptions{Key: splitList(f.key), Label: label, Dedupe: d,
+	switch f.format {
+	case "", "csv", "libsvm":
+	default:
+		return align.ReadOptions{}, fmt.Errorf("%w: --format %q: want csv or libsvm", errUsage, f.format)
+	}
+	return align.ReadOptions{Key: splitList(f.key), Label: label, Dedupe: d, Format: f.format,
 		Norm: align.Normalization{KeepSpace: f.keepSpace, KeepCase: f.keepCase, StripZeros: f.zeros}}, nil
 }
 
@@ -59,7 +64,10 @@ bare file and FILE.gz.align.json). asyrevel data verify DIR|REC.json ... checks 
 alone and compares the organisations' order digests, from hashes alone.
 
 Files are CSV with a header; every column but the key and label columns is a numeric
-feature (empty and NA are 0). Keys are normalised before they are hashed: white space
+feature (empty and NA are 0). Or LIBSVM with an id column (--format libsvm, or told from
+the file): each line the id, then the label holder's label, then index:value pairs, as in
+"cust-17 1 3:0.5 9:1" (a split folder's party files are in this form); give --key id and,
+for the label holder, --label label. Keys are normalised before they are hashed: white space
 trimmed and inner runs made one space (--keep-space), letters folded to lower case
 (--keep-case), and, with --strip-zeros, leading zeros removed from all-digit keys.
 Every organisation must use the same rules: the hub refuses a different one.`
@@ -71,6 +79,7 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&f.key, "key", "", "the key `COLUMNS` (comma-separated for a composite key), by header name or 0-based position")
 	fs.StringVar(&f.label, "label", "", "the label `COLUMN` of the label holder's file")
 	fs.StringVar(&f.out, "out", "", "in-process form: the split folder `PATH` to write; one-organisation form: the file to write")
+	fs.StringVar(&f.format, "format", "", "the files' format: csv (a header line) or libsvm (an id, the label holder's label, then index:value pairs); default: told from each file")
 	fs.StringVar(&f.dedupe, "dedupe", "refuse", "keys that repeat in one file: refuse (an error with their count) or first (keep each key's first row)")
 	fs.BoolVar(&f.keepSpace, "keep-space", false, "keep white space in keys as it is (default: trim, and make inner runs one space)")
 	fs.BoolVar(&f.keepCase, "keep-case", false, "keep letter case in keys (default: fold to lower case)")
@@ -140,7 +149,7 @@ func readTables(paths []string, f *alignFlags, stderr io.Writer) ([]*align.Table
 		if err != nil {
 			return nil, err
 		}
-		t, err := align.ReadCSV(p, opts)
+		t, err := align.ReadTable(p, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", orgLabel(m), err)
 		}
@@ -323,7 +332,7 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	if err != nil {
 		return err
 	}
-	t, err := align.ReadCSV(data, opts)
+	t, err := align.ReadTable(data, opts)
 	if err != nil {
 		return err
 	}

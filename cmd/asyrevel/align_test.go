@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -199,6 +202,15 @@ func TestAlignBadInput(t *testing.T) {
 		{[]string{"--inputs", labels + "," + w("e.csv", "")}, "the file is empty"},
 		{[]string{"--inputs", labels + "," + w("k.csv", "cust,x\na,1\n")}, `key column "id" missing`},
 		{[]string{"--inputs", labels}, "at least one party"},
+		// LIBSVM with an id column (told from the file)
+		{[]string{"--inputs", labels + "," + w("n.svm", "1:2 3:4\n5:6\n")}, "is an index:value pair, not an id"},
+		{[]string{"--inputs", labels + "," + w("o.svm", "a 3:1 2:1\n")}, "index 2 after 3"},
+		{[]string{"--inputs", labels + "," + w("z.svm", "a 0:1\n")}, "not a whole number from 1"},
+		{[]string{"--inputs", labels + "," + w("v.svm", "a 1:NaN\n")}, "not a finite number"},
+		{[]string{"--inputs", labels + "," + w("dd.svm", "a 1:1\nb 1:2\nA 2:1\n")}, "duplicate keys: 1 rows repeat"},
+		{[]string{"--inputs", labels + "," + w("c.svm", "# only a comment\n")}, "the file is empty"},
+		{[]string{"--format", "libsvm", "--inputs", w("ls.svm", "a\nb 1\n") + "," + w("p.svm", "a 1:1\n")}, "no label after the id"},
+		{[]string{"--format", "parquet", "--inputs", labels + "," + dup}, `--format "parquet"`},
 	}
 	for _, c := range cases {
 		code, _, e := runCLI(t, append([]string{"align", "--key", "id", "--label", "y", "--out", filepath.Join(dir, "o")}, c.args...)...)
@@ -210,4 +222,97 @@ func TestAlignBadInput(t *testing.T) {
 	if code != 0 || !strings.Contains(o, "2 in common") || !strings.Contains(e, "dropped 2 rows") {
 		t.Errorf("--dedupe first: exit %d, %s %s", code, o, e)
 	}
+}
+
+// The same organisations' rows as LIBSVM with an id column (one of them
+// gzip) align to the same rows as their CSV files: every output file
+// holds the same lines.
+func TestAlignLIBSVMInputs(t *testing.T) {
+	dir := t.TempDir()
+	paths, _, _ := alignInputs(t, dir, 400)
+	toLIBSVM := func(src, dst string, label bool, gz bool) string {
+		raw, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		b.WriteString("# converted from " + filepath.Base(src) + "\n")
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n")[1:] {
+			f := strings.Split(line, ",")
+			b.WriteString(strings.ReplaceAll(f[0], " ", "")) // LIBSVM fields hold no spaces
+			for j, v := range f[1:] {
+				if label {
+					b.WriteString(" " + v)
+				} else if v != "0" {
+					fmt.Fprintf(&b, " %d:%s", j+1, v)
+				}
+			}
+			b.WriteString("\n")
+		}
+		p := filepath.Join(dir, dst)
+		data := []byte(b.String())
+		if gz {
+			data = gzipBytes(t, data)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	svm := []string{toLIBSVM(paths[0], "labels.svm", true, false), toLIBSVM(paths[1], "p1.svm.gz", false, true), toLIBSVM(paths[2], "p2.svm", false, false)}
+	outs := map[string]string{}
+	for name, in := range map[string][]string{"csv": paths, "libsvm": svm} {
+		out := filepath.Join(dir, "out-"+name)
+		label := "y"
+		if name == "libsvm" {
+			label = "label"
+		}
+		code, o, e := runCLI(t, "align", "--inputs", strings.Join(in, ","), "--key", "id", "--label", label, "--out", out, "--progress", "0")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s %s", name, code, o, e)
+		}
+		outs[name] = out
+	}
+	for _, f := range []string{"labels.train.gz", "party-1.train.gz", "party-2.train.gz"} {
+		lines := func(dir string) []string {
+			l := strings.Split(strings.TrimSpace(gunzipFile(t, filepath.Join(dir, f))), "\n")[1:] // the header names columns
+			slices.Sort(l)
+			return l
+		}
+		a, b := lines(outs["csv"]), lines(outs["libsvm"])
+		if len(a) < 100 || !slices.Equal(a, b) {
+			t.Errorf("%s: %d lines from CSV, %d from LIBSVM, equal %v", f, len(a), len(b), slices.Equal(a, b))
+		}
+	}
+}
+
+func gzipBytes(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func gunzipFile(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
