@@ -504,7 +504,15 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	quiet := log.Level(zerolog.ErrorLevel) // the aggregator warns of every rejection
 	base := func(runID, out string) run.Config {
-		return run.Config{Loaded: data, Parties: 8, Duration: dur, Seed: f.seed, Run: runID, Out: out, Log: quiet}
+		return run.New(func(c *run.Config) {
+			c.Loaded = data
+			c.Parties = 8
+			c.Duration = dur
+			c.Seed = f.seed
+			c.Run = runID
+			c.Out = out
+			c.Log = quiet
+		})
 	}
 	tmp, err := os.MkdirTemp("", "asyrevel-adversary-")
 	if err != nil {

@@ -21,11 +21,19 @@ import (
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
 	ctx := context.Background()
-	s, rg, out, err := adversaryRun(ctx, 40, true, run.Config{
-		Synthetic: &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3},
-		Parties:   4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: time.Minute, Seed: 1, Run: "adv",
-		Out: t.TempDir(), Log: zerolog.Nop(), EvalEvery: 100 * time.Millisecond,
-	})
+	s, rg, out, err := adversaryRun(ctx, 40, true, run.New(func(c *run.Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
+		c.Parties = 4
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = time.Minute
+		c.Seed = 1
+		c.Run = "adv"
+		c.Out = t.TempDir()
+		c.Log = zerolog.Nop()
+		c.EvalEvery = 100 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

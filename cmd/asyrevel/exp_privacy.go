@@ -119,7 +119,10 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		case "mnist", "fashion-mnist":
 			var dir string
 			if dir, err = f.path(set); err == nil {
-				c := run.Config{Data: dir, Parties: 8}
+				c := run.New(func(c *run.Config) {
+					c.Data = dir
+					c.Parties = 8
+				})
 				if err = c.Prepare(); err == nil {
 					d, err = run.LoadData(&c, run.RoleAll)
 				}

@@ -309,7 +309,11 @@ func a9aData(f *expFlags, parties int) (*run.Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := run.Config{Data: tr, Test: te, Parties: parties}
+	cfg := run.New(func(c *run.Config) {
+		c.Data = tr
+		c.Test = te
+		c.Parties = parties
+	})
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
