@@ -556,7 +556,7 @@ func (c *Config) Validate() error {
 }
 
 // persist is the stream's persistence for Persist.
-func (c *Config) persist() (broker.Persist, error) {
+func (c *Net) persist() (broker.Persist, error) {
 	switch c.Persist {
 	case "":
 		return broker.PersistDefault, nil
@@ -569,7 +569,7 @@ func (c *Config) persist() (broker.Persist, error) {
 }
 
 // compression is the stream's store compression for Compress.
-func (c *Config) compression() (broker.Compression, error) {
+func (c *Net) compression() (broker.Compression, error) {
 	switch c.Compress {
 	case "":
 		return broker.CompressionDefault, nil
@@ -925,7 +925,7 @@ const DefaultLambda = 1e-4
 // Schedule converts the configured decay scale (samples per party) into
 // party steps. The default scale is half the training set, MLPDecayEpochs
 // passes of it for the MLP.
-func (c *Config) Schedule(n int) zoo.Schedule {
+func (c *Training) Schedule(n int) zoo.Schedule {
 	s := c.LRDecay
 	if s == 0 {
 		s = float64(n) / 2

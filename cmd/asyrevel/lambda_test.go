@@ -52,10 +52,7 @@ func TestZeroFlagsAreValues(t *testing.T) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		f := newTrainFlags(fs, roleTrain)
-		if err := f.parse(fs, tc.args, io.Discard); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		err := f.cfg.Prepare()
+		err := f.parse(fs, tc.args, io.Discard) // it prepares the configuration
 		switch {
 		case tc.err && !errors.Is(err, run.ErrConfig):
 			t.Errorf("%v: error %v, want run.ErrConfig", tc.args, err)

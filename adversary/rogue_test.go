@@ -1,4 +1,4 @@
-package main
+package adversary
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
@@ -21,7 +22,7 @@ import (
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
 	ctx := context.Background()
-	s, rg, out, err := adversaryRun(ctx, 40, true, run.New(func(c *run.Config) {
+	s, rg, out, err := Run(ctx, 40, true, run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
 		c.Parties = 4
 		c.Algo = "asyrevel-gau"
@@ -44,7 +45,7 @@ func TestAdversary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
 	if err != nil || len(receipts) < 4 {
 		t.Fatalf("%d receipts: %v", len(receipts), err)
 	}
@@ -53,12 +54,12 @@ func TestAdversary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	each := func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }
-	rep, err := auditLog(ctx, each, roster, receipts)
+	each := func(f func(*replay.Record)) error { return audit.Each(ctx, log, f) }
+	rep, err := audit.Check(ctx, each, roster, receipts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rg.settleLog(each, rep); err != nil {
+	if err := rg.SettleLog(each, rep); err != nil {
 		t.Fatal(err)
 	}
 	total := int64(0)
