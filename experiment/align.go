@@ -198,7 +198,7 @@ func ParseAlignCases(s string) ([]AlignCase, error) {
 		o, err1 := strconv.Atoi(p[0])
 		n, err2 := strconv.Atoi(p[1])
 		v, err3 := strconv.ParseFloat(p[2], 64)
-		if err1 != nil || err2 != nil || err3 != nil || o < 2 || n < 1 || v < 0 || v > 1 {
+		if err1 != nil || err2 != nil || err3 != nil || o < 2 || n < 1 || !(v >= 0 && v <= 1) {
 			return nil, fmt.Errorf("%q: want ORGS >= 2, IDS >= 1, OVERLAP in [0,1]", c)
 		}
 		out = append(out, AlignCase{Orgs: o, IDs: n, Overlap: v})

@@ -482,11 +482,8 @@ func (c *Config) derive() error {
 		c.Run = time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 	}
 	d, err := broker.ParseDesign(c.Design)
-	if err != nil {
-		return fmt.Errorf("%w: --transport: %w", ErrConfig, err)
-	}
-	if c.Bus == "memory" && d != broker.DesignMemory && c.Design != "" {
-		return nil // Validate refuses the pair
+	if err != nil || c.Bus == "memory" && d != broker.DesignMemory && c.Design != "" {
+		return nil // Validate refuses it
 	}
 	if d == broker.DesignMemory {
 		c.Bus = "memory"

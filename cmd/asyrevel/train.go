@@ -121,7 +121,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.Patience, "patience", 0, fmt.Sprintf("stop when this many epochs go by without the held-out loss falling by\n--tolerance below its best (default %g when no --epochs, --duration, --steps\nor --stop-at-target is given, else off; negative: off)", run.DefaultPatience))
-			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0.1% by default; 0: any fall counts)")
+			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0: any fall counts)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then\nthe same to every process of the run; negative: none)", run.DefaultHoldOut))
