@@ -22,7 +22,10 @@ func small() *dataset.SyntheticConfig {
 
 func smallData(t *testing.T, q int) *run.Data {
 	t.Helper()
-	tc := run.Config{Synthetic: small(), Parties: q}
+	tc := run.New(func(c *run.Config) {
+		c.Synthetic = small()
+		c.Parties = q
+	})
 	if err := tc.Prepare(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +119,14 @@ func TestTimeToAccuracy(t *testing.T) {
 
 func TestFirstOrderLearns(t *testing.T) {
 	data := smallData(t, 3)
-	tc := run.Config{Loaded: data, Parties: 3, Model: "mlp", Hidden: 16, Batch: 32, Epochs: 3}
+	tc := run.New(func(c *run.Config) {
+		c.Loaded = data
+		c.Parties = 3
+		c.Model = "mlp"
+		c.Hidden = 16
+		c.Batch = 32
+		c.Epochs = 3
+	})
 	r, err := FirstOrderFor(context.Background(), tc, 0.05, 0.9, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +137,14 @@ func TestFirstOrderLearns(t *testing.T) {
 }
 
 func TestFirstOrderRefusesBlackBox(t *testing.T) {
-	tc := run.Config{Loaded: smallData(t, 2), Parties: 2, Model: "external", ModelCmd: "/bin/false", Batch: 8, Epochs: 1}
+	tc := run.New(func(c *run.Config) {
+		c.Loaded = smallData(t, 2)
+		c.Parties = 2
+		c.Model = "external"
+		c.ModelCmd = "/bin/false"
+		c.Batch = 8
+		c.Epochs = 1
+	})
 	if _, err := FirstOrderFor(context.Background(), tc, 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
 		t.Fatalf("first-order with a black-box model: %v", err)
 	}

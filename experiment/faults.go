@@ -464,7 +464,13 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	}
 	// The audits read the stopped broker's store.
 	stopBroker()
-	au, err := run.AuditRun(ctx, run.Config{StoreDir: store, Run: runID, Parties: c.Parties, Data: c.Data, Log: zerolog.Nop()})
+	au, err := run.AuditRun(ctx, run.New(func(rc *run.Config) {
+		rc.StoreDir = store
+		rc.Run = runID
+		rc.Parties = c.Parties
+		rc.Data = c.Data
+		rc.Log = zerolog.Nop()
+	}))
 	if err != nil {
 		return row, fmt.Errorf("%s: reading the stream: %w", kase, err)
 	}

@@ -71,9 +71,20 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 			dur = cfg.NetDuration
 		}
 		for _, algo := range cfg.Algos {
-			tc := run.Config{Loaded: data, Parties: cfg.Parties, Algo: algo, Model: set.Model(), Batch: cfg.Batch,
-				Window: cfg.Window, Duration: dur, EvalEvery: max(dur/40, 250*time.Millisecond), Seed: cfg.Seed,
-				Straggler: cfg.Parties, StragglerFactor: cfg.StragglerFactor, Log: zerolog.Nop()}
+			tc := run.New(func(c *run.Config) {
+				c.Loaded = data
+				c.Parties = cfg.Parties
+				c.Algo = algo
+				c.Model = set.Model()
+				c.Batch = cfg.Batch
+				c.Window = cfg.Window
+				c.Duration = dur
+				c.EvalEvery = max(dur/40, 250*time.Millisecond)
+				c.Seed = cfg.Seed
+				c.Straggler = cfg.Parties
+				c.StragglerFactor = cfg.StragglerFactor
+				c.Log = zerolog.Nop()
+			})
 			if a, _ := run.LookupAlgo(algo); a.Sync {
 				tc.Window = 1 // rounds: one request in flight by definition
 			}

@@ -238,7 +238,7 @@ func fig4Costs(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 		}
 		x := data.PartTrain[m-1]
 		pc := PartyCost{Params: local.NumParams(), NNZ: float64(x.NNZ()) / float64(max(x.NRows, 1))}
-		pc.Step, c.CPU = measureSteps(partyStep(local, x, tc.Batch, zoo.Gaussian, tc.Mu, *tc.Lambda, model.Nonconvex{}, cfg.Seed+uint64(m)))
+		pc.Step, c.CPU = measureSteps(partyStep(local, x, tc.Batch, zoo.Gaussian, tc.Mu, tc.Lambda, model.Nonconvex{}, cfg.Seed+uint64(m)))
 		closeLocal()
 		c.Party = append(c.Party, pc)
 	}
@@ -259,8 +259,19 @@ func networkK(q int) int { return max(1, 8/q) }
 
 // fig4Config is the run configuration of set with q parties.
 func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (run.Config, error) {
-	tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Batch: cfg.Batch[set.Name], Window: 1,
-		Seed: cfg.Seed, LRDecay: cfg.LRDecay[set.Name], HeadLR: cfg.HeadLR[set.Name], Log: zerolog.Nop(), Duration: time.Hour}
+	tc := run.New(func(c *run.Config) {
+		c.Loaded = data
+		c.Parties = q
+		c.Algo = algo
+		c.Model = set.Model()
+		c.Batch = cfg.Batch[set.Name]
+		c.Window = 1
+		c.Seed = cfg.Seed
+		c.LRDecay = cfg.LRDecay[set.Name]
+		c.HeadLR = cfg.HeadLR[set.Name]
+		c.Log = zerolog.Nop()
+		c.Duration = time.Hour
+	})
 	if set.Network {
 		tc.K = networkK(q)
 	}
@@ -309,7 +320,7 @@ func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int,
 	sched := tc.Schedule(data.NTrain)
 	res, err := Simulate(ctx, data, SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
-		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: *tc.Lambda, Reg: model.Nonconvex{},
+		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
 		Seed: seed,
 		StepCost: func(m int) float64 {
 			if m == tc.Straggler {

@@ -44,7 +44,7 @@ func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint 
 	}
 	r, err := ReferenceZO(ctx, data, RefConfig{
 		Parties: cfg.Parties, Dist: dist, Batch: cfg.Batch, LR: sched,
-		HeadLR: zoo.Schedule{Eta0: headLR, T0: sched.T0 * float64(cfg.Parties)}, Mu: cfg.Mu, Lambda: *cfg.Lambda, Reg: reg, Seed: cfg.Seed,
+		HeadLR: zoo.Schedule{Eta0: headLR, T0: sched.T0 * float64(cfg.Parties)}, Mu: cfg.Mu, Lambda: cfg.Lambda, Reg: reg, Seed: cfg.Seed,
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
 		StopAtTarget: cfg.StopAtTarget,
 		NewLocal: func(m, d int) model.Local {
@@ -86,7 +86,7 @@ func FirstOrderFor(ctx context.Context, cfg run.Config, lr, momentum float64, ev
 		evalEvery = max(int64(data.NTrain/cfg.Batch/4), 1)
 	}
 	return FirstOrder(ctx, data, FirstOrderConfig{
-		Parties: cfg.Parties, Batch: cfg.Batch, LR: lr, Momentum: momentum, Lambda: *cfg.Lambda, Reg: reg,
+		Parties: cfg.Parties, Batch: cfg.Batch, LR: lr, Momentum: momentum, Lambda: cfg.Lambda, Reg: reg,
 		Seed: cfg.Seed, MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: evalEvery, TargetAcc: cfg.TargetAcc,
 		NewLocal: func(m, d int) model.Local {
 			l, _, _ := run.NewLocal(ctx, &cfg, m+1, d, data.Classes)

@@ -58,8 +58,19 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 	var rows []NNRow
 	for _, set := range cfg.Order {
 		dir := cfg.Sets[set]
-		base := run.Config{Data: dir, Parties: cfg.Parties, Model: "mlp", K: 1, Batch: cfg.Batch, Window: cfg.Window,
-			LR: cfg.LR, HeadLR: cfg.HeadLR, Seed: cfg.Seed, Log: zerolog.Nop(), EvalEvery: cfg.EvalEvery}
+		base := run.New(func(c *run.Config) {
+			c.Data = dir
+			c.Parties = cfg.Parties
+			c.Model = "mlp"
+			c.K = 1
+			c.Batch = cfg.Batch
+			c.Window = cfg.Window
+			c.LR = cfg.LR
+			c.HeadLR = cfg.HeadLR
+			c.Seed = cfg.Seed
+			c.Log = zerolog.Nop()
+			c.EvalEvery = cfg.EvalEvery
+		})
 		if err := base.Prepare(); err != nil {
 			return rows, err
 		}

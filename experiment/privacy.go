@@ -198,10 +198,18 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 	runID := strings.NewReplacer(".", "_").Replace(fmt.Sprintf("priv-%s-%s-%s-%d", set, st.Name, who, seed))
 	store := filepath.Join(cfg.Store, runID)
 	defer os.RemoveAll(store)
-	tc := run.Config{
-		Loaded: data, Parties: cfg.Parties, Algo: "asyrevel-gau", NoBias: data.Classes == 2, Epochs: cfg.Epochs[set],
-		Seed: seed, Run: runID, StoreDir: store, EvalEvery: 2 * time.Second, Log: zerolog.Nop(),
-	}
+	tc := run.New(func(c *run.Config) {
+		c.Loaded = data
+		c.Parties = cfg.Parties
+		c.Algo = "asyrevel-gau"
+		c.NoBias = data.Classes == 2
+		c.Epochs = cfg.Epochs[set]
+		c.Seed = seed
+		c.Run = runID
+		c.StoreDir = store
+		c.EvalEvery = 2 * time.Second
+		c.Log = zerolog.Nop()
+	})
 	if st.TIG {
 		tc.Algo = "tig"
 	}

@@ -22,7 +22,10 @@ import (
 // over the embedded broker, attacks read back from the logs, the CSV,
 // plot and report.
 func TestPrivacyExperimentSmall(t *testing.T) {
-	c := run.Config{Synthetic: &dataset.SyntheticConfig{Samples: 1500, TestSamples: 300, Features: 16, Classes: 2, Noise: 0.02, Seed: 4}, Parties: 4}
+	c := run.New(func(c *run.Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 1500, TestSamples: 300, Features: 16, Classes: 2, Noise: 0.02, Seed: 4}
+		c.Parties = 4
+	})
 	if err := c.Prepare(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +145,10 @@ func TestMergePrivacy(t *testing.T) {
 // states (with the sampling slack of the covered samples).
 func TestMulticlassActiveAttacker(t *testing.T) {
 	const classes, parties, attacker = 10, 4, 2
-	c := run.Config{Synthetic: &dataset.SyntheticConfig{Samples: 2400, TestSamples: 200, Features: 16, Classes: classes, Noise: 0.02, Seed: 5}, Parties: parties}
+	c := run.New(func(c *run.Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 2400, TestSamples: 200, Features: 16, Classes: classes, Noise: 0.02, Seed: 5}
+		c.Parties = parties
+	})
 	if err := c.Prepare(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +160,19 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 	for _, defended := range []bool{false, true} {
 		name := map[bool]string{false: "open", true: "auc"}[defended]
 		store := filepath.Join(t.TempDir(), name)
-		tc := run.Config{Loaded: data, Parties: parties, Algo: "asyrevel-gau", Batch: 16, Epochs: 8, Seed: 1, Run: "nudge-" + name,
-			StoreDir: store, EvalEvery: time.Second, Log: zerolog.Nop(), Explicit: map[string]bool{"batch": true}}
+		tc := run.New(func(c *run.Config) {
+			c.Loaded = data
+			c.Parties = parties
+			c.Algo = "asyrevel-gau"
+			c.Batch = 16
+			c.Epochs = 8
+			c.Seed = 1
+			c.Run = "nudge-" + name
+			c.StoreDir = store
+			c.EvalEvery = time.Second
+			c.Log = zerolog.Nop()
+			c.Explicit = map[string]bool{"batch": true}
+		})
 		tc.Defense.Reply, tc.Defense.MinBatch = "mean", 16
 		if defended {
 			// The switch's profile, but the attacker keeps choosing its

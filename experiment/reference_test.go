@@ -56,7 +56,10 @@ func TestReferenceZOMatchesCentral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := run.Config{Synthetic: cfg, Parties: 4}
+	tc := run.New(func(c *run.Config) {
+		c.Synthetic = cfg
+		c.Parties = 4
+	})
 	data, err := run.LoadData(&tc, run.RoleAll)
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,15 @@ func serveRun(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 	mem := indexMemory(cfg.IndexIDs)
 	out := filepath.Join(cfg.Dir, "run")
 	cfg.Log.Info().Msg("serve: training the models (8 parties, 3,000 steps)")
-	s, err := run.Train(ctx, run.Config{Data: cfg.Data, Test: cfg.Test, Parties: cfg.Parties, MaxSteps: 3000, Out: out, Log: zerolog.Nop(), NoLeakage: true})
+	s, err := run.Train(ctx, run.New(func(c *run.Config) {
+		c.Data = cfg.Data
+		c.Test = cfg.Test
+		c.Parties = cfg.Parties
+		c.MaxSteps = 3000
+		c.Out = out
+		c.Log = zerolog.Nop()
+		c.NoLeakage = true
+	}))
 	if err != nil {
 		return nil, err
 	}

@@ -63,8 +63,18 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 			return rows, err
 		}
 		for _, m := range Table3Methods {
-			tc := run.Config{Loaded: data, Parties: cfg.Parties, Algo: m.Algo, Delta: m.Delta, Model: set.Model(), Batch: cfg.Batch,
-				Window: 1, EvalEvery: time.Hour, Seed: cfg.Seed, Log: zerolog.Nop()}
+			tc := run.New(func(c *run.Config) {
+				c.Loaded = data
+				c.Parties = cfg.Parties
+				c.Algo = m.Algo
+				c.Delta = m.Delta
+				c.Model = set.Model()
+				c.Batch = cfg.Batch
+				c.Window = 1
+				c.EvalEvery = time.Hour
+				c.Seed = cfg.Seed
+				c.Log = zerolog.Nop()
+			})
 			if err := tc.Prepare(); err != nil {
 				return rows, err
 			}

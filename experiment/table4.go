@@ -179,8 +179,16 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			failed := 0
 			for i := range n {
 				seed := cfg.Seed + uint64(i)
-				tc := run.Config{Loaded: data, Parties: q, Algo: algo, Model: set.Model(), Duration: dur,
-					EvalEvery: dur / 10, Seed: seed, Log: zerolog.Nop()}
+				tc := run.New(func(c *run.Config) {
+					c.Loaded = data
+					c.Parties = q
+					c.Algo = algo
+					c.Model = set.Model()
+					c.Duration = dur
+					c.EvalEvery = dur / 10
+					c.Seed = seed
+					c.Log = zerolog.Nop()
+				})
 				if steps := cfg.runSteps(set); steps > 0 {
 					tc.MaxSteps = steps
 				}

@@ -186,11 +186,17 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 		}
 	}
 	base := func(w, b int) run.Config {
-		return run.Config{
-			Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: b, Window: w,
-			EvalEvery: 10 * max(cfg.Duration, time.Second), Seed: cfg.Seed, Log: zerolog.Nop(),
-			Run: shortRun(),
-		}
+		return run.New(func(c *run.Config) {
+			c.Loaded = cfg.Data
+			c.Parties = cfg.Parties
+			c.Algo = "asyrevel-gau"
+			c.Batch = b
+			c.Window = w
+			c.EvalEvery = 10 * max(cfg.Duration, time.Second)
+			c.Seed = cfg.Seed
+			c.Log = zerolog.Nop()
+			c.Run = shortRun()
+		})
 	}
 	var rows []ThroughputRow
 	for _, w := range cfg.Windows {

@@ -43,11 +43,19 @@ type TTARow struct {
 func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 	var rows []TTARow
 	for _, seed := range cfg.Seeds {
-		tc := run.Config{
-			Loaded: cfg.Data, Parties: cfg.Parties, Algo: "asyrevel-gau", Batch: cfg.Batch, Window: cfg.Window,
-			Duration: cfg.Budget, TargetAcc: cfg.Target, StopAtTarget: true, EvalEvery: cfg.EvalEvery,
-			Seed: seed, Log: zerolog.Nop(),
-		}
+		tc := run.New(func(c *run.Config) {
+			c.Loaded = cfg.Data
+			c.Parties = cfg.Parties
+			c.Algo = "asyrevel-gau"
+			c.Batch = cfg.Batch
+			c.Window = cfg.Window
+			c.Duration = cfg.Budget
+			c.TargetAcc = cfg.Target
+			c.StopAtTarget = true
+			c.EvalEvery = cfg.EvalEvery
+			c.Seed = seed
+			c.Log = zerolog.Nop()
+		})
 		ref, _, err := ReferenceFor(ctx, tc, int64(max(2000/cfg.Batch, 50)), nil)
 		if err != nil {
 			return rows, fmt.Errorf("reference: %w", err)

@@ -143,9 +143,24 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 	}
 	defer srv.Shutdown()
 	runName := fmt.Sprintf("validate-%s-q%d-%d", mode, q, time.Now().UnixNano()%1e9)
-	ac := run.Config{Data: train, Test: test, Parties: q, Algo: algo, Model: "linear", Batch: tc.Batch, Window: 1,
-		LR: tc.LR, LRDecay: tc.LRDecay, HeadLR: tc.HeadLR, Seed: cfg.Fig4.Seed, NATS: srv.URL(), Run: runName,
-		Duration: cfg.Duration, EvalEvery: cfg.Duration, Log: zerolog.Nop()}
+	ac := run.New(func(c *run.Config) {
+		c.Data = train
+		c.Test = test
+		c.Parties = q
+		c.Algo = algo
+		c.Model = "linear"
+		c.Batch = tc.Batch
+		c.Window = 1
+		c.LR = tc.LR
+		c.LRDecay = tc.LRDecay
+		c.HeadLR = tc.HeadLR
+		c.Seed = cfg.Fig4.Seed
+		c.NATS = srv.URL()
+		c.Run = runName
+		c.Duration = cfg.Duration
+		c.EvalEvery = cfg.Duration
+		c.Log = zerolog.Nop()
+	})
 	args := func(m int) []string {
 		a := []string{"party", "--nats", srv.URL(), "--run", runName, "--id", strconv.Itoa(m), "--parties", strconv.Itoa(q),
 			"--data", train, "--test", test, "--algo", algo, "--batch", strconv.Itoa(tc.Batch), "--window", "1",
@@ -245,7 +260,7 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 	}
 	sched := tc.Schedule(data.NTrain)
 	res, err := Simulate(ctx, data, SimConfig{Parties: q, Sync: mode == "sync", Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
-		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: *tc.Lambda, Reg: model.Nonconvex{}, Seed: cfg.Fig4.Seed,
+		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{}, Seed: cfg.Fig4.Seed,
 		StepCost: func(m int) float64 { return cost.Party[m-1].Step.Median / shares[m-1] },
 		Latency:  cost.Latency.Median, AggCost: cost.Agg.Median, Budget: row.RealSecs, EvalEvery: row.RealSecs,
 		NewLocal: func(m, d int) model.Local { return locals[m] }, Head: head})

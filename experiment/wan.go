@@ -109,12 +109,23 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, algo stri
 	if algo != "asyrevel-gau" && algo != "asyrevel-uni" {
 		window = 1 // SynREVEL runs in rounds: one request in flight a party
 	}
-	tc := run.Config{
-		Loaded: data, Parties: q, Algo: algo, Batch: cfg.Batch, Window: window, Privacy: "off",
-		NATS: srv.URL(), PartyURL: func(m int) string { return urls[m] },
-		Duration: cfg.Budget, TargetAcc: cfg.Target, StopAtTarget: true, EvalEvery: cfg.EvalEvery,
-		Seed: seed, Run: shortRun(), Log: zerolog.Nop(),
-	}
+	tc := run.New(func(c *run.Config) {
+		c.Loaded = data
+		c.Parties = q
+		c.Algo = algo
+		c.Batch = cfg.Batch
+		c.Window = window
+		c.Privacy = "off"
+		c.NATS = srv.URL()
+		c.PartyURL = func(m int) string { return urls[m] }
+		c.Duration = cfg.Budget
+		c.TargetAcc = cfg.Target
+		c.StopAtTarget = true
+		c.EvalEvery = cfg.EvalEvery
+		c.Seed = seed
+		c.Run = shortRun()
+		c.Log = zerolog.Nop()
+	})
 	s, err := run.Train(ctx, tc)
 	if err != nil {
 		return row, err

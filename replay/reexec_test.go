@@ -21,7 +21,7 @@ import (
 // settings, as `asyrevel replay --reexecute` does.
 func reexecConfig(t *testing.T, s *run.Summary, key string) run.Config {
 	t.Helper()
-	var cfg run.Config
+	cfg := run.Defaults()
 	st := s.Settings
 	st.Apply(&cfg)
 	cfg.Run, cfg.MaxSteps = s.Run, 1
@@ -62,11 +62,18 @@ func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport
 func TestReexecute(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
-	s, err := run.Train(context.Background(), run.Config{
-		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, MaxSteps: 300, Seed: 11,
-		Run: "reexec", StoreDir: store, EvalEvery: 50 * time.Millisecond,
-		Defense: run.DefenseConfig{Reply: "mean", MinBatch: 8, Clip: 0.01, NoiseMultiplier: 1, DrawBatches: true},
-	})
+	s, err := run.Train(context.Background(), run.New(func(c *run.Config) {
+		c.Synthetic = synth()
+		c.Parties = 3
+		c.Batch = 8
+		c.Window = 2
+		c.MaxSteps = 300
+		c.Seed = 11
+		c.Run = "reexec"
+		c.StoreDir = store
+		c.EvalEvery = 50 * time.Millisecond
+		c.Defense = run.DefenseConfig{Reply: "mean", MinBatch: 8, Clip: 0.01, NoiseMultiplier: 1, DrawBatches: true}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +136,17 @@ func TestReexecute(t *testing.T) {
 func TestReexecuteAppliedOrder(t *testing.T) {
 	ctx := context.Background()
 	store := filepath.Join(t.TempDir(), "store")
-	s, err := run.Train(ctx, run.Config{
-		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, MaxSteps: 400, Seed: 3,
-		Run: "order", StoreDir: store, EvalEvery: 50 * time.Millisecond,
-	})
+	s, err := run.Train(ctx, run.New(func(c *run.Config) {
+		c.Synthetic = synth()
+		c.Parties = 3
+		c.Batch = 8
+		c.Window = 2
+		c.MaxSteps = 400
+		c.Seed = 3
+		c.Run = "order"
+		c.StoreDir = store
+		c.EvalEvery = 50 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,11 +227,20 @@ func TestReexecuteResumedRun(t *testing.T) {
 		t.Skip("short")
 	}
 	out := t.TempDir()
-	cfg := run.Config{
-		Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, Duration: 3 * time.Second, Seed: 4,
-		Run: "resumed", Out: out, EvalEvery: 100 * time.Millisecond, Privacy: run.DefaultPrivacy,
-		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 200 * time.Millisecond,
-	}
+	cfg := run.New(func(c *run.Config) {
+		c.Synthetic = synth()
+		c.Parties = 3
+		c.Batch = 8
+		c.Window = 2
+		c.Duration = 3 * time.Second
+		c.Seed = 4
+		c.Run = "resumed"
+		c.Out = out
+		c.EvalEvery = 100 * time.Millisecond
+		c.Privacy = run.DefaultPrivacy
+		c.CheckpointDir = filepath.Join(out, "ck")
+		c.CheckpointEvery = 200 * time.Millisecond
+	})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1200*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	if _, err := run.Train(ctx, cfg); !errors.Is(err, run.ErrInterrupted) {

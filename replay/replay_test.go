@@ -55,11 +55,18 @@ func trainedRun(t testing.TB) (store string, s *run.Summary) {
 		if runErr != nil {
 			return
 		}
-		runSum, runErr = run.Train(context.Background(), run.Config{
-			Synthetic: synth(), Parties: 3, Batch: 8, Window: 2, MaxSteps: 600, Seed: 7,
-			Run: testRun, StoreDir: filepath.Join(runDir, "store"), Out: filepath.Join(runDir, "out"),
-			EvalEvery: 100 * time.Millisecond,
-		})
+		runSum, runErr = run.Train(context.Background(), run.New(func(c *run.Config) {
+			c.Synthetic = synth()
+			c.Parties = 3
+			c.Batch = 8
+			c.Window = 2
+			c.MaxSteps = 600
+			c.Seed = 7
+			c.Run = testRun
+			c.StoreDir = filepath.Join(runDir, "store")
+			c.Out = filepath.Join(runDir, "out")
+			c.EvalEvery = 100 * time.Millisecond
+		}))
 	})
 	if runErr != nil {
 		t.Fatal(runErr)

@@ -139,7 +139,7 @@ func ParseStraggler(s string) (m int, factor float64, err error) {
 }
 
 // slowdown is party m's step-time factor.
-func (c *Config) slowdown(m int) float64 {
+func (c *Party) slowdown(m int) float64 {
 	if c.Straggler == m {
 		return c.StragglerFactor
 	}

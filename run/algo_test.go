@@ -38,10 +38,17 @@ func TestAlgorithmsTrain(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.algo, func(t *testing.T) {
-			s, err := Train(context.Background(), Config{
-				Synthetic: small(), Parties: tc.parties, Algo: tc.algo, Batch: 16, Bus: tc.bus,
-				Epochs: 10, Seed: 5, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-			})
+			s, err := Train(context.Background(), New(func(c *Config) {
+				c.Synthetic = small()
+				c.Parties = tc.parties
+				c.Algo = tc.algo
+				c.Batch = 16
+				c.Bus = tc.bus
+				c.Epochs = 10
+				c.Seed = 5
+				c.Log = testLog(t)
+				c.EvalEvery = 200 * time.Millisecond
+			}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,12 +69,30 @@ func TestAlgorithmsTrain(t *testing.T) {
 
 func TestAlgorithmConfigErrors(t *testing.T) {
 	for name, c := range map[string]Config{
-		"tig with an external model": {Algo: "tig", Model: "external", ModelCmd: "cat"},
-		"nonf with 4 parties":        {Algo: "nonf", Parties: 4},
-		"synrevel with window 4":     {Algo: "synrevel-gau", Window: 4},
-		"straggler 9 of 8":           {Straggler: 9, StragglerFactor: 1.6},
-		"straggler factor 0.5":       {Straggler: 1, StragglerFactor: 0.5},
-		"unknown":                    {Algo: "sgd"},
+		"tig with an external model": New(func(c *Config) {
+			c.Algo = "tig"
+			c.Model = "external"
+			c.ModelCmd = "cat"
+		}),
+		"nonf with 4 parties": New(func(c *Config) {
+			c.Algo = "nonf"
+			c.Parties = 4
+		}),
+		"synrevel with window 4": New(func(c *Config) {
+			c.Algo = "synrevel-gau"
+			c.Window = 4
+		}),
+		"straggler 9 of 8": New(func(c *Config) {
+			c.Straggler = 9
+			c.StragglerFactor = 1.6
+		}),
+		"straggler factor 0.5": New(func(c *Config) {
+			c.Straggler = 1
+			c.StragglerFactor = 0.5
+		}),
+		"unknown": New(func(c *Config) {
+			c.Algo = "sgd"
+		}),
 	} {
 		c.Synthetic, c.Log, c.Epochs = small(), testLog(t), 1
 		_, err := Train(context.Background(), c)
@@ -95,16 +120,25 @@ func TestStragglerAndObjective(t *testing.T) {
 	var mu sync.Mutex
 	var pts []aggregator.Point
 	var regs []float64
-	cfg := Config{
-		Synthetic: small(), Parties: 3, Algo: "synrevel-gau", Batch: 16, Bus: "memory", MaxSteps: 3 * 100,
-		Seed: 5, Log: testLog(t), EvalEvery: 50 * time.Millisecond,
-		SimCompute: 10 * time.Microsecond, Straggler: 2, StragglerFactor: 3, // 8 parameters: 80 us a step, 240 us the straggler's
-		OnObjective: func(pt aggregator.Point, reg float64) {
+	cfg := New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Algo = "synrevel-gau"
+		c.Batch = 16
+		c.Bus = "memory"
+		c.MaxSteps = 3 * 100
+		c.Seed = 5
+		c.Log = testLog(t)
+		c.EvalEvery = 50 * time.Millisecond
+		c.SimCompute = 10 * time.Microsecond
+		c.Straggler = 2
+		c.StragglerFactor = 3 // 8 parameters: 80 us a step, 240 us the straggler's
+		c.OnObjective = func(pt aggregator.Point, reg float64) {
 			mu.Lock()
 			defer mu.Unlock()
 			pts, regs = append(pts, pt), append(regs, reg)
-		},
-	}
+		}
+	})
 	s, err := Train(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +176,13 @@ func TestNonFNetworkStep(t *testing.T) {
 		{"nonf", "mlp", 0.002, 0.002},
 	}
 	for _, tc := range tests {
-		c := Config{Algo: tc.algo, Model: tc.model, LR: tc.lr, Data: "x.csv"}
-		if err := c.defaults(); err != nil {
+		c := New(func(c *Config) {
+			c.Algo = tc.algo
+			c.Model = tc.model
+			c.LR = tc.lr
+			c.Data = "x.csv"
+		})
+		if err := c.Prepare(); err != nil {
 			t.Fatalf("%s %s: %v", tc.algo, tc.model, err)
 		}
 		if c.LR != tc.want {

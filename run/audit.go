@@ -142,7 +142,7 @@ func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*A
 // AuditRun connects to cfg's broker (cfg.NATS, or the embedded store
 // cfg.StoreDir) and audits the run's stream.
 func AuditRun(ctx context.Context, cfg Config) (*Audit, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
 	if cfg.NATS == "" && cfg.StoreDir == "" {

@@ -22,10 +22,19 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 	store := filepath.Join(dir, "store")
 	const limit = 2 << 20
 	t0 := time.Now()
-	_, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 3, Batch: 16, Window: 2, Duration: time.Minute, Seed: 1,
-		StoreDir: store, Run: "full", MaxStore: limit, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-	})
+	_, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = time.Minute
+		c.Seed = 1
+		c.StoreDir = store
+		c.Run = "full"
+		c.MaxStore = limit
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+	}))
 	if !errors.Is(err, broker.ErrStreamFull) {
 		t.Fatalf("a full stream: %v, want ErrStreamFull", err)
 	}
@@ -40,7 +49,10 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range st.Runs {
-		if r.Run == "full" && r.Bytes > limit+int64(MaxMessage(&Config{Parties: 3, Batch: 16})) {
+		if r.Run == "full" && r.Bytes > limit+int64(MaxMessage(new(New(func(c *Config) {
+			c.Parties = 3
+			c.Batch = 16
+		})))) {
 			t.Errorf("the stream holds %d bytes, past its bound of %d", r.Bytes, limit)
 		}
 	}
@@ -50,7 +62,10 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 // flood of 4 MB messages), and so does the embedded broker.
 func TestMaxMessageRefused(t *testing.T) {
 	ctx := context.Background()
-	cfg := &Config{Parties: 4, Batch: 64}
+	cfg := new(New(func(c *Config) {
+		c.Parties = 4
+		c.Batch = 64
+	}))
 	max := MaxMessage(cfg)
 	if max < 1<<20 || max > 8<<20 {
 		t.Fatalf("MaxMessage %d", max)
@@ -86,10 +101,19 @@ func TestMaxMessageRefused(t *testing.T) {
 // outputs were the last ones it sent.
 func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
 	out := t.TempDir()
-	s, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 3, Batch: 16, Window: 2, Duration: 6 * time.Second, Seed: 1,
-		Out: out, EvalSilent: 2, PartyTimeout: 3 * time.Second, EvalEvery: 200 * time.Millisecond, Log: testLog(t),
-	})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = 6 * time.Second
+		c.Seed = 1
+		c.Out = out
+		c.EvalSilent = 2
+		c.PartyTimeout = 3 * time.Second
+		c.EvalEvery = 200 * time.Millisecond
+		c.Log = testLog(t)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

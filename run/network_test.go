@@ -15,10 +15,19 @@ import (
 func TestTrainEveryDesign(t *testing.T) {
 	for _, d := range broker.Designs {
 		t.Run(string(d), func(t *testing.T) {
-			s, err := Train(context.Background(), Config{
-				Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 4, Window: 4, Design: string(d),
-				InProcess: true, MaxSteps: 3000, Seed: 1, Log: testLog(t), EvalEvery: 100 * time.Millisecond,
-			})
+			s, err := Train(context.Background(), New(func(c *Config) {
+				c.Synthetic = small()
+				c.Parties = 3
+				c.Algo = "asyrevel-gau"
+				c.Batch = 4
+				c.Window = 4
+				c.Design = string(d)
+				c.InProcess = true
+				c.MaxSteps = 3000
+				c.Seed = 1
+				c.Log = testLog(t)
+				c.EvalEvery = 100 * time.Millisecond
+			}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,10 +54,19 @@ func TestTrainEveryDesign(t *testing.T) {
 func TestTrainOnStockServer(t *testing.T) {
 	url, version := bustest.StartStockServer(t)
 	for _, d := range []broker.Design{broker.DefaultDesign, broker.DesignAcked} {
-		s, err := Train(context.Background(), Config{
-			Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 16, Window: 2, NATS: url, Design: string(d),
-			Epochs: 5, Seed: 1, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-		})
+		s, err := Train(context.Background(), New(func(c *Config) {
+			c.Synthetic = small()
+			c.Parties = 3
+			c.Algo = "asyrevel-gau"
+			c.Batch = 16
+			c.Window = 2
+			c.NATS = url
+			c.Design = string(d)
+			c.Epochs = 5
+			c.Seed = 1
+			c.Log = testLog(t)
+			c.EvalEvery = 200 * time.Millisecond
+		}))
 		if err != nil {
 			t.Fatalf("%s on nats-server %s: %v", d, version, err)
 		}
@@ -87,10 +105,19 @@ func TestTrainIgnoresSquattedIDs(t *testing.T) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	s, err := Train(tctx, Config{
-		Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 4, Window: 2, NATS: srv.URL(), Run: run,
-		MaxSteps: 3000, Seed: 1, Log: testLog(t), EvalEvery: 100 * time.Millisecond,
-	})
+	s, err := Train(tctx, New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Algo = "asyrevel-gau"
+		c.Batch = 4
+		c.Window = 2
+		c.NATS = srv.URL()
+		c.Run = run
+		c.MaxSteps = 3000
+		c.Seed = 1
+		c.Log = testLog(t)
+		c.EvalEvery = 100 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,12 @@ import (
 // party 1 as the runtimes do.
 func permsNet(t *testing.T) (*network, *Config, broker.Bus) {
 	t.Helper()
-	return permsNetOf(t, &Config{Run: "perm", Parties: 2, Log: testLog(t), StoreDir: t.TempDir()})
+	return permsNetOf(t, new(New(func(c *Config) {
+		c.Run = "perm"
+		c.Parties = 2
+		c.Log = testLog(t)
+		c.StoreDir = t.TempDir()
+	})))
 }
 
 // permsNetOf is permsNet for cfg (a design, a cluster).
@@ -200,8 +205,14 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 			if tc.cluster > 0 && testing.Short() {
 				t.Skip("cluster in -short mode")
 			}
-			n, cfg, agg := permsNetOf(t, &Config{Run: "perm", Parties: 2, Log: testLog(t), StoreDir: t.TempDir(),
-				Design: string(tc.design), Cluster: tc.cluster})
+			n, cfg, agg := permsNetOf(t, new(New(func(c *Config) {
+				c.Run = "perm"
+				c.Parties = 2
+				c.Log = testLog(t)
+				c.StoreDir = t.TempDir()
+				c.Design = string(tc.design)
+				c.Cluster = tc.cluster
+			})))
 			ctx := context.Background()
 			if n.cluster != nil {
 				for _, u := range n.cluster.URLs() {
@@ -328,10 +339,19 @@ func TestTrainClusterPermissions(t *testing.T) {
 	if os.Getenv("ASYREVEL_CLUSTER_TESTS") == "" {
 		t.Skip("training through a permissioned cluster: set ASYREVEL_CLUSTER_TESTS=1 (opt-in: 3 of 52 runs failed, see the comment)")
 	}
-	s, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 2, Algo: "asyrevel-gau", Batch: 16, Window: 2, Design: string(broker.DesignAcked),
-		Epochs: 8, Seed: 3, Cluster: 3, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-	})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Design = string(broker.DesignAcked)
+		c.Epochs = 8
+		c.Seed = 3
+		c.Cluster = 3
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,13 +48,17 @@ func TestApplyPrivacy(t *testing.T) {
 	prep := func(t *testing.T, c Config) *Config {
 		t.Helper()
 		c.Data = "x"
-		if err := c.defaults(); err != nil {
+		if err := c.Prepare(); err != nil {
 			t.Fatal(err)
 		}
 		return &c
 	}
 	t.Run("default binary", func(t *testing.T) {
-		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Duration: 20e9})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = DefaultPrivacy
+			c.PrivacyDefault = true
+			c.Duration = 20e9
+		}))
 		if err := c.applyPrivacy(2); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +79,12 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("overrides", func(t *testing.T) {
-		c := prep(t, Config{Privacy: "auc=0.7", Batch: 64, Epochs: 4, Explicit: map[string]bool{"batch": true, "dp-epsilon": true}})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = "auc=0.7"
+			c.Batch = 64
+			c.Epochs = 4
+			c.Explicit = map[string]bool{"batch": true, "dp-epsilon": true}
+		}))
 		c.Defense.DPEpsilon = 3
 		if err := c.applyPrivacy(2); err != nil {
 			t.Fatal(err)
@@ -96,7 +105,10 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("epsilon", func(t *testing.T) {
-		c := prep(t, Config{Privacy: "epsilon=1,delta=1e-6", Epochs: 8})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = "epsilon=1,delta=1e-6"
+			c.Epochs = 8
+		}))
 		if err := c.applyPrivacy(2); err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +116,10 @@ func TestApplyPrivacy(t *testing.T) {
 		if c.Defense.DPEpsilon != 1 || c.Defense.DPDelta != 1e-6 || c.Defense.DPAUC != 0 {
 			t.Fatalf("defense %+v", c.Defense)
 		}
-		c2 := prep(t, Config{Privacy: "epsilon=4", Epochs: 8})
+		c2 := prep(t, New(func(c *Config) {
+			c.Privacy = "epsilon=4"
+			c.Epochs = 8
+		}))
 		if err := c2.applyPrivacy(2); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +128,9 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		c := prep(t, Config{Privacy: "off"})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = "off"
+		}))
 		before := *c
 		if err := c.applyPrivacy(2); err != nil {
 			t.Fatal(err)
@@ -123,24 +140,40 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("tig", func(t *testing.T) {
-		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Algo: "tig"})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = DefaultPrivacy
+			c.PrivacyDefault = true
+			c.Algo = "tig"
+		}))
 		if err := c.applyPrivacy(2); err != nil || c.PrivacyChoice.Switch != "off" || c.Defense.Reply != "" {
 			t.Errorf("default on tig: %v, %+v", err, c.PrivacyChoice)
 		}
-		c = prep(t, Config{Privacy: "auc=0.6", Algo: "tig"})
+		c = prep(t, New(func(c *Config) {
+			c.Privacy = "auc=0.6"
+			c.Algo = "tig"
+		}))
 		if err := c.applyPrivacy(2); !errors.Is(err, ErrPrivacy) {
 			t.Errorf("explicit on tig: %v", err)
 		}
 	})
 	t.Run("multiclass", func(t *testing.T) {
-		c := prep(t, Config{Privacy: DefaultPrivacy, PrivacyDefault: true, Model: "mlp"})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = DefaultPrivacy
+			c.PrivacyDefault = true
+			c.Model = "mlp"
+		}))
 		if err := c.applyPrivacy(10); err != nil {
 			t.Fatal(err)
 		}
 		if c.Defense.Reply != "mean" || c.Defense.MinBatch != MLPBatch || c.Defense.NoiseMultiplier != 0 || !strings.HasPrefix(c.PrivacyChoice.Target, "none") {
 			t.Errorf("default multiclass: %+v %+v", c.Defense, c.PrivacyChoice)
 		}
-		c = prep(t, Config{Privacy: "auc=0.6", Duration: 60e9, Model: "mlp", Parties: 8})
+		c = prep(t, New(func(c *Config) {
+			c.Privacy = "auc=0.6"
+			c.Duration = 60e9
+			c.Model = "mlp"
+			c.Parties = 8
+		}))
 		if err := c.applyPrivacy(10); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +199,9 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("bad", func(t *testing.T) {
-		c := prep(t, Config{Privacy: "auc=2"})
+		c := prep(t, New(func(c *Config) {
+			c.Privacy = "auc=2"
+		}))
 		if err := c.applyPrivacy(2); !errors.Is(err, ErrConfig) {
 			t.Errorf("auc=2: %v", err)
 		}

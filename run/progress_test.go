@@ -51,7 +51,11 @@ func TestProgressWarnings(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &Config{LR: 0.1, Mu: 1e-3, Log: zerolog.Nop()}
+			cfg := new(New(func(c *Config) {
+				c.LR = 0.1
+				c.Mu = 1e-3
+				c.Log = zerolog.Nop()
+			}))
 			p := newProgress(cfg, tc.data)
 			for _, q := range tc.during {
 				p.check(q)
@@ -72,7 +76,11 @@ func TestProgressWarnings(t *testing.T) {
 // During the run, the majority warning comes once every evaluation so far
 // has been at the majority, and only once.
 func TestProgressStuckDuringRun(t *testing.T) {
-	cfg := &Config{LR: 0.1, Mu: 1e-3, Log: zerolog.Nop()}
+	cfg := new(New(func(c *Config) {
+		c.LR = 0.1
+		c.Mu = 1e-3
+		c.Log = zerolog.Nop()
+	}))
 	p := newProgress(cfg, &Data{TrainY: labels(100, 50), TestY: labels(100, 50), Classes: 2})
 	for i := range 2 * stuckPoints {
 		p.check(aggregator.Point{TrainLoss: 0.7, TestAccuracy: 0.5})

@@ -25,11 +25,21 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 		t.Skip("short")
 	}
 	out := t.TempDir()
-	cfg := Config{
-		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: 3 * time.Second,
-		Seed: 1, Out: out, Run: "resume", Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-		CheckpointDir: filepath.Join(out, "ck"), CheckpointEvery: 300 * time.Millisecond,
-	}
+	cfg := New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 4
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = 3 * time.Second
+		c.Seed = 1
+		c.Out = out
+		c.Run = "resume"
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+		c.CheckpointDir = filepath.Join(out, "ck")
+		c.CheckpointEvery = 300 * time.Millisecond
+	})
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	first := make(chan []byte, 1)
 	go func() {
@@ -104,7 +114,13 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 			t.Errorf("the resumed run's receivers rejected %d messages as %s: %v", n, r, s2.Rejected)
 		}
 	}
-	au, err := AuditRun(context.Background(), Config{Synthetic: small(), Parties: 4, Run: cfg.Run, Out: out, Log: testLog(t)})
+	au, err := AuditRun(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 4
+		c.Run = cfg.Run
+		c.Out = out
+		c.Log = testLog(t)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +134,17 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 // without --out or a keys folder they were temporary, and it fails at
 // once (before loading data or starting a broker) and says why.
 func TestResumeNeedsKeys(t *testing.T) {
-	c := Config{Synthetic: small(), Parties: 2, Algo: "asyrevel-gau", Duration: time.Second, Run: "rt", Log: testLog(t), Resume: true,
-		CheckpointDir: t.TempDir(), NATS: "nats://127.0.0.1:1"}
+	c := New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Algo = "asyrevel-gau"
+		c.Duration = time.Second
+		c.Run = "rt"
+		c.Log = testLog(t)
+		c.Resume = true
+		c.CheckpointDir = t.TempDir()
+		c.NATS = "nats://127.0.0.1:1"
+	})
 	_, err := Train(context.Background(), c)
 	if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "keys") {
 		t.Errorf("train --resume without kept keys: %v, want ErrResumeTrust", err)

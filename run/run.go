@@ -40,8 +40,34 @@ var ErrConfig = errors.New("invalid settings")
 // Algorithms that Train runs (see algo.go).
 var Algorithms = []string{"asyrevel-gau", "asyrevel-uni", "synrevel-gau", "synrevel-uni", "tig", "nonf"}
 
-// Config is one training run; the fields mirror `asyrevel train`.
+// Config is one training run; the fields mirror `asyrevel train`. It is
+// made of the parts each role reads: Training (data, model and
+// hyper-parameters, which every participant of a run must agree on),
+// Aggregation (the aggregator's: when the run stops, evaluation, replies),
+// Party (what experiments inject into parties), Protection (label privacy),
+// Recovery (checkpoints and resumption) and Net (broker, run id, keys:
+// every role). Build one with Defaults or New: a zero value is a value,
+// never "unset" (see Defaults).
 type Config struct {
+	Training
+	Aggregation
+	Party
+	Protection
+	Recovery
+	Net
+
+	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
+	Log zerolog.Logger
+
+	trust *runTrust
+	early *earlyStop // the early stopping of the run's aggregator (stop.go)
+	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
+}
+
+// Training is the data, model and hyper-parameters of a run: what the
+// aggregator and every party must agree on. Fields marked "derived" are
+// filled in by Config.Prepare when 0.
+type Training struct {
 	Data         string                   // training set path
 	Preset       string                   // named preprocessing recipe (dataset.LookupPreset)
 	Test         string                   // test set path ("" = none)
@@ -49,43 +75,97 @@ type Config struct {
 	Scale        dataset.ScaleMethod      // scaling of each party's columns, fitted on the training set ("" = none)
 	Synthetic    *dataset.SyntheticConfig // used instead of Data when set
 	Loaded       *Data                    // used instead of Data and Synthetic when set (experiments)
-	Parties      int                      // q (default 8; 1 for nonf)
+	Parties      int                      // q (derived: a split folder's own count, else 8; 1 for nonf)
 	Algo         string                   // one of Algorithms
 	Model        string                   // linear | mlp | external
-	Hidden       int                      // MLP hidden units (default 128)
+	Hidden       int                      // MLP hidden units
 	ModelCmd     string                   // the external model's command line (--model external)
 	ModelTimeout time.Duration            // per call of an external model (0 = its default)
-	K            int                      // outputs per party for multiclass sets (default 1; 8 for nonf, the paper's 8-party width)
+	K            int                      // outputs per party for multiclass sets (derived: 1; 8 for nonf, the paper's 8-party width)
 	NoBias       bool                     // binary sets: no intercept in the head (the paper's F_0)
 
+	// HoldOut: without a test set, the share of the training rows kept
+	// aside to measure the held-out loss of early stopping (derived:
+	// DefaultHoldOut when early stopping is on; <0: none, the training
+	// loss is watched instead). A hold-out is applied whenever HoldOut > 0
+	// and there is no test set.
+	HoldOut float64
+
+	LR      float64 // initial party step size (derived: by model and batch size)
+	LRDecay float64 // step-size decay scale in samples per party (0 = half the training set, <0 = constant)
+	HeadLR  float64 // initial step size of the aggregator's head (derived: DefaultHeadLR)
+	Mu      float64 // smoothing
+	Lambda  float64 // regularisation weight (0 turns the regulariser off)
+	Reg     string  // nonconvex | l2 | none
+	Batch   int     // samples per request (derived: 64, MLPBatch for mlp; the paper's algorithm is 1)
+	Window  int     // requests in flight per party (derived: 8, MLPWindow for mlp, 1 for synrevel; the paper's algorithm is 1)
+	Seed    uint64
+}
+
+// Aggregation is what the aggregator alone reads: the run's length, early
+// stopping, evaluation, the form of its replies and its hooks.
+type Aggregation struct {
 	Epochs   float64       // passes over the training set per party (0 = unlimited)
 	Duration time.Duration // training time limit (0 = unlimited)
 	MaxSteps int64         // answered requests limit (0 = unlimited)
 
 	// Early stopping (stop.go): the run stops when Patience epochs go by
 	// without the held-out loss falling by Tolerance (relative) below its
-	// best. Patience 0: DefaultPatience when no length (Epochs,
-	// Duration, MaxSteps, StopAtTarget) is given, else off; <0: off.
-	// Tolerance 0: DefaultTolerance. The held-out loss is the test set's;
-	// without a test set, HoldOut is the share of the training rows kept
-	// aside to measure it (0: DefaultHoldOut when early stopping is on;
-	// <0: none, the training loss is watched instead). A hold-out is
-	// applied whenever HoldOut > 0 and there is no test set.
+	// best. Patience 0 is derived: DefaultPatience when no length
+	// (Epochs, Duration, MaxSteps, StopAtTarget) is given, else off; <0:
+	// off. The held-out loss is the test set's, or Training.HoldOut's.
 	Patience  float64
 	Tolerance float64
-	HoldOut   float64
 
-	LR       float64  // initial party step size (0 = default for the batch size)
-	LRDecay  float64  // step-size decay scale in samples per party (0 = default, <0 = constant)
-	HeadLR   float64  // initial step size of the aggregator's head (0 = DefaultHeadLR)
-	Mu       float64  // smoothing (default 1e-3)
-	Lambda   *float64 // regularisation weight: nil = DefaultLambda; new(0.0) turns it off (0 is a value, not "unset")
-	Reg      string   // nonconvex | l2 | none (default nonconvex)
-	Batch    int      // samples per request (default 64; the paper's algorithm is 1)
-	Window   int      // requests in flight per party (default 8, 1 for synrevel; the paper's algorithm is 1)
-	Seed     uint64
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
+
+	EvalEvery    time.Duration // evaluation period (derived: 1s, or Duration/40)
+	TargetAcc    float64
+	StopAtTarget bool
+
+	// PartyTimeout is how long an evaluation waits for a silent party
+	// before training goes on without it (0 = the aggregator's default,
+	// <0 = never: the evaluation waits Wait and the run aborts).
+	PartyTimeout time.Duration
+
+	// OnPoint, if set, is called for each evaluation (after the log line).
+	OnPoint func(aggregator.Point)
+	// OnObjective, if set (Train only), is called after each evaluation
+	// with the regularisation term lambda sum_m g(w_m) of the parties'
+	// current models, so that point.TrainLoss + reg is the objective f. It
+	// is read just after the evaluation, from another goroutine.
+	OnObjective func(pt aggregator.Point, reg float64)
+	// StopWhen, if set, is asked after each evaluation: true stops the run
+	// (with OnObjective: stop once the objective reaches a target).
+	StopWhen func() bool
+}
+
+// Party is what experiments inject into the parties: simulated compute, a
+// straggler, a silent party, attackers.
+type Party struct {
+	// Simulated compute (experiment fig4 and fig3): each step of party m
+	// lasts its measured compute plus SimCompute times its model's number
+	// of parameters, and Straggler's steps are StragglerFactor times as
+	// long (a delay proportional to their measured and simulated compute).
+	SimCompute      time.Duration // per model parameter and step (0 = real compute only)
+	Straggler       int           // party id of the straggler (0 = none)
+	StragglerFactor float64       // its slowdown, e.g. 1.6
+	// EvalSilent is a party (id) that never answers evaluation requests
+	// while it trains: a fault to inject (tests, experiment faults).
+	EvalSilent int
+
+	// Adversaries turns parties into attackers (attack experiments), and
+	// PartyData changes an attacker's own data (a backdoor's trigger).
+	Adversaries map[int]party.Adversary
+	PartyData   map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix)
+	// Attackers, if set, is called once the data are loaded, before the
+	// parties are built, to set Adversaries and PartyData from them.
+	Attackers func(cfg *Config, d *Data) error
+}
+
+// Protection is the protection of the labels.
+type Protection struct {
 	// Defense protects the labels (replies, noise, randomised response,
 	// batches drawn by the aggregator, output bounds): defense.go.
 	Defense DefenseConfig
@@ -103,26 +183,24 @@ type Config struct {
 	PrivacyChoice  *PrivacyChoice
 	// NoLeakage skips privacy.json (what each party's view reveals).
 	NoLeakage bool
-	// Adversaries turns parties into attackers (attack experiments), and
-	// PartyData changes an attacker's own data (a backdoor's trigger).
-	Adversaries map[int]party.Adversary
-	PartyData   map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix)
-	// Attackers, if set, is called once the data are loaded, before the
-	// parties are built, to set Adversaries and PartyData from them.
-	Attackers func(cfg *Config, d *Data) error
+}
 
-	// Simulated compute (experiment fig4 and fig3): each step of party m
-	// lasts its measured compute plus SimCompute times its model's number
-	// of parameters, and Straggler's steps are StragglerFactor times as
-	// long (a delay proportional to their measured and simulated compute).
-	SimCompute time.Duration // per model parameter and step (0 = real compute only)
-	Straggler  int           // party id of the straggler (0 = none)
-	// EvalSilent is a party (id) that never answers evaluation requests
-	// while it trains: a fault to inject (tests, experiment faults).
-	EvalSilent      int
-	StragglerFactor float64 // its slowdown, e.g. 1.6
+// Recovery is checkpointing and resumption (checkpoint.go): CheckpointDir,
+// if set, is where each participant saves its state
+// (DIR/RUN/aggregator.ckpt, party-M.ckpt) every CheckpointEvery (0 = 10s,
+// <0 = never) and when interrupted; Resume restarts from those files and
+// the run's stream.
+type Recovery struct {
+	CheckpointDir   string
+	CheckpointEvery time.Duration
+	Resume          bool
+}
 
-	Bus      string // jetstream (default) | memory
+// Net is what every role reads to reach the others: the broker, the run
+// id, the waits, keys and roster.
+type Net struct {
+	Run      string // run id ("" = generated)
+	Bus      string // jetstream | memory
 	Design   string // transport design over NATS: capture (default), core, ordered or acked (broker.Design)
 	Persist  string // when the stream writes to its files: sync or async (default: async on the embedded broker, sync on an external one)
 	Compress string // the stream's store compression: none (default) or s2 (server 2.10+)
@@ -145,17 +223,12 @@ type Config struct {
 	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
 	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
 	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
-	Run       string // run id ("" = generated)
 
 	// ClusterURLs: the participants of an embedded cluster connect as
 	// separate processes given every node's URL do (--nats URL1,URL2,URL3):
 	// a home node first, with the fail-over publisher
 	// (broker.JetStreamConfig.Retry). For the throughput experiment.
 	ClusterURLs bool
-
-	EvalEvery    time.Duration
-	TargetAcc    float64
-	StopAtTarget bool
 
 	// Waits (0 = the runtimes' defaults): JoinWait bounds the join phase
 	// without progress (the aggregator) and the wait for the start (a
@@ -164,41 +237,13 @@ type Config struct {
 	// Notice is how often a wait is logged.
 	JoinWait, Wait, Notice time.Duration
 
-	// Checkpoints (checkpoint.go): CheckpointDir, if set, is where each
-	// participant saves its state (DIR/RUN/aggregator.ckpt, party-M.ckpt)
-	// every CheckpointEvery (0 = 10s, <0 = never) and when interrupted;
-	// Resume restarts from those files and the run's stream.
-	// PartyTimeout is how long an evaluation waits for a silent party
-	// before training goes on without it (0 = the aggregator's default,
-	// <0 = never: the evaluation waits Wait and the run aborts).
-	CheckpointDir   string
-	CheckpointEvery time.Duration
-	Resume          bool
-	PartyTimeout    time.Duration
-
-	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
-	Log zerolog.Logger
-	// OnPoint, if set, is called for each evaluation (after the log line).
-	OnPoint func(aggregator.Point)
-	// OnObjective, if set (Train only), is called after each evaluation
-	// with the regularisation term lambda sum_m g(w_m) of the parties'
-	// current models, so that point.TrainLoss + reg is the objective f. It
-	// is read just after the evaluation, from another goroutine.
-	OnObjective func(pt aggregator.Point, reg float64)
-	// StopWhen, if set, is asked after each evaluation: true stops the run
-	// (with OnObjective: stop once the objective reaches a target).
-	StopWhen func() bool
-
 	// Trust: keys, roster, signatures, receipts (trust.go).
 	Trust TrustConfig
 	// TLS, for a connection to an external broker (NATS set): the
 	// participant's certificate and key (mutual TLS, both or neither) and
 	// the authorities that sign the broker's certificate. The embedded
 	// broker listens on loopback only and takes no TLS.
-	TLS   trust.TLSFiles
-	trust *runTrust
-	early *earlyStop // the early stopping of the run's aggregator (stop.go)
-	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
+	TLS trust.TLSFiles
 }
 
 // Summary is the outcome of a run, written to summary.json.
@@ -332,10 +377,53 @@ type StreamCounts struct {
 	Receipts uint64 `json:"rcpt,omitempty"`
 }
 
-func (c *Config) defaults() error {
-	if c.Algo == "" {
-		c.Algo = "asyrevel-gau"
+// Defaults is a Config with every fixed default set: the one place where
+// they live. The command line's flags take their defaults from it, and a
+// program builds its Config from it (New). A zero value in a Config is a
+// value, never "unset": Mu 0 or Hidden 0 are refused by Validate, Lambda 0
+// turns the regulariser off, Tolerance 0 counts any fall of the held-out
+// loss. The settings whose default depends on other settings or on the
+// data (Parties, K, Batch, Window, LR, HeadLR, Patience, HoldOut,
+// EvalEvery, Run, Design) are derived by Prepare; their fields say so.
+func Defaults() Config {
+	var c Config
+	c.Training = Training{
+		Algo:   "asyrevel-gau",
+		Model:  "linear",
+		Hidden: 128,
+		Mu:     1e-3,
+		Lambda: DefaultLambda,
+		Reg:    "nonconvex",
 	}
+	c.Aggregation = Aggregation{Tolerance: DefaultTolerance}
+	c.Net = Net{Bus: "jetstream"}
+	return c
+}
+
+// New is Defaults with set applied: how a program builds a Config.
+func New(set func(c *Config)) Config {
+	c := Defaults()
+	if set != nil {
+		set(&c)
+	}
+	return c
+}
+
+// Prepare derives the settings left to derive and validates the result.
+// Train, Aggregate and Participate call it; it is exported for
+// command-line tools that want to report errors before loading data.
+func (c *Config) Prepare() error {
+	if err := c.derive(); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+// derive fills in the settings whose default depends on other settings or
+// on the data, where the field holds its documented "derive" value (0 for
+// a count, step size or period, which cannot be 0; "" for the run id and
+// the transport design). It sets nothing that Defaults sets.
+func (c *Config) derive() error {
 	algo, err := LookupAlgo(c.Algo)
 	if err != nil {
 		return err
@@ -353,20 +441,6 @@ func (c *Config) defaults() error {
 	if c.Parties == 0 {
 		c.Parties = 8
 	}
-	if c.TLS.Enabled() && c.NATS == "" && c.Bus != "memory" {
-		return fmt.Errorf("%w: the TLS files are for a connection to an external broker (--nats); the embedded broker listens on loopback only", ErrConfig)
-	}
-	if c.TLS.Enabled() {
-		if _, err := trust.ClientTLS(c.TLS, ""); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if c.Model == "" {
-		c.Model = "linear"
-	}
-	if c.Hidden == 0 {
-		c.Hidden = 128
-	}
 	if c.K == 0 {
 		c.K = 1
 	}
@@ -382,34 +456,17 @@ func (c *Config) defaults() error {
 			c.Window = MLPWindow
 		}
 	}
-	if c.Mu == 0 {
-		c.Mu = 1e-3
-	}
-	if c.Lambda == nil {
-		c.Lambda = new(DefaultLambda)
-	}
-	if c.Reg == "" {
-		c.Reg = "nonconvex"
-	}
 	if c.LR == 0 {
 		c.LR = algo.defaultLR(c.Model, c.Batch)
 	}
 	if c.HeadLR == 0 {
 		c.HeadLR = algo.defaultHeadLR()
 	}
-	if c.Bus == "" {
-		c.Bus = "jetstream"
-	}
 	if c.Patience == 0 && c.Unbounded() {
 		c.Patience = DefaultPatience
 	}
-	if c.Patience > 0 {
-		if c.Tolerance == 0 {
-			c.Tolerance = DefaultTolerance
-		}
-		if c.HoldOut == 0 && c.Test == "" {
-			c.HoldOut = DefaultHoldOut
-		}
+	if c.Patience > 0 && c.HoldOut == 0 && c.Test == "" {
+		c.HoldOut = DefaultHoldOut
 	}
 	if c.EvalEvery == 0 {
 		c.EvalEvery = time.Second
@@ -424,6 +481,34 @@ func (c *Config) defaults() error {
 		_, _ = rand.Read(b[:])
 		c.Run = time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 	}
+	d, err := broker.ParseDesign(c.Design)
+	if err != nil || c.Bus == "memory" && d != broker.DesignMemory && c.Design != "" {
+		return nil // Validate refuses it
+	}
+	if d == broker.DesignMemory {
+		c.Bus = "memory"
+	}
+	if c.Bus == "memory" {
+		d = broker.DesignMemory
+	}
+	c.Design = string(d)
+	return nil
+}
+
+// Validate checks the configuration; it changes nothing.
+func (c *Config) Validate() error {
+	algo, err := LookupAlgo(c.Algo)
+	if err != nil {
+		return err
+	}
+	if c.TLS.Enabled() && c.NATS == "" && c.Bus != "memory" {
+		return fmt.Errorf("%w: the TLS files are for a connection to an external broker (--nats); the embedded broker listens on loopback only", ErrConfig)
+	}
+	if c.TLS.Enabled() {
+		if _, err := trust.ClientTLS(c.TLS, ""); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	switch {
 	case c.Data == "" && c.Synthetic == nil && c.Loaded == nil:
 		return fmt.Errorf("%w: --data is required", ErrConfig)
@@ -431,8 +516,10 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: --parties %d not in 1..%d", ErrConfig, c.Parties, schemas.MaxParties)
 	case c.Batch < 1 || c.Window < 1:
 		return fmt.Errorf("%w: --batch and --window must be at least 1", ErrConfig)
-	case c.Mu <= 0 || c.LR <= 0 || !(*c.Lambda >= 0) || math.IsInf(*c.Lambda, 1):
-		return fmt.Errorf("%w: --mu and --lr must be positive, --lambda finite and non-negative (mu %g, lr %g, lambda %g)", ErrConfig, c.Mu, c.LR, *c.Lambda)
+	case c.Hidden < 1 || c.K < 1:
+		return fmt.Errorf("%w: --hidden and --k must be at least 1 (hidden %d, k %d)", ErrConfig, c.Hidden, c.K)
+	case c.Mu <= 0 || c.LR <= 0 || !(c.Lambda >= 0) || math.IsInf(c.Lambda, 1):
+		return fmt.Errorf("%w: --mu and --lr must be positive, --lambda finite and non-negative (mu %g, lr %g, lambda %g)", ErrConfig, c.Mu, c.LR, c.Lambda)
 	case c.Epochs < 0 || c.Duration < 0 || c.MaxSteps < 0:
 		return fmt.Errorf("%w: negative run length", ErrConfig)
 	case !(c.Tolerance >= 0 && c.Tolerance < 1):
@@ -453,8 +540,7 @@ func (c *Config) defaults() error {
 	if err := algo.check(c); err != nil {
 		return err
 	}
-	d, err := broker.ParseDesign(c.Design)
-	if err != nil {
+	if _, err := broker.ParseDesign(c.Design); err != nil {
 		return fmt.Errorf("%w: --transport: %w", ErrConfig, err)
 	}
 	if _, err := c.persist(); err != nil {
@@ -463,18 +549,11 @@ func (c *Config) defaults() error {
 	if _, err := c.compression(); err != nil {
 		return err
 	}
-	if d == broker.DesignMemory {
-		c.Bus = "memory"
-	}
-	if c.Bus == "memory" {
-		d = broker.DesignMemory
-	}
-	c.Design = string(d)
 	return schemas.CheckRun(c.Run)
 }
 
 // persist is the stream's persistence for Persist.
-func (c *Config) persist() (broker.Persist, error) {
+func (c *Net) persist() (broker.Persist, error) {
 	switch c.Persist {
 	case "":
 		return broker.PersistDefault, nil
@@ -487,7 +566,7 @@ func (c *Config) persist() (broker.Persist, error) {
 }
 
 // compression is the stream's store compression for Compress.
-func (c *Config) compression() (broker.Compression, error) {
+func (c *Net) compression() (broker.Compression, error) {
 	switch c.Compress {
 	case "":
 		return broker.CompressionDefault, nil
@@ -836,14 +915,14 @@ const (
 	MLPDecayEpochs = 32
 )
 
-// DefaultLambda is the regularisation weight when Config.Lambda is nil:
-// the paper's 1e-4.
+// DefaultLambda is the default regularisation weight (Defaults): the
+// paper's 1e-4.
 const DefaultLambda = 1e-4
 
 // Schedule converts the configured decay scale (samples per party) into
 // party steps. The default scale is half the training set, MLPDecayEpochs
 // passes of it for the MLP.
-func (c *Config) Schedule(n int) zoo.Schedule {
+func (c *Training) Schedule(n int) zoo.Schedule {
 	s := c.LRDecay
 	if s == 0 {
 		s = float64(n) / 2
@@ -856,11 +935,6 @@ func (c *Config) Schedule(n int) zoo.Schedule {
 	}
 	return zoo.Schedule{Eta0: c.LR, T0: max(s/float64(c.Batch), 1)}
 }
-
-// Prepare fills in defaults and checks the configuration. Train, Aggregate
-// and Participate call it; it is exported for command-line tools that want
-// to report errors before loading data.
-func (c *Config) Prepare() error { return c.defaults() }
 
 // Budget is the number of answered requests after which the run stops.
 func (c *Config) Budget(n int) (int64, error) {
@@ -986,7 +1060,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	pc := party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: train, Test: test,
-		Reg: reg, Lambda: *cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
+		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
@@ -1020,7 +1094,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 // that ran and returns its summary with an error wrapping ErrInterrupted.
 func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
 	if err := checkResumeTrust(&cfg, true); err != nil {
@@ -1218,7 +1292,7 @@ func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.
 // it writes the outputs of the part that ran as Train does.
 func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	t0 := time.Now()
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
 	if err := checkResumeTrust(&cfg, false); err != nil {
@@ -1328,7 +1402,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 // started or ended already; if the run's stream holds messages of an
 // earlier attempt of party m (refused, say), it joins as a new attempt.
 func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Prepare(); err != nil {
 		return party.Stats{}, err
 	}
 	if err := checkResumeTrust(&cfg, false); err != nil {
@@ -1530,7 +1604,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
-		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: *cfg.Lambda,
+		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
 		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params, Privacy: cfg.PrivacyChoice,

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -54,10 +55,18 @@ func (s *Summary) rejectedOut() int64 { return s.rejectedOutputs }
 
 func TestTrainOverEmbeddedJetStream(t *testing.T) {
 	out := t.TempDir()
-	s, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
-		Epochs: 30, Seed: 1, Out: out, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-	})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 4
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 30
+		c.Seed = 1
+		c.Out = out
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +95,18 @@ func TestTrainOverCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster in -short mode")
 	}
-	s, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 3, Algo: "asyrevel-gau", Batch: 16, Window: 2,
-		Epochs: 30, Seed: 3, Cluster: 3, Log: testLog(t), EvalEvery: 200 * time.Millisecond,
-	})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 30
+		c.Seed = 3
+		c.Cluster = 3
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +125,18 @@ func TestTrainOverCluster(t *testing.T) {
 }
 
 func TestClusterConfigErrors(t *testing.T) {
-	for _, c := range []Config{{Cluster: 3, Bus: "memory"}, {Cluster: 3, NATS: "nats://x"}, {Cluster: 3, InProcess: true}, {Cluster: -1}} {
+	for _, c := range []Config{New(func(c *Config) {
+		c.Cluster = 3
+		c.Bus = "memory"
+	}), New(func(c *Config) {
+		c.Cluster = 3
+		c.NATS = "nats://x"
+	}), New(func(c *Config) {
+		c.Cluster = 3
+		c.InProcess = true
+	}), New(func(c *Config) {
+		c.Cluster = -1
+	})} {
 		c.Synthetic, c.Log = small(), testLog(t)
 		if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
@@ -117,10 +145,17 @@ func TestClusterConfigErrors(t *testing.T) {
 }
 
 func TestUniformDirectionsTrain(t *testing.T) {
-	s, err := Train(context.Background(), Config{
-		Synthetic: small(), Parties: 3, Algo: "asyrevel-uni", Batch: 16, Window: 1,
-		Epochs: 30, Seed: 2, Bus: "memory", Log: testLog(t),
-	})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Algo = "asyrevel-uni"
+		c.Batch = 16
+		c.Window = 1
+		c.Epochs = 30
+		c.Seed = 2
+		c.Bus = "memory"
+		c.Log = testLog(t)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +231,21 @@ func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 			injected <- rogue.Flush(ctx)
 		}()
 	}
-	s, err := Train(ctx, Config{
-		Synthetic: small(), Parties: 4, Algo: "asyrevel-gau", Batch: 16, Window: 2,
-		Epochs: 30, Seed: 1, NATS: srv.URL(), Run: run, Log: testLog(t), OnPoint: onPoint,
-		EvalEvery: 100 * time.Millisecond, Trust: TrustConfig{Off: off},
-	})
+	s, err := Train(ctx, New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 4
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 30
+		c.Seed = 1
+		c.NATS = srv.URL()
+		c.Run = run
+		c.Log = testLog(t)
+		c.OnPoint = onPoint
+		c.EvalEvery = 100 * time.Millisecond
+		c.Trust = TrustConfig{Off: off}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,31 +263,75 @@ func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 	checkCounts(t, s)
 }
 
-// A zero regularisation weight is a value, not "unset"; nil is the
-// default; a negative or non-finite weight is refused.
+// A zero regularisation weight is a value, not "unset"; Defaults gives
+// DefaultLambda; a negative or non-finite weight is refused.
 func TestLambdaDefaults(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	for _, tc := range []struct {
-		lambda *float64
+		set    bool
+		lambda float64
 		want   float64
 		err    bool
 	}{
-		{nil, DefaultLambda, false},
-		{new(0.0), 0, false},
-		{new(0.5), 0.5, false},
-		{new(-1e-4), 0, true},
-		{&nan, 0, true},
-		{&inf, 0, true},
+		{false, 0, DefaultLambda, false},
+		{true, 0, 0, false},
+		{true, 0.5, 0.5, false},
+		{true, -1e-4, 0, true},
+		{true, nan, 0, true},
+		{true, inf, 0, true},
 	} {
-		c := Config{Synthetic: &dataset.SyntheticConfig{Samples: 10, Features: 4, Classes: 2}, Lambda: tc.lambda}
+		c := New(func(c *Config) {
+			c.Synthetic = &dataset.SyntheticConfig{Samples: 10, Features: 4, Classes: 2}
+			if tc.set {
+				c.Lambda = tc.lambda
+			}
+		})
 		err := c.Prepare()
 		switch {
 		case tc.err && !errors.Is(err, ErrConfig):
 			t.Errorf("lambda %v: error %v, want ErrConfig", tc.lambda, err)
 		case !tc.err && err != nil:
 			t.Errorf("lambda %v: %v", tc.lambda, err)
-		case !tc.err && *c.Lambda != tc.want:
-			t.Errorf("lambda %v: %v after defaults, want %v", tc.lambda, *c.Lambda, tc.want)
+		case !tc.err && c.Lambda != tc.want:
+			t.Errorf("lambda %v: %v after Prepare, want %v", tc.lambda, c.Lambda, tc.want)
+		}
+	}
+}
+
+// Zero values are values: Prepare keeps a zero tolerance, refuses a zero
+// smoothing or hidden layer instead of replacing it, and Validate changes
+// nothing.
+func TestZeroIsNotUnset(t *testing.T) {
+	synth := &dataset.SyntheticConfig{Samples: 10, Features: 4, Classes: 2}
+	for _, tc := range []struct {
+		name string
+		set  func(c *Config)
+		err  bool
+		ok   func(c *Config) bool
+	}{
+		{"tolerance 0", func(c *Config) { c.Tolerance = 0; c.Patience = 2 }, false, func(c *Config) bool { return c.Tolerance == 0 }},
+		{"mu 0", func(c *Config) { c.Mu = 0 }, true, nil},
+		{"hidden 0", func(c *Config) { c.Hidden = 0 }, true, nil},
+		{"defaults", func(c *Config) {}, false, func(c *Config) bool {
+			d := Defaults()
+			return c.Mu == d.Mu && c.Hidden == d.Hidden && c.Tolerance == DefaultTolerance && c.Reg == "nonconvex"
+		}},
+	} {
+		c := New(func(c *Config) { c.Synthetic = synth; tc.set(c) })
+		err := c.Prepare()
+		switch {
+		case tc.err && !errors.Is(err, ErrConfig):
+			t.Errorf("%s: error %v, want ErrConfig", tc.name, err)
+		case !tc.err && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.ok != nil && !tc.ok(&c):
+			t.Errorf("%s: %+v after Prepare", tc.name, c.Training)
+		}
+		if err == nil {
+			before := c
+			if err := c.Validate(); err != nil || !reflect.DeepEqual(before, c) {
+				t.Errorf("%s: Validate changed the configuration or failed (%v)", tc.name, err)
+			}
 		}
 	}
 }

@@ -31,7 +31,10 @@ func writeSplit(t *testing.T, q int, seed uint64) string {
 
 func TestLoadSplitRoles(t *testing.T) {
 	dir := writeSplit(t, 3, 3)
-	cfg := Config{Data: dir, Parties: 3}
+	cfg := New(func(c *Config) {
+		c.Data = dir
+		c.Parties = 3
+	})
 	all, err := LoadData(&cfg, RoleAll)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +64,15 @@ func TestLoadSplitRoles(t *testing.T) {
 
 func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	dir := writeSplit(t, 3, 3)
-	s, err := Train(context.Background(), Config{Data: dir, Parties: 3, Bus: "memory", Batch: 16, Window: 2, Epochs: 20, Log: zerolog.Nop()})
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Data = dir
+		c.Parties = 3
+		c.Bus = "memory"
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 20
+		c.Log = zerolog.Nop()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +99,10 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, dataset.PartyFileName(2, "train")), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadData(&Config{Data: dir, Parties: 3}, RoleAll)
+	_, err = LoadData(new(New(func(c *Config) {
+		c.Data = dir
+		c.Parties = 3
+	})), RoleAll)
 	if !errors.Is(err, dataset.ErrChecksum) {
 		t.Fatalf("a file that is not the manifest's: %v", err)
 	}
@@ -108,7 +122,10 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, dataset.ManifestFile), js, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = LoadData(&Config{Data: dir, Parties: 3}, RoleAll)
+	_, err = LoadData(new(New(func(c *Config) {
+		c.Data = dir
+		c.Parties = 3
+	})), RoleAll)
 	if !errors.Is(err, dataset.ErrMismatch) || !strings.Contains(err.Error(), "sample 1") {
 		t.Fatalf("misaligned party file: %v", err)
 	}

@@ -36,7 +36,7 @@ const (
 
 // Unbounded reports whether c gives the run no length: no --epochs,
 // --duration, --steps or --stop-at-target.
-func (c *Config) Unbounded() bool {
+func (c *Aggregation) Unbounded() bool {
 	return c.Epochs == 0 && c.Duration == 0 && c.MaxSteps == 0 && !c.StopAtTarget
 }
 

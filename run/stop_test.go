@@ -28,7 +28,13 @@ func TestEarlyStop(t *testing.T) {
 		{"not finite", []float64{nan, nan, math.Inf(1), nan, nan}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := &Config{Parties: 4, Batch: 16, Patience: 3, Tolerance: 1e-3, Log: zerolog.Nop()}
+			cfg := new(New(func(c *Config) {
+				c.Parties = 4
+				c.Batch = 16
+				c.Patience = 3
+				c.Tolerance = 1e-3
+				c.Log = zerolog.Nop()
+			}))
 			es := newEarlyStop(cfg, 64, true, false)
 			obs, stop := es.observe(nil), es.stopWhen(nil)
 			got := -1
@@ -48,7 +54,13 @@ func TestEarlyStop(t *testing.T) {
 		})
 	}
 	// The other condition still stops the run; the final point is ignored.
-	cfg := &Config{Parties: 1, Batch: 1, Patience: 100, Tolerance: 1e-3, Log: zerolog.Nop()}
+	cfg := new(New(func(c *Config) {
+		c.Parties = 1
+		c.Batch = 1
+		c.Patience = 100
+		c.Tolerance = 1e-3
+		c.Log = zerolog.Nop()
+	}))
 	es := newEarlyStop(cfg, 10, false, false)
 	other := false
 	stop := es.stopWhen(func() bool { return other })
@@ -70,15 +82,35 @@ func TestStoppedBy(t *testing.T) {
 		fired  bool
 		expect string
 	}{
-		{Config{Epochs: 2, MaxSteps: 1000, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "epochs"}, // 2*100/10*2 = 40 steps
-		{Config{Epochs: 2, MaxSteps: 30, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "steps"},    // 30 < 40
-		{Config{MaxSteps: 30, Batch: 10, Parties: 2}, aggregator.Result{StopReason: "step budget reached"}, false, "steps"},               //
-		{Config{Duration: 1}, aggregator.Result{StopReason: "duration reached"}, false, "duration"},                                       //
-		{Config{StopAtTarget: true}, aggregator.Result{StopReason: "target accuracy reached"}, false, "target"},                           //
-		{Config{}, aggregator.Result{StopReason: "stop condition met"}, true, "patience"},                                                 //
-		{Config{}, aggregator.Result{StopReason: "stop condition met"}, false, "condition"},                                               //
-		{Config{}, aggregator.Result{StopReason: "stop condition met", Interrupted: "interrupt"}, true, "interrupted"},                    //
-		{Config{Duration: 1}, aggregator.Result{}, false, ""},                                                                             //
+		{New(func(c *Config) {
+			c.Epochs = 2
+			c.MaxSteps = 1000
+			c.Batch = 10
+			c.Parties = 2
+		}), aggregator.Result{StopReason: "step budget reached"}, false, "epochs"}, // 2*100/10*2 = 40 steps
+		{New(func(c *Config) {
+			c.Epochs = 2
+			c.MaxSteps = 30
+			c.Batch = 10
+			c.Parties = 2
+		}), aggregator.Result{StopReason: "step budget reached"}, false, "steps"}, // 30 < 40
+		{New(func(c *Config) {
+			c.MaxSteps = 30
+			c.Batch = 10
+			c.Parties = 2
+		}), aggregator.Result{StopReason: "step budget reached"}, false, "steps"}, //
+		{New(func(c *Config) {
+			c.Duration = 1
+		}), aggregator.Result{StopReason: "duration reached"}, false, "duration"}, //
+		{New(func(c *Config) {
+			c.StopAtTarget = true
+		}), aggregator.Result{StopReason: "target accuracy reached"}, false, "target"}, //
+		{Defaults(), aggregator.Result{StopReason: "stop condition met"}, true, "patience"},                              //
+		{Defaults(), aggregator.Result{StopReason: "stop condition met"}, false, "condition"},                            //
+		{Defaults(), aggregator.Result{StopReason: "stop condition met", Interrupted: "interrupt"}, true, "interrupted"}, //
+		{New(func(c *Config) {
+			c.Duration = 1
+		}), aggregator.Result{}, false, ""}, //
 	} {
 		cfg := c.cfg
 		cfg.early = &earlyStop{fired: c.fired}
@@ -94,7 +126,14 @@ func TestHoldOutSameRows(t *testing.T) {
 	syn := &dataset.SyntheticConfig{Samples: 500, Features: 12, Classes: 2, Noise: 0.05, Seed: 9}
 	load := func(role int) *Data {
 		t.Helper()
-		cfg := Config{Synthetic: syn, Parties: 3, Epochs: 1, HoldOut: 0.2, Seed: 4, Log: zerolog.Nop()}
+		cfg := New(func(c *Config) {
+			c.Synthetic = syn
+			c.Parties = 3
+			c.Epochs = 1
+			c.HoldOut = 0.2
+			c.Seed = 4
+			c.Log = zerolog.Nop()
+		})
 		if err := cfg.Prepare(); err != nil {
 			t.Fatal(err)
 		}

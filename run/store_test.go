@@ -16,8 +16,17 @@ import (
 func TestStore(t *testing.T) {
 	store := t.TempDir()
 	for _, id := range []string{"one", "two"} {
-		s, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1,
-			Seed: 1, StoreDir: store, Run: id, Log: testLog(t)})
+		s, err := Train(context.Background(), New(func(c *Config) {
+			c.Synthetic = small()
+			c.Parties = 2
+			c.Batch = 16
+			c.Window = 2
+			c.Epochs = 1
+			c.Seed = 1
+			c.StoreDir = store
+			c.Run = id
+			c.Log = testLog(t)
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,8 +45,17 @@ func TestStore(t *testing.T) {
 		t.Fatalf("after RemoveRun: %+v %v", st, err)
 	}
 	// A run id that was removed can be used again.
-	if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1,
-		Seed: 1, StoreDir: store, Run: "one", Log: testLog(t)}); err != nil {
+	if _, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 1
+		c.Seed = 1
+		c.StoreDir = store
+		c.Run = "one"
+		c.Log = testLog(t)
+	})); err != nil {
 		t.Fatalf("reusing a removed run id: %v", err)
 	}
 
@@ -57,7 +75,17 @@ func TestStore(t *testing.T) {
 // whose ids repeated the first's within its duplicate window).
 func TestReusedRunRefused(t *testing.T) {
 	store := t.TempDir()
-	cfg := Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1, Seed: 1, StoreDir: store, Run: "X", Log: testLog(t)}
+	cfg := New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 1
+		c.Seed = 1
+		c.StoreDir = store
+		c.Run = "X"
+		c.Log = testLog(t)
+	})
 	if _, err := Train(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +102,16 @@ func TestReusedRunRefused(t *testing.T) {
 func TestOutKeepsOneStore(t *testing.T) {
 	out := t.TempDir()
 	for range 2 {
-		if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1,
-			Seed: 1, Out: out, Log: testLog(t)}); err != nil {
+		if _, err := Train(context.Background(), New(func(c *Config) {
+			c.Synthetic = small()
+			c.Parties = 2
+			c.Batch = 16
+			c.Window = 2
+			c.Epochs = 1
+			c.Seed = 1
+			c.Out = out
+			c.Log = testLog(t)
+		})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +123,13 @@ func TestOutKeepsOneStore(t *testing.T) {
 	out2 := t.TempDir()
 	os.MkdirAll(filepath.Join(out2, "stream"), 0o755)
 	os.WriteFile(filepath.Join(out2, "stream", "notes"), []byte("x"), 0o644)
-	if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Epochs: 1, Out: out2, Log: testLog(t)}); !errors.Is(err, ErrNotStore) {
+	if _, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Epochs = 1
+		c.Out = out2
+		c.Log = testLog(t)
+	})); !errors.Is(err, ErrNotStore) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -95,8 +137,17 @@ func TestOutKeepsOneStore(t *testing.T) {
 // A store that a live broker holds is not removed under it.
 func TestStoreInUseIsNotRemoved(t *testing.T) {
 	store := t.TempDir()
-	if _, err := Train(context.Background(), Config{Synthetic: small(), Parties: 2, Batch: 16, Window: 2, Epochs: 1,
-		Seed: 1, StoreDir: store, Run: "live", Log: testLog(t)}); err != nil {
+	if _, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 1
+		c.Seed = 1
+		c.StoreDir = store
+		c.Run = "live"
+		c.Log = testLog(t)
+	})); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store})

@@ -87,8 +87,20 @@ func TestTrainOverMutualTLS(t *testing.T) {
 	defer srv.Shutdown()
 
 	cfg := func(run string, files trust.TLSFiles) Config {
-		return Config{Synthetic: small(), Parties: 2, Batch: 8, Window: 2, NATS: srv.URL(), Run: run, TLS: files,
-			MaxSteps: 600, Seed: 1, Log: testLog(t), EvalEvery: 200 * time.Millisecond, JoinWait: 20 * time.Second}
+		return New(func(c *Config) {
+			c.Synthetic = small()
+			c.Parties = 2
+			c.Batch = 8
+			c.Window = 2
+			c.NATS = srv.URL()
+			c.Run = run
+			c.TLS = files
+			c.MaxSteps = 600
+			c.Seed = 1
+			c.Log = testLog(t)
+			c.EvalEvery = 200 * time.Millisecond
+			c.JoinWait = 20 * time.Second
+		})
 	}
 	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()

@@ -229,7 +229,12 @@ func (t *truthSource) load(_ int, q int) (*run.Data, error) {
 	if t.path == "" {
 		return nil, fmt.Errorf("%w: this needs the ground truth: --truth DATA", errUsage)
 	}
-	cfg := run.Config{Data: t.path, Test: t.test, Preset: t.preset, Parties: q}
+	cfg := run.New(func(c *run.Config) {
+		c.Data = t.path
+		c.Test = t.test
+		c.Preset = t.preset
+		c.Parties = q
+	})
 	if spec, ok := strings.CutPrefix(t.path, "synthetic"); ok && (spec == "" || spec[0] == ':') {
 		sc, err := parseSynthetic(strings.TrimPrefix(spec, ":"), t.seed)
 		if err != nil {
@@ -338,7 +343,7 @@ func attackMalicious(ctx context.Context, name string, l *replay.Log, as []int, 
 	if err != nil {
 		return err
 	}
-	var cfg run.Config
+	cfg := run.Defaults()
 	s.Settings.Apply(&cfg)
 	head, k := run.NewHead(&cfg, d.Classes)
 	w0 := s.HeadParams

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -40,7 +41,7 @@ func records(t *testing.T, store string) []*replay.Record {
 	}
 	defer log.Close()
 	var recs []*replay.Record
-	if err := eachRecord(ctx, log, func(r *replay.Record) { recs = append(recs, r.Clone()) }); err != nil {
+	if err := audit.Each(ctx, log, func(r *replay.Record) { recs = append(recs, r.Clone()) }); err != nil {
 		t.Fatal(err)
 	}
 	return recs
@@ -61,7 +62,7 @@ func TestAuditVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
 	if err != nil || len(receipts) != 2 {
 		t.Fatalf("%d receipts: %v", len(receipts), err)
 	}
@@ -198,7 +199,7 @@ func TestAuditVerify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			recs := tc.tamper(clone())
-			rep, err := auditLog(context.Background(), func(f func(*replay.Record)) error {
+			rep, err := audit.Check(context.Background(), func(f func(*replay.Record)) error {
 				for _, r := range recs {
 					f(r)
 				}

@@ -8,7 +8,6 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,46 +62,11 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Settings: experiment.DefaultPrivacySettings(f.quick), Log: log}
 	// The networks: MNIST's settings for Fashion-MNIST; at another length
 	// than the default, the sets are renamed and run the networks' rows.
-	netName := map[string]string{"mnist": "mnist", "fashion-mnist": "fashion-mnist"}
-	for set := range netName {
-		if *netEpochs != 3 && !f.quick {
-			// The paper's network: 8 parties' MLPs (--model mlp).
-			netName[set] = fmt.Sprintf("%s-%gep", set, *netEpochs)
-			var mlp []experiment.PrivacySetting
-			for _, st := range cfg.Settings["networks"] {
-				apply := st.Apply
-				st.Apply = func(c *run.Config) {
-					c.Model = "mlp"
-					if apply != nil {
-						apply(c)
-					}
-				}
-				mlp = append(mlp, st)
-			}
-			cfg.Settings[netName[set]] = mlp
-		} else {
-			cfg.Settings[netName[set]] = cfg.Settings["mnist"]
-		}
-		ep[netName[set]] = ep["mnist"]
-	}
-	delete(cfg.Settings, "networks")
+	netName := cfg.SetNetworks(*netEpochs, f.quick)
 	var old []experiment.PrivacySummary
 	if *only != "" {
-		names := strings.Split(*only, ",")
-		found := map[string]bool{}
-		for set, all := range cfg.Settings {
-			var keep []experiment.PrivacySetting
-			for _, st := range all {
-				if slices.Contains(names, st.Name) {
-					keep, found[st.Name] = append(keep, st), true
-				}
-			}
-			cfg.Settings[set] = keep
-		}
-		for _, nm := range names {
-			if !found[nm] {
-				return fmt.Errorf("%w: --settings: no setting %q in this experiment", errUsage, nm)
-			}
+		if err := cfg.KeepSettings(strings.Split(*only, ",")); err != nil {
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		if old, err = experiment.ReadPrivacyCSV(filepath.Join(f.out, "privacy.csv")); err != nil && !errors.Is(err, iofs.ErrNotExist) {
 			return fmt.Errorf("--settings merges into %s/privacy.csv: %w", f.out, err)
@@ -112,20 +76,9 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		cfg.Seeds = append(cfg.Seeds, f.seed+uint64(i))
 	}
 	for _, set := range strings.Split(*setsFlag, ",") {
-		var d *run.Data
-		switch set {
-		case "a9a":
-			d, err = a9aData(f, 8)
-		case "mnist", "fashion-mnist":
-			var dir string
-			if dir, err = f.path(set); err == nil {
-				c := run.Config{Data: dir, Parties: 8}
-				if err = c.Prepare(); err == nil {
-					d, err = run.LoadData(&c, run.RoleAll)
-				}
-			}
-		default:
-			return fmt.Errorf("%w: --sets: %q (want a9a, mnist, fashion-mnist)", errUsage, set)
+		d, err := experiment.LoadPrivacySet(f.path, set, 8)
+		if errors.Is(err, experiment.ErrPrivacyPlan) {
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		if err != nil {
 			return err

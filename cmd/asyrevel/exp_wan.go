@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/asyrevel/asyrevel/experiment"
@@ -69,52 +66,11 @@ func expWAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := experiment.WriteWAN(f.out, rows); err != nil {
 		return err
 	}
-	var sb strings.Builder
-	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "| parties\t| algorithm\t| seed\t| seconds to target\t| steps\t| accuracy at the end\t|")
-	fmt.Fprintln(tw, "|---:\t|---\t|---:\t|---:\t|---:\t|---:\t|")
-	for _, r := range rows {
-		s := fmtSeconds(r.Seconds, cfg.Budget)
-		fmt.Fprintf(tw, "| %d\t| %s\t| %d\t| %s\t| %d\t| %.2f%%\t|\n", r.Parties, r.Algo, r.Seed, s, r.Steps, 100*r.Accuracy)
-	}
-	tw.Flush()
-	sp := experiment.WANSpeedups(rows)
-	qs := make([]int, 0, len(sp))
-	for q := range sp {
-		qs = append(qs, q)
-	}
-	sort.Ints(qs)
-	sb.WriteString("\nSynREVEL's time to the target over AsyREVEL's (median over the seeds):")
-	for _, q := range qs {
-		switch a := experiment.WANMedian(rows, q, "asyrevel-gau"); {
-		case !math.IsNaN(sp[q]):
-			fmt.Fprintf(&sb, " q = %d: %.2fx;", q, sp[q])
-		case !math.IsInf(a, 0) && !math.IsNaN(a) && math.IsInf(experiment.WANMedian(rows, q, "synrevel-gau"), 1):
-			// SynREVEL did not get there within the budget: at least this.
-			fmt.Fprintf(&sb, " q = %d: more than %.1fx (SynREVEL did not reach it within %v);", q, cfg.Budget.Seconds()/a, cfg.Budget)
-		default:
-			fmt.Fprintf(&sb, " q = %d: AsyREVEL did not reach it;", q)
-		}
-	}
-	sb.WriteString("\n")
-	fmt.Fprint(stdout, sb.String())
+	table := experiment.WANTable(rows, cfg.Budget)
+	fmt.Fprint(stdout, table)
 	cmdline := "asyrevel experiment wan"
 	if f.quick {
 		cmdline += " --quick"
 	}
-	body := sb.String() + fmt.Sprintf("\nData %s; batch %d, AsyREVEL's window %d, --privacy off (the paper's algorithm); links: every party %v, the last party %v "+
-		"(a proxy per party in front of an embedded broker on TCP loopback; the aggregator's connection is not delayed); target %.1f%% test accuracy, "+
-		"evaluated every 500 ms; a run stops at the target or after %v of training. Measured wall time on this machine, shared with other work.\n",
-		set.Name, *batch, *window, cfg.Link, cfg.Slow, 100**target, cfg.Budget)
-	sec := experiment.Section{Name: "wan", Title: "A real network: AsyREVEL against SynREVEL over delayed links",
-		Command: cmdline, Machine: experiment.Machine(), Started: t0, Duration: time.Since(t0), Body: body}
-	return experiment.WriteSection(f.out, sec)
-}
-
-// fmtSeconds prints a time to the target, or that it was not reached.
-func fmtSeconds(s float64, budget time.Duration) string {
-	if math.IsNaN(s) {
-		return "not within " + budget.String()
-	}
-	return strconv.FormatFloat(s, 'f', 2, 64)
+	return experiment.WriteSection(f.out, experiment.WANSection(cfg, table, cmdline, t0))
 }

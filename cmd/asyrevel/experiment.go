@@ -270,19 +270,7 @@ func newExpFlags(fs *flag.FlagSet) *expFlags {
 }
 
 // path finds rel (e.g. "a9a/a9a.gz") in the data folder.
-func (f *expFlags) path(rel string) (string, error) {
-	dirs := []string{f.dataDir}
-	if f.dataDir == "" {
-		dirs = []string{"data", filepath.Join("..", "shared", "data")}
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found in %s: run \"asyrevel data fetch %s\" first", rel, strings.Join(dirs, " or "), strings.Split(rel, "/")[0])
-}
+func (f *expFlags) path(rel string) (string, error) { return experiment.DataDir(f.dataDir)(rel) }
 
 // parse parses args and returns the logger they ask for.
 func (f *expFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (zerolog.Logger, error) {
@@ -301,19 +289,7 @@ func (f *expFlags) logger(stderr io.Writer) (zerolog.Logger, error) {
 }
 
 func a9aData(f *expFlags, parties int) (*run.Data, error) {
-	tr, err := f.path("a9a/a9a.gz")
-	if err != nil {
-		return nil, err
-	}
-	te, err := f.path("a9a/a9a.t.gz")
-	if err != nil {
-		return nil, err
-	}
-	cfg := run.Config{Data: tr, Test: te, Parties: parties}
-	if err := cfg.Prepare(); err != nil {
-		return nil, err
-	}
-	return run.LoadData(&cfg, run.RoleAll)
+	return experiment.LoadA9A(f.path, parties)
 }
 
 func expThroughput(ctx context.Context, args []string, stdout, stderr io.Writer) error {

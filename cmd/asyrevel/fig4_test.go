@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,32 +11,6 @@ import (
 
 	"github.com/asyrevel/asyrevel/experiment"
 )
-
-func TestFinishedSets(t *testing.T) {
-	row := func(set string, q int, mode string) experiment.Fig4Row {
-		return experiment.Fig4Row{Set: set, Q: q, Mode: mode}
-	}
-	full := []experiment.Fig4Row{row("a9a", 1, "async"), row("a9a", 2, "async"), row("a9a", 1, "sync"), row("a9a", 2, "sync")}
-	cases := []struct {
-		name  string
-		rows  []experiment.Fig4Row
-		names []string
-		n     int
-	}{
-		{"none", nil, nil, 0},
-		{"one finished set", full, []string{"a9a"}, 4},
-		{"a finished set and a partial one", append(append([]experiment.Fig4Row{}, full...), row("w8a", 1, "async")), []string{"a9a"}, 4},
-		{"only a partial set", full[:3], nil, 0},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			rows, names := finishedSets(tc.rows, 4)
-			if len(rows) != tc.n || !reflect.DeepEqual(names, tc.names) {
-				t.Fatalf("kept %d rows of %v, want %d of %v", len(rows), names, tc.n, tc.names)
-			}
-		})
-	}
-}
 
 // cancelAfter is a log writer that cancels once it has seen n lines
 // containing s.

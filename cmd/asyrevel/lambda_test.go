@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"testing"
@@ -31,8 +32,34 @@ func TestLambdaZeroIsAValue(t *testing.T) {
 		if err := f.cfg.Prepare(); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if f.cfg.Lambda == nil || *f.cfg.Lambda != tc.want {
+		if f.cfg.Lambda != tc.want {
 			t.Errorf("%v: lambda %v, want %v", tc.args, f.cfg.Lambda, tc.want)
+		}
+	}
+}
+
+// The other flags whose zero used to mean "the default": --tolerance 0 is
+// kept, --mu 0 and --hidden 0 are refused instead of replaced.
+func TestZeroFlagsAreValues(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  bool
+	}{
+		{[]string{"--data", "synthetic", "--patience", "2", "--tolerance", "0"}, false},
+		{[]string{"--data", "synthetic", "--mu", "0"}, true},
+		{[]string{"--data", "synthetic", "--hidden", "0"}, true},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := newTrainFlags(fs, roleTrain)
+		err := f.parse(fs, tc.args, io.Discard) // it prepares the configuration
+		switch {
+		case tc.err && !errors.Is(err, run.ErrConfig):
+			t.Errorf("%v: error %v, want run.ErrConfig", tc.args, err)
+		case !tc.err && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case !tc.err && f.cfg.Tolerance != 0:
+			t.Errorf("%v: tolerance %v, want 0", tc.args, f.cfg.Tolerance)
 		}
 	}
 }

@@ -162,16 +162,3 @@ func TestSeparateProcesses(t *testing.T) {
 		t.Fatalf("separate processes: %+v", s)
 	}
 }
-
-func TestTable4Provenance(t *testing.T) {
-	cmds := []string{"asyrevel experiment table4 --quick", "asyrevel experiment table4 --sets a9a,w8a --epochs 6"}
-	for _, c := range []struct {
-		kept []string
-		want int
-	}{{[]string{"mnist"}, 1}, {[]string{"a9a", "w8a"}, 1}, {[]string{"uci-credit-card"}, 0}} {
-		got := table4Provenance(cmds, c.kept)
-		if len(got) != c.want || (c.want == 1 && got[0] != cmds[map[bool]int{true: 0, false: 1}[c.kept[0] == "mnist"]]) {
-			t.Errorf("kept %v: %v", c.kept, got)
-		}
-	}
-}

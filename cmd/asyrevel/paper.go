@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
-	"github.com/asyrevel/asyrevel/run"
 )
 
 // The paper's experiments: fig3, table3, table4, fig4 and all.
@@ -174,215 +173,58 @@ func runPaper(ctx context.Context, name string, f *paperFlags, fs *flag.FlagSet,
 			return err
 		}
 	}
-	locate := func(rel string) (string, error) { return f.exp.path(rel) }
-	sec := experiment.Section{Name: name, Command: cmd, Machine: experiment.Machine(), Started: time.Now()}
-	out := f.exp.out
-	var stopped error // an interrupt after part of the work, which is written
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
+	p := experiment.PaperConfig{Name: name, Command: cmd, Out: f.exp.out, Quick: q, Seed: f.exp.seed, Log: log,
+		Locate: f.exp.path, Sets: sets, SetsText: *f.sets, Qs: qs, CheckQs: checkQs}
+	if f.qs != nil {
+		p.QsText = *f.qs
 	}
-	switch name {
-	case "validate":
+	for _, v := range []struct {
+		dst *time.Duration
+		src *time.Duration
+	}{{&p.Duration, f.duration}, {&p.NetDuration, f.netDuration}, {&p.Latency, f.latency}, {&p.Budget, f.budget}} {
+		if v.src != nil {
+			*v.dst = *v.src
+		}
+	}
+	for _, v := range []struct {
+		dst *int
+		src *int
+	}{{&p.Batch, f.batch}, {&p.Window, f.window}, {&p.Trials, f.trials}, {&p.NetTrials, f.netTrials}, {&p.Seeds, f.seeds}, {&p.Parallel, f.parallel}} {
+		if v.src != nil {
+			*v.dst = *v.src
+		}
+	}
+	for _, v := range []struct {
+		dst *int64
+		src *int64
+	}{{&p.Steps, f.steps}, {&p.Steps0, f.steps0}, {&p.Table4Steps, f.t4steps}, {&p.MaxSteps, f.maxSteps}} {
+		if v.src != nil {
+			*v.dst = *v.src
+		}
+	}
+	for _, v := range []struct {
+		dst *float64
+		src *float64
+	}{{&p.Straggler, f.straggler}, {&p.Suboptimality, f.subopt}, {&p.NetworkLoss, f.netLoss}, {&p.Share, f.share}} {
+		if v.src != nil {
+			*v.dst = *v.src
+		}
+	}
+	if f.fromTrials != nil {
+		p.FromTrials = *f.fromTrials
+	}
+	if name == "validate" {
 		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		f4 := fig4Defaults(sets)
-		f4.Locate, f4.StragglerFactor, f4.Seed, f4.Log = locate, *f.straggler, f.exp.seed, log
-		cfg := experiment.ValidateConfig{Fig4: f4, Qs: qs, Share: *f.share, Duration: *f.duration, Exe: exe}
-		rows, costs, err := experiment.Validate(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		if err := experiment.WriteValidate(out, rows); err != nil {
-			return err
-		}
-		sec.Title = "Figure 4's simulation against real processes with limited processors"
-		sec.Settings = []string{fmt.Sprintf("set %s, q = %s, AsyREVEL-Gau and SynREVEL-Gau, %v of training a run, seed %d", (*f.sets), *f.qs, *f.duration, f.exp.seed),
-			fmt.Sprintf("batch and step size as Figure 4's: %s", fig4Steps(f4))}
-		sec.Body = experiment.ValidateBody(rows, costs, cfg)
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "validate.csv"))
-	case "fig3":
-		cfg := experiment.Fig3Config{Sets: sets, Locate: locate, Algos: experiment.Fig3Algos, Parties: 8, StragglerFactor: *f.straggler,
-			Duration: *f.duration, NetDuration: *f.netDuration, Batch: *f.batch, Window: *f.window, Seed: f.exp.seed, Log: log}
-		pts, runs, err := experiment.Fig3(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		if err := experiment.WriteFig3(out, pts, runs); err != nil {
-			return err
-		}
-		sec.Title = "Figure 3: training loss against time"
-		sec.Settings = []string{
-			fmt.Sprintf("8 parties, batch %d, %d request(s) in flight per party for the asynchronous methods (SynREVEL: 1 by definition), seed %d", *f.batch, *f.window, f.exp.seed),
-			fmt.Sprintf("party 8 a %gx straggler in every run (a delay proportional to its measured compute)", *f.straggler),
-			fmt.Sprintf("logistic regression (linear parties, logistic head with intercept, nonconvex regulariser, lambda 1e-4) for %v a run; the paper's network (MLP d_m x 128 x 1, softmax head 8 x 10) for %v", *f.duration, *f.netDuration),
-			"default step sizes of `asyrevel train` for each algorithm and model; embedded JetStream over TCP loopback",
-		}
-		sec.Body = experiment.Fig3Body(runs, *f.straggler)
-		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig3.csv"), filepath.Join(out, "fig3_runs.csv"), filepath.Join(out, "fig3.png"))
-	case "table3":
-		cfg := experiment.Table3Config{Sets: sets, Locate: locate, Parties: 8, Batch: *f.batch, Steps: *f.steps, Steps0: *f.steps0, Seed: f.exp.seed, Log: log}
-		rows, err := experiment.Table3(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		if err := experiment.WriteTable3(out, rows); err != nil {
-			return err
-		}
-		sec.Title = "Table 3: communication per round"
-		sec.Settings = []string{
-			fmt.Sprintf("8 parties, batch %d, one request in flight per party; each configuration run for %d and for %d answered requests", *f.batch, *f.steps0, *f.steps),
-			"embedded JetStream over TCP loopback: every message stored in the run's stream and delivered by a durable consumer",
-		}
-		sec.Body = experiment.Table3Body(rows)
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
-	case "table4":
-		if *f.fromTrials {
-			return table4FromTrials(out, cmd, stdout)
-		}
-		cfg := experiment.Table4Config{Sets: sets, Locate: locate, Parties: 8, Trials: *f.trials, NetTrials: *f.netTrials,
-			Duration: *f.duration, NetDuration: *f.netDuration, Steps: *f.t4steps, Seed: f.exp.seed, Log: log}
-		rows, trials, err := experiment.Table4(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		// The sets of an earlier run that this one did not measure stay.
-		oldRows, oldTrials, err := experiment.ReadTable4(out)
-		if err != nil {
-			log.Warn().Err(err).Msg("the earlier table4.csv is not kept")
-		}
-		var kept []string
-		prev := experiment.SectionCommand(out, "table4")
-		if rows, trials, kept = experiment.MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && prev != "" {
-			if p := table4Provenance(strings.Split(prev, "\n    "), kept); len(p) > 0 {
-				sec.Command = strings.Join(p, "\n    ") + "\n    " + cmd
-			}
-		}
-		if err := experiment.WriteTable4(out, rows, trials); err != nil {
-			return err
-		}
-		sec.Title = "Table 4: accuracy, federated against non-federated"
-		sec.Settings = []string{
-			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
-				*f.trials, *f.duration, *f.netTrials, *f.netDuration, f.exp.seed, f.exp.seed+1) + stepsText(*f.t4steps),
-			fmt.Sprintf("the defaults of `asyrevel train` (batch 64, window 8; on the network sets --model mlp with its own: batch %d, window %d, step size decaying over %d passes); "+
-				"NonF's party on a network set is one MLP 784 x 128 x 8 (the head sees 8 values, as with 8 parties)", run.MLPBatch, run.MLPWindow, run.MLPDecayEpochs),
-			"embedded JetStream over TCP loopback",
-		}
-		if len(kept) > 0 {
-			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
-				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
-		}
-		sec.Body = experiment.Table4Body(rows, trials)
-		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
-	case "fig4":
-		if q {
-			checkQs = nil
-		}
-		cfg := fig4Defaults(sets)
-		cfg.Locate, cfg.Qs, cfg.Suboptimality, cfg.NetworkLoss = locate, qs, *f.subopt, *f.netLoss
-		cfg.StragglerFactor, cfg.Latency, cfg.Budget, cfg.MaxSteps = *f.straggler, *f.latency, *f.budget, *f.maxSteps
-		cfg.Seed, cfg.Seeds, cfg.Log, cfg.CheckQs, cfg.Parallel = f.exp.seed, *f.seeds, log, checkQs, *f.parallel
-		rows, checks, costs, err := experiment.Fig4(ctx, cfg)
-		var kept []string
-		if err != nil {
-			// A full sweep takes hours a set: an interrupt keeps the sets
-			// whose simulations all finished.
-			if ctx.Err() == nil {
-				return err
-			}
-			if rows, kept = finishedSets(rows, len(qs)*len(experiment.Fig4Modes)*max(*f.seeds, 1)); len(rows) == 0 {
-				return err
-			}
-			var keptCosts []experiment.Fig4Cost
-			for _, c := range costs {
-				if slices.Contains(kept, c.Set) {
-					keptCosts = append(keptCosts, c)
-				}
-			}
-			costs, stopped = keptCosts, err
-		}
-		if err := experiment.WriteFig4(out, rows, checks, costs); err != nil {
-			return err
-		}
-		sec.Title = "Figure 4: speed-up with the number of parties"
-		sec.Settings = []string{
-			fmt.Sprintf("q = %s; AsyREVEL-Gau (one request in flight per party) against SynREVEL-Gau; party q a %gx straggler (q > 1)", *f.qs, *f.straggler),
-			fmt.Sprintf("target f - f* <= %g (logistic sets), training loss <= %g (network); budget %v virtual time or %d answered requests a run", *f.subopt, *f.netLoss, *f.budget, *f.maxSteps),
-			fmt.Sprintf("%d seeds (%d, %d, ...) a configuration; costs measured here first (below), message time %s", *f.seeds, f.exp.seed, f.exp.seed+1, latencyText(*f.latency)),
-			fmt.Sprintf("batch and step size: %s", fig4Steps(cfg)),
-		}
-		if stopped != nil {
-			sec.Settings = append(sec.Settings, fmt.Sprintf("**interrupted**: only %s finished (%v); the other sets and any missing checks were not run",
-				strings.Join(kept, ", "), stopped))
-		}
-		sec.Body = experiment.Fig4Body(rows, checks, costs, cfg)
-		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig4.csv"), filepath.Join(out, "fig4_check.csv"), filepath.Join(out, "fig4.png"))
+		p.Exe = exe
 	}
-	sec.Duration = time.Since(sec.Started)
-	if err := experiment.WriteSection(out, sec); err != nil {
-		return err
+	err = experiment.RunPaper(ctx, p, stdout)
+	if errors.Is(err, experiment.ErrNoTable4) {
+		return fmt.Errorf("%w: no table4.csv in %s to rebuild from", errUsage, p.Out)
 	}
-	fmt.Fprintf(stdout, "%s took %v; section %q of %s updated\n", name, sec.Duration.Round(time.Second), name, filepath.Join(out, experiment.ReportFile))
-	if stopped != nil {
-		return fmt.Errorf("%s interrupted; the finished part is written: %w", name, stopped)
-	}
-	return nil
-}
-
-// finishedSets keeps the rows of the sets that have all theirs (per of
-// them), in order, and names those sets.
-func finishedSets(rows []experiment.Fig4Row, per int) ([]experiment.Fig4Row, []string) {
-	count := map[string]int{}
-	for _, r := range rows {
-		count[r.Set]++
-	}
-	var keep []experiment.Fig4Row
-	var names []string
-	for _, r := range rows {
-		if count[r.Set] != per {
-			continue
-		}
-		if len(names) == 0 || names[len(names)-1] != r.Set {
-			names = append(names, r.Set)
-		}
-		keep = append(keep, r)
-	}
-	return keep, names
-}
-
-// fig4Defaults are the per-set settings of the speed-up experiment.
-func fig4Defaults(sets []experiment.Set) experiment.Fig4Config {
-	cfg := experiment.Fig4Config{Sets: sets, Batch: map[string]int{}, LR: map[string]float64{},
-		LRDecay: map[string]float64{}, HeadLR: map[string]float64{}, CheckFactor: 4, CheckBudget: 2 * time.Minute}
-	for _, s := range sets {
-		switch s.Name {
-		case "mnist", "fashion-mnist":
-			// The network: the mlp defaults.
-		default:
-			// Logistic regression: a large batch and step, which reach
-			// f - f* <= 5e-4 in the fewest steps measured here.
-			cfg.Batch[s.Name], cfg.LR[s.Name], cfg.HeadLR[s.Name] = 1024, 1, 2
-		}
-	}
-	return cfg
-}
-
-func fig4Steps(cfg experiment.Fig4Config) string {
-	var parts []string
-	for _, s := range cfg.Sets {
-		lr := "default"
-		if v := cfg.LR[s.Name]; v != 0 {
-			lr = strconv.FormatFloat(v, 'g', -1, 64)
-		}
-		head := "default"
-		if v := cfg.HeadLR[s.Name]; v != 0 {
-			head = strconv.FormatFloat(v, 'g', -1, 64)
-		}
-		parts = append(parts, fmt.Sprintf("%s batch %d, party lr %s at q = 8 (times sqrt(q/8) with q parties), head lr %s", s.Name, cfg.Batch[s.Name], lr, head))
-	}
-	return strings.Join(parts, "; ")
+	return err
 }
 
 func parseSets(s string) ([]experiment.Set, error) {
@@ -445,94 +287,4 @@ func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "all four in %v; report: %s\n", time.Since(start).Round(time.Second), filepath.Join(e.out, experiment.ReportFile))
 	return nil
-}
-
-func stepsText(n int64) string {
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (logistic-regression runs bounded by %d answered requests, all parties together, the same for every method, the duration capping them)", n)
-}
-
-// table4Provenance keeps, of the earlier table4 commands (in order), those
-// that last measured one of the kept sets.
-func table4Provenance(cmds, kept []string) []string {
-	covers := func(cmd string) []string {
-		f := strings.Fields(cmd)
-		for i, a := range f {
-			if v, ok := strings.CutPrefix(a, "--sets="); ok {
-				return strings.Split(v, ",")
-			}
-			if a == "--sets" && i+1 < len(f) {
-				return strings.Split(f[i+1], ",")
-			}
-		}
-		if slices.Contains(f, "--quick") {
-			return []string{"a9a", "w8a", "mnist"}
-		}
-		return []string{"uci-credit-card", "give-me-some-credit", "a9a", "w8a", "mnist", "fashion-mnist"}
-	}
-	last := map[string]int{}
-	for i, c := range cmds {
-		for _, set := range covers(c) {
-			last[set] = i
-		}
-	}
-	var out []string
-	for i, c := range cmds {
-		for _, set := range kept {
-			if j, ok := last[set]; ok && j == i {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// table4FromTrials rebuilds Table 4 from the runs already in dir (table4.csv
-// for what the runs do not hold, table4_trials.csv for every run): the
-// statistics, the paper's figures, the tests and the flags are computed
-// again; nothing is run. The section keeps the commands and settings of
-// the runs, with this command added.
-func table4FromTrials(dir, cmd string, stdout io.Writer) error {
-	rows, trials, err := experiment.ReadTable4(dir)
-	if err != nil {
-		return err
-	}
-	if len(rows) == 0 {
-		return fmt.Errorf("%w: no table4.csv in %s to rebuild from", errUsage, dir)
-	}
-	rows = experiment.Table4FromTrials(rows, trials)
-	if err := experiment.WriteTable4(dir, rows, trials); err != nil {
-		return err
-	}
-	sec := experiment.Section{Name: "table4", Title: "Table 4: accuracy, federated against non-federated", Machine: experiment.Machine(), Started: time.Now()}
-	sec.Command = cmd
-	if prev := experiment.SectionCommand(dir, "table4"); prev != "" {
-		var keep []string
-		for _, c := range strings.Split(prev, "\n    ") {
-			if !strings.Contains(c, "--from-trials") {
-				keep = append(keep, c)
-			}
-		}
-		sec.Command = strings.Join(append(keep, cmd), "\n    ")
-	}
-	sec.Settings = append(experiment.SectionSettings(dir, "table4"),
-		"rebuilt by `"+cmd+"` from the runs in table4_trials.csv (the runs are the commands' above; the time and machine are the rebuild's)")
-	sec.Body = experiment.Table4Body(rows, trials)
-	sec.Duration = time.Since(sec.Started)
-	if err := experiment.WriteSection(dir, sec); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "rebuilt %s and the table4 section of %s from %d runs\n", filepath.Join(dir, "table4.csv"), filepath.Join(dir, experiment.ReportFile), len(trials))
-	return nil
-}
-
-// latencyText describes the simulation's message time.
-func latencyText(l time.Duration) string {
-	if l > 0 {
-		return fmt.Sprintf("%v each way (given)", l)
-	}
-	return "measured through the embedded broker"
 }

@@ -64,7 +64,7 @@ func (f *reexecFlags) run(ctx context.Context, l *replay.Log, stdout, stderr io.
 	if s.Run != "" && s.Run != l.Run() {
 		return fmt.Errorf("%w: --summary is run %s's, the log is run %s's", errUsage, s.Run, l.Run())
 	}
-	var cfg run.Config
+	cfg := run.Defaults()
 	st.Apply(&cfg)
 	cfg.Run, cfg.Test = l.Run(), "" // test labels play no part in the replies
 	cfg.MaxSteps = 1                // replaced by the number of recorded replies

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/serve"
 	"github.com/asyrevel/asyrevel/trust"
@@ -202,7 +203,7 @@ func TestScoringAudit(t *testing.T) {
 				recs[i] = r.Clone()
 			}
 			recs = tc.tamper(recs)
-			rep, err := auditLog(context.Background(), func(f func(*replay.Record)) error {
+			rep, err := audit.Check(context.Background(), func(f func(*replay.Record)) error {
 				for _, r := range recs {
 					f(r)
 				}

@@ -49,7 +49,6 @@ type trainFlags struct {
 	role      role
 	bias      *bool
 	straggler string
-	lambda    float64
 	cfg       run.Config
 	seed      uint64
 	scale     string
@@ -58,7 +57,7 @@ type trainFlags struct {
 }
 
 func newTrainFlags(fs *flag.FlagSet, r role) *trainFlags {
-	f := &trainFlags{role: r, seed: 1, logLevel: "info"}
+	f := &trainFlags{role: r, seed: 1, logLevel: "info", cfg: run.Defaults()}
 	for _, d := range trainFlagTable(f) {
 		if d.roles&r != 0 {
 			d.add(fs)
@@ -95,15 +94,15 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.IntVar(&c.Parties, "parties", 0, "number of parties q; the features are split into q nearly equal blocks\n(default: a split folder's own count, else 8; nonf: 1)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Algo, "algo", "asyrevel-gau", "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
+			fs.StringVar(&c.Algo, "algo", c.Algo, "algorithm: "+strings.Join(run.Algorithms, ", ")+"\n"+
 				"  asyrevel-gau, asyrevel-uni  asynchronous zeroth-order (Gaussian / unit-sphere directions)\n"+
 				"  synrevel-gau, synrevel-uni  synchronous rounds: one shared batch, the aggregator waits for all parties\n"+
 				"  tig                         first-order split learning: gradients dF_0/dc back to white-box models\n"+
 				"  nonf                        all features at one party (q = 1), AsyREVEL-Gau: the non-federated yardstick")
 		}},
 		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Model, "model", "linear", "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
-			fs.IntVar(&c.Hidden, "hidden", 128, "hidden units of the mlp local model")
+			fs.StringVar(&c.Model, "model", c.Model, "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
+			fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units of the mlp local model")
 		}},
 		{roleTrain | roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
@@ -122,7 +121,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.Patience, "patience", 0, fmt.Sprintf("stop when this many epochs go by without the held-out loss falling by\n--tolerance below its best (default %g when no --epochs, --duration, --steps\nor --stop-at-target is given, else off; negative: off)", run.DefaultPatience))
-			fs.Float64Var(&c.Tolerance, "tolerance", 0, fmt.Sprintf("with --patience: the relative gain an evaluation needs to count as an\nimprovement (default %g: 0.1%%)", run.DefaultTolerance))
+			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0: any fall counts)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then\nthe same to every process of the run; negative: none)", run.DefaultHoldOut))
@@ -137,11 +136,11 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.Mu, "mu", 1e-3, "smoothing radius of the two-point estimator (a model with quantised weights\nor outputs needs one above its quantisation step: the example models 0.1)")
+			fs.Float64Var(&c.Mu, "mu", c.Mu, "smoothing radius of the two-point estimator (a model with quantised weights\nor outputs needs one above its quantisation step: the example models 0.1)")
 		}},
 		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
-			fs.Float64Var(&f.lambda, "lambda", run.DefaultLambda, "regularisation weight (0 turns the regulariser off)")
-			fs.StringVar(&c.Reg, "reg", "nonconvex", "regulariser: nonconvex (the paper's), l2 or none")
+			fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "regularisation weight (0 turns the regulariser off)")
+			fs.StringVar(&c.Reg, "reg", c.Reg, "regulariser: nonconvex (the paper's), l2 or none")
 		}},
 		{roleTrain | roleAggregator | roleParty | roleLoops, func(fs *flag.FlagSet) {
 			fs.IntVar(&c.Batch, "batch", 0, "samples per request (default 64; mlp: 256); the paper's algorithm is --batch 1 --window 1")
@@ -170,7 +169,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) { addDefenseFlags(fs, &c.Defense, &c.NoLeakage) }},
 		{roleTrain, func(fs *flag.FlagSet) { addAdversaryFlag(fs, c) }},
 		{roleTrain, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Bus, "bus", "jetstream", "transport: jetstream, or memory (in-process baseline, no broker)")
+			fs.StringVar(&c.Bus, "bus", c.Bus, "transport: jetstream, or memory (in-process baseline, no broker)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Design, "transport", "", "how messages travel over NATS (default capture; every process of a run the same):\n"+
@@ -373,9 +372,6 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	c := &f.cfg
 	c.Seed = f.seed
-	if fs.Lookup("lambda") != nil {
-		c.Lambda = new(f.lambda) // 0 is a value: it turns the regulariser off
-	}
 	if f.bias != nil {
 		c.NoBias = !*f.bias
 	}

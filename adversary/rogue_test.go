@@ -1,4 +1,4 @@
-package main
+package adversary
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
@@ -21,11 +22,19 @@ import (
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
 	ctx := context.Background()
-	s, rg, out, err := adversaryRun(ctx, 40, true, run.Config{
-		Synthetic: &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3},
-		Parties:   4, Algo: "asyrevel-gau", Batch: 16, Window: 2, Duration: time.Minute, Seed: 1, Run: "adv",
-		Out: t.TempDir(), Log: zerolog.Nop(), EvalEvery: 100 * time.Millisecond,
-	})
+	s, rg, out, err := Run(ctx, 40, true, run.New(func(c *run.Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
+		c.Parties = 4
+		c.Algo = "asyrevel-gau"
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = time.Minute
+		c.Seed = 1
+		c.Run = "adv"
+		c.Out = t.TempDir()
+		c.Log = zerolog.Nop()
+		c.EvalEvery = 100 * time.Millisecond
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +45,7 @@ func TestAdversary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	receipts, err := readReceiptTree(filepath.Join(out, "receipts"))
+	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
 	if err != nil || len(receipts) < 4 {
 		t.Fatalf("%d receipts: %v", len(receipts), err)
 	}
@@ -45,12 +54,12 @@ func TestAdversary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	each := func(f func(*replay.Record)) error { return eachRecord(ctx, log, f) }
-	rep, err := auditLog(ctx, each, roster, receipts)
+	each := func(f func(*replay.Record)) error { return audit.Each(ctx, log, f) }
+	rep, err := audit.Check(ctx, each, roster, receipts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rg.settleLog(each, rep); err != nil {
+	if err := rg.SettleLog(each, rep); err != nil {
 		t.Fatal(err)
 	}
 	total := int64(0)

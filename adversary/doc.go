@@ -1,0 +1,9 @@
+// Package adversary is the rogue client of `asyrevel experiment
+// adversary`: a malicious participant of a run with the trust layer on,
+// holding party 1's key, that sends bad messages of every kind on the
+// run's real broker (anonymous connections, other parties' subjects,
+// reading others' traffic, stream administration, junk, sequence jumps,
+// replays, forged signatures, unknown keys, unsigned hellos, reply-subject
+// injection, oversized messages), and the experiment that counts what the
+// broker refused, what the receivers rejected and what got through.
+package adversary

@@ -1,0 +1,32 @@
+package experiment
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The faults table gives every case with its audit verdict, and the
+// failure of a failed case after the table.
+func TestFaultsTable(t *testing.T) {
+	rows := []FaultRow{
+		{Case: "aggregator-kill", Accuracy: 0.84, Uninterrupted: 0.845, Trust: true, AuditOK: true, AuditReceipts: 12},
+		{Case: "party-kill", Accuracy: 0.83, Uninterrupted: 0.845, Trust: true, AuditProblems: 3, Err: "lost 2 messages"},
+		{Case: "broker", Accuracy: 0.84, Uninterrupted: 0.845},
+	}
+	got := FaultsTable(rows)
+	for _, want := range []string{"| aggregator-kill", "ok (12 receipts)", "not run", "| -", "84.00%", "\nThe party-kill case failed: lost 2 messages\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "The broker case failed") {
+		t.Errorf("a case without an error is said to have failed:\n%s", got)
+	}
+	for _, noTrust := range []bool{false, true} {
+		sec := FaultsSection(FaultConfig{Data: "a9a.gz", Parties: 4, Batch: 64, Window: 8, Steps: 100, NoTrust: noTrust}, got, "asyrevel experiment faults", time.Now())
+		if !strings.HasPrefix(sec.Body, got) || strings.Contains(sec.Body, "--no-trust: no keys") != noTrust || !strings.Contains(sec.Body, "Data a9a.gz, 4 parties, batch 64") {
+			t.Errorf("no-trust %v: section body %q", noTrust, sec.Body)
+		}
+	}
+}
