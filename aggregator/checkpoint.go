@@ -9,10 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -302,66 +302,19 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	return nil
 }
 
-// ReadLog reads every message of the run's stream that matches filters
-// (they must not overlap), as stored when it is called, and hands each to
-// fn in stream order where the design has it. It returns the number read.
+// ReadLog is logread.Messages, kept for its callers.
+//
+// Deprecated: use logread.Messages: what the roles share is read below
+// them.
 func ReadLog(ctx context.Context, bus broker.Bus, filters []string, fn func(subject string, data []byte)) (int64, error) {
-	return ReadDeliveries(ctx, bus, filters, func(d broker.Delivery) { fn(d.Subject(), d.Data()) })
+	return logread.Messages(ctx, bus, filters, fn)
 }
 
-// ReadDeliveries is ReadLog handing fn each delivery (headers and stream
-// sequence included; valid during the call only).
+// ReadDeliveries is logread.Deliveries, kept for its callers.
+//
+// Deprecated: use logread.Deliveries.
 func ReadDeliveries(ctx context.Context, bus broker.Bus, filters []string, fn func(broker.Delivery)) (int64, error) {
-	var n uint64
-	for _, f := range filters {
-		v, err := bus.Count(ctx, f)
-		if err != nil {
-			return 0, err
-		}
-		n += v
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	var (
-		mu   sync.Mutex
-		seen uint64
-		done = make(chan struct{})
-	)
-	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll, StreamOnly: true}, func(_ context.Context, d broker.Delivery) {
-		mu.Lock()
-		defer mu.Unlock()
-		if seen >= n {
-			return
-		}
-		fn(d)
-		if seen++; seen == n {
-			close(done)
-		}
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer sub.Close()
-	stall := time.NewTicker(30 * time.Second)
-	defer stall.Stop()
-	prev := uint64(0)
-	for {
-		select {
-		case <-done:
-			return int64(n), nil
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-stall.C:
-			mu.Lock()
-			s := seen
-			mu.Unlock()
-			if s == prev {
-				return 0, fmt.Errorf("read %d of %d messages, then nothing for 30s", s, n)
-			}
-			prev = s
-		}
-	}
+	return logread.Deliveries(ctx, bus, filters, fn)
 }
 
 // replayPublish stands for publish while a request answered before the

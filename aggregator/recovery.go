@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -201,7 +202,7 @@ func (r *recovery) verifyIn(d broker.Delivery, seq uint64) bool {
 
 // readOne reads the stream's messages on filter.
 func (r *recovery) readOne(filter string, fn func(broker.Delivery)) error {
-	n, err := ReadDeliveries(r.ctx, r.bus, []string{filter}, fn)
+	n, err := logread.Deliveries(r.ctx, r.bus, []string{filter}, fn)
 	r.read += n
 	return err
 }
