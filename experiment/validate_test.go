@@ -1,0 +1,57 @@
+package experiment
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// processCPU reads a process's CPU from /proc: this process's grows with
+// the work it does and agrees with getrusage to /proc's resolution; a
+// process that does not exist is an error.
+func TestProcessCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc is Linux's")
+	}
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for t0 := time.Now(); time.Since(t0) < 100*time.Millisecond; {
+		_ = math.Sqrt(float64(time.Now().UnixNano()))
+	}
+	after, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := selfCPU()
+	if after-before < 10*time.Millisecond {
+		t.Errorf("100 ms of work read as %v of CPU", after-before)
+	}
+	if d := self - after; d < -20*time.Millisecond || d > time.Second {
+		t.Errorf("/proc says %v, getrusage %v", after, self)
+	}
+	if _, err := processCPU(1 << 30); err == nil {
+		t.Error("a process that does not exist: no error")
+	}
+}
+
+func TestValidatedQs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rows []ValidateRow
+		want []int
+	}{
+		{"none", nil, nil},
+		{"both modes within", []ValidateRow{{Q: 1, Error: 0.1}, {Q: 1, Error: -0.14}}, []int{1}},
+		{"one mode out", []ValidateRow{{Q: 1, Error: 0.1}, {Q: 1, Error: -0.3}, {Q: 2, Error: 0}, {Q: 2, Error: 0.05}}, []int{2}},
+		{"NaN is not validated", []ValidateRow{{Q: 4, Error: math.NaN()}, {Q: 2, Error: 0.01}}, []int{2}},
+	} {
+		if got := ValidatedQs(tc.rows); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
