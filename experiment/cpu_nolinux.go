@@ -4,6 +4,7 @@ package experiment
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -15,3 +16,6 @@ func processCPU(int) (time.Duration, error) { return 0, errors.ErrUnsupported }
 
 // selfCPU is not available here.
 func selfCPU() time.Duration { return 0 }
+
+// loadAverage is not available here.
+func loadAverage() float64 { return math.NaN() }

@@ -48,6 +48,11 @@ type ValidateConfig struct {
 	// party process's CPU a step without quotas, the simulation's party
 	// cost; default DefaultCalibrate.
 	Calibrate time.Duration
+	// AggShare is the processor share of this process's own cgroup, the
+	// aggregator's and the broker's, during the runs; default 1. In a
+	// cgroup of its own it competes with the machine's other work as the
+	// parties' groups do (one group each, whatever its nice value).
+	AggShare float64
 }
 
 // DefaultCalibrate is the default ValidateConfig.Calibrate.
@@ -73,17 +78,26 @@ type ValidateRow struct {
 	// fig4_costs.csv's), which Figure 4 used before the calibration.
 	SimStepsMicro int64
 	ErrorMicro    float64
+	// SimStepsFluid and ErrorFluid are the calibrated costs with each
+	// party's step its CPU over its share (no CFS periods), Figure 4's
+	// way of applying a share.
+	SimStepsFluid int64
+	ErrorFluid    float64
 	// CPU seconds a step, all parties together (start-up excluded): the
 	// cost model's (MicroStepCPU), the calibration run's without quotas
 	// (CalStepCPU, what the simulation uses), and this run's
 	// (RunStepCPU); AggStepCPU is this process's (the aggregator and the
 	// broker) a step in this run.
 	MicroStepCPU, CalStepCPU, RunStepCPU, AggStepCPU float64
-	PartyCPU                                         float64 // CPU seconds the party processes used, all of them
-	QuotaCPU                                         float64 // CPU seconds their quotas allowed over their lifetimes
-	Throttled                                        int64   // periods in which a party was throttled (all parties)
-	Periods                                          int64   // periods counted (all parties)
-	PartySteps                                       []int64 // the real run's steps of each party (its replies in the stream)
+	// CalAggCPU is the calibration run's aggregator and broker CPU a
+	// step, the simulation's aggregator cost; Load the machine's load
+	// average (1 min) when the run started.
+	CalAggCPU, Load float64
+	PartyCPU        float64 // CPU seconds the party processes used, all of them
+	QuotaCPU        float64 // CPU seconds their quotas allowed over their lifetimes
+	Throttled       int64   // periods in which a party was throttled (all parties)
+	Periods         int64   // periods counted (all parties)
+	PartySteps      []int64 // the real run's steps of each party (its replies in the stream)
 }
 
 // Validate runs the validation. It returns ErrNoCgroup (wrapped) when this
@@ -98,12 +112,20 @@ func Validate(ctx context.Context, cfg ValidateConfig) ([]ValidateRow, []Fig4Cos
 	if cfg.Calibrate <= 0 {
 		cfg.Calibrate = DefaultCalibrate
 	}
+	if !(cfg.AggShare > 0) {
+		cfg.AggShare = 1
+	}
 	// The cgroups first: without them there is nothing to validate.
 	probe, err := newCPUGroup(fmt.Sprintf("asyrevel-probe-%d", os.Getpid()), 0.5, cfg.Period)
 	if err != nil {
 		return nil, nil, err
 	}
 	probe.remove()
+	leave, err := enterCPUGroup(fmt.Sprintf("asyrevel-validate-agg-%d", os.Getpid()), cfg.AggShare, cfg.Period)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer leave()
 	set := cfg.Fig4.Sets[0]
 	if set.Network || set.Preset != "" {
 		return nil, nil, fmt.Errorf("%w: validate runs on a LIBSVM set (a9a, w8a), not %s", run.ErrConfig, set.Name)
@@ -151,9 +173,23 @@ type realRun struct {
 	trainSecs float64   // wall seconds between those evaluations
 	aggCPU    float64   // this process's CPU seconds between them (the aggregator and the broker)
 	partyCPU  float64   // the party processes' whole CPU seconds (start-up included)
+	load      float64   // the machine's load average (1 min) at the start
 	quotaCPU  float64   // CPU seconds their quotas allowed over their lifetimes (0 without quotas)
 	throttled int64     // periods in which a party was throttled (all parties)
 	periods   int64     // periods counted (all parties)
+}
+
+// aggStepCPU is this process's CPU seconds (the aggregator's and the
+// broker's) a step over the training.
+func (r *realRun) aggStepCPU() float64 {
+	var n int64
+	for _, v := range r.steps {
+		n += v
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return r.aggCPU / float64(n)
 }
 
 // stepCPU is party m's CPU seconds a step over the training (m from 1).
@@ -197,7 +233,7 @@ func runReal(ctx context.Context, cfg ValidateConfig, train, test string, q int,
 	}
 	defer srv.Shutdown()
 	runName := fmt.Sprintf("validate-%s-q%d-%d", mode, q, time.Now().UnixNano()%1e9)
-	rr := &realRun{steps: make([]int64, q), cpu: make([]float64, q)}
+	rr := &realRun{steps: make([]int64, q), cpu: make([]float64, q), load: loadAverage()}
 	var (
 		mu         sync.Mutex
 		pids       = make([]int, q)
@@ -393,9 +429,7 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 	row.RealSteps, row.RealSecs, row.PartySteps = sum.Steps, sum.TrainSeconds, rr.steps
 	row.PartyCPU, row.QuotaCPU, row.Throttled, row.Periods = rr.partyCPU, rr.quotaCPU, rr.throttled, rr.periods
 	row.RunStepCPU, row.CalStepCPU = rr.meanStepCPU(), cal.meanStepCPU()
-	if rr.sum.Steps > 0 {
-		row.AggStepCPU = rr.aggCPU / float64(rr.sum.Steps)
-	}
+	row.AggStepCPU, row.CalAggCPU, row.Load = rr.aggStepCPU(), cal.aggStepCPU(), rr.load
 	var micro float64
 	for _, p := range cost.Party {
 		micro += p.Step.Median
@@ -411,24 +445,38 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 		locals[m], _, _ = run.NewLocal(ctx, &tc, m, data.Blocks[m-1].Len(), data.Classes)
 	}
 	sched := tc.Schedule(data.NTrain)
-	simulate := func(step func(m int) float64) (int64, error) {
-		res, err := Simulate(ctx, data, SimConfig{Parties: q, Sync: mode == "sync", Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
+	// cfs: the parties' steps under the CFS quota (full speed until the
+	// period's budget is spent); otherwise each step is its CPU over the
+	// share, as Figure 4 simulates.
+	simulate := func(step func(m int) float64, agg float64, cfs bool) (int64, error) {
+		sc := SimConfig{Parties: q, Sync: mode == "sync", Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
 			HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: *tc.Lambda, Reg: model.Nonconvex{}, Seed: cfg.Fig4.Seed,
 			StepCost: func(m int) float64 { return step(m) / shares[m-1] },
-			Latency:  cost.Latency.Median, AggCost: cost.Agg.Median, Budget: row.RealSecs, EvalEvery: row.RealSecs,
-			NewLocal: func(m, d int) model.Local { return locals[m] }, Head: head})
+			Latency:  cost.Latency.Median, AggCost: agg, Budget: row.RealSecs, EvalEvery: row.RealSecs,
+			NewLocal: func(m, d int) model.Local { return locals[m] }, Head: head}
+		if cfs {
+			sc.StepCost = step
+			sc.Quota = func(m int) (float64, float64) { return shares[m-1], cfg.Period.Seconds() }
+		}
+		res, err := Simulate(ctx, data, sc)
 		if err != nil {
 			return 0, err
 		}
 		return res.Steps, nil
 	}
-	if row.SimSteps, err = simulate(cal.stepCPU); err != nil {
+	if row.SimSteps, err = simulate(cal.stepCPU, cal.aggStepCPU()/cfg.AggShare, true); err != nil {
 		return row, err
 	}
-	if row.SimStepsMicro, err = simulate(func(m int) float64 { return cost.Party[m-1].Step.Median }); err != nil {
+	if row.SimStepsFluid, err = simulate(cal.stepCPU, cal.aggStepCPU()/cfg.AggShare, false); err != nil {
 		return row, err
 	}
-	row.Error, row.ErrorMicro = math.NaN(), math.NaN()
+	if row.SimStepsMicro, err = simulate(func(m int) float64 { return cost.Party[m-1].Step.Median }, cost.Agg.Median, false); err != nil {
+		return row, err
+	}
+	row.Error, row.ErrorMicro, row.ErrorFluid = math.NaN(), math.NaN(), math.NaN()
+	if row.SimStepsFluid > 0 {
+		row.ErrorFluid = float64(row.RealSteps)/float64(row.SimStepsFluid) - 1
+	}
 	if row.SimSteps > 0 {
 		row.Error = float64(row.RealSteps)/float64(row.SimSteps) - 1
 	}
@@ -446,11 +494,13 @@ func WriteValidate(dir string, rows []ValidateRow) error {
 			strconv.FormatInt(r.SimSteps, 10), fmtF(r.Error, 4), fmtF(r.PartyCPU, 2), fmtF(r.QuotaCPU, 2),
 			strconv.FormatInt(r.Throttled, 10), strconv.FormatInt(r.Periods, 10),
 			strconv.FormatInt(r.SimStepsMicro, 10), fmtF(r.ErrorMicro, 4),
-			fmtF(1e3*r.MicroStepCPU, 4), fmtF(1e3*r.CalStepCPU, 4), fmtF(1e3*r.RunStepCPU, 4), fmtF(1e3*r.AggStepCPU, 4)})
+			fmtF(1e3*r.MicroStepCPU, 4), fmtF(1e3*r.CalStepCPU, 4), fmtF(1e3*r.RunStepCPU, 4), fmtF(1e3*r.AggStepCPU, 4),
+			fmtF(1e3*r.CalAggCPU, 4), fmtF(r.Load, 2), strconv.FormatInt(r.SimStepsFluid, 10), fmtF(r.ErrorFluid, 4)})
 	}
 	return run.WriteCSV(filepath.Join(dir, "validate.csv"), []string{"set", "parties", "mode", "party_share", "real_steps", "real_seconds",
 		"sim_steps", "error", "party_cpu_seconds", "quota_cpu_seconds", "throttled_periods", "periods",
-		"sim_steps_cost_model", "error_cost_model", "cost_model_step_ms", "calibrated_step_ms", "run_step_ms", "agg_broker_step_ms"}, recs)
+		"sim_steps_cost_model", "error_cost_model", "cost_model_step_ms", "calibrated_step_ms", "run_step_ms", "agg_broker_step_ms",
+		"calibrated_agg_broker_step_ms", "load_average", "sim_steps_fluid", "error_fluid"}, recs)
 }
 
 // ValidTolerance is the error within which validate counts the simulation
@@ -488,6 +538,9 @@ func ValidateBody(rows []ValidateRow, costs []Fig4Cost, cfg ValidateConfig) stri
 	if cfg.Calibrate <= 0 {
 		cfg.Calibrate = DefaultCalibrate
 	}
+	if !(cfg.AggShare > 0) {
+		cfg.AggShare = 1
+	}
 	var b strings.Builder
 	var tab [][]string
 	for _, r := range rows {
@@ -500,26 +553,37 @@ func ValidateBody(rows []ValidateRow, costs []Fig4Cost, cfg ValidateConfig) stri
 			thr = fmtF(100*float64(r.Throttled)/float64(r.Periods), 0) + "%"
 		}
 		tab = append(tab, []string{r.Set, strconv.Itoa(r.Q), r.Mode, fmtF(r.RealSecs, 1), fmtF(float64(r.RealSteps)/r.RealSecs, 0),
-			fmtF(float64(r.SimSteps)/r.RealSecs, 0), fmt.Sprintf("%+.0f%%", 100*r.Error),
+			fmtF(float64(r.SimSteps)/r.RealSecs, 0), fmt.Sprintf("%+.0f%%", 100*r.Error), fmt.Sprintf("%+.0f%%", 100*r.ErrorFluid),
 			fmtF(float64(r.SimStepsMicro)/r.RealSecs, 0), fmt.Sprintf("%+.0f%%", 100*r.ErrorMicro), used, thr,
-			fmtF(1e3*r.MicroStepCPU, 3), fmtF(1e3*r.CalStepCPU, 3), fmtF(1e3*r.RunStepCPU, 3), fmtF(1e3*r.AggStepCPU, 3)})
+			fmtF(1e3*r.MicroStepCPU, 3), fmtF(1e3*r.CalStepCPU, 3), fmtF(1e3*r.RunStepCPU, 3), fmtF(1e3*r.CalAggCPU, 3), fmtF(1e3*r.AggStepCPU, 3),
+			fmtF(r.Load, 1)})
+	}
+	var aggModel float64
+	for _, c := range costs {
+		aggModel = max(aggModel, c.Agg.Median)
 	}
 	b.WriteString(mdTable([]string{"set", "q", "mode", "trained (s)", "real requests/s", "simulated requests/s", "error",
+		"error, each step its CPU over its share",
 		"simulated with the cost model's party step", "its error", "party CPU used of its quota", "periods throttled",
-		"party CPU a step (ms): cost model", "calibration run", "this run", "aggregator and broker CPU a step (ms)"}, tab))
+		"party CPU a step (ms): cost model", "calibration run", "this run", "aggregator and broker CPU a step (ms): calibration run", "this run",
+		"load average"}, tab))
 	fmt.Fprintf(&b, "\nEach party is a separate `asyrevel party` process in a CPU cgroup (cgroup v1 CFS quota: %g of a processor "+
 		"every %v; the straggler, party q, %g/%g); the aggregator and an embedded JetStream broker run in the experiment's "+
-		"process, over TCP loopback, without a quota. The simulation (`experiment.Simulate`) runs the same configuration "+
-		"for as long as the real run trained: each party's step is its CPU cost over its share, the aggregator's reply and "+
-		"the latency as `fig4_costs.csv` measures them. The party's cost is measured apart from the runs it predicts: at "+
-		"each q, a calibration run of %v without quotas (asynchronous) reads each party process's CPU (/proc) at the first "+
-		"and the last evaluation, its steps from the stream, so it is the whole process's CPU a step, start-up excluded: the "+
-		"kernel with the cache as the process leaves it, the NATS client, the codec, the runtime. The cost model's party "+
-		"step (the kernel and the codec in a tight loop on a thread of their own, what Figure 4 simulates with) is beside "+
-		"it, with the error the simulation makes with it. The error is the real rate of answered requests over the "+
-		"simulated one, minus 1. Where a party used much less CPU than its quota, something other than its quota (the "+
-		"aggregator, the broker, the other jobs on this machine) held it back.\n",
-		cfg.Share, cfg.Period, cfg.Share, cfg.Fig4.StragglerFactor, cfg.Calibrate)
+		"process, over TCP loopback, in a cgroup of its own (quota %g of a processor): every part competes with the "+
+		"machine's other work as one group, whatever its nice value. The simulation (`experiment.Simulate`) runs the same "+
+		"configuration for as long as the real run trained: each party's step is its CPU cost run under its quota as CFS "+
+		"runs it (full speed until the period's budget is spent, then a wait for the next period), each reply the "+
+		"aggregator's and broker's CPU cost, and the latency as `fig4_costs.csv` measures it. The costs are measured "+
+		"apart from the runs they predict: at each q, a calibration run of %v without party quotas (asynchronous) reads each "+
+		"party process's CPU (/proc) at the first and the last evaluation, its steps from the stream, and this process's "+
+		"CPU over the same time: whole processes' CPU a step, start-up excluded (the kernel with the cache as the process "+
+		"leaves it, the NATS client and server, the codec, the runtime). The cost model's costs (the kernel and the codec "+
+		"in a tight loop on a thread of their own, what Figure 4 simulates with: the parties' in the table, the "+
+		"aggregator's %.3f ms, each party's step its cost over its share) are beside them, with the error the simulation "+
+		"makes with them. The error is the real rate "+
+		"of answered requests over the simulated one, minus 1. Where a party used much less CPU than its quota, something "+
+		"other than its quota (the aggregator, the broker, the other jobs on this machine: see the load) held it back.\n",
+		cfg.Share, cfg.Period, cfg.Share, cfg.Fig4.StragglerFactor, cfg.AggShare, cfg.Calibrate, 1e3*aggModel)
 	v := ValidatedQs(rows)
 	if len(v) == 0 {
 		fmt.Fprintf(&b, "\nValidated range: none. At no q are both modes within %.0f%% of the real run: the simulation's "+
