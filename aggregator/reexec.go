@@ -17,11 +17,9 @@ type Replayer struct {
 	cap *capture
 }
 
-// Published is one message the aggregator published.
-type Published struct {
-	Subject string
-	Data    []byte
-}
+// Published is one message the aggregator published (its Subject and
+// Data set).
+type Published = broker.Message
 
 // NewReplayer builds a fresh aggregator from cfg for re-execution.
 // cfg.Duration and cfg.EvalEvery are ignored; cfg.MaxSteps should be the
@@ -61,6 +59,38 @@ func (r *Replayer) Err() error {
 	r.a.mu.Lock()
 	defer r.a.mu.Unlock()
 	return r.a.err
+}
+
+// Rejected is the messages the aggregator rejected so far, by reason.
+func (r *Replayer) Rejected() map[string]int64 { return r.Result().Rejected }
+
+// Reexecutor is a Replayer built from Config when a re-execution starts:
+// the aggregator that package replay's Reexecute drives (replay.Executor),
+// so that replay needs no import of this package.
+type Reexecutor struct {
+	cfg Config
+	*Replayer
+}
+
+// NewReexecutor returns a Reexecutor of cfg (the run's settings, seed,
+// secret key and the aggregator's labels). Its aggregator is built by
+// Start.
+func NewReexecutor(cfg Config) *Reexecutor { return &Reexecutor{cfg: cfg} }
+
+// Start builds a fresh aggregator for run (when cfg.Run is empty) that
+// stops after replies replies, where the recorded run stopped.
+func (x *Reexecutor) Start(run string, replies int) error {
+	cfg := x.cfg
+	cfg.MaxSteps = int64(replies)
+	if cfg.Run == "" {
+		cfg.Run = run
+	}
+	rp, err := NewReplayer(cfg)
+	if err != nil {
+		return err
+	}
+	x.Replayer = rp
+	return nil
 }
 
 type replayDelivery struct {

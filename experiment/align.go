@@ -171,7 +171,7 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 		"the CPU columns (user and system time of the case's process against the bound's operations on one core) do not depend on it. "+
 		"Core share is the protocol's CPU time over its wall time times the cores; the Go scheduler's idle share is the part of that time in which no "+
 		"goroutine was ready to run (runtime/metrics: the code's own want of parallelism, which the load does not change); cores to itself is the "+
-		"protocol's CPU time over the cores and the busy share, an estimate of its wall time on an idle machine.\n", 1e6*costs.Hash, 1e6*costs.Mult, 1e6*costs.Encode, 1e6*costs.Decode, cores, loadAverage())
+		"protocol's CPU time over the cores and the busy share, an estimate of its wall time on an idle machine.\n", 1e6*costs.Hash, 1e6*costs.Mult, 1e6*costs.Encode, 1e6*costs.Decode, cores, loadAverages())
 	sec := Section{Name: "align", Title: "Private entity alignment: ECDH set intersection against its bound",
 		Command: cfg.Command, Machine: Machine(), Started: t0, Duration: time.Since(t0), Body: b.String()}
 	if err := WriteSection(cfg.Out, sec); err != nil {
@@ -206,8 +206,8 @@ func ParseAlignCases(s string) ([]AlignCase, error) {
 	return out, nil
 }
 
-// loadAverage is /proc/loadavg's first three fields, or "unknown".
-func loadAverage() string {
+// loadAverages is /proc/loadavg's first three fields, or "unknown".
+func loadAverages() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
 		return strings.Join(f[:3], ", ")

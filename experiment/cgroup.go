@@ -94,3 +94,46 @@ func (g *cpuGroup) remove() error {
 	}
 	return err
 }
+
+// ownCPUGroup is the cpu controller's group directory this process is in
+// (from /proc/self/cgroup).
+func ownCPUGroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			if c == "cpu" {
+				return filepath.Join(cgroupCPURoot, filepath.Clean("/"+f[2])), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: this process is in no cpu group", ErrNoCgroup)
+}
+
+// enterCPUGroup moves this process (all its threads) into a new group
+// with share of a processor; leave moves it back where it was and
+// removes the group.
+func enterCPUGroup(name string, share float64, period time.Duration) (leave func(), err error) {
+	home, err := ownCPUGroup()
+	if err != nil {
+		return nil, err
+	}
+	g, err := newCPUGroup(name, share, period)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.add(os.Getpid()); err != nil {
+		g.remove()
+		return nil, err
+	}
+	return func() {
+		_ = os.WriteFile(filepath.Join(home, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		g.remove()
+	}, nil
+}

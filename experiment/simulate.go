@@ -51,6 +51,58 @@ type SimConfig struct {
 	Order    []int
 	NewLocal func(m, d int) model.Local
 	Head     model.Head
+	// Quota, if not nil, limits party m (1..q) as a CFS bandwidth quota
+	// does (cgroup v1 cpu.cfs_quota_us over cpu.cfs_period_us):
+	// StepCost(m) is then its CPU a step, which runs at full speed until
+	// share x period of CPU is spent in a period and waits for the next
+	// period after that (a share of 1 or more, or not positive: no
+	// limit). Nil: StepCost(m) is the step's duration.
+	Quota func(m int) (share, period float64)
+}
+
+// cfsQuota is one party's CPU under a CFS bandwidth quota, its periods
+// starting at virtual time 0.
+type cfsQuota struct {
+	share, period float64
+	cur           int64   // the current period's number
+	used          float64 // the CPU spent in it
+}
+
+// run returns when cpu seconds of work that start at t end. Each turn
+// of its loop ends the work or moves to the next period.
+func (c *cfsQuota) run(t, cpu float64) float64 {
+	budget := c.share * c.period
+	k := int64(math.Floor(t / c.period))
+	if float64(k+1)*c.period <= t {
+		k++
+	}
+	for cpu > 0 {
+		if k != c.cur {
+			c.cur, c.used = k, 0
+		}
+		if avail, end := budget-c.used, float64(k+1)*c.period; avail > 0 && end > t {
+			d := min(cpu, avail, end-t)
+			t += d
+			cpu -= d
+			c.used += d
+			if cpu <= 0 {
+				break
+			}
+		}
+		// Throttled, or at the period's end: the next period.
+		k++
+		t = max(t, float64(k)*c.period)
+	}
+	return t
+}
+
+// stepEnd is when party m's step that starts at t ends.
+func (s *sim) stepEnd(m int, t float64) float64 {
+	p := s.parties[m]
+	if p.quota == nil {
+		return t + p.cost
+	}
+	return p.quota.run(t, p.cost)
 }
 
 // SimPoint is one evaluation of the objective in virtual time.
@@ -132,6 +184,7 @@ type simParty struct {
 	regDiff     float64
 	diff        float64 // mean(h_bar - h) of the reply
 	cost        float64
+	quota       *cfsQuota // nil: cost is the step's duration
 	outstanding bool
 }
 
@@ -187,6 +240,13 @@ func newSim(data *run.Data, cfg SimConfig) *sim {
 		p := &simParty{local: l, x: data.PartTrain[m-1], w: make([]float64, np), wp: make([]float64, np), u: make([]float64, np),
 			c: make([]float64, cfg.Batch*s.k), ch: make([]float64, cfg.Batch*s.k), ids: make([]uint32, cfg.Batch),
 			rng: rand.New(rand.NewPCG(cfg.Seed*1000003+uint64(m), uint64(m))), phi: cfg.Dist.Phi(np), cost: cfg.StepCost(m)}
+		if cfg.Quota != nil {
+			// A share of a processor or more does not slow a step (one
+			// thread); a share or period that is not positive is none.
+			if sh, per := cfg.Quota(m); sh > 0 && sh < 1 && per > 0 {
+				p.quota = &cfsQuota{share: sh, period: per, cur: -1}
+			}
+		}
 		l.Init(p.w, p.rng)
 		s.parties = append(s.parties, p)
 	}
@@ -344,7 +404,7 @@ func (s *sim) runAsync() {
 	}
 	for m := range s.q {
 		s.prepare(m, nil)
-		push(s.parties[m].cost+cfg.Latency, m, false)
+		push(s.stepEnd(m, 0)+cfg.Latency, m, false)
 	}
 	aggFree := 0.0
 	s.evaluate(0)
@@ -365,7 +425,7 @@ func (s *sim) runAsync() {
 		}
 		s.apply(ev.m)
 		s.prepare(ev.m, nil)
-		push(ev.t+s.parties[ev.m].cost+cfg.Latency, ev.m, false)
+		push(s.stepEnd(ev.m, ev.t)+cfg.Latency, ev.m, false)
 	}
 	s.finish()
 }
@@ -404,7 +464,7 @@ func (s *sim) runSync() {
 		var last float64
 		for m := range s.q {
 			s.prepare(m, ids)
-			last = math.Max(last, s.parties[m].cost)
+			last = math.Max(last, s.stepEnd(m, t)-t)
 		}
 		// The round is answered when the slowest request has arrived.
 		answered := t + last + cfg.Latency + float64(s.q)*cfg.AggCost

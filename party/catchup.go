@@ -5,10 +5,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -46,38 +45,21 @@ func (d *heldDelivery) Header(k string) string {
 	return ""
 }
 
-// catchUpStall is how long a catch-up read may see nothing before it
-// fails.
-const catchUpStall = 30 * time.Second
-
 // catchUp reads the reply and control subjects from the stream and
 // handles what comes after the restored position (p.skipTo), in stream
-// order; then it moves p.skipTo to what the verifier accepted.
+// order; then it moves p.skipTo to what the verifier accepted. The read
+// is logread's, from a live subscription where the bus's design delivers
+// from one (logread.Options.Live), as the party's own subscription does.
 func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	subjects := [2]string{p.subjects[schemas.KindReply], p.subjects[schemas.KindControl]}
 	var held []*heldDelivery
 	for i, subj := range subjects {
-		n, err := bus.Count(ctx, subj)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			continue
-		}
 		var (
-			mu   sync.Mutex
-			seen uint64
-			done = make(chan struct{})
-			dec  = schemas.NewCodec()
-			rep  schemas.Reply
-			ctl  schemas.Control
+			dec = schemas.NewCodec()
+			rep schemas.Reply
+			ctl schemas.Control
 		)
-		sub, err := bus.Subscribe(ctx, []string{subj}, broker.SubscribeOptions{Deliver: broker.DeliverAll}, func(_ context.Context, d broker.Delivery) {
-			mu.Lock()
-			defer mu.Unlock()
-			if seen >= n {
-				return
-			}
+		_, err := logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, func(d broker.Delivery) {
 			var msg schemas.Message = &rep
 			if i == 1 {
 				msg = &ctl
@@ -88,15 +70,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 				held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
 					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
 			}
-			if seen++; seen == n {
-				close(done)
-			}
 		})
-		if err != nil {
-			return err
-		}
-		err = waitRead(ctx, done, &mu, &seen, n)
-		sub.Close()
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", subj, err)
 		}
@@ -111,28 +85,4 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	}
 	p.mu.Unlock()
 	return nil
-}
-
-// waitRead waits until done is closed, ctx ends or the count seen stops
-// growing for catchUpStall.
-func waitRead(ctx context.Context, done chan struct{}, mu *sync.Mutex, seen *uint64, n uint64) error {
-	stall := time.NewTicker(catchUpStall)
-	defer stall.Stop()
-	prev := uint64(0)
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-stall.C:
-			mu.Lock()
-			s := *seen
-			mu.Unlock()
-			if s == prev {
-				return fmt.Errorf("read %d of %d messages, then nothing for %v", s, n, catchUpStall)
-			}
-			prev = s
-		}
-	}
 }

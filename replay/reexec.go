@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
@@ -69,18 +69,38 @@ func (d *ReplyDiff) String() string {
 		d.Party, d.ReqSeq, d.StreamSeq, d.Field, d.Index, d.Recorded, d.Recomputed)
 }
 
+// Executor is the aggregator that re-execution drives: a fresh one,
+// built by Start, handed the recorded party messages one at a time, that
+// answers with what it publishes. aggregator.NewReexecutor gives the
+// aggregator's own; replay does not import package aggregator (the roles
+// sit above the packages that read their log).
+type Executor interface {
+	// Start builds the fresh aggregator of run (the recorded run's name),
+	// to stop after replies replies, where the recorded run stopped.
+	// It is called once, before anything else.
+	Start(run string, replies int) error
+	// Deliver hands it one recorded message (subject and payload) and
+	// returns what it published in answer (Subject and Data set), valid
+	// until the next call.
+	Deliver(subject string, data []byte) []broker.Message
+	// Rejected is the messages it rejected so far, by reason.
+	Rejected() map[string]int64
+	// Err is the error that failed it, if any.
+	Err() error
+}
+
 type replyKey struct {
 	party  int
 	reqSeq uint64
 }
 
 // Reexecute feeds the party messages of the log (hellos, requests,
-// evaluation outputs) to a fresh aggregator built from cfg (the run's
-// settings, seed, secret key and the aggregator's labels), and compares
-// every reply it computes with the reply the log recorded, bit for bit
-// (the aggregator's own sequence numbers aside: they also count the
-// control messages its clock sent). cfg.MaxSteps is set to the number of
-// recorded replies, so that it stops where the run stopped.
+// evaluation outputs) to a fresh aggregator, x started for the log's run
+// and its number of recorded replies (aggregator.NewReexecutor of the
+// run's settings, seed, secret key and the aggregator's labels), and
+// compares every reply it computes with the reply the log recorded, bit
+// for bit (the aggregator's own sequence numbers aside: they also count
+// the control messages its clock sent).
 //
 // Requests are applied in the order the aggregator applied them, which
 // need not be the order the stream stored them in (a default run delivers
@@ -91,31 +111,26 @@ type replyKey struct {
 // Requests that no reply names (late, rejected or never answered) are
 // applied at the end, in stream order. A log written before replies named
 // their cause is applied in stream order.
-func Reexecute(ctx context.Context, l *Log, cfg aggregator.Config, progress func(messages uint64)) (*ReexecReport, error) {
+func Reexecute(ctx context.Context, l *Log, x Executor, progress func(messages uint64)) (*ReexecReport, error) {
 	n, err := l.Count(ctx, schemas.KindReply)
 	if err != nil {
 		return nil, err
 	}
 	each := func(fn func(*Record) error) error { return l.Each(ctx, ReadOptions{}, fn) }
-	return ReexecuteRecords(ctx, l.Run(), int(n), each, cfg, progress)
+	return ReexecuteRecords(ctx, l.Run(), int(n), each, x, progress)
 }
 
 // ReexecuteRecords is Reexecute over the records each gives, in stream
 // order, of run whose log holds replies recorded replies.
-func ReexecuteRecords(ctx context.Context, run string, replies int, each func(func(*Record) error) error, cfg aggregator.Config, progress func(messages uint64)) (*ReexecReport, error) {
+func ReexecuteRecords(ctx context.Context, run string, replies int, each func(func(*Record) error) error, rp Executor, progress func(messages uint64)) (*ReexecReport, error) {
 	t0 := time.Now()
-	cfg.MaxSteps = int64(replies)
-	if cfg.Run == "" {
-		cfg.Run = run
-	}
-	rp, err := aggregator.NewReplayer(cfg)
-	if err != nil {
+	if err := rp.Start(run, replies); err != nil {
 		return nil, err
 	}
 	rep := &ReexecReport{Run: run, Recorded: replies}
 	x := &reexec{rp: rp, rep: rep, run: run, codec: schemas.NewCodec(),
 		pending: map[replyKey]*schemas.Reply{}, reqs: map[string][]*queued{}, await: map[string][]*Record{}}
-	err = each(func(r *Record) error {
+	err := each(func(r *Record) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -213,9 +228,8 @@ func ReexecuteRecords(ctx context.Context, run string, replies int, each func(fu
 	if err := rp.Err(); err != nil && rep.First == nil {
 		rep.First = &ReplyDiff{Detail: "the fresh aggregator failed: " + err.Error()}
 	}
-	res := rp.Result()
-	if len(res.Rejected) > 0 {
-		rep.Rejected = res.Rejected
+	if rj := rp.Rejected(); len(rj) > 0 {
+		rep.Rejected = rj
 	}
 	rep.Seconds = time.Since(t0).Seconds()
 	return rep, nil
@@ -230,7 +244,7 @@ type queued struct {
 
 // reexec is the state of one re-execution.
 type reexec struct {
-	rp      *aggregator.Replayer
+	rp      Executor
 	rep     *ReexecReport
 	run     string
 	codec   *schemas.Codec

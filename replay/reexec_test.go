@@ -48,7 +48,7 @@ func aggregatorConfig(t *testing.T, cfg run.Config) aggregator.Config {
 
 func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport {
 	t.Helper()
-	rep, err := replay.Reexecute(context.Background(), l, aggregatorConfig(t, cfg), nil)
+	rep, err := replay.Reexecute(context.Background(), l, aggregator.NewReexecutor(aggregatorConfig(t, cfg)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestReexecuteAppliedOrder(t *testing.T) {
 				}
 			}
 			return nil
-		}, ac, nil)
+		}, aggregator.NewReexecutor(ac), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

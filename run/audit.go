@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
@@ -61,7 +61,7 @@ func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*A
 	)
 	filters := []string{schemas.Filter(run, schemas.KindHello), schemas.Filter(run, schemas.KindOutput), schemas.Filter(run, schemas.KindReply),
 		schemas.Filter(run, schemas.KindEval), schemas.Filter(run, schemas.KindControl)}
-	_, err := aggregator.ReadLog(ctx, b, filters, func(subject string, data []byte) {
+	_, err := logread.Messages(ctx, b, filters, func(subject string, data []byte) {
 		kind, m, err := schemas.ParseSubject(run, subject)
 		if err != nil || m > parties {
 			au.Undecodable++

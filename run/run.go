@@ -27,6 +27,7 @@ import (
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -1549,7 +1550,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		case schemas.KindEval:
 			msg = &ev
 		}
-		_, err := aggregator.ReadDeliveries(ctx, b, []string{schemas.Subject(cfg.Run, kind, m)}, func(d broker.Delivery) {
+		_, err := logread.Deliveries(ctx, b, []string{schemas.Subject(cfg.Run, kind, m)}, func(d broker.Delivery) {
 			if dec.Unmarshal(d.Data(), msg) != nil {
 				return
 			}
@@ -1569,7 +1570,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		// Its receipts: the countersignatures it makes again are not sent
 		// again either.
 		subj := trust.ReceiptSubject(cfg.Run, m)
-		_, err := aggregator.ReadDeliveries(ctx, b, []string{subj}, func(d broker.Delivery) {
+		_, err := logread.Deliveries(ctx, b, []string{subj}, func(d broker.Delivery) {
 			if seq, _, err := trust.ParseReceiptMessage(d.Data()); err == nil && seq > chain[subj] {
 				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: subj, Seq: seq, Payload: slices.Clone(d.Data()),
 					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -108,7 +109,7 @@ func (f *reexecFlags) run(ctx context.Context, l *replay.Log, stdout, stderr io.
 		return err
 	}
 	fmt.Fprintf(stderr, "re-executing run %s: %s, %d parties, %d labels, defense: reply %s\n", l.Run(), st.Algo, st.Parties, len(data.TrainY), ac.Defense.Reply)
-	rep, err := replay.Reexecute(ctx, l, ac, func(n uint64) { fmt.Fprintf(stderr, "%d messages\n", n) })
+	rep, err := replay.Reexecute(ctx, l, aggregator.NewReexecutor(ac), func(n uint64) { fmt.Fprintf(stderr, "%d messages\n", n) })
 	if err != nil {
 		return err
 	}

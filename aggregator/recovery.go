@@ -1,0 +1,500 @@
+package aggregator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
+	"github.com/asyrevel/asyrevel/schemas"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// recorded is a message of the log, kept for recovery.
+type recorded struct {
+	seq       uint64
+	party     int
+	req       uint64 // a reply's request
+	data      []byte
+	kind      schemas.Kind
+	ctl       schemas.Control
+	streamSeq uint64
+	prev      trust.Hash // the chain head before it (trust layer)
+	head      trust.Hash // and after it
+}
+
+// subjectIndex numbers the aggregator's subjects for recovery: 0 for the
+// controls, m for the replies to party m (false for any other subject).
+func (a *Aggregator) subjectIndex(subject string) (int, bool) {
+	kind, m, err := schemas.ParseSubject(a.cfg.Run, subject)
+	switch {
+	case err != nil:
+		return 0, false
+	case kind == schemas.KindControl:
+		return 0, true
+	case kind == schemas.KindReply && m >= 1 && m <= a.q:
+		return m, true
+	}
+	return 0, false
+}
+
+// recovered is what recovery verified of the parties' requests (trust
+// layer): the live subscription, which delivers them again, answers a
+// request at or below upTo (stream sequence) only if it is the very
+// message verified (pending).
+type recovered struct {
+	upTo    uint64
+	pending map[[2]uint64][]byte // (party, seq) -> payload, verified and not applied yet
+}
+
+// trustMsg is d as the trust layer sees it.
+func trustMsg(d broker.Delivery, seq uint64) trust.Msg {
+	return trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: d.Data(),
+		Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
+}
+
+// recover reads the stream and applies what the aggregator did after its
+// checkpoint (a.resumed set by Resume). Its replies and controls are
+// numbered per subject (index i: 0 controls, m the replies to party m),
+// so what it recorded is applied again in stream order, and each
+// subject's numbers go on from the highest the checkpoint or the stream
+// holds. Each subject is read on a consumer of its own (one filter: what
+// the broker's permissions can check), merged by stream sequence.
+//
+// The phases are recovery's methods: newRecovery takes the checkpoint's
+// positions (and, with the trust layer, starts a verifier of the
+// aggregator's own chains), readStream reads the parties' messages and
+// the aggregator's own, and apply (a.mu held) counts what was rejected,
+// sends again what the stream lost, applies the recorded replies again
+// and sets where each subject and chain goes on.
+func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
+	r, err := a.newRecovery(ctx, bus)
+	if err != nil {
+		return err
+	}
+	if err := r.readStream(); err != nil {
+		return fmt.Errorf("%w: reading the stream: %w", ErrResume, err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return r.apply()
+}
+
+// recovery is the state of one Aggregator.recover.
+type recovery struct {
+	a   *Aggregator
+	ctx context.Context
+	bus broker.Bus
+	t   *aggTrust // nil without the trust layer
+	run string
+	t0  time.Time
+
+	// The checkpoint's positions.
+	last  []uint64 // per party: the last request applied
+	ckSeq []uint64 // by subject index: the last message sent
+
+	// own verifies the aggregator's own subjects from the checkpoint's
+	// chains (trust layer; nil without it).
+	own *trust.Verifier
+
+	// What the stream holds.
+	reqs      map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	mine      []recorded           // the aggregator's messages after the checkpoint, in stream order
+	streamSeq []uint64             // the highest sequence number in the stream, by subject index
+	minKept   []uint64             // the outbox's lowest, by subject index
+	have      map[[2]uint64]bool   // (subject index, sequence) in the stream from minKept to ckSeq
+	rejected  map[string]int64     // the parties' messages the verifier rejected, by reason
+	foreign   int64                // messages on the aggregator's subjects that it did not make
+	upTo      uint64               // the highest stream sequence of the requests
+	read      int64                // messages read
+
+	// Decoding buffers.
+	dec *schemas.Codec
+	o   schemas.PartyOutput
+	r   schemas.Reply
+	c   schemas.Control
+	h   schemas.Hello
+	ev  schemas.EvalOutput
+}
+
+// newRecovery takes the checkpoint's positions from the restored
+// aggregator. With the trust layer, the chains are the sequence numbers,
+// and a verifier of the aggregator's own subjects, started at the
+// checkpoint's chains, admits only its own messages.
+func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery, error) {
+	r := &recovery{a: a, ctx: ctx, bus: bus, t: a.tr, run: a.cfg.Run, t0: time.Now(),
+		reqs: map[[2]uint64][]byte{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
+	a.mu.Lock()
+	r.last = slices.Clone(a.lastSeq[seqRequests])
+	r.ckSeq = slices.Clone(a.replySeq) // by subject index
+	r.ckSeq[0] = a.ctlSeq
+	a.mu.Unlock()
+	if t := r.t; t != nil {
+		for i := range r.ckSeq {
+			r.ckSeq[i] = t.out.LastSeq(r.subject(i))
+		}
+		var err error
+		if r.own, err = trust.NewVerifier(a.cfg.Roster, trust.VerifierOptions{Subjects: a.cfg.Roster.Subjects(trust.AggregatorID),
+			Every: a.cfg.Sign.Every, History: -1}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrResume, err)
+		}
+		var states []trust.ChainState
+		for _, e := range t.out.Entries() {
+			states = append(states, trust.ChainState{Entry: e})
+		}
+		if err := r.own.Restore(states); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrResume, err)
+		}
+	}
+	r.streamSeq = make([]uint64, len(r.ckSeq))
+	r.minKept = make([]uint64, len(r.ckSeq))
+	for i := range r.minKept {
+		r.minKept[i] = r.ckSeq[i] + 1
+	}
+	for _, s := range a.resumeOutbox {
+		if i, ok := a.subjectIndex(s.Subject); ok {
+			r.minKept[i] = min(r.minKept[i], s.Seq)
+		}
+	}
+	return r, nil
+}
+
+// subject is the aggregator's subject of index i.
+func (r *recovery) subject(i int) string {
+	if i == 0 {
+		return schemas.Subject(r.run, schemas.KindControl, 0)
+	}
+	return r.a.subjReply[i]
+}
+
+// seen notes the aggregator's message seq on subject i and reports
+// whether the checkpoint counts it as sent.
+func (r *recovery) seen(i int, seq uint64) bool {
+	r.streamSeq[i] = max(r.streamSeq[i], seq)
+	if seq <= r.ckSeq[i] {
+		if seq >= r.minKept[i] {
+			r.have[[2]uint64{uint64(i), seq}] = true
+		}
+		return true
+	}
+	return false
+}
+
+// verifyIn runs a party's message through the restored verifier.
+func (r *recovery) verifyIn(d broker.Delivery, seq uint64) bool {
+	if r.t == nil {
+		return true
+	}
+	m := trustMsg(d, seq)
+	if err := r.t.ver.Verify(&m); err != nil {
+		if !errors.Is(err, trust.ErrReplay) || seq > r.t.ver.LastSeq(d.Subject()) {
+			r.rejected["trust-"+trust.Reason(err)]++
+		}
+		return false
+	}
+	return true
+}
+
+// readOne reads the stream's messages on filter.
+func (r *recovery) readOne(filter string, fn func(broker.Delivery)) error {
+	n, err := logread.Deliveries(r.ctx, r.bus, []string{filter}, fn)
+	r.read += n
+	return err
+}
+
+// readStream reads the parties' requests (and, with the trust layer,
+// their hellos and evaluations), then the aggregator's replies and
+// controls.
+func (r *recovery) readStream() error {
+	err := r.readRequests()
+	if err == nil && r.t != nil {
+		err = r.readPartyOthers()
+	}
+	if err == nil {
+		err = r.readReplies()
+	}
+	if err == nil {
+		err = r.readControls()
+	}
+	if err != nil {
+		return err
+	}
+	slices.SortStableFunc(r.mine, func(x, y recorded) int { return cmp.Compare(x.streamSeq, y.streamSeq) })
+	return nil
+}
+
+// readRequests keeps the parties' requests after the checkpoint that the
+// verifier accepts.
+func (r *recovery) readRequests() error {
+	return r.readOne(schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+		r.upTo = max(r.upTo, d.Seq())
+		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
+		if err != nil || kind != schemas.KindOutput || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.o) != nil {
+			return
+		}
+		if r.t != nil && r.o.Seq <= r.t.ver.LastSeq(d.Subject()) {
+			return // accepted (and handled) before the checkpoint
+		}
+		if !r.verifyIn(d, r.o.Seq) || r.o.Seq <= r.last[m] {
+			return
+		}
+		r.reqs[[2]uint64{uint64(m), r.o.Seq}] = slices.Clone(d.Data())
+	})
+}
+
+// readPartyOthers runs the hellos and evaluations after the checkpoint
+// through the verifier (trust layer), which goes on after them (the live
+// subscription starts after them).
+func (r *recovery) readPartyOthers() error {
+	for _, k := range []schemas.Kind{schemas.KindHello, schemas.KindEval} {
+		err := r.readOne(schemas.Filter(r.run, k), func(d broker.Delivery) {
+			var msg schemas.Message = &r.h
+			if k == schemas.KindEval {
+				msg = &r.ev
+			}
+			if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
+				r.verifyIn(d, msg.Head().Seq)
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownMsg is the aggregator's message d (sequence number seq on subject
+// index i), kept if it continues its chains.
+func (r *recovery) ownMsg(d broker.Delivery, seq uint64) (rec recorded, ok bool) {
+	rec = recorded{seq: seq, streamSeq: d.Seq()}
+	if r.own == nil {
+		return rec, true
+	}
+	_, rec.prev, _ = r.own.Head(d.Subject())
+	m := trustMsg(d, seq)
+	if err := r.own.Verify(&m); err != nil {
+		r.foreign++
+		r.a.cfg.Log.Error().Err(err).Uint64("stream_seq", d.Seq()).Msg("recovery: a message on the aggregator's subjects that does not continue its chain: not applied")
+		return rec, false
+	}
+	_, rec.head, _ = r.own.Head(d.Subject())
+	return rec, true
+}
+
+// readReplies keeps the aggregator's replies after the checkpoint.
+func (r *recovery) readReplies() error {
+	return r.readOne(schemas.Filter(r.run, schemas.KindReply), func(d broker.Delivery) {
+		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
+		if err != nil || kind != schemas.KindReply || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.r) != nil || r.seen(m, r.r.Seq) {
+			return
+		}
+		if rec, ok := r.ownMsg(d, r.r.Seq); ok {
+			rec.party, rec.req, rec.data, rec.kind = m, r.r.ReqSeq, slices.Clone(d.Data()), kind
+			r.mine = append(r.mine, rec)
+		}
+	})
+}
+
+// readControls keeps the aggregator's controls after the checkpoint.
+func (r *recovery) readControls() error {
+	return r.readOne(schemas.Subject(r.run, schemas.KindControl, 0), func(d broker.Delivery) {
+		if r.dec.Unmarshal(d.Data(), &r.c) != nil || r.seen(0, r.c.Seq) {
+			return
+		}
+		if rec, ok := r.ownMsg(d, r.c.Seq); ok {
+			rec.kind, rec.ctl = schemas.KindControl, r.c
+			rec.ctl.Reason = strings.Clone(r.c.Reason)
+			r.mine = append(r.mine, rec)
+		}
+	})
+}
+
+// apply applies what was read to the aggregator (a.mu held).
+func (r *recovery) apply() error {
+	a := r.a
+	rec := a.resumed
+	rec.Read = r.read
+	for k, v := range r.rejected {
+		a.res.Rejected[k] += v
+	}
+	if r.foreign > 0 {
+		a.res.Rejected["trust-foreign"] += r.foreign
+	}
+	if err := r.resend(); err != nil {
+		return err
+	}
+	if err := r.reapply(); err != nil {
+		return err
+	}
+	r.goOn()
+	// An evaluation requested while applying again was not sent: ask
+	// anew (its round number follows the recorded ones).
+	a.cur = nil
+	if a.phase == stopping {
+		a.requestEval(true)
+	}
+	rec.LogSeconds = time.Since(r.t0).Seconds()
+	a.cfg.Log.Info().Int64("checkpoint_steps", rec.FromSteps).Int64("reapplied", rec.Reapplied).Int64("mismatched", rec.Mismatched).
+		Int64("missing", rec.Missing).Int64("read", rec.Read).Str("took", time.Since(r.t0).Round(time.Millisecond).String()).
+		Msg("resumed from the checkpoint and the stream")
+	if rec.Mismatched > 0 {
+		a.cfg.Log.Warn().Int64("mismatched", rec.Mismatched).Msg("recovery: replies computed again differ from the recorded ones")
+	}
+	return nil
+}
+
+// resend sends again, from the checkpoint's outbox, the messages the
+// checkpoint counts as sent that the stream lacks (a broker that
+// confirmed them and died before writing them), and counts those that
+// neither holds (a.mu held).
+func (r *recovery) resend() error {
+	a, rec := r.a, r.a.resumed
+	for _, s := range a.resumeOutbox {
+		i, ok := a.subjectIndex(s.Subject)
+		if !ok || s.Seq > r.ckSeq[i] || r.have[[2]uint64{uint64(i), s.Seq}] {
+			continue
+		}
+		if err := r.bus.Publish(r.ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+			return fmt.Errorf("%w: sending again what the stream lost: %w", ErrResume, err)
+		}
+		rec.Resent++
+	}
+	for i := range r.ckSeq {
+		for seq := r.streamSeq[i] + 1; seq < r.minKept[i]; seq++ {
+			rec.Unrecovered++
+		}
+	}
+	if rec.Resent+rec.Unrecovered > 0 {
+		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
+			Msg("the stream lacked messages the checkpoint counts as sent (a broker crash?): sent again from the checkpoint")
+	}
+	return nil
+}
+
+// reapply applies the aggregator's recorded messages again, in stream
+// order: the controls' effects on its state, and each recorded reply's
+// request, the reply computed again compared with the recorded one
+// (a.mu held).
+func (r *recovery) reapply() error {
+	for _, m := range r.mine {
+		if m.kind == schemas.KindControl {
+			if err := r.control(&m); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.reply(&m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// control applies recorded control m again: the rounds and seals it
+// counts; a stop or an abort refuses the resume (a.mu held).
+func (r *recovery) control(m *recorded) error {
+	a := r.a
+	switch m.ctl.Op {
+	case schemas.CtlEval:
+		a.rounds = max(a.rounds, m.ctl.Round)
+	case schemas.CtlSeal:
+		if r.t != nil {
+			r.t.checkpoints = max(r.t.checkpoints, uint64(m.ctl.Round))
+			a.res.Checkpoints = r.t.checkpoints
+		}
+	case schemas.CtlStop:
+		return fmt.Errorf("%w: run %s is over (stopped: %s)", ErrResume, r.run, m.ctl.Reason)
+	case schemas.CtlRefuse:
+		if m.ctl.Party == 0 {
+			return fmt.Errorf("%w: run %s was aborted (%s)", ErrResume, r.run, m.ctl.Reason)
+		}
+	}
+	a.ctlSeq = max(a.ctlSeq, m.seq)
+	return nil
+}
+
+// reply applies recorded reply m's request again, without publishing
+// the reply: it is compared with the recorded one (a.mu held).
+func (r *recovery) reply(m *recorded) error {
+	a, rec, t := r.a, r.a.resumed, r.t
+	p := m.party
+	if m.req <= a.lastSeq[seqRequests][p] {
+		rec.Duplicated++
+		a.replySeq[p] = max(a.replySeq[p], m.seq)
+		return nil
+	}
+	key := [2]uint64{uint64(p), m.req}
+	data, ok := r.reqs[key]
+	if !ok {
+		rec.Missing++
+		a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
+		a.replySeq[p] = max(a.replySeq[p], m.seq)
+		return nil
+	}
+	delete(r.reqs, key)
+	// The reply computed again takes the recorded one's number; the
+	// controls it would publish are not sent (the recorded ones, in
+	// the stream, number the controls).
+	a.replySeq[p] = m.seq - 1
+	if t != nil {
+		t.reply[p].Resume(m.seq-1, m.prev)
+	}
+	ctl := a.ctlSeq
+	mismatched := rec.Mismatched
+	a.replaying, a.replayWant = true, m.data
+	err := a.onOutput(p, data)
+	a.replaying, a.replayWant = false, nil
+	a.ctlSeq = ctl
+	if err != nil {
+		return fmt.Errorf("%w: applying party %d's request %d again: %w", ErrResume, p, m.req, err)
+	}
+	if t != nil && rec.Mismatched > mismatched {
+		return fmt.Errorf("%w: the reply to party %d's request %d in the stream (stream seq %d) is not the one computed again from the checkpoint: "+
+			"the aggregator will not sign on over a message it did not make (a changed checkpoint or run settings?)", ErrResume, p, m.req, m.streamSeq)
+	}
+	a.res.Received[schemas.KindOutput.String()]++
+	a.res.BytesIn += int64(len(data))
+	rec.Reapplied++
+	return nil
+}
+
+// goOn sets where each subject's numbers, and with the trust layer each
+// chain, go on; it hands the live subscription what recovery verified
+// (a.mu held).
+func (r *recovery) goOn() {
+	a, t := r.a, r.t
+	// Each subject goes on after the highest number it holds.
+	a.ctlSeq = max(a.ctlSeq, r.streamSeq[0])
+	for m := 1; m <= a.q; m++ {
+		a.replySeq[m] = max(a.replySeq[m], r.streamSeq[m])
+	}
+	if t == nil {
+		return
+	}
+	// Each chain goes on from the last message of the stream that
+	// continues it; a subject whose stream holds more (messages lost in
+	// the middle, foreign ones) is restarted after them, signed.
+	for i := range r.ckSeq {
+		subj := r.subject(i)
+		pub := t.ctl
+		if i > 0 {
+			pub = t.reply[i]
+		}
+		seq, head, _ := r.own.Head(subj)
+		if top := r.streamSeq[i]; top > seq {
+			a.cfg.Log.Warn().Str("subject", subj).Uint64("chain", seq).Uint64("stream", top).
+				Msg("recovery: the stream holds messages on this subject that do not continue the checkpoint's chain: restarting it after them")
+			pub.Restart(top)
+			continue
+		}
+		if seq > 0 {
+			pub.Resume(seq, head)
+		}
+	}
+	a.recovered = &recovered{upTo: r.upTo, pending: r.reqs}
+}

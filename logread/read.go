@@ -1,0 +1,95 @@
+package logread
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asyrevel/asyrevel/broker"
+)
+
+// Stall is how long a read may see nothing, with messages still due,
+// before it fails.
+const Stall = 30 * time.Second
+
+// Options changes how Read reads.
+type Options struct {
+	// Live lets the bus deliver the stored messages from a live
+	// subscription to the filters where its design does so
+	// (broker.SubscribeOptions.StreamOnly false): a party catching up on
+	// its own subjects. Without it the messages come from the stream
+	// alone, which a reader of the log that may not subscribe to the
+	// subjects (a resume, an audit) needs.
+	Live bool
+}
+
+// Messages reads every message of the run's stream that matches filters
+// (they must not overlap), as stored when it is called, and hands each
+// subject and payload to fn in stream order where the design has it. It
+// returns the number read.
+func Messages(ctx context.Context, bus broker.Bus, filters []string, fn func(subject string, data []byte)) (int64, error) {
+	return Deliveries(ctx, bus, filters, func(d broker.Delivery) { fn(d.Subject(), d.Data()) })
+}
+
+// Deliveries is Messages handing fn each delivery (headers and stream
+// sequence included; valid during the call only).
+func Deliveries(ctx context.Context, bus broker.Bus, filters []string, fn func(broker.Delivery)) (int64, error) {
+	return Read(ctx, bus, filters, Options{}, fn)
+}
+
+// Read is Deliveries with options. The messages are counted when it is
+// called; fn is called for that many deliveries, one at a time, and
+// never after Read returns.
+func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, fn func(broker.Delivery)) (int64, error) {
+	var n uint64
+	for _, f := range filters {
+		v, err := bus.Count(ctx, f)
+		if err != nil {
+			return 0, err
+		}
+		n += v
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var (
+		mu   sync.Mutex
+		seen uint64
+		done = make(chan struct{})
+	)
+	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll, StreamOnly: !opts.Live}, func(_ context.Context, d broker.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen >= n {
+			return
+		}
+		fn(d)
+		if seen++; seen == n {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	stall := time.NewTicker(Stall)
+	defer stall.Stop()
+	prev := uint64(0)
+	for {
+		select {
+		case <-done:
+			return int64(n), nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-stall.C:
+			mu.Lock()
+			s := seen
+			mu.Unlock()
+			if s == prev {
+				return 0, fmt.Errorf("read %d of %d messages, then nothing for %v", s, n, Stall)
+			}
+			prev = s
+		}
+	}
+}
