@@ -105,7 +105,8 @@ type orderedSub struct {
 	name    string           // the current consumer's name (hmu)
 	dseq    uint64           // its last delivery sequence handed on (hmu)
 
-	restartMu sync.Mutex // one restart at a time
+	restartMu    sync.Mutex // one restart at a time
+	restartAsked atomic.Bool
 }
 
 // orderedLives is how many names the consumers of one name prefix take in
@@ -187,12 +188,16 @@ func (s *orderedSub) consume(cons jetstream.Consumer) (jetstream.ConsumeContext,
 // in its delivery sequence (a delivery lost on the way) restarts it.
 func (s *orderedSub) onMsg(m jetstream.Msg) {
 	name, dseq, ok := ackConsumerSeq(m.Reply())
+	if lose := loseDelivery; lose != nil && lose(dseq) {
+		return
+	}
 	s.hmu.Lock()
 	defer s.hmu.Unlock()
 	if !ok || name != s.name {
 		return // a consumer replaced already
 	}
 	if dseq != s.dseq+1 {
+		s.name = "" // its later deliveries are dropped too
 		if !s.closed.Load() {
 			s.bus.log.Debug().Str("consumer", name).Uint64("delivery", dseq).Uint64("want", s.dseq+1).Msg("ordered consumer: a delivery is missing, restarting it")
 			go s.restart()
@@ -214,17 +219,30 @@ const restartCreateWait = 5 * time.Second
 // its heartbeats stop or it is gone (its node died). It retries until the
 // new consumer runs or the subscription closes.
 func (s *orderedSub) restart() {
-	if !s.restartMu.TryLock() {
-		return // one runs already
+	// One restart at a time; one asked for while another runs follows it
+	// (a gap found by the new consumer's first deliveries must not be
+	// lost: its later deliveries would all be dropped).
+	s.restartAsked.Store(true)
+	for s.restartMu.TryLock() {
+		for s.restartAsked.Swap(false) && !s.closed.Load() {
+			s.restartOnce()
+		}
+		s.restartMu.Unlock()
+		if !s.restartAsked.Load() {
+			return
+		}
 	}
-	defer s.restartMu.Unlock()
+}
+
+// restartOnce replaces the consumer (see restart).
+func (s *orderedSub) restartOnce() {
 	// The consumer being replaced stops first, and is deleted (best
 	// effort: its node may be gone, and then nobody answers).
 	s.ccMu.Lock()
 	s.cc.Stop()
+	old := s.cons.CachedInfo().Name
 	s.ccMu.Unlock()
 	s.hmu.Lock()
-	old := s.name
 	s.name = "" // its deliveries still on the way are dropped
 	s.hmu.Unlock()
 	go func() {
@@ -277,6 +295,12 @@ func restartOrdered(sub Subscription) {
 	switch s := sub.(type) {
 	case *orderedSub:
 		go s.restart()
+	case *jsSub:
+		if s.durable {
+			// Deliveries sent while the connection was down are lost;
+			// the later ones would not show it (resync).
+			go s.resync()
+		}
 	case *splitSub:
 		for _, in := range s.subs {
 			restartOrdered(in)
@@ -495,7 +519,12 @@ type jsSub struct {
 	cons      jetstream.Consumer
 	name      string // consumer name
 	durable   bool
+	ccMu      sync.Mutex // guards cc, which resync replaces
 	cc        jetstream.ConsumeContext
+	gen       uint64 // the Consume call whose deliveries count (hmu)
+	dseq      uint64 // the last delivery sequence of gen handed on (hmu)
+	resyncMu  sync.Mutex
+	resyncing atomic.Bool
 	watchMu   sync.Mutex
 	stopWatch func() bool // ends the ctx watch; set once Consume runs
 
@@ -538,7 +567,7 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.ackTimer = time.AfterFunc(time.Hour, s.ackTick)
 	s.ackTimer.Stop()
-	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
+	s.cc, err = s.consume(cons, cons.CachedInfo().Delivered.Consumer)
 	if err != nil {
 		s.cancel()
 		s.deleteEphemeral()
@@ -645,6 +674,10 @@ func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jet
 		if _, err := b.js.ResetConsumer(ctx, b.stream, info.Name); err != nil {
 			return nil, fmt.Errorf("broker: reset durable %s to its ack floor: %w", info.Name, err)
 		}
+		// Its delivery sequence starts again at 1 (CachedInfo says so).
+		if _, err := c.Info(ctx); err != nil {
+			return nil, fmt.Errorf("broker: durable %s after its reset: %w", info.Name, err)
+		}
 		return c, nil
 	}
 	cfg := info.Config
@@ -694,6 +727,125 @@ func sameFilters(cfg jetstream.ConsumerConfig, filters []string) bool {
 		}
 	}
 	return true
+}
+
+// consume starts delivery from the consumer, whose last delivery
+// sequence is dseq: a durable's deliveries are checked for gaps
+// (onDurableMsg), the deliveries of earlier Consume calls dropped.
+func (s *jsSub) consume(cons jetstream.Consumer, dseq uint64) (jetstream.ConsumeContext, error) {
+	if !s.durable {
+		return cons.Consume(s.onMsg, s.bus.consumeOpts(s.onConsumeErr)...)
+	}
+	s.hmu.Lock()
+	s.gen++
+	gen := s.gen
+	s.dseq = dseq
+	s.hmu.Unlock()
+	return cons.Consume(func(m jetstream.Msg) { s.onDurableMsg(gen, m) }, s.bus.consumeOpts(s.onConsumeErr)...)
+}
+
+// onDurableMsg hands on a durable's deliveries in their order. A gap in
+// the delivery sequence is a delivery lost on the way (sent while the
+// connection was down: a cluster node died): the later one is not handed
+// on, since its Ack (AckAll) would acknowledge the lost one too and the
+// broker would never send it again (a party's reply lost so stalled it
+// after a fail-over, KILL="broker party" make compose-test); the consumer
+// is reset to its ack floor instead (resync).
+func (s *jsSub) onDurableMsg(gen uint64, m jetstream.Msg) {
+	_, dseq, ok := ackConsumerSeq(m.Reply())
+	if lose := loseDelivery; lose != nil && lose(dseq) {
+		return
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if gen != s.gen || !ok {
+		return // an earlier Consume's
+	}
+	if dseq != s.dseq+1 {
+		if !s.closed.Load() && !s.resyncing.Load() {
+			s.bus.log.Debug().Str("consumer", s.name).Uint64("delivery", dseq).Uint64("want", s.dseq+1).Msg("durable consumer: a delivery is missing, resetting it to its ack floor")
+			s.resyncing.Store(true)
+			go s.resync()
+		}
+		return
+	}
+	s.dseq = dseq
+	s.deliverLocked(m)
+}
+
+// loseDelivery, set by tests, drops the deliveries it returns true for, as
+// a connection lost on the way would.
+var loseDelivery func(dseq uint64) bool
+
+// resync resets a durable to its ack floor and consumes it again, after a
+// gap in its deliveries or a reconnect: what was delivered beyond the
+// floor comes again (the feed drops what the handler had). It retries
+// until it succeeds or the subscription closes.
+func (s *jsSub) resync() {
+	s.resyncing.Store(true)
+	s.resyncMu.Lock()
+	defer s.resyncMu.Unlock()
+	defer s.resyncing.Store(false)
+	if !s.durable {
+		return
+	}
+	s.ccMu.Lock()
+	s.cc.Stop()
+	s.ccMu.Unlock()
+	s.hmu.Lock()
+	s.gen++ // the stopped Consume's deliveries still on the way are dropped
+	s.hmu.Unlock()
+	for attempt := 0; !s.closed.Load(); attempt++ {
+		ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
+		err := s.sendAckNow(ctx)
+		var cons jetstream.Consumer
+		if err == nil {
+			cons, err = s.bus.js.Consumer(ctx, s.bus.stream, s.name)
+		}
+		if err == nil {
+			cons, err = s.bus.resetDurable(ctx, cons)
+		}
+		cancel()
+		var cc jetstream.ConsumeContext
+		if err == nil {
+			// Delivered again from the floor: the delivery sequence starts at 1.
+			cc, err = s.consume(cons, 0)
+		}
+		if err == nil {
+			s.ccMu.Lock()
+			s.cons, s.cc = cons, cc
+			s.ccMu.Unlock()
+			if s.closed.Load() {
+				cc.Stop()
+			}
+			s.bus.log.Debug().Int("attempt", attempt).Str("consumer", s.name).Msg("durable consumer reset to its ack floor")
+			return
+		}
+		s.bus.log.Debug().Err(err).Int("attempt", attempt).Str("consumer", s.name).Msg("resetting the durable consumer")
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// sendAckNow sends the coalesced ack still waiting, synchronously: the
+// floor a reset goes back to then holds every delivery the handler acked.
+func (s *jsSub) sendAckNow(ctx context.Context) error {
+	s.amu.Lock()
+	last, sent := s.ackLast, s.ackSent
+	if !sent && last != "" {
+		s.ackN, s.ackSent = 0, true
+	}
+	s.amu.Unlock()
+	if sent || last == "" {
+		return nil
+	}
+	if _, err := s.bus.nc.RequestWithContext(ctx, last, ackAck); err != nil {
+		return fmt.Errorf("broker: ack before the reset of %s: %w", s.name, err)
+	}
+	return nil
 }
 
 func (s *jsSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
@@ -751,7 +903,12 @@ func (s *jsSub) Close() error {
 
 func (s *jsSub) close() error {
 	s.stop()
-	s.cc.Stop()
+	s.resyncMu.Lock() // a reset in progress ends first (it stops at closed)
+	s.resyncMu.Unlock()
+	s.ccMu.Lock()
+	cc := s.cc
+	s.ccMu.Unlock()
+	cc.Stop()
 	s.waitHandler()
 	s.watchMu.Lock()
 	if s.stopWatch != nil {
@@ -759,7 +916,7 @@ func (s *jsSub) close() error {
 	}
 	s.watchMu.Unlock()
 	select {
-	case <-s.cc.Closed():
+	case <-cc.Closed():
 	case <-time.After(closeTimeout):
 	}
 	var err error
@@ -804,13 +961,19 @@ func (s *orderedSub) delivered(ctx context.Context) (n, last, pending uint64, er
 }
 
 func (s *jsSub) delivered(ctx context.Context) (n, last, pending uint64, err error) {
-	return consumerDelivered(ctx, s.cons)
+	s.ccMu.Lock()
+	cons := s.cons
+	s.ccMu.Unlock()
+	return consumerDelivered(ctx, cons)
 }
 
 // start is the stream sequence the consumer had delivered when the
 // subscription began (a resumed durable's position).
 func (s *jsSub) start() uint64 {
-	if info := s.cons.CachedInfo(); info != nil {
+	s.ccMu.Lock()
+	cons := s.cons
+	s.ccMu.Unlock()
+	if info := cons.CachedInfo(); info != nil {
 		return info.Delivered.Stream
 	}
 	return 0
