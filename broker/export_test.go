@@ -13,3 +13,9 @@ func UnconfirmedPublishes(b *JetStream) int { return b.pub.pending() }
 
 // FeaturesOf exposes featuresOf.
 var FeaturesOf = featuresOf
+
+// OrderedLives is how many names the consumers of one prefix take in turn.
+const OrderedLives = orderedLives
+
+// RestartOrdered restarts sub's ordered consumers as a reconnect does.
+func RestartOrdered(sub Subscription) { restartOrdered(sub) }

@@ -299,6 +299,8 @@ type JetStream struct {
 
 	subsMu    sync.Mutex
 	subs      map[Subscription]struct{}
+	namesMu   sync.Mutex
+	names     map[string]int                  // the last name taken of each prefix (orderedName)
 	core      map[*nats.Subscription]*coreSub // for slow-consumer reports
 	downSince atomic.Int64                    // unix ns of the disconnection in progress, 0 while connected
 	endOnLoss bool
@@ -867,13 +869,14 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 	if p := b.retryPub.Load(); p != nil {
 		p.reconnected()
 	}
-	if b.design == DesignOrdered {
-		b.subsMu.Lock()
-		for sub := range b.subs {
-			restartOrdered(sub)
-		}
-		b.subsMu.Unlock()
+	// Ordered consumers start again after what they delivered (every
+	// design has them: DesignOrdered, and the stream reads and the named
+	// ephemeral subscriptions of the others).
+	b.subsMu.Lock()
+	for sub := range b.subs {
+		restartOrdered(sub)
 	}
+	b.subsMu.Unlock()
 	if b.design == DesignCore || b.design == DesignCapture {
 		b.log.Error().Str("design", string(b.design)).
 			Msg("reconnected to the broker: live deliveries published while disconnected are missing (the stream has them)")
@@ -1360,6 +1363,49 @@ func (b *JetStream) close() error {
 	}
 	b.nc.Close()
 	return errors.Join(errs...)
+}
+
+// ackConsumerSeq reads the consumer's name and the delivery's consumer
+// sequence from a JetStream ack subject (see ackStreamSeq), without
+// allocating.
+func ackConsumerSeq(reply string) (consumer string, seq uint64, ok bool) {
+	const pre = "$JS.ACK."
+	if !strings.HasPrefix(reply, pre) {
+		return "", 0, false
+	}
+	var idx int // token index of the consumer's name
+	switch n := strings.Count(reply, ".") + 1; {
+	case n == 9:
+		idx = 3
+	case n >= 11:
+		idx = 5
+	default:
+		return "", 0, false
+	}
+	s := reply[len(pre):]
+	for range idx - 2 {
+		s = s[strings.IndexByte(s, '.')+1:]
+	}
+	i := strings.IndexByte(s, '.')
+	consumer, s = s[:i], s[i+1:]
+	// delivered count, stream sequence, then the consumer sequence
+	for range 2 {
+		s = s[strings.IndexByte(s, '.')+1:]
+	}
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" || consumer == "" {
+		return "", 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		seq = seq*10 + uint64(c-'0')
+	}
+	return consumer, seq, true
 }
 
 // ackStreamSeq extracts the stream sequence from a JetStream reply subject:

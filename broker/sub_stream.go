@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // streamDelivery is a delivery read from the stream through a consumer. It
@@ -72,45 +74,182 @@ func (b *JetStream) named(cfg jetstream.OrderedConsumerConfig, filters []string)
 }
 
 // orderedSub delivers from an ordered consumer without acks
-// (DesignOrdered): nats.go recreates the consumer after the last stream
-// sequence seen whenever it detects a gap, and the runtime keeps its own
-// position.
+// (DesignOrdered): an ephemeral AckNone consumer that it creates again,
+// after the last stream sequence seen, whenever a delivery skips one (a
+// gap in the consumer's sequence), its heartbeats stop, the connection
+// comes back or the consumer is gone, as nats.go's ordered consumer does;
+// the feed drops what it has seen already.
+//
+// It creates its consumers itself rather than through nats.go's ordered
+// consumer, to name each one anew (orderedName): nats.go names the first
+// consumer of every ordered consumer prefix_1, so a subscription made
+// again took the name of the one it replaced, and in a cluster that one
+// may live on a node that died (kill -9): the cluster keeps the dead
+// node's consumer until it is seen offline (minutes), takes a create
+// under its name as an update that only the dead node would answer, and
+// the subscription waited for ever (experiment faults, cluster-node).
 type orderedSub struct {
 	consumerFeed
 	ccMu      sync.Mutex // guards cons and cc, which restart replaces
 	cons      jetstream.Consumer
-	names     []string // the subscription's filters, which name the consumer
 	cc        jetstream.ConsumeContext
 	watchMu   sync.Mutex
 	stopWatch func() bool
 	closeOne  sync.Once
 
-	filters   []string         // the consumer's filters
-	opts      SubscribeOptions // where it started
-	restartMu sync.Mutex       // one restart at a time
+	prefix  string           // the consumers' name prefix
+	named   bool             // prefix is granted (JetStreamConfig.ConsumerName): names cycle through orderedLives
+	serial  atomic.Uint64    // names taken (a prefix of its own)
+	filters []string         // the consumer's filters
+	opts    SubscribeOptions // where it started
+	name    string           // the current consumer's name (hmu)
+	dseq    uint64           // its last delivery sequence handed on (hmu)
+
+	restartMu    sync.Mutex // one restart at a time
+	restartAsked atomic.Bool
 }
 
-// restart replaces the ordered consumer after a reconnect, or when its
-// heartbeats stop, with one that
-// starts after the last sequence seen. nats.go's own recovery was seen
-// to stall for good when the client had failed over to another node and
-// the consumer's node (the stream's leader) had died with it. It retries
-// until the new consumer runs or the subscription closes; the feed drops
-// what it has seen already.
-func (s *orderedSub) restart() {
-	if !s.restartMu.TryLock() {
-		return // one runs already
+// orderedLives is how many names the consumers of one name prefix take in
+// turn (prefix_1 .. prefix_16), the names a roster's broker grants
+// (trust.DefaultOrderedResets; TestOrderedLivesGranted checks they agree).
+const orderedLives = 16
+
+// orderedName is the next name of prefix's consumers: prefix_1, _2, ...,
+// _orderedLives and _1 again, counted over every subscription of the Bus,
+// so that a consumer created again never takes the name of the one it
+// replaces, nor of one an earlier subscription left.
+func (b *JetStream) orderedName(prefix string) string {
+	b.namesMu.Lock()
+	if b.names == nil {
+		b.names = make(map[string]int)
 	}
-	defer s.restartMu.Unlock()
-	// The consumer being replaced stops first: nats.go would otherwise
-	// go on resetting it while the cluster elects a stream leader, each
-	// reset under the next name (prefix_2, _3, ...), and a roster's
-	// broker grants the first trust.DefaultOrderedResets names only (a
-	// node's kill -9 used them up in 18 s: the aggregator stalled on
-	// permission violations).
+	n := b.names[prefix]%orderedLives + 1
+	b.names[prefix] = n
+	b.namesMu.Unlock()
+	return prefix + "_" + strconv.Itoa(n)
+}
+
+func (s *orderedSub) nextName() string {
+	if s.named {
+		return s.bus.orderedName(s.prefix)
+	}
+	return s.prefix + "_" + strconv.FormatUint(s.serial.Add(1), 10)
+}
+
+// consumerConfig is the configuration of the consumer named name that
+// starts where opts say, as nats.go's ordered consumer makes it.
+func (s *orderedSub) consumerConfig(name string, opts SubscribeOptions) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Name:              name,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: ephemeralInactive,
+		Replicas:          1,
+		MemoryStorage:     true,
+	}
+	if len(s.filters) > 0 {
+		setFilters(&cfg, s.filters)
+	}
+	switch {
+	case opts.StartSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, opts.StartSeq
+	case opts.Deliver == DeliverNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return cfg
+}
+
+// create creates the next consumer. A name some consumer holds already (of
+// an earlier subscription or process, not yet gone) is refused at once
+// (a create, never an update): it takes the next.
+func (s *orderedSub) create(ctx context.Context, opts SubscribeOptions) (jetstream.Consumer, error) {
+	var err error
+	for range orderedLives {
+		var cons jetstream.Consumer
+		cons, err = s.bus.js.CreateConsumer(ctx, s.bus.stream, s.consumerConfig(s.nextName(), opts))
+		if err == nil {
+			return cons, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerExists) && !errors.Is(err, jetstream.ErrConsumerNameAlreadyInUse) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// consume starts delivery from cons, the subscription's current consumer.
+func (s *orderedSub) consume(cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
+	s.hmu.Lock()
+	s.name, s.dseq = cons.CachedInfo().Name, 0
+	s.hmu.Unlock()
+	return cons.Consume(s.onMsg, s.bus.consumeOpts(s.onConsumeErr)...)
+}
+
+// onMsg hands on the current consumer's deliveries in their order; a gap
+// in its delivery sequence (a delivery lost on the way) restarts it.
+func (s *orderedSub) onMsg(m jetstream.Msg) {
+	name, dseq, ok := ackConsumerSeq(m.Reply())
+	if lose := loseDelivery; lose != nil && lose(dseq) {
+		return
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if !ok || name != s.name {
+		return // a consumer replaced already
+	}
+	if dseq != s.dseq+1 {
+		s.name = "" // its later deliveries are dropped too
+		if !s.closed.Load() {
+			s.bus.log.Debug().Str("consumer", name).Uint64("delivery", dseq).Uint64("want", s.dseq+1).Msg("ordered consumer: a delivery is missing, restarting it")
+			go s.restart()
+		}
+		return
+	}
+	s.dseq = dseq
+	s.deliverLocked(m)
+}
+
+// restartCreateWait bounds one attempt to create the consumer that
+// replaces another: a create the cluster does not answer (its consumer
+// placed on a node that died and is not seen offline yet) is given up
+// for a new name.
+const restartCreateWait = 5 * time.Second
+
+// restart replaces the consumer with a new one, under a new name, that
+// starts after the last sequence seen: after a reconnect, a gap, or when
+// its heartbeats stop or it is gone (its node died). It retries until the
+// new consumer runs or the subscription closes.
+func (s *orderedSub) restart() {
+	// One restart at a time; one asked for while another runs follows it
+	// (a gap found by the new consumer's first deliveries must not be
+	// lost: its later deliveries would all be dropped).
+	s.restartAsked.Store(true)
+	for s.restartMu.TryLock() {
+		for s.restartAsked.Swap(false) && !s.closed.Load() {
+			s.restartOnce()
+		}
+		s.restartMu.Unlock()
+		if !s.restartAsked.Load() {
+			return
+		}
+	}
+}
+
+// restartOnce replaces the consumer (see restart).
+func (s *orderedSub) restartOnce() {
+	// The consumer being replaced stops first, and is deleted (best
+	// effort: its node may be gone, and then nobody answers).
 	s.ccMu.Lock()
 	s.cc.Stop()
+	old := s.cons.CachedInfo().Name
 	s.ccMu.Unlock()
+	s.hmu.Lock()
+	s.name = "" // its deliveries still on the way are dropped
+	s.hmu.Unlock()
+	go func() {
+		if err := s.bus.deleteConsumerWithin(old, restartDeleteWait); err != nil {
+			s.bus.log.Debug().Err(err).Str("consumer", old).Msg("restarting the ordered consumer: the old one was not deleted")
+		}
+	}()
 	for attempt := 0; !s.closed.Load(); attempt++ {
 		s.hmu.Lock()
 		last := s.last
@@ -119,39 +258,27 @@ func (s *orderedSub) restart() {
 		if last > 0 {
 			opts.StartSeq = last + 1
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, apiTimeout)
-		ocfg := orderedConfig(s.filters, opts)
-		if s.bus.consumerName != nil {
-			// Named as permissions grant it: the old one goes first
-			// (best effort: its node may be gone), since the new one
-			// starts again at the prefix's first name.
-			ocfg = s.bus.named(ocfg, s.names)
-			s.ccMu.Lock()
-			old := s.cons.CachedInfo().Name
-			s.ccMu.Unlock()
-			if err := s.bus.deleteConsumerWithin(old, restartDeleteWait); err != nil {
-				s.bus.log.Debug().Err(err).Str("consumer", old).Msg("restarting the ordered consumer: the old one was not deleted")
-			}
-		}
-		cons, err := s.bus.js.OrderedConsumer(ctx, s.bus.stream, ocfg)
+		ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
+		cons, err := s.create(ctx, opts)
 		cancel()
 		var cc jetstream.ConsumeContext
 		if err == nil {
-			cc, err = cons.Consume(s.onMsg, s.bus.consumeOpts(s.onConsumeErr)...)
+			cc, err = s.consume(cons)
+			if err != nil {
+				go s.bus.deleteConsumer(cons.CachedInfo().Name)
+			}
 		}
 		if err == nil {
 			s.ccMu.Lock()
-			old := s.cc
 			s.cons, s.cc = cons, cc
 			s.ccMu.Unlock()
-			old.Stop()
 			if s.closed.Load() {
 				cc.Stop()
 			}
-			s.bus.log.Debug().Uint64("from", opts.StartSeq).Int("attempt", attempt).Str("consumer", cons.CachedInfo().Name).Msg("ordered consumer restarted after the reconnect")
+			s.bus.log.Debug().Uint64("from", opts.StartSeq).Int("attempt", attempt).Str("consumer", cons.CachedInfo().Name).Str("replaced", old).Msg("ordered consumer restarted")
 			return
 		}
-		s.bus.log.Debug().Err(err).Msg("restarting the ordered consumer")
+		s.bus.log.Debug().Err(err).Int("attempt", attempt).Msg("restarting the ordered consumer")
 		select {
 		case <-s.ctx.Done():
 			return
@@ -168,6 +295,12 @@ func restartOrdered(sub Subscription) {
 	switch s := sub.(type) {
 	case *orderedSub:
 		go s.restart()
+	case *jsSub:
+		if s.durable {
+			// Deliveries sent while the connection was down are lost;
+			// the later ones would not show it (resync).
+			go s.resync()
+		}
 	case *splitSub:
 		for _, in := range s.subs {
 			restartOrdered(in)
@@ -196,6 +329,11 @@ type consumerFeed struct {
 func (f *consumerFeed) onMsg(m jetstream.Msg) {
 	f.hmu.Lock()
 	defer f.hmu.Unlock()
+	f.deliverLocked(m)
+}
+
+// deliverLocked hands m to the handler (hmu held).
+func (f *consumerFeed) deliverLocked(m jetstream.Msg) {
 	if f.closed.Load() {
 		return
 	}
@@ -235,15 +373,26 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 		return nil, err
 	}
 	cf, match := b.consumerFilters(filters)
-	cons, err := b.js.OrderedConsumer(ctx, b.stream, b.named(orderedConfig(cf, opts), filters))
-	if err != nil {
-		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
+	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, filters: cf, opts: opts}
+	if b.consumerName != nil {
+		// Named as permissions grant it: by the subscription's filters
+		// (not the consumer's: on a server without multi-filter
+		// consumers that is every subject of the run).
+		s.prefix, s.named = b.consumerName(filters), true
+	} else {
+		s.prefix = nuid.Next()
 	}
-	s := &orderedSub{consumerFeed: consumerFeed{bus: b, handler: h, match: match, from: opts.StartSeq}, cons: cons, filters: cf, names: filters, opts: opts}
 	s.ctx, s.cancel = context.WithCancel(ctx)
-	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
+	cons, err := s.create(ctx, opts)
 	if err != nil {
 		s.cancel()
+		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
+	}
+	s.cons = cons
+	s.cc, err = s.consume(cons)
+	if err != nil {
+		s.cancel()
+		b.deleteConsumer(cons.CachedInfo().Name)
 		return nil, fmt.Errorf("broker: consume: %w", err)
 	}
 	s.watchMu.Lock()
@@ -305,9 +454,8 @@ func (s *orderedSub) watch() {
 func (s *orderedSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
 	if !s.closed.Load() {
 		s.bus.log.Debug().Err(err).Msg("ordered consumer")
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			// Its node is gone (a cluster node died); nats.go's own
-			// recovery was seen to stall there too.
+		if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Its node is gone (a cluster node died), or the consumer.
 			go s.restart()
 		}
 	}
@@ -371,7 +519,12 @@ type jsSub struct {
 	cons      jetstream.Consumer
 	name      string // consumer name
 	durable   bool
+	ccMu      sync.Mutex // guards cc, which resync replaces
 	cc        jetstream.ConsumeContext
+	gen       uint64 // the Consume call whose deliveries count (hmu)
+	dseq      uint64 // the last delivery sequence of gen handed on (hmu)
+	resyncMu  sync.Mutex
+	resyncing atomic.Bool
 	watchMu   sync.Mutex
 	stopWatch func() bool // ends the ctx watch; set once Consume runs
 
@@ -414,7 +567,7 @@ func (b *JetStream) subscribeAcked(ctx context.Context, filters []string, opts S
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.ackTimer = time.AfterFunc(time.Hour, s.ackTick)
 	s.ackTimer.Stop()
-	s.cc, err = cons.Consume(s.onMsg, b.consumeOpts(s.onConsumeErr)...)
+	s.cc, err = s.consume(cons, cons.CachedInfo().Delivered.Consumer)
 	if err != nil {
 		s.cancel()
 		s.deleteEphemeral()
@@ -521,6 +674,10 @@ func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jet
 		if _, err := b.js.ResetConsumer(ctx, b.stream, info.Name); err != nil {
 			return nil, fmt.Errorf("broker: reset durable %s to its ack floor: %w", info.Name, err)
 		}
+		// Its delivery sequence starts again at 1 (CachedInfo says so).
+		if _, err := c.Info(ctx); err != nil {
+			return nil, fmt.Errorf("broker: durable %s after its reset: %w", info.Name, err)
+		}
 		return c, nil
 	}
 	cfg := info.Config
@@ -570,6 +727,125 @@ func sameFilters(cfg jetstream.ConsumerConfig, filters []string) bool {
 		}
 	}
 	return true
+}
+
+// consume starts delivery from the consumer, whose last delivery
+// sequence is dseq: a durable's deliveries are checked for gaps
+// (onDurableMsg), the deliveries of earlier Consume calls dropped.
+func (s *jsSub) consume(cons jetstream.Consumer, dseq uint64) (jetstream.ConsumeContext, error) {
+	if !s.durable {
+		return cons.Consume(s.onMsg, s.bus.consumeOpts(s.onConsumeErr)...)
+	}
+	s.hmu.Lock()
+	s.gen++
+	gen := s.gen
+	s.dseq = dseq
+	s.hmu.Unlock()
+	return cons.Consume(func(m jetstream.Msg) { s.onDurableMsg(gen, m) }, s.bus.consumeOpts(s.onConsumeErr)...)
+}
+
+// onDurableMsg hands on a durable's deliveries in their order. A gap in
+// the delivery sequence is a delivery lost on the way (sent while the
+// connection was down: a cluster node died): the later one is not handed
+// on, since its Ack (AckAll) would acknowledge the lost one too and the
+// broker would never send it again (a party's reply lost so stalled it
+// after a fail-over, KILL="broker party" make compose-test); the consumer
+// is reset to its ack floor instead (resync).
+func (s *jsSub) onDurableMsg(gen uint64, m jetstream.Msg) {
+	_, dseq, ok := ackConsumerSeq(m.Reply())
+	if lose := loseDelivery; lose != nil && lose(dseq) {
+		return
+	}
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	if gen != s.gen || !ok {
+		return // an earlier Consume's
+	}
+	if dseq != s.dseq+1 {
+		if !s.closed.Load() && !s.resyncing.Load() {
+			s.bus.log.Debug().Str("consumer", s.name).Uint64("delivery", dseq).Uint64("want", s.dseq+1).Msg("durable consumer: a delivery is missing, resetting it to its ack floor")
+			s.resyncing.Store(true)
+			go s.resync()
+		}
+		return
+	}
+	s.dseq = dseq
+	s.deliverLocked(m)
+}
+
+// loseDelivery, set by tests, drops the deliveries it returns true for, as
+// a connection lost on the way would.
+var loseDelivery func(dseq uint64) bool
+
+// resync resets a durable to its ack floor and consumes it again, after a
+// gap in its deliveries or a reconnect: what was delivered beyond the
+// floor comes again (the feed drops what the handler had). It retries
+// until it succeeds or the subscription closes.
+func (s *jsSub) resync() {
+	s.resyncing.Store(true)
+	s.resyncMu.Lock()
+	defer s.resyncMu.Unlock()
+	defer s.resyncing.Store(false)
+	if !s.durable {
+		return
+	}
+	s.ccMu.Lock()
+	s.cc.Stop()
+	s.ccMu.Unlock()
+	s.hmu.Lock()
+	s.gen++ // the stopped Consume's deliveries still on the way are dropped
+	s.hmu.Unlock()
+	for attempt := 0; !s.closed.Load(); attempt++ {
+		ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
+		err := s.sendAckNow(ctx)
+		var cons jetstream.Consumer
+		if err == nil {
+			cons, err = s.bus.js.Consumer(ctx, s.bus.stream, s.name)
+		}
+		if err == nil {
+			cons, err = s.bus.resetDurable(ctx, cons)
+		}
+		cancel()
+		var cc jetstream.ConsumeContext
+		if err == nil {
+			// Delivered again from the floor: the delivery sequence starts at 1.
+			cc, err = s.consume(cons, 0)
+		}
+		if err == nil {
+			s.ccMu.Lock()
+			s.cons, s.cc = cons, cc
+			s.ccMu.Unlock()
+			if s.closed.Load() {
+				cc.Stop()
+			}
+			s.bus.log.Debug().Int("attempt", attempt).Str("consumer", s.name).Msg("durable consumer reset to its ack floor")
+			return
+		}
+		s.bus.log.Debug().Err(err).Int("attempt", attempt).Str("consumer", s.name).Msg("resetting the durable consumer")
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// sendAckNow sends the coalesced ack still waiting, synchronously: the
+// floor a reset goes back to then holds every delivery the handler acked.
+func (s *jsSub) sendAckNow(ctx context.Context) error {
+	s.amu.Lock()
+	last, sent := s.ackLast, s.ackSent
+	if !sent && last != "" {
+		s.ackN, s.ackSent = 0, true
+	}
+	s.amu.Unlock()
+	if sent || last == "" {
+		return nil
+	}
+	if _, err := s.bus.nc.RequestWithContext(ctx, last, ackAck); err != nil {
+		return fmt.Errorf("broker: ack before the reset of %s: %w", s.name, err)
+	}
+	return nil
 }
 
 func (s *jsSub) onConsumeErr(_ jetstream.ConsumeContext, err error) {
@@ -627,7 +903,12 @@ func (s *jsSub) Close() error {
 
 func (s *jsSub) close() error {
 	s.stop()
-	s.cc.Stop()
+	s.resyncMu.Lock() // a reset in progress ends first (it stops at closed)
+	s.resyncMu.Unlock()
+	s.ccMu.Lock()
+	cc := s.cc
+	s.ccMu.Unlock()
+	cc.Stop()
 	s.waitHandler()
 	s.watchMu.Lock()
 	if s.stopWatch != nil {
@@ -635,7 +916,7 @@ func (s *jsSub) close() error {
 	}
 	s.watchMu.Unlock()
 	select {
-	case <-s.cc.Closed():
+	case <-cc.Closed():
 	case <-time.After(closeTimeout):
 	}
 	var err error
@@ -680,13 +961,19 @@ func (s *orderedSub) delivered(ctx context.Context) (n, last, pending uint64, er
 }
 
 func (s *jsSub) delivered(ctx context.Context) (n, last, pending uint64, err error) {
-	return consumerDelivered(ctx, s.cons)
+	s.ccMu.Lock()
+	cons := s.cons
+	s.ccMu.Unlock()
+	return consumerDelivered(ctx, cons)
 }
 
 // start is the stream sequence the consumer had delivered when the
 // subscription began (a resumed durable's position).
 func (s *jsSub) start() uint64 {
-	if info := s.cons.CachedInfo(); info != nil {
+	s.ccMu.Lock()
+	cons := s.cons
+	s.ccMu.Unlock()
+	if info := cons.CachedInfo(); info != nil {
 		return info.Delivered.Stream
 	}
 	return 0

@@ -130,6 +130,32 @@ func TestAckStreamSeq(t *testing.T) {
 	}
 }
 
+func TestAckConsumerSeq(t *testing.T) {
+	cases := []struct {
+		reply, name string
+		seq         uint64
+		ok          bool
+	}{
+		{"$JS.ACK.ASYREVEL_r.c1.1.42.7.1700000000000000000.0", "c1", 7, true},
+		{"$JS.ACK._.HASH.ASYREVEL_r.party-1-reply_3.2.43.8.1700000000000000000.5.tok", "party-1-reply_3", 8, true},
+		{"$JS.ACK._.HASH.ASYREVEL_r.c1.2.44.9.1700000000000000000.5", "c1", 9, true},
+		{"_INBOX.abc", "", 0, false},
+		{"$JS.ACK.a.b.c", "", 0, false},
+		{"$JS.ACK.ASYREVEL_r.c1.1.2.x7.17.0", "", 0, false},
+		{"$JS.ACK.ASYREVEL_r..1.2.7.17.0", "", 0, false},
+		{"$JS.ACK.ASYREVEL_r.c1.1.2..17.0", "", 0, false},
+	}
+	for _, c := range cases {
+		name, seq, ok := ackConsumerSeq(c.reply)
+		if name != c.name || seq != c.seq || ok != c.ok {
+			t.Errorf("ackConsumerSeq(%q) = %q, %d, %v; want %q, %d, %v", c.reply, name, seq, ok, c.name, c.seq, c.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ackConsumerSeq(cases[1].reply) }); n != 0 {
+		t.Errorf("ackConsumerSeq allocates %v times", n)
+	}
+}
+
 func BenchmarkSubjectMatch(b *testing.B) {
 	for b.Loop() {
 		SubjectMatch("asyrevel.run1.out.*", "asyrevel.run1.out.7")

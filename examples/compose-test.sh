@@ -222,7 +222,7 @@ done
 stalled=$(awk 'NF == 3 { s[$1] = $2; r[$1] = $3; if ($2 > max) max = $2 }
 	END { for (m in s) if (s[m] * 4 < max) printf "party %s made %d steps against %d for the busiest (%d of its messages rejected); ", m, s[m], max, r[m] }' "$WORK/$P.steps")
 stalled=${stalled%; }
-hint=${stalled:+ [a party stalled after the fail-over: $stalled; the known defect in docs/deployment.md (Containers)]}
+hint=${stalled:+ [a party stalled after the fail-over: $stalled; docs/deployment.md (Containers) describes the last such defect, a lost delivery]}
 if [ -n "$stalled" ]; then
 	[ -z "${STRICT:-}" ] || fail "a party stalled: $stalled"
 	say "WARNING: a party stalled: $stalled (STRICT=1 fails on it)"
