@@ -222,3 +222,36 @@ func TestClusterLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// The conformance suite on a 3-node cluster with the fail-over publisher
+// (Retry), which sends atomic batches to the R3 stream (batchPub): one
+// publisher's messages on several subjects must land in publish order
+// (Order, PublisherOrderAcrossSubjects) although Publish no longer waits
+// for the stream.
+func TestJetStreamClusterRetryConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := startCluster(t)
+	var n atomic.Int64
+	bustest.Run(t, func(t *testing.T) bustest.Harness {
+		run := newRun()
+		return bustest.Harness{
+			Prefix: broker.SubjectPrefix(run),
+			Connect: func(t testing.TB, name string) broker.Bus {
+				i := n.Add(1)
+				srv := c.Servers()[i%int64(len(c.Servers()))]
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
+					Server: srv, Run: run, Name: name, Replicas: 3, Design: broker.DesignOrdered, Retry: true,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.Close() })
+				return b
+			},
+		}
+	})
+}

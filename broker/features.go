@@ -25,6 +25,10 @@ type ServerFeatures struct {
 	// Without it the stream writes each message to its file before
 	// acknowledging it (PersistSync).
 	AsyncPersist bool
+	// AtomicPublish: atomic batch publishing (2.12), which the fail-over
+	// publisher on a replicated stream uses (batchPub); without it that
+	// publisher keeps one message in flight per subject (asyncPub).
+	AtomicPublish bool
 }
 
 // minMajor.minMinor is the oldest server asyrevel works with: the
@@ -49,6 +53,7 @@ func featuresOf(version string) (ServerFeatures, error) {
 	f.Compression = at(2, 10)
 	f.ConsumerReset = at(2, 14)
 	f.AsyncPersist = at(2, 12)
+	f.AtomicPublish = at(2, 12)
 	return f, nil
 }
 

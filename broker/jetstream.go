@@ -291,6 +291,7 @@ type JetStream struct {
 	// retryPub is the retrying publisher (JetStreamConfig.Retry), for the
 	// reconnect handler, which may run before pub is set.
 	retryPub atomic.Pointer[asyncPub]
+	batchPub atomic.Pointer[batchPub] // the same, batching (replicated streams)
 	closing  chan struct{}
 
 	closeMu  sync.RWMutex // Publish holds it for reading
@@ -487,6 +488,16 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		b.pub = &corePub{nc: nc}
 	case DesignCapture:
 		b.pub, err = newCapturePub(b, cfg)
+	case DesignOrdered, DesignAcked:
+		if cfg.Retry && cfg.Replicas > 1 && b.feats.AtomicPublish {
+			var bp *batchPub
+			if bp, err = newBatchPub(b, cfg.Window); err == nil {
+				b.pub = bp
+				b.batchPub.Store(bp)
+			}
+			break
+		}
+		fallthrough
 	default:
 		var ap *asyncPub
 		if ap, err = newAsyncPub(b, cfg.Window, cfg.Retry); err == nil {
@@ -547,6 +558,9 @@ func (b *JetStream) ensureStream(ctx context.Context, cfg JetStreamConfig) error
 		// Messages may be read one by one (an auditor's right, trust:
 		// Roster.Auditors); participants' permissions deny it.
 		AllowDirect: true,
+		// The fail-over publisher sends atomic batches to a replicated
+		// stream (batchPub); asynchronous persistence (R1 only) refuses it.
+		AllowAtomicPublish: cfg.Replicas > 1 && b.feats.AtomicPublish,
 	}
 	if cfg.MaxBytes > 0 {
 		scfg.MaxBytes = cfg.MaxBytes
@@ -867,6 +881,9 @@ func (b *JetStream) onReconnect(nc *nats.Conn) {
 	}
 	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
 	if p := b.retryPub.Load(); p != nil {
+		p.reconnected()
+	}
+	if p := b.batchPub.Load(); p != nil {
 		p.reconnected()
 	}
 	// Ordered consumers start again after what they delivered (every
