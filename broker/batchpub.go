@@ -319,6 +319,12 @@ func isBatchIncomplete(err error) bool {
 // reconnected: the batch in flight may have been written to the lost
 // connection; it is sent again at once.
 func (p *batchPub) reconnected() {
+	p.mu.Lock()
+	n := p.inflight
+	p.mu.Unlock()
+	if n > 0 {
+		p.b.log.Info().Int("messages", n).Msg("sending the unconfirmed batch again after the reconnect (the stream drops copies)")
+	}
 	select {
 	case p.kick <- struct{}{}:
 	default:
