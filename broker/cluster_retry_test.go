@@ -100,3 +100,66 @@ func TestClusterRetryOrder(t *testing.T) {
 		}
 	}
 }
+
+// The fail-over publisher on a cluster does not wait for the stream while
+// publishing: messages on one subject queue behind the batch in flight
+// (before, Publish waited for each message's three-copy acknowledgement
+// while its subject was busy, and at most one was unconfirmed), and Flush
+// then finds every one stored, in order.
+func TestClusterRetryPublishDoesNotWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	c := startCluster(t)
+	run := newRun()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: strings.Join(c.URLs(), ","), Run: run, Name: "pub", Design: broker.DesignOrdered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	subject := broker.SubjectPrefix(run) + ".reply.1"
+	if err := b.Publish(ctx, &broker.Message{Subject: subject, Data: []byte("0")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	most := 0
+	for i := 1; i <= n; i++ {
+		if err := b.Publish(ctx, &broker.Message{Subject: subject, Data: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, broker.UnconfirmedPublishes(b))
+	}
+	if most < 2 {
+		t.Errorf("at most %d message unconfirmed while publishing %d on one subject: Publish waits for the stream", most, n)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := broker.UnconfirmedPublishes(b); p != 0 {
+		t.Errorf("%d unconfirmed after Flush", p)
+	}
+	admin := connectNode(t, c.Servers()[1], false, run, "admin")
+	js, err := jetstream.New(admin.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, broker.StreamName(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= n; i++ {
+		m, err := st.GetMsg(ctx, uint64(i+1))
+		if err != nil {
+			t.Fatalf("message %d: %v", i+1, err)
+		}
+		if string(m.Data) != strconv.Itoa(i) {
+			t.Fatalf("stream sequence %d holds %q, want %d (publish order)", i+1, m.Data, i)
+		}
+	}
+	t.Logf("at most %d unconfirmed", most)
+}
