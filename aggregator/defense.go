@@ -80,6 +80,17 @@ type Defense struct {
 	// batch mean gets Gaussian noise HeadNoise on every parameter and is
 	// accounted and filtered by the budget like a reply. Needs Noise.
 	HeadClip float64
+	// HeadMomentum, in [0, 1), smooths the first-order head's noisy steps
+	// (HeadClip): the step is lr times v = HeadMomentum v + (1 -
+	// HeadMomentum) g, g the noised batch mean. It is post-processing of
+	// the released noisy gradients, so the accounting is unchanged.
+	HeadMomentum float64
+	// HeadEMA, in [0, 1), evaluates the head (and returns it as the
+	// result's parameters) as an exponential moving average of its
+	// iterates with this decay (warmed up as min(HeadEMA, (1+t)/(10+t))
+	// over its t steps), averaging the head's step noise out of the
+	// model that is used. Post-processing: no label is read again.
+	HeadEMA float64
 	// Budget caps each label's zCDP rho: a sample whose next visit would
 	// exceed it contributes 0 instead (a privacy filter; 0: no cap).
 	Budget float64
@@ -124,6 +135,10 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
 	case d.HeadClip < 0 || math.IsNaN(d.HeadClip) || math.IsInf(d.HeadClip, 0) || d.HeadClip > 0 && d.Noise == 0:
 		return fmt.Errorf("%w: a head clip is finite, not negative, and needs noise", ErrConfig)
+	case !(d.HeadMomentum >= 0 && d.HeadMomentum < 1) || !(d.HeadEMA >= 0 && d.HeadEMA < 1):
+		return fmt.Errorf("%w: head momentum %g and head EMA %g must be in [0, 1)", ErrConfig, d.HeadMomentum, d.HeadEMA)
+	case d.HeadMomentum > 0 && d.HeadClip == 0:
+		return fmt.Errorf("%w: head momentum is for the first-order head step (head clip)", ErrConfig)
 	case d.Noise > 0 && d.Clip == 0 && d.MaxPerturb == 0:
 		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip, or with a logistic head the perturbation bound)", ErrConfig)
 	case d.Budget > 0 && d.Noise == 0:
@@ -172,7 +187,9 @@ type DefenseReport struct {
 	MaxPerturb   float64 `json:"max_perturb,omitempty"`
 	HeadNoised   bool    `json:"head_step_noised,omitempty"`
 	HeadNoise    float64 `json:"head_noise,omitempty"`
-	HeadClip     float64 `json:"head_clip,omitempty"` // the head's step is first-order, inputs clipped to this norm
+	HeadClip     float64 `json:"head_clip,omitempty"`     // the head's step is first-order, inputs clipped to this norm
+	HeadMomentum float64 `json:"head_momentum,omitempty"` // momentum of the head's noised steps (post-processing)
+	HeadEMA      float64 `json:"head_ema,omitempty"`      // the head evaluated as a moving average of its iterates (post-processing)
 
 	// Counters.
 	ClippedOutputs int64       `json:"clipped_outputs,omitempty"` // c or c_hat values clipped to MaxOutput
@@ -243,6 +260,10 @@ type defense struct {
 	// grad and gradI are the first-order head step's batch and sample
 	// gradients (HeadClip).
 	grad, gradI []float64
+	// mom is the head step's momentum (HeadMomentum); ema the moving
+	// average of the head evaluated (HeadEMA), emaN its steps.
+	mom, ema []float64
+	emaN     int
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -339,8 +360,12 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 			r := math.Sqrt2 * c.HeadClip / sens
 			d.headInc *= r * r
 			d.rep.HeadClip = c.HeadClip
+			d.rep.HeadMomentum, d.rep.HeadEMA = c.HeadMomentum, c.HeadEMA
 			d.grad = make([]float64, cfg.Head.NumParams())
 			d.gradI = make([]float64, cfg.Head.NumParams())
+			if c.HeadMomentum > 0 {
+				d.mom = make([]float64, cfg.Head.NumParams())
+			}
 		}
 	}
 	return nil
@@ -590,9 +615,44 @@ func (a *Aggregator) stepHeadGrad(ids []uint32) {
 	}
 	lr := a.cfg.LR.At(int(a.res.Steps))
 	inv := 1 / float64(b)
-	for k, v := range g {
-		a.w0[k] -= lr * (v*inv + d.cfg.HeadNoise*d.noise.NormFloat64())
+	if d.cfg.HeadEMA > 0 && d.ema == nil {
+		d.ema = slices.Clone(a.w0) // the average starts at the initial head
 	}
+	if d.mom == nil {
+		for k, v := range g {
+			a.w0[k] -= lr * (v*inv + d.cfg.HeadNoise*d.noise.NormFloat64())
+		}
+	} else {
+		b := d.cfg.HeadMomentum
+		for k, v := range g {
+			d.mom[k] = b*d.mom[k] + (1-b)*(v*inv+d.cfg.HeadNoise*d.noise.NormFloat64())
+			a.w0[k] -= lr * d.mom[k]
+		}
+	}
+	a.updateEMA()
+}
+
+// updateEMA folds the head's new iterate into its moving average
+// (HeadEMA), warmed up over the first steps.
+func (a *Aggregator) updateEMA() {
+	d := &a.def
+	if d.cfg.HeadEMA == 0 {
+		return
+	}
+	d.emaN++
+	b := min(d.cfg.HeadEMA, float64(1+d.emaN)/float64(10+d.emaN))
+	for k, v := range a.w0 {
+		d.ema[k] = b*d.ema[k] + (1-b)*v
+	}
+}
+
+// evalHead is the head's parameters used to evaluate and returned: the
+// moving average under HeadEMA, else the iterate.
+func (a *Aggregator) evalHead() []float64 {
+	if a.def.ema != nil {
+		return a.def.ema
+	}
+	return a.w0
 }
 
 // headNoise is the noise of the head's step (0 unless noised).

@@ -488,3 +488,56 @@ func TestFirstOrderHeadStep(t *testing.T) {
 		t.Errorf("no noise: %v", err)
 	}
 }
+
+// The head's momentum and moving average are post-processing of the noised
+// steps: they charge the labels exactly what the plain step charges, the
+// momentum scales the first step by 1 - beta, and the head evaluated is
+// the warmed-up average of the iterates.
+func TestHeadMomentumAndEMA(t *testing.T) {
+	const C, sigma, G, beta, decay = 0.01, 1e-12, 2.0, 0.5, 0.9
+	labels := []int32{0, 2, 1}
+	head := model.NewSoftmax(2, 3)
+	plain := newDefended(t, 2, labels, head, Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G})
+	smooth := newDefended(t, 2, labels, head, Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadMomentum: beta, HeadEMA: decay})
+	for _, a := range []*Aggregator{plain, smooth} {
+		copy(a.table[0:2], []float64{3, 4})
+		copy(a.table[2:4], []float64{0.1, -0.2})
+		copy(a.w0, plain.w0)
+	}
+	w0 := slices.Clone(plain.w0)
+	ids := []uint32{0, 1}
+	if !slices.Equal(smooth.evalHead(), w0) {
+		t.Fatal("before any step the head evaluated is not the iterate")
+	}
+	plain.stepHeadGrad(ids)
+	smooth.stepHeadGrad(ids)
+	b := 2.0 / 11 // the warm-up's first decay
+	for k := range w0 {
+		step := plain.w0[k] - w0[k]
+		if got, want := smooth.w0[k]-w0[k], (1-beta)*step; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("momentum step %d = %g, want %g", k, got, want)
+		}
+		if got, want := smooth.evalHead()[k], b*w0[k]+(1-b)*smooth.w0[k]; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("EMA %d = %g, want %g", k, got, want)
+		}
+	}
+	if &smooth.evalHead()[0] == &smooth.w0[0] {
+		t.Fatal("the head evaluated is the iterate")
+	}
+	if !slices.Equal(plain.def.unitH, smooth.def.unitH) {
+		t.Errorf("charges differ: %v and %v", plain.def.unitH, smooth.def.unitH)
+	}
+	if r := smooth.def.report(len(labels)); r.HeadMomentum != beta || r.HeadEMA != decay {
+		t.Errorf("report: momentum %g, EMA %g", r.HeadMomentum, r.HeadEMA)
+	}
+	for _, d := range []Defense{
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadMomentum: 1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: -0.1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: math.NaN()},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadMomentum: 0.9}, // zeroth-order head
+	} {
+		if err := d.check(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", d, err)
+		}
+	}
+}

@@ -75,6 +75,8 @@ func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
 	fs.Float64Var(&d.NoiseMultiplier, "noise-multiplier", 0, "noise as a multiple of one visit's sensitivity: 2C per sample, 2C/min-batch for a\nbatch mean (instead of --noise)")
 	fs.Float64Var(&d.HeadNoise, "head-noise", 0, "heads with parameters (multiclass, --bias): the noise of the head's own step as a\nmultiple of the replies' (default 1); every party's step moves the head, so it\nspends each label's budget q times faster: a larger value with a smaller --head-lr")
 	fs.Float64Var(&d.HeadClip, "head-clip", 0, "softmax heads: the head's own step is first-order (its exact gradient), each\nsample's input [c; 1] clipped to this norm, noised (--head-noise) and accounted")
+	fs.Float64Var(&d.HeadMomentum, "head-momentum", 0, "with --head-clip: momentum in [0, 1) of the head's noised steps (post-processing:\nthe bound is unchanged)")
+	fs.Float64Var(&d.HeadEMA, "head-ema", 0, "with --head-clip: evaluate (and keep) the head as a moving average of its iterates\nwith this decay in [0, 1) (post-processing: the bound is unchanged)")
 	fs.Float64Var(&d.DPEpsilon, "dp-epsilon", 0, "per-label privacy budget: once a label's epsilon would exceed it, its sample\ncontributes 0 to the replies (a privacy filter; needs --noise)")
 	fs.Float64Var(&d.DPAUC, "dp-auc", 0, "the same budget as the largest label-inference AUC it lets any attacker reach\n(Gaussian trade-off), e.g. 0.6 (instead of --dp-epsilon)")
 	fs.Float64Var(&d.DPDelta, "dp-delta", 0, "delta of the (epsilon, delta) accounting (default 1e-5)")
