@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -700,6 +701,9 @@ func (p *Party) apply(r *schemas.Reply) error {
 		p.advance() // an attacker that keeps its model (Frozen)
 		return nil
 	}
+	if p.cfg.EMA > 0 && p.ema == nil {
+		p.ema = slices.Clone(p.w) // the average starts at the initial model
+	}
 	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
 		// A diverging step size: the party stops, rather than skip steps.
 		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
@@ -713,11 +717,8 @@ func (p *Party) apply(r *schemas.Reply) error {
 
 // updateEMA folds the new iterate into the moving average (Config.EMA).
 func (p *Party) updateEMA() {
-	if p.cfg.EMA == 0 {
-		return
-	}
 	if p.ema == nil {
-		p.ema = append([]float64(nil), p.w...)
+		return
 	}
 	p.emaN++
 	b := min(p.cfg.EMA, float64(1+p.emaN)/float64(10+p.emaN))
