@@ -386,7 +386,13 @@ func (c *Config) applyMulticlassPrivacy(spec PrivacySpec, ch *PrivacyChoice, set
 		d.HeadNoise = 1
 	}
 	r := ratio() / d.HeadNoise
-	c.setBudget(spec, ch, spec.rho(), 1+float64(c.Parties)*r*r, set)
+	// The head reads each label q times an epoch: once a party's batch,
+	// or once a release of its label part (--head-refresh).
+	reads := float64(c.Parties)
+	if d.HeadRefresh > 0 && d.HeadClip > 0 {
+		reads = float64(d.HeadRefresh)
+	}
+	c.setBudget(spec, ch, spec.rho(), 1+reads*r*r, set)
 	ch.Note = "a softmax head's bounded defense costs accuracy: " + MulticlassPrivacyCost + " (results/REPORT-privacy.md)"
 	return nil
 }

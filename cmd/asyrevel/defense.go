@@ -77,6 +77,7 @@ func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
 	fs.Float64Var(&d.HeadClip, "head-clip", 0, "softmax heads: the head's own step is first-order (its exact gradient), each\nsample's input [c; 1] clipped to this norm, noised (--head-noise) and accounted")
 	fs.Float64Var(&d.HeadMomentum, "head-momentum", 0, "with --head-clip: momentum in [0, 1) of the head's noised steps (post-processing:\nthe bound is unchanged)")
 	fs.Float64Var(&d.HeadEMA, "head-ema", 0, "with --head-clip: evaluate (and keep) the head as a moving average of its iterates\nwith this decay in [0, 1) (post-processing: the bound is unchanged)")
+	fs.IntVar(&d.HeadRefresh, "head-refresh", 0, "with --head-clip: the head's step takes its label-free part exactly over the batch and\nits label part from a noised sum over all samples released R times an epoch of one\nparty (each label charged as one batch step's; R = parties charges what the per-batch\nhead does)")
 	fs.Float64Var(&d.DPEpsilon, "dp-epsilon", 0, "per-label privacy budget: once a label's epsilon would exceed it, its sample\ncontributes 0 to the replies (a privacy filter; needs --noise)")
 	fs.Float64Var(&d.DPAUC, "dp-auc", 0, "the same budget as the largest label-inference AUC it lets any attacker reach\n(Gaussian trade-off), e.g. 0.6 (instead of --dp-epsilon)")
 	fs.Float64Var(&d.DPDelta, "dp-delta", 0, "delta of the (epsilon, delta) accounting (default 1e-5)")
