@@ -380,18 +380,25 @@ func (c *Config) applyMulticlassPrivacy(spec PrivacySpec, ch *PrivacyChoice, set
 		}
 		return 1
 	}
-	hn := math.Round(math.Sqrt(float64(c.Parties))*ratio()*10) / 10
+	// The head's label part is released MulticlassHeadRefresh times an
+	// epoch over every sample (noise MinBatch/n of a per-batch step's);
+	// its noise makes each label's releases cost 1/MulticlassHeadNoiseScale^2
+	// of a reply visit, the rest of the budget going to the replies.
+	if d.HeadClip > 0 {
+		set("head-refresh", strconv.Itoa(MulticlassHeadRefresh), func() { d.HeadRefresh = MulticlassHeadRefresh })
+	}
+	reads := float64(c.Parties)
+	if d.HeadRefresh > 0 && d.HeadClip > 0 {
+		reads = float64(d.HeadRefresh)
+	}
+	hn := math.Round(MulticlassHeadNoiseScale*math.Sqrt(reads)*ratio()*10) / 10
 	set("head-noise", strconv.FormatFloat(hn, 'g', -1, 64), func() { d.HeadNoise = hn })
 	if d.HeadNoise <= 0 {
 		d.HeadNoise = 1
 	}
 	r := ratio() / d.HeadNoise
-	// The head reads each label q times an epoch: once a party's batch,
-	// or once a release of its label part (--head-refresh).
-	reads := float64(c.Parties)
-	if d.HeadRefresh > 0 && d.HeadClip > 0 {
-		reads = float64(d.HeadRefresh)
-	}
+	// The head reads each label reads times an epoch: once a party's
+	// batch, or once a release of its label part (--head-refresh).
 	c.setBudget(spec, ch, spec.rho(), 1+reads*r*r, set)
 	ch.Note = "a softmax head's bounded defense costs accuracy: " + MulticlassPrivacyCost + " (results/REPORT-privacy.md)"
 	return nil
@@ -407,7 +414,12 @@ const (
 	MulticlassPrivacyLR    = 0.032
 	MulticlassPrivacyClip  = 5.0
 	MulticlassHeadClip     = 2.0
-	MulticlassHeadLR       = 0.2
+	MulticlassHeadLR       = 0.4
+	// MulticlassHeadRefresh is how many times an epoch the head's label
+	// part is released (--head-refresh), MulticlassHeadNoiseScale its
+	// noise relative to one costing what a reply visit costs.
+	MulticlassHeadRefresh    = 8
+	MulticlassHeadNoiseScale = 2.0
 	// MulticlassPrivacyCost is the measured cost, for the notes.
 	MulticlassPrivacyCost = "3.1 points on MNIST at 8 epochs (76.08% against 79.19% undefended, 3 seeds)"
 )
@@ -443,6 +455,8 @@ func (c *Config) explicitValue(flag string) string {
 		return f(d.HeadNoise)
 	case "head-clip":
 		return f(d.HeadClip)
+	case "head-refresh":
+		return strconv.Itoa(d.HeadRefresh)
 	case "dp-auc":
 		return f(d.DPAUC)
 	case "dp-epsilon":
