@@ -535,6 +535,9 @@ func TestHeadMomentumAndEMA(t *testing.T) {
 		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: -0.1},
 		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: math.NaN()},
 		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadMomentum: 0.9}, // zeroth-order head
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, MinBatch: 2, HeadRefresh: -1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadRefresh: 8}, // no minimum batch
+		{Reply: ReplyMean, Clip: C, Noise: sigma, MinBatch: 2, HeadRefresh: 8}, // zeroth-order head
 	} {
 		if err := d.check(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", d, err)
