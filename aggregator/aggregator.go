@@ -834,7 +834,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 func (a *Aggregator) result() *Result {
 	r := a.res
 	r.StopReason = a.stopReason
-	r.Params = append([]float64(nil), a.w0...)
+	r.Params = append([]float64(nil), a.evalHead()...)
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
 	r.Leakage.Defense = &r.Defense
@@ -1423,7 +1423,7 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 	var s float64
 	w := a.width
 	for i, yi := range y {
-		s += a.cfg.Head.Loss(a.w0, t[i*w:(i+1)*w], yi)
+		s += a.cfg.Head.Loss(a.evalHead(), t[i*w:(i+1)*w], yi)
 	}
 	return s / float64(len(y))
 }
@@ -1468,10 +1468,10 @@ func (a *Aggregator) score(r *round) {
 		var loss float64
 		for i, yi := range y {
 			c := t[i*w : (i+1)*w]
-			if a.cfg.Head.Predict(a.w0, c) == yi {
+			if a.cfg.Head.Predict(a.evalHead(), c) == yi {
 				correct++
 			}
-			loss += a.cfg.Head.Loss(a.w0, c, yi)
+			loss += a.cfg.Head.Loss(a.evalHead(), c, yi)
 		}
 		pt.TestAccuracy = float64(correct) / float64(len(y))
 		pt.TestLoss = loss / float64(len(y))

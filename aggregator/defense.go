@@ -80,6 +80,28 @@ type Defense struct {
 	// batch mean gets Gaussian noise HeadNoise on every parameter and is
 	// accounted and filtered by the budget like a reply. Needs Noise.
 	HeadClip float64
+	// HeadMomentum, in [0, 1), smooths the first-order head's noisy steps
+	// (HeadClip): the step is lr times v = HeadMomentum v + (1 -
+	// HeadMomentum) g, g the noised batch mean. It is post-processing of
+	// the released noisy gradients, so the accounting is unchanged.
+	HeadMomentum float64
+	// HeadRefresh, if positive (with HeadClip), splits the first-order
+	// head's gradient (p - e_y) [c; 1] into its label-free part p [c; 1],
+	// taken exactly over each step's batch, and its label part e_y [c; 1],
+	// released HeadRefresh times an epoch of one party as a noised sum
+	// over every training sample (each input clipped to HeadClip, noise
+	// HeadNoise MinBatch on the sum: each label costs what one batch's
+	// head step costs) and divided by n. Every step between two releases
+	// reuses the last one (post-processing), so the label part's noise is
+	// MinBatch/n of the per-batch step's instead of averaging over
+	// steps. Needs MinBatch.
+	HeadRefresh int
+	// HeadEMA, in [0, 1), evaluates the head (and returns it as the
+	// result's parameters) as an exponential moving average of its
+	// iterates with this decay (warmed up as min(HeadEMA, (1+t)/(10+t))
+	// over its t steps), averaging the head's step noise out of the
+	// model that is used. Post-processing: no label is read again.
+	HeadEMA float64
 	// Budget caps each label's zCDP rho: a sample whose next visit would
 	// exceed it contributes 0 instead (a privacy filter; 0: no cap).
 	Budget float64
@@ -124,6 +146,12 @@ func (d *Defense) check() error {
 		return fmt.Errorf("%w: head noise needs noise", ErrConfig)
 	case d.HeadClip < 0 || math.IsNaN(d.HeadClip) || math.IsInf(d.HeadClip, 0) || d.HeadClip > 0 && d.Noise == 0:
 		return fmt.Errorf("%w: a head clip is finite, not negative, and needs noise", ErrConfig)
+	case !(d.HeadMomentum >= 0 && d.HeadMomentum < 1) || !(d.HeadEMA >= 0 && d.HeadEMA < 1):
+		return fmt.Errorf("%w: head momentum %g and head EMA %g must be in [0, 1)", ErrConfig, d.HeadMomentum, d.HeadEMA)
+	case d.HeadRefresh < 0 || d.HeadRefresh > 0 && (d.HeadClip == 0 || d.MinBatch == 0):
+		return fmt.Errorf("%w: a head refresh needs the first-order head (head clip) and a minimum batch", ErrConfig)
+	case d.HeadMomentum > 0 && d.HeadClip == 0:
+		return fmt.Errorf("%w: head momentum is for the first-order head step (head clip)", ErrConfig)
 	case d.Noise > 0 && d.Clip == 0 && d.MaxPerturb == 0:
 		return fmt.Errorf("%w: noise needs clipping (the sensitivity is 2 x clip, or with a logistic head the perturbation bound)", ErrConfig)
 	case d.Budget > 0 && d.Noise == 0:
@@ -159,20 +187,24 @@ func IsLogistic(h model.Head) bool {
 // DefenseReport is the defense in force and what it did, with the label
 // privacy accounting.
 type DefenseReport struct {
-	Reply        string  `json:"reply"`
-	MinBatch     int     `json:"min_batch,omitempty"`
-	Clip         float64 `json:"clip,omitempty"`
-	Sensitivity  float64 `json:"sensitivity,omitempty"` // of one reply value to its label (with noise)
-	Noise        float64 `json:"noise,omitempty"`
-	Budget       float64 `json:"rho_budget,omitempty"`
-	BudgetScope  string  `json:"budget_scope,omitempty"` // "party" or "all"
-	LabelEpsilon float64 `json:"label_epsilon,omitempty"`
-	DrawBatches  bool    `json:"aggregator_draws_batches,omitempty"`
-	MaxOutput    float64 `json:"max_output,omitempty"`
-	MaxPerturb   float64 `json:"max_perturb,omitempty"`
-	HeadNoised   bool    `json:"head_step_noised,omitempty"`
-	HeadNoise    float64 `json:"head_noise,omitempty"`
-	HeadClip     float64 `json:"head_clip,omitempty"` // the head's step is first-order, inputs clipped to this norm
+	Reply         string  `json:"reply"`
+	MinBatch      int     `json:"min_batch,omitempty"`
+	Clip          float64 `json:"clip,omitempty"`
+	Sensitivity   float64 `json:"sensitivity,omitempty"` // of one reply value to its label (with noise)
+	Noise         float64 `json:"noise,omitempty"`
+	Budget        float64 `json:"rho_budget,omitempty"`
+	BudgetScope   string  `json:"budget_scope,omitempty"` // "party" or "all"
+	LabelEpsilon  float64 `json:"label_epsilon,omitempty"`
+	DrawBatches   bool    `json:"aggregator_draws_batches,omitempty"`
+	MaxOutput     float64 `json:"max_output,omitempty"`
+	MaxPerturb    float64 `json:"max_perturb,omitempty"`
+	HeadNoised    bool    `json:"head_step_noised,omitempty"`
+	HeadNoise     float64 `json:"head_noise,omitempty"`
+	HeadClip      float64 `json:"head_clip,omitempty"`      // the head's step is first-order, inputs clipped to this norm
+	HeadMomentum  float64 `json:"head_momentum,omitempty"`  // momentum of the head's noised steps (post-processing)
+	HeadEMA       float64 `json:"head_ema,omitempty"`       // the head evaluated as a moving average of its iterates (post-processing)
+	HeadRefresh   int     `json:"head_refresh,omitempty"`   // the head's label part released this many times an epoch of one party
+	HeadRefreshes int     `json:"head_refreshes,omitempty"` // releases of it so far
 
 	// Counters.
 	ClippedOutputs int64       `json:"clipped_outputs,omitempty"` // c or c_hat values clipped to MaxOutput
@@ -243,6 +275,15 @@ type defense struct {
 	// grad and gradI are the first-order head step's batch and sample
 	// gradients (HeadClip).
 	grad, gradI []float64
+	// mom is the head step's momentum (HeadMomentum); ema the moving
+	// average of the head evaluated (HeadEMA), emaN its steps.
+	mom, ema []float64
+	emaN     int
+	// lab is the released label part of the head's gradient (HeadRefresh),
+	// divided by n; every is its interval in head steps, since the steps
+	// since it was released.
+	lab          []float64
+	every, since int
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -339,8 +380,19 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 			r := math.Sqrt2 * c.HeadClip / sens
 			d.headInc *= r * r
 			d.rep.HeadClip = c.HeadClip
+			d.rep.HeadMomentum, d.rep.HeadEMA = c.HeadMomentum, c.HeadEMA
 			d.grad = make([]float64, cfg.Head.NumParams())
 			d.gradI = make([]float64, cfg.Head.NumParams())
+			if c.HeadMomentum > 0 {
+				d.mom = make([]float64, cfg.Head.NumParams())
+			}
+			if c.HeadRefresh > 0 {
+				// HeadRefresh releases an epoch of one party: n/MinBatch
+				// steps of each of the q parties.
+				steps := float64(a.q) * float64(a.n) / float64(c.MinBatch)
+				d.every = max(1, int(math.Round(steps/float64(c.HeadRefresh))))
+				d.rep.HeadRefresh = c.HeadRefresh
+			}
 		}
 	}
 	return nil
@@ -560,6 +612,10 @@ func (a *Aggregator) headTerm(i, b int, v float64) float64 {
 // noise HeadNoise on every parameter. It does not allocate.
 func (a *Aggregator) stepHeadGrad(ids []uint32) {
 	d := &a.def
+	if d.cfg.HeadRefresh > 0 {
+		a.stepHeadRefreshed(ids)
+		return
+	}
 	head := a.cfg.Head.(*model.Softmax)
 	g, gi := d.grad, d.gradI
 	clear(g)
@@ -590,9 +646,145 @@ func (a *Aggregator) stepHeadGrad(ids []uint32) {
 	}
 	lr := a.cfg.LR.At(int(a.res.Steps))
 	inv := 1 / float64(b)
-	for k, v := range g {
-		a.w0[k] -= lr * (v*inv + d.cfg.HeadNoise*d.noise.NormFloat64())
+	if d.cfg.HeadEMA > 0 && d.ema == nil {
+		d.ema = slices.Clone(a.w0) // the average starts at the initial head
 	}
+	if d.mom == nil {
+		for k, v := range g {
+			a.w0[k] -= lr * (v*inv + d.cfg.HeadNoise*d.noise.NormFloat64())
+		}
+	} else {
+		b := d.cfg.HeadMomentum
+		for k, v := range g {
+			d.mom[k] = b*d.mom[k] + (1-b)*(v*inv+d.cfg.HeadNoise*d.noise.NormFloat64())
+			a.w0[k] -= lr * d.mom[k]
+		}
+	}
+	a.updateEMA()
+}
+
+// stepHeadRefreshed is the head's step under HeadRefresh: the label-free
+// part of the clipped gradient over the batch, exact, minus the label
+// part released at the last refresh (one now if due). It does not
+// allocate.
+func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
+	d := &a.def
+	if d.lab == nil || d.since >= d.every {
+		a.refreshLabelTerm()
+	}
+	d.since++
+	head := a.cfg.Head.(*model.Softmax)
+	g, gi := d.grad, d.gradI
+	clear(g)
+	p := a.width
+	bias := len(g) - head.Classes()
+	for _, id := range ids {
+		i := int(id)
+		x := a.table[i*p : (i+1)*p]
+		s := a.headScale(x)
+		clear(gi)
+		// (p - e_0) [x; 1] plus e_0 [x; 1]: p [x; 1], whatever the label.
+		head.Grad(a.w0, x, 0, gi, nil)
+		for j, v := range x {
+			gi[j] += v
+		}
+		gi[bias]++
+		for k, v := range gi {
+			g[k] += s * v
+		}
+	}
+	lr := a.cfg.LR.At(int(a.res.Steps))
+	inv := 1 / float64(len(ids))
+	if d.cfg.HeadEMA > 0 && d.ema == nil {
+		d.ema = slices.Clone(a.w0)
+	}
+	if d.mom == nil {
+		for k, v := range g {
+			a.w0[k] -= lr * (v*inv - d.lab[k])
+		}
+	} else {
+		b := d.cfg.HeadMomentum
+		for k, v := range g {
+			d.mom[k] = b*d.mom[k] + (1-b)*(v*inv-d.lab[k])
+			a.w0[k] -= lr * d.mom[k]
+		}
+	}
+	a.updateEMA()
+}
+
+// refreshLabelTerm releases the label part of the head's gradient: the
+// sum over every training sample with budget left of e_y [c; 1], the
+// input clipped to HeadClip, plus Gaussian noise HeadNoise MinBatch on
+// every parameter, divided by n. Each label is charged one head visit in
+// a batch of MinBatch: the same sensitivity to noise ratio, sqrt(2)
+// HeadClip / (HeadNoise MinBatch).
+func (a *Aggregator) refreshLabelTerm() {
+	d := &a.def
+	head := a.cfg.Head.(*model.Softmax)
+	if d.lab == nil {
+		d.lab = make([]float64, len(a.w0))
+	}
+	clear(d.lab)
+	p := a.width
+	bias := len(d.lab) - head.Classes()
+	bsz := d.cfg.MinBatch
+	for i := range a.n {
+		d.sampleTerm(0, i, bsz, 0, termHead)
+		if d.masked {
+			continue
+		}
+		x := a.table[i*p : (i+1)*p]
+		s := a.headScale(x)
+		y := int(a.labels[i])
+		row := d.lab[y*p : (y+1)*p]
+		for j, v := range x {
+			row[j] += s * v
+		}
+		d.lab[bias+y] += s
+	}
+	if d.occ != nil {
+		clear(d.occ)
+	}
+	d.live = false
+	sd := d.cfg.HeadNoise * float64(bsz)
+	inv := 1 / float64(a.n)
+	for k, v := range d.lab {
+		d.lab[k] = (v + sd*d.noise.NormFloat64()) * inv
+	}
+	d.since = 0
+	d.rep.HeadRefreshes++
+}
+
+// headScale is the factor that clips a head input [x; 1] to HeadClip.
+func (a *Aggregator) headScale(x []float64) float64 {
+	n2 := 1.0 // the bias's input
+	for _, v := range x {
+		n2 += v * v
+	}
+	return min(1, a.def.cfg.HeadClip/math.Sqrt(n2))
+}
+
+// updateEMA folds the head's new iterate into its moving average
+// (HeadEMA), warmed up over the first steps.
+func (a *Aggregator) updateEMA() {
+	d := &a.def
+	if d.cfg.HeadEMA == 0 {
+		return
+	}
+	d.emaN++
+	b := min(d.cfg.HeadEMA, float64(1+d.emaN)/float64(10+d.emaN))
+	for k, v := range a.w0 {
+		d.ema[k] = b*d.ema[k] + (1-b)*v
+	}
+}
+
+// evalHead is the head's parameters used to evaluate and returned: the
+// moving average under HeadEMA, else the iterate.
+func (a *Aggregator) evalHead() []float64 {
+	if a.def.ema != nil {
+		return a.def.ema
+	}
+	return a.w0
 }
 
 // headNoise is the noise of the head's step (0 unless noised).

@@ -488,3 +488,125 @@ func TestFirstOrderHeadStep(t *testing.T) {
 		t.Errorf("no noise: %v", err)
 	}
 }
+
+// The head's momentum and moving average are post-processing of the noised
+// steps: they charge the labels exactly what the plain step charges, the
+// momentum scales the first step by 1 - beta, and the head evaluated is
+// the warmed-up average of the iterates.
+func TestHeadMomentumAndEMA(t *testing.T) {
+	const C, sigma, G, beta, decay = 0.01, 1e-12, 2.0, 0.5, 0.9
+	labels := []int32{0, 2, 1}
+	head := model.NewSoftmax(2, 3)
+	plain := newDefended(t, 2, labels, head, Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G})
+	smooth := newDefended(t, 2, labels, head, Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadMomentum: beta, HeadEMA: decay})
+	for _, a := range []*Aggregator{plain, smooth} {
+		copy(a.table[0:2], []float64{3, 4})
+		copy(a.table[2:4], []float64{0.1, -0.2})
+		copy(a.w0, plain.w0)
+	}
+	w0 := slices.Clone(plain.w0)
+	ids := []uint32{0, 1}
+	if !slices.Equal(smooth.evalHead(), w0) {
+		t.Fatal("before any step the head evaluated is not the iterate")
+	}
+	plain.stepHeadGrad(ids)
+	smooth.stepHeadGrad(ids)
+	b := 2.0 / 11 // the warm-up's first decay
+	for k := range w0 {
+		step := plain.w0[k] - w0[k]
+		if got, want := smooth.w0[k]-w0[k], (1-beta)*step; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("momentum step %d = %g, want %g", k, got, want)
+		}
+		if got, want := smooth.evalHead()[k], b*w0[k]+(1-b)*smooth.w0[k]; math.Abs(got-want) > 1e-12 {
+			t.Fatalf("EMA %d = %g, want %g", k, got, want)
+		}
+	}
+	if &smooth.evalHead()[0] == &smooth.w0[0] {
+		t.Fatal("the head evaluated is the iterate")
+	}
+	if !slices.Equal(plain.def.unitH, smooth.def.unitH) {
+		t.Errorf("charges differ: %v and %v", plain.def.unitH, smooth.def.unitH)
+	}
+	if r := smooth.def.report(len(labels)); r.HeadMomentum != beta || r.HeadEMA != decay {
+		t.Errorf("report: momentum %g, EMA %g", r.HeadMomentum, r.HeadEMA)
+	}
+	for _, d := range []Defense{
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadMomentum: 1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: -0.1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadEMA: math.NaN()},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadMomentum: 0.9}, // zeroth-order head
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, MinBatch: 2, HeadRefresh: -1},
+		{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, HeadRefresh: 8}, // no minimum batch
+		{Reply: ReplyMean, Clip: C, Noise: sigma, MinBatch: 2, HeadRefresh: 8}, // zeroth-order head
+	} {
+		if err := d.check(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", d, err)
+		}
+	}
+}
+
+// With HeadRefresh the head's step is the label-free part over the batch
+// minus the released label part: when the release covers exactly the batch
+// (and its noise is negligible) that is the per-batch first-order step;
+// each release charges every label what one per-batch head step in a
+// batch of MinBatch charges; releases come HeadRefresh times an epoch of
+// one party.
+func TestHeadRefresh(t *testing.T) {
+	const C, sigma, G = 0.01, 1e-12, 2.0
+	labels := []int32{0, 2, 1}
+	head := model.NewSoftmax(2, 3)
+	base := Defense{Reply: ReplyMean, Clip: C, Noise: sigma, HeadClip: G, MinBatch: 3}
+	plain := newDefended(t, 2, labels, head, base)
+	r := base
+	r.HeadRefresh = 2
+	ref := newDefended(t, 2, labels, head, r)
+	for _, a := range []*Aggregator{plain, ref} {
+		copy(a.table, []float64{3, 4, 0.1, -0.2, -1, 0.5})
+		copy(a.w0, plain.w0)
+	}
+	w0 := slices.Clone(plain.w0)
+	ids := []uint32{0, 1, 2}
+	plain.stepHeadGrad(ids)
+	ref.stepHeadGrad(ids)
+	for k := range w0 {
+		if math.Abs(plain.w0[k]-ref.w0[k]) > 1e-9 {
+			t.Fatalf("w0[%d] = %g, the per-batch step gives %g", k, ref.w0[k], plain.w0[k])
+		}
+	}
+	want := dp.GaussianRho(math.Sqrt2*G/3, sigma)
+	for i := range labels {
+		if got := ref.def.unitH[i] * ref.def.unitRho; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("label %d: a release charges rho %g, want %g", i, got, want)
+		}
+	}
+	// 2 parties, 3 samples, batches of 3: 2 head steps an epoch of one
+	// party, one release every step at 2 releases an epoch.
+	if ref.def.every != 1 || ref.def.rep.HeadRefreshes != 1 {
+		t.Errorf("release every %d steps, %d releases", ref.def.every, ref.def.rep.HeadRefreshes)
+	}
+	ref.stepHeadGrad(ids)
+	if ref.def.rep.HeadRefreshes != 2 || ref.def.unitH[0]*ref.def.unitRho < 2*want*(1-1e-9) {
+		t.Errorf("second step: %d releases, label 0 charged %g", ref.def.rep.HeadRefreshes, ref.def.unitH[0]*ref.def.unitRho)
+	}
+	// Between releases a step reads no label: with a release interval
+	// of 2 steps, the second step's change from the same head and the
+	// same release is the same whatever the labels.
+	r.HeadRefresh = 1
+	var first []float64
+	for _, ys := range [][]int32{{0, 2, 1}, {1, 1, 0}} {
+		a := newDefended(t, 2, ys, head, r)
+		copy(a.table, []float64{3, 4, 0.1, -0.2, -1, 0.5})
+		a.stepHeadGrad(ids)
+		copy(a.w0, w0)
+		clear(a.def.lab)
+		a.stepHeadGrad(ids)
+		if a.def.rep.HeadRefreshes != 1 {
+			t.Fatalf("labels %v: %d releases, want 1", ys, a.def.rep.HeadRefreshes)
+		}
+		if first == nil {
+			first = slices.Clone(a.w0)
+		} else if !slices.Equal(first, a.w0) {
+			t.Errorf("the step between releases depends on the labels: %v and %v", first, a.w0)
+		}
+	}
+}

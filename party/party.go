@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,12 @@ type Config struct {
 	Train       *dataset.Matrix // this party's columns of the training samples
 	Test        *dataset.Matrix // this party's columns of the test samples; may be nil
 	Params      []float64       // initial parameters; nil = Model.Init
+	// EMA, in [0, 1), makes the outputs the party sends for evaluation
+	// those of an exponential moving average of its parameters with this
+	// decay (warmed up as min(EMA, (1+t)/(10+t)) over its t steps): it
+	// averages the noise of a defended run's replies out of the model
+	// evaluated. Its training is unchanged (0: the iterate).
+	EMA float64
 
 	Reg    model.Regularizer // g; nil = none
 	Lambda float64
@@ -180,12 +187,14 @@ type Party struct {
 	k   int
 	phi float64
 
-	mu  sync.Mutex // guards everything below; held by the handler and by Run's setup
-	w   []float64
-	wp  []float64 // w + mu u scratch
-	rng *rand.Rand
-	pcg *rand.PCG // rng's source, for checkpoints
-	seq uint64    // last sequence number published
+	mu   sync.Mutex // guards everything below; held by the handler and by Run's setup
+	w    []float64
+	wp   []float64 // w + mu u scratch
+	ema  []float64 // moving average of w evaluated (Config.EMA); nil until the first step
+	emaN int
+	rng  *rand.Rand
+	pcg  *rand.PCG // rng's source, for checkpoints
+	seq  uint64    // last sequence number published
 
 	rejectLog *ratelog.Limiter
 
@@ -257,6 +266,9 @@ func New(cfg Config) (*Party, error) {
 	}
 	if cfg.Train.NCols != cfg.Model.InDim() || (cfg.Test != nil && cfg.Test.NCols != cfg.Model.InDim()) {
 		return nil, fmt.Errorf("%w: party %d: data has %d columns, model takes %d", ErrConfig, cfg.ID, cfg.Train.NCols, cfg.Model.InDim())
+	}
+	if !(cfg.EMA >= 0 && cfg.EMA < 1) {
+		return nil, fmt.Errorf("%w: parameter EMA %g not in [0, 1)", ErrConfig, cfg.EMA)
 	}
 	if cfg.Mu <= 0 || cfg.LR.Eta0 <= 0 || cfg.LR.T0 < 0 || cfg.Lambda < 0 {
 		return nil, fmt.Errorf("%w: mu=%g lr=%g t0=%g lambda=%g", ErrConfig, cfg.Mu, cfg.LR.Eta0, cfg.LR.T0, cfg.Lambda)
@@ -610,7 +622,7 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 		}
 		p.ev.First = uint32(first)
 		p.ev.C = p.ev.C[:n*p.k]
-		p.cfg.Model.Forward(p.w, x, rows, p.ev.C)
+		p.cfg.Model.Forward(p.evalW(), x, rows, p.ev.C)
 		if a := p.cfg.Adversary; a != nil {
 			a.Eval(s, first, p.ev.C)
 		}
@@ -689,14 +701,39 @@ func (p *Party) apply(r *schemas.Reply) error {
 		p.advance() // an attacker that keeps its model (Frozen)
 		return nil
 	}
+	if p.cfg.EMA > 0 && p.ema == nil {
+		p.ema = slices.Clone(p.w) // the average starts at the initial model
+	}
 	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
 		// A diverging step size: the party stops, rather than skip steps.
 		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
 		p.fail(err)
 		return err
 	}
+	p.updateEMA()
 	p.advance()
 	return nil
+}
+
+// updateEMA folds the new iterate into the moving average (Config.EMA).
+func (p *Party) updateEMA() {
+	if p.ema == nil {
+		return
+	}
+	p.emaN++
+	b := min(p.cfg.EMA, float64(1+p.emaN)/float64(10+p.emaN))
+	for k, v := range p.w {
+		p.ema[k] = b*p.ema[k] + (1-b)*v
+	}
+}
+
+// evalW is the parameters evaluated: the moving average under
+// Config.EMA once a step is taken, else the iterate.
+func (p *Party) evalW() []float64 {
+	if p.ema != nil {
+		return p.ema
+	}
+	return p.w
 }
 
 // advance retires the oldest request in flight once its update is applied.

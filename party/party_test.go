@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,6 +150,8 @@ func TestConfigErrors(t *testing.T) {
 		"neg batch":   func(c *Config) { c.Batch = -1 },
 		"wrong test":  func(c *Config) { c.Test = dense(3, 4) },
 		"neg lambda":  func(c *Config) { c.Lambda = -1 },
+		"ema 1":       func(c *Config) { c.EMA = 1 },
+		"ema NaN":     func(c *Config) { c.EMA = math.NaN() },
 		"empty train": func(c *Config) { c.Train = &dataset.Matrix{NCols: 6, Indptr: []int64{0}} },
 	}
 	if _, err := New(good); err != nil {
@@ -418,5 +421,42 @@ func TestNonFiniteStepStops(t *testing.T) {
 		if v != before[i] {
 			t.Fatalf("parameters changed by a refused step: %v -> %v", before, p.Params())
 		}
+	}
+}
+
+// With Config.EMA the model evaluated is the warmed-up moving average of
+// the iterates, and training follows the iterate unchanged.
+func TestEMAIsEvaluated(t *testing.T) {
+	const decay = 0.9
+	p, _ := newTest(t, 3, 1, zoo.Gaussian)
+	q, _ := newTest(t, 3, 1, zoo.Gaussian)
+	q.cfg.EMA = decay
+	w0 := slices.Clone(p.w)
+	if !slices.Equal(q.evalW(), w0) {
+		t.Fatal("before any step the model evaluated is not the iterate")
+	}
+	for _, x := range []*Party{p, q} {
+		if err := x.request(); err != nil {
+			t.Fatal(err)
+		}
+		rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2, Seq: 1}, ReqSeq: x.ring[0].seq,
+			H: []float64{0.5, 0.6, 0.7}, HBar: []float64{0.501, 0.598, 0.7}}
+		if err := x.apply(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(p.w, q.w) {
+		t.Fatal("the average changed training")
+	}
+	b := 2.0 / 11
+	moved := false
+	for k, v := range q.evalW() {
+		if want := b*w0[k] + (1-b)*q.w[k]; math.Abs(v-want) > 1e-12 {
+			t.Fatalf("average[%d] = %g, want %g", k, v, want)
+		}
+		moved = moved || q.w[k] != w0[k]
+	}
+	if !moved {
+		t.Fatal("the step did not move the model")
 	}
 }

@@ -21,6 +21,9 @@ type DefenseConfig struct {
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"` // noise as a multiple of one visit's sensitivity
 	HeadNoise       float64 `json:"head_noise,omitempty"`       // the head's step noise as a multiple of the replies' (heads with parameters; default 1)
 	HeadClip        float64 `json:"head_clip,omitempty"`        // the head's step first-order, each sample's input clipped to this norm (softmax head)
+	HeadMomentum    float64 `json:"head_momentum,omitempty"`    // momentum of the first-order head's noised steps (post-processing)
+	HeadEMA         float64 `json:"head_ema,omitempty"`         // the head evaluated as a moving average of its iterates with this decay (post-processing)
+	HeadRefresh     int     `json:"head_refresh,omitempty"`     // the head's label part released over all samples this many times an epoch of one party
 	DPEpsilon       float64 `json:"dp_epsilon,omitempty"`       // per-label budget: visits beyond it are refused
 	DPAUC           float64 `json:"dp_auc,omitempty"`           // the same budget given as the largest attack AUC it allows
 	DPDelta         float64 `json:"dp_delta,omitempty"`         // delta of the accounting (default 1e-5)
@@ -91,6 +94,7 @@ func (c *Config) aggregatorDefense(logistic bool) (aggregator.Defense, error) {
 		out.HeadNoise = d.HeadNoise * out.Noise
 	}
 	out.HeadClip = d.HeadClip
+	out.HeadMomentum, out.HeadEMA, out.HeadRefresh = d.HeadMomentum, d.HeadEMA, d.HeadRefresh
 	if d.DPAUC > 0 {
 		if d.DPEpsilon > 0 || d.DPAUC <= 0.5 || d.DPAUC >= 1 {
 			return out, fmt.Errorf("%w: --dp-auc in (0.5, 1), and not with --dp-epsilon", ErrConfig)
@@ -119,7 +123,7 @@ func (c *Config) aggregatorDefense(logistic bool) (aggregator.Defense, error) {
 		}
 		copy(out.Key[:], b)
 	}
-	for _, v := range []float64{d.Clip, d.Noise, d.NoiseMultiplier, d.HeadNoise, d.HeadClip, d.DPEpsilon, d.DPAUC, d.DPDelta, d.LabelEpsilon, d.MaxOutput, d.MaxPerturb} {
+	for _, v := range []float64{d.Clip, d.Noise, d.NoiseMultiplier, d.HeadNoise, d.HeadClip, d.HeadMomentum, d.HeadEMA, d.DPEpsilon, d.DPAUC, d.DPDelta, d.LabelEpsilon, d.MaxOutput, d.MaxPerturb} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return out, fmt.Errorf("%w: defense settings must be finite and non-negative", ErrConfig)
 		}

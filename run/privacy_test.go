@@ -181,14 +181,19 @@ func TestApplyPrivacy(t *testing.T) {
 		if d.DPAUC != 0.6 || d.Clip != MulticlassPrivacyClip*c.Mu || d.HeadClip != MulticlassHeadClip || c.Batch != MulticlassPrivacyBatch || d.MinBatch != c.Batch {
 			t.Errorf("explicit multiclass: %+v", d)
 		}
-		// The head's noise makes its q visits a label per epoch cost one
-		// reply's: 1 + q (sqrt(2) G / 2C)^2 / HN^2 = 2 reply visits per
-		// epoch, 2 x 10 over the 8 epochs' budget.
-		ratio := math.Sqrt2 * d.HeadClip / (2 * d.Clip) / d.HeadNoise
-		if got := 1 + 8*ratio*ratio; math.Abs(got-2) > 0.01 {
-			t.Errorf("head cost %g reply visits an epoch, want 2", got)
+		// The head's label part is released R times an epoch, its noise
+		// making the R releases cost 1/s^2 of a reply visit: 1 + R (sqrt(2)
+		// G / 2C)^2 / HN^2 = 1 + 1/s^2 reply visits per epoch, 10 times
+		// that over the 8 epochs' budget.
+		if d.HeadRefresh != MulticlassHeadRefresh {
+			t.Errorf("head refresh %d, want %d", d.HeadRefresh, MulticlassHeadRefresh)
 		}
-		if z := math.Sqrt(20 / (2 * PrivacySpec{Mode: PrivacyAUC, AUC: 0.6}.rho())); math.Abs(d.NoiseMultiplier-z) > 0.05 {
+		per := 1 + 1/(MulticlassHeadNoiseScale*MulticlassHeadNoiseScale)
+		ratio := math.Sqrt2 * d.HeadClip / (2 * d.Clip) / d.HeadNoise
+		if got := 1 + float64(d.HeadRefresh)*ratio*ratio; math.Abs(got-per) > 0.01 {
+			t.Errorf("head cost %g reply visits an epoch, want %g", got, per)
+		}
+		if z := math.Sqrt(10 * per / (2 * PrivacySpec{Mode: PrivacyAUC, AUC: 0.6}.rho())); math.Abs(d.NoiseMultiplier-z) > 0.05 {
 			t.Errorf("noise multiplier %g, want %g", d.NoiseMultiplier, z)
 		}
 		if c.HeadLR != MulticlassHeadLR || c.LR != MulticlassPrivacyLR || !d.DrawBatches {

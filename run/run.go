@@ -94,13 +94,16 @@ type Training struct {
 
 	LR      float64 // initial party step size (derived: by model and batch size)
 	LRDecay float64 // step-size decay scale in samples per party (0 = half the training set, <0 = constant)
-	HeadLR  float64 // initial step size of the aggregator's head (derived: DefaultHeadLR)
-	Mu      float64 // smoothing
-	Lambda  float64 // regularisation weight (0 turns the regulariser off)
-	Reg     string  // nonconvex | l2 | none
-	Batch   int     // samples per request (derived: 64, MLPBatch for mlp; the paper's algorithm is 1)
-	Window  int     // requests in flight per party (derived: 8, MLPWindow for mlp, 1 for synrevel; the paper's algorithm is 1)
-	Seed    uint64
+	// PartyEMA: each party evaluates an exponential moving average of its
+	// parameters with this decay (0: its iterate).
+	PartyEMA float64
+	HeadLR   float64 // initial step size of the aggregator's head (derived: DefaultHeadLR)
+	Mu       float64 // smoothing
+	Lambda   float64 // regularisation weight (0 turns the regulariser off)
+	Reg      string  // nonconvex | l2 | none
+	Batch    int     // samples per request (derived: 64, MLPBatch for mlp; the paper's algorithm is 1)
+	Window   int     // requests in flight per party (derived: 8, MLPWindow for mlp, 1 for synrevel; the paper's algorithm is 1)
+	Seed     uint64
 }
 
 // Aggregation is what the aggregator alone reads: the run's length, early
@@ -1061,7 +1064,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	pc := party.Config{
 		Run: cfg.Run, ID: m, Model: local,
 		Train: train, Test: test,
-		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash,
+		Reg: reg, Lambda: cfg.Lambda, Dist: algo.Dist, Mu: cfg.Mu, LR: cfg.Schedule(data.NTrain), IDHash: data.IDHash, EMA: cfg.PartyEMA,
 		Batch: cfg.Batch, Window: cfg.Window, Seed: cfg.Seed*1000003 + uint64(m),
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),

@@ -131,6 +131,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleRun | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.LRDecay, "lr-decay", 0, "step size decays as lr/sqrt(1+s/S) where s is samples seen by the\nparty; S defaults to half the training set (mlp: 32 times it), negative means constant")
+			fs.Float64Var(&c.PartyEMA, "party-ema", 0, "each party evaluates (sends for evaluation) an exponential moving average of its\nparameters with this decay in [0, 1) (0: its iterate); training is unchanged")
 		}},
 		{roleTrain | roleAggregator | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.HeadLR, "head-lr", 0, "initial step size of the aggregator's softmax head (default 0.05)")
