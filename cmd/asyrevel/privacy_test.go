@@ -48,6 +48,12 @@ func TestReplayAttackCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "every reply in the log") {
 		t.Fatalf("reexecute: exit %d: %s %s", code, stdout, stderr)
 	}
+	// The summary of a train --out folder is enough: the run and the
+	// store beside it.
+	code, stdout, stderr = runCLI(t, "replay", "--reexecute", "--summary", filepath.Join(out, "summary.json"))
+	if code != 0 || !strings.Contains(stdout, "every reply in the log") {
+		t.Fatalf("reexecute with the summary alone: exit %d: %s %s", code, stdout, stderr)
+	}
 	code, _, stderr = runCLI(t, "replay", "--store", store, "--run", "cli", "--reexecute")
 	if code != 2 || !strings.Contains(stderr, "--summary") || !strings.Contains(stderr, "--data") {
 		t.Errorf("reexecute without settings: exit %d, %s", code, stderr)

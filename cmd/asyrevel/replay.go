@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,6 +51,39 @@ func (f *logFlags) unpack() error {
 	}
 	f.store, f.done = filepath.Join(dir, "stream"), done
 	return nil
+}
+
+// fromSummary fills in, from the summary.json of a train --out folder,
+// what the command line left out: the run id, and the store beside the
+// summary (OUT/stream) when no source was given. So `replay --reexecute
+// --summary OUT/summary.json` needs nothing else.
+func (f *logFlags) fromSummary(path string) {
+	if path == "" || f.archive != "" {
+		return
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return // --summary's own reading says why
+	}
+	var s struct {
+		Run string `json:"run"`
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return
+	}
+	if f.run == "" {
+		f.run = s.Run
+	}
+	if f.store == "" && f.nats == "" {
+		if st := filepath.Join(filepath.Dir(path), "stream"); isDir(st) {
+			f.store = st
+		}
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func (f *logFlags) close() {
@@ -120,6 +155,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *out == "" && !re.on {
 		return fmt.Errorf("%w: replay needs --out DIR (or --reexecute)", errUsage)
 	}
+	lf.fromSummary(re.summary)
 	l, err := lf.open(ctx)
 	defer lf.close()
 	if err != nil {
