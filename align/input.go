@@ -156,12 +156,17 @@ func ReadLIBSVM(path string, opts ReadOptions) (*Table, error) {
 	if len(opts.Key) != 1 || (opts.Key[0] != "id" && opts.Key[0] != "0") {
 		return nil, fmt.Errorf("%w: %s: LIBSVM with an id column has one key, its first field: give --key id (got %q)", ErrInput, path, strings.Join(opts.Key, ","))
 	}
+	return readFile(path, opts, readLIBSVM)
+}
+
+// readFile opens path (plain or gzip) and reads it with read.
+func readFile(path string, opts ReadOptions, read func(io.Reader, ReadOptions) (*Table, error)) (*Table, error) {
 	r, done, err := openText(path)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	t, err := readLIBSVM(r, opts)
+	t, err := read(r, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -173,8 +178,7 @@ func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<26)
 	t := &Table{X: &dataset.Matrix{Indptr: []int64{0}}, KeyNames: []string{"id"}}
-	seen := make(map[string]int32)
-	dups, firstDup, firstOrig := 0, 0, 0
+	seen := keySet{lines: make(map[string]int32)}
 	cell := make([]string, 1)
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
@@ -190,14 +194,9 @@ func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
 		if strings.Contains(f[0], ":") {
 			return nil, fmt.Errorf("%w: line %d: the first field %q is an index:value pair, not an id (LIBSVM without ids cannot be aligned)", ErrInput, line, clip(f[0]))
 		}
-		if first, dup := seen[key]; dup {
-			if dups == 0 {
-				firstDup, firstOrig = line, int(first)
-			}
-			dups++
+		if !seen.first(key, line) {
 			continue
 		}
-		seen[key] = int32(line)
 		rest := f[1:]
 		if opts.Label != "" {
 			if len(rest) == 0 {
@@ -246,15 +245,44 @@ func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
 	for j := 1; j <= t.X.NCols; j++ {
 		t.Names = append(t.Names, fmt.Sprintf("f%d", j))
 	}
-	if dups > 0 && opts.Dedupe == DedupeRefuse {
-		return nil, fmt.Errorf("%w: %d rows repeat an earlier row's key (the first: line %d repeats line %d); give --dedupe first to keep each key's first row",
-			ErrDuplicate, dups, firstDup, firstOrig)
+	if err := seen.check(opts.Dedupe); err != nil {
+		return nil, err
 	}
-	t.Dropped = dups
+	t.Dropped = seen.dups
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("%w: the file is empty (no rows, only comments)", ErrInput)
 	}
 	return t, nil
+}
+
+// keySet is the keys of a file read so far, with the line of each and
+// the keys that repeat.
+type keySet struct {
+	lines              map[string]int32
+	dups               int
+	firstDup, firstOrg int // the first repeat's line and the line it repeats
+}
+
+// first records key at line and reports whether it is new.
+func (k *keySet) first(key string, line int) bool {
+	if orig, dup := k.lines[key]; dup {
+		if k.dups == 0 {
+			k.firstDup, k.firstOrg = line, int(orig)
+		}
+		k.dups++
+		return false
+	}
+	k.lines[key] = int32(line)
+	return true
+}
+
+// check refuses repeated keys unless d keeps the first of each.
+func (k *keySet) check(d Dedupe) error {
+	if k.dups > 0 && d == DedupeRefuse {
+		return fmt.Errorf("%w: %d rows repeat an earlier row's key (the first: line %d repeats line %d); give --dedupe first to keep each key's first row",
+			ErrDuplicate, k.dups, k.firstDup, k.firstOrg)
+	}
+	return nil
 }
 
 // Table is one organisation's rows: their normalised keys, and the
@@ -276,17 +304,7 @@ func (t *Table) Len() int { return len(t.Keys) }
 // columns, the label column if asked, and every other column as a
 // numeric feature (empty and NA cells are 0).
 func ReadCSV(path string, opts ReadOptions) (*Table, error) {
-	r, done, err := openText(path)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	t, err := readCSV(r, opts)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	t.Path = path
-	return t, nil
+	return readFile(path, opts, readCSV)
 }
 
 func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
@@ -349,9 +367,8 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 		}
 	}
 	t.X.NCols = len(feats)
-	seen := make(map[string]int32)
+	seen := keySet{lines: make(map[string]int32)}
 	cells := make([]string, len(keyCols))
-	dups, firstDup, firstOrig := 0, 0, 0
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -367,14 +384,9 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %w", ErrInput, line, err)
 		}
-		if first, dup := seen[key]; dup {
-			if dups == 0 {
-				firstDup, firstOrig = line, int(first)
-			}
-			dups++
+		if !seen.first(key, line) {
 			continue
 		}
-		seen[key] = int32(line)
 		t.Keys = append(t.Keys, key)
 		if labelCol >= 0 {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rec[labelCol]), 64)
@@ -400,11 +412,10 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 		t.X.Indptr = append(t.X.Indptr, int64(len(t.X.Indices)))
 	}
 	t.X.NRows = len(t.Keys)
-	if dups > 0 && opts.Dedupe == DedupeRefuse {
-		return nil, fmt.Errorf("%w: %d rows repeat an earlier row's key (the first: line %d repeats line %d); give --dedupe first to keep each key's first row",
-			ErrDuplicate, dups, firstDup, firstOrig)
+	if err := seen.check(opts.Dedupe); err != nil {
+		return nil, err
 	}
-	t.Dropped = dups
+	t.Dropped = seen.dups
 	if t.Len() == 0 {
 		return nil, fmt.Errorf("%w: a header but no rows", ErrInput)
 	}
