@@ -11,21 +11,29 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 )
 
+// smallRun is the settings of the store tests' short runs (2 parties,
+// one epoch of small synthetic data), with set's on top.
+func smallRun(t *testing.T, set func(*Config)) Config {
+	return New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Batch = 16
+		c.Window = 2
+		c.Epochs = 1
+		c.Seed = 1
+		c.Log = testLog(t)
+		set(c)
+	})
+}
+
 // A store lists its runs and removes one or all; a folder that holds
 // anything else is never removed.
 func TestStore(t *testing.T) {
 	store := t.TempDir()
 	for _, id := range []string{"one", "two"} {
-		s, err := Train(context.Background(), New(func(c *Config) {
-			c.Synthetic = small()
-			c.Parties = 2
-			c.Batch = 16
-			c.Window = 2
-			c.Epochs = 1
-			c.Seed = 1
+		s, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.StoreDir = store
 			c.Run = id
-			c.Log = testLog(t)
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -45,16 +53,9 @@ func TestStore(t *testing.T) {
 		t.Fatalf("after RemoveRun: %+v %v", st, err)
 	}
 	// A run id that was removed can be used again.
-	if _, err := Train(context.Background(), New(func(c *Config) {
-		c.Synthetic = small()
-		c.Parties = 2
-		c.Batch = 16
-		c.Window = 2
-		c.Epochs = 1
-		c.Seed = 1
+	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "one"
-		c.Log = testLog(t)
 	})); err != nil {
 		t.Fatalf("reusing a removed run id: %v", err)
 	}
@@ -75,16 +76,9 @@ func TestStore(t *testing.T) {
 // whose ids repeated the first's within its duplicate window).
 func TestReusedRunRefused(t *testing.T) {
 	store := t.TempDir()
-	cfg := New(func(c *Config) {
-		c.Synthetic = small()
-		c.Parties = 2
-		c.Batch = 16
-		c.Window = 2
-		c.Epochs = 1
-		c.Seed = 1
+	cfg := smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "X"
-		c.Log = testLog(t)
 	})
 	if _, err := Train(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -102,15 +96,8 @@ func TestReusedRunRefused(t *testing.T) {
 func TestOutKeepsOneStore(t *testing.T) {
 	out := t.TempDir()
 	for range 2 {
-		if _, err := Train(context.Background(), New(func(c *Config) {
-			c.Synthetic = small()
-			c.Parties = 2
-			c.Batch = 16
-			c.Window = 2
-			c.Epochs = 1
-			c.Seed = 1
+		if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.Out = out
-			c.Log = testLog(t)
 		})); err != nil {
 			t.Fatal(err)
 		}
@@ -137,16 +124,9 @@ func TestOutKeepsOneStore(t *testing.T) {
 // A store that a live broker holds is not removed under it.
 func TestStoreInUseIsNotRemoved(t *testing.T) {
 	store := t.TempDir()
-	if _, err := Train(context.Background(), New(func(c *Config) {
-		c.Synthetic = small()
-		c.Parties = 2
-		c.Batch = 16
-		c.Window = 2
-		c.Epochs = 1
-		c.Seed = 1
+	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "live"
-		c.Log = testLog(t)
 	})); err != nil {
 		t.Fatal(err)
 	}
