@@ -59,8 +59,7 @@ type batchPub struct {
 	retries atomic.Uint64
 	batches atomic.Uint64
 
-	knownMu sync.Mutex
-	known   map[string]struct{}
+	known answeredSubjects
 }
 
 // A batch holds at most batchMaxMsgs messages (the server's default limit
@@ -89,7 +88,6 @@ func newBatchPub(b *JetStream, window int) (*batchPub, error) {
 		changed:     make(chan struct{}),
 		work:        make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
-		known:       make(map[string]struct{}),
 	}
 	var err error
 	p.js, err = jetstream.New(b.nc, jetstream.WithDefaultTimeout(apiTimeout))
@@ -103,16 +101,8 @@ func newBatchPub(b *JetStream, window int) (*batchPub, error) {
 func (p *batchPub) publish(ctx context.Context, m *Message) error {
 	// As asyncPub: the first message on a subject waits until the stream
 	// answers on it (a node may not know the new stream yet).
-	p.knownMu.Lock()
-	_, known := p.known[m.Subject]
-	p.knownMu.Unlock()
-	if !known {
-		if _, err := answeredBarrier(ctx, p.js, m.Subject); err != nil {
-			return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", m.Subject, err)
-		}
-		p.knownMu.Lock()
-		p.known[m.Subject] = struct{}{}
-		p.knownMu.Unlock()
+	if err := p.known.ensure(ctx, p.js, m.Subject); err != nil {
+		return err
 	}
 	h := make(nats.Header, len(m.Header)+4)
 	for k, v := range m.Header {

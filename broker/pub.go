@@ -79,9 +79,8 @@ type asyncPub struct {
 	retries  atomic.Uint64
 
 	// known are the subjects the stream has answered on (replicated
-	// streams only, see publish); guarded by knownMu.
-	knownMu sync.Mutex
-	known   map[string]struct{}
+	// streams only, see publish).
+	known answeredSubjects
 }
 
 // retryMsg is a message in flight under fail-over, and how often it was
@@ -155,19 +154,8 @@ func (p *asyncPub) publish(ctx context.Context, m *Message) error {
 		// replicated stream listens, and a publish there gets "no
 		// response from stream". The first message on a subject waits
 		// until a barrier on it is answered.
-		p.knownMu.Lock()
-		_, known := p.known[m.Subject]
-		p.knownMu.Unlock()
-		if !known {
-			if _, err := answeredBarrier(ctx, p.js, m.Subject); err != nil {
-				return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", m.Subject, err)
-			}
-			p.knownMu.Lock()
-			if p.known == nil {
-				p.known = make(map[string]struct{})
-			}
-			p.known[m.Subject] = struct{}{}
-			p.knownMu.Unlock()
+		if err := p.known.ensure(ctx, p.js, m.Subject); err != nil {
+			return err
 		}
 	}
 	if p.retry {
@@ -814,6 +802,36 @@ func (p *capturePub) barrier(ctx context.Context, subject string) error {
 			}
 		}
 	}
+}
+
+// answeredSubjects are the subjects a replicated stream has answered a
+// barrier on. A node may not yet know where a new replicated stream
+// listens, and a publish there gets "no response from stream": the first
+// message on a subject waits until a barrier on it is answered.
+type answeredSubjects struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+// ensure returns once the stream has answered on subject (at once if it
+// has before).
+func (a *answeredSubjects) ensure(ctx context.Context, js jetstream.JetStream, subject string) error {
+	a.mu.Lock()
+	_, ok := a.m[subject]
+	a.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if _, err := answeredBarrier(ctx, js, subject); err != nil {
+		return fmt.Errorf("broker: publish %s: the stream does not answer on it: %w", subject, err)
+	}
+	a.mu.Lock()
+	if a.m == nil {
+		a.m = make(map[string]struct{})
+	}
+	a.m[subject] = struct{}{}
+	a.mu.Unlock()
+	return nil
 }
 
 // answeredBarrier sends barriers on subject until the stream answers one,
