@@ -37,6 +37,11 @@ const (
 	recEmptyLen = recHdrSize + recHashSize
 	recHdrBit   = 1 << 31
 	recMaxLen   = 32 << 20 // nats-server's rlBadThresh
+	// recTornMax is the longest record a torn tail may be cut from: the
+	// largest message an embedded server takes (MaxPayload: 4 MiB by
+	// default, 8 MiB in experiments) with room for subject and headers.
+	// A longer length past the block's end is damage, not a cut write.
+	recTornMax = 9 << 20
 )
 
 // DamagedRecord is one record of a message block that the store's own
@@ -284,7 +289,7 @@ func checkBlock(dir string, b storeBlock, c *StoreCheck, keep bool) ([]byte, err
 		seq := le.Uint64(hdr[4:])
 		slen := int(le.Uint16(hdr[20:]))
 		if rl < recEmptyLen || rl > recMaxLen || int(rl) > rest {
-			if b.last && int(rl) > rest && rl <= recMaxLen {
+			if b.last && int(rl) > rest && rl <= recTornMax {
 				c.TornTails = append(c.TornTails, b.rel)
 			} else {
 				c.Damaged = append(c.Damaged, DamagedRecord{Block: b.rel, Offset: int64(i), Seq: seq,

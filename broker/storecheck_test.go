@@ -178,3 +178,37 @@ func TestScrubStoreRefusesAnExistingTarget(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A damaged record length (one past the block's end, or beyond any
+// record's size) leaves the rest of its block unreadable: the records
+// before it are kept, the damage is named, the server refuses the store.
+func TestDamagedRecordLength(t *testing.T) {
+	for _, bit := range []byte{0x01, 0x40} { // +16 MiB (past the block, longer than any message), +1 GiB (past any record)
+		dir, blk := storeWith(t, 100)
+		b, _ := os.ReadFile(blk)
+		b[recordAt(t, b, 40)+3] ^= bit
+		if err := os.WriteFile(blk, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := broker.CheckStore(dir)
+		if err != nil || len(c.Damaged) != 1 || c.Records != 39 || len(c.TornTails) != 0 {
+			t.Fatalf("bit %#x: %v, %d damaged, %d intact, torn %v", bit, err, len(c.Damaged), c.Records, c.TornTails)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		if srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true}); !errors.Is(err, broker.ErrStoreDamaged) {
+			if srv != nil {
+				srv.Shutdown()
+			}
+			t.Errorf("bit %#x: a damaged store started a server: %v", bit, err)
+		}
+		srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, SharedStoreLock: true, ScrubDamaged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := streamMsgs(t, srv); got != 39 {
+			t.Errorf("bit %#x: the scrubbed store holds %d messages, want 39", bit, got)
+		}
+		srv.Shutdown()
+		cancel()
+	}
+}
