@@ -50,7 +50,7 @@ func clusterNode(t *testing.T, dir string, i int, routePorts []int, secret strin
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := broker.StartServer(ctx, broker.ServerConfig{
 		Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Name: fmt.Sprintf("n%d", i+1),

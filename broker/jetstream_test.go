@@ -50,7 +50,7 @@ func TestConcurrentConnect(t *testing.T) {
 	errs := make(chan error, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			cfg := broker.JetStreamConfig{Server: srv, InProcess: i%2 == 0, Run: run}
 			if i%3 == 0 {

@@ -49,9 +49,14 @@ var runID atomic.Int64
 // newRun returns a fresh run name: each is its own stream.
 func newRun() string { return fmt.Sprintf("t%d", runID.Add(1)) }
 
+// Setup waits up to a minute, not 10 s: creating a stream writes its
+// metadata with O_SYNC and syncs the directory, and on a host where other
+// test packages write hundreds of MB at once one such sync has taken more
+// than 10 s (a CI run: "create or update stream: context deadline
+// exceeded"). No timing is asserted here.
 func startServer(t testing.TB) *broker.Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
 	if err != nil {
@@ -73,7 +78,7 @@ func connectDesign(t testing.TB, srv *broker.Server, inProcess bool, run, name s
 
 func connectJSConfig(t testing.TB, cfg broker.JetStreamConfig) *broker.JetStream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := broker.ConnectJetStream(ctx, cfg)
 	if err != nil {

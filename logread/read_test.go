@@ -17,7 +17,7 @@ import (
 // and a JetStream connection over loopback TCP to an embedded server.
 func buses(t *testing.T, run string) map[string]broker.Bus {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
 	if err != nil {

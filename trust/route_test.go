@@ -109,7 +109,7 @@ func TestRouteTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		s, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i+1),
 			Cluster: broker.ClusterNode{Name: "tls", Port: ports[i], Routes: routes, Secret: secret, TLS: tc}})
