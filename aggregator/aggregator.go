@@ -336,6 +336,8 @@ type Aggregator struct {
 	stallSince    time.Time
 	outbox        broker.SentRing
 	resumeOutbox  []Sent
+	resumeFloor   uint64          // the checkpoint's StreamFloor
+	probe         uint64          // the stream's message count at the last checkpoint
 	recovered     *recovered      // what recovery verified (trust layer)
 	replySeq      []uint64        // by party: the last reply's sequence number, without trust
 	ctlSeq        uint64          // the last control's sequence number, without trust
@@ -490,8 +492,13 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	// evaluation outputs need no order with the requests: requests only
 	// come after the start, which waits for every hello and the initial
 	// pass. The handler serialises the two.
-	sub, err := bus.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindOutput)},
-		broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}, a.handleOutputs)
+	reqOpts := broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}
+	if r := a.resumed; r != nil && r.ReadFrom > 1 {
+		// Nothing below the floor recovery read from is to be handled
+		// again (recovery checked it): the requests are read from there.
+		reqOpts.StartSeq = r.ReadFrom
+	}
+	sub, err := bus.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindOutput)}, reqOpts, a.handleOutputs)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}

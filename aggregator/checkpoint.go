@@ -105,7 +105,13 @@ type Checkpoint struct {
 	StepBytes int64
 	Departed  []bool // per party: departed at the checkpoint
 	Outbox    []Sent // the last messages published (outbox.go)
-	Saved     time.Time
+	// StreamFloor is a stream sequence below every message a resume from
+	// this checkpoint must read of the requests and replies (0: not
+	// known, read the whole stream): the stream's message count seen
+	// at the checkpoint before, lowered to the floor of the oldest
+	// outbox message. See recovery.floorHolds.
+	StreamFloor uint64
+	Saved       time.Time
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// aggregator's own subjects, its verifier's state of the parties'
@@ -141,16 +147,18 @@ func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 
 // Recovery is what a resumed aggregator found in the stream.
 type Recovery struct {
-	FromSteps   int64   `json:"from_steps"`  // steps in the checkpoint
-	Reapplied   int64   `json:"reapplied"`   // requests answered after the checkpoint, applied again from the log
-	Mismatched  int64   `json:"mismatched"`  // of those, recomputed replies that differ from the recorded ones
-	Missing     int64   `json:"missing"`     // recorded replies whose request is not in the stream
-	Resent      int64   `json:"resent"`      // messages of the checkpoint the stream had lost (a broker crash), published again
-	Unrecovered int64   `json:"unrecovered"` // messages the checkpoint counts as sent that neither the stream nor its outbox holds
-	Duplicated  int64   `json:"duplicated"`  // requests answered twice in the stream
-	Skipped     int64   `json:"skipped"`     // requests delivered again that were applied already
-	Read        int64   `json:"read"`        // messages read from the stream to recover
-	LogSeconds  float64 `json:"log_seconds"` // time to read and apply the log
+	FromSteps   int64   `json:"from_steps"`           // steps in the checkpoint
+	Reapplied   int64   `json:"reapplied"`            // requests answered after the checkpoint, applied again from the log
+	Mismatched  int64   `json:"mismatched"`           // of those, recomputed replies that differ from the recorded ones
+	Missing     int64   `json:"missing"`              // recorded replies whose request is not in the stream
+	Resent      int64   `json:"resent"`               // messages of the checkpoint the stream had lost (a broker crash), published again
+	Unrecovered int64   `json:"unrecovered"`          // messages the checkpoint counts as sent that neither the stream nor its outbox holds
+	Duplicated  int64   `json:"duplicated"`           // requests answered twice in the stream
+	Skipped     int64   `json:"skipped"`              // requests delivered again that were applied already
+	Read        int64   `json:"read"`                 // messages read from the stream to recover
+	ReadFrom    uint64  `json:"read_from"`            // the stream sequence the requests and replies were read from (1: the start)
+	FromStart   string  `json:"from_start,omitempty"` // why they were read from the start rather than the checkpoint's floor
+	LogSeconds  float64 `json:"log_seconds"`          // time to read and apply the log
 	Checkpoint  string  `json:"checkpoint_saved"`
 }
 
@@ -180,6 +188,10 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.BytesIn, c.BytesOut, c.StepBytes = a.res.BytesIn, a.res.BytesOut, a.res.StepBytes
 	c.Departed = append(c.Departed[:0], a.departed...)
 	c.Outbox = a.outbox.Snapshot(c.Outbox)
+	c.StreamFloor = a.probe
+	for _, s := range c.Outbox {
+		c.StreamFloor = min(c.StreamFloor, s.Floor)
+	}
 	c.Saved = time.Now()
 	c.Defense = nil
 	if a.def.src != nil {
@@ -299,6 +311,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.leak.on, a.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
 	a.resumeOutbox = c.Outbox
+	a.resumeFloor = c.StreamFloor
 	return nil
 }
 
@@ -362,6 +375,17 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	if err := a.cfg.OnCheckpoint(&a.ck); err != nil {
 		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
 		return
+	}
+	// The stream's message count now lies below everything published
+	// from here on (its last sequence is at least the count): the next
+	// checkpoint's floor (Checkpoint.StreamFloor).
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	n, err := bus.Count(pctx, schemas.All(a.cfg.Run))
+	cancel()
+	if err == nil {
+		a.mu.Lock()
+		a.probe, a.outbox.Floor = n, n
+		a.mu.Unlock()
 	}
 	a.cfg.Log.Debug().Int64("steps", a.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
 }

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/asyrevel/asyrevel/broker"
 
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -133,4 +136,52 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		b, _ := newTest(t, 2, []int32{1, 0, 1}, model.NewLogistic(2))
 		_ = b.Resume(c)
 	})
+}
+
+// floorHolds lets a resume read from the checkpoint's floor only if no
+// party has more requests below it than the checkpoint accepted of it:
+// a request not handled at the checkpoint but stored below the floor (a
+// backlog) sends the resume back to the stream's start.
+func TestFloorHolds(t *testing.T) {
+	const run, q = "floor", 2
+	hub := broker.NewMemoryHub()
+	bus := hub.Connect("aggregator")
+	defer bus.Close()
+	ctx := context.Background()
+	pub := func(kind schemas.Kind, m int) {
+		if err := bus.Publish(ctx, &broker.Message{Subject: schemas.Subject(run, kind, m), Data: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Stream sequences 1..10: party 1's requests 1-4 at 1, 3, 5, 7;
+	// party 2's 1-3 at 2, 4, 6; replies at 8, 9, 10.
+	for i := range 7 {
+		pub(schemas.KindOutput, 1+i%2)
+	}
+	for range 3 {
+		pub(schemas.KindReply, 1)
+	}
+	for _, tc := range []struct {
+		floor  uint64
+		last   []uint64 // the checkpoint's last accepted request per party
+		holds  bool
+		reason string
+	}{
+		{floor: 5, last: []uint64{0, 2, 2}, holds: true},
+		{floor: 5, last: []uint64{0, 1, 2}, holds: false, reason: "party 1 has 2 requests below"},
+		{floor: 7, last: []uint64{0, 3, 2}, holds: false, reason: "party 2 has 3 requests below"},
+		{floor: 7, last: []uint64{0, 3, 3}, holds: true},
+		{floor: 11, last: []uint64{0, 4, 3}, holds: true},
+		{floor: 11, last: []uint64{0, 4, 2}, holds: false, reason: "party 2"},
+	} {
+		a := &Aggregator{q: q, cfg: Config{Run: run}}
+		r := &recovery{a: a, ctx: ctx, bus: bus, run: run, floor: tc.floor, last: tc.last}
+		why, err := r.floorHolds()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (why == "") != tc.holds || !strings.Contains(why, tc.reason) {
+			t.Errorf("floor %d, last %v: %q, want holds=%v (%q)", tc.floor, tc.last, why, tc.holds, tc.reason)
+		}
+	}
 }

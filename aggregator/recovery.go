@@ -112,6 +112,9 @@ type recovery struct {
 	foreign   int64                // messages on the aggregator's subjects that it did not make
 	upTo      uint64               // the highest stream sequence of the requests
 	read      int64                // messages read
+	floor     uint64               // the requests and replies are read from here (0: the start)
+	laps      []string             // how long each part of the read took
+	count0    uint64               // the stream's message count when recovery began
 
 	// Decoding buffers.
 	dec *schemas.Codec
@@ -150,6 +153,17 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 		if err := r.own.Restore(states); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrResume, err)
 		}
+	}
+	// The stream's count before this aggregator publishes anything: the
+	// floor of its first checkpoints (a resumed aggregator's checkpoint
+	// would otherwise hold none, and the next resume read everything).
+	if n, err := bus.Count(ctx, schemas.All(a.cfg.Run)); err == nil {
+		r.count0 = n
+	}
+	if a.resumeFloor > 1 {
+		r.floor = a.resumeFloor
+	} else {
+		a.resumed.FromStart = "the checkpoint holds no stream position (its first minutes, or an older build)"
 	}
 	r.streamSeq = make([]uint64, len(r.ckSeq))
 	r.minKept = make([]uint64, len(r.ckSeq))
@@ -207,19 +221,119 @@ func (r *recovery) readOne(filter string, fn func(broker.Delivery)) error {
 	return err
 }
 
+// readFloor reads the stream's messages on filter from the floor (the
+// whole stream without one).
+func (r *recovery) readFloor(filter string, fn func(broker.Delivery)) error {
+	if r.floor == 0 {
+		return r.readOne(filter, fn)
+	}
+	n, err := logread.Read(r.ctx, r.bus, []string{filter}, logread.Options{StartSeq: r.floor}, fn)
+	r.read += n
+	return err
+}
+
+// fromStart gives up the floor: the requests and replies are read from
+// the start of the stream, for the reason why.
+func (r *recovery) fromStart(why string) {
+	r.floor = 0
+	r.a.resumed.FromStart = why
+	r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the stream from its start")
+}
+
+// floorHolds checks that no request the resume must see lies below the
+// floor. The floor is below every message the aggregator published after
+// the checkpoint before (the stream's count then) and below its outbox,
+// by construction; a request not handled at the checkpoint, though, was
+// stored before the aggregator saw it, which may be long before (a
+// backlog). Each party numbers its requests 1, 2, ... in stream order,
+// so its messages below the floor are numbered at most what the
+// checkpoint accepted of it (X) if there are at most X of them: the
+// stream's count on its subject less the count from the floor. A party
+// that numbered twice (sent again after its own resume) fails the check
+// without need, and the stream is read from its start.
+func (r *recovery) floorHolds() (string, error) {
+	for m := 1; m <= r.a.q; m++ {
+		subj := schemas.Subject(r.run, schemas.KindOutput, m)
+		all, err := r.bus.Count(r.ctx, subj)
+		if err != nil {
+			return "", err
+		}
+		above, err := logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+		if errors.Is(err, logread.ErrNoCount) {
+			return "the bus cannot count the stream from a position", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		x := r.last[m]
+		if r.t != nil {
+			x = max(x, r.t.ver.LastSeq(subj))
+		}
+		if below := all - min(all, above); below > x {
+			return fmt.Sprintf("party %d has %d requests below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, r.floor, x), nil
+		}
+	}
+	return "", nil
+}
+
+// floorReplies sets, reading from the floor, what the stream holds of
+// each subject below the outbox's oldest message: the messages below the
+// floor are not read, and a subject counts as whole up to its outbox if
+// it holds that many.
+func (r *recovery) floorReplies() error {
+	for i := range r.ckSeq {
+		n, err := r.bus.Count(r.ctx, r.subject(i))
+		if err != nil {
+			return err
+		}
+		if r.minKept[i] > 0 {
+			r.streamSeq[i] = min(n, r.minKept[i]-1)
+		}
+	}
+	return nil
+}
+
 // readStream reads the parties' requests (and, with the trust layer,
 // their hellos and evaluations), then the aggregator's replies and
 // controls.
 func (r *recovery) readStream() error {
+	lap := func(what string, t0 time.Time) { r.laps = append(r.laps, what+" "+time.Since(t0).Round(time.Millisecond).String()) }
+	t0 := time.Now()
+	defer lap("all", t0)
+	if r.floor > 0 {
+		why, err := r.floorHolds()
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			r.fromStart(why)
+		}
+	}
+	lap("floor check", t0)
+	t1 := time.Now()
 	err := r.readRequests()
+	if errors.Is(err, logread.ErrNoCount) {
+		r.fromStart("the bus cannot count the stream from a position")
+		err = r.readRequests()
+	}
+	lap("requests", t1)
 	if err == nil && r.t != nil {
+		t1 = time.Now()
 		err = r.readPartyOthers()
+		lap("hellos and evaluations", t1)
+	}
+	if err == nil && r.floor > 0 {
+		err = r.floorReplies()
 	}
 	if err == nil {
+		t1 = time.Now()
 		err = r.readReplies()
+		lap("replies", t1)
 	}
 	if err == nil {
+		t1 = time.Now()
 		err = r.readControls()
+		lap("controls", t1)
 	}
 	if err != nil {
 		return err
@@ -231,7 +345,7 @@ func (r *recovery) readStream() error {
 // readRequests keeps the parties' requests after the checkpoint that the
 // verifier accepts.
 func (r *recovery) readRequests() error {
-	return r.readOne(schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+	return r.readFloor(schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
 		r.upTo = max(r.upTo, d.Seq())
 		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil || kind != schemas.KindOutput || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.o) != nil {
@@ -288,7 +402,7 @@ func (r *recovery) ownMsg(d broker.Delivery, seq uint64) (rec recorded, ok bool)
 
 // readReplies keeps the aggregator's replies after the checkpoint.
 func (r *recovery) readReplies() error {
-	return r.readOne(schemas.Filter(r.run, schemas.KindReply), func(d broker.Delivery) {
+	return r.readFloor(schemas.Filter(r.run, schemas.KindReply), func(d broker.Delivery) {
 		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil || kind != schemas.KindReply || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.r) != nil || r.seen(m, r.r.Seq) {
 			return
@@ -318,7 +432,9 @@ func (r *recovery) readControls() error {
 func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
+	a.probe, a.outbox.Floor = r.count0, r.count0
 	rec.Read = r.read
+	rec.ReadFrom = max(r.floor, 1)
 	for k, v := range r.rejected {
 		a.res.Rejected[k] += v
 	}
@@ -340,7 +456,7 @@ func (r *recovery) apply() error {
 	}
 	rec.LogSeconds = time.Since(r.t0).Seconds()
 	a.cfg.Log.Info().Int64("checkpoint_steps", rec.FromSteps).Int64("reapplied", rec.Reapplied).Int64("mismatched", rec.Mismatched).
-		Int64("missing", rec.Missing).Int64("read", rec.Read).Str("took", time.Since(r.t0).Round(time.Millisecond).String()).
+		Int64("missing", rec.Missing).Int64("read", rec.Read).Uint64("read_from", rec.ReadFrom).Strs("read_took", r.laps).Str("took", time.Since(r.t0).Round(time.Millisecond).String()).
 		Msg("resumed from the checkpoint and the stream")
 	if rec.Mismatched > 0 {
 		a.cfg.Log.Warn().Int64("mismatched", rec.Mismatched).Msg("recovery: replies computed again differ from the recorded ones")

@@ -167,3 +167,15 @@ type Bus interface {
 // DefaultAckWait is how long the broker waits for an ack before delivering
 // again to a live subscription.
 const DefaultAckWait = 30 * time.Second
+
+// PendingAtStart is how many stored messages sub had to deliver when it
+// was made, if its design knows (an ordered consumer whose filters are the
+// subscription's; a memory subscription started at a StartSeq): a reader
+// of the log from a position knows then when it has read everything that
+// was there. ok is false where the count is not known.
+func PendingAtStart(sub Subscription) (n uint64, ok bool) {
+	if p, is := sub.(interface{ pendingAtStart() (uint64, bool) }); is {
+		return p.pendingAtStart()
+	}
+	return 0, false
+}

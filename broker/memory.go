@@ -361,6 +361,14 @@ func (b *MemoryBus) Subscribe(ctx context.Context, filters []string, opts Subscr
 		s.acked = start - 1
 	}
 	s.next, s.end, s.from = start, h.last, start
+	if opts.StartSeq > 0 {
+		for seq := start; seq <= h.last; seq++ {
+			if s.match(h.msgLocked(seq).subject) {
+				s.pending0++
+			}
+		}
+		s.counted = true
+	}
 	h.subs = append(h.subs, s)
 	h.mu.Unlock()
 
@@ -411,6 +419,9 @@ type memSub struct {
 
 	queue []*memMsg // guarded by hub.mu
 
+	pending0 uint64 // stored messages it had to deliver when made (StartSeq only)
+	counted  bool
+
 	// Owned by the run goroutine.
 	next, end uint64 // catch-up range
 	from      uint64 // first sequence to deliver
@@ -418,6 +429,8 @@ type memSub struct {
 	buf       []byte
 	d         memDelivery
 }
+
+func (s *memSub) pendingAtStart() (uint64, bool) { return s.pending0, s.counted }
 
 func (s *memSub) match(subject string) bool {
 	for _, m := range s.filters {

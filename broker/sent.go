@@ -8,6 +8,11 @@ package broker
 // The zero SentRing keeps nothing until Size is set.
 type SentRing struct {
 	Size int // how many of the last messages are kept
+	// Floor is a stream position known to lie below whatever is
+	// published next (the stream's message count seen before it, say):
+	// each message kept records it (Sent.Floor), so that a resume can
+	// read the stream from below the oldest message kept.
+	Floor uint64
 	sent []Sent
 	next int
 }
@@ -17,6 +22,7 @@ type Sent struct {
 	Seq     uint64
 	Subject string
 	Data    []byte
+	Floor   uint64 // SentRing.Floor when it was kept: its stream sequence is above it (0: not known)
 }
 
 // Keep copies the message with sequence number seq into the ring, over
@@ -36,7 +42,7 @@ func (o *SentRing) Keep(seq uint64, subject string, data []byte) {
 		}
 	}
 	s := &o.sent[o.next%len(o.sent)]
-	s.Seq, s.Subject, s.Data = seq, subject, append(s.Data[:0], data...)
+	s.Seq, s.Subject, s.Data, s.Floor = seq, subject, append(s.Data[:0], data...), o.Floor
 	o.next++
 }
 
@@ -47,7 +53,7 @@ func (o *SentRing) Snapshot(dst []Sent) []Sent {
 	for i := range n {
 		s := o.sent[(o.next+i)%n]
 		if s.Seq > 0 {
-			dst = append(dst, Sent{Seq: s.Seq, Subject: s.Subject, Data: append([]byte(nil), s.Data...)})
+			dst = append(dst, Sent{Seq: s.Seq, Subject: s.Subject, Data: append([]byte(nil), s.Data...), Floor: s.Floor})
 		}
 	}
 	return dst

@@ -107,7 +107,15 @@ type orderedSub struct {
 
 	restartMu    sync.Mutex // one restart at a time
 	restartAsked atomic.Bool
+
+	pending0 uint64 // messages its first consumer had to deliver when created
 }
+
+// pendingAtStart is how many messages the subscription had to deliver
+// when it was made (its first consumer's pending count): known only when
+// the consumer filters exactly as the subscription does (no client-side
+// filter), so that every one of them reaches the handler.
+func (s *orderedSub) pendingAtStart() (uint64, bool) { return s.pending0, s.match == nil }
 
 // orderedLives is how many names the consumers of one name prefix take in
 // turn (prefix_1 .. prefix_16), the names a roster's broker grants
@@ -389,6 +397,7 @@ func (b *JetStream) subscribeOrdered(ctx context.Context, filters []string, opts
 		return nil, fmt.Errorf("broker: ordered consumer: %w", jetStreamMissing(err, b.feats.Version))
 	}
 	s.cons = cons
+	s.pending0 = cons.CachedInfo().NumPending
 	s.cc, err = s.consume(cons)
 	if err != nil {
 		s.cancel()

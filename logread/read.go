@@ -2,6 +2,7 @@ package logread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -22,7 +23,18 @@ type Options struct {
 	// alone, which a reader of the log that may not subscribe to the
 	// subjects (a resume, an audit) needs.
 	Live bool
+	// StartSeq, if not 0, reads only the messages from this stream
+	// sequence on, from the stream alone (Live is ignored; one filter;
+	// the design must count what a subscription
+	// started there has to deliver: broker.PendingAtStart). Where it
+	// cannot, Read returns ErrNoCount and reads nothing: the caller reads
+	// from the start instead.
+	StartSeq uint64
 }
+
+// ErrNoCount reports a read from a stream position that the bus cannot
+// count (Options.StartSeq).
+var ErrNoCount = errors.New("logread: the bus cannot count the messages from a stream position")
 
 // Messages reads every message of the run's stream that matches filters
 // (they must not overlap), as stored when it is called, and hands each
@@ -42,6 +54,9 @@ func Deliveries(ctx context.Context, bus broker.Bus, filters []string, fn func(b
 // called; fn is called for that many deliveries, one at a time, and
 // never after Read returns.
 func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, fn func(broker.Delivery)) (int64, error) {
+	if opts.StartSeq > 0 {
+		return readFrom(ctx, bus, filters, opts, fn)
+	}
 	var n uint64
 	for _, f := range filters {
 		v, err := bus.Count(ctx, f)
@@ -92,4 +107,93 @@ func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, f
 			prev = s
 		}
 	}
+}
+
+// readFrom is Read from opts.StartSeq: the subscription's own count of
+// what it has to deliver says when it is done (the stream's count per
+// subject covers the whole stream).
+func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Options, fn func(broker.Delivery)) (int64, error) {
+	if len(filters) != 1 {
+		return 0, fmt.Errorf("%w: %d filters (one only)", ErrNoCount, len(filters))
+	}
+	var (
+		mu    sync.Mutex
+		seen  uint64
+		n     uint64
+		ready = make(chan struct{}) // n is set
+		done  = make(chan struct{})
+	)
+	// From the stream alone whatever opts.Live says: the count is a
+	// stream consumer's.
+	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{StartSeq: opts.StartSeq, StreamOnly: true}, func(hctx context.Context, d broker.Delivery) {
+		select {
+		case <-ready:
+		case <-hctx.Done():
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if seen >= n {
+			return
+		}
+		fn(d)
+		if seen++; seen == n {
+			close(done)
+		}
+	})
+	if errors.Is(err, broker.ErrUnsupported) {
+		return 0, fmt.Errorf("%w: %w", ErrNoCount, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	pending, ok := broker.PendingAtStart(sub)
+	if !ok {
+		return 0, ErrNoCount
+	}
+	if pending == 0 {
+		return 0, nil
+	}
+	n = pending
+	close(ready)
+	stall := time.NewTicker(Stall)
+	defer stall.Stop()
+	prev := uint64(0)
+	for {
+		select {
+		case <-done:
+			return int64(n), nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-stall.C:
+			mu.Lock()
+			s := seen
+			mu.Unlock()
+			if s == prev {
+				return 0, fmt.Errorf("read %d of %d messages from stream sequence %d, then nothing for %v", s, n, opts.StartSeq, Stall)
+			}
+			prev = s
+		}
+	}
+}
+
+// CountFrom is the number of stored messages on filter from stream
+// sequence seq on: what a subscription started there has to deliver
+// (broker.PendingAtStart). ErrNoCount where the bus cannot say.
+func CountFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64) (uint64, error) {
+	sub, err := bus.Subscribe(ctx, []string{filter}, broker.SubscribeOptions{StartSeq: max(seq, 1), StreamOnly: true},
+		func(context.Context, broker.Delivery) {})
+	if errors.Is(err, broker.ErrUnsupported) {
+		return 0, fmt.Errorf("%w: %w", ErrNoCount, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	n, ok := broker.PendingAtStart(sub)
+	if !ok {
+		return 0, ErrNoCount
+	}
+	return n, nil
 }

@@ -123,3 +123,54 @@ func ExampleDeliveries() {
 	// 3 reply 2
 	// 3 <nil>
 }
+
+// A read from a stream position delivers exactly the stored messages on
+// the filter from there on, once each, and ends by itself (the
+// subscription's own count), on both transports; past the end it reads
+// nothing, and more than one filter is refused with ErrNoCount.
+func TestReadFrom(t *testing.T) {
+	const run = "lrf"
+	for name, bus := range buses(t, run) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out1, out2 := schemas.Subject(run, schemas.KindOutput, 1), schemas.Subject(run, schemas.KindOutput, 2)
+			reply1 := schemas.Subject(run, schemas.KindReply, 1)
+			subjects := []string{out1, out2, reply1}
+			for i := range 30 { // stream sequence i+1
+				if err := bus.Publish(ctx, &broker.Message{Subject: subjects[i%3], Data: fmt.Appendf(nil, "m%d", i+1)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := bus.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, from := range []uint64{1, 10, 29, 31} {
+				var want, got []string
+				for seq := from; seq <= 30; seq++ {
+					if subjects[(seq-1)%3] != reply1 {
+						want = append(want, fmt.Sprintf("m%d", seq))
+					}
+				}
+				n, err := logread.Read(ctx, bus, []string{schemas.Filter(run, schemas.KindOutput)}, logread.Options{StartSeq: from},
+					func(d broker.Delivery) { got = append(got, string(d.Data())) })
+				if err != nil {
+					t.Fatalf("from %d: %v", from, err)
+				}
+				slices.Sort(want)
+				slices.Sort(got)
+				if int(n) != len(want) || !slices.Equal(got, want) {
+					t.Errorf("from %d: read %d %v, want %v", from, n, got, want)
+				}
+				c, err := logread.CountFrom(ctx, bus, schemas.Filter(run, schemas.KindOutput), from)
+				if err != nil || int(c) != len(want) {
+					t.Errorf("CountFrom %d: %d, %v; want %d", from, c, err, len(want))
+				}
+			}
+			_, err := logread.Read(ctx, bus, []string{out1, out2}, logread.Options{StartSeq: 5}, func(broker.Delivery) {})
+			if !errors.Is(err, logread.ErrNoCount) {
+				t.Errorf("two filters: %v, want ErrNoCount", err)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package party
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -59,7 +60,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 			rep schemas.Reply
 			ctl schemas.Control
 		)
-		_, err := logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, func(d broker.Delivery) {
+		keep := func(d broker.Delivery) {
 			var msg schemas.Message = &rep
 			if i == 1 {
 				msg = &ctl
@@ -70,7 +71,23 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 				held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
 					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
 			}
-		})
+		}
+		opts := logread.Options{Live: true}
+		if i == 0 {
+			opts.StartSeq = p.replyFloor(ctx, bus, subj)
+		}
+		n0 := len(held)
+		_, err := logread.Read(ctx, bus, []string{subj}, opts, keep)
+		if err != nil && opts.StartSeq > 0 {
+			// The read from the floor failed (a bus that cannot count
+			// from a position): the whole subject, as before floors.
+			p.cfg.Log.Info().Int("party", p.cfg.ID).Err(err).Msg("resume: reading the replies from the stream's start")
+			held = held[:n0]
+			p.mu.Lock()
+			p.stats.RepliesFrom = 1
+			p.mu.Unlock()
+			_, err = logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, keep)
+		}
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", subj, err)
 		}
@@ -85,4 +102,42 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// replyFloor is where the catch-up reads the replies to this party from:
+// the checkpoint's floor (Checkpoint.StreamFloor) if no reply the
+// checkpoint had not handled lies below it, else 0 (the whole subject).
+// The aggregator numbers its replies to the party 1, 2, ... in stream
+// order, so the replies below the floor are among those handled if
+// there are no more of them than the checkpoint handled: the subject's
+// count less the count from the floor. The floor was taken before the
+// party's in-flight requests were sent, and each reply is stored after
+// its request, so the check fails only for a checkpoint whose requests
+// waited more than a checkpoint period for their replies.
+func (p *Party) replyFloor(ctx context.Context, bus broker.Bus, subj string) uint64 {
+	p.mu.Lock()
+	floor, handled := p.resumeFloor, p.skipTo[0]
+	p.mu.Unlock()
+	why := ""
+	switch {
+	case floor <= 1:
+		why = "the checkpoint holds no stream position"
+	default:
+		all, err := bus.Count(ctx, subj)
+		above, err2 := logread.CountFrom(ctx, bus, subj, floor)
+		switch {
+		case err != nil || err2 != nil:
+			why = fmt.Sprintf("counting the replies: %v", errors.Join(err, err2))
+		case all-min(all, above) > handled:
+			why = fmt.Sprintf("%d replies below the floor (stream sequence %d), more than the %d the checkpoint handled", all-min(all, above), floor, handled)
+		}
+	}
+	if why != "" {
+		p.cfg.Log.Info().Int("party", p.cfg.ID).Str("why", why).Msg("resume: reading the replies from the stream's start")
+		floor = 0
+	}
+	p.mu.Lock()
+	p.stats.RepliesFrom = max(floor, 1)
+	p.mu.Unlock()
+	return floor
 }

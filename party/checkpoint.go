@@ -77,7 +77,12 @@ type Checkpoint struct {
 	BytesUp   int64
 	MaxDelay  int
 	Outbox    []Sent // the last requests published (outbox.go)
-	Saved     time.Time
+	// StreamFloor is a stream sequence below the oldest outbox message
+	// and everything the party published after the checkpoint before
+	// (0: not known): a resume reads its requests and the replies to it
+	// from there (StreamFloor's use: run's resumeParty and catchUp).
+	StreamFloor uint64
+	Saved       time.Time
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// party's subjects and its verifier's state of the aggregator's.
@@ -119,6 +124,10 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Requests, c.BatchSeed = p.requests, p.batchSeed
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
 	c.Outbox = p.outbox.Snapshot(c.Outbox)
+	c.StreamFloor = p.probe
+	for _, s := range c.Outbox {
+		c.StreamFloor = min(c.StreamFloor, s.Floor)
+	}
 	c.Saved = time.Now()
 	c.Trust, c.TrustOut, c.TrustIn = false, nil, nil
 	if t := p.tr; t != nil {
@@ -287,6 +296,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	p.resumed = true
 	p.skipTo = skipTo
 	p.published = published
+	p.resumeFloor = c.StreamFloor
 	return nil
 }
 
@@ -323,7 +333,24 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	}
 	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
 		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
+		return
 	}
+	p.probeStream(ctx, bus)
+}
+
+// probeStream takes the stream's message count, which lies below
+// whatever the party publishes from now on: the floor of its next
+// checkpoint (Checkpoint.StreamFloor).
+func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	n, err := bus.Count(pctx, schemas.All(p.cfg.Run))
+	cancel()
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	p.probe, p.outbox.Floor = n, n
+	p.mu.Unlock()
 }
 
 // rcptKind stands for the receipt subject where kinds index the party's

@@ -169,6 +169,9 @@ type Stats struct {
 	// Recomputed messages computed again that the stream held already
 	// (not sent again).
 	Skipped, Recomputed int64
+	// RepliesFrom is the stream sequence a resume read the replies from
+	// (trust layer; 1: the stream's start, 0: no such read).
+	RepliesFrom uint64
 	// Receipts counts the aggregator's checkpoints the party checked,
 	// countersigned and published (with Config.Key).
 	Receipts int
@@ -239,14 +242,17 @@ type Party struct {
 	// Checkpoints and resume (checkpoint.go): skipTo is the aggregator
 	// sequence the checkpoint had applied, published this party's last
 	// sequence number in the stream.
-	resumed   bool
-	skipTo    [2]uint64 // replies, controls
-	published [NumKinds]uint64
-	ck        Checkpoint
-	ckNow     bool
-	outbox    broker.SentRing
-	resend    []Sent                   // kept messages the stream lacks, sent again by Run
-	ownHeads  map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
+	resumed bool
+	skipTo  [2]uint64 // replies, controls
+	// resumeFloor is the checkpoint's StreamFloor; probe the stream's
+	// message count at the last checkpoint (or the resume).
+	resumeFloor, probe uint64
+	published          [NumKinds]uint64
+	ck                 Checkpoint
+	ckNow              bool
+	outbox             broker.SentRing
+	resend             []Sent                   // kept messages the stream lacks, sent again by Run
+	ownHeads           map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
 	// rcptInStream: after a resume, the highest receipt sequence number
 	// the stream holds (countersigned again, not sent again).
 	rcptInStream uint64
@@ -423,6 +429,10 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
+	if p.resumed {
+		// Before the party publishes anything again.
+		p.probeStream(ctx, bus)
+	}
 	if caughtUp != nil {
 		err := p.catchUp(ctx, bus)
 		close(caughtUp)

@@ -20,10 +20,24 @@ import (
 // trust layer is on: the resumed participants go on with their chains,
 // so no receiver rejects anything, and a checkpoint file with one byte
 // changed is refused.
+//
+// From the first checkpoint the resume reads the whole stream (the
+// checkpoint holds no floor yet); from the third it reads the requests
+// and replies from the checkpoint's floor (Recovery.ReadFrom), fewer
+// messages, and must find the same.
 func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
+	for _, tc := range []struct {
+		name string
+		nth  int // which of the aggregator's checkpoints is put back
+	}{{"first", 1}, {"third", 3}} {
+		t.Run(tc.name, func(t *testing.T) { testResumeOnce(t, tc.nth) })
+	}
+}
+
+func testResumeOnce(t *testing.T, nth int) {
 	out := t.TempDir()
 	cfg := New(func(c *Config) {
 		c.Synthetic = small()
@@ -43,10 +57,14 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	first := make(chan []byte, 1)
 	go func() {
+		var last []byte
+		seen := 0
 		for range 400 {
-			if b, err := os.ReadFile(path); err == nil {
-				first <- b
-				return
+			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
+				if last, seen = b, seen+1; seen == nth {
+					first <- b
+					return
+				}
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -57,10 +75,14 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	path2 := CheckpointPath(cfg.CheckpointDir, cfg.Run, 2)
 	first2 := make(chan []byte, 1)
 	go func() {
+		var last []byte
+		seen := 0
 		for range 400 {
-			if b, err := os.ReadFile(path2); err == nil {
-				first2 <- b
-				return
+			if b, err := os.ReadFile(path2); err == nil && !bytes.Equal(b, last) {
+				if last, seen = b, seen+1; seen == nth {
+					first2 <- b
+					return
+				}
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -103,8 +125,17 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	}
 	t.Logf("first part %d steps; resumed from step %d: %d applied again (%d mismatched, %d missing), %d skipped, %d messages read in %.3fs; %d steps, accuracy %.4f",
 		s1.Steps, r.FromSteps, r.Reapplied, r.Mismatched, r.Missing, r.Skipped, r.Read, r.LogSeconds, s2.Steps, s2.TestAccuracy)
-	if r.Reapplied == 0 || r.Mismatched != 0 || r.Missing != 0 || r.Duplicated != 0 {
+	if r.Reapplied == 0 || r.Mismatched != 0 || r.Missing != 0 || r.Duplicated != 0 || r.Resent != 0 || r.Unrecovered != 0 {
 		t.Errorf("recovery: %+v", r)
+	}
+	t.Logf("read from stream sequence %d (%q)", r.ReadFrom, r.FromStart)
+	if floor := nth > 1; floor != (r.ReadFrom > 1) {
+		t.Errorf("checkpoint %d: recovery read from %d (%q)", nth, r.ReadFrom, r.FromStart)
+	}
+	// Party 2 put back its checkpoint of the same rank: its replies are
+	// read from that checkpoint's floor from the third on.
+	if len(s2.PartyRepliesFrom) != cfg.Parties || (nth > 1) != (s2.PartyRepliesFrom[1] > 1) {
+		t.Errorf("checkpoint %d: party 2 read its replies from %v", nth, s2.PartyRepliesFrom)
 	}
 	if s2.Steps <= s1.Steps || s2.TestAccuracy < 0.9 {
 		t.Errorf("resumed run: %d steps after %d, accuracy %.4f", s2.Steps, s1.Steps, s2.TestAccuracy)

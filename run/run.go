@@ -329,9 +329,13 @@ type Summary struct {
 	// BrokerResumes counts the times the aggregator resumed by itself
 	// from its checkpoint and the stream after its broker connection was
 	// lost (a broker crash and restart): no one restarted anything.
-	BrokerResumes int                  `json:"broker_resumes,omitempty"`
-	FinalStale    []int                `json:"final_stale_parties,omitempty"`
-	Resumed       *aggregator.Recovery `json:"resumed,omitempty"`
+	BrokerResumes int `json:"broker_resumes,omitempty"`
+	// PartyRepliesFrom is, per party resumed with the trust layer, the
+	// stream sequence its resume read the replies from (1: the start;
+	// 0: not resumed).
+	PartyRepliesFrom []uint64             `json:"party_replies_read_from,omitempty"`
+	FinalStale       []int                `json:"final_stale_parties,omitempty"`
+	Resumed          *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -1220,7 +1224,11 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 			s.Rejected["party:"+r] += v
 		}
 		s.PartySteps = append(s.PartySteps, st.Steps)
+		s.PartyRepliesFrom = append(s.PartyRepliesFrom, st.RepliesFrom)
 		prog.flat(st)
+	}
+	if !slices.ContainsFunc(s.PartyRepliesFrom, func(v uint64) bool { return v > 0 }) {
+		s.PartyRepliesFrom = nil
 	}
 	if !stopped {
 		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
@@ -1553,7 +1561,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		case schemas.KindEval:
 			msg = &ev
 		}
-		_, err := logread.Deliveries(ctx, b, []string{schemas.Subject(cfg.Run, kind, m)}, func(d broker.Delivery) {
+		fn := func(d broker.Delivery) {
 			if dec.Unmarshal(d.Data(), msg) != nil {
 				return
 			}
@@ -1564,8 +1572,31 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: slices.Clone(d.Data()),
 					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
 			}
-		})
-		if err != nil {
+		}
+		subj := schemas.Subject(cfg.Run, kind, m)
+		var err error
+		if kind == schemas.KindOutput && ck.StreamFloor > 1 && len(ck.Outbox) > 0 {
+			// The requests (most of its messages) from the checkpoint's
+			// floor: below its outbox and everything published after
+			// the checkpoint, what the resume looks at (see
+			// party.Checkpoint.StreamFloor). Those below the outbox are
+			// taken as present, as a full read would find them.
+			own0, count0 := len(own), count
+			_, err = logread.Read(ctx, b, []string{subj}, logread.Options{StartSeq: ck.StreamFloor}, fn)
+			if err == nil {
+				lowest := ck.Outbox[0].Seq
+				for _, s := range ck.Outbox {
+					lowest = min(lowest, s.Seq)
+				}
+				if lowest > 1 {
+					have[kind] = append(have[kind], lowest-1)
+				}
+				continue
+			}
+			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its requests from the stream's start")
+			have[kind], own, count = have[kind][:0], own[:own0], count0
+		}
+		if _, err = logread.Deliveries(ctx, b, []string{subj}, fn); err != nil {
 			return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
 		}
 	}

@@ -727,7 +727,11 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
 	if st.Skipped+st.Recomputed > 0 {
-		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held\n", *id, st.Skipped, st.Recomputed)
+		from := ""
+		if st.RepliesFrom > 1 {
+			from = fmt.Sprintf("; replies read from stream sequence %d", st.RepliesFrom)
+		}
+		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
 	}
 	return err
 }
