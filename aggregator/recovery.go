@@ -297,7 +297,9 @@ func (r *recovery) floorReplies() error {
 // their hellos and evaluations), then the aggregator's replies and
 // controls.
 func (r *recovery) readStream() error {
-	lap := func(what string, t0 time.Time) { r.laps = append(r.laps, what+" "+time.Since(t0).Round(time.Millisecond).String()) }
+	lap := func(what string, t0 time.Time) {
+		r.laps = append(r.laps, what+" "+time.Since(t0).Round(time.Millisecond).String())
+	}
 	t0 := time.Now()
 	defer lap("all", t0)
 	if r.floor > 0 {

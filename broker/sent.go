@@ -13,8 +13,8 @@ type SentRing struct {
 	// each message kept records it (Sent.Floor), so that a resume can
 	// read the stream from below the oldest message kept.
 	Floor uint64
-	sent []Sent
-	next int
+	sent  []Sent
+	next  int
 }
 
 // Sent is a message published, as kept in checkpoints.
