@@ -875,6 +875,17 @@ type DefenseState struct {
 	UnitH   []float64
 	Visits  []uint32
 	Report  DefenseReport // the counters (Accounting is recomputed)
+	// The head's step state: the released label part and the steps since
+	// its release (HeadRefresh; Spent: the budget ran out), the momentum
+	// and the moving average (HeadMomentum, HeadEMA). Without them a
+	// resumed aggregator would release the label part again at once
+	// (charged twice, safe) and draw noise the recorded run did not, so
+	// that the replies computed again from the stream differ.
+	Lab      []float64
+	Since    int
+	Spent    bool
+	Mom, EMA []float64
+	EMASteps int
 }
 
 // state copies the defense's state into s, reusing its buffers.
@@ -890,6 +901,16 @@ func (d *defense) state(s *DefenseState) *DefenseState {
 	s.Visits = append(s.Visits[:0], d.visits...)
 	s.Report = d.rep
 	s.Report.Accounting = nil
+	s.Lab = append(s.Lab[:0], d.lab...)
+	if d.lab == nil {
+		s.Lab = nil
+	}
+	s.Since, s.Spent, s.EMASteps = d.since, d.spent, d.emaN
+	s.Mom = append(s.Mom[:0], d.mom...)
+	s.EMA = append(s.EMA[:0], d.ema...)
+	if d.ema == nil {
+		s.EMA = nil
+	}
 	return s
 }
 
@@ -918,5 +939,26 @@ func (d *defense) restore(s *DefenseState) error {
 	// The settings are this run's; the counters the checkpoint's.
 	d.rep.ClippedOutputs, d.rep.ClippedPerturb, d.rep.ClippedDeltas = r.ClippedOutputs, r.ClippedPerturb, r.ClippedDeltas
 	d.rep.Masked, d.rep.SmallBatches, d.rep.UndrawnBatches = r.Masked, r.SmallBatches, r.UndrawnBatches
+	d.rep.HeadRefreshes = r.HeadRefreshes
+	// The head's step state, when this run's head keeps it. A checkpoint
+	// without the released label part makes the next step release it
+	// again: each label is charged once more (never less).
+	if d.grad != nil {
+		if len(s.Lab) != 0 && len(s.Lab) != len(d.grad) || len(s.Mom) != 0 && len(s.Mom) != len(d.grad) || len(s.EMA) != 0 && len(s.EMA) != len(d.grad) {
+			return fmt.Errorf("%w: the checkpoint's head step state has other dimensions than this run's head", ErrResume)
+		}
+		d.lab = nil
+		if len(s.Lab) > 0 {
+			d.lab = slices.Clone(s.Lab)
+		}
+		d.since, d.spent, d.emaN = s.Since, s.Spent, s.EMASteps
+		if d.mom != nil && len(s.Mom) > 0 {
+			copy(d.mom, s.Mom)
+		}
+		d.ema = nil
+		if len(s.EMA) > 0 {
+			d.ema = slices.Clone(s.EMA)
+		}
+	}
 	return nil
 }

@@ -636,3 +636,56 @@ func TestHeadRefreshStopsWhenSpent(t *testing.T) {
 		t.Errorf("past the budget: spent %v, the head moved from %v to %v", a.def.spent, w, a.w0)
 	}
 }
+
+// The defense's state in a checkpoint carries the head's step state (the
+// released label part and the steps since, momentum, moving average): an
+// aggregator restored from it steps the head bit for bit as the original
+// does. A state without the release (a checkpoint written before it was
+// kept) makes the next step release again: every label is charged once
+// more, never less.
+func TestDefenseStateKeepsHead(t *testing.T) {
+	labels := []int32{0, 2, 1, 1, 0, 2}
+	d := Defense{Reply: ReplyMean, Clip: 0.01, Noise: 0.001, HeadClip: 2, MinBatch: 3, HeadRefresh: 1, HeadMomentum: 0.5, HeadEMA: 0.9}
+	mk := func() *Aggregator {
+		a := newDefended(t, 2, labels, model.NewSoftmax(2, 3), d)
+		copy(a.table, []float64{3, 4, 0.1, -0.2, -1, 0.5, 0.3, 0.3, -2, 1, 0.7, -0.4})
+		return a
+	}
+	ids := []uint32{0, 3, 5}
+	a := mk()
+	for range 3 {
+		a.stepHeadGrad(ids)
+	}
+	if a.def.rep.HeadRefreshes == 0 || a.def.since == 0 {
+		t.Fatalf("no release to keep: %d releases, %d steps since", a.def.rep.HeadRefreshes, a.def.since)
+	}
+	st := a.def.state(nil)
+	b := mk()
+	copy(b.w0, a.w0)
+	if err := b.def.restore(st); err != nil {
+		t.Fatal(err)
+	}
+	old := *st
+	old.Lab, old.Since, old.Mom, old.EMA, old.EMASteps = nil, 0, nil, nil, 0
+	c := mk()
+	copy(c.w0, a.w0)
+	if err := c.def.restore(&old); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		a.stepHeadGrad(ids)
+		b.stepHeadGrad(ids)
+		c.stepHeadGrad(ids)
+	}
+	if !slices.Equal(a.w0, b.w0) || !slices.Equal(a.evalHead(), b.evalHead()) || a.def.rep.HeadRefreshes != b.def.rep.HeadRefreshes {
+		t.Errorf("restored head %v (evaluated %v, %d releases), original %v (%v, %d)", b.w0, b.evalHead(), b.def.rep.HeadRefreshes, a.w0, a.evalHead(), a.def.rep.HeadRefreshes)
+	}
+	for i := range labels {
+		if c.def.unitH[i] < a.def.unitH[i] {
+			t.Errorf("label %d: charged %g after a resume without the release, %g without a resume", i, c.def.unitH[i], a.def.unitH[i])
+		}
+	}
+	if bad := *st; func() bool { bad.Lab = make([]float64, 1); return b.def.restore(&bad) == nil }() {
+		t.Error("a head state of other dimensions was restored")
+	}
+}

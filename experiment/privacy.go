@@ -139,10 +139,10 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 		mnist = keep(mnist, "tig", "paper", "mean-b64", "rr-eps4", "auc0.6")
 	}
 	// The networks' rows at the length the defenses were measured at
-	// (--net-epochs): the undefended replies, the multiclass default
-	// (batch means of 256) and the bounded profile.
+	// (--net-epochs): the undefended replies, the earlier multiclass
+	// default (batch means of 256) and the bounded profile.
 	nets := keepNames(mnist, "paper", "auc0.6")
-	nets = append(nets[:1:1], append([]PrivacySetting{{Name: "mean-b256", About: "batch mean, at least 256 samples: the multiclass default (no bound)",
+	nets = append(nets[:1:1], append([]PrivacySetting{{Name: "mean-b256", About: "batch mean, at least 256 samples: the earlier multiclass default (no bound)",
 		Apply: mean(256, 0)}}, nets[1:]...)...)
 	return map[string][]PrivacySetting{"a9a": a9a, "mnist": mnist, "networks": nets}
 }

@@ -139,7 +139,7 @@ func TestMergePrivacy(t *testing.T) {
 // 10-class run nudges every sample of its requests by +-0.05 with Hadamard
 // signs, asking about each batch as many times as it holds samples, and
 // the derivative attack reads its own view of the log. Undefended
-// (batch-mean replies, the multiclass default without a bound) it
+// (batch-mean replies, the earlier multiclass default, no bound) it
 // recovers the labels far above chance; under --privacy auc=0.6 every
 // class's one-vs-rest AUC stays under the bound the run's accountant
 // states (with the sampling slack of the covered samples).

@@ -157,18 +157,19 @@ func TestApplyPrivacy(t *testing.T) {
 		}
 	})
 	t.Run("multiclass", func(t *testing.T) {
-		c := prep(t, New(func(c *Config) {
+		// The default (no switch given) is the explicit auc=0.6: the
+		// bounded profile, not batch means alone.
+		def := prep(t, New(func(c *Config) {
 			c.Privacy = DefaultPrivacy
 			c.PrivacyDefault = true
+			c.Duration = 60e9
 			c.Model = "mlp"
+			c.Parties = 8
 		}))
-		if err := c.applyPrivacy(10); err != nil {
+		if err := def.applyPrivacy(10); err != nil {
 			t.Fatal(err)
 		}
-		if c.Defense.Reply != "mean" || c.Defense.MinBatch != MLPBatch || c.Defense.NoiseMultiplier != 0 || !strings.HasPrefix(c.PrivacyChoice.Target, "none") {
-			t.Errorf("default multiclass: %+v %+v", c.Defense, c.PrivacyChoice)
-		}
-		c = prep(t, New(func(c *Config) {
+		c := prep(t, New(func(c *Config) {
 			c.Privacy = "auc=0.6"
 			c.Duration = 60e9
 			c.Model = "mlp"
@@ -176,6 +177,10 @@ func TestApplyPrivacy(t *testing.T) {
 		}))
 		if err := c.applyPrivacy(10); err != nil {
 			t.Fatal(err)
+		}
+		if def.Defense != c.Defense || def.Batch != c.Batch || def.LR != c.LR || def.HeadLR != c.HeadLR ||
+			!def.PrivacyChoice.Default || def.PrivacyChoice.Target != c.PrivacyChoice.Target || strings.HasPrefix(def.PrivacyChoice.Target, "none") {
+			t.Errorf("default multiclass %+v (%s), explicit auc=0.6 %+v (%s)", def.Defense, def.PrivacyChoice, c.Defense, c.PrivacyChoice)
 		}
 		d := c.Defense
 		if d.DPAUC != 0.6 || d.Clip != MulticlassPrivacyClip*c.Mu || d.HeadClip != MulticlassHeadClip || c.Batch != MulticlassPrivacyBatch || d.MinBatch != c.Batch {

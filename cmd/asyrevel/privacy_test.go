@@ -229,3 +229,47 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 		}
 	}
 }
+
+// A default train on a softmax head (a multiclass set) is defended like
+// an explicit --privacy auc=0.6: its privacy.json states an AUC bound of
+// at most 0.6 with the multiclass profile, and --privacy off states none
+// (bound 1).
+func TestDefaultPrivacySoftmax(t *testing.T) {
+	data := "synthetic:n=3000,d=16,test=500,classes=4,noise=0.02"
+	for _, c := range []struct {
+		args    []string
+		profile string
+		bounded bool
+	}{
+		{nil, "multiclass", true},
+		{[]string{"--privacy", "off"}, "off", false},
+	} {
+		out := t.TempDir()
+		args := append([]string{"train", "--data", data, "--parties", "3", "--steps", "600", "--run", "dsoft", "--out", out, "--log", "warn"}, c.args...)
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s %s", c.args, code, stdout, stderr)
+		}
+		var pj struct {
+			Bound struct {
+				AUC float64 `json:"auc"`
+			}
+			Privacy struct {
+				Switch, Profile string
+				Default         bool
+			}
+		}
+		raw, _ := os.ReadFile(filepath.Join(out, "privacy.json"))
+		if err := json.Unmarshal(raw, &pj); err != nil || pj.Privacy.Profile != c.profile {
+			t.Fatalf("%v: privacy.json: %v %s", c.args, err, raw)
+		}
+		if c.bounded && (pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || !pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" ||
+			!strings.Contains(stdout, "privacy: --privacy auc=0.6 (the default), multiclass")) {
+			t.Errorf("default: bound %g, choice %+v; %s", pj.Bound.AUC, pj.Privacy, stdout)
+		}
+		if !c.bounded && pj.Bound.AUC != 1 {
+			t.Errorf("--privacy off: bound %g", pj.Bound.AUC)
+		}
+		t.Logf("%v: bound %g, %s", c.args, pj.Bound.AUC, pj.Privacy.Profile)
+	}
+}

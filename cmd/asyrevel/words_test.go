@@ -133,7 +133,10 @@ func TestEmptyCellRefused(t *testing.T) {
 
 // A run whose outputs diverge (raw columns on very different scales) stops
 // at once with an error naming --scale standard, exits non-zero, and the
-// advice works: the same run with --scale standard trains.
+// advice works: the same run with --scale standard trains. The paper's
+// replies (--privacy off) diverge; under the default defense the replies
+// are clipped, so the outputs stay under the bound: that run ends with
+// the advice as warnings instead.
 func TestDivergingRunStops(t *testing.T) {
 	path := t.TempDir() + "/raw.csv"
 	r := rand.New(rand.NewPCG(3, 4))
@@ -150,15 +153,22 @@ func TestDivergingRunStops(t *testing.T) {
 	}
 	must(t, os.WriteFile(path, []byte(b.String()), 0o644))
 	start := time.Now()
-	code, _, errOut := runCLI(t, "train", "--data", path, "--parties", "4", "--duration", "20s", "--log", "error", "--no-privacy-report")
+	code, _, errOut := runCLI(t, "train", "--data", path, "--parties", "4", "--duration", "20s", "--log", "error", "--no-privacy-report", "--privacy", "off")
 	if took := time.Since(start); code == 0 || took > 15*time.Second {
 		t.Fatalf("raw data: exit %d after %v (want non-zero, at once): %s", code, took, errOut)
 	}
 	if !strings.Contains(errOut, "--scale standard") || strings.Contains(errOut, "departed") {
 		t.Errorf("raw data: %s", errOut)
 	}
+	code, stdout, errOut := runCLI(t, "train", "--data", path, "--parties", "4", "--steps", "20000", "--log", "error", "--no-privacy-report")
+	if code != 0 || !strings.Contains(stdout+errOut, "give --scale standard") {
+		t.Errorf("raw data, defended: exit %d, no advice to scale: %s%s", code, stdout, errOut)
+	}
 	out := t.TempDir()
-	code, _, errOut = runCLI(t, "train", "--data", path, "--parties", "4", "--steps", "20000", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out)
+	// The advice, on the run that diverged. (Under the default defense
+	// this set of 178 labels trains erratically: train loss 0.30 to 1.71
+	// over ten runs, each with its own noise.)
+	code, _, errOut = runCLI(t, "train", "--data", path, "--parties", "4", "--steps", "20000", "--scale", "standard", "--log", "error", "--no-privacy-report", "--privacy", "off", "--out", out)
 	if code != 0 {
 		t.Fatalf("--scale standard: exit %d: %s", code, errOut)
 	}
