@@ -337,6 +337,7 @@ type Aggregator struct {
 	outbox        broker.SentRing
 	resumeOutbox  []Sent
 	resumeFloor   uint64          // the checkpoint's StreamFloor
+	restFrom      uint64          // after a resume: where the hellos and evaluations go on (1: the start)
 	probe         uint64          // the stream's message count at the last checkpoint
 	recovered     *recovered      // what recovery verified (trust layer)
 	replySeq      []uint64        // by party: the last reply's sequence number, without trust
@@ -487,6 +488,15 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		}
 		restDeliver = broker.DeliverNew
 	}
+	restOpts := broker.SubscribeOptions{Durable: "aggregator-join", Deliver: restDeliver}
+	if a.resumed != nil && a.tr != nil && a.restFrom > 0 {
+		// With the trust layer, recovery ran the hellos and evaluations
+		// up to restFrom-1 through the verifier: the subscription goes on
+		// right after them, so that what was published while recovery
+		// read is not missed (a gap in a party's chain, every later
+		// evaluation of it rejected) nor delivered twice.
+		restOpts.StartSeq = a.restFrom
+	}
 	// The requests on a subscription of their own: a JetStream consumer
 	// with a single filter costs the broker less per message. Hellos and
 	// evaluation outputs need no order with the requests: requests only
@@ -506,7 +516,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	rest, err := bus.Subscribe(ctx, []string{
 		schemas.Filter(run, schemas.KindHello),
 		schemas.Filter(run, schemas.KindEval),
-	}, broker.SubscribeOptions{Durable: "aggregator-join", Deliver: restDeliver}, a.handle)
+	}, restOpts, a.handle)
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: subscribe: %w", err)
 	}

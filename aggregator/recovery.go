@@ -115,6 +115,7 @@ type recovery struct {
 	floor     uint64               // the requests and replies are read from here (0: the start)
 	laps      []string             // how long each part of the read took
 	count0    uint64               // the stream's message count when recovery began
+	othersTop uint64               // the highest stream sequence of the hellos and evaluations read
 
 	// Decoding buffers.
 	dec *schemas.Codec
@@ -367,21 +368,26 @@ func (r *recovery) readRequests() error {
 // through the verifier (trust layer), which goes on after them (the live
 // subscription starts after them).
 func (r *recovery) readPartyOthers() error {
-	for _, k := range []schemas.Kind{schemas.KindHello, schemas.KindEval} {
-		err := r.readOne(schemas.Filter(r.run, k), func(d broker.Delivery) {
-			var msg schemas.Message = &r.h
-			if k == schemas.KindEval {
-				msg = &r.ev
-			}
-			if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
-				r.verifyIn(d, msg.Head().Seq)
-			}
-		})
+	// One read of both (the live subscription's filters): what it
+	// delivers is a prefix of them in stream order, so the live
+	// subscription goes on exactly after the last one (Aggregator.restFrom).
+	filters := []string{schemas.Filter(r.run, schemas.KindHello), schemas.Filter(r.run, schemas.KindEval)}
+	n, err := logread.Deliveries(r.ctx, r.bus, filters, func(d broker.Delivery) {
+		r.othersTop = max(r.othersTop, d.Seq())
+		kind, _, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil {
-			return err
+			return
 		}
-	}
-	return nil
+		var msg schemas.Message = &r.h
+		if kind == schemas.KindEval {
+			msg = &r.ev
+		}
+		if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
+			r.verifyIn(d, msg.Head().Seq)
+		}
+	})
+	r.read += n
+	return err
 }
 
 // ownMsg is the aggregator's message d (sequence number seq on subject
@@ -435,6 +441,9 @@ func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
 	a.probe, a.outbox.Floor = r.count0, r.count0
+	// Every hello and evaluation stored when recovery read them was read
+	// (none at all: from the start).
+	a.restFrom = r.othersTop + 1
 	rec.Read = r.read
 	rec.ReadFrom = max(r.floor, 1)
 	for k, v := range r.rejected {
