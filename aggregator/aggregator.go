@@ -16,6 +16,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/internal/ratelog"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -990,7 +991,16 @@ const drainWait = 2 * time.Second
 // subscriptions are not ordered with each other, so the final evaluation
 // may complete first.
 func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
-	n, err := bus.Count(ctx, schemas.Filter(a.cfg.Run, schemas.KindOutput))
+	filter := schemas.Filter(a.cfg.Run, schemas.KindOutput)
+	var n uint64
+	var err error
+	if r := a.resumed; r != nil && r.ReadFrom > 1 {
+		// The subscription started at the floor (Run): what it has to
+		// deliver is counted from there.
+		n, err = logread.CountFrom(ctx, bus, filter, r.ReadFrom)
+	} else {
+		n, err = bus.Count(ctx, filter)
+	}
 	if err != nil {
 		a.cfg.Log.Warn().Err(err).Msg("counting the requests in the stream")
 		return

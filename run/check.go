@@ -91,7 +91,7 @@ func (n *network) checkParty(ctx context.Context, b broker.Bus, run string, m in
 		return 0, err
 	}
 	if ctl > 0 {
-		st, err := readControls(ctx, b, run, ctl)
+		st, err := readControls(ctx, b, run, ctl, false)
 		if err != nil {
 			return 0, err
 		}
@@ -112,8 +112,11 @@ type ctlState struct {
 	ended   string // why, if the run stopped or was aborted
 }
 
-// readControls reads the first n control messages of the run.
-func readControls(ctx context.Context, b broker.Bus, run string, n uint64) (ctlState, error) {
+// readControls reads the first n control messages of the run; from the
+// stream alone for the aggregator (streamOnly), whom the broker does not
+// let subscribe to its own controls (a resume's check logged a permission
+// violation).
+func readControls(ctx context.Context, b broker.Bus, run string, n uint64, streamOnly bool) (ctlState, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var (
@@ -124,7 +127,7 @@ func readControls(ctx context.Context, b broker.Bus, run string, n uint64) (ctlS
 		done = make(chan struct{})
 		c    schemas.Control
 	)
-	sub, err := b.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindControl)}, broker.SubscribeOptions{},
+	sub, err := b.Subscribe(ctx, []string{schemas.Filter(run, schemas.KindControl)}, broker.SubscribeOptions{StreamOnly: streamOnly},
 		func(_ context.Context, d broker.Delivery) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -168,7 +171,7 @@ func (n *network) checkResume(ctx context.Context, b broker.Bus, run string) err
 	}
 	var st ctlState
 	if ctl > 0 {
-		if st, err = readControls(ctx, b, run, ctl); err != nil {
+		if st, err = readControls(ctx, b, run, ctl, true); err != nil {
 			return err
 		}
 	}
