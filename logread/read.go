@@ -88,6 +88,12 @@ func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, f
 		return 0, err
 	}
 	defer sub.Close()
+	return wait(ctx, done, n, func() uint64 { mu.Lock(); defer mu.Unlock(); return seen }, "")
+}
+
+// wait waits until done is closed (n messages read), ctx is done, or the
+// read (seen so far) makes no progress for Stall.
+func wait(ctx context.Context, done <-chan struct{}, n uint64, seen func() uint64, where string) (int64, error) {
 	stall := time.NewTicker(Stall)
 	defer stall.Stop()
 	prev := uint64(0)
@@ -98,11 +104,9 @@ func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, f
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-stall.C:
-			mu.Lock()
-			s := seen
-			mu.Unlock()
+			s := seen()
 			if s == prev {
-				return 0, fmt.Errorf("read %d of %d messages, then nothing for %v", s, n, Stall)
+				return 0, fmt.Errorf("read %d of %d messages%s, then nothing for %v", s, n, where, Stall)
 			}
 			prev = s
 		}
@@ -157,25 +161,7 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 	}
 	n = pending
 	close(ready)
-	stall := time.NewTicker(Stall)
-	defer stall.Stop()
-	prev := uint64(0)
-	for {
-		select {
-		case <-done:
-			return int64(n), nil
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-stall.C:
-			mu.Lock()
-			s := seen
-			mu.Unlock()
-			if s == prev {
-				return 0, fmt.Errorf("read %d of %d messages from stream sequence %d, then nothing for %v", s, n, opts.StartSeq, Stall)
-			}
-			prev = s
-		}
-	}
+	return wait(ctx, done, n, func() uint64 { mu.Lock(); defer mu.Unlock(); return seen }, fmt.Sprintf(" from stream sequence %d", opts.StartSeq))
 }
 
 // CountFrom is the number of stored messages on filter from stream

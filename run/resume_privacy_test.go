@@ -70,22 +70,8 @@ func TestResumeAggregatorBatches(t *testing.T) {
 
 func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 	t.Helper()
-	watch := func(path string) <-chan []byte {
-		ch := make(chan []byte, 1)
-		go func() {
-			defer close(ch)
-			for range 400 {
-				if b, err := os.ReadFile(path); err == nil {
-					ch <- b
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
-		return ch
-	}
-	firstAgg := watch(CheckpointPath(cfg.CheckpointDir, cfg.Run, 0))
-	firstP2 := watch(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2))
+	firstAgg := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 0), 1)
+	firstP2 := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2), 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1200*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)

@@ -37,6 +37,27 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 	}
 }
 
+// watchCheckpoint sends the nth version of the checkpoint file at path as
+// it is written (polled every 5 ms for 2 s; closed without one).
+func watchCheckpoint(path string, nth int) <-chan []byte {
+	ch := make(chan []byte, 1)
+	go func() {
+		defer close(ch)
+		var last []byte
+		seen := 0
+		for range 400 {
+			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
+				if last, seen = b, seen+1; seen == nth {
+					ch <- b
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return ch
+}
+
 func testResumeOnce(t *testing.T, nth int) {
 	out := t.TempDir()
 	cfg := New(func(c *Config) {
@@ -55,39 +76,12 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.CheckpointEvery = 300 * time.Millisecond
 	})
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
-	first := make(chan []byte, 1)
-	go func() {
-		var last []byte
-		seen := 0
-		for range 400 {
-			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
-				if last, seen = b, seen+1; seen == nth {
-					first <- b
-					return
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		close(first)
-	}()
-	// Party 2 as if killed -9 after its first checkpoint too: it computes
-	// again what it sent since, and its chains must follow the stream.
+	first := watchCheckpoint(path, nth)
+	// Party 2 as if killed -9 after its checkpoint of the same rank too:
+	// it computes again what it sent since, and its chains must follow
+	// the stream.
 	path2 := CheckpointPath(cfg.CheckpointDir, cfg.Run, 2)
-	first2 := make(chan []byte, 1)
-	go func() {
-		var last []byte
-		seen := 0
-		for range 400 {
-			if b, err := os.ReadFile(path2); err == nil && !bytes.Equal(b, last) {
-				if last, seen = b, seen+1; seen == nth {
-					first2 <- b
-					return
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		close(first2)
-	}()
+	first2 := watchCheckpoint(path2, nth)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)
