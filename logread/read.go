@@ -129,7 +129,7 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 	)
 	// From the stream alone whatever opts.Live says: the count is a
 	// stream consumer's.
-	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{StartSeq: opts.StartSeq, StreamOnly: true}, func(hctx context.Context, d broker.Delivery) {
+	sub, pending, err := subscribeFrom(ctx, bus, filters[0], opts.StartSeq, func(hctx context.Context, d broker.Delivery) {
 		select {
 		case <-ready:
 		case <-hctx.Done():
@@ -145,17 +145,10 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 			close(done)
 		}
 	})
-	if errors.Is(err, broker.ErrUnsupported) {
-		return 0, fmt.Errorf("%w: %w", ErrNoCount, err)
-	}
 	if err != nil {
 		return 0, err
 	}
 	defer sub.Close()
-	pending, ok := broker.PendingAtStart(sub)
-	if !ok {
-		return 0, ErrNoCount
-	}
 	if pending == 0 {
 		return 0, nil
 	}
@@ -168,18 +161,29 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 // sequence seq on: what a subscription started there has to deliver
 // (broker.PendingAtStart). ErrNoCount where the bus cannot say.
 func CountFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64) (uint64, error) {
-	sub, err := bus.Subscribe(ctx, []string{filter}, broker.SubscribeOptions{StartSeq: max(seq, 1), StreamOnly: true},
-		func(context.Context, broker.Delivery) {})
-	if errors.Is(err, broker.ErrUnsupported) {
-		return 0, fmt.Errorf("%w: %w", ErrNoCount, err)
-	}
+	sub, n, err := subscribeFrom(ctx, bus, filter, seq, func(context.Context, broker.Delivery) {})
 	if err != nil {
 		return 0, err
 	}
-	defer sub.Close()
+	sub.Close()
+	return n, nil
+}
+
+// subscribeFrom subscribes h to filter from stream sequence seq, from the
+// stream alone, and returns the number of messages the subscription has
+// to deliver (ErrNoCount where the bus cannot say).
+func subscribeFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64, h broker.Handler) (broker.Subscription, uint64, error) {
+	sub, err := bus.Subscribe(ctx, []string{filter}, broker.SubscribeOptions{StartSeq: max(seq, 1), StreamOnly: true}, h)
+	if errors.Is(err, broker.ErrUnsupported) {
+		return nil, 0, fmt.Errorf("%w: %w", ErrNoCount, err)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
 	n, ok := broker.PendingAtStart(sub)
 	if !ok {
-		return 0, ErrNoCount
+		sub.Close()
+		return nil, 0, ErrNoCount
 	}
-	return n, nil
+	return sub, n, nil
 }
