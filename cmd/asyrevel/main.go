@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/asyrevel/asyrevel/run"
@@ -118,7 +119,30 @@ func main() {
 		sig = <-sigs
 		os.Exit(signalError{sig}.exitCode())
 	}()
-	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(profiled(func() int { return execute(ctx, os.Args[1:], os.Stdout, os.Stderr) }))
+}
+
+// profiled runs f, with a CPU profile of the whole command written to the
+// file ASYREVEL_CPUPROFILE names, if it names one (go tool pprof reads
+// it): where an experiment's time goes, in the process that runs it.
+func profiled(f func() int) int {
+	path := os.Getenv("ASYREVEL_CPUPROFILE")
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(out)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "asyrevel: ASYREVEL_CPUPROFILE: %v\n", err)
+		return f()
+	}
+	defer func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}()
+	return f()
 }
 
 // execute executes one command line and returns the exit status: 0 on success,
