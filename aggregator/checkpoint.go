@@ -158,6 +158,7 @@ type Recovery struct {
 	Read        int64   `json:"read"`                 // messages read from the stream to recover
 	ReadFrom    uint64  `json:"read_from"`            // the stream sequence the requests and replies were read from (1: the start)
 	FromStart   string  `json:"from_start,omitempty"` // why they were read from the start rather than the checkpoint's floor
+	OthersFrom  uint64  `json:"others_read_from"`     // the stream sequence the hellos and evaluations were read from (1: the start; trust layer)
 	LogSeconds  float64 `json:"log_seconds"`          // time to read and apply the log
 	Checkpoint  string  `json:"checkpoint_saved"`
 }

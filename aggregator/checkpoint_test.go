@@ -168,8 +168,8 @@ func TestFloorHolds(t *testing.T) {
 		reason string
 	}{
 		{floor: 5, last: []uint64{0, 2, 2}, holds: true},
-		{floor: 5, last: []uint64{0, 1, 2}, holds: false, reason: "party 1 has 2 requests below"},
-		{floor: 7, last: []uint64{0, 3, 2}, holds: false, reason: "party 2 has 3 requests below"},
+		{floor: 5, last: []uint64{0, 1, 2}, holds: false, reason: "party 1 has 2 messages on asyrevel.floor.out.1 below"},
+		{floor: 7, last: []uint64{0, 3, 2}, holds: false, reason: "party 2 has 3 messages on asyrevel.floor.out.2 below"},
 		{floor: 7, last: []uint64{0, 3, 3}, holds: true},
 		{floor: 11, last: []uint64{0, 4, 3}, holds: true},
 		{floor: 11, last: []uint64{0, 4, 2}, holds: false, reason: "party 2"},

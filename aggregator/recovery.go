@@ -103,19 +103,20 @@ type recovery struct {
 	own *trust.Verifier
 
 	// What the stream holds.
-	reqs      map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
-	mine      []recorded           // the aggregator's messages after the checkpoint, in stream order
-	streamSeq []uint64             // the highest sequence number in the stream, by subject index
-	minKept   []uint64             // the outbox's lowest, by subject index
-	have      map[[2]uint64]bool   // (subject index, sequence) in the stream from minKept to ckSeq
-	rejected  map[string]int64     // the parties' messages the verifier rejected, by reason
-	foreign   int64                // messages on the aggregator's subjects that it did not make
-	upTo      uint64               // the highest stream sequence of the requests
-	read      int64                // messages read
-	floor     uint64               // the requests and replies are read from here (0: the start)
-	laps      []string             // how long each part of the read took
-	count0    uint64               // the stream's message count when recovery began
-	othersTop uint64               // the highest stream sequence of the hellos and evaluations read
+	reqs       map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	mine       []recorded           // the aggregator's messages after the checkpoint, in stream order
+	streamSeq  []uint64             // the highest sequence number in the stream, by subject index
+	minKept    []uint64             // the outbox's lowest, by subject index
+	have       map[[2]uint64]bool   // (subject index, sequence) in the stream from minKept to ckSeq
+	rejected   map[string]int64     // the parties' messages the verifier rejected, by reason
+	foreign    int64                // messages on the aggregator's subjects that it did not make
+	upTo       uint64               // the highest stream sequence of the requests
+	read       int64                // messages read
+	floor      uint64               // the requests and replies are read from here (0: the start)
+	laps       []string             // how long each part of the read took
+	count0     uint64               // the stream's message count when recovery began
+	othersTop  uint64               // the highest stream sequence of the hellos and evaluations read
+	othersFrom uint64               // where they were read from (0: the start)
 
 	// Decoding buffers.
 	dec *schemas.Codec
@@ -253,25 +254,38 @@ func (r *recovery) fromStart(why string) {
 // that numbered twice (sent again after its own resume) fails the check
 // without need, and the stream is read from its start.
 func (r *recovery) floorHolds() (string, error) {
-	for m := 1; m <= r.a.q; m++ {
-		subj := schemas.Subject(r.run, schemas.KindOutput, m)
-		all, err := r.bus.Count(r.ctx, subj)
-		if err != nil {
-			return "", err
-		}
-		above, err := logread.CountFrom(r.ctx, r.bus, subj, r.floor)
-		if errors.Is(err, logread.ErrNoCount) {
-			return "the bus cannot count the stream from a position", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		x := r.last[m]
-		if r.t != nil {
-			x = max(x, r.t.ver.LastSeq(subj))
-		}
-		if below := all - min(all, above); below > x {
-			return fmt.Sprintf("party %d has %d requests below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, r.floor, x), nil
+	return r.floorHoldsFor(schemas.KindOutput)
+}
+
+// floorHoldsFor is floorHolds for the parties' subjects of kinds: the
+// requests' (checked against what the checkpoint applied and its
+// verifier accepted), the hellos' and evaluations' (what the verifier
+// accepted: trust layer).
+func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
+	for _, k := range kinds {
+		for m := 1; m <= r.a.q; m++ {
+			subj := schemas.Subject(r.run, k, m)
+			all, err := r.bus.Count(r.ctx, subj)
+			if err != nil {
+				return "", err
+			}
+			above, err := logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+			if errors.Is(err, logread.ErrNoCount) {
+				return "the bus cannot count the stream from a position", nil
+			}
+			if err != nil {
+				return "", err
+			}
+			var x uint64
+			if k == schemas.KindOutput {
+				x = r.last[m]
+			}
+			if r.t != nil {
+				x = max(x, r.t.ver.LastSeq(subj))
+			}
+			if below := all - min(all, above); below > x {
+				return fmt.Sprintf("party %d has %d messages on %s below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, subj, r.floor, x), nil
+			}
 		}
 	}
 	return "", nil
@@ -371,8 +385,11 @@ func (r *recovery) readPartyOthers() error {
 	// One read of both (the live subscription's filters): what it
 	// delivers is a prefix of them in stream order, so the live
 	// subscription goes on exactly after the last one (Aggregator.restFrom).
+	// From the floor where no hello or evaluation the verifier had not
+	// accepted lies below it (evaluations are large: a long run's would
+	// make the resume grow with it again).
 	filters := []string{schemas.Filter(r.run, schemas.KindHello), schemas.Filter(r.run, schemas.KindEval)}
-	n, err := logread.Deliveries(r.ctx, r.bus, filters, func(d broker.Delivery) {
+	fn := func(d broker.Delivery) {
 		r.othersTop = max(r.othersTop, d.Seq())
 		kind, _, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil {
@@ -385,7 +402,25 @@ func (r *recovery) readPartyOthers() error {
 		if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
 			r.verifyIn(d, msg.Head().Seq)
 		}
-	})
+	}
+	if r.floor > 0 {
+		why, err := r.floorHoldsFor(schemas.KindHello, schemas.KindEval)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			n, err := logread.Read(r.ctx, r.bus, filters, logread.Options{StartSeq: r.floor}, fn)
+			r.read += n
+			if !errors.Is(err, logread.ErrNoCount) {
+				// Everything from the floor to what was read was read.
+				r.othersFrom = r.floor
+				return err
+			}
+			why = "the bus cannot count the stream from a position"
+		}
+		r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the hellos and evaluations from the stream's start")
+	}
+	n, err := logread.Deliveries(r.ctx, r.bus, filters, fn)
 	r.read += n
 	return err
 }
@@ -443,9 +478,10 @@ func (r *recovery) apply() error {
 	a.probe, a.outbox.Floor = r.count0, r.count0
 	// Every hello and evaluation stored when recovery read them was read
 	// (none at all: from the start).
-	a.restFrom = r.othersTop + 1
+	a.restFrom = max(r.othersTop+1, r.othersFrom)
 	rec.Read = r.read
 	rec.ReadFrom = max(r.floor, 1)
+	rec.OthersFrom = max(r.othersFrom, 1)
 	for k, v := range r.rejected {
 		a.res.Rejected[k] += v
 	}
@@ -467,7 +503,7 @@ func (r *recovery) apply() error {
 	}
 	rec.LogSeconds = time.Since(r.t0).Seconds()
 	a.cfg.Log.Info().Int64("checkpoint_steps", rec.FromSteps).Int64("reapplied", rec.Reapplied).Int64("mismatched", rec.Mismatched).
-		Int64("missing", rec.Missing).Int64("read", rec.Read).Uint64("read_from", rec.ReadFrom).Strs("read_took", r.laps).Str("took", time.Since(r.t0).Round(time.Millisecond).String()).
+		Int64("missing", rec.Missing).Int64("read", rec.Read).Uint64("read_from", rec.ReadFrom).Uint64("others_from", rec.OthersFrom).Strs("read_took", r.laps).Str("took", time.Since(r.t0).Round(time.Millisecond).String()).
 		Msg("resumed from the checkpoint and the stream")
 	if rec.Mismatched > 0 {
 		a.cfg.Log.Warn().Int64("mismatched", rec.Mismatched).Msg("recovery: replies computed again differ from the recorded ones")

@@ -24,8 +24,8 @@ type Options struct {
 	// subjects (a resume, an audit) needs.
 	Live bool
 	// StartSeq, if not 0, reads only the messages from this stream
-	// sequence on, from the stream alone (Live is ignored; one filter;
-	// the design must count what a subscription
+	// sequence on, from the stream alone (Live is ignored; the design
+	// must count what a subscription
 	// started there has to deliver: broker.PendingAtStart). Where it
 	// cannot, Read returns ErrNoCount and reads nothing: the caller reads
 	// from the start instead.
@@ -117,9 +117,6 @@ func wait(ctx context.Context, done <-chan struct{}, n uint64, seen func() uint6
 // what it has to deliver says when it is done (the stream's count per
 // subject covers the whole stream).
 func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Options, fn func(broker.Delivery)) (int64, error) {
-	if len(filters) != 1 {
-		return 0, fmt.Errorf("%w: %d filters (one only)", ErrNoCount, len(filters))
-	}
 	var (
 		mu    sync.Mutex
 		seen  uint64
@@ -129,7 +126,7 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 	)
 	// From the stream alone whatever opts.Live says: the count is a
 	// stream consumer's.
-	sub, pending, err := subscribeFrom(ctx, bus, filters[0], opts.StartSeq, func(hctx context.Context, d broker.Delivery) {
+	sub, pending, err := subscribeFrom(ctx, bus, filters, opts.StartSeq, func(hctx context.Context, d broker.Delivery) {
 		select {
 		case <-ready:
 		case <-hctx.Done():
@@ -161,7 +158,7 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 // sequence seq on: what a subscription started there has to deliver
 // (broker.PendingAtStart). ErrNoCount where the bus cannot say.
 func CountFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64) (uint64, error) {
-	sub, n, err := subscribeFrom(ctx, bus, filter, seq, func(context.Context, broker.Delivery) {})
+	sub, n, err := subscribeFrom(ctx, bus, []string{filter}, seq, func(context.Context, broker.Delivery) {})
 	if err != nil {
 		return 0, err
 	}
@@ -169,11 +166,12 @@ func CountFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64) (
 	return n, nil
 }
 
-// subscribeFrom subscribes h to filter from stream sequence seq, from the
-// stream alone, and returns the number of messages the subscription has
-// to deliver (ErrNoCount where the bus cannot say).
-func subscribeFrom(ctx context.Context, bus broker.Bus, filter string, seq uint64, h broker.Handler) (broker.Subscription, uint64, error) {
-	sub, err := bus.Subscribe(ctx, []string{filter}, broker.SubscribeOptions{StartSeq: max(seq, 1), StreamOnly: true}, h)
+// subscribeFrom subscribes h to filters from stream sequence seq, from
+// the stream alone, and returns the number of messages the subscription
+// has to deliver (ErrNoCount where the bus cannot say: several filters on
+// a server without multi-filter consumers, say).
+func subscribeFrom(ctx context.Context, bus broker.Bus, filters []string, seq uint64, h broker.Handler) (broker.Subscription, uint64, error) {
+	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{StartSeq: max(seq, 1), StreamOnly: true}, h)
 	if errors.Is(err, broker.ErrUnsupported) {
 		return nil, 0, fmt.Errorf("%w: %w", ErrNoCount, err)
 	}

@@ -123,8 +123,8 @@ func testResumeOnce(t *testing.T, nth int) {
 		t.Errorf("recovery: %+v", r)
 	}
 	t.Logf("read from stream sequence %d (%q)", r.ReadFrom, r.FromStart)
-	if floor := nth > 1; floor != (r.ReadFrom > 1) {
-		t.Errorf("checkpoint %d: recovery read from %d (%q)", nth, r.ReadFrom, r.FromStart)
+	if floor := nth > 1; floor != (r.ReadFrom > 1) || floor != (r.OthersFrom > 1) {
+		t.Errorf("checkpoint %d: recovery read from %d, hellos and evaluations from %d (%q)", nth, r.ReadFrom, r.OthersFrom, r.FromStart)
 	}
 	// Party 2 put back its checkpoint of the same rank: its replies are
 	// read from that checkpoint's floor from the third on.
