@@ -459,7 +459,7 @@ func (r *recovery) readReplies() error {
 
 // readControls keeps the aggregator's controls after the checkpoint.
 func (r *recovery) readControls() error {
-	return r.readOne(schemas.Subject(r.run, schemas.KindControl, 0), func(d broker.Delivery) {
+	return r.readFloor(schemas.Subject(r.run, schemas.KindControl, 0), func(d broker.Delivery) {
 		if r.dec.Unmarshal(d.Data(), &r.c) != nil || r.seen(0, r.c.Seq) {
 			return
 		}

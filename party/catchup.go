@@ -72,20 +72,19 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
 			}
 		}
-		opts := logread.Options{Live: true}
-		if i == 0 {
-			opts.StartSeq = p.replyFloor(ctx, bus, subj)
-		}
+		opts := logread.Options{Live: true, StartSeq: p.replyFloor(ctx, bus, subj, i)}
 		n0 := len(held)
 		_, err := logread.Read(ctx, bus, []string{subj}, opts, keep)
 		if err != nil && opts.StartSeq > 0 {
 			// The read from the floor failed (a bus that cannot count
 			// from a position): the whole subject, as before floors.
-			p.cfg.Log.Info().Int("party", p.cfg.ID).Err(err).Msg("resume: reading the replies from the stream's start")
+			p.cfg.Log.Info().Int("party", p.cfg.ID).Str("subject", subj).Err(err).Msg("resume: reading the subject from the stream's start")
 			held = held[:n0]
-			p.mu.Lock()
-			p.stats.RepliesFrom = 1
-			p.mu.Unlock()
+			if i == 0 {
+				p.mu.Lock()
+				p.stats.RepliesFrom = 1
+				p.mu.Unlock()
+			}
 			_, err = logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, keep)
 		}
 		if err != nil {
@@ -104,19 +103,20 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	return nil
 }
 
-// replyFloor is where the catch-up reads the replies to this party from:
-// the checkpoint's floor (Checkpoint.StreamFloor) if no reply the
-// checkpoint had not handled lies below it, else 0 (the whole subject).
-// The aggregator numbers its replies to the party 1, 2, ... in stream
-// order, so the replies below the floor are among those handled if
+// replyFloor is where the catch-up reads the replies to this party (i 0)
+// or the controls (i 1) from: the checkpoint's floor
+// (Checkpoint.StreamFloor) if no message the checkpoint had not handled
+// lies below it, else 0 (the whole subject). The aggregator numbers its
+// replies to the party, and its controls, 1, 2, ... in stream order, so
+// the messages below the floor are among those handled if
 // there are no more of them than the checkpoint handled: the subject's
 // count less the count from the floor. The floor was taken before the
 // party's in-flight requests were sent, and each reply is stored after
 // its request, so the check fails only for a checkpoint whose requests
 // waited more than a checkpoint period for their replies.
-func (p *Party) replyFloor(ctx context.Context, bus broker.Bus, subj string) uint64 {
+func (p *Party) replyFloor(ctx context.Context, bus broker.Bus, subj string, i int) uint64 {
 	p.mu.Lock()
-	floor, handled := p.resumeFloor, p.skipTo[0]
+	floor, handled := p.resumeFloor, p.skipTo[i]
 	p.mu.Unlock()
 	why := ""
 	switch {
@@ -127,17 +127,19 @@ func (p *Party) replyFloor(ctx context.Context, bus broker.Bus, subj string) uin
 		above, err2 := logread.CountFrom(ctx, bus, subj, floor)
 		switch {
 		case err != nil || err2 != nil:
-			why = fmt.Sprintf("counting the replies: %v", errors.Join(err, err2))
+			why = fmt.Sprintf("counting the messages: %v", errors.Join(err, err2))
 		case all-min(all, above) > handled:
-			why = fmt.Sprintf("%d replies below the floor (stream sequence %d), more than the %d the checkpoint handled", all-min(all, above), floor, handled)
+			why = fmt.Sprintf("%d messages below the floor (stream sequence %d), more than the %d the checkpoint handled", all-min(all, above), floor, handled)
 		}
 	}
 	if why != "" {
-		p.cfg.Log.Info().Int("party", p.cfg.ID).Str("why", why).Msg("resume: reading the replies from the stream's start")
+		p.cfg.Log.Info().Int("party", p.cfg.ID).Str("subject", subj).Str("why", why).Msg("resume: reading the subject from the stream's start")
 		floor = 0
 	}
-	p.mu.Lock()
-	p.stats.RepliesFrom = max(floor, 1)
-	p.mu.Unlock()
+	if i == 0 {
+		p.mu.Lock()
+		p.stats.RepliesFrom = max(floor, 1)
+		p.mu.Unlock()
+	}
 	return floor
 }
