@@ -380,7 +380,11 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	// The stream's message count now lies below everything published
 	// from here on (its last sequence is at least the count): the next
 	// checkpoint's floor (Checkpoint.StreamFloor).
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The run's own ctx, and briefly: the probe is optional (a failed one
+	// keeps the older, lower count), and a lost connection cancels ctx
+	// at once; waiting it out kept a party from resuming for 5 s after a
+	// broker crash (TestKillAndResume).
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
 	n, err := bus.Count(pctx, schemas.All(a.cfg.Run))
 	cancel()
 	if err == nil {
@@ -486,3 +490,6 @@ func (a *Aggregator) stalled(now time.Time) bool {
 	}
 	return true
 }
+
+// probeWait bounds the stream count taken after a checkpoint.
+const probeWait = 2 * time.Second

@@ -342,7 +342,11 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 // whatever the party publishes from now on: the floor of its next
 // checkpoint (Checkpoint.StreamFloor).
 func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// The run's own ctx, and briefly: the probe is optional (a failed one
+	// keeps the older, lower count), and a lost connection cancels ctx
+	// at once; waiting it out kept a party from resuming for 5 s after a
+	// broker crash (TestKillAndResume).
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
 	n, err := bus.Count(pctx, schemas.All(p.cfg.Run))
 	cancel()
 	if err != nil {
@@ -394,3 +398,6 @@ func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte)
 	pub.Resume(seq, h)
 	delete(p.ownHeads, [2]uint64{uint64(k), seq})
 }
+
+// probeWait bounds the stream count taken after a checkpoint.
+const probeWait = 2 * time.Second

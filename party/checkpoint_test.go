@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -119,4 +120,33 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			LR: zoo.Schedule{Eta0: 0.1}, Batch: 2, Window: 2, Seed: 7, Log: zerolog.Nop()})
 		_ = q.Resume(c)
 	})
+}
+
+// stalledCount is a bus whose broker does not answer a count (its
+// connection just dropped): Count returns only when ctx is done.
+type stalledCount struct{ sink }
+
+func (s *stalledCount) Count(ctx context.Context, _ string) (uint64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// The stream count taken after a checkpoint (the next checkpoint's floor)
+// ends with the run's ctx: a lost connection cancels it, and a party
+// waiting out the count's own timeout instead resumed 5 s late after a
+// broker crash, after the run had ended (TestKillAndResume, broker case).
+// A failed count keeps the floor it had.
+func TestProbeEndsWithCtx(t *testing.T) {
+	p := newStarted(t)
+	p.probe, p.outbox.Floor = 7, 7
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	t0 := time.Now()
+	p.probeStream(ctx, &stalledCount{})
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("the count outlived the cancelled ctx by %v", d)
+	}
+	if p.probe != 7 || p.outbox.Floor != 7 {
+		t.Errorf("a failed count changed the floor: %d, %d", p.probe, p.outbox.Floor)
+	}
 }
