@@ -260,7 +260,9 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 			if err := party1.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			// A bound, not a measure: creating a consumer on a loaded
+			// 3-node cluster once took more than 10 s.
+			rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer rcancel()
 			if c, err := aggregator.ReadLog(rctx, party1, []string{schemas.Subject(cfg.Run, schemas.KindHello, 1), schemas.Subject(cfg.Run, schemas.KindOutput, 1),
 				schemas.Subject(cfg.Run, schemas.KindEval, 1)}, func(string, []byte) {}); err != nil || c != 1 {
