@@ -68,45 +68,56 @@ func Read(ctx context.Context, bus broker.Bus, filters []string, opts Options, f
 	if n == 0 {
 		return 0, nil
 	}
-	var (
-		mu   sync.Mutex
-		seen uint64
-		done = make(chan struct{})
-	)
+	c := &counter{n: n, done: make(chan struct{})}
 	sub, err := bus.Subscribe(ctx, filters, broker.SubscribeOptions{Deliver: broker.DeliverAll, StreamOnly: !opts.Live}, func(_ context.Context, d broker.Delivery) {
-		mu.Lock()
-		defer mu.Unlock()
-		if seen >= n {
-			return
-		}
-		fn(d)
-		if seen++; seen == n {
-			close(done)
-		}
+		c.take(d, fn)
 	})
 	if err != nil {
 		return 0, err
 	}
 	defer sub.Close()
-	return wait(ctx, done, n, func() uint64 { mu.Lock(); defer mu.Unlock(); return seen }, "")
+	return c.wait(ctx, "")
 }
 
-// wait waits until done is closed (n messages read), ctx is done, or the
-// read (seen so far) makes no progress for Stall.
-func wait(ctx context.Context, done <-chan struct{}, n uint64, seen func() uint64, where string) (int64, error) {
+// counter hands fn the first n deliveries of a read, one at a time, and
+// closes done after the nth.
+type counter struct {
+	mu   sync.Mutex
+	seen uint64
+	n    uint64
+	done chan struct{}
+}
+
+func (c *counter) take(d broker.Delivery, fn func(broker.Delivery)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen >= c.n {
+		return
+	}
+	fn(d)
+	if c.seen++; c.seen == c.n {
+		close(c.done)
+	}
+}
+
+// wait waits until the nth delivery, ctx is done, or the read makes no
+// progress for Stall.
+func (c *counter) wait(ctx context.Context, where string) (int64, error) {
 	stall := time.NewTicker(Stall)
 	defer stall.Stop()
 	prev := uint64(0)
 	for {
 		select {
-		case <-done:
-			return int64(n), nil
+		case <-c.done:
+			return int64(c.n), nil
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-stall.C:
-			s := seen()
+			c.mu.Lock()
+			s := c.seen
+			c.mu.Unlock()
 			if s == prev {
-				return 0, fmt.Errorf("read %d of %d messages%s, then nothing for %v", s, n, where, Stall)
+				return 0, fmt.Errorf("read %d of %d messages%s, then nothing for %v", s, c.n, where, Stall)
 			}
 			prev = s
 		}
@@ -117,13 +128,8 @@ func wait(ctx context.Context, done <-chan struct{}, n uint64, seen func() uint6
 // what it has to deliver says when it is done (the stream's count per
 // subject covers the whole stream).
 func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Options, fn func(broker.Delivery)) (int64, error) {
-	var (
-		mu    sync.Mutex
-		seen  uint64
-		n     uint64
-		ready = make(chan struct{}) // n is set
-		done  = make(chan struct{})
-	)
+	c := &counter{done: make(chan struct{})}
+	ready := make(chan struct{}) // c.n is set
 	// From the stream alone whatever opts.Live says: the count is a
 	// stream consumer's.
 	sub, pending, err := subscribeFrom(ctx, bus, filters, opts.StartSeq, func(hctx context.Context, d broker.Delivery) {
@@ -132,15 +138,7 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 		case <-hctx.Done():
 			return
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if seen >= n {
-			return
-		}
-		fn(d)
-		if seen++; seen == n {
-			close(done)
-		}
+		c.take(d, fn)
 	})
 	if err != nil {
 		return 0, err
@@ -149,9 +147,9 @@ func readFrom(ctx context.Context, bus broker.Bus, filters []string, opts Option
 	if pending == 0 {
 		return 0, nil
 	}
-	n = pending
+	c.n = pending
 	close(ready)
-	return wait(ctx, done, n, func() uint64 { mu.Lock(); defer mu.Unlock(); return seen }, fmt.Sprintf(" from stream sequence %d", opts.StartSeq))
+	return c.wait(ctx, fmt.Sprintf(" from stream sequence %d", opts.StartSeq))
 }
 
 // CountFrom is the number of stored messages on filter from stream
