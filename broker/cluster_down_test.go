@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -46,21 +47,61 @@ func TestSelfRoute(t *testing.T) {
 // kind (one server each, routes to all three listed on every node).
 func clusterNode(t *testing.T, dir string, i int, routePorts []int, secret string) *broker.Server {
 	t.Helper()
+	s, err := startNode(dir, i, routePorts, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func startNode(dir string, i int, routePorts []int, secret string) (*broker.Server, error) {
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := broker.StartServer(ctx, broker.ServerConfig{
+	return broker.StartServer(ctx, broker.ServerConfig{
 		Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), Name: fmt.Sprintf("n%d", i+1),
 		Cluster: broker.ClusterNode{Name: "down", Port: routePorts[i], Routes: routes, Secret: secret},
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// firstTwoNodes picks three route ports and starts nodes 1 and 2 on them.
+// A port picked free can be taken by another process (another test
+// package's outgoing connection) before its node listens: the start then
+// fails at once (ErrServerStart) and is tried again on other ports.
+func firstTwoNodes(t *testing.T, dir, secret string) (n1, n2 *broker.Server, ports []int) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		ports = ports[:0]
+		for range 3 {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+			l.Close()
+		}
+		d := filepath.Join(dir, fmt.Sprint(attempt))
+		var err error
+		if n1, err = startNode(d, 0, ports, secret); err == nil {
+			if n2, err = startNode(d, 1, ports, secret); err != nil {
+				n1.Shutdown()
+			}
+		}
+		switch {
+		case err == nil:
+			t.Cleanup(n1.Shutdown)
+			t.Cleanup(n2.Shutdown)
+			return n1, n2, ports
+		case errors.Is(err, broker.ErrServerStart) && attempt < 4:
+			t.Logf("attempt %d: %v", attempt+1, err)
+		default:
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(s.Shutdown)
-	return s
 }
 
 // A fresh 3-node cluster with one node not started elects its JetStream
@@ -74,18 +115,8 @@ func TestClusterStartsWithNodeDown(t *testing.T) {
 		t.Skip("cluster in -short mode")
 	}
 	dir := t.TempDir()
-	var ports []int
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
 	secret := "route-secret-of-the-test-0123456789"
-	n1 := clusterNode(t, dir, 0, ports, secret)
-	n2 := clusterNode(t, dir, 1, ports, secret)
+	n1, n2, ports := firstTwoNodes(t, dir, secret)
 	t0 := time.Now()
 	for n1.State().Leader == "" || n2.State().Leader == "" {
 		if time.Since(t0) > 15*time.Second {
@@ -154,5 +185,43 @@ func TestNodesAnswering(t *testing.T) {
 	}
 	if got := broker.NodesAnswering(ctx, []string{up, up}, time.Second); got != "all 2 nodes answer" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// A cluster port in use is an error at once that names the port, not a
+// wait for the whole start time (it was: the start's deadline, then
+// "context deadline exceeded").
+func TestStartServerPortInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	for _, c := range []struct {
+		name string
+		cfg  broker.ServerConfig
+	}{
+		{"cluster", broker.ServerConfig{Cluster: broker.ClusterNode{Name: "busy", Port: port,
+			Routes: []string{fmt.Sprintf("nats://127.0.0.1:%d", port), "nats://127.0.0.1:1"}}}},
+		{"client", broker.ServerConfig{Port: port}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Dir = t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			s, err := broker.StartServer(ctx, c.cfg)
+			if err == nil {
+				s.Shutdown()
+				t.Fatal("started on a port in use")
+			}
+			if !errors.Is(err, broker.ErrServerStart) || !strings.Contains(err.Error(), fmt.Sprint(port)) {
+				t.Errorf("err = %v, want ErrServerStart naming port %d", err, port)
+			}
+			if d := time.Since(t0); d > 10*time.Second {
+				t.Errorf("the error took %v", d)
+			}
+		})
 	}
 }

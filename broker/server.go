@@ -106,7 +106,13 @@ const (
 	defaultServerMaxMemory  = 256 << 20
 	defaultServerMaxPayload = 4 << 20
 	defaultServerStartWait  = 10 * time.Second
+	readyPoll               = 50 * time.Millisecond
 )
+
+// ErrServerStart is returned by StartServer when the embedded server
+// cannot open one of its listeners (a client or cluster port in use, an
+// address not on this machine).
+var ErrServerStart = errors.New("broker: embedded server cannot start")
 
 // StartServer starts an embedded NATS server with JetStream (file store in
 // cfg.Dir) and waits until it accepts connections, for at most the time
@@ -234,23 +240,42 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("broker: new server: %w", err)
 	}
+	// The server reports a listener it cannot open (a port in use) only
+	// through its logger's Fatalf; without it ReadyForConnections would
+	// wait out the whole start time. A logger is always set for that.
+	fatal := make(chan string, 1)
+	debug, trace := false, false
+	l := zerolog.Nop()
 	if logger != nil {
-		debug := logger.GetLevel() <= zerolog.DebugLevel
-		trace := logger.GetLevel() <= zerolog.TraceLevel
-		ns.SetLoggerV2(serverLogger{logger}, debug, trace, false)
+		l = *logger
+		debug = logger.GetLevel() <= zerolog.DebugLevel
+		trace = logger.GetLevel() <= zerolog.TraceLevel
 	}
+	ns.SetLoggerV2(serverLogger{l: &l, fatal: fatal}, debug, trace, false)
 	ns.Start()
 	wait := defaultServerStartWait
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
-	if !ns.ReadyForConnections(wait) {
+	stop := func() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
+	}
+	for end := time.Now().Add(wait); !ns.ReadyForConnections(readyPoll); {
+		select {
+		case msg := <-fatal:
+			stop()
+			return nil, fmt.Errorf("%w: %s", ErrServerStart, msg)
+		default:
+		}
 		if err := ctx.Err(); err != nil {
+			stop()
 			return nil, err
 		}
-		return nil, errors.New("broker: embedded server not ready for connections")
+		if time.Now().After(end) {
+			stop()
+			return nil, errors.New("broker: embedded server not ready for connections")
+		}
 	}
 	if !ns.JetStreamEnabled() {
 		ns.Shutdown()
@@ -302,7 +327,10 @@ func (s *Server) Shutdown() {
 func (s *Server) Damage() StoreCheck { return s.damage }
 
 // serverLogger adapts zerolog to the nats-server Logger interface.
-type serverLogger struct{ l *zerolog.Logger }
+type serverLogger struct {
+	l     *zerolog.Logger
+	fatal chan<- string // the first fatal message, for startNATS
+}
 
 func (g serverLogger) Noticef(format string, v ...any) { g.l.Info().Msgf(format, v...) }
 func (g serverLogger) Warnf(format string, v ...any)   { g.l.Warn().Msgf(format, v...) }
@@ -313,5 +341,12 @@ func (g serverLogger) Tracef(format string, v ...any)  { g.l.Trace().Msgf(format
 // Fatalf logs at fatal level without exiting: zerolog's Fatal would call
 // os.Exit inside the embedding process.
 func (g serverLogger) Fatalf(format string, v ...any) {
-	g.l.WithLevel(zerolog.FatalLevel).Msgf(format, v...)
+	msg := fmt.Sprintf(format, v...)
+	g.l.WithLevel(zerolog.FatalLevel).Msg(msg)
+	if g.fatal != nil {
+		select {
+		case g.fatal <- msg:
+		default:
+		}
+	}
 }
