@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -231,20 +232,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 
 // freePorts picks n free TCP ports on host.
 func freePorts(host string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("broker: pick a port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Pick(host, n)
+	if err != nil {
+		return nil, fmt.Errorf("broker: pick a port: %w", err)
 	}
 	return ports, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
 func TestSelfRoute(t *testing.T) {
@@ -75,17 +76,11 @@ func startNode(dir string, i int, routePorts []int, secret string) (*broker.Serv
 func firstTwoNodes(t *testing.T, dir, secret string) (n1, n2 *broker.Server, ports []int) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		ports = ports[:0]
-		for range 3 {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-			l.Close()
+		var err error
+		if ports, err = freeport.Pick("127.0.0.1", 3); err != nil {
+			t.Fatal(err)
 		}
 		d := filepath.Join(dir, fmt.Sprint(attempt))
-		var err error
 		if n1, err = startNode(d, 0, ports, secret); err == nil {
 			if n2, err = startNode(d, 1, ports, secret); err != nil {
 				n1.Shutdown()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -237,12 +237,11 @@ func StartBroker(ctx context.Context, bin, dir string) (url string, stop func(),
 
 // freePort returns a TCP port of loopback that was free a moment ago.
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	return strconv.Itoa(p[0]), nil
 }
 
 // rejectedRE reads the count of a participant's last line ("party 2: 9000

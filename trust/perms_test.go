@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -231,12 +232,11 @@ func buildNATSServer(t *testing.T) string {
 }
 
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p[0]
 }
 
 // pconn is a participant's connection and the asynchronous errors the

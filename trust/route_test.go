@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
 func TestRouteSecretFile(t *testing.T) {
@@ -90,14 +91,9 @@ func TestRouteTLS(t *testing.T) {
 		t.Errorf("route TLS without a CA: %v", err)
 	}
 	ca, other := newPKI(t, "route-ca"), newPKI(t, "intruder-ca")
-	var ports []int
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
+	ports, err := freeport.Pick("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var routes []string
 	for _, p := range ports {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
 // StockServerEnv names the environment variable that points at a stock
@@ -58,12 +60,11 @@ func StartStockServerConfig(t testing.TB, config string) (url, version string) {
 		t.Fatalf("%s --version: %v: %s", bin, err, out)
 	}
 	version = string(bytes.TrimPrefix(bytes.TrimSpace(out), []byte("nats-server: v")))
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := ports[0]
 	dir := t.TempDir()
 	// The stock default (1 MB) is too tight for a 1 MiB payload with its
 	// headers; the embedded server allows 4 MiB.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +19,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
 // freeTCPPorts picks n free loopback ports.
 func freeTCPPorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Pick("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

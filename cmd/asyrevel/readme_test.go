@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
 // readmeBlock is an indented code block of README.md.
@@ -425,12 +426,11 @@ func must(t *testing.T, err error) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p[0]
 }
 
 // writeTourCSV writes the tour's mydata.csv: 300 rows, a label column and
