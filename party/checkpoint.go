@@ -82,7 +82,14 @@ type Checkpoint struct {
 	// (0: not known): a resume reads its requests and the replies to it
 	// from there (StreamFloor's use: run's resumeParty and catchUp).
 	StreamFloor uint64
-	Saved       time.Time
+	// FloorEvalKnown says FloorEvalSeq is set: every evaluation chunk of
+	// the party up to FloorEvalSeq was published before StreamFloor was
+	// counted, every later one lands above StreamFloor. A resume then
+	// reads the party's evaluation outputs from StreamFloor. (Checkpoints
+	// of earlier builds lack both: their resume reads them all.)
+	FloorEvalKnown bool
+	FloorEvalSeq   uint64
+	Saved          time.Time
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// party's subjects and its verifier's state of the aggregator's.
@@ -125,6 +132,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
 	c.Outbox = p.outbox.Snapshot(c.Outbox)
 	c.StreamFloor = p.probe
+	c.FloorEvalKnown, c.FloorEvalSeq = p.probe > 0, p.probeEvalSeq
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
@@ -288,6 +296,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 		}
 		published[k] = max(published[k], c.Seqs[k])
 	}
+	p.stats.EvalChunksLost = lost
 	if lost > 0 {
 		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
 	}
@@ -353,7 +362,10 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 		return
 	}
 	p.mu.Lock()
+	// Read after the count: an evaluation chunk published from now on
+	// lands above it.
 	p.probe, p.outbox.Floor = n, n
+	p.probeEvalSeq = p.seqs[schemas.KindEval]
 	p.mu.Unlock()
 }
 

@@ -172,6 +172,13 @@ type Stats struct {
 	// RepliesFrom is the stream sequence a resume read the replies from
 	// (trust layer; 1: the stream's start, 0: no such read).
 	RepliesFrom uint64
+	// EvalsFrom is the stream sequence a resume read the party's own
+	// evaluation outputs from (1: the stream's start, 0: no such read);
+	// EvalChunksLost the evaluation chunks the checkpoint counts as sent
+	// that the stream lacked (a broker crash): their rounds went on
+	// without this party.
+	EvalsFrom      uint64
+	EvalChunksLost int
 	// Receipts counts the aggregator's checkpoints the party checked,
 	// countersigned and published (with Config.Key).
 	Receipts int
@@ -247,12 +254,15 @@ type Party struct {
 	// resumeFloor is the checkpoint's StreamFloor; probe the stream's
 	// message count at the last checkpoint (or the resume).
 	resumeFloor, probe uint64
-	published          [NumKinds]uint64
-	ck                 Checkpoint
-	ckNow              bool
-	outbox             broker.SentRing
-	resend             []Sent                   // kept messages the stream lacks, sent again by Run
-	ownHeads           map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
+	// probeEvalSeq is the last evaluation sequence number published
+	// before probe was counted (Checkpoint.FloorEvalSeq).
+	probeEvalSeq uint64
+	published    [NumKinds]uint64
+	ck           Checkpoint
+	ckNow        bool
+	outbox       broker.SentRing
+	resend       []Sent                   // kept messages the stream lacks, sent again by Run
+	ownHeads     map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
 	// rcptInStream: after a resume, the highest receipt sequence number
 	// the stream holds (countersigned again, not sent again).
 	rcptInStream uint64
@@ -385,6 +395,14 @@ func (p *Party) Stats() Stats {
 		s.Rejected[k] = v
 	}
 	return s
+}
+
+// ReadEvalsFrom records where the resume read the party's own evaluation
+// outputs back from (Stats.EvalsFrom; 1: the stream's start).
+func (p *Party) ReadEvalsFrom(seq uint64) {
+	p.mu.Lock()
+	p.stats.EvalsFrom = seq
+	p.mu.Unlock()
 }
 
 // Run joins the run on bus, sends the initial pass over the training set,

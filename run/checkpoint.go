@@ -226,7 +226,12 @@ func partyCheckpoints(cfg *Config, pc *party.Config, m int) (*party.Checkpoint, 
 	pc.CheckpointEvery = cfg.CheckpointEvery
 	seal := sealer{cfg.trust.key(m), cfg.Run, trust.PartyID(m)}
 	save := cfg.checkpointHook(path, m, seal)
-	pc.OnCheckpoint = func(c *party.Checkpoint) error { return save(c) }
+	pc.OnCheckpoint = func(c *party.Checkpoint) error {
+		if cfg.onPartyCheckpoint != nil {
+			cfg.onPartyCheckpoint(m, c)
+		}
+		return save(c)
+	}
 	if !cfg.Resume {
 		return nil, nil
 	}

@@ -7,8 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/asyrevel/asyrevel/party"
+	"github.com/asyrevel/asyrevel/replay"
 )
 
 // TestResumeAppliesEachUpdateOnce interrupts a run, puts back the
@@ -82,12 +86,27 @@ func testResumeOnce(t *testing.T, nth int) {
 	// the stream.
 	path2 := CheckpointPath(cfg.CheckpointDir, cfg.Run, 2)
 	first2 := watchCheckpoint(path2, nth)
+	var (
+		floorMu sync.Mutex
+		floors  []evalFloor // party 2's checkpoints' floors
+	)
+	cfg.onPartyCheckpoint = func(m int, c *party.Checkpoint) {
+		if m == 2 && c.FloorEvalKnown {
+			floorMu.Lock()
+			floors = append(floors, evalFloor{c.StreamFloor, c.FloorEvalSeq})
+			floorMu.Unlock()
+		}
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
+	cfg.onPartyCheckpoint = nil
+	floorMu.Lock()
+	checkEvalFloors(t, s1.Store, cfg.Run, 2, floors)
+	floorMu.Unlock()
 	old, ok := <-first
 	if !ok {
 		t.Fatal("no aggregator checkpoint was written")
@@ -130,6 +149,11 @@ func testResumeOnce(t *testing.T, nth int) {
 	// read from that checkpoint's floor from the third on.
 	if len(s2.PartyRepliesFrom) != cfg.Parties || (nth > 1) != (s2.PartyRepliesFrom[1] > 1) {
 		t.Errorf("checkpoint %d: party 2 read its replies from %v", nth, s2.PartyRepliesFrom)
+	}
+	// And its evaluation outputs; none of them taken for lost (the
+	// broker did not crash: a chunk counted lost is a wrong floor).
+	if len(s2.PartyEvalsFrom) != cfg.Parties || (nth > 1) != (s2.PartyEvalsFrom[1] > 1) || s2.PartyEvalChunksLost != 0 {
+		t.Errorf("checkpoint %d: party 2 read its evaluations from %v, %d chunks lost", nth, s2.PartyEvalsFrom, s2.PartyEvalChunksLost)
 	}
 	if s2.Steps <= s1.Steps || s2.TestAccuracy < 0.9 {
 		t.Errorf("resumed run: %d steps after %d, accuracy %.4f", s2.Steps, s1.Steps, s2.TestAccuracy)
@@ -177,5 +201,54 @@ func TestResumeNeedsKeys(t *testing.T) {
 	c.Out = t.TempDir() // no keys there either: a clear error, not a new key pair
 	if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "resuming needs the run's keys") {
 		t.Errorf("train --resume with an empty --out: %v", err)
+	}
+}
+
+// evalFloor is a party checkpoint's StreamFloor and FloorEvalSeq.
+type evalFloor struct{ stream, evalSeq uint64 }
+
+// checkEvalFloors checks what a resume from each of party m's
+// checkpoints assumes when it reads the party's evaluation chunks from
+// the checkpoint's floor: every chunk numbered after FloorEvalSeq lies
+// above StreamFloor, and the chunks up to FloorEvalSeq are in the stream.
+func checkEvalFloors(t *testing.T, store, run string, m int, floors []evalFloor) {
+	t.Helper()
+	if len(floors) < 2 {
+		t.Fatalf("party %d wrote %d checkpoints with a floor", m, len(floors))
+	}
+	l, err := replay.Open(context.Background(), replay.Source{Store: store, Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	at := map[uint64]uint64{} // chunk sequence number -> stream sequence
+	err = l.Each(context.Background(), replay.ReadOptions{}, func(r *replay.Record) error {
+		if e := r.Eval(); e != nil && r.Sender == m {
+			at[e.Seq] = r.Seq
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, f := range floors {
+		for seq, s := range at {
+			if seq > f.evalSeq && s <= f.stream {
+				t.Errorf("chunk %d (stream %d) after the floor's chunk %d lies at or below the floor %d", seq, s, f.evalSeq, f.stream)
+			}
+		}
+		for seq := uint64(1); seq <= f.evalSeq; seq++ {
+			if _, ok := at[seq]; !ok {
+				t.Errorf("chunk %d, up to the floor's %d, is not in the stream", seq, f.evalSeq)
+			}
+		}
+		if f.evalSeq > 0 {
+			checked++
+		}
+	}
+	t.Logf("party %d: %d checkpoints' evaluation floors checked against %d chunks (%d with chunks below)", m, len(floors), len(at), checked)
+	if checked == 0 {
+		t.Error("no checkpoint had evaluation chunks below its floor: nothing was checked")
 	}
 }

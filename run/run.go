@@ -63,6 +63,10 @@ type Config struct {
 	trust *runTrust
 	early *earlyStop // the early stopping of the run's aggregator (stop.go)
 	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
+
+	// onPartyCheckpoint, for tests, sees each party checkpoint before it
+	// is saved (reused: copy what is kept).
+	onPartyCheckpoint func(m int, c *party.Checkpoint)
 }
 
 // Training is the data, model and hyper-parameters of a run: what the
@@ -333,9 +337,15 @@ type Summary struct {
 	// PartyRepliesFrom is, per party resumed with the trust layer, the
 	// stream sequence its resume read the replies from (1: the start;
 	// 0: not resumed).
-	PartyRepliesFrom []uint64             `json:"party_replies_read_from,omitempty"`
-	FinalStale       []int                `json:"final_stale_parties,omitempty"`
-	Resumed          *aggregator.Recovery `json:"resumed,omitempty"`
+	PartyRepliesFrom []uint64 `json:"party_replies_read_from,omitempty"`
+	// PartyEvalsFrom is, per resumed party, the stream sequence its
+	// resume read its own evaluation outputs from (1: the start; 0: not
+	// resumed); PartyEvalChunksLost the evaluation chunks the parties'
+	// checkpoints counted as sent that the stream lacked.
+	PartyEvalsFrom      []uint64             `json:"party_evals_read_from,omitempty"`
+	PartyEvalChunksLost int                  `json:"party_eval_chunks_lost,omitempty"`
+	FinalStale          []int                `json:"final_stale_parties,omitempty"`
+	Resumed             *aggregator.Recovery `json:"resumed,omitempty"`
 
 	// Store is the embedded broker's store directory ("" for a temporary
 	// one or an external broker); StoreBytes its size on disk after the
@@ -1225,10 +1235,15 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		s.PartySteps = append(s.PartySteps, st.Steps)
 		s.PartyRepliesFrom = append(s.PartyRepliesFrom, st.RepliesFrom)
+		s.PartyEvalsFrom = append(s.PartyEvalsFrom, st.EvalsFrom)
+		s.PartyEvalChunksLost += st.EvalChunksLost
 		prog.flat(st)
 	}
 	if !slices.ContainsFunc(s.PartyRepliesFrom, func(v uint64) bool { return v > 0 }) {
 		s.PartyRepliesFrom = nil
+	}
+	if !slices.ContainsFunc(s.PartyEvalsFrom, func(v uint64) bool { return v > 0 }) {
+		s.PartyEvalsFrom = nil
 	}
 	if !stopped {
 		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
@@ -1538,6 +1553,8 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	if ck == nil {
 		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
 	}
+	t0 := time.Now()
+	var readBytes int64
 	// The party's sequence numbers in the stream, by subject: after a
 	// broker crash some may be missing in the middle, not only at the end.
 	var (
@@ -1568,6 +1585,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 			seq := msg.Head().Seq
 			have[kind] = append(have[kind], seq)
 			count++
+			readBytes += int64(len(d.Data()))
 			if ck.Trust && seq > chain[d.Subject()] {
 				own = append(own, trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: slices.Clone(d.Data()),
 					Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)})
@@ -1575,6 +1593,26 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		}
 		subj := schemas.Subject(cfg.Run, kind, m)
 		var err error
+		if kind == schemas.KindEval && ck.StreamFloor > 1 && ck.FloorEvalKnown {
+			// The evaluation chunks from the floor: the chunks up to
+			// FloorEvalSeq were published before it was counted and
+			// are taken as present; every later one lies above it. On
+			// the networks these are the party's largest messages.
+			own0, count0 := len(own), count
+			_, err = logread.Read(ctx, b, []string{subj}, logread.Options{StartSeq: ck.StreamFloor}, fn)
+			if err == nil {
+				if ck.FloorEvalSeq > 0 {
+					have[kind] = append(have[kind], ck.FloorEvalSeq)
+				}
+				p.ReadEvalsFrom(ck.StreamFloor)
+				continue
+			}
+			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its evaluation outputs from the stream's start")
+			have[kind], own, count = have[kind][:0], own[:own0], count0
+		}
+		if kind == schemas.KindEval {
+			p.ReadEvalsFrom(1)
+		}
 		if kind == schemas.KindOutput && ck.StreamFloor > 1 && len(ck.Outbox) > 0 {
 			// The requests (most of its messages) from the checkpoint's
 			// floor: below its outbox and everything published after
@@ -1617,7 +1655,9 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	if err := p.ResumeStream(ck, have, own); err != nil {
 		return err
 	}
-	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Time("saved", ck.Saved).Msg("party: resuming from its checkpoint")
+	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Int64("stream_bytes", readBytes).
+		Uint64("evaluations_from", p.Stats().EvalsFrom).Dur("took", time.Since(t0).Round(time.Millisecond)).Time("saved", ck.Saved).
+		Msg("party: resuming from its checkpoint")
 	return nil
 }
 
