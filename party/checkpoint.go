@@ -363,9 +363,11 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 	}
 	p.mu.Lock()
 	// Read after the count: an evaluation chunk published from now on
-	// lands above it.
+	// lands above it. After a resume, the chunks the stream held before
+	// it (up to published) lie below it too, while the party computes
+	// them again (not sent again).
 	p.probe, p.outbox.Floor = n, n
-	p.probeEvalSeq = p.seqs[schemas.KindEval]
+	p.probeEvalSeq = max(p.seqs[schemas.KindEval], p.published[schemas.KindEval])
 	p.mu.Unlock()
 }
 
