@@ -90,13 +90,14 @@ func testResumeOnce(t *testing.T, nth int) {
 		floorMu sync.Mutex
 		floors  []evalFloor // party 2's checkpoints' floors
 	)
-	cfg.onPartyCheckpoint = func(m int, c *party.Checkpoint) {
+	record := func(m int, c *party.Checkpoint) {
 		if m == 2 && c.FloorEvalKnown {
 			floorMu.Lock()
 			floors = append(floors, evalFloor{c.StreamFloor, c.FloorEvalSeq})
 			floorMu.Unlock()
 		}
 	}
+	cfg.onPartyCheckpoint = record
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
 	s1, err := Train(ctx, cfg)
@@ -131,13 +132,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	// The resumed party's checkpoints must hold as well: it computes
 	// again chunks the stream holds below its new floors.
 	floors = floors[:0]
-	cfg.onPartyCheckpoint = func(m int, c *party.Checkpoint) {
-		if m == 2 && c.FloorEvalKnown {
-			floorMu.Lock()
-			floors = append(floors, evalFloor{c.StreamFloor, c.FloorEvalSeq})
-			floorMu.Unlock()
-		}
-	}
+	cfg.onPartyCheckpoint = record
 	s2, err := Train(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("resumed: %v", err)

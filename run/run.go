@@ -1593,46 +1593,43 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 		}
 		subj := schemas.Subject(cfg.Run, kind, m)
 		var err error
-		if kind == schemas.KindEval && ck.StreamFloor > 1 && ck.FloorEvalKnown {
-			// The evaluation chunks from the floor: the chunks up to
-			// FloorEvalSeq were published before it was counted and
-			// are taken as present; every later one lies above it. On
-			// the networks these are the party's largest messages.
-			own0, count0 := len(own), count
-			_, err = logread.Read(ctx, b, []string{subj}, logread.Options{StartSeq: ck.StreamFloor}, fn)
-			if err == nil {
-				if ck.FloorEvalSeq > 0 {
-					have[kind] = append(have[kind], ck.FloorEvalSeq)
-				}
-				p.ReadEvalsFrom(ck.StreamFloor)
-				continue
-			}
-			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its evaluation outputs from the stream's start")
-			have[kind], own, count = have[kind][:0], own[:own0], count0
-		}
-		if kind == schemas.KindEval {
-			p.ReadEvalsFrom(1)
-		}
-		if kind == schemas.KindOutput && ck.StreamFloor > 1 && len(ck.Outbox) > 0 {
-			// The requests (most of its messages) from the checkpoint's
-			// floor: below its outbox and everything published after
-			// the checkpoint, what the resume looks at (see
-			// party.Checkpoint.StreamFloor). Those below the outbox are
-			// taken as present, as a full read would find them.
-			own0, count0 := len(own), count
-			_, err = logread.Read(ctx, b, []string{subj}, logread.Options{StartSeq: ck.StreamFloor}, fn)
-			if err == nil {
+		// From the checkpoint's floor where it holds what the resume
+		// looks at (see party.Checkpoint.StreamFloor): the requests
+		// (most of the party's messages) below the outbox and all after
+		// the checkpoint; the evaluation chunks (the largest, on the
+		// networks) after FloorEvalSeq. Those up to present were
+		// published before the floor was counted and are taken as in
+		// the stream, as a full read would find them.
+		fromFloor, present, what := false, uint64(0), "requests"
+		switch kind {
+		case schemas.KindOutput:
+			if fromFloor = ck.StreamFloor > 1 && len(ck.Outbox) > 0; fromFloor {
 				lowest := ck.Outbox[0].Seq
 				for _, s := range ck.Outbox {
 					lowest = min(lowest, s.Seq)
 				}
-				if lowest > 1 {
-					have[kind] = append(have[kind], lowest-1)
+				present = lowest - 1
+			}
+		case schemas.KindEval:
+			fromFloor, present, what = ck.StreamFloor > 1 && ck.FloorEvalKnown, ck.FloorEvalSeq, "evaluation outputs"
+		}
+		if fromFloor {
+			own0, count0 := len(own), count
+			_, err = logread.Read(ctx, b, []string{subj}, logread.Options{StartSeq: ck.StreamFloor}, fn)
+			if err == nil {
+				if present > 0 {
+					have[kind] = append(have[kind], present)
+				}
+				if kind == schemas.KindEval {
+					p.ReadEvalsFrom(ck.StreamFloor)
 				}
 				continue
 			}
-			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its requests from the stream's start")
+			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its " + what + " from the stream's start")
 			have[kind], own, count = have[kind][:0], own[:own0], count0
+		}
+		if kind == schemas.KindEval {
+			p.ReadEvalsFrom(1)
 		}
 		if _, err = logread.Deliveries(ctx, b, []string{subj}, fn); err != nil {
 			return fmt.Errorf("reading party %d's messages in the stream: %w", m, err)
