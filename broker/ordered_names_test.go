@@ -30,7 +30,7 @@ func consumerNames(t *testing.T, b *broker.JetStream) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, broker.StreamName(b.Run()))
 	if err != nil {

@@ -298,7 +298,7 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 				}
 			}
 			var all string
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for {
 				all = strings.Join(refusals(), "\n")
 				missing := 0

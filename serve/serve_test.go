@@ -415,7 +415,7 @@ func TestResponderRejects(t *testing.T) {
 		}
 	}
 	want := map[string]int64{"malformed": 1, "trust-bad_signature": 1, "trust-replay": 1, "trust-gap": 1}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for len(r.Stats().Rejected) < len(want) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -272,7 +272,7 @@ func connectAs(t *testing.T, url string, tr *testRun, id string) *pconn {
 
 // violation waits for the server's permission violation on subject.
 func (c *pconn) violation(what, subject string) error {
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		c.mu.Lock()
 		for i, err := range c.errs {

@@ -181,7 +181,7 @@ func checkStockRefusals(t *testing.T, url, run, keys string) {
 		}
 	}
 	want := 5 + len(api)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		nc.Flush()
 		mu.Lock()
