@@ -548,9 +548,6 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				cause := context.Cause(ctx)
 				a.mu.Lock()
 				a.closed = true
-				if a.res.Training == 0 && !a.start.IsZero() {
-					a.res.Training = time.Since(a.start)
-				}
 				res := a.result()
 				a.mu.Unlock()
 				res.Interrupted = cause.Error()
@@ -880,6 +877,7 @@ func (a *Aggregator) result() *Result {
 // (fail), and fin must not be closed twice.
 func (a *Aggregator) end() {
 	if a.phase != done {
+		a.stopClock()
 		a.phase = done
 		close(a.fin)
 	}
@@ -888,8 +886,19 @@ func (a *Aggregator) end() {
 func (a *Aggregator) fail(err error) {
 	if a.err == nil && a.phase != done {
 		a.err = fmt.Errorf("aggregator: %w", err)
+		a.stopClock()
 		a.phase = done
 		close(a.fin)
+	}
+}
+
+// stopClock records the training time when the run leaves the training
+// phase for good (a.mu held). A run that failed while training, a
+// publish cut by Ctrl-C say, reported 0 s of training (and 0 steps/s)
+// when its interruption was handled after the failure.
+func (a *Aggregator) stopClock() {
+	if a.phase == training && !a.start.IsZero() {
+		a.res.Training = time.Since(a.start)
 	}
 }
 

@@ -949,6 +949,35 @@ func (b *JetStream) Count(ctx context.Context, filter string) (uint64, error) {
 	return b.count(ctx, filter)
 }
 
+// RaiseMaxBytes raises the size bound of the run's stream to max bytes
+// (max <= 0: no bound), never lowering it: a run that stopped because
+// its stream was full (ErrStreamFull) goes on once the operator allows
+// more. It returns the bound before (-1: none) and whether it changed.
+// It needs the right to update the stream (the broker's operator).
+func (b *JetStream) RaiseMaxBytes(ctx context.Context, max int64) (before int64, raised bool, err error) {
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("broker: stream info: %w", err)
+	}
+	cfg := info.Config
+	before = cfg.MaxBytes
+	if before <= 0 || max > 0 && max <= before {
+		return before, false, nil
+	}
+	if max <= 0 {
+		max = -1
+	}
+	cfg.MaxBytes = max
+	if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
+		return before, false, fmt.Errorf("broker: raising stream %s's bound from %d to %d bytes: %w", b.stream, before, max, err)
+	}
+	return before, true, nil
+}
+
 func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
 	st, err := b.streamHandle(ctx)
 	if err != nil {

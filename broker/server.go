@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -99,6 +100,67 @@ type Server struct {
 	storeDir   string
 	damage     StoreCheck // what CheckStore found in the store
 	scrubbed   string     // the scrubbed copy's folder, removed at Shutdown
+	fault      *storeFault
+}
+
+// ErrStoreWrite reports a server that could not write to its store (a
+// full disk, a file system gone read-only): the messages it was sent
+// since are not stored, and it says so only in its log.
+var ErrStoreWrite = errors.New("broker: the server cannot write its store")
+
+// storeFault keeps the first store write failure the server logged.
+type storeFault struct {
+	dir  string
+	once sync.Once
+	err  error
+	done chan struct{}
+}
+
+// storeFailures are the server's log lines (nats-server 2.15) that say
+// it could not write its store: a message not stored (an I/O error,
+// logged and not answered to the publisher), and JetStream disabled on a
+// full disk or a permission error.
+var storeFailures = []string{
+	"failed to store a msg",
+	"no space left on device",
+	"resources, will be DISABLED",
+	"permission denied while writing",
+	"permission denied when flushing",
+}
+
+// note records msg if it reports a store write failure.
+func (f *storeFault) note(msg string) {
+	if f == nil {
+		return
+	}
+	for _, p := range storeFailures {
+		if strings.Contains(msg, p) {
+			f.once.Do(func() {
+				hint := ""
+				if strings.Contains(msg, "no space left") || strings.Contains(msg, "resources, will be DISABLED") {
+					hint = ": the disk is full; free space on it"
+				}
+				f.err = fmt.Errorf("%w (store %s)%s: %s", ErrStoreWrite, f.dir, hint, msg)
+				close(f.done)
+			})
+			return
+		}
+	}
+}
+
+// StoreFailed is closed when the server first fails to write its store
+// (see StoreErr).
+func (s *Server) StoreFailed() <-chan struct{} { return s.fault.done }
+
+// StoreErr is the server's first store write failure, wrapping
+// ErrStoreWrite with the server's own words, or nil.
+func (s *Server) StoreErr() error {
+	select {
+	case <-s.fault.done:
+		return s.fault.err
+	default:
+		return nil
+	}
 }
 
 // Defaults of the embedded server.
@@ -244,6 +306,7 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 	// through its logger's Fatalf; without it ReadyForConnections would
 	// wait out the whole start time. A logger is always set for that.
 	fatal := make(chan string, 1)
+	fault := &storeFault{dir: opts.StoreDir, done: make(chan struct{})}
 	debug, trace := false, false
 	l := zerolog.Nop()
 	if logger != nil {
@@ -251,7 +314,7 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 		debug = logger.GetLevel() <= zerolog.DebugLevel
 		trace = logger.GetLevel() <= zerolog.TraceLevel
 	}
-	ns.SetLoggerV2(serverLogger{l: &l, fatal: fatal}, debug, trace, false)
+	ns.SetLoggerV2(serverLogger{l: &l, fatal: fatal, fault: fault}, debug, trace, false)
 	ns.Start()
 	wait := defaultServerStartWait
 	if dl, ok := ctx.Deadline(); ok {
@@ -282,7 +345,7 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", opts.StoreDir)
 	}
-	s := &Server{ns: ns, maxPayload: opts.MaxPayload, storeDir: opts.StoreDir}
+	s := &Server{ns: ns, maxPayload: opts.MaxPayload, storeDir: opts.StoreDir, fault: fault}
 	if !opts.DontListen {
 		s.url = ns.ClientURL()
 	}
@@ -330,13 +393,25 @@ func (s *Server) Damage() StoreCheck { return s.damage }
 type serverLogger struct {
 	l     *zerolog.Logger
 	fatal chan<- string // the first fatal message, for startNATS
+	fault *storeFault   // the first store write failure
 }
 
 func (g serverLogger) Noticef(format string, v ...any) { g.l.Info().Msgf(format, v...) }
-func (g serverLogger) Warnf(format string, v ...any)   { g.l.Warn().Msgf(format, v...) }
-func (g serverLogger) Errorf(format string, v ...any)  { g.l.Error().Msgf(format, v...) }
-func (g serverLogger) Debugf(format string, v ...any)  { g.l.Debug().Msgf(format, v...) }
-func (g serverLogger) Tracef(format string, v ...any)  { g.l.Trace().Msgf(format, v...) }
+
+func (g serverLogger) Warnf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	g.l.Warn().Msg(msg)
+	g.fault.note(msg)
+}
+
+func (g serverLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	g.l.Error().Msg(msg)
+	g.fault.note(msg)
+}
+
+func (g serverLogger) Debugf(format string, v ...any) { g.l.Debug().Msgf(format, v...) }
+func (g serverLogger) Tracef(format string, v ...any) { g.l.Trace().Msgf(format, v...) }
 
 // Fatalf logs at fatal level without exiting: zerolog's Fatal would call
 // os.Exit inside the embedding process.

@@ -1159,6 +1159,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer net.close()
+	ctx, unwatch := net.watchStore(ctx)
+	defer unwatch()
 	if f := cfg.Trust.OnBroker; f != nil && net.url != "" {
 		f(net.url)
 	}
@@ -1773,6 +1775,11 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	n.maxStore = cfg.MaxStore
 	if n.maxStore == 0 {
 		n.maxStore = defaultMaxStore(dir)
+		if stored, _, err := dirSize(dir); err == nil && cfg.Resume && n.maxStore > 0 {
+			// What the run stored counts too: a run that stopped full
+			// goes on once space is freed (the bound is lifted, connect).
+			n.maxStore += stored
+		}
 	}
 	auth, err := n.serverAuth()
 	if err != nil {
@@ -1793,6 +1800,12 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.cluster = c
 		n.name = "jetstream-cluster"
 		return n, nil
+	}
+	if cfg.Resume && (n.maxStore > 0 || cfg.MaxStore < 0) {
+		if err := raiseBound(ctx, cfg, dir, n.maxStore); err != nil {
+			n.close()
+			return nil, err
+		}
 	}
 	// Each run's stream has its own bound (Config.MaxStore), which the
 	// server reserves: the server's own cap must not refuse it.
@@ -2094,10 +2107,79 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 	prog.finish(s)
 	if cfg.Out != "" {
 		if err := WriteOutputs(cfg.Out, s); err != nil {
+			if interrupted != nil {
+				// The cause comes first (a full disk fails both).
+				return s, fmt.Errorf("%w (and the outputs: %v)", interrupted, err)
+			}
 			return nil, err
 		}
 	}
 	return s, interrupted
+}
+
+// watchStore returns ctx, cancelled with the embedded broker's store
+// error (broker.ErrStoreWrite) as its cause when a broker of n fails to
+// write its store (a full disk): what the participants publish after
+// that is not stored, so the run stops at once, as on Ctrl-C, with the
+// checkpoints taken before, rather than training on unrecorded until a
+// flush reports the messages lost. The function stops the watch.
+func (n *network) watchStore(ctx context.Context) (context.Context, func()) {
+	var servers []*broker.Server
+	if n.cluster != nil {
+		servers = append(servers, n.cluster.Servers()...)
+	}
+	if n.srv != nil {
+		servers = append(servers, n.srv)
+	}
+	if len(servers) == 0 {
+		return ctx, func() {}
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	for _, srv := range servers {
+		go func() {
+			select {
+			case <-srv.StoreFailed():
+				err := srv.StoreErr()
+				n.cfg.Log.Error().Err(err).Msg("the broker cannot write the run's stream: stopping the run; its last checkpoint stands")
+				cancel(err)
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return wctx, func() { cancel(nil) }
+}
+
+// raiseBound lifts the bound of a resumed run's stream in the store at
+// dir to max bytes (--max-store, or by default what the store holds plus
+// 80% of the free space), never lowering it, so that a run that stopped
+// with its stream full, or its disk full, goes on once there is room.
+// The broker's users may not change the stream (trust.OperatorUser: an
+// update could also shorten the log), so this runs on the store alone,
+// before the run's broker starts: a server of its own, in-process only,
+// without users, stopped at once.
+func raiseBound(ctx context.Context, cfg *Config, dir string, max int64) error {
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, MaxStore: serverMaxStore, MaxPayload: MaxMessage(cfg)})
+	if err != nil {
+		return fmt.Errorf("reading the store to resume: %w", err)
+	}
+	defer srv.Shutdown()
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: cfg.Run, Name: "bound", NoCreate: true, Logger: &cfg.Log})
+	if err != nil {
+		return nil // no such run here: the resume's own checks say so
+	}
+	defer bus.Close()
+	before, raised, err := bus.RaiseMaxBytes(ctx, max)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+		return err
+	}
+	if raised {
+		cfg.Log.Info().Int64("from_bytes", before).Int64("to_bytes", max).
+			Msg("resume: the run's stream may hold more than before (--max-store, or more free disk space)")
+	}
+	return nil
 }
 
 func (n *network) close() {

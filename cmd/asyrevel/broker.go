@@ -173,7 +173,17 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-srv.StoreFailed():
+		// Going on would take messages and store none of them: stop,
+		// so that the participants see a broker outage, wait for it
+		// (--broker-wait) and resume from what the store holds once it
+		// is started again with room.
+		srv.Shutdown()
+		fmt.Fprintln(stdout, "broker stopped: it cannot write its store")
+		return fmt.Errorf("%w\nStart it again on the same --store once the store can be written (free space): the participants wait for it (--broker-wait) and go on by themselves", srv.StoreErr())
+	}
 	srv.Shutdown()
 	fmt.Fprintln(stdout, "broker stopped")
 	return nil

@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -183,6 +184,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 2
+	case errors.Is(err, broker.ErrStoreWrite) && errors.Is(err, run.ErrInterrupted):
+		// The run stopped itself: not a success, and the way on is a
+		// resume once the broker's disk has room again.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; the summary shows the part that ran. "+
+			"Once the store can be written again (free space, or --max-store within the free space), the same command with --resume (and its --run) goes on from the last checkpoint\n", err)
+		return 1
 	case errors.Is(err, run.ErrInterrupted):
 		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
 		// and the summary written, so the exit status is 0.

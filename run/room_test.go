@@ -1,0 +1,141 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/audit"
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/replay"
+	"github.com/asyrevel/asyrevel/trust"
+)
+
+// roomyConfig is a small run that keeps its checkpoints and keys in out,
+// so that it can be resumed.
+func roomyConfig(t *testing.T, out, run string) Config {
+	return New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Batch = 16
+		c.Window = 2
+		c.Seed = 1
+		c.Out = out
+		c.Run = run
+		c.Log = testLog(t)
+		c.EvalEvery = 200 * time.Millisecond
+		c.CheckpointDir = filepath.Join(out, "ck")
+		c.CheckpointEvery = 200 * time.Millisecond
+	})
+}
+
+// resumeToTheEnd resumes cfg, which stopped after trained of training,
+// for a second more, and checks that it ends and that its log is intact.
+func resumeToTheEnd(t *testing.T, cfg Config, trained float64) {
+	t.Helper()
+	cfg.Resume = true
+	cfg.Duration = time.Duration(trained*float64(time.Second)) + time.Second
+	s, err := Train(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("resumed with room: %v", err)
+	}
+	if s.Resumed == nil || s.TrainSeconds < cfg.Duration.Seconds()-0.1 {
+		t.Fatalf("resumed run: %.2f s of training, want %v; resumed %v", s.TrainSeconds, cfg.Duration, s.Resumed)
+	}
+	rep, err := auditOut(context.Background(), cfg.Out, cfg.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() {
+		t.Fatalf("audit of the resumed run: %v %v", rep.Counts, rep.Problems)
+	}
+}
+
+// A run stopped by its full stream goes on when resumed with the default
+// bound, which counts what the store holds plus 80% of the free space:
+// the bound was fixed when the stream was made, and every resume stopped
+// full again, whatever --max-store said or the disk had.
+func TestFullStreamGoesOnWithRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := t.TempDir()
+	cfg := roomyConfig(t, out, "roomy")
+	cfg.MaxStore = 8 << 20 // full after a second or so: checkpoints were saved
+	cfg.Duration = time.Minute
+	s, err := Train(context.Background(), cfg)
+	if !errors.Is(err, broker.ErrStreamFull) {
+		t.Fatalf("a full stream: %v, want ErrStreamFull", err)
+	}
+	trained := 0.0
+	if s != nil {
+		trained = s.TrainSeconds
+	}
+	cfg.MaxStore = 0
+	resumeToTheEnd(t, cfg, trained)
+}
+
+// A broker whose disk fills up stops the run at once, with an error that
+// names the disk (broker.ErrStoreWrite), instead of training on for the
+// rest of the run while nothing is stored and failing at the end with
+// "messages lost". Once there is room, a resume goes on to the end with
+// an intact log. It needs a small file system of its own: a tmpfs,
+// mounted as root.
+func TestDiskFullStopsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	disk := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(disk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (root and CAP_SYS_ADMIN needed): %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	out := filepath.Join(disk, "run")
+	cfg := roomyConfig(t, out, "diskfull")
+	cfg.Duration = time.Minute
+	t0 := time.Now()
+	s, err := Train(context.Background(), cfg)
+	took := time.Since(t0)
+	if !errors.Is(err, broker.ErrStoreWrite) || !strings.Contains(err.Error(), "disk is full") {
+		t.Fatalf("a full disk: %v, want ErrStoreWrite naming the disk", err)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the run went on for %v on a full disk", took)
+	}
+	t.Logf("stopped after %v: %v", took.Round(time.Millisecond), err)
+	if b, err := exec.Command("mount", "-o", "remount,size=256m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, b)
+	}
+	trained := 0.0
+	if s != nil {
+		trained = s.TrainSeconds
+	}
+	resumeToTheEnd(t, cfg, trained)
+}
+
+// auditOut audits the log of run in the output folder out, as asyrevel
+// audit verify --store out/stream does.
+func auditOut(ctx context.Context, out, run string) (*trust.AuditReport, error) {
+	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
+	if err != nil {
+		return nil, err
+	}
+	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
+	if err != nil {
+		return nil, err
+	}
+	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: run})
+	if err != nil {
+		return nil, err
+	}
+	defer lg.Close()
+	return audit.Check(ctx, func(fn func(*replay.Record)) error { return audit.Each(ctx, lg, fn) }, roster, receipts)
+}
