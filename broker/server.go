@@ -118,10 +118,12 @@ type storeFault struct {
 
 // storeFailures are the server's log lines (nats-server 2.15) that say
 // it could not write its store: a message not stored (an I/O error,
-// logged and not answered to the publisher), and JetStream disabled on a
-// full disk or a permission error.
+// logged and not answered to the publisher), a write error of a store or
+// a raft log, and JetStream disabled on a full disk or a permission
+// error.
 var storeFailures = []string{
 	"failed to store a msg",
+	"Critical write error",
 	"no space left on device",
 	"resources, will be DISABLED",
 	"permission denied while writing",

@@ -22,6 +22,7 @@ func TestStoreFaultLines(t *testing.T) {
 		{"Filestore [ASYREVEL_r] Critical write error: write /s/msgs/8.blk: no space left on device", true, true},
 		{"JetStream failed to store a msg on stream '$G > ASYREVEL_r': write /s/msgs/2.blk: input/output error", true, false},
 		{"JetStream out of file resources, will be DISABLED", true, true},
+		{"RAFT [abc - S-R3F-x] Critical write error: write /s/_js_/S-R3F-x/msgs/1.blk: input/output error", true, false},
 		{"File system permission denied while writing msg, disabling JetStream: open /s: permission denied while writing", true, false},
 		{"Server is ready", false, false},
 		{"JetStream cluster no metadata leader", false, false},
