@@ -301,6 +301,9 @@ type Summary struct {
 	// Interrupted says why the run was cut short (a signal); the figures
 	// are those of the part that ran, the accuracy the last evaluation's.
 	Interrupted string `json:"interrupted,omitempty"`
+	// OutputsErr says why the output folder could not be written (a full
+	// disk): the summary exists only in memory and on the screen.
+	OutputsErr string `json:"-"`
 	// StoppedBy is the limit that ended the training: epochs, steps,
 	// duration, target, patience (the held-out loss stopped improving),
 	// condition (an experiment's), or interrupted. EarlyStop says what
@@ -2109,6 +2112,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 		if err := WriteOutputs(cfg.Out, s); err != nil {
 			if interrupted != nil {
 				// The cause comes first (a full disk fails both).
+				s.OutputsErr = err.Error()
 				return s, fmt.Errorf("%w (and the outputs: %v)", interrupted, err)
 			}
 			return nil, err

@@ -122,7 +122,7 @@ func reportLeakage(w io.Writer, cfg *run.Config, s *run.Summary) {
 		msg += fmt.Sprintf(", its loss attack %.1f%%", 100**worst.LossAccuracy)
 	}
 	fmt.Fprintln(w, msg)
-	if cfg.Out != "" {
+	if cfg.Out != "" && s.OutputsErr == "" {
 		fmt.Fprintf(w, "privacy: %s\n", filepath.Join(cfg.Out, "privacy.json"))
 	}
 }

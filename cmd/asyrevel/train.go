@@ -673,7 +673,10 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 		fmt.Fprintf(w, "privacy: %s\n", s.Privacy)
 	}
 	reportLeakage(w, cfg, s)
-	if cfg.Out != "" {
+	switch {
+	case cfg.Out != "" && s.OutputsErr != "":
+		fmt.Fprintf(w, "outputs: not written to %s (%s): the figures above are all there is\n", cfg.Out, s.OutputsErr)
+	case cfg.Out != "":
 		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
 	}
 }
