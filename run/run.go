@@ -2156,34 +2156,42 @@ func (n *network) watchStore(ctx context.Context) (context.Context, func()) {
 // raiseBound lifts the bound of a resumed run's stream in the store at
 // dir to max bytes (--max-store, or by default what the store holds plus
 // 80% of the free space), never lowering it, so that a run that stopped
-// with its stream full, or its disk full, goes on once there is room.
-// The broker's users may not change the stream (trust.OperatorUser: an
-// update could also shorten the log), so this runs on the store alone,
-// before the run's broker starts: a server of its own, in-process only,
-// without users, stopped at once.
+// with its stream full, or its disk full, goes on once there is room
+// (RaiseStreamBound).
 func raiseBound(ctx context.Context, cfg *Config, dir string, max int64) error {
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, MaxStore: serverMaxStore, MaxPayload: MaxMessage(cfg)})
-	if err != nil {
-		return fmt.Errorf("reading the store to resume: %w", err)
-	}
-	defer srv.Shutdown()
-	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: cfg.Run, Name: "bound", NoCreate: true, Logger: &cfg.Log})
-	if err != nil {
-		return nil // no such run here: the resume's own checks say so
-	}
-	defer bus.Close()
-	before, raised, err := bus.RaiseMaxBytes(ctx, max)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil
-		}
-		return err
-	}
+	before, raised, err := RaiseStreamBound(ctx, dir, cfg.Run, max, MaxMessage(cfg))
 	if raised {
 		cfg.Log.Info().Int64("from_bytes", before).Int64("to_bytes", max).
 			Msg("resume: the run's stream may hold more than before (--max-store, or more free disk space)")
 	}
-	return nil
+	return err
+}
+
+// RaiseStreamBound lifts the size bound of run's stream in the store at
+// dir to max bytes (max < 0: no bound), never lowering it, and returns
+// the bound before and whether it changed; a store without the run's
+// stream is left alone. The broker's users may not change a stream
+// (trust.OperatorUser: an update could also shorten the log), so this
+// runs on the store alone, before its broker starts: a server of its
+// own, in-process only, without users, stopped at once (0.2 to 0.6 s on
+// a 445 MB store). maxPayload is the server's largest message (0: the
+// default).
+func RaiseStreamBound(ctx context.Context, dir, run string, max int64, maxPayload int32) (before int64, raised bool, err error) {
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, MaxStore: serverMaxStore, MaxPayload: maxPayload})
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the store to raise the stream's bound: %w", err)
+	}
+	defer srv.Shutdown()
+	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: run, Name: "bound", NoCreate: true})
+	if err != nil {
+		return 0, false, nil // no such run here: the resume's own checks say so
+	}
+	defer bus.Close()
+	before, raised, err = bus.RaiseMaxBytes(ctx, max)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return before, false, nil
+	}
+	return before, raised, err
 }
 
 func (n *network) close() {

@@ -25,6 +25,7 @@ type brokerFlags struct {
 	tls                                                 trust.TLSFiles
 	port, clusterPort                                   int
 	routeTLS                                            bool
+	maxStore                                            sizeFlag
 }
 
 func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
@@ -40,6 +41,7 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.StringVar(&f.tls.Key, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
 	fs.StringVar(&f.tls.CA, "tls-ca", "", "PEM `FILE` of the authorities that sign the clients' certificates: mutual TLS,\nevery client must present one (with --tls-cert)")
 	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): admit only its participants (asyrevel keys)")
+	fs.Var(&f.maxStore, "max-store", "with --roster: bound of the run's stream, e.g. 20GB (none: unbounded; default:\n80% of the disk space free at the store, within the server's share of it). Given\nagain at a restart, a larger bound lifts the bound of the run's existing stream\n(never lowers it): a run stopped because its stream was full goes on with --resume")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
 	fs.StringVar(&f.routeSecret, "route-secret", "", "the cluster's route secret (`FILE`, asyrevel keys route): admit as routes only\nthe nodes that present it, and present it to them; every node needs the same")
 	fs.BoolVar(&f.routeTLS, "route-tls", false, "routes over mutual TLS too, with --tls-cert, --tls-key and --tls-ca: each node\npresents its certificate (naming the host of its route URL) and checks the other's")
@@ -126,6 +128,24 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		cfg.Configure = rb.Configure
+		if f.maxStore != 0 {
+			// The operator's own bound: the server's default share of the
+			// disk (three quarters of what is free) must not refuse it.
+			rb.MaxBytes, cfg.MaxStore = int64(f.maxStore), 1<<50
+			before, raised, err := run.RaiseStreamBound(ctx, f.store, r.Run, int64(f.maxStore), 0)
+			if err != nil {
+				return fmt.Errorf("--max-store: %w", err)
+			}
+			if raised {
+				to := "none"
+				if f.maxStore > 0 {
+					to = run.MB(int64(f.maxStore))
+				}
+				fmt.Fprintf(stdout, "run %s: its stream's bound raised from %s to %s (--max-store)\n", r.Run, run.MB(before), to)
+			}
+		}
+	} else if f.maxStore != 0 {
+		return fmt.Errorf("%w: --max-store bounds the run's stream that --roster makes", errUsage)
 	}
 	if f.tls.Enabled() {
 		tc, err := trust.ServerTLS(f.tls)
