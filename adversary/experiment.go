@@ -81,7 +81,7 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := AuditOut(ctx, out, "adversary")
+	rep, err := audit.CheckOut(ctx, out, "adversary")
 	if err != nil {
 		return nil, err
 	}
@@ -118,25 +118,6 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 		return r, ErrGotThrough
 	}
 	return r, nil
-}
-
-// AuditOut audits run's log in the output folder out of a run with the
-// trust layer (out/stream, out/keys/roster.json, out/receipts).
-func AuditOut(ctx context.Context, out, runID string) (*trust.AuditReport, error) {
-	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
-	if err != nil {
-		return nil, err
-	}
-	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
-	if err != nil {
-		return nil, err
-	}
-	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: runID})
-	if err != nil {
-		return nil, err
-	}
-	defer lg.Close()
-	return audit.Check(ctx, func(fn func(*replay.Record)) error { return audit.Each(ctx, lg, fn) }, roster, receipts)
 }
 
 func sumCounts(m map[string]uint64) uint64 {

@@ -38,6 +38,26 @@ func ReadReceiptTree(dir string) ([]*trust.Receipt, error) {
 	return rs, nil
 }
 
+// CheckOut audits run's log in the output folder out of a run with the
+// trust layer (train --out: out/stream, out/keys/roster.json,
+// out/receipts), as asyrevel audit verify --store out/stream does.
+func CheckOut(ctx context.Context, out, run string) (*trust.AuditReport, error) {
+	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
+	if err != nil {
+		return nil, err
+	}
+	receipts, err := ReadReceiptTree(filepath.Join(out, "receipts"))
+	if err != nil {
+		return nil, err
+	}
+	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: run})
+	if err != nil {
+		return nil, err
+	}
+	defer lg.Close()
+	return Check(ctx, func(fn func(*replay.Record)) error { return Each(ctx, lg, fn) }, roster, receipts)
+}
+
 // Check checks a run's log (each calls its function for every record,
 // in stream order) against the roster: a first pass collects the
 // checkpoints (seal controls) and receipts the log holds, a second gives

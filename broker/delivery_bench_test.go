@@ -76,10 +76,10 @@ func benchDelivery(b *testing.B, mode string, inFlight int) {
 			close(done)
 		}
 	}
-	switch mode {
-	case "consumer":
-		sjs, _ := jetstream.New(subNC)
-		cons, err := sjs.OrderedConsumer(ctx, "BENCH", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"bench.>"}})
+	subjects := []string{"bench.a", "bench.b", "bench.c", "bench.d", "bench.e", "bench.f", "bench.g", "bench.h"}
+	consume := func(nc *nats.Conn, filter string) {
+		sjs, _ := jetstream.New(nc)
+		cons, err := sjs.OrderedConsumer(ctx, "BENCH", jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -87,26 +87,21 @@ func benchDelivery(b *testing.B, mode string, inFlight int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer cc.Stop()
+		b.Cleanup(cc.Stop)
+	}
+	switch mode {
+	case "consumer":
+		consume(subNC, "bench.>")
 	case "consumers8":
 		// One consumer per subject, as each party has one for its
-		// replies, on the three nodes in turn.
-		for i, subj := range []string{"bench.a", "bench.b", "bench.c", "bench.d", "bench.e", "bench.f", "bench.g", "bench.h"} {
+		// replies, on the nodes in turn.
+		for i, subj := range subjects {
 			nc, err := nats.Connect(srvs[i%len(srvs)].URL())
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer nc.Close()
-			sjs, _ := jetstream.New(nc)
-			cons, err := sjs.OrderedConsumer(ctx, "BENCH", jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			cc, err := cons.Consume(func(jetstream.Msg) { count() })
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cc.Stop()
+			b.Cleanup(nc.Close)
+			consume(nc, subj)
 		}
 	case "republish":
 		if _, err := subNC.Subscribe("rp.>", func(*nats.Msg) { count() }); err != nil {
@@ -122,7 +117,6 @@ func benchDelivery(b *testing.B, mode string, inFlight int) {
 	}
 	time.Sleep(200 * time.Millisecond) // the subscription's interest reaches every node
 	payload := bytes.Repeat([]byte{7}, 1200)
-	subjects := []string{"bench.a", "bench.b", "bench.c", "bench.d", "bench.e", "bench.f", "bench.g", "bench.h"}
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	for i := range b.N {

@@ -12,8 +12,6 @@ import (
 
 	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/broker"
-	"github.com/asyrevel/asyrevel/replay"
-	"github.com/asyrevel/asyrevel/trust"
 )
 
 // roomyConfig is a small run that keeps its checkpoints and keys in out,
@@ -47,7 +45,7 @@ func resumeToTheEnd(t *testing.T, cfg Config, trained float64) {
 	if s.Resumed == nil || s.TrainSeconds < cfg.Duration.Seconds()-0.1 {
 		t.Fatalf("resumed run: %.2f s of training, want %v; resumed %v", s.TrainSeconds, cfg.Duration, s.Resumed)
 	}
-	rep, err := auditOut(context.Background(), cfg.Out, cfg.Run)
+	rep, err := audit.CheckOut(context.Background(), cfg.Out, cfg.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,21 +119,3 @@ func TestDiskFullStopsTheRun(t *testing.T) {
 	resumeToTheEnd(t, cfg, trained)
 }
 
-// auditOut audits the log of run in the output folder out, as asyrevel
-// audit verify --store out/stream does.
-func auditOut(ctx context.Context, out, run string) (*trust.AuditReport, error) {
-	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
-	if err != nil {
-		return nil, err
-	}
-	receipts, err := audit.ReadReceiptTree(filepath.Join(out, "receipts"))
-	if err != nil {
-		return nil, err
-	}
-	lg, err := replay.Open(ctx, replay.Source{Store: filepath.Join(out, "stream"), Run: run})
-	if err != nil {
-		return nil, err
-	}
-	defer lg.Close()
-	return audit.Check(ctx, func(fn func(*replay.Record)) error { return audit.Each(ctx, lg, fn) }, roster, receipts)
-}
