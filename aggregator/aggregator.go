@@ -117,6 +117,16 @@ type Config struct {
 	// met").
 	StopReason func() string
 
+	// Pause, if set, pauses the run when it is closed (the operator's
+	// first Ctrl-C in a process that runs the whole run): the parties are
+	// told (CtlPause), what is in flight is answered, a seal covers the
+	// whole log and every participant saves its state. Run then returns
+	// the part that ran with an error wrapping ErrInterrupted and
+	// ErrPaused; a resume goes on. Unlike an interruption (its context
+	// cancelled) the log it leaves is sealed: audit verify finds it
+	// intact.
+	Pause <-chan struct{}
+
 	Log     zerolog.Logger
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
 
@@ -322,6 +332,7 @@ type Aggregator struct {
 	err            error
 	subjReply      []string
 	stopReason     string
+	pausing        bool // Pause: no new evaluation round, no stop
 
 	// Checkpoints and recovery (checkpoint.go): departed parties, the
 	// recovery report of a resumed run, the recorded reply a request
@@ -337,14 +348,19 @@ type Aggregator struct {
 	stallSince    time.Time
 	outbox        broker.SentRing
 	resumeOutbox  []Sent
-	resumeFloor   uint64          // the checkpoint's StreamFloor
-	restFrom      uint64          // after a resume: where the hellos and evaluations go on (1: the start)
-	probe         uint64          // the stream's message count at the last checkpoint
-	recovered     *recovered      // what recovery verified (trust layer)
-	replySeq      []uint64        // by party: the last reply's sequence number, without trust
-	ctlSeq        uint64          // the last control's sequence number, without trust
-	tr            *aggTrust       // nil without Config.Key
-	dlv           broker.Delivery // the delivery being handled
+	// held are the replies the stream lost with their requests, by
+	// (party, request), sent again once the request comes again
+	// (recovery.go: releaseHeld).
+	held        map[[2]uint64]Sent
+	heldSince   time.Time
+	resumeFloor uint64          // the checkpoint's StreamFloor
+	restFrom    uint64          // after a resume: where the hellos and evaluations go on (1: the start)
+	probe       uint64          // the stream's message count at the last checkpoint
+	recovered   *recovered      // what recovery verified (trust layer)
+	replySeq    []uint64        // by party: the last reply's sequence number, without trust
+	ctlSeq      uint64          // the last control's sequence number, without trust
+	tr          *aggTrust       // nil without Config.Key
+	dlv         broker.Delivery // the delivery being handled
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -537,6 +553,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		select {
 		case <-ctx.Done():
 			return a.interrupted(ctx, bus)
+		case <-a.cfg.Pause:
+			return a.pause(ctx, bus)
 		case <-a.fin:
 			a.mu.Lock()
 			err := a.err
@@ -576,6 +594,9 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.drain(ctx, bus)
 			a.mu.Lock()
+			// Replies still held for their requests: the final checkpoint
+			// counts them as sent.
+			a.releaseHeld(0, 0, true)
 			// The final checkpoint, after the late requests: it covers them.
 			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
@@ -597,6 +618,9 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.mu.Lock()
 			a.watch()
+			if len(a.held) > 0 && time.Since(a.heldSince) >= heldWait {
+				a.releaseHeld(0, 0, true)
+			}
 			if a.phase == training && a.sealDue() {
 				a.seal(false)
 			}
@@ -846,6 +870,82 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 	return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
 }
 
+// ErrPaused is the cause of a run paused by Config.Pause.
+var ErrPaused = errors.New("paused by its operator")
+
+// pauseWait bounds how long a pause waits for what is in flight.
+const pauseWait = 5 * time.Second
+
+// pause pauses the run on Config.Pause: the parties are told to send no
+// new request (CtlPause); the requests and evaluations in flight are
+// answered and counted; then a seal covers the whole log, the parties
+// countersign it, and the state is saved. Outside training, or without
+// checkpoints or the trust layer, it is an interruption.
+func (a *Aggregator) pause(ctx context.Context, bus broker.Bus) (*Result, error) {
+	a.mu.Lock()
+	if a.phase != training || a.cfg.OnCheckpoint == nil || a.tr == nil {
+		a.mu.Unlock()
+		pctx, cancel := context.WithCancelCause(ctx)
+		cancel(ErrPaused)
+		return a.interrupted(pctx, bus)
+	}
+	a.pausing = true
+	a.cfg.Log.Info().Int64("steps", a.res.Steps).Msg("pausing: answering what is in flight, then sealing the log and saving the state")
+	a.control(schemas.CtlPause, 0, 0, "the run pauses (its operator stopped it): every participant saves its state; --resume goes on")
+	a.mu.Unlock()
+	a.quiesce(ctx, bus)
+	a.mu.Lock()
+	a.releaseHeld(0, 0, true)
+	a.seal(false)
+	a.res.Training = time.Since(a.start)
+	a.mu.Unlock()
+	a.saveCheckpoint(ctx)
+	a.mu.Lock()
+	a.end()
+	a.closed = true
+	res := a.result()
+	a.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_ = bus.Flush(fctx)
+	cancel()
+	res.Interrupted = ErrPaused.Error()
+	if n := len(res.Curve); n > 0 {
+		res.Final = res.Curve[n-1]
+	}
+	return res, fmt.Errorf("%w: %w", ErrInterrupted, ErrPaused)
+}
+
+// quiesce waits, for at most pauseWait, until no evaluation round is
+// open and the requests subscription has delivered every request the
+// stream holds, twice in a row 50 ms apart: the parties, told to pause,
+// send none after what is in flight.
+func (a *Aggregator) quiesce(ctx context.Context, bus broker.Bus) {
+	filter := schemas.Filter(a.cfg.Run, schemas.KindOutput)
+	end := time.Now().Add(pauseWait)
+	quiet := 0
+	for quiet < 2 && time.Now().Before(end) && ctx.Err() == nil {
+		var n uint64
+		var err error
+		if r := a.resumed; r != nil && r.ReadFrom > 1 {
+			n, err = logread.CountFrom(ctx, bus, filter, r.ReadFrom)
+		} else {
+			n, err = bus.Count(ctx, filter)
+		}
+		a.mu.Lock()
+		done := err == nil && a.outSeen >= n && a.cur == nil
+		a.mu.Unlock()
+		if done {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if quiet < 2 {
+		a.cfg.Log.Warn().Msg("pausing: requests or an evaluation still in flight after 5 s; sealing what arrived")
+	}
+}
+
 func (a *Aggregator) result() *Result {
 	r := a.res
 	r.StopReason = a.stopReason
@@ -930,7 +1030,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
-	a.outbox.Keep(m.Head().Seq, subject, data)
+	a.outbox.Keep(m.Head().Seq, subject, data, a.msg.Header)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	return len(data)
@@ -1160,6 +1260,11 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {
 		return err
+	}
+	if a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m] {
+		// A request the stream lost, sent again: the reply held for it
+		// follows it now, in any phase.
+		a.releaseHeld(m, a.out.Seq, false)
 	}
 	switch a.phase {
 	case training:
@@ -1534,6 +1639,8 @@ func (a *Aggregator) score(r *round) {
 		}
 	case a.phase == stopping:
 		a.requestEval(true)
+	case a.pausing:
+		// The run pauses: a stop condition is for the resume to see.
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")
 	case a.cfg.StopWhen != nil && a.cfg.StopWhen():

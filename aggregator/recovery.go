@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -104,6 +105,7 @@ type recovery struct {
 
 	// What the stream holds.
 	reqs       map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	inStream   map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
 	mine       []recorded           // the aggregator's messages after the checkpoint, in stream order
 	streamSeq  []uint64             // the highest sequence number in the stream, by subject index
 	minKept    []uint64             // the outbox's lowest, by subject index
@@ -133,7 +135,7 @@ type recovery struct {
 // checkpoint's chains, admits only its own messages.
 func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery, error) {
 	r := &recovery{a: a, ctx: ctx, bus: bus, t: a.tr, run: a.cfg.Run, t0: time.Now(),
-		reqs: map[[2]uint64][]byte{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
+		reqs: map[[2]uint64][]byte{}, inStream: map[[2]uint64]bool{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
 	a.mu.Lock()
 	r.last = slices.Clone(a.lastSeq[seqRequests])
 	r.ckSeq = slices.Clone(a.replySeq) // by subject index
@@ -368,6 +370,7 @@ func (r *recovery) readRequests() error {
 		if err != nil || kind != schemas.KindOutput || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.o) != nil {
 			return
 		}
+		r.inStream[[2]uint64{uint64(m), r.o.Seq}] = true
 		if r.t != nil && r.o.Seq <= r.t.ver.LastSeq(d.Subject()) {
 			return // accepted (and handled) before the checkpoint
 		}
@@ -522,7 +525,19 @@ func (r *recovery) resend() error {
 		if !ok || s.Seq > r.ckSeq[i] || r.have[[2]uint64{uint64(i), s.Seq}] {
 			continue
 		}
-		if err := r.bus.Publish(r.ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+		if i > 0 && r.dec.Unmarshal(s.Data, &r.r) == nil && !r.inStream[[2]uint64{uint64(i), r.r.ReqSeq}] {
+			// The stream lost the request it answers too: its party
+			// sends that again when it resumes, and the reply follows it
+			// then (releaseHeld), so that the log never holds an answer
+			// before its question.
+			if a.held == nil {
+				a.held = map[[2]uint64]Sent{}
+			}
+			a.held[[2]uint64{uint64(i), r.r.ReqSeq}] = s
+			a.heldSince = time.Now()
+			continue
+		}
+		if err := r.bus.Publish(r.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
 			return fmt.Errorf("%w: sending again what the stream lost: %w", ErrResume, err)
 		}
 		rec.Resent++
@@ -531,6 +546,9 @@ func (r *recovery) resend() error {
 		for seq := r.streamSeq[i] + 1; seq < r.minKept[i]; seq++ {
 			rec.Unrecovered++
 		}
+	}
+	if len(a.held) > 0 {
+		a.cfg.Log.Warn().Int("replies", len(a.held)).Msg("the stream lacked replies and the requests they answer (a broker crash, or a full stream?): each reply is sent again after its request")
 	}
 	if rec.Resent+rec.Unrecovered > 0 {
 		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
@@ -660,4 +678,41 @@ func (r *recovery) goOn() {
 		}
 	}
 	a.recovered = &recovered{upTo: r.upTo, pending: r.reqs}
+}
+
+// heldWait bounds how long a reply held for its request (recovery's
+// resend) waits: a request below the stream floor was not seen, and its
+// party never sends it again.
+const heldWait = 10 * time.Second
+
+// releaseHeld sends the reply held for party m's request seq, which has
+// just arrived again (a.mu held); all held replies once heldWait is
+// over (all true).
+func (a *Aggregator) releaseHeld(m int, seq uint64, all bool) {
+	if len(a.held) == 0 {
+		return
+	}
+	send := func(k [2]uint64, s Sent) {
+		delete(a.held, k)
+		if err := a.bus.Publish(a.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
+			a.fail(fmt.Errorf("sending again a reply the stream lost: %w", err))
+			return
+		}
+		if a.resumed != nil {
+			a.resumed.Resent++
+		}
+	}
+	if !all {
+		k := [2]uint64{uint64(m), seq}
+		if s, ok := a.held[k]; ok {
+			send(k, s)
+		}
+		return
+	}
+	keys := slices.Collect(maps.Keys(a.held))
+	slices.SortFunc(keys, func(x, y [2]uint64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+	a.cfg.Log.Warn().Int("replies", len(keys)).Msg("replies held for requests that did not come again: sent")
+	for _, k := range keys {
+		send(k, a.held[k])
+	}
 }

@@ -1,5 +1,7 @@
 package broker
 
+import "maps"
+
 // SentRing keeps copies of the last messages a participant published, for
 // a resume that finds them missing from the stream: a broker that
 // acknowledged them (asynchronous persistence) and died before writing
@@ -23,11 +25,15 @@ type Sent struct {
 	Subject string
 	Data    []byte
 	Floor   uint64 // SentRing.Floor when it was kept: its stream sequence is above it (0: not known)
+	// Header is the message's header when it had one (a signed
+	// message's signature and chain link): sent again, the message must
+	// carry it, or its receivers reject it as unsigned.
+	Header map[string]string
 }
 
-// Keep copies the message with sequence number seq into the ring, over
-// the oldest one.
-func (o *SentRing) Keep(seq uint64, subject string, data []byte) {
+// Keep copies the message with sequence number seq, and its header if it
+// has one, into the ring, over the oldest one.
+func (o *SentRing) Keep(seq uint64, subject string, data []byte, hdr map[string]string) {
 	if o.Size <= 0 {
 		return
 	}
@@ -43,6 +49,10 @@ func (o *SentRing) Keep(seq uint64, subject string, data []byte) {
 	}
 	s := &o.sent[o.next%len(o.sent)]
 	s.Seq, s.Subject, s.Data, s.Floor = seq, subject, append(s.Data[:0], data...), o.Floor
+	s.Header = nil
+	if len(hdr) > 0 {
+		s.Header = maps.Clone(hdr) // signed messages only: one in many
+	}
 	o.next++
 }
 
@@ -53,7 +63,7 @@ func (o *SentRing) Snapshot(dst []Sent) []Sent {
 	for i := range n {
 		s := o.sent[(o.next+i)%n]
 		if s.Seq > 0 {
-			dst = append(dst, Sent{Seq: s.Seq, Subject: s.Subject, Data: append([]byte(nil), s.Data...), Floor: s.Floor})
+			dst = append(dst, Sent{Seq: s.Seq, Subject: s.Subject, Data: append([]byte(nil), s.Data...), Floor: s.Floor, Header: maps.Clone(s.Header)})
 		}
 	}
 	return dst

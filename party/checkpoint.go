@@ -90,6 +90,9 @@ type Checkpoint struct {
 	FloorEvalKnown bool
 	FloorEvalSeq   uint64
 	Saved          time.Time
+	// Paused: saved when the run paused (CtlPause), with nothing in
+	// flight; a resume fills the window again.
+	Paused bool
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// party's subjects and its verifier's state of the aggregator's.
@@ -119,6 +122,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.W = append(c.W[:0], p.w...)
 	c.RNG, _ = p.pcg.MarshalBinary()
 	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n
+	c.Paused = p.pausing
 	if len(c.Ring) != len(p.ring) {
 		c.Ring = make([]Pending, len(p.ring))
 	}
@@ -303,6 +307,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	p.has = has
 	p.started = true
 	p.resumed = true
+	p.topUp = c.Paused
 	p.skipTo = skipTo
 	p.published = published
 	p.resumeFloor = c.StreamFloor

@@ -161,6 +161,7 @@ type Stats struct {
 	MaxDelay    int              // most own updates between a request and its reply
 	LastRequest time.Time
 	StopReason  string // the aggregator's reason for the stop
+	Paused      bool   // the run paused (CtlPause): Run saved the state and returned
 	// FlatProbes of the first requests were probed, FlatOutputs of them
 	// had c_hat == c exactly: a model flat at the scale mu (quantised)
 	// gives steps without signal.
@@ -234,12 +235,18 @@ type Party struct {
 	stats    Stats
 	started  bool
 	stopping bool
-	helloSeq uint64    // the sequence number of this party's hello
-	lastAct  time.Time // the last delivery handled or step taken
-	done     chan struct{}
-	err      error
-	bus      broker.Bus
-	ctx      context.Context
+	// A pause (CtlPause): no new request; the seal after it is
+	// countersigned, then the party saves its state and ends its run
+	// (pauseBy: the end of the wait for that seal). topUp: resumed from
+	// a paused checkpoint, the party fills its window again.
+	pausing, pauseDone, topUp bool
+	pauseBy                   time.Time
+	helloSeq                  uint64    // the sequence number of this party's hello
+	lastAct                   time.Time // the last delivery handled or step taken
+	done                      chan struct{}
+	err                       error
+	bus                       broker.Bus
+	ctx                       context.Context
 
 	// requests counts the requests prepared; batchSeed, if not 0, is the
 	// aggregator's: it draws the batches (Control.BatchSeed on start).
@@ -460,7 +467,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	}
 	if p.resumed {
 		for _, s := range p.resend {
-			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data}); err != nil {
+			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
 				return fmt.Errorf("party %d: sending again what the stream lost: %w", m, err)
 			}
 		}
@@ -468,6 +475,15 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
 		}
 		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.skipTo[0]).Uint64("aggregator_control_seq", p.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
+		p.mu.Lock()
+		for p.topUp && p.started && !p.stopping && p.err == nil && p.n < p.cfg.Window {
+			// Paused with nothing in flight: the window fills again.
+			if err := p.request(); err != nil {
+				p.fail(err)
+			}
+		}
+		p.topUp = false
+		p.mu.Unlock()
 		return p.finish(ctx, bus)
 	}
 
@@ -506,10 +522,14 @@ func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
 		return err
 	}
 	p.mu.Lock()
-	err := p.err
+	err, paused := p.err, p.pausing
 	p.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if paused {
+		// Its state after the seal: a resume goes on from there.
+		p.saveCheckpoint(ctx)
 	}
 	if err := bus.Flush(ctx); err != nil {
 		return fmt.Errorf("party %d: flush: %w", m, err)
@@ -550,6 +570,11 @@ func (p *Party) wait(ctx context.Context) error {
 			var err error
 			if p.stopping && !p.sealBy.IsZero() && now.After(p.sealBy) {
 				p.endAfterSeal(true)
+			}
+			if p.pausing && !p.pauseDone && now.After(p.pauseBy) {
+				p.cfg.Log.Warn().Int("party", p.cfg.ID).Msg("no seal from the aggregator after the pause: the end of the log is not countersigned")
+				p.pauseDone = true
+				close(p.done)
 			}
 			switch {
 			case p.err != nil || p.stopping:
@@ -602,7 +627,7 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 		return fmt.Errorf("publish %s: %w", k, err)
 	}
 	if k == schemas.KindOutput {
-		p.outbox.Keep(p.seq, p.msg.Subject, data)
+		p.outbox.Keep(p.seq, p.msg.Subject, data, p.msg.Header)
 	}
 	p.stats.MessagesUp++
 	p.stats.BytesUp += int64(len(data))
@@ -902,7 +927,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.reject(err)
 			return
 		}
-		if !p.stopping {
+		if !p.stopping && !p.pausing {
 			if err := p.request(); err != nil {
 				p.fail(err)
 			}
@@ -933,6 +958,11 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			p.onSeal(d, &p.ctl)
 			if p.stopping && !final && p.tr != nil && p.tr.final {
 				p.endAfterSeal(false)
+			}
+			if p.pausing && !p.pauseDone {
+				// The seal after the pause covers the whole log.
+				p.pauseDone = true
+				close(p.done)
 			}
 			return
 		}
@@ -988,6 +1018,18 @@ func (p *Party) control(c *schemas.Control) {
 					return
 				}
 			}
+		}
+	case schemas.CtlPause:
+		if p.pausing {
+			return
+		}
+		p.pausing = true
+		p.stats.Paused = true
+		p.pauseBy = time.Now().Add(pauseSealWait)
+		p.cfg.Log.Info().Int("party", p.cfg.ID).Int("steps", p.t).Int("in_flight", p.n).Msg("the run pauses: no new request; waiting for the seal to countersign")
+		if p.tr == nil {
+			p.pauseDone = true
+			close(p.done)
 		}
 	case schemas.CtlCheckpoint:
 		p.ckNow = true

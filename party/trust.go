@@ -146,6 +146,11 @@ func (p *Party) Verifier() *trust.Verifier {
 // the stop, for the aggregator's final checkpoint to countersign.
 const finalSealWait = 3 * time.Second
 
+// pauseSealWait bounds how long a party waits, after a pause, for the
+// seal that follows it: the aggregator answers what is in flight first
+// (at most 5 s).
+const pauseSealWait = 8 * time.Second
+
 // onSeal checks the aggregator's checkpoint carried by the seal control c
 // (delivered as d), countersigns it, keeps the receipt in Config.Receipts
 // and publishes it on the party's receipt subject. A checkpoint that does

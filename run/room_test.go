@@ -118,4 +118,3 @@ func TestDiskFullStopsTheRun(t *testing.T) {
 	}
 	resumeToTheEnd(t, cfg, trained)
 }
-

@@ -223,7 +223,15 @@ type Net struct {
 	// reachable and its JetStream available (0: not at all; the command
 	// line's default is DefaultBrokerWait).
 	BrokerWait time.Duration
-	NATS       string // external server URL ("" = embedded)
+	// Pause, if set, pauses a run of Train when it is closed (the
+	// command line's first Ctrl-C): what is in flight is answered, a seal
+	// covers the whole log, every participant saves its state, and Train
+	// returns the part that ran with an error wrapping ErrInterrupted
+	// (aggregator.ErrPaused). The log is intact and --resume goes on. A
+	// cancelled context instead stops at once, leaving the last seconds
+	// unsealed.
+	Pause <-chan struct{} `json:"-" yaml:"-"`
+	NATS  string          // external server URL ("" = embedded)
 	// PartyURL, if set (experiments), gives the URL party m's connection
 	// dials instead of the broker's own ("" keeps it): a proxy that
 	// delays the link, say (experiment wan).
@@ -1042,6 +1050,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
+		Pause: cfg.Pause,
 	}, nil
 }
 
@@ -1198,6 +1207,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	setup := time.Since(t0)
 	g, gctx := errgroup.WithContext(ctx)
 	var res *aggregator.Result
+	var paused error // the aggregator paused (Config.Pause)
 	// The parties start once the aggregator listens to what they send
 	// first: a design without history (core) would lose it otherwise,
 	// and the others need not replay it.
@@ -1205,6 +1215,12 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	g.Go(func() error {
 		var err error
 		res, err = agg.Run(gctx, watch)
+		if errors.Is(err, aggregator.ErrPaused) && ctx.Err() == nil {
+			// The parties countersign the seal and end by themselves:
+			// the group must not cancel them first.
+			paused = err
+			return nil
+		}
 		return err
 	})
 	select {
@@ -1216,7 +1232,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	err = g.Wait()
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
-	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil // interrupted: the outputs of the part that ran
+	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil || paused != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -1265,6 +1281,13 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if stalled {
 		s, _ = net.finish(ctx, &cfg, s, prog)
 		return s, err
+	}
+	if paused != nil {
+		s, err := net.finish(ctx, &cfg, s, prog)
+		if err != nil {
+			return s, err
+		}
+		return s, fmt.Errorf("%w: %w", ErrInterrupted, paused)
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }

@@ -183,6 +183,10 @@ const (
 	// checkpoint itself. Parties check it, countersign it and keep the
 	// receipt.
 	CtlSeal
+	// CtlPause pauses the run (its operator stopped it): the parties send
+	// no new request, answer what was asked, countersign the seal that
+	// follows, save their state and stop; a resume goes on.
+	CtlPause
 )
 
 // String names the control kind.
@@ -200,6 +204,8 @@ func (k ControlKind) String() string {
 		return "refuse"
 	case CtlSeal:
 		return "seal"
+	case CtlPause:
+		return "pause"
 	}
 	return fmt.Sprintf("control(%d)", k)
 }
@@ -375,7 +381,7 @@ func (m *Control) Validate(lim Limits) error {
 	if err := m.check(&lim); err != nil {
 		return err
 	}
-	if m.Op < CtlStart || m.Op > CtlSeal {
+	if m.Op < CtlStart || m.Op > CtlPause {
 		return fmt.Errorf("%w: unknown control %d", ErrRange, m.Op)
 	}
 	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {

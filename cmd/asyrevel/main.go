@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync/atomic"
 	"syscall"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -99,6 +101,10 @@ type signalError struct{ sig os.Signal }
 
 func (e signalError) Error() string { return e.sig.String() + " signal received" }
 
+// pauser, when set (train), pauses the run on the first signal instead
+// of cancelling it (run.Config.Pause).
+var pauser atomic.Pointer[func()]
+
 // exitCode is the shell's code for a process ended by the signal.
 func (e signalError) exitCode() int {
 	if s, ok := e.sig.(syscall.Signal); ok {
@@ -113,8 +119,15 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// The first signal ends the run cleanly: the outputs of the part
-		// that ran are written. A second one ends the process at once.
+		// that ran are written. A run of train pauses (pauser): what is in
+		// flight is answered and the log sealed first, a few seconds. A
+		// further signal stops at once, the last ends the process.
 		sig := <-sigs
+		if p := pauser.Load(); p != nil {
+			fmt.Fprintf(os.Stderr, "asyrevel: %v: pausing: answering what is in flight, sealing the log, saving the state (again to stop at once)\n", sig)
+			(*p)()
+			sig = <-sigs
+		}
 		fmt.Fprintf(os.Stderr, "asyrevel: %v: stopping; writing what the run has so far (again to quit at once)\n", sig)
 		cancel(signalError{sig})
 		sig = <-sigs
@@ -190,6 +203,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; the summary shows the part that ran. "+
 			"Once the store can be written again (free space, or --max-store within the free space), the same command with --resume (and its --run) goes on from the last checkpoint\n", err)
 		return 1
+	case errors.Is(err, aggregator.ErrPaused):
+		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; the summary shows the part that ran; --resume goes on\n")
+		return 0
 	case errors.Is(err, run.ErrInterrupted):
 		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
 		// and the summary written, so the exit status is 0.

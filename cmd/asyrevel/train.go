@@ -539,6 +539,13 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *memProfile != "" {
 		f.cfg.OnPoint = heapAtEnd(f.cfg.OnPoint, *memProfile, &f.cfg)
 	}
+	// The first Ctrl-C pauses the run with its log sealed (main).
+	pause := make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(pause) }) }
+	f.cfg.Pause = pause
+	pauser.Store(&stop)
+	defer pauser.Store(nil)
 	s, err := run.Train(ctx, f.cfg)
 	if s != nil {
 		report(stdout, &f.cfg, s)

@@ -1,0 +1,48 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/audit"
+)
+
+// A paused run (the first Ctrl-C of train: Config.Pause) answers what is
+// in flight, seals the whole log and saves every participant's state:
+// the log it leaves is intact, which a run stopped by its context
+// (cancelled at once) is not (unsealed tails: the last messages of each
+// chain covered by no signature). A resume goes on to the end, intact.
+func TestPauseSealsTheLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := t.TempDir()
+	cfg := roomyConfig(t, out, "paused")
+	cfg.Duration = time.Minute
+	pause := make(chan struct{})
+	cfg.Pause = pause
+	time.AfterFunc(1500*time.Millisecond, func() { close(pause) })
+	t0 := time.Now()
+	s, err := Train(context.Background(), cfg)
+	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, aggregator.ErrPaused) {
+		t.Fatalf("paused run: %v, want ErrInterrupted and ErrPaused", err)
+	}
+	if took := time.Since(t0); took > 20*time.Second {
+		t.Errorf("the pause took %v", took)
+	}
+	if s == nil || s.Steps == 0 || s.TrainSeconds <= 0 {
+		t.Fatalf("paused run's summary: %+v", s)
+	}
+	rep, err := audit.CheckOut(context.Background(), out, cfg.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Intact() || len(rep.Notes) > 0 {
+		t.Fatalf("audit of the paused run: intact %v, problems %v, notes %v", rep.Intact(), rep.Problems, rep.Notes)
+	}
+	cfg.Pause = nil
+	resumeToTheEnd(t, cfg, s.TrainSeconds)
+}
