@@ -924,13 +924,7 @@ func (a *Aggregator) quiesce(ctx context.Context, bus broker.Bus) {
 	end := time.Now().Add(pauseWait)
 	quiet := 0
 	for quiet < 2 && time.Now().Before(end) && ctx.Err() == nil {
-		var n uint64
-		var err error
-		if r := a.resumed; r != nil && r.ReadFrom > 1 {
-			n, err = logread.CountFrom(ctx, bus, filter, r.ReadFrom)
-		} else {
-			n, err = bus.Count(ctx, filter)
-		}
+		n, err := a.countRequests(ctx, bus, filter)
 		a.mu.Lock()
 		done := err == nil && a.outSeen >= n && a.cur == nil
 		a.mu.Unlock()
@@ -1094,6 +1088,16 @@ const evalSpacing = 9
 // evaluation, for the requests still on their way to it.
 const drainWait = 2 * time.Second
 
+// countRequests counts the requests (filter) the requests subscription
+// has to deliver: from the floor after a resume (the subscription
+// started there, Run), else all.
+func (a *Aggregator) countRequests(ctx context.Context, bus broker.Bus, filter string) (uint64, error) {
+	if r := a.resumed; r != nil && r.ReadFrom > 1 {
+		return logread.CountFrom(ctx, bus, filter, r.ReadFrom)
+	}
+	return bus.Count(ctx, filter)
+}
+
 // drain waits until the requests subscription has delivered every
 // PartyOutput the stream holds (at most drainWait), so that the requests
 // sent before the stop reached the parties are counted as late: the two
@@ -1101,15 +1105,7 @@ const drainWait = 2 * time.Second
 // may complete first.
 func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
 	filter := schemas.Filter(a.cfg.Run, schemas.KindOutput)
-	var n uint64
-	var err error
-	if r := a.resumed; r != nil && r.ReadFrom > 1 {
-		// The subscription started at the floor (Run): what it has to
-		// deliver is counted from there.
-		n, err = logread.CountFrom(ctx, bus, filter, r.ReadFrom)
-	} else {
-		n, err = bus.Count(ctx, filter)
-	}
+	n, err := a.countRequests(ctx, bus, filter)
 	if err != nil {
 		a.cfg.Log.Warn().Err(err).Msg("counting the requests in the stream")
 		return
