@@ -519,7 +519,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"(unless --nats), the aggregator and Q parties, each with its own connection.\n"+
 		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
 		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
-		"first one reached.", stderr)
+		"first one reached. Ctrl-C pauses it: what is in flight is answered, the log\n"+
+		"sealed and the state saved (--resume goes on); a second Ctrl-C stops at once.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
