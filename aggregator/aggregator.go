@@ -596,7 +596,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.mu.Lock()
 			// Replies still held for their requests: the final checkpoint
 			// counts them as sent.
-			a.releaseHeld(0, 0, true)
+			a.releaseAllHeld()
 			// The final checkpoint, after the late requests: it covers them.
 			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
@@ -619,7 +619,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.mu.Lock()
 			a.watch()
 			if len(a.held) > 0 && time.Since(a.heldSince) >= heldWait {
-				a.releaseHeld(0, 0, true)
+				a.releaseAllHeld()
 			}
 			if a.phase == training && a.sealDue() {
 				a.seal(false)
@@ -845,16 +845,13 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		// A pause, not an end: the state is saved and the parties are
 		// told to save theirs and wait; the run goes on with --resume.
 		a.control(schemas.CtlCheckpoint, 0, 0, reason+": the aggregator saved its state; it goes on when restarted with --resume")
-		a.res.Training = time.Since(a.start)
 		a.mu.Unlock()
 		a.saveCheckpoint(pctx)
 		a.mu.Lock()
 		a.end()
 	case a.phase != done:
-		// The parties stop too; they need not wait for a deadline.
-		if a.phase == training {
-			a.res.Training = time.Since(a.start)
-		}
+		// The parties stop too; they need not wait for a deadline. (end
+		// records the training time.)
 		a.control(schemas.CtlStop, 0, 0, reason)
 		a.seal(true)
 		a.end()
@@ -895,9 +892,8 @@ func (a *Aggregator) pause(ctx context.Context, bus broker.Bus) (*Result, error)
 	a.mu.Unlock()
 	a.quiesce(ctx, bus)
 	a.mu.Lock()
-	a.releaseHeld(0, 0, true)
+	a.releaseAllHeld()
 	a.seal(false)
-	a.res.Training = time.Since(a.start)
 	a.mu.Unlock()
 	a.saveCheckpoint(ctx)
 	a.mu.Lock()
@@ -1257,10 +1253,12 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.out.Validate(a.limits(m)); err != nil {
 		return err
 	}
-	if a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m] {
-		// A request the stream lost, sent again: the reply held for it
-		// follows it now, in any phase.
-		a.releaseHeld(m, a.out.Seq, false)
+	// A request applied before the resume: read again from the stream,
+	// or sent again after the stream lost it (the reply held for it
+	// follows it now, in any phase).
+	again := a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m]
+	if again {
+		a.releaseHeld(m, a.out.Seq)
 	}
 	switch a.phase {
 	case training:
@@ -1274,8 +1272,8 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	default:
 		return fmt.Errorf("%w: request from party %d before start", schemas.ErrState, m)
 	}
-	if a.resumed != nil && a.out.Seq <= a.lastSeq[seqRequests][m] {
-		return errApplied // read again from the stream after a resume
+	if again {
+		return errApplied
 	}
 	if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 		return err

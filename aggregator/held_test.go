@@ -41,16 +41,16 @@ func TestResendHoldsReplyUntilItsRequest(t *testing.T) {
 	if len(sent) != 1 || sent[0] != reply(2, 3, 4).Subject {
 		t.Fatalf("sent at once: %v, want party 2's reply alone", sent)
 	}
-	a.releaseHeld(2, 4, false)
-	a.releaseHeld(1, 6, false)
+	a.releaseHeld(2, 4)
+	a.releaseHeld(1, 6)
 	if len(sent) != 1 {
 		t.Fatalf("a reply went out for a request that did not come: %v", sent)
 	}
-	a.releaseHeld(1, 7, false)
+	a.releaseHeld(1, 7)
 	if len(sent) != 2 || len(a.held) != 1 {
 		t.Fatalf("after party 1's request 7 came again: sent %v, held %d", sent, len(a.held))
 	}
-	a.releaseHeld(0, 0, true)
+	a.releaseAllHeld()
 	if len(sent) != 3 || len(a.held) != 0 || a.resumed.Resent != 3 {
 		t.Fatalf("after the wait: sent %v, held %d, resent %d", sent, len(a.held), a.resumed.Resent)
 	}

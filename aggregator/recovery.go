@@ -686,33 +686,36 @@ func (r *recovery) goOn() {
 const heldWait = 10 * time.Second
 
 // releaseHeld sends the reply held for party m's request seq, which has
-// just arrived again (a.mu held); all held replies once heldWait is
-// over (all true).
-func (a *Aggregator) releaseHeld(m int, seq uint64, all bool) {
+// just arrived again (a.mu held).
+func (a *Aggregator) releaseHeld(m int, seq uint64) {
+	k := [2]uint64{uint64(m), seq}
+	if s, ok := a.held[k]; ok {
+		a.sendHeld(k, s)
+	}
+}
+
+// releaseAllHeld sends every reply still held (a.mu held): after
+// heldWait, and before a seal that counts them as sent.
+func (a *Aggregator) releaseAllHeld() {
 	if len(a.held) == 0 {
-		return
-	}
-	send := func(k [2]uint64, s Sent) {
-		delete(a.held, k)
-		if err := a.bus.Publish(a.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
-			a.fail(fmt.Errorf("sending again a reply the stream lost: %w", err))
-			return
-		}
-		if a.resumed != nil {
-			a.resumed.Resent++
-		}
-	}
-	if !all {
-		k := [2]uint64{uint64(m), seq}
-		if s, ok := a.held[k]; ok {
-			send(k, s)
-		}
 		return
 	}
 	keys := slices.Collect(maps.Keys(a.held))
 	slices.SortFunc(keys, func(x, y [2]uint64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
 	a.cfg.Log.Warn().Int("replies", len(keys)).Msg("replies held for requests that did not come again: sent")
 	for _, k := range keys {
-		send(k, a.held[k])
+		a.sendHeld(k, a.held[k])
+	}
+}
+
+// sendHeld publishes held reply s (key k) as first sent (a.mu held).
+func (a *Aggregator) sendHeld(k [2]uint64, s Sent) {
+	delete(a.held, k)
+	if err := a.bus.Publish(a.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
+		a.fail(fmt.Errorf("sending again a reply the stream lost: %w", err))
+		return
+	}
+	if a.resumed != nil {
+		a.resumed.Resent++
 	}
 }

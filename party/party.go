@@ -573,8 +573,7 @@ func (p *Party) wait(ctx context.Context) error {
 			}
 			if p.pausing && !p.pauseDone && now.After(p.pauseBy) {
 				p.cfg.Log.Warn().Int("party", p.cfg.ID).Msg("no seal from the aggregator after the pause: the end of the log is not countersigned")
-				p.pauseDone = true
-				close(p.done)
+				p.endPause()
 			}
 			switch {
 			case p.err != nil || p.stopping:
@@ -959,10 +958,8 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 			if p.stopping && !final && p.tr != nil && p.tr.final {
 				p.endAfterSeal(false)
 			}
-			if p.pausing && !p.pauseDone {
-				// The seal after the pause covers the whole log.
-				p.pauseDone = true
-				close(p.done)
+			if p.pausing {
+				p.endPause() // the seal after the pause covers the whole log
 			}
 			return
 		}
@@ -972,6 +969,15 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 		p.control(&p.ctl)
 	default:
 		p.reject(fmt.Errorf("%w: %s on a party's subscription", schemas.ErrSubject, kind))
+	}
+}
+
+// endPause ends a paused party's run (p.mu held), once: Run then saves
+// its state and returns.
+func (p *Party) endPause() {
+	if !p.pauseDone {
+		p.pauseDone = true
+		close(p.done)
 	}
 }
 
@@ -1028,8 +1034,7 @@ func (p *Party) control(c *schemas.Control) {
 		p.pauseBy = time.Now().Add(pauseSealWait)
 		p.cfg.Log.Info().Int("party", p.cfg.ID).Int("steps", p.t).Int("in_flight", p.n).Msg("the run pauses: no new request; waiting for the seal to countersign")
 		if p.tr == nil {
-			p.pauseDone = true
-			close(p.done)
+			p.endPause() // no seal to wait for
 		}
 	case schemas.CtlCheckpoint:
 		p.ckNow = true

@@ -1801,10 +1801,12 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	n.maxStore = cfg.MaxStore
 	if n.maxStore == 0 {
 		n.maxStore = defaultMaxStore(dir)
-		if stored, _, err := dirSize(dir); err == nil && cfg.Resume && n.maxStore > 0 {
+		if cfg.Resume && n.maxStore > 0 {
 			// What the run stored counts too: a run that stopped full
-			// goes on once space is freed (the bound is lifted, connect).
-			n.maxStore += stored
+			// goes on once space is freed (raiseBound lifts the bound).
+			if stored, _, err := dirSize(dir); err == nil {
+				n.maxStore += stored
+			}
 		}
 	}
 	auth, err := n.serverAuth()
