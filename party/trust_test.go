@@ -431,3 +431,63 @@ func TestResumeWithTrustResendsLost(t *testing.T) {
 	}
 	verify(s2.msgs)
 }
+
+// A pause is a control like any other: unsigned (forged by whoever can
+// publish) it is rejected and counted and the party goes on; signed by
+// the aggregator it stops new requests; delivered again (replayed) it is
+// rejected and counted.
+func TestTrustPause(t *testing.T) {
+	r, keys, err := trust.GenerateRun("t", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
+	ctl, _ := out.Publisher(schemas.Subject("t", schemas.KindControl, 0))
+	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
+		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	p.bus, p.ctx = s, context.Background()
+	c := schemas.NewCodec()
+	encode := func(op schemas.ControlKind) *delivery {
+		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: op})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &delivery{subject: ctl.Subject(), data: slices.Clone(b)}
+	}
+	// The aggregator's: appended to its chain and signed.
+	signed := func(op schemas.ControlKind) *delivery {
+		d := encode(op)
+		d.sign(ctl.Append(d.data, false))
+		return d
+	}
+	p.handle(context.Background(), signed(schemas.CtlStart))
+	if !p.started {
+		t.Fatalf("not started: rejected %v", p.Stats().Rejected)
+	}
+	// A forger's: the next number, no signature, not in the chain.
+	p.handle(context.Background(), encode(schemas.CtlPause))
+	if got := p.Stats().Rejected["trust-unsigned"]; got != 1 || p.pausing {
+		t.Fatalf("a forged pause: rejected %v, pausing %v", p.Stats().Rejected, p.pausing)
+	}
+	pause := signed(schemas.CtlPause)
+	p.handle(context.Background(), pause)
+	if !p.pausing || !p.Stats().Paused {
+		t.Fatalf("the aggregator's pause was not taken: rejected %v", p.Stats().Rejected)
+	}
+	before := sum(p.Stats().Rejected)
+	p.handle(context.Background(), pause)
+	if got := sum(p.Stats().Rejected) - before; got != 1 {
+		t.Fatalf("a replayed pause: %d more rejected (%v), want 1", got, p.Stats().Rejected)
+	}
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
