@@ -201,6 +201,10 @@ type Result struct {
 	// ErrInterrupted): Final is the last evaluation before, Training and
 	// Steps run to the interruption. "" for a run that ended.
 	Interrupted string
+	// Paused: the run paused (Config.Pause, or its stream nearly full):
+	// the log is sealed and every participant saves its state; the
+	// parties end by themselves. An interruption instead stops them.
+	Paused bool
 	// Refused lists the refusals of parties, by party: why each one's
 	// latest hello was refused.
 	Refused map[int]string
@@ -332,7 +336,10 @@ type Aggregator struct {
 	err            error
 	subjReply      []string
 	stopReason     string
-	pausing        bool // Pause: no new evaluation round, no stop
+	pausing        bool  // Pause: no new evaluation round, no stop
+	evalBytes      int64 // received in the evaluation rounds (not the initial pass)
+	roundsHere     int64 // evaluation rounds begun by this process (not before a resume)
+	through        int64 // bytes received and published, with the stream's overhead (room.go)
 
 	// Checkpoints and recovery (checkpoint.go): departed parties, the
 	// recovery report of a resumed run, the recorded reply a request
@@ -539,6 +546,15 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	}
 	defer rest.Close()
 
+	// A bounded stream is watched: the run pauses before it fills up.
+	var full chan error
+	if r, ok := bus.(roomer); ok {
+		full = make(chan error, 1)
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		go a.watchRoom(wctx, r, full)
+	}
+
 	tick := time.NewTicker(min(a.cfg.EvalEvery, 100*time.Millisecond))
 	defer tick.Stop()
 	a.mu.Lock()
@@ -554,7 +570,10 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-ctx.Done():
 			return a.interrupted(ctx, bus)
 		case <-a.cfg.Pause:
-			return a.pause(ctx, bus)
+			return a.pause(ctx, bus, ErrPaused)
+		case cause := <-full:
+			a.cfg.Log.Warn().Err(cause).Msg("the run's stream is nearly full: the run pauses")
+			return a.pause(ctx, bus, cause)
 		case <-a.fin:
 			a.mu.Lock()
 			err := a.err
@@ -873,22 +892,27 @@ var ErrPaused = errors.New("paused by its operator")
 // pauseWait bounds how long a pause waits for what is in flight.
 const pauseWait = 5 * time.Second
 
-// pause pauses the run on Config.Pause: the parties are told to send no
-// new request (CtlPause); the requests and evaluations in flight are
-// answered and counted; then a seal covers the whole log, the parties
-// countersign it, and the state is saved. Outside training, or without
-// checkpoints or the trust layer, it is an interruption.
-func (a *Aggregator) pause(ctx context.Context, bus broker.Bus) (*Result, error) {
+// pause pauses the run for cause (ErrPaused: Config.Pause; ErrNearlyFull:
+// its stream nearly full): the parties are told to send no new request
+// (CtlPause); the requests and evaluations in flight are answered and
+// counted; then a seal covers the whole log, the parties countersign it,
+// and the state is saved. Outside training, or without checkpoints or the
+// trust layer, it is an interruption.
+func (a *Aggregator) pause(ctx context.Context, bus broker.Bus, cause error) (*Result, error) {
 	a.mu.Lock()
 	if a.phase != training || a.cfg.OnCheckpoint == nil || a.tr == nil {
 		a.mu.Unlock()
 		pctx, cancel := context.WithCancelCause(ctx)
-		cancel(ErrPaused)
+		cancel(cause)
 		return a.interrupted(pctx, bus)
 	}
 	a.pausing = true
 	a.cfg.Log.Info().Int64("steps", a.res.Steps).Msg("pausing: answering what is in flight, then sealing the log and saving the state")
-	a.control(schemas.CtlPause, 0, 0, "the run pauses (its operator stopped it): every participant saves its state; --resume goes on")
+	why := "its operator stopped it"
+	if errors.Is(cause, ErrNearlyFull) {
+		why = "its stream is nearly full; give it a larger bound (--max-store, or free disk space)"
+	}
+	a.control(schemas.CtlPause, 0, 0, "the run pauses ("+why+"): every participant saves its state; --resume goes on")
 	a.mu.Unlock()
 	a.quiesce(ctx, bus)
 	a.mu.Lock()
@@ -904,11 +928,11 @@ func (a *Aggregator) pause(ctx context.Context, bus broker.Bus) (*Result, error)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	_ = bus.Flush(fctx)
 	cancel()
-	res.Interrupted = ErrPaused.Error()
+	res.Interrupted, res.Paused = cause.Error(), true
 	if n := len(res.Curve); n > 0 {
 		res.Final = res.Curve[n-1]
 	}
-	return res, fmt.Errorf("%w: %w", ErrInterrupted, ErrPaused)
+	return res, fmt.Errorf("%w: %w", ErrInterrupted, cause)
 }
 
 // quiesce waits, for at most pauseWait, until no evaluation round is
@@ -1023,6 +1047,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 	a.outbox.Keep(m.Head().Seq, subject, data, a.msg.Header)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
+	a.through += int64(len(data)) + storeOverhead
 	return len(data)
 }
 
@@ -1155,7 +1180,11 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	}
 	data := d.Data()
 	a.res.BytesIn += int64(len(data))
+	a.through += int64(len(data)) + storeOverhead
 	kind, m, err := schemas.ParseSubject(a.cfg.Run, d.Subject())
+	if kind == schemas.KindEval && a.phase != joining {
+		a.evalBytes += int64(len(data)) // not the initial pass
+	}
 	if err == nil && m > a.q {
 		err = fmt.Errorf("%w: party %d of a run with %d parties", schemas.ErrSubject, m, a.q)
 	}
@@ -1487,6 +1516,7 @@ func (a *Aggregator) requestEval(final bool) {
 		splits |= schemas.EvalTest
 	}
 	a.rounds++
+	a.roundsHere++
 	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
 	present := 0
 	for m := 1; m <= a.q; m++ {

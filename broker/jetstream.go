@@ -978,6 +978,34 @@ func (b *JetStream) RaiseMaxBytes(ctx context.Context, max int64) (before int64,
 	return before, true, nil
 }
 
+// Room is how many bytes the run's stream holds and its bound (limit
+// -1: none): the aggregator pauses the run while there is still room
+// to seal it. A full stream refuses a message by its size, so a small
+// reply can be stored after its larger request was refused; only a
+// pause before the bound keeps every answer after its question.
+// DesignCore has no stream: ErrUnsupported.
+func (b *JetStream) Room(ctx context.Context) (used, limit int64, err error) {
+	if b.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	if b.design == DesignCore {
+		return 0, 0, fmt.Errorf("%w: room: design %s keeps no log", ErrUnsupported, b.design)
+	}
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("broker: stream info: %w", err)
+	}
+	limit = info.Config.MaxBytes
+	if limit <= 0 {
+		limit = -1
+	}
+	return int64(info.State.Bytes), limit, nil
+}
+
 func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
 	st, err := b.streamHandle(ctx)
 	if err != nil {

@@ -1031,6 +1031,7 @@ func (p *Party) control(c *schemas.Control) {
 		}
 		p.pausing = true
 		p.stats.Paused = true
+		p.stats.StopReason = c.Reason
 		p.pauseBy = time.Now().Add(pauseSealWait)
 		p.cfg.Log.Info().Int("party", p.cfg.ID).Int("steps", p.t).Int("in_flight", p.n).Msg("the run pauses: no new request; waiting for the seal to countersign")
 		if p.tr == nil {

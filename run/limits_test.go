@@ -14,9 +14,10 @@ import (
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
-// A run whose stream reaches --max-store stops within seconds with an
-// error that says so (broker.ErrStreamFull), and the stream holds no more
-// than the bound: the log is bounded and never shortened.
+// A run whose stream nears --max-store stops within seconds with an
+// error that says so (broker.ErrStreamFull: without checkpoints it cannot
+// pause, TestFullStreamGoesOnWithRoom), and the stream holds no more than
+// the bound: the log is bounded and never shortened.
 func TestMaxStoreStopsTheRun(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")

@@ -1215,7 +1215,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	g.Go(func() error {
 		var err error
 		res, err = agg.Run(gctx, watch)
-		if errors.Is(err, aggregator.ErrPaused) && ctx.Err() == nil {
+		if res != nil && res.Paused && ctx.Err() == nil {
 			// The parties countersign the seal and end by themselves:
 			// the group must not cancel them first.
 			paused = err
@@ -1317,6 +1317,17 @@ func (w *watchBus) Outage() time.Duration {
 		return o.Outage()
 	}
 	return 0
+}
+
+// Room passes on the stream's fill (broker.JetStream), which the
+// aggregator watches to pause before its bound.
+func (w *watchBus) Room(ctx context.Context) (used, limit int64, err error) {
+	if r, ok := w.Bus.(interface {
+		Room(context.Context) (int64, int64, error)
+	}); ok {
+		return r.Room(ctx)
+	}
+	return 0, 0, broker.ErrUnsupported
 }
 
 func newWatchBus(b broker.Bus, run string) *watchBus {
@@ -1423,7 +1434,8 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
-	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil
+	paused := err != nil && res != nil && res.Paused && ctx.Err() == nil
+	stopped := err != nil && (ctx.Err() != nil || stalled || paused) && res != nil
 	if err != nil && !stopped {
 		bus.Close()
 		return nil, err
@@ -1448,6 +1460,13 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if stalled {
 		s, _ = net.finish(ctx, &cfg, s, prog)
 		return s, err
+	}
+	if paused {
+		s, ferr := net.finish(ctx, &cfg, s, prog)
+		if ferr != nil {
+			return s, ferr
+		}
+		return s, fmt.Errorf("%w: %w", ErrInterrupted, err)
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }

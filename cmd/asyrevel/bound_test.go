@@ -14,11 +14,12 @@ import (
 	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
-// A run on a broker of its own (asyrevel broker --roster) that stopped
-// because the run's stream reached its bound goes on once the broker is
-// started again with a larger --max-store: the broker lifts the existing
-// stream's bound before it admits anyone. Before, the bound was fixed
-// when the stream was made, and every resume stopped full again.
+// A run on a broker of its own (asyrevel broker --roster) pauses, sealed
+// and intact, when its stream nears its bound, and goes on once the
+// broker is started again with a larger --max-store: the broker lifts
+// the existing stream's bound before it admits anyone. Before, the bound
+// was fixed when the stream was made, and every resume stopped full
+// again.
 func TestRosterBrokerRaisesBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -68,16 +69,25 @@ func TestRosterBrokerRaisesBound(t *testing.T) {
 		return append(rs, goCLI(ctx, slices.Concat([]string{"aggregator", "--duration", duration, "--eval-every", "500ms"}, key("aggregator"), common, more)...))
 	}
 
-	stop := startBroker("2MB")
+	stop := startBroker("4MB")
 	full := start("60s")
 	agg := <-full[2]
-	if agg.code == 0 || !strings.Contains(agg.errOut, "stream is full") {
-		t.Fatalf("aggregator on a 2 MB stream: exit %d after %v, want the full stream named: %s", agg.code, agg.took, agg.errOut)
+	if agg.code == 0 || !strings.Contains(agg.errOut, "stream is nearly full") {
+		t.Fatalf("aggregator on a 4 MB stream: exit %d after %v, want the full stream named: %s", agg.code, agg.took, agg.errOut)
 	}
-	for _, r := range full[:2] {
-		<-r
+	t.Logf("aggregator after %v: %s", agg.took, strings.TrimSpace(agg.errOut))
+	for i, ch := range full[:2] {
+		if r := <-ch; r.code != 0 || !strings.Contains(r.out, "stream is nearly full") {
+			t.Errorf("party %d on a nearly full stream: exit %d, want 0 and the pause's reason: %s%s", i+1, r.code, r.out, r.errOut)
+		}
 	}
 	stop()
+	// Paused before the bound: the log is sealed and holds every message
+	// sent (a full stream refuses by size: a reply could be stored after
+	// its refused request, and land before it once that was sent again).
+	if code, out, errOut := runCLI(t, "audit", "verify", "--store", store, "--run", runID, "--roster", roster); code != 0 || !strings.Contains(out, "intact") {
+		t.Errorf("audit verify after the pause: exit %d: %s%s", code, out, errOut)
+	}
 
 	stop = startBroker("64MB")
 	resumed := start("3s", "--resume")

@@ -203,6 +203,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; the summary shows the part that ran. "+
 			"Once the store can be written again (free space, or --max-store within the free space), the same command with --resume (and its --run) goes on from the last checkpoint\n", err)
 		return 1
+	case errors.Is(err, aggregator.ErrNearlyFull):
+		// Not a success: the run needs room to go on.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
+			"the summary shows the part that ran. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
+			"then the same command with --resume (and its --run) goes on\n", err)
+		return 1
 	case errors.Is(err, aggregator.ErrPaused):
 		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; the summary shows the part that ran; --resume goes on\n")
 		return 0
