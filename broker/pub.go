@@ -676,8 +676,17 @@ func (p *capturePub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 	p.signal()
 }
 
-// streamFull wraps the stream's refusal of a message past its limit.
+// streamFull wraps the stream's refusal of a message past its limit: its
+// own bound (--max-store), or the server's storage limit for JetStream.
 func streamFull(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "insufficient resources") {
+		// The server's limit, not the stream's: a stock nats-server
+		// gives JetStream 75% of the free disk unless configured.
+		return fmt.Errorf("%w: the broker's storage for JetStream is used up (the server's limit, max_file_store in its configuration: "+
+			"by default 75%% of the disk space free when it started; not the run's --max-store) and it refuses new messages; "+
+			"nothing stored was dropped. Raise the server's max_file_store, free disk space, or remove old runs' streams (%w)", ErrStreamFull, err)
+	}
 	return fmt.Errorf("%w: it holds as much as its limit allows (the run's --max-store) and refuses new messages; "+
 		"nothing stored was dropped. Raise --max-store, train for fewer steps, or free disk space (%w)", ErrStreamFull, err)
 }

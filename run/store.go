@@ -251,15 +251,17 @@ func dirSize(dir string) (n int64, newest time.Time, err error) {
 	return n, newest, err
 }
 
-// MB formats a byte count for people.
+// MB formats a byte count for people, in binary units (GiB, MiB, KiB:
+// the flags take both kinds, 500MB being 500,000,000 bytes; before, 2 MB
+// given was shown as "1.9 MB").
 func MB(n int64) string {
 	switch {
 	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GB", float64(n)/(1<<30))
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	}
-	return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
+	return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
 }
 
 // dirOf is filepath.Dir of a cleaned path.

@@ -149,3 +149,20 @@ func TestStoreInUseIsNotRemoved(t *testing.T) {
 		t.Fatalf("Remove after the broker stopped: %v", err)
 	}
 }
+
+// Sizes are shown in the binary units they are computed in: 2,000,000
+// bytes (--max-store 2MB) is 1.9 MiB, not "1.9 MB".
+func TestMBUnits(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{
+		{2_000_000, "1.9 MiB"},
+		{512 << 10, "512 KiB"},
+		{3 << 30, "3.00 GiB"},
+	} {
+		if got := MB(c.n); got != c.want {
+			t.Errorf("MB(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
