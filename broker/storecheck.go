@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/minio/highwayhash"
 	"github.com/nats-io/nats-server/v2/server"
@@ -324,6 +326,16 @@ func checkBlock(dir string, b storeBlock, c *StoreCheck, keep bool) ([]byte, err
 				reason = "checksum mismatch"
 			}
 		}
+		if reason == "" {
+			// The checksum runs over subject, headers and message as one
+			// stream of bytes: a damaged subject or headers length moves
+			// a boundary and still passes. The server would then send a
+			// subject holding message bytes (a space, a line end), which
+			// breaks the client's protocol: its reader reconnected and
+			// asked for the same record again, for ever (TestAuditVerify,
+			// once under load).
+			reason = checkLayout(body, slen, hasHdr)
+		}
 		if reason != "" {
 			c.Damaged = append(c.Damaged, DamagedRecord{Block: b.rel, Offset: int64(i), Seq: seq, Reason: reason})
 		} else {
@@ -335,4 +347,33 @@ func checkBlock(dir string, b storeBlock, c *StoreCheck, keep bool) ([]byte, err
 		i += int(rl)
 	}
 	return kept, nil
+}
+
+// checkLayout checks what the checksum cannot: that the subject is a
+// literal subject and the headers a NATS header block.
+func checkLayout(body []byte, slen int, hasHdr bool) string {
+	subj := body[:slen]
+	if slen == 0 || !utf8.Valid(subj) || bytes.ContainsFunc(subj, func(r rune) bool { return r <= ' ' || r == 0x7f }) ||
+		!server.IsValidLiteralSubject(string(subj)) {
+		return fmt.Sprintf("subject %q is not a subject (its length field damaged?)", truncate(subj, 40))
+	}
+	if !hasHdr {
+		return ""
+	}
+	hl := int(binary.LittleEndian.Uint32(body[slen:]))
+	if hl == 0 {
+		return ""
+	}
+	hdr := body[slen+4 : slen+4+hl]
+	if !bytes.HasPrefix(hdr, []byte("NATS/1.0")) || !bytes.HasSuffix(hdr, []byte("\r\n\r\n")) {
+		return fmt.Sprintf("headers of %d bytes are not a header block (their length field damaged?)", hl)
+	}
+	return ""
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }

@@ -105,6 +105,10 @@ func TestDamagedStore(t *testing.T) {
 		{"timestamp", 12 + 2, 0x01},
 		{"subject", 22, 0x20},
 		{"payload", 30, 0x02},
+		// The headers length (after the 3-byte subject): one byte more
+		// or less of headers passes the checksum (it runs over headers
+		// and message as one), not the header block's layout.
+		{"headers length", 22 + 3, 0x01},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,5 +214,76 @@ func TestDamagedRecordLength(t *testing.T) {
 		}
 		srv.Shutdown()
 		cancel()
+	}
+}
+
+// A damaged subject length that moves the boundary between subject and
+// message passes the checksum, which runs over both as one stream of
+// bytes. The server then sent a subject holding message bytes, a space
+// among them, and the client's protocol broke: its reader reconnected and
+// asked for the same record again, for ever (audit verify hung 9 minutes
+// in TestAuditVerify). The check now finds the record damaged, and a
+// reader of the scrubbed store reads the rest to the end.
+func TestDamagedSubjectLength(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv.InProcess()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ASYREVEL_t", Subjects: []string{"t.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if _, err := js.Publish(ctx, "t.0", fmt.Appendf(nil, "message %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Close()
+	srv.Shutdown()
+	blks, _ := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", "ASYREVEL_t", "msgs", "*.blk"))
+	if len(blks) != 1 {
+		t.Fatalf("%d message blocks", len(blks))
+	}
+	b, _ := os.ReadFile(blks[0])
+	// Subject length 3 becomes 11: "t.0message " and its space.
+	b[recordAt(t, b, 20)+20] ^= 0x08
+	if err := os.WriteFile(blks[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := broker.CheckStore(dir)
+	if err != nil || len(c.Damaged) != 1 || c.Records != n-1 {
+		t.Fatalf("check: %v, %d damaged, %d intact: %+v", err, len(c.Damaged), c.Records, c.Damaged)
+	}
+	srv, err = broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, SharedStoreLock: true, ScrubDamaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err = nats.Connect("", nats.InProcessServer(srv.InProcess()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ = jetstream.New(nc)
+	cons, err := js.OrderedConsumer(ctx, "ASYREVEL_t", jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < n-1; got++ {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatalf("after %d of %d messages: %v", got, n-1, err)
+		}
+		if m.Subject() != "t.0" {
+			t.Fatalf("message %d on %q", got, m.Subject())
+		}
 	}
 }
