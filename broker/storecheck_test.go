@@ -19,6 +19,13 @@ import (
 // the store and its one message block.
 func storeWith(t *testing.T, n int) (dir, blk string) {
 	t.Helper()
+	return storeOf(t, n, true)
+}
+
+// storeOf is storeWith, the messages with a header (a message id) or
+// without, all on t.0.
+func storeOf(t *testing.T, n int, headers bool) (dir, blk string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dir = t.TempDir()
@@ -41,8 +48,11 @@ func storeWith(t *testing.T, n int) (dir, blk string) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		msg := &nats.Msg{Subject: fmt.Sprintf("t.%d", i%3), Data: fmt.Appendf(nil, "message %d", i), Header: nats.Header{}}
-		msg.Header.Set(nats.MsgIdHdr, fmt.Sprint(i))
+		msg := &nats.Msg{Subject: "t.0", Data: fmt.Appendf(nil, "message %d", i)}
+		if headers {
+			msg.Subject, msg.Header = fmt.Sprintf("t.%d", i%3), nats.Header{}
+			msg.Header.Set(nats.MsgIdHdr, fmt.Sprint(i))
+		}
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
@@ -227,52 +237,29 @@ func TestDamagedRecordLength(t *testing.T) {
 func TestDamagedSubjectLength(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv.InProcess()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ASYREVEL_t", Subjects: []string{"t.>"}}); err != nil {
-		t.Fatal(err)
-	}
 	const n = 50
-	for i := range n {
-		if _, err := js.Publish(ctx, "t.0", fmt.Appendf(nil, "message %d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	nc.Close()
-	srv.Shutdown()
-	blks, _ := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", "ASYREVEL_t", "msgs", "*.blk"))
-	if len(blks) != 1 {
-		t.Fatalf("%d message blocks", len(blks))
-	}
-	b, _ := os.ReadFile(blks[0])
+	dir, blk := storeOf(t, n, false)
+	b, _ := os.ReadFile(blk)
 	// Subject length 3 becomes 11: "t.0message " and its space.
 	b[recordAt(t, b, 20)+20] ^= 0x08
-	if err := os.WriteFile(blks[0], b, 0o600); err != nil {
+	if err := os.WriteFile(blk, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := broker.CheckStore(dir)
 	if err != nil || len(c.Damaged) != 1 || c.Records != n-1 {
 		t.Fatalf("check: %v, %d damaged, %d intact: %+v", err, len(c.Damaged), c.Records, c.Damaged)
 	}
-	srv, err = broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, SharedStoreLock: true, ScrubDamaged: true})
+	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: dir, NoListen: true, SharedStoreLock: true, ScrubDamaged: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	nc, err = nats.Connect("", nats.InProcessServer(srv.InProcess()))
+	nc, err := nats.Connect("", nats.InProcessServer(srv.InProcess()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, _ = jetstream.New(nc)
+	js, _ := jetstream.New(nc)
 	cons, err := js.OrderedConsumer(ctx, "ASYREVEL_t", jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Fatal(err)
