@@ -955,13 +955,9 @@ func (b *JetStream) Count(ctx context.Context, filter string) (uint64, error) {
 // more. It returns the bound before (-1: none) and whether it changed.
 // It needs the right to update the stream (the broker's operator).
 func (b *JetStream) RaiseMaxBytes(ctx context.Context, max int64) (before int64, raised bool, err error) {
-	st, err := b.streamHandle(ctx)
+	info, err := b.streamInfo(ctx)
 	if err != nil {
 		return 0, false, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("broker: stream info: %w", err)
 	}
 	cfg := info.Config
 	before = cfg.MaxBytes
@@ -991,13 +987,9 @@ func (b *JetStream) Room(ctx context.Context) (used, limit int64, err error) {
 	if b.design == DesignCore {
 		return 0, 0, fmt.Errorf("%w: room: design %s keeps no log", ErrUnsupported, b.design)
 	}
-	st, err := b.streamHandle(ctx)
+	info, err := b.streamInfo(ctx)
 	if err != nil {
 		return 0, 0, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("broker: stream info: %w", err)
 	}
 	limit = info.Config.MaxBytes
 	if limit <= 0 {
@@ -1007,20 +999,16 @@ func (b *JetStream) Room(ctx context.Context) (used, limit int64, err error) {
 }
 
 func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
-	st, err := b.streamHandle(ctx)
-	if err != nil {
-		return 0, err
-	}
 	if filter == b.prefix+">" {
-		info, err := st.Info(ctx)
+		info, err := b.streamInfo(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("broker: stream info: %w", err)
+			return 0, err
 		}
 		return info.State.Msgs, nil
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	info, err := b.streamInfo(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return 0, fmt.Errorf("broker: stream info: %w", err)
+		return 0, err
 	}
 	var n uint64
 	for _, c := range info.State.Subjects {
@@ -1032,13 +1020,9 @@ func (b *JetStream) count(ctx context.Context, filter string) (uint64, error) {
 // subjectCounts is the stream's message count of each of the run's
 // subjects.
 func (b *JetStream) subjectCounts(ctx context.Context) (map[string]uint64, error) {
-	st, err := b.streamHandle(ctx)
+	info, err := b.streamInfo(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
 	if err != nil {
 		return nil, err
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(b.prefix+">"))
-	if err != nil {
-		return nil, fmt.Errorf("broker: stream info: %w", err)
 	}
 	if info.State.Subjects == nil {
 		return map[string]uint64{}, nil
@@ -1048,15 +1032,24 @@ func (b *JetStream) subjectCounts(ctx context.Context) (map[string]uint64, error
 
 // lastSeq is the stream's last sequence.
 func (b *JetStream) lastSeq(ctx context.Context) (uint64, error) {
-	st, err := b.streamHandle(ctx)
+	info, err := b.streamInfo(ctx)
 	if err != nil {
 		return 0, err
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("broker: stream info: %w", err)
-	}
 	return info.State.LastSeq, nil
+}
+
+// streamInfo asks for the run's stream's configuration and state.
+func (b *JetStream) streamInfo(ctx context.Context, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	st, err := b.streamHandle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream info: %w", err)
+	}
+	return info, nil
 }
 
 func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) {

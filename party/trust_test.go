@@ -120,10 +120,10 @@ func TestTrustRejectsForgedReplies(t *testing.T) {
 	}
 }
 
-// A party joins after controls addressed to others: its first control
-// has a sequence number above 1 and is accepted on its signature; an
-// unsigned control is not.
-func TestTrustLateControl(t *testing.T) {
+// controlled is party 2 of a run with keys, publishing into a sink, with
+// the aggregator's control publisher and a codec to write controls with.
+func controlled(t *testing.T) (*Party, *sink, *trust.Publisher, *schemas.Codec) {
+	t.Helper()
 	r, keys, err := trust.GenerateRun("t", 2)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +138,14 @@ func TestTrustLateControl(t *testing.T) {
 	s := &sink{}
 	p.bus, p.ctx = s, context.Background()
 	c := schemas.NewCodec()
+	return p, s, ctl, c
+}
+
+// A party joins after controls addressed to others: its first control
+// has a sequence number above 1 and is accepted on its signature; an
+// unsigned control is not.
+func TestTrustLateControl(t *testing.T) {
+	p, s, ctl, c := controlled(t)
 	send := func(op schemas.ControlKind, signed bool) {
 		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: op, Round: 1, Splits: schemas.EvalTrain})
 		if err != nil {
@@ -437,20 +445,7 @@ func TestResumeWithTrustResendsLost(t *testing.T) {
 // the aggregator it stops new requests; delivered again (replayed) it is
 // rejected and counted.
 func TestTrustPause(t *testing.T) {
-	r, keys, err := trust.GenerateRun("t", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
-	ctl, _ := out.Publisher(schemas.Subject("t", schemas.KindControl, 0))
-	p, err := New(Config{Run: "t", ID: 2, Model: model.NewLinear(6, 1), Train: dense(50, 6), Dist: zoo.Gaussian,
-		Mu: 1e-3, LR: zoo.Schedule{Eta0: 0.1}, Batch: 1, Window: 1, Seed: 7, Log: zerolog.Nop(), Key: keys[2], Roster: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sink{}
-	p.bus, p.ctx = s, context.Background()
-	c := schemas.NewCodec()
+	p, _, ctl, c := controlled(t)
 	encode := func(op schemas.ControlKind) *delivery {
 		b, err := c.Marshal(&schemas.Control{Header: schemas.Header{Version: schemas.Version, Seq: ctl.Next()}, Op: op})
 		if err != nil {

@@ -1283,11 +1283,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return s, err
 	}
 	if paused != nil {
-		s, err := net.finish(ctx, &cfg, s, prog)
-		if err != nil {
-			return s, err
-		}
-		return s, fmt.Errorf("%w: %w", ErrInterrupted, paused)
+		return net.finishPaused(ctx, &cfg, s, prog, paused)
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -1462,11 +1458,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return s, err
 	}
 	if paused {
-		s, ferr := net.finish(ctx, &cfg, s, prog)
-		if ferr != nil {
-			return s, ferr
-		}
-		return s, fmt.Errorf("%w: %w", ErrInterrupted, err)
+		return net.finishPaused(ctx, &cfg, s, prog, err)
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -2163,6 +2155,17 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 		}
 	}
 	return s, interrupted
+}
+
+// finishPaused is finish for a run the aggregator paused (Result.Paused;
+// its error cause): the part that ran, with an error wrapping
+// ErrInterrupted and cause.
+func (n *network) finishPaused(ctx context.Context, cfg *Config, s *Summary, prog *progress, cause error) (*Summary, error) {
+	s, err := n.finish(ctx, cfg, s, prog)
+	if err != nil {
+		return s, err
+	}
+	return s, fmt.Errorf("%w: %w", ErrInterrupted, cause)
 }
 
 // watchStore returns ctx, cancelled with the embedded broker's store
