@@ -440,6 +440,7 @@ type capturePub struct {
 	mu        sync.Mutex
 	published uint64 // messages sent
 	pubBytes  uint64
+	largest   uint64 // the largest payload published (verify: a full stream?)
 	confirmed uint64 // messages confirmed (published[:confirmed])
 	confBytes uint64
 	sinceMark int
@@ -573,6 +574,7 @@ func (p *capturePub) publish(ctx context.Context, m *Message) error {
 	marker := m.ID != "" || p.sinceMark+1 >= p.markEvery || p.markB+size >= p.markBytes
 	p.published++
 	p.pubBytes += size
+	p.largest = max(p.largest, size)
 	sc.n++
 	var err error
 	if marker {
@@ -933,7 +935,34 @@ func (p *capturePub) verify(ctx context.Context, sent map[*subjectCount]uint64) 
 		c.sc.verified = max(c.sc.verified, c.n)
 		p.mu.Unlock()
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	err := errors.Join(errs...)
+	if p.atBound(ctx) {
+		// Refused because the stream is full: only a marker's refusal
+		// says so, and the missing ones need not have been markers.
+		return streamFull(err)
+	}
+	return err
+}
+
+// recordSlack is what a stored record adds to a message's payload
+// (subject, headers with a signature, the record's own fields), at most.
+const recordSlack = 1 << 10
+
+// atBound reports whether the run's stream has no room left for the
+// largest message published: messages missing from it were refused
+// because it is full.
+func (p *capturePub) atBound(ctx context.Context) bool {
+	info, err := p.b.streamInfo(ctx)
+	if err != nil || info.Config.MaxBytes <= 0 {
+		return false
+	}
+	p.mu.Lock()
+	largest := p.largest
+	p.mu.Unlock()
+	return info.State.Bytes+largest+recordSlack > uint64(info.Config.MaxBytes)
 }
 
 func (p *capturePub) pending() int {

@@ -50,3 +50,28 @@ func TestRaiseMaxBytes(t *testing.T) {
 		t.Fatalf("an unbounded stream was bounded: raised %v, err %v", raised, err)
 	}
 }
+
+// Messages a full stream refused are reported as a full stream, not only
+// as lost, when none of them was a marker (whose refusal names the
+// cause): the count check asks whether the stream is at its bound. Before,
+// a run stopped full with "messages lost: ... holds 1409 messages, 1411
+// were published there" (TestMaxStoreStopsTheRun, once).
+func TestCaptureFullWithoutMarker(t *testing.T) {
+	srv := startServer(t)
+	run := newRun()
+	b := connectJSConfig(t, broker.JetStreamConfig{Server: srv, Run: run, Name: "a", Design: broker.DesignCapture, MaxBytes: 64 << 10,
+		MarkEvery: 1000, Window: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	subject := broker.SubjectPrefix(run) + ".x"
+	payload := bytes.Repeat([]byte{1}, 1<<10)
+	for range 100 {
+		if err := b.Publish(ctx, &broker.Message{Subject: subject, Data: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := b.Flush(ctx)
+	if !errors.Is(err, broker.ErrStreamFull) || !errors.Is(err, broker.ErrLost) {
+		t.Fatalf("100 KiB into a 64 KiB stream: %v, want ErrStreamFull and ErrLost", err)
+	}
+}
