@@ -93,7 +93,7 @@ func load1() float64 {
 
 // Align runs every case of cfg in its own process, compares it with the
 // bound from the group costs measured here, writes align.csv and the
-// report's section, and says what it measured on stdout (the cases'
+// report, and says what it measured on stdout (the cases'
 // progress goes to stderr).
 func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error {
 	t0 := time.Now()
@@ -140,8 +140,6 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 		"protocol_cpu_seconds", "local_hash_us", "local_mult_us", "protocol_cpu_ratio_local", "core_share", "go_idle_share", "gc_share", "load_start", "load_end", "alone_seconds", "alone_ratio"}
 	var recs [][]string
 	ff := func(v float64, p int) string { return strconv.FormatFloat(v, 'f', p, 64) }
-	var b strings.Builder
-	b.WriteString("| organisations | ids each | overlap | in common | seconds | bound | ratio | CPU s | CPU bound | CPU ratio | peak memory | wire bytes an id (all ids) | per id of one organisation | plain join | correct | core share (load average) | Go scheduler idle | cores to itself (ratio) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	allOK := true
 	for _, r := range rows {
 		ratio := r.Seconds / r.BoundSeconds
@@ -152,32 +150,16 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 			ff(r.BoundSeconds, 2), ff(ratio, 3), ff(r.CPUSeconds, 2), ff(r.BoundSeconds*float64(cores), 2), ff(cpuRatio, 3), ff(float64(r.PeakRSS)/(1<<20), 0), strconv.FormatInt(r.WireBytes, 10), ff(perID, 1), ff(perOrgID, 1),
 			strconv.FormatInt(r.Messages, 10), ff(r.PlainJoinSeconds, 4), strconv.FormatBool(r.Correct), ff(1e6*costs.Hash, 2), ff(1e6*costs.Mult, 2), strconv.Itoa(cores),
 			ff(r.BenchResult.CPUSeconds, 2), ff(1e6*r.Costs.Hash, 2), ff(1e6*r.Costs.Mult, 2), ff(r.LocalRatio(), 3), ff(r.Share(cores), 3), ff(r.IdleShare, 4), ff(r.GCShare, 4), ff(r.LoadStart, 2), ff(r.LoadEnd, 2), ff(r.Alone(cores), 2), ff(r.Alone(cores)/r.BoundSeconds, 3)})
-		fmt.Fprintf(&b, "| %d | %d | %.0f%% | %d | %.1f | %.1f | %.2fx | %.1f | %.1f | %.2fx | %s | %.1f | %.1f | %.3f s | %v | %.0f%% (%.1f to %.1f) | %.2f%% | %.1f s (%.2fx) |\n", r.Orgs, r.IDs, 100*r.Overlap, r.Intersection,
-			r.Seconds, r.BoundSeconds, ratio, r.CPUSeconds, r.BoundSeconds*float64(cores), cpuRatio, run.MB(r.PeakRSS), perID, perOrgID, r.PlainJoinSeconds, r.Correct,
-			100*r.Share(cores), r.LoadStart, r.LoadEnd, 100*r.IdleShare, r.Alone(cores), r.Alone(cores)/r.BoundSeconds)
 		allOK = allOK && r.Correct
 	}
 	if err := run.WriteCSV(filepath.Join(cfg.Out, "align.csv"), header, recs); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nGroup costs on one core of this machine (cloudflare/circl ristretto255): hash-to-group %.1f µs, scalar multiplication %.1f µs, "+
-		"encoding %.1f µs, decoding %.1f µs. The bound counts hashes and multiplications only, on %d cores: for two organisations each id is hashed once and "+
-		"multiplied twice; with more, the hub's set is raised by every party and every party's set by the hub. The protocol also encodes every element it "+
-		"sends and decodes every element it receives, which the bound leaves out. Peak memory is the resident maximum of the case's process, which holds "+
-		"every organisation and the embedded broker. Wire bytes are what the organisations published (payload, subject, headers), per id of all "+
-		"organisations and per id of one organisation. The plain join is a hash set of the hub's keys probed with every party's, in the clear, in one goroutine. "+
-		"Correct: every organisation's rows are the plain intersection, in the same order. "+
-		"The machine is shared (the load average while this ran: %s): wall times against the bound measure the machine's load as much as the protocol; "+
-		"the CPU columns (user and system time of the case's process against the bound's operations on one core) do not depend on it. "+
-		"Core share is the protocol's CPU time over its wall time times the cores; the Go scheduler's idle share is the part of that time in which no "+
-		"goroutine was ready to run (runtime/metrics: the code's own want of parallelism, which the load does not change); cores to itself is the "+
-		"protocol's CPU time over the cores and the busy share, an estimate of its wall time on an idle machine.\n", 1e6*costs.Hash, 1e6*costs.Mult, 1e6*costs.Encode, 1e6*costs.Decode, cores, loadAverages())
-	sec := Section{Name: "align", Title: "Private entity alignment: ECDH set intersection against its bound",
-		Command: cfg.Command, Machine: Machine(), Started: t0, Duration: time.Since(t0), Body: b.String()}
+	sec := Section{Name: "align", Command: cfg.Command, Started: t0, Duration: time.Since(t0)}
 	if err := WriteSection(cfg.Out, sec); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s and a section of %s\n", filepath.Join(cfg.Out, "align.csv"), filepath.Join(cfg.Out, ReportFile))
+	fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(cfg.Out, "align.csv"), filepath.Join(cfg.Out, ReportFile))
 	if !allOK {
 		return fmt.Errorf("an alignment differs from the plain intersection")
 	}
@@ -204,13 +186,4 @@ func ParseAlignCases(s string) ([]AlignCase, error) {
 		out = append(out, AlignCase{Orgs: o, IDs: n, Overlap: v})
 	}
 	return out, nil
-}
-
-// loadAverages is /proc/loadavg's first three fields, or "unknown".
-func loadAverages() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], ", ")
-	}
-	return "unknown"
 }

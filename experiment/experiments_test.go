@@ -15,27 +15,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// small is a synthetic problem that a linear model learns to about 95%.
-func small() *dataset.SyntheticConfig {
-	return &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
-}
-
-func smallData(t *testing.T, q int) *run.Data {
-	t.Helper()
-	tc := run.New(func(c *run.Config) {
-		c.Synthetic = small()
-		c.Parties = q
-	})
-	if err := tc.Prepare(); err != nil {
-		t.Fatal(err)
-	}
-	d, err := run.LoadData(&tc, run.RoleAll)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func TestThroughputWritesResults(t *testing.T) {
 	rows, err := Throughput(context.Background(), ThroughputConfig{
 		Data: smallData(t, 4), Parties: 4, Variants: []string{"memory", "capture-tcp", "core-inprocess"},
@@ -117,39 +96,6 @@ func TestTimeToAccuracy(t *testing.T) {
 	}
 }
 
-func TestFirstOrderLearns(t *testing.T) {
-	data := smallData(t, 3)
-	tc := run.New(func(c *run.Config) {
-		c.Loaded = data
-		c.Parties = 3
-		c.Model = "mlp"
-		c.Hidden = 16
-		c.Batch = 32
-		c.Epochs = 3
-	})
-	r, err := FirstOrderFor(context.Background(), tc, 0.05, 0.9, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.TestAccuracy < 0.93 {
-		t.Errorf("first-order MLP accuracy %.4f, want at least 0.93", r.TestAccuracy)
-	}
-}
-
-func TestFirstOrderRefusesBlackBox(t *testing.T) {
-	tc := run.New(func(c *run.Config) {
-		c.Loaded = smallData(t, 2)
-		c.Parties = 2
-		c.Model = "external"
-		c.ModelCmd = "/bin/false"
-		c.Batch = 8
-		c.Epochs = 1
-	})
-	if _, err := FirstOrderFor(context.Background(), tc, 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
-		t.Fatalf("first-order with a black-box model: %v", err)
-	}
-}
-
 func TestParseVariant(t *testing.T) {
 	for _, tc := range []struct {
 		name, design, conn, persist, compr string
@@ -200,4 +146,24 @@ func TestScaleSlopes(t *testing.T) {
 	if p, s := ScaleSlopes(rows[:1]); !math.IsNaN(p) || !math.IsNaN(s) {
 		t.Errorf("one run: %v %v", p, s)
 	}
+}
+
+// small is a synthetic problem that a linear model learns to about 95%
+// (the simulator's tests use the same).
+func small() *dataset.SyntheticConfig {
+	return &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
+}
+
+// smallData is small() split over q parties.
+func smallData(t *testing.T, q int) *run.Data {
+	t.Helper()
+	tr, te, err := dataset.Synthetic(*small())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Split(tr, te, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

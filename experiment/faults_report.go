@@ -8,8 +8,8 @@ import (
 )
 
 // FaultsTable is the faults experiment's table, in Markdown, followed by
-// the failure of every case that failed: what the command prints and the
-// report's section begins with.
+// the failure of every case that failed: what the command prints (the
+// report writes its own from faults.csv).
 func FaultsTable(rows []FaultRow) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -28,26 +28,20 @@ func FaultsTable(rows []FaultRow) string {
 	return b.String()
 }
 
-// FaultsSection is the report's section of a faults experiment of cfg
-// whose table is table.
+// FaultsSection is the record of a faults experiment of cfg that started
+// at started (table is what the command printed: the report makes its own
+// from faults.csv).
 func FaultsSection(cfg FaultConfig, table, command string, started time.Time) Section {
-	trustNote := "The trust layer is on (the default): each case has its own keys (asyrevel keys) and broker (--roster: only the roster's participants, each on its own subjects); " +
-		"every participant, resumed ones too, signs and verifies with its --key and --roster, the parties keep their receipts, and asyrevel audit verify " +
-		"(the roster and every party's receipts folder) walks the stream at the end: \"ok\" is exit 0 (the log intact), else the count of problems; " +
-		"rejected counts the messages the aggregator and the parties that ended rejected. "
+	trust := "the trust layer on: each case with its own keys, a broker admitting only the roster, receipts kept and audit verify at the end"
 	if cfg.NoTrust {
-		trustNote = "Run with --no-trust: no keys, a broker that admits anyone, nothing signed or audited. "
+		trust = "--no-trust: no keys, a broker that admits anyone, nothing signed or audited"
 	}
-	body := table + fmt.Sprintf("\nData %s, %d parties, batch %d, window %d, %d steps a run; the kill %v after training starts, the restart %v later; "+
-		"checkpoints every 250 ms. "+trustNote+"Lost and duplicated are read from the stream (each subject's sequence numbers 1, 2, 3, ... and one reply per request); "+
-		"recovery is the time from the restart of the killed process to its log line saying it resumed (data loading, checkpoint, reading the stream). "+
-		"A party killed for good is not expected to reach the uninterrupted accuracy: its columns stay as they were. "+
-		"The broker case: the broker is killed with -9 and restarted on its store and port, and nobody touches the participants: "+
-		"each resumes by itself from its checkpoint and the stream once the broker is back (paused: the run stalled instead, and every participant "+
-		"was restarted with --resume); its recovery time runs from the broker's restart to the aggregator's log line saying it resumed.\n",
-		cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps, cfg.KillAfter, cfg.Down)
-	return Section{Name: "faults", Title: "Faults: kill -9 and SIGTERM of the aggregator and a party, resumed from checkpoints",
-		Command: command, Machine: Machine(), Started: started, Duration: time.Since(started), Body: body}
+	return Section{Name: "faults", Command: command, Started: started, Duration: time.Since(started),
+		Settings: []string{
+			fmt.Sprintf("data %s, %d parties, batch %d, window %d, %d steps a run", cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps),
+			fmt.Sprintf("the kill %v after training starts, the restart %v later; checkpoints every 250 ms", cfg.KillAfter, cfg.Down),
+			trust,
+		}}
 }
 
 // auditVerdict is a fault row's audit verify column.

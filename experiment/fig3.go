@@ -3,16 +3,11 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -101,15 +96,15 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 			}
 			runs = append(runs, Fig3Run{Set: set.Name, Algo: algo, Steps: s.Steps, Seconds: s.TrainSeconds, StepsPerSec: s.StepsPerSec,
 				FinalLoss: s.TrainLoss, FinalAccuracy: s.TestAccuracy, MaxStaleness: s.MaxStaleness})
-			cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Str("loss", fmtF(s.TrainLoss, 4)).Str("acc", pct(s.TestAccuracy)).
+			cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Str("loss", fmtF(s.TrainLoss, 4)).Str("acc", fmtF(100*s.TestAccuracy, 2)+"%").
 				Str("steps/s", fmtF(s.StepsPerSec, 0)).Msg("done")
 		}
 	}
 	return pts, runs, nil
 }
 
-// WriteFig3 writes dir/fig3.csv (every evaluation), dir/fig3_runs.csv and
-// dir/fig3.png (training loss against time, one panel per set).
+// WriteFig3 writes dir/fig3.csv (every evaluation) and dir/fig3_runs.csv;
+// the report draws fig3.png from them.
 func WriteFig3(dir string, pts []Fig3Point, runs []Fig3Run) error {
 	var recs [][]string
 	for _, p := range pts {
@@ -123,74 +118,6 @@ func WriteFig3(dir string, pts []Fig3Point, runs []Fig3Run) error {
 		recs = append(recs, []string{r.Set, r.Algo, strconv.FormatInt(r.Steps, 10), fmtF(r.Seconds, 2), fmtF(r.StepsPerSec, 0),
 			fmtF(r.FinalLoss, 6), fmtF(r.FinalAccuracy, 4), strconv.FormatUint(uint64(r.MaxStaleness), 10)})
 	}
-	if err := run.WriteCSV(filepath.Join(dir, "fig3_runs.csv"), []string{"set", "algo", "steps", "seconds", "steps_per_second",
-		"final_train_loss", "final_test_accuracy", "max_staleness"}, recs); err != nil {
-		return err
-	}
-	var sets []string
-	for _, r := range runs {
-		if len(sets) == 0 || sets[len(sets)-1] != r.Set {
-			sets = append(sets, r.Set)
-		}
-	}
-	var grid [][]*plot.Plot
-	for i, set := range sets {
-		p := plot.New()
-		p.Title.Text = set
-		p.X.Label.Text = "training time (s)"
-		p.Y.Label.Text = "training loss"
-		p.Add(plotter.NewGrid())
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for j, algo := range algosOf(runs, set) {
-			var xys plotter.XYs
-			for _, pt := range pts {
-				if pt.Set == set && pt.Algo == algo && !math.IsNaN(pt.TrainLoss) {
-					xys = append(xys, plotter.XY{X: pt.Seconds, Y: pt.TrainLoss})
-				}
-			}
-			if len(xys) < 2 {
-				continue
-			}
-			// The y range: from the lowest loss to the loss after the
-			// first tenth of the slowest curve, so that the ends are
-			// visible (the first points are far above).
-			for _, xy := range xys[1:] {
-				lo = math.Min(lo, xy.Y)
-			}
-			hi = math.Max(hi, xys[min(len(xys)-1, max(1, len(xys)/10))].Y)
-			l, err := plotter.NewLine(xys)
-			if err != nil {
-				return err
-			}
-			l.Color, l.Dashes = plotutil.Color(j), plotutil.Dashes(j)
-			l.Width = vg.Points(1.2)
-			p.Add(l)
-			p.Legend.Add(algo, l)
-		}
-		if lo < hi {
-			p.Y.Min, p.Y.Max = lo-0.05*(hi-lo), hi
-		}
-		p.Legend.Top = true
-		if i%3 == 0 {
-			grid = append(grid, nil)
-		}
-		grid[len(grid)-1] = append(grid[len(grid)-1], p)
-	}
-	if len(grid) == 0 {
-		return nil
-	}
-	for len(grid[len(grid)-1]) < min(3, len(sets)) {
-		grid[len(grid)-1] = append(grid[len(grid)-1], nil)
-	}
-	return run.SavePNG(filepath.Join(dir, "fig3.png"), grid, vg.Length(min(3, len(sets)))*4.2*vg.Inch, vg.Length(len(grid))*3.4*vg.Inch)
-}
-
-func algosOf(runs []Fig3Run, set string) []string {
-	var out []string
-	for _, r := range runs {
-		if r.Set == set {
-			out = append(out, r.Algo)
-		}
-	}
-	return out
+	return run.WriteCSV(filepath.Join(dir, "fig3_runs.csv"), []string{"set", "algo", "steps", "seconds", "steps_per_second",
+		"final_train_loss", "final_test_accuracy", "max_staleness"}, recs)
 }

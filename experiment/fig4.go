@@ -12,11 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asyrevel/asyrevel/experiment/sim"
+
 	"github.com/rs/zerolog"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/model"
@@ -143,7 +141,7 @@ func Fig4(ctx context.Context, cfg Fig4Config) ([]Fig4Row, []Fig4Check, []Fig4Co
 		}
 		target, checkTarget := cfg.NetworkLoss, cfg.NetworkLoss*cfg.CheckFactor
 		if !set.Network {
-			c, err := CentralLogistic(tr, te, model.Nonconvex{}, run.DefaultLambda, true)
+			c, err := sim.CentralLogistic(tr, te, model.Nonconvex{}, run.DefaultLambda, true)
 			if err != nil {
 				return rows, checks, costs, err
 			}
@@ -296,7 +294,7 @@ func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (ru
 const fig4EvalGrowth = 0.01
 
 // fig4Sim simulates set with q parties at the measured costs.
-func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration, cost Fig4Cost, seed uint64) (Fig4Row, *SimResult, error) {
+func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int, sync bool, target float64, budget time.Duration, cost Fig4Cost, seed uint64) (Fig4Row, *sim.SimResult, error) {
 	start := time.Now()
 	row := Fig4Row{Set: set.Name, Q: q, Seed: seed, Target: target, Final: math.NaN(), Speedup: math.NaN(),
 		StepCost: cost.SlowestParty(), AggCost: cost.Agg.Median, Latency: cost.Latency.Median}
@@ -318,7 +316,7 @@ func fig4Sim(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q int,
 		row.Params = max(row.Params, locals[m].NumParams())
 	}
 	sched := tc.Schedule(data.NTrain)
-	res, err := Simulate(ctx, data, SimConfig{
+	res, err := sim.Simulate(ctx, data, sim.SimConfig{
 		Parties: q, Sync: sync, Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
 		HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{},
 		Seed: seed,
@@ -399,23 +397,26 @@ func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 	return c, nil
 }
 
-// speedups fills Speedup: the median time over the seeds at the smallest
-// q over the run's time, per mode (NaN unless every run at the smallest q
-// and this one reached the target).
+// speedups fills Speedup: the median time over the seeds at the set's
+// smallest q over the run's time, per set and mode (NaN unless every run
+// at the smallest q and this one reached the target). The report computes
+// its speed-ups from the times, with their intervals; this column is each
+// run's alone.
 func speedups(rows []Fig4Row) {
-	qmin := map[string]int{}
+	type key struct{ set, mode string }
+	qmin := map[key]int{}
 	for _, r := range rows {
-		if b, ok := qmin[r.Mode]; !ok || r.Q < b {
-			qmin[r.Mode] = r.Q
+		if b, ok := qmin[key{r.Set, r.Mode}]; !ok || r.Q < b {
+			qmin[key{r.Set, r.Mode}] = r.Q
 		}
 	}
-	base := map[string]float64{}
-	for mode, q := range qmin {
-		base[mode] = medianTime(rows, rows[0].Set, q, mode)
+	base := map[key]float64{}
+	for k, q := range qmin {
+		base[k] = medianTime(rows, k.set, q, k.mode)
 	}
 	for i := range rows {
 		r := &rows[i]
-		if b := base[r.Mode]; !math.IsNaN(b) && r.Reached && r.Seconds > 0 {
+		if b := base[key{r.Set, r.Mode}]; !math.IsNaN(b) && r.Reached && r.Seconds > 0 {
 			r.Speedup = b / r.Seconds
 		}
 	}
@@ -461,10 +462,8 @@ func median(x []float64) float64 {
 }
 
 // WriteFig4 writes dir/fig4.csv (every simulated run), dir/fig4_costs.csv
-// (the measured costs), dir/fig4_check.csv and dir/fig4.png: per set, the
-// speed-up against q (median over the seeds, bars from the fastest to the
-// slowest seed, the linear speed-up for reference) and the synchronous
-// time to target over the asynchronous one at the same q.
+// (the measured costs) and dir/fig4_check.csv; the report draws fig4.png
+// from them.
 func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check, costs []Fig4Cost) error {
 	var recs [][]string
 	for _, r := range rows {
@@ -503,178 +502,6 @@ func WriteFig4(dir string, rows []Fig4Row, checks []Fig4Check, costs []Fig4Cost)
 			fmtF(c.RealSeconds, 3), strconv.FormatInt(c.RealSteps, 10), strconv.FormatBool(c.SimReached), fmtF(c.SimSeconds, 3),
 			strconv.FormatInt(c.SimSteps, 10)})
 	}
-	if err := run.WriteCSV(filepath.Join(dir, "fig4_check.csv"), []string{"set", "parties", "mode", "target_objective",
-		"real_reached", "real_seconds", "real_steps", "sim_reached", "sim_seconds", "sim_steps"}, recs); err != nil {
-		return err
-	}
-	var panels []*plot.Plot
-	for _, set := range fig4Sets(rows) {
-		sp, err := speedupPanel(rows, set)
-		if err != nil {
-			return err
-		}
-		rp, err := ratioPanel(rows, set)
-		if err != nil {
-			return err
-		}
-		panels = append(panels, sp, rp)
-	}
-	if len(panels) == 0 {
-		return nil
-	}
-	return run.SavePNG(filepath.Join(dir, "fig4.png"), [][]*plot.Plot{panels}, vg.Length(len(panels))*4*vg.Inch, 3.6*vg.Inch)
-}
-
-// fig4Sets are the sets of rows, in order.
-func fig4Sets(rows []Fig4Row) []string {
-	var sets []string
-	for _, r := range rows {
-		if !slices.Contains(sets, r.Set) {
-			sets = append(sets, r.Set)
-		}
-	}
-	return sets
-}
-
-// fig4Qs are the q of set's rows, ascending.
-func fig4Qs(rows []Fig4Row, set string) []int {
-	var qs []int
-	for _, r := range rows {
-		if r.Set == set && !slices.Contains(qs, r.Q) {
-			qs = append(qs, r.Q)
-		}
-	}
-	slices.Sort(qs)
-	return qs
-}
-
-// errPoints are points with vertical error bars.
-type errPoints struct {
-	plotter.XYs
-	plotter.YErrors
-}
-
-// speedupPanel is set's speed-up against q, per mode: the median over the
-// seeds, bars from the lowest to the highest seed's.
-func speedupPanel(rows []Fig4Row, set string) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = set + ": speed-up T(1)/T(q)"
-	p.X.Label.Text = "parties q"
-	p.Y.Label.Text = "speed-up (median over seeds)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
-	qs := fig4Qs(rows, set)
-	qmax, ylo, yhi, drawn := 1.0, 1.0, 1.0, 0
-	if len(qs) > 0 {
-		qmax = float64(qs[len(qs)-1])
-	}
-	for i, mode := range Fig4Modes {
-		var pts errPoints
-		for _, q := range qs {
-			var sp []float64
-			for _, r := range rows {
-				if r.Set == set && r.Q == q && r.Mode == mode.Mode && !math.IsNaN(r.Speedup) {
-					sp = append(sp, r.Speedup)
-				}
-			}
-			if len(sp) == 0 {
-				continue
-			}
-			m := median(sp)
-			pts.XYs = append(pts.XYs, plotter.XY{X: float64(q), Y: m})
-			pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{m - sp[0], sp[len(sp)-1] - m})
-			ylo, yhi = math.Min(ylo, sp[0]), math.Max(yhi, sp[len(sp)-1])
-		}
-		if len(pts.XYs) == 0 {
-			continue
-		}
-		drawn++
-		l, lp, err := plotter.NewLinePoints(pts.XYs)
-		if err != nil {
-			return nil, err
-		}
-		l.Color, lp.Color = plotutil.Color(i), plotutil.Color(i)
-		lp.Shape = plotutil.Shape(i)
-		eb, err := plotter.NewYErrorBars(pts)
-		if err != nil {
-			return nil, err
-		}
-		eb.Color = plotutil.Color(i)
-		p.Add(l, lp, eb)
-		p.Legend.Add(fmt.Sprintf("%s (%s)", mode.Algo, mode.Mode), l, lp)
-	}
-	ideal, _ := plotter.NewLine(plotter.XYs{{X: 1, Y: 1}, {X: qmax, Y: qmax}})
-	ideal.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-	p.Add(ideal)
-	p.Legend.Add("linear", ideal)
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Y.Min, p.Y.Max = math.Min(0.5, ylo/1.5), math.Max(yhi, qmax)*1.5
-	p.X.Min, p.X.Max = 0.8, math.Max(qmax, 2)*1.25
-	if drawn == 0 {
-		p.Title.Text = set + " (no run reached the target)"
-	}
-	return p, nil
-}
-
-// ratioPanel is set's synchronous time to target over the asynchronous one
-// at the same q and seed: the median over the seeds, bars from the lowest
-// to the highest.
-func ratioPanel(rows []Fig4Row, set string) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = set + ": T(sync)/T(async), same q"
-	p.X.Label.Text = "parties q"
-	p.Y.Label.Text = "ratio (median over seeds)"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Add(plotter.NewGrid())
-	var pts errPoints
-	ylo, yhi := 1.0, 1.0
-	qs := fig4Qs(rows, set)
-	for _, q := range qs {
-		rs := pairedRatios(rows, set, q)
-		if len(rs) == 0 {
-			continue
-		}
-		m := median(rs)
-		pts.XYs = append(pts.XYs, plotter.XY{X: float64(q), Y: m})
-		pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{m - rs[0], rs[len(rs)-1] - m})
-		ylo, yhi = math.Min(ylo, rs[0]), math.Max(yhi, rs[len(rs)-1])
-	}
-	one, _ := plotter.NewLine(plotter.XYs{{X: 0.8, Y: 1}, {X: 1.25 * math.Max(2, float64(slices.Max(append(qs, 1)))), Y: 1}})
-	one.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-	p.Add(one)
-	if len(pts.XYs) > 0 {
-		l, lp, err := plotter.NewLinePoints(pts.XYs)
-		if err != nil {
-			return nil, err
-		}
-		eb, err := plotter.NewYErrorBars(pts)
-		if err != nil {
-			return nil, err
-		}
-		p.Add(l, lp, eb)
-	} else {
-		p.Title.Text = set + " (no pair of runs reached the target)"
-	}
-	p.Y.Min, p.Y.Max = math.Min(0.8, ylo*0.9), math.Max(1.2, yhi*1.1)
-	return p, nil
-}
-
-// pairedRatios are T(sync)/T(async) at set and q for each seed where both
-// reached the target, sorted.
-func pairedRatios(rows []Fig4Row, set string, q int) []float64 {
-	var rs []float64
-	for _, a := range rows {
-		if a.Set != set || a.Q != q || a.Mode != "async" || !a.Reached || a.Seconds <= 0 {
-			continue
-		}
-		for _, s := range rows {
-			if s.Set == set && s.Q == q && s.Mode == "sync" && s.Seed == a.Seed && s.Reached {
-				rs = append(rs, s.Seconds/a.Seconds)
-			}
-		}
-	}
-	slices.Sort(rs)
-	return rs
+	return run.WriteCSV(filepath.Join(dir, "fig4_check.csv"), []string{"set", "parties", "mode", "target_objective",
+		"real_reached", "real_seconds", "real_steps", "sim_reached", "sim_seconds", "sim_steps"}, recs)
 }

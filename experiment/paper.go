@@ -25,7 +25,7 @@ var ErrNoTable4 = errors.New("nothing to rebuild")
 // NAME` gives it (the command line applies its --quick values first).
 type PaperConfig struct {
 	Name    string // fig3, table3, table4, fig4 or validate
-	Command string // the command line, recorded in the report's section
+	Command string // the command line, recorded in runs.csv
 	Out     string // the results folder (CSV files, plots, REPORT.md)
 	Quick   bool   // fig4: no real-pipeline checks
 	Seed    uint64
@@ -53,13 +53,13 @@ type PaperConfig struct {
 	Exe   string  // validate: this program, which runs the parties
 }
 
-// RunPaper runs one of the paper's experiments, writes its files and its
-// section of REPORT.md into p.Out, and says what it wrote on stdout. An
-// interrupted fig4 writes the sets whose simulations all finished and
-// returns the interruption.
+// RunPaper runs one of the paper's experiments, writes its CSV files and
+// its run (runs.csv) into p.Out, writes p.Out's REPORT.md again, and says
+// what it wrote on stdout. An interrupted fig4 writes the sets whose
+// simulations all finished and returns the interruption.
 func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 	name, cmd, log, sets, qs, checkQs, q, locate := p.Name, p.Command, p.Log, p.Sets, p.Qs, p.CheckQs, p.Quick, p.Locate
-	sec := Section{Name: name, Command: cmd, Machine: Machine(), Started: time.Now()}
+	sec := Section{Name: name, Command: cmd, Machine: Machine(), Load: LoadAverage(), Started: time.Now()}
 	out := p.Out
 	var stopped error // an interrupt after part of the work, which is written
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -70,17 +70,17 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 		f4 := Fig4Defaults(sets)
 		f4.Locate, f4.StragglerFactor, f4.Seed, f4.Log = locate, p.Straggler, p.Seed, log
 		cfg := ValidateConfig{Fig4: f4, Qs: qs, Share: p.Share, Duration: p.Duration, Exe: p.Exe}
-		rows, costs, err := Validate(ctx, cfg)
+		rows, _, err := Validate(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		if err := WriteValidate(out, rows); err != nil {
 			return err
 		}
-		sec.Title = "Figure 4's simulation against real processes with limited processors"
 		sec.Settings = []string{fmt.Sprintf("set %s, q = %s, AsyREVEL-Gau and SynREVEL-Gau, %v of training a run, seed %d", p.SetsText, p.QsText, p.Duration, p.Seed),
-			fmt.Sprintf("batch and step size as Figure 4's: %s", fig4Steps(f4))}
-		sec.Body = ValidateBody(rows, costs, cfg)
+			fmt.Sprintf("batch and step size as Figure 4's: %s", fig4Steps(f4)),
+			fmt.Sprintf("CFS quota period %v; the straggler's share the party share over %g; the aggregator and broker's cgroup %g of a processor; calibration runs of %v",
+				DefaultPeriod, p.Straggler, 1.0, DefaultCalibrate)}
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "validate.csv"))
 	case "fig3":
 		cfg := Fig3Config{Sets: sets, Locate: locate, Algos: Fig3Algos, Parties: 8, StragglerFactor: p.Straggler,
@@ -92,14 +92,12 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 		if err := WriteFig3(out, pts, runs); err != nil {
 			return err
 		}
-		sec.Title = "Figure 3: training loss against time"
 		sec.Settings = []string{
 			fmt.Sprintf("8 parties, batch %d, %d request(s) in flight per party for the asynchronous methods (SynREVEL: 1 by definition), seed %d", p.Batch, p.Window, p.Seed),
 			fmt.Sprintf("party 8 a %gx straggler in every run (a delay proportional to its measured compute)", p.Straggler),
 			fmt.Sprintf("logistic regression (linear parties, logistic head with intercept, nonconvex regulariser, lambda 1e-4) for %v a run; the paper's network (MLP d_m x 128 x 1, softmax head 8 x 10) for %v", p.Duration, p.NetDuration),
 			"default step sizes of `asyrevel train` for each algorithm and model; embedded JetStream over TCP loopback",
 		}
-		sec.Body = Fig3Body(runs, p.Straggler)
 		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig3.csv"), filepath.Join(out, "fig3_runs.csv"), filepath.Join(out, "fig3.png"))
 	case "table3":
 		cfg := Table3Config{Sets: sets, Locate: locate, Parties: 8, Batch: p.Batch, Steps: p.Steps, Steps0: p.Steps0, Seed: p.Seed, Log: log}
@@ -110,12 +108,10 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 		if err := WriteTable3(out, rows); err != nil {
 			return err
 		}
-		sec.Title = "Table 3: communication per round"
 		sec.Settings = []string{
 			fmt.Sprintf("8 parties, batch %d, one request in flight per party; each configuration run for %d and for %d answered requests", p.Batch, p.Steps0, p.Steps),
 			"embedded JetStream over TCP loopback: every message stored in the run's stream and delivered by a durable consumer",
 		}
-		sec.Body = Table3Body(rows)
 		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(out, "table3.csv"))
 	case "table4":
 		if p.FromTrials {
@@ -133,16 +129,15 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 			log.Warn().Err(err).Msg("the earlier table4.csv is not kept")
 		}
 		var kept []string
-		prev := SectionCommand(out, "table4")
-		if rows, trials, kept = MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && prev != "" {
-			if p := Table4Provenance(strings.Split(prev, "\n    "), kept); len(p) > 0 {
-				sec.Command = strings.Join(p, "\n    ") + "\n    " + cmd
+		prev := sectionRun(out, "table4").Commands
+		if rows, trials, kept = MergeTable4(oldRows, oldTrials, rows, trials); len(kept) > 0 && len(prev) > 0 {
+			if p := Table4Provenance(prev, kept); len(p) > 0 {
+				sec.Command = strings.Join(append(p, cmd), "\n")
 			}
 		}
 		if err := WriteTable4(out, rows, trials); err != nil {
 			return err
 		}
-		sec.Title = "Table 4: accuracy, federated against non-federated"
 		sec.Settings = []string{
 			fmt.Sprintf("AsyREVEL-Gau and -Uni with 8 parties, NonF with 1; %d trials of %v on the logistic-regression sets, %d of %v on the network sets; seeds %d, %d, ...",
 				p.Trials, p.Duration, p.NetTrials, p.NetDuration, p.Seed, p.Seed+1) + stepsText(p.Table4Steps),
@@ -154,7 +149,6 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 			sec.Settings = append(sec.Settings, fmt.Sprintf("the rows of %s are kept from an earlier run (the command before the last; "+
 				"the table's last column gives each set's trials), the settings above are the last command's", strings.Join(kept, ", ")))
 		}
-		sec.Body = Table4Body(rows, trials)
 		fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(out, "table4.csv"), filepath.Join(out, "table4_trials.csv"))
 	case "fig4":
 		if q {
@@ -186,7 +180,6 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 		if err := WriteFig4(out, rows, checks, costs); err != nil {
 			return err
 		}
-		sec.Title = "Figure 4: speed-up with the number of parties"
 		sec.Settings = []string{
 			fmt.Sprintf("q = %s; AsyREVEL-Gau (one request in flight per party) against SynREVEL-Gau; party q a %gx straggler (q > 1)", p.QsText, p.Straggler),
 			fmt.Sprintf("target f - f* <= %g (logistic sets), training loss <= %g (network); budget %v virtual time or %d answered requests a run", p.Suboptimality, p.NetworkLoss, p.Budget, p.MaxSteps),
@@ -197,14 +190,13 @@ func RunPaper(ctx context.Context, p PaperConfig, stdout io.Writer) error {
 			sec.Settings = append(sec.Settings, fmt.Sprintf("**interrupted**: only %s finished (%v); the other sets and any missing checks were not run",
 				strings.Join(kept, ", "), stopped))
 		}
-		sec.Body = Fig4Body(rows, checks, costs, cfg)
 		fmt.Fprintf(stdout, "wrote %s, %s and %s\n", filepath.Join(out, "fig4.csv"), filepath.Join(out, "fig4_check.csv"), filepath.Join(out, "fig4.png"))
 	}
 	sec.Duration = time.Since(sec.Started)
 	if err := WriteSection(out, sec); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s took %v; section %q of %s updated\n", name, sec.Duration.Round(time.Second), name, filepath.Join(out, ReportFile))
+	fmt.Fprintf(stdout, "%s took %v; %s written again from the CSV files\n", name, sec.Duration.Round(time.Second), filepath.Join(out, ReportFile))
 	if stopped != nil {
 		return fmt.Errorf("%s interrupted; the finished part is written: %w", name, stopped)
 	}
@@ -325,25 +317,27 @@ func RebuildTable4(dir, cmd string, stdout io.Writer) error {
 	if err := WriteTable4(dir, rows, trials); err != nil {
 		return err
 	}
-	sec := Section{Name: "table4", Title: "Table 4: accuracy, federated against non-federated", Machine: Machine(), Started: time.Now()}
-	sec.Command = cmd
-	if prev := SectionCommand(dir, "table4"); prev != "" {
-		var keep []string
-		for _, c := range strings.Split(prev, "\n    ") {
-			if !strings.Contains(c, "--from-trials") {
-				keep = append(keep, c)
-			}
+	sec := Section{Name: "table4", Machine: Machine(), Load: LoadAverage(), Started: time.Now()}
+	prev := sectionRun(dir, "table4")
+	var keep []string
+	for _, c := range prev.Commands {
+		if !strings.Contains(c, "--from-trials") {
+			keep = append(keep, c)
 		}
-		sec.Command = strings.Join(append(keep, cmd), "\n    ")
 	}
-	sec.Settings = append(SectionSettings(dir, "table4"),
+	sec.Command = strings.Join(append(keep, cmd), "\n")
+	for _, s := range prev.Settings {
+		if !strings.HasPrefix(s, "rebuilt by ") {
+			sec.Settings = append(sec.Settings, s)
+		}
+	}
+	sec.Settings = append(sec.Settings,
 		"rebuilt by `"+cmd+"` from the runs in table4_trials.csv (the runs are the commands' above; the time and machine are the rebuild's)")
-	sec.Body = Table4Body(rows, trials)
 	sec.Duration = time.Since(sec.Started)
 	if err := WriteSection(dir, sec); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "rebuilt %s and the table4 section of %s from %d runs\n", filepath.Join(dir, "table4.csv"), filepath.Join(dir, ReportFile), len(trials))
+	fmt.Fprintf(stdout, "rebuilt %s and %s from %d runs\n", filepath.Join(dir, "table4.csv"), filepath.Join(dir, ReportFile), len(trials))
 	return nil
 }
 

@@ -1,11 +1,11 @@
 package experiment
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,10 +15,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/privacy"
@@ -475,9 +471,11 @@ func meanSD(x []float64) (float64, float64) {
 }
 
 // WritePrivacy writes privacy.csv (setting, attacker, attack, auc,
-// test_accuracy, accuracy_drop_pp, epsilon, then the details), privacy.png
-// (attack AUC against test accuracy) and REPORT-privacy.md into dir; the
-// report ends with dir/privacy-notes.md if there is one.
+// test_accuracy, accuracy_drop_pp, epsilon, then the details) into dir,
+// records the run with cmdline (one command, or several separated by "; ")
+// and writes the report again (REPORT-privacy.md and privacy.png, from the
+// CSV). A privacy.csv written again unchanged (--report-only) keeps the
+// run that made it.
 func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -499,122 +497,15 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 			s.Set, num(s.AUCSD, 4), num(s.AttackAccuracy, 4), num(s.TestSD, 4), num(s.EpsilonAll, 3), num(s.AUCBound, 3),
 			strconv.Itoa(s.Covered), strconv.Itoa(s.Seeds), num(s.DCS, 4), num(s.DCSAUC, 4), s.Note, num(s.MaxClassAUC, 4)})
 	}
-	if err := run.WriteCSV(filepath.Join(dir, "privacy.csv"), header, recs); err != nil {
+	path := filepath.Join(dir, "privacy.csv")
+	before, _ := os.ReadFile(path)
+	if err := run.WriteCSV(path, header, recs); err != nil {
 		return err
 	}
-	if err := plotPrivacy(filepath.Join(dir, "privacy.png"), sum); err != nil {
-		return err
+	if after, err := os.ReadFile(path); err == nil && bytes.Equal(before, after) {
+		return writeReport(dir)
 	}
-	report := privacyReport(sum, cmdline)
-	// Measurements made by hand (with their commands) live in
-	// privacy-notes.md and are kept across re-runs.
-	if notes, err := os.ReadFile(filepath.Join(dir, "privacy-notes.md")); err == nil {
-		report += "\n" + string(notes)
-	}
-	return os.WriteFile(filepath.Join(dir, "REPORT-privacy.md"), []byte(report), 0o644)
-}
-
-// headline picks, per (set, setting), the strongest label attack of each
-// attacker (the model reference aside).
-func headline(sum []PrivacySummary) map[[3]string]PrivacySummary {
-	best := map[[3]string]PrivacySummary{}
-	for _, s := range sum {
-		if s.Attack == "model" || s.Attack == "shuffled" || math.IsNaN(s.AUC) {
-			continue
-		}
-		k := [3]string{s.Set, s.Setting, s.Attacker}
-		if b, ok := best[k]; !ok || s.AUC > b.AUC {
-			best[k] = s
-		}
-	}
-	return best
-}
-
-func plotPrivacy(path string, sum []PrivacySummary) error {
-	best := headline(sum)
-	var row []*plot.Plot
-	blue, red := color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}
-	for _, set := range uniqueSummarySets(sum) {
-		p := plot.New()
-		p.Title.Text = set + ": the strongest label attack of each attacker, against the defense's test accuracy"
-		p.Title.TextStyle.Font.Size = vg.Points(10)
-		p.X.Label.Text = "label-inference ROC AUC (0.5: chance)"
-		p.Y.Label.Text = "test accuracy with honest parties (%)"
-		p.Add(plotter.NewGrid())
-		var pas, act plotter.XYs
-		var labels []string
-		ymin, ymax := 100.0, 0.0
-		for _, st := range settingsOf(sum, set) {
-			pa, okp := best[[3]string{set, st, "passive"}]
-			ac, oka := best[[3]string{set, st, "active"}]
-			if !okp || math.IsNaN(pa.TestAccuracy) {
-				continue
-			}
-			y := 100 * pa.TestAccuracy
-			ymin, ymax = min(ymin, y), max(ymax, y)
-			pas = append(pas, plotter.XY{X: pa.AUC, Y: y})
-			labels = append(labels, st)
-			if oka {
-				act = append(act, plotter.XY{X: ac.AUC, Y: y})
-				seg, err := plotter.NewLine(plotter.XYs{{X: pa.AUC, Y: y}, {X: ac.AUC, Y: y}})
-				if err != nil {
-					return err
-				}
-				seg.Color = color.Gray{Y: 170}
-				p.Add(seg)
-			}
-		}
-		for i, xy := range []plotter.XYs{pas, act} {
-			if len(xy) == 0 {
-				continue
-			}
-			sc, err := plotter.NewScatter(xy)
-			if err != nil {
-				return err
-			}
-			sc.Color = []color.Color{blue, red}[i]
-			sc.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.TriangleGlyph{}}[i]
-			sc.Radius = vg.Points(3.5)
-			p.Add(sc)
-			p.Legend.Add([]string{"passive attacker (party 3)", "active attacker (party 3)"}[i], sc)
-		}
-		if len(pas) > 0 {
-			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pas, Labels: labels})
-			if err != nil {
-				return err
-			}
-			for j := range lb.TextStyle {
-				lb.TextStyle[j].Font.Size = vg.Points(7)
-			}
-			lb.Offset = vg.Point{X: vg.Points(-4), Y: vg.Points(4)}
-			p.Add(lb)
-		}
-		bound, _ := plotter.NewLine(plotter.XYs{{X: 0.6, Y: ymin - 1}, {X: 0.6, Y: ymax + 1}})
-		bound.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		bound.Color = color.Gray{Y: 120}
-		p.Add(bound)
-		p.Legend.Add("AUC 0.6", bound)
-		p.Legend.Top, p.Legend.Left = false, false
-		p.X.Min, p.X.Max = 0.45, 1.03
-		if ymax >= ymin {
-			p.Y.Min, p.Y.Max = ymin-0.5, ymax+0.5
-		}
-		row = append(row, p)
-	}
-	if len(row) == 0 {
-		return nil
-	}
-	return run.SavePNG(path, [][]*plot.Plot{row}, vg.Length(len(row))*6.5*vg.Inch, 5*vg.Inch)
-}
-
-func uniqueSummarySets(sum []PrivacySummary) []string {
-	var sets []string
-	for _, s := range sum {
-		if !slices.Contains(sets, s.Set) {
-			sets = append(sets, s.Set)
-		}
-	}
-	return sets
+	return WriteSection(dir, Section{Name: "privacy", Command: strings.ReplaceAll(cmdline, "; ", "\n")})
 }
 
 // ReadPrivacyCSV reads back a privacy.csv that WritePrivacy wrote, to

@@ -1,139 +1,110 @@
 package experiment
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/asyrevel/asyrevel/run"
+	"github.com/asyrevel/asyrevel/experiment/report"
 )
 
-// ReportFile is the name of the report the paper experiments write their
-// sections into.
-const ReportFile = "REPORT.md"
+// ReportFile is the name of the report in a results folder.
+const ReportFile = report.ReportFile
 
-// Section is one experiment's part of REPORT.md.
+// DefaultOut is where the experiments write when not told otherwise: a
+// folder of the working tree that git ignores, so that a run from a clone
+// leaves the committed results/ alone (--out results updates those).
+const DefaultOut = "out/experiments"
+
+// Section is how an experiment's run is recorded in its results folder:
+// the command, when and where it ran, and the settings its CSV files do
+// not hold (runs.csv, package report). The report's text is generated from
+// the CSV files alone.
 type Section struct {
-	Name     string // fig3, table3, table4, fig4
-	Title    string
-	Command  string // the command that reproduces it
-	Machine  string // see Machine
+	Name     string // the report's section: fig3, table3, table4, fig4, validate, faults, align, wan, serve, ...
+	Title    string // unused: the report names its sections
+	Command  string // the command line, or several, one a line
+	Machine  string // see Machine; this machine's if empty
+	Load     string // the load average at the start; the process's start's if empty
 	Started  time.Time
 	Duration time.Duration
 	Settings []string // one line each
-	Body     string   // markdown: results, plots, the paper's figures beside ours
+	// Body is not used: the report's text comes from the CSV files.
+	Body string
 }
 
-// sectionOrder is the order of the sections in the report (the paper's).
-var sectionOrder = []string{"fig3", "table3", "table4", "fig4"}
+// The process's start: when an experiment that does not say otherwise
+// started, and the load then.
+var (
+	processStart = time.Now()
+	processLoad  = LoadAverage()
+)
 
-const reportHead = `# asyrevel: the paper's experiments
-
-The four comparisons of Zhang, Gu, Dang, Deng and Huang, "Desirable Companion for Vertical
-Federated Learning: New Zeroth-Order Gradient Based Algorithm" (CIKM 2021), measured with this
-repository's pipeline: parties and aggregator exchanging messages over an embedded NATS JetStream
-broker (TCP loopback), the same code as ` + "`asyrevel train`" + `. Each section gives the command that
-regenerates it (its CSV and PNG are in this folder), the machine, the settings and how long it
-took. ` + "`asyrevel experiment all`" + ` runs the four and rebuilds this file; ` + "`--quick`" + ` runs a short
-version of each.
-
-Algorithms (` + "`--algo`" + `): AsyREVEL-Gau and -Uni (asynchronous, zeroth-order: only outputs and
-losses travel), SynREVEL-Gau and -Uni (the same estimator in synchronous rounds over one batch
-shared by all parties), TIG (first-order split learning: the aggregator replies dF_0/dc and the
-parties back-propagate; needs white-box models), NonF (all features at one party, q = 1).
-`
-
-// WriteSection puts s into dir/REPORT.md, replacing an earlier version of
-// the same section and keeping the others, in the paper's order.
+// WriteSection records s in dir's runs.csv (in place of the section's
+// earlier run) and writes dir's report again from its CSV files.
 func WriteSection(dir string, s Section) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if s.Command == "" {
+		s.Command = Invocation()
+	}
+	if s.Started.IsZero() {
+		s.Started = processStart
+	}
+	if s.Duration == 0 {
+		s.Duration = time.Since(s.Started)
+	}
+	if s.Machine == "" {
+		s.Machine = Machine()
+	}
+	if s.Load == "" {
+		s.Load = processLoad
+	}
+	r := report.Run{Experiment: s.Name, Started: s.Started, Seconds: s.Duration.Seconds(), Machine: s.Machine, Load: s.Load, Settings: s.Settings}
+	for _, c := range strings.Split(s.Command, "\n") {
+		if c = strings.TrimSpace(c); c != "" {
+			r.Commands = append(r.Commands, c)
+		}
+	}
+	if err := report.Record(dir, r); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, ReportFile)
-	sections := map[string]string{}
-	if old, err := os.ReadFile(path); err == nil {
-		sections = parseSections(string(old))
-	}
-	sections[s.Name] = s.markdown()
-	var b strings.Builder
-	b.WriteString(reportHead)
-	names := append([]string(nil), sectionOrder...)
-	for n := range sections {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	for _, n := range names {
-		if body, ok := sections[n]; ok {
-			fmt.Fprintf(&b, "\n<!-- section %s -->\n%s<!-- end %s -->\n", n, body, n)
-		}
-	}
-	return run.WriteAtomic(path, []byte(b.String()))
+	return writeReport(dir)
 }
 
-// parseSections reads the sections of a report written by WriteSection.
-func parseSections(text string) map[string]string {
-	out := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	var name string
-	var body strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		if n, ok := strings.CutPrefix(line, "<!-- section "); ok && strings.HasSuffix(n, " -->") {
-			name = strings.TrimSuffix(n, " -->")
-			body.Reset()
-			continue
-		}
-		if name != "" && line == "<!-- end "+name+" -->" {
-			out[name] = body.String()
-			name = ""
-			continue
-		}
-		if name != "" {
-			body.WriteString(line)
-			body.WriteByte('\n')
-		}
+// writeReport writes dir's report again from its CSV files. A CSV file of
+// the folder that the report cannot read (another experiment's, of an
+// older version) is said in the report and on stderr, and is no error of
+// the experiment that just wrote its own.
+func writeReport(dir string) error {
+	_, err := report.Write(report.Options{Results: dir})
+	if errors.Is(err, report.ErrUnreadable) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Join(dir, ReportFile), err)
+		return nil
 	}
-	return out
+	return err
 }
 
-func (s Section) markdown() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "## %s\n\n", s.Title)
-	fmt.Fprintf(&b, "    %s\n\n", s.Command)
-	fmt.Fprintf(&b, "Run %s, %s, on %s.\n\n", s.Started.UTC().Format("2006-01-02 15:04 UTC"), fmtDuration(s.Duration), s.Machine)
-	if len(s.Settings) > 0 {
-		b.WriteString("Settings:\n")
-		for _, l := range s.Settings {
-			fmt.Fprintf(&b, "- %s\n", l)
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString(strings.TrimRight(s.Body, "\n"))
-	b.WriteString("\n")
-	return b.String()
+// record records the run of an experiment that writes no section of its
+// own (its command is this process's) and writes the report again.
+func record(dir, name string, settings ...string) error {
+	return WriteSection(dir, Section{Name: name, Settings: settings})
 }
 
-// fmtDuration writes d as "3 min 12 s" or "45 s".
-func fmtDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	if d < time.Minute {
-		return fmt.Sprintf("%d s", int(d.Seconds()))
+// Invocation is this process's command line as a user types it:
+// "asyrevel" and its arguments ("" when the program is not asyrevel, as
+// in a test).
+func Invocation() string {
+	if len(os.Args) == 0 || !strings.HasPrefix(filepath.Base(os.Args[0]), "asyrevel") {
+		return ""
 	}
-	if d < time.Hour {
-		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
-	}
-	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	return strings.Join(append([]string{"asyrevel"}, os.Args[1:]...), " ")
 }
 
-// Machine describes this machine: processor, cores, memory, OS, Go, and
-// the load average (other jobs share it).
+// Machine describes this machine: processor, cores, memory, OS and Go.
 func Machine() string {
 	cpu := "unknown processor"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -151,79 +122,23 @@ func Machine() string {
 			mem = fmt.Sprintf(", %.0f GB", float64(kb)/(1<<20))
 		}
 	}
-	load := ""
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			load = fmt.Sprintf(", load average %s at the start", f[0])
-		}
-	}
-	return fmt.Sprintf("%s, %d cores%s, %s/%s, %s%s", cpu, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), load)
+	return fmt.Sprintf("%s, %d cores%s, %s/%s, %s", cpu, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
-// mdTable renders a markdown table.
-func mdTable(header []string, rows [][]string) string {
-	var b strings.Builder
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n|")
-	for range header {
-		b.WriteString("---|")
+// LoadAverage is the machine's load average over the last minute as
+// /proc/loadavg gives it ("" if unknown).
+func LoadAverage() string {
+	if v := loadAverage(); !math.IsNaN(v) {
+		return fmt.Sprintf("%.2f", v)
 	}
-	b.WriteString("\n")
-	for _, r := range rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-	}
-	return b.String()
+	return ""
 }
 
-// pct formats a fraction as a percentage with two decimals ("-" for NaN).
-func pct(v float64) string {
-	if v != v {
-		return "-"
-	}
-	return fmtF(100*v, 2) + "%"
-}
-
-// SectionCommand returns the command line(s) of section name in
-// dir/REPORT.md ("" if there is none).
-func SectionCommand(dir, name string) string {
-	old, err := os.ReadFile(filepath.Join(dir, ReportFile))
+// sectionRun is the recorded run of section name in dir (zero if none).
+func sectionRun(dir, name string) report.Run {
+	runs, err := report.ReadRuns(dir)
 	if err != nil {
-		return ""
+		return report.Run{}
 	}
-	body := parseSections(string(old))[name]
-	var cmds []string
-	started := false
-	for _, line := range strings.Split(body, "\n") {
-		c, ok := strings.CutPrefix(line, "    ")
-		switch {
-		case ok:
-			cmds, started = append(cmds, c), true
-		case started:
-			return strings.Join(cmds, "\n    ")
-		}
-	}
-	return strings.Join(cmds, "\n    ")
-}
-
-// SectionSettings is the settings list of section name in dir's report
-// (nil if none), without the lines a rebuild added.
-func SectionSettings(dir, name string) []string {
-	old, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	in := false
-	for _, line := range strings.Split(parseSections(string(old))[name], "\n") {
-		switch {
-		case line == "Settings:":
-			in = true
-		case in && strings.HasPrefix(line, "- "):
-			if s := strings.TrimPrefix(line, "- "); !strings.HasPrefix(s, "rebuilt by ") {
-				out = append(out, s)
-			}
-		case in && line != "":
-			return out
-		}
-	}
-	return out
+	return runs[name]
 }

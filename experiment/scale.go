@@ -165,6 +165,9 @@ func WriteScale(dir string, rows []ScaleRow) error {
 			fmtF(float64(r.PeakRSS)/(1<<20), 1), strconv.FormatInt(r.MessagesSent, 10), strconv.FormatInt(r.MessagesStored, 10),
 			fmtF(r.TestAccuracy, 4)})
 	}
-	return run.WriteCSV(filepath.Join(dir, "scale.csv"), []string{"parties", "samples", "features", "steps_per_s", "steps",
-		"train_seconds", "wall_seconds", "peak_rss_mb", "messages_sent", "messages_stored", "test_accuracy"}, recs)
+	if err := run.WriteCSV(filepath.Join(dir, "scale.csv"), []string{"parties", "samples", "features", "steps_per_s", "steps",
+		"train_seconds", "wall_seconds", "peak_rss_mb", "messages_sent", "messages_stored", "test_accuracy"}, recs); err != nil {
+		return err
+	}
+	return record(dir, "scale")
 }

@@ -318,9 +318,13 @@ func indexMemory(n int) ServeRow {
 	return ServeRow{Kind: "memory", Value: bytes, Note: fmt.Sprintf("heap of a party's id index: %d ids of 9 bytes (the ids and the map from id to row), without the rows", n)}
 }
 
-// WriteServe writes results/serve.csv and the REPORT.md section.
+// WriteServe writes dir/serve.csv, records the run (command, settings)
+// and writes the report again.
 func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, started time.Time) error {
 	cfg.defaults()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"kind", "bus", "signed", "rate", "value", "p50_ms", "p99_ms", "p999_ms", "ok", "failed", "note"})
@@ -332,54 +336,11 @@ func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, sta
 	if err := run.WriteAtomic(filepath.Join(dir, "serve.csv"), b.Bytes()); err != nil {
 		return err
 	}
-	var body strings.Builder
-	fmt.Fprintf(&body, "Models of an a9a run (8 parties, 3,000 steps): `asyrevel predict` on the %d test rows gives accuracy %.10f, the run's test_accuracy is %.10f (equal: %v).\n\n",
-		r.TestRows, r.Accuracy, r.TrainAcc, r.Accuracy == r.TrainAcc)
-	body.WriteString("Batch scoring (every participant in one process, each party on its own connection; requests of 4,096 ids, 4 in flight; signed):\n\n| bus | predictions/s | of the memory bus's | goal 200,000/s |\n|---|---:|---:|---|\n")
-	mem := 0.0
-	for _, row := range r.Rows {
-		if row.Kind == "batch" && row.Bus == "memory" {
-			mem = row.Value
-		}
-	}
-	for _, row := range r.Rows {
-		if row.Kind == "batch" {
-			verdict := "met"
-			if row.Value < 200_000 {
-				verdict = fmt.Sprintf("missed by %.0f%%", 100*(1-row.Value/200_000))
-			}
-			fmt.Fprintf(&body, "| %s | %.0f | %.2f | %s |\n", row.Bus, row.Value, row.Value/mem, verdict)
-		}
-	}
-	link := func(row ServeRow) string {
-		if strings.Contains(row.Bus, "proxy") {
-			return fmt.Sprintf("party %d +%v", cfg.Parties, cfg.LinkDelay)
-		}
-		return "loopback"
-	}
-	fmt.Fprintf(&body, "\nOnline (HTTP, single-id requests, open loop for %v a rate; 8 parties on the embedded broker over TCP loopback, one of them behind a latency-adding proxy in the link rows; latency from the scheduled send to the answer read; goal p99 under 5 ms at 1,000/s):\n\n| signed | link | rate/s | p50 ms | p99 ms | p99.9 ms | ok | failed | machine |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n", cfg.Duration)
-	for _, row := range r.Rows {
-		if row.Kind == "online" {
-			fmt.Fprintf(&body, "| %v | %s | %.0f | %.2f | %.2f | %.2f | %d | %d | %s |\n", row.Signed, link(row), row.Rate, row.P50, row.P99, row.P999, row.OK, row.Failed, row.Note[strings.LastIndex(row.Note, "load average"):])
-		}
-	}
-	body.WriteString("\nOne request at a time (1,000 single-id calls of the scorer, no HTTP, no other load from this process):\n\n| signed | link | p50 ms | p99 ms | p99.9 ms | CPU a request (all participants) | machine |\n|---|---|---:|---:|---:|---:|---|\n")
-	for _, row := range r.Rows {
-		if row.Kind == "sequential" {
-			fmt.Fprintf(&body, "| %v | %s | %.2f | %.2f | %.2f | %.0f µs | %s |\n", row.Signed, link(row), row.P50, row.P99, row.P999, row.Value, row.Note[strings.LastIndex(row.Note, "load average"):])
-		}
-	}
-	for _, row := range r.Rows {
-		if row.Kind == "memory" {
-			fmt.Fprintf(&body, "\nMemory: %s: %.1f MB (%.0f bytes an id).\n", row.Note, row.Value/(1<<20), row.Value/float64(cfg.IndexIDs))
-		}
-	}
-	fmt.Fprintf(&body, "\nSigned means the run's keys: requests and answers are numbered and chained per subject and signed at intervals (every %d messages, %v, after a request a party missed, and at idle and close), as training's messages are, so a request costs each participant a SHA-256 link, not an Ed25519 signature; audit verify checks the scoring subjects. The load generator, the HTTP server, the broker and the eight parties share the machine's two cores with other jobs (the load average is in each row); the tail latencies follow the machine's load more than the service. The link rows put party %d's broker connection behind a TCP proxy (internal/wan: Toxiproxy's latency toxic) that delays it by %v each way.\n",
-		trust.DefaultEvery, trust.DefaultMaxDelay, cfg.Parties, cfg.LinkDelay/2)
 	return WriteSection(dir, Section{
-		Name: "serve", Title: "Serving: batch predictions, online latency, index memory", Command: command,
-		Machine: Machine(), Started: started, Duration: time.Since(started),
-		Settings: []string{fmt.Sprintf("%d parties, a9a, rates %v, %v each; slow link: +%v round trip to party %d, rates %v", cfg.Parties, cfg.Rates, cfg.Duration, cfg.LinkDelay, cfg.Parties, cfg.LinkRates)},
-		Body:     body.String(),
+		Name: "serve", Command: command, Started: started, Duration: time.Since(started),
+		Settings: []string{
+			fmt.Sprintf("%d parties, a9a, rates %v, %v each; slow link: +%v round trip to party %d, rates %v", cfg.Parties, cfg.Rates, cfg.Duration, cfg.LinkDelay, cfg.Parties, cfg.LinkRates),
+			fmt.Sprintf("models of an a9a run of %d parties; batch requests of 4,096 ids, 4 in flight; signing every %d messages or %v", cfg.Parties, trust.DefaultEvery, trust.DefaultMaxDelay),
+		},
 	})
 }

@@ -258,5 +258,8 @@ func WriteSoak(dir string, r *SoakResult) error {
 		recs = append(recs, []string{fmt.Sprintf("%.1f", s.Seconds), fmt.Sprintf("%.1f", float64(s.RSS)/(1<<20)),
 			fmt.Sprintf("%.1f", float64(s.BrokerRSS)/(1<<20)), fmt.Sprintf("%.1f", float64(s.StoreBytes)/(1<<20))})
 	}
-	return run.WriteCSV(filepath.Join(dir, "soak.csv"), []string{"seconds", "rss_mb", "broker_rss_mb", "store_mb"}, recs)
+	if err := run.WriteCSV(filepath.Join(dir, "soak.csv"), []string{"seconds", "rss_mb", "broker_rss_mb", "store_mb"}, recs); err != nil {
+		return err
+	}
+	return record(dir, "soak")
 }

@@ -13,65 +13,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asyrevel/asyrevel/experiment/report"
+	"github.com/asyrevel/asyrevel/experiment/sim"
+
 	"github.com/rs/zerolog"
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/run"
 )
-
-// Table4Algos are the methods of the paper's Table 4.
-var Table4Algos = []string{"asyrevel-gau", "asyrevel-uni", "nonf"}
-
-// PaperAccuracy is a set's row of the paper's Table 4: test accuracy of
-// AsyREVEL-Gau, AsyREVEL-Uni and NonF, in the order of Table4Algos. NaN
-// where the paper's figure is not known here.
-type PaperAccuracy struct {
-	Gau, Uni, NonF float64
-	// AsyREVEL is the one AsyREVEL figure quoted for a set whose variant
-	// (Gau or Uni) the sources do not give (NaN otherwise).
-	AsyREVEL float64
-}
-
-// For is the paper's figure for algo (one of Table4Algos), NaN if none.
-func (p PaperAccuracy) For(algo string) float64 {
-	switch algo {
-	case "asyrevel-gau":
-		if !math.IsNaN(p.Gau) {
-			return p.Gau
-		}
-		return p.AsyREVEL
-	case "asyrevel-uni":
-		if !math.IsNaN(p.Uni) {
-			return p.Uni
-		}
-		return p.AsyREVEL
-	case "nonf":
-		return p.NonF
-	}
-	return math.NaN()
-}
-
-// PaperTable4 is the paper's Table 4 by set: D1 (UCI credit card), D2
-// (GiveMeSomeCredit) and D4 (a9a) in full (Gau / Uni / NonF); for w8a,
-// MNIST and Fashion-MNIST the one AsyREVEL figure this project's sources
-// quote.
-var PaperTable4 = map[string]PaperAccuracy{
-	"uci-credit-card":     {Gau: 0.8193, Uni: 0.8188, NonF: 0.8193, AsyREVEL: math.NaN()},
-	"give-me-some-credit": {Gau: 0.9350, Uni: 0.9348, NonF: 0.9350, AsyREVEL: math.NaN()},
-	"a9a":                 {Gau: 0.8516, Uni: 0.8514, NonF: 0.8516, AsyREVEL: math.NaN()},
-	"w8a":                 {Gau: math.NaN(), Uni: math.NaN(), NonF: math.NaN(), AsyREVEL: 0.8985},
-	"mnist":               {Gau: math.NaN(), Uni: math.NaN(), NonF: math.NaN(), AsyREVEL: 0.9189},
-	"fashion-mnist":       {Gau: math.NaN(), Uni: math.NaN(), NonF: math.NaN(), AsyREVEL: 0.8132},
-}
-
-// paperFigure is the paper's Table 4 figure for set and algo (NaN if none).
-func paperFigure(set, algo string) float64 {
-	if p, ok := PaperTable4[set]; ok {
-		return p.For(algo)
-	}
-	return math.NaN()
-}
 
 // Table4Config configures the losslessness experiment (the paper's Table
 // 4): test accuracy of AsyREVEL-Gau and -Uni (q parties) against NonF (all
@@ -156,7 +106,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			majority = float64(best) / float64(te.Len())
 		}
 		if !set.Network {
-			c, err := CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, true)
+			c, err := sim.CentralLogistic(tr, te, model.Nonconvex{}, 1e-4, true)
 			if err != nil {
 				return rows, trials, err
 			}
@@ -166,7 +116,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 		if set.Network {
 			n, dur = cfg.NetTrials, cfg.NetDuration
 		}
-		for _, algo := range Table4Algos {
+		for _, algo := range report.Table4Algos {
 			q := cfg.Parties
 			if algo == "nonf" {
 				q = 1
@@ -208,7 +158,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 				t := Table4Trial{Set: set.Name, Algo: algo, Seed: seed, Accuracy: s.TestAccuracy, Steps: s.Steps, Seconds: s.TrainSeconds}
 				trials = append(trials, t)
 				accs, steps = append(accs, t.Accuracy), append(steps, float64(t.Steps))
-				cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Uint64("seed", seed).Str("acc", pct(t.Accuracy)).
+				cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Uint64("seed", seed).Str("acc", fmtF(100*t.Accuracy, 2)+"%").
 					Int64("steps", t.Steps).Msg("table4 trial")
 			}
 			r := Table4Row{Set: set.Name, Algo: algo, Trials: n, Central: central, Majority: majority, Duration: dur}
@@ -223,7 +173,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 // summarise fills the row's statistics from its finished runs' accuracies
 // and steps, and the paper's figure.
 func (r *Table4Row) summarise(accs, steps []float64, failed int) {
-	r.Paper = paperFigure(r.Set, r.Algo)
+	r.Paper = report.PaperFigure(r.Set, r.Algo)
 	r.Failed = failed
 	r.Mean, r.SD, r.Min, r.Max, r.StepsMean = math.NaN(), math.NaN(), math.Inf(1), math.Inf(-1), math.NaN()
 	if len(accs) > 0 {
@@ -263,17 +213,6 @@ func Table4FromTrials(rows []Table4Row, trials []Table4Trial) []Table4Row {
 		out[i] = r
 	}
 	return out
-}
-
-// accuracies are the finished runs' accuracies of set and algo.
-func accuracies(trials []Table4Trial, set, algo string) []float64 {
-	var a []float64
-	for _, t := range trials {
-		if t.Set == set && t.Algo == algo && t.Failed == "" && !math.IsNaN(t.Accuracy) {
-			a = append(a, t.Accuracy)
-		}
-	}
-	return a
 }
 
 // WriteTable4 writes dir/table4.csv (per set and method) and
@@ -340,7 +279,12 @@ func ReadTable4(dir string) ([]Table4Row, []Table4Trial, error) {
 // MergeTable4 keeps the rows and trials of old whose sets the new run did
 // not measure, in front of the new ones; kept lists those sets.
 func MergeTable4(oldRows []Table4Row, oldTrials []Table4Trial, rows []Table4Row, trials []Table4Trial) (mr []Table4Row, mt []Table4Trial, kept []string) {
-	fresh := setsOf(rows)
+	var fresh []string
+	for _, r := range rows {
+		if !slices.Contains(fresh, r.Set) {
+			fresh = append(fresh, r.Set)
+		}
+	}
 	for _, r := range oldRows {
 		if !slices.Contains(fresh, r.Set) {
 			mr = append(mr, r)

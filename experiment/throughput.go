@@ -3,7 +3,6 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,10 +15,6 @@ import (
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/rs/zerolog"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
 )
 
 // Variants that the throughput experiment compares by default: the
@@ -290,8 +285,8 @@ func shortRun() string {
 
 var runSeq int
 
-// WriteThroughput writes rows to dir/throughput.csv and plots them in
-// dir/throughput.png.
+// WriteThroughput writes rows to dir/throughput.csv, records the run and
+// writes the report again (which plots throughput.png).
 func WriteThroughput(dir string, rows []ThroughputRow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -319,86 +314,5 @@ func WriteThroughput(dir string, rows []ThroughputRow) error {
 	if err := run.WriteCSV(filepath.Join(dir, "throughput.csv"), header, recs); err != nil {
 		return err
 	}
-	return plotThroughput(filepath.Join(dir, "throughput.png"), rows)
-}
-
-// plotThroughput draws steps/s against batch size, one panel per window,
-// one line per variant, on log scales.
-func plotThroughput(path string, rows []ThroughputRow) error {
-	var windows []int
-	var variants []string
-	for _, r := range rows {
-		if !slices.Contains(windows, r.Window) {
-			windows = append(windows, r.Window)
-		}
-		if !slices.Contains(variants, r.Variant) {
-			variants = append(variants, r.Variant)
-		}
-	}
-	if len(windows) == 0 {
-		return nil
-	}
-	// One y range for all panels, so that they compare at a glance.
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, r := range rows {
-		if r.StepsPerSec > 0 {
-			lo, hi = math.Min(lo, r.StepsPerSec), math.Max(hi, r.StepsPerSec)
-		}
-	}
-	plots := make([][]*plot.Plot, 1)
-	// The legend in a panel of its own, right of the others: no line
-	// hides behind it.
-	lp := plot.New()
-	lp.HideAxes()
-	lp.Legend.Top, lp.Legend.Left = true, true
-	lp.Legend.TextStyle.Color = color.Black
-	for i, win := range windows {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("window %d", win)
-		p.X.Label.Text = "batch"
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-		if i == 0 {
-			p.Y.Label.Text = "steps/s (a9a, 8 parties)"
-		}
-		p.Add(plotter.NewGrid())
-		for j, v := range variants {
-			var xys plotter.XYs
-			for _, r := range rows {
-				if r.Window == win && r.Variant == v && r.StepsPerSec > 0 {
-					xys = append(xys, plotter.XY{X: float64(r.Batch), Y: r.StepsPerSec})
-				}
-			}
-			if len(xys) == 0 {
-				continue
-			}
-			l, pts, err := plotter.NewLinePoints(xys)
-			if err != nil {
-				return err
-			}
-			c := plotutil.Color(j)
-			l.Color, pts.Color = c, c
-			l.Dashes = plotutil.Dashes(j)
-			pts.Shape = plotutil.Shape(j)
-			if v == DefaultVariant {
-				l.Width = vg.Points(2.5)
-			}
-			p.Add(l, pts)
-			if i == 0 {
-				lp.Legend.Add(v, l, pts)
-			}
-		}
-		if hi > 0 {
-			p.Y.Min, p.Y.Max = lo/2, hi*1.5
-		}
-		p.X.Min, p.X.Max = math.Inf(1), math.Inf(-1)
-		for _, r := range rows {
-			p.X.Min, p.X.Max = math.Min(p.X.Min, float64(r.Batch)/1.5), math.Max(p.X.Max, float64(r.Batch)*1.5)
-		}
-		plots[0] = append(plots[0], p)
-	}
-	plots[0] = append(plots[0], lp)
-	return run.SavePNG(path, plots, vg.Length(len(windows)+1)*3.5*vg.Inch, 4.5*vg.Inch)
+	return record(dir, "throughput")
 }

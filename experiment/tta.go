@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/asyrevel/asyrevel/experiment/sim"
+
 	"github.com/asyrevel/asyrevel/run"
 
 	"github.com/rs/zerolog"
@@ -56,7 +58,7 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 			c.Seed = seed
 			c.Log = zerolog.Nop()
 		})
-		ref, _, err := ReferenceFor(ctx, tc, int64(max(2000/cfg.Batch, 50)), nil)
+		ref, _, err := sim.ReferenceFor(ctx, tc, int64(max(2000/cfg.Batch, 50)), nil)
 		if err != nil {
 			return rows, fmt.Errorf("reference: %w", err)
 		}
@@ -126,6 +128,9 @@ func WriteTTA(dir string, rows []TTARow) error {
 		recs = append(recs, []string{r.System, strconv.FormatUint(r.Seed, 10), fmtF(r.Seconds, 3), strconv.FormatInt(r.Steps, 10),
 			fmtF(r.WallSeconds, 3), fmtF(r.FinalAccuracy, 4)})
 	}
-	return run.WriteCSV(filepath.Join(dir, "time_to_accuracy.csv"),
-		[]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"}, recs)
+	if err := run.WriteCSV(filepath.Join(dir, "time_to_accuracy.csv"),
+		[]string{"system", "seed", "seconds_to_target", "steps_to_target", "wall_seconds", "final_accuracy"}, recs); err != nil {
+		return err
+	}
+	return record(dir, "tta")
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asyrevel/asyrevel/experiment/sim"
+
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/aggregator"
@@ -465,7 +467,7 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 	// period's budget is spent); otherwise each step is its CPU over the
 	// share, as Figure 4 simulates.
 	simulate := func(step func(m int) float64, agg float64, cfs bool) (int64, error) {
-		sc := SimConfig{Parties: q, Sync: mode == "sync", Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
+		sc := sim.SimConfig{Parties: q, Sync: mode == "sync", Dist: zoo.Gaussian, Batch: tc.Batch, LR: sched,
 			HeadLR: zoo.Schedule{Eta0: tc.HeadLR, T0: sched.T0 * float64(q)}, Mu: tc.Mu, Lambda: tc.Lambda, Reg: model.Nonconvex{}, Seed: cfg.Fig4.Seed,
 			StepCost: func(m int) float64 { return step(m) / shares[m-1] },
 			Latency:  cost.Latency.Median, AggCost: agg, Budget: row.RealSecs, EvalEvery: row.RealSecs,
@@ -474,7 +476,7 @@ func validateOne(ctx context.Context, cfg ValidateConfig, cache *loaded, set Set
 			sc.StepCost = step
 			sc.Quota = func(m int) (float64, float64) { return shares[m-1], cfg.Period.Seconds() }
 		}
-		res, err := Simulate(ctx, data, sc)
+		res, err := sim.Simulate(ctx, data, sc)
 		if err != nil {
 			return 0, err
 		}
@@ -517,97 +519,4 @@ func WriteValidate(dir string, rows []ValidateRow) error {
 		"sim_steps", "error", "party_cpu_seconds", "quota_cpu_seconds", "throttled_periods", "periods",
 		"sim_steps_cost_model", "error_cost_model", "cost_model_step_ms", "calibrated_step_ms", "run_step_ms", "agg_broker_step_ms",
 		"calibrated_agg_broker_step_ms", "load_average", "sim_steps_fluid", "error_fluid"}, recs)
-}
-
-// ValidTolerance is the error within which validate counts the simulation
-// as validated at a q (both modes).
-const ValidTolerance = 0.15
-
-// ValidatedQs is the qs at which every row's error is within
-// ValidTolerance.
-func ValidatedQs(rows []ValidateRow) []int {
-	ok := map[int]bool{}
-	var qs []int
-	for _, r := range rows {
-		if _, seen := ok[r.Q]; !seen {
-			ok[r.Q] = true
-			qs = append(qs, r.Q)
-		}
-		if !(math.Abs(r.Error) <= ValidTolerance) {
-			ok[r.Q] = false
-		}
-	}
-	var v []int
-	for _, q := range qs {
-		if ok[q] {
-			v = append(v, q)
-		}
-	}
-	return v
-}
-
-// ValidateBody is the results part of the validate section.
-func ValidateBody(rows []ValidateRow, costs []Fig4Cost, cfg ValidateConfig) string {
-	if cfg.Period == 0 {
-		cfg.Period = DefaultPeriod
-	}
-	if cfg.Calibrate <= 0 {
-		cfg.Calibrate = DefaultCalibrate
-	}
-	if !(cfg.AggShare > 0) {
-		cfg.AggShare = 1
-	}
-	var b strings.Builder
-	var tab [][]string
-	for _, r := range rows {
-		used := "-"
-		if r.QuotaCPU > 0 {
-			used = fmtF(100*r.PartyCPU/r.QuotaCPU, 0) + "%"
-		}
-		thr := "-"
-		if r.Periods > 0 {
-			thr = fmtF(100*float64(r.Throttled)/float64(r.Periods), 0) + "%"
-		}
-		tab = append(tab, []string{r.Set, strconv.Itoa(r.Q), r.Mode, fmtF(r.RealSecs, 1), fmtF(float64(r.RealSteps)/r.RealSecs, 0),
-			fmtF(float64(r.SimSteps)/r.RealSecs, 0), fmt.Sprintf("%+.0f%%", 100*r.Error), fmt.Sprintf("%+.0f%%", 100*r.ErrorFluid),
-			fmtF(float64(r.SimStepsMicro)/r.RealSecs, 0), fmt.Sprintf("%+.0f%%", 100*r.ErrorMicro), used, thr,
-			fmtF(1e3*r.MicroStepCPU, 3), fmtF(1e3*r.CalStepCPU, 3), fmtF(1e3*r.RunStepCPU, 3), fmtF(1e3*r.CalAggCPU, 3), fmtF(1e3*r.AggStepCPU, 3),
-			fmtF(r.Load, 1)})
-	}
-	var aggModel float64
-	for _, c := range costs {
-		aggModel = max(aggModel, c.Agg.Median)
-	}
-	b.WriteString(mdTable([]string{"set", "q", "mode", "trained (s)", "real requests/s", "simulated requests/s", "error",
-		"error, each step its CPU over its share",
-		"simulated with the cost model's party step", "its error", "party CPU used of its quota", "periods throttled",
-		"party CPU a step (ms): cost model", "calibration run", "this run", "aggregator and broker CPU a step (ms): calibration run", "this run",
-		"load average"}, tab))
-	fmt.Fprintf(&b, "\nEach party is a separate `asyrevel party` process in a CPU cgroup (cgroup v1 CFS quota: %g of a processor "+
-		"every %v; the straggler, party q, %g/%g); the aggregator and an embedded JetStream broker run in the experiment's "+
-		"process, over TCP loopback, in a cgroup of its own (quota %g of a processor): every part competes with the "+
-		"machine's other work as one group, whatever its nice value. The simulation (`experiment.Simulate`) runs the same "+
-		"configuration for as long as the real run trained: each party's step is its CPU cost run under its quota as CFS "+
-		"runs it (full speed until the period's budget is spent, then a wait for the next period), each reply the "+
-		"aggregator's and broker's CPU cost, and the latency as `fig4_costs.csv` measures it. The costs are measured "+
-		"apart from the runs they predict: at each q, a calibration run of %v without party quotas (asynchronous) reads each "+
-		"party process's CPU (/proc) at the first and the last evaluation, its steps from the stream, and this process's "+
-		"CPU over the same time: whole processes' CPU a step, start-up excluded (the kernel with the cache as the process "+
-		"leaves it, the NATS client and server, the codec, the runtime). The cost model's costs (the kernel and the codec "+
-		"in a tight loop on a thread of their own, what Figure 4 simulates with: the parties' in the table, the "+
-		"aggregator's %.3f ms, each party's step its cost over its share) are beside them, with the error the simulation "+
-		"makes with them. The error is the real rate "+
-		"of answered requests over the simulated one, minus 1. Where a party used much less CPU than its quota, something "+
-		"other than its quota (the aggregator, the broker, the other jobs on this machine: see the load) held it back.\n",
-		cfg.Share, cfg.Period, cfg.Share, cfg.Fig4.StragglerFactor, cfg.AggShare, cfg.Calibrate, 1e3*aggModel)
-	v := ValidatedQs(rows)
-	if len(v) == 0 {
-		fmt.Fprintf(&b, "\nValidated range: none. At no q are both modes within %.0f%% of the real run: the simulation's "+
-			"times are not validated on this machine at these settings.\n", 100*ValidTolerance)
-	} else {
-		fmt.Fprintf(&b, "\nValidated range: q = %s (both modes within %.0f%% of the real run, a party's share %g, with party costs "+
-			"measured as above). Figure 4's simulated times are validated only there; at a larger q, or with the cost model's "+
-			"party step, they are not.\n", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(v)), ","), "[]"), 100*ValidTolerance, cfg.Share)
-	}
-	return b.String()
 }

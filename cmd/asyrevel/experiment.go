@@ -19,6 +19,8 @@ import (
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/experiment"
+	expreport "github.com/asyrevel/asyrevel/experiment/report"
+	"github.com/asyrevel/asyrevel/experiment/sim"
 	"github.com/asyrevel/asyrevel/model"
 )
 
@@ -60,6 +62,8 @@ Experiments:
   wan          AsyREVEL against SynREVEL to a target accuracy over the real broker, every
                party behind a proxy that delays its link, one party farther: measured time
                to the target with q = 2, 4, 8: results/wan.csv, REPORT.md
+  report       REPORT.md, REPORT-privacy.md and the plots from the CSV files of a results
+               folder, nothing else (--results results, --out RESULTS/REPORT.md)
 
 The paper's experiments (each writes CSV and PNG into --out and its section of REPORT.md):
   fig3         training loss against time: AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG,
@@ -71,7 +75,9 @@ The paper's experiments (each writes CSV and PNG into --out and its section of R
   all          the four in turn; rebuilds REPORT.md
 
 Common flags: --data-dir DIR (where "asyrevel data fetch" put the sets; default data,
-else ../shared/data), --out DIR (default results), --quick (a short version).
+else ../shared/data), --out DIR (default out/experiments; --out results updates the
+committed results: "results/" above names that folder), --quick (a short version).
+Each experiment also records its command in runs.csv and writes REPORT.md in --out again.
 
 Run "asyrevel experiment NAME -h" for an experiment's flags.
 `
@@ -118,12 +124,33 @@ func cmdExperiment(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return expPaper(ctx, name, rest, stdout, stderr)
 	case "all":
 		return expAll(ctx, rest, stdout, stderr)
+	case "report":
+		return expReport(rest, stdout, stderr)
 	}
-	return fmt.Errorf("%w: unknown experiment %q%s; 'asyrevel experiment help' lists them", errUsage, name, didYouMean(name, []string{"reference", "firstorder", "central", "throughput", "tta", "scale", "nn", "adversary", "privacy", "faults", "soak", "serve", "align", "wan", "fig3", "table3", "table4", "fig4", "validate", "all"}))
+	return fmt.Errorf("%w: unknown experiment %q%s; 'asyrevel experiment help' lists them", errUsage, name, didYouMean(name, []string{"reference", "firstorder", "central", "throughput", "tta", "scale", "nn", "adversary", "privacy", "faults", "soak", "serve", "align", "wan", "fig3", "table3", "table4", "fig4", "validate", "all", "report"}))
 }
 
-func pointLogger(f *trainFlags) func(experiment.RefPoint) {
-	return func(p experiment.RefPoint) {
+// expReport writes the report of a results folder from its CSV files
+// (package report).
+func expReport(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("experiment report", "asyrevel experiment report [--results results] [--out FILE]\n\n"+
+		"Writes REPORT.md (and REPORT-privacy.md and the plots, beside it) from the CSV files of\n"+
+		"--results and its runs.csv, and from nothing else. Exit 1 if a CSV file could not be read\n"+
+		"(the report says which, in its section).", stderr)
+	results := fs.String("results", "results", "the folder of the CSV files")
+	out := fs.String("out", "", "the report's file (default RESULTS/REPORT.md)")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	wrote, err := expreport.Write(expreport.Options{Results: *results, Out: *out})
+	for _, p := range wrote {
+		fmt.Fprintf(stdout, "wrote %s\n", p)
+	}
+	return err
+}
+
+func pointLogger(f *trainFlags) func(sim.RefPoint) {
+	return func(p sim.RefPoint) {
 		f.cfg.Log.Info().Str("elapsed", fmt.Sprintf("%.1fs", p.Seconds)).Int64("steps", p.Steps).
 			Str("acc", fmt.Sprintf("%.2f%%", 100*p.TestAccuracy)).Msg("progress")
 	}
@@ -138,7 +165,7 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
-	r, _, err := experiment.ReferenceFor(ctx, f.cfg, *every, pointLogger(f))
+	r, _, err := sim.ReferenceFor(ctx, f.cfg, *every, pointLogger(f))
 	if err != nil {
 		return err
 	}
@@ -150,7 +177,7 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // printTarget says when a reference loop reached --target (and, if
 // missed is set, that it did not).
-func printTarget(w io.Writer, target float64, r *experiment.RefResult, missed bool) {
+func printTarget(w io.Writer, target float64, r *sim.RefResult, missed bool) {
 	switch {
 	case target <= 0:
 	case r.TimeToTarget >= 0:
@@ -172,7 +199,7 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := f.parse(fs, args, stderr); err != nil {
 		return err
 	}
-	r, err := experiment.FirstOrderFor(ctx, f.cfg, *lr, *mom, *every, pointLogger(f))
+	r, err := sim.FirstOrderFor(ctx, f.cfg, *lr, *mom, *every, pointLogger(f))
 	if err != nil {
 		return err
 	}
@@ -240,7 +267,7 @@ func expCentral(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return err
 		}
 	}
-	r, err := experiment.CentralLogistic(tr, te, reg, *lambda, *bias)
+	r, err := sim.CentralLogistic(tr, te, reg, *lambda, *bias)
 	if err != nil {
 		return err
 	}
@@ -262,7 +289,7 @@ type expFlags struct {
 func newExpFlags(fs *flag.FlagSet) *expFlags {
 	f := &expFlags{}
 	fs.StringVar(&f.dataDir, "data-dir", "", "folder of the data sets, as laid out by \"asyrevel data fetch\"\n(default data, else ../shared/data)")
-	fs.StringVar(&f.out, "out", "results", "folder for the results")
+	fs.StringVar(&f.out, "out", experiment.DefaultOut, "folder for the results (results: the committed ones)")
 	fs.BoolVar(&f.quick, "quick", false, "a short version (fewer configurations, shorter runs)")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed")
 	fs.StringVar(&f.logLevel, "log", "info", "log level")

@@ -255,7 +255,7 @@ func parseInts(s string) ([]int, error) {
 }
 
 func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("experiment all", "asyrevel experiment all [--quick] [--out results]\n\n"+
+	fs := newFlagSet("experiment all", "asyrevel experiment all [--quick] [--out out/experiments]\n\n"+
 		"Runs fig3, table3, table4 and fig4 in turn with their defaults (or --quick ones) and\n"+
 		"rebuilds REPORT.md in --out.", stderr)
 	e := newExpFlags(fs)
@@ -271,7 +271,7 @@ func expAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if e.quick {
 			sub = append(sub, "--quick")
 		}
-		if e.out != "results" {
+		if flagGiven(fs, "out") {
 			sub = append(sub, "--out", e.out)
 		}
 		if e.dataDir != "" {

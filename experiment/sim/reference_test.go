@@ -1,4 +1,4 @@
-package experiment
+package sim
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 func sharedData(t testing.TB, rel string) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "shared", "data", rel)
+	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data", rel)
 	if _, err := dataset.Inspect(p); err != nil {
 		t.Skipf("real data not available (%v): put the shared data set beside the repository", err)
 	}

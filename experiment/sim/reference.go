@@ -1,4 +1,4 @@
-package experiment
+package sim
 
 import (
 	"context"
@@ -163,7 +163,7 @@ func newRefLoop(b budget, onPoint func(RefPoint)) *refLoop {
 func (l *refLoop) point(ctx context.Context, t int64, accuracy func() float64) (stop bool) {
 	l.clock += time.Since(l.start)
 	acc := accuracy()
-	pt := RefPoint{Seconds: l.clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: nanF}
+	pt := RefPoint{Seconds: l.clock.Seconds(), Steps: t, TestAccuracy: acc, TrainLoss: math.NaN()}
 	r := l.res
 	r.Curve = append(r.Curve, pt)
 	if l.onPoint != nil {
