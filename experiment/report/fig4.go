@@ -122,9 +122,15 @@ func fig4Body(g *gen) (string, error) {
 
 	// The headline: the two modes at the same q, seed by seed.
 	var head, sp [][]string
-	var notes []string
+	var notes, summary []string
 	for _, set := range d.sets() {
 		qs := d.qs(set)
+		// What the seeds allow: the q (> the fewest) at which the modes are
+		// separated, and per mode those whose speed-up is told from none and
+		// those below linear.
+		var separatedAt []string
+		faster, below := map[string][]string{}, map[string][]string{}
+		seeds := 0
 		for _, q := range qs {
 			cell := func(mode string) string {
 				x, n := d.times(set, q, mode)
@@ -141,7 +147,10 @@ func fig4Body(g *gen) (string, error) {
 				verdict = separated(lo, hi, "asynchronous faster", "synchronous faster", fmt.Sprintf("not separated by %d seeds", len(rs)))
 				if q == 1 {
 					verdict += " (q = 1: one algorithm, see below)"
+				} else if lo > 1 || hi < 1 {
+					separatedAt = append(separatedAt, strconv.Itoa(q))
 				}
+				seeds = max(seeds, len(rs))
 			}
 			head = append(head, []string{set, strconv.Itoa(q), cell("async"), cell("sync"), ratio, verdict})
 			if len(qs) < 2 || q == qs[0] {
@@ -156,9 +165,13 @@ func fig4Body(g *gen) (string, error) {
 				}
 				ideal := float64(q) / float64(qs[0])
 				v := separated(lo, hi, "faster than at q = "+strconv.Itoa(qs[0]), "slower than at q = "+strconv.Itoa(qs[0]), "not told from none")
+				if lo > 1 {
+					faster[m.mode] = append(faster[m.mode], strconv.Itoa(q))
+				}
 				switch {
 				case math.IsNaN(lo):
 				case hi < ideal:
+					below[m.mode] = append(below[m.mode], strconv.Itoa(q))
 					v += ", below linear"
 				case lo > ideal:
 					v += ", above linear"
@@ -168,6 +181,20 @@ func fig4Body(g *gen) (string, error) {
 				row = append(row, interval(r, lo, hi, 2)+": "+v)
 			}
 			sp = append(sp, row)
+		}
+		if len(qs) > 1 {
+			at := func(x []string) string {
+				if len(x) == 0 {
+					return "at no q"
+				}
+				return "at q = " + list(x)
+			}
+			line := fmt.Sprintf("- %s, what %s allow: the two modes are separated (the interval of T(sync)/T(async) excludes 1) %s", set,
+				plural(seeds, "seed"), at(separatedAt))
+			for _, m := range fig4Modes {
+				line += fmt.Sprintf("; %s's speed-up is told from none %s and below linear %s", m.algo, at(faster[m.mode]), at(below[m.mode]))
+			}
+			summary = append(summary, line+". The intervals narrow as one over the square root of the seeds: `--seeds` buys them.")
 		}
 		// With the fewest parties the modes differ only by their random
 		// draws when q = 1 (one party, nothing to wait for).
@@ -197,8 +224,8 @@ func fig4Body(g *gen) (string, error) {
 			"(Welch's t on the logarithms: the runs at the two q are independent), against 1 (no speed-up) and against linear (q over the fewest):\n\n")
 		b.WriteString(mdTable([]string{"set", "q", "AsyREVEL-Gau speed-up", "SynREVEL-Gau speed-up"}, sp))
 	}
-	if len(notes) > 0 {
-		b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
+	if len(notes)+len(summary) > 0 {
+		b.WriteString("\n" + strings.Join(append(notes, summary...), "\n") + "\n")
 	}
 	b.WriteString("\n" + g.validationVerdict() + "\n")
 
@@ -229,7 +256,9 @@ func fig4Costs(b *strings.Builder, c *table) {
 		clock = "wall time (no per-thread CPU time on the system)"
 	}
 	fmt.Fprintf(b, "Costs measured by the experiment before it simulates (`fig4_costs.csv`; compute: %s, the median of its rounds; "+
-		"latency: half a round trip through an embedded JetStream broker over TCP loopback, the median and 10th..90th percentile):\n\n", clock)
+		"latency: half a round trip through an embedded JetStream broker over TCP loopback, the median and 10th..90th percentile). "+
+		"A step's CPU time depends on the machine's load too (caches and cores shared with other jobs): read the costs, and the "+
+		"simulated seconds they give, with the load in the header.\n\n", clock)
 	var tab [][]string
 	type key struct{ set, q string }
 	var keys []key
