@@ -31,7 +31,7 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	attacker := fs.Int("attacker", 3, "the attacking party")
 	aux := fs.Int("aux", 100, "labels the attacker knows (the derivative attack and TIG's direction scoring place\nthe classes with them)")
 	only := fs.String("settings", "", "run only these settings (comma-separated, e.g. tig); their rows replace those of\nOUT/privacy.csv, whose other rows are kept")
-	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv (and\nOUT/privacy-notes.md), without running anything")
+	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv, without\nrunning anything")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
