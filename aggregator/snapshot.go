@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -89,7 +90,30 @@ var phaseNames = [...]string{joining: "joining", training: "training", stopping:
 // concurrent use with Run.
 func (a *Aggregator) Snapshot(o SnapshotOptions) Snapshot {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	s := a.monitorSnapshot()
+	var def *defense
+	if o.Privacy {
+		def = a.def.accounts()
+	}
+	a.mu.Unlock()
+	if def != nil {
+		// The sort over the labels, outside the lock.
+		d := def.report(a.n)
+		s.Defense = &d
+	}
+	return s
+}
+
+// accounts is a copy of what report reads (a.mu held): the per-label
+// accounting is copied, so that report runs without the lock.
+func (d *defense) accounts() *defense {
+	c := *d
+	c.unitAll, c.maxP, c.unitH, c.visits = slices.Clone(d.unitAll), slices.Clone(d.maxP), slices.Clone(d.unitH), slices.Clone(d.visits)
+	return &c
+}
+
+// monitorSnapshot is Snapshot's counters (a.mu held).
+func (a *Aggregator) monitorSnapshot() Snapshot {
 	s := Snapshot{
 		Phase: phaseNames[a.phase], Steps: a.res.Steps, Elapsed: a.trainedBefore,
 		MaxStaleness: a.res.MaxStaleness, Replies: a.stN,
@@ -133,10 +157,6 @@ func (a *Aggregator) Snapshot(o SnapshotOptions) Snapshot {
 				p.MeanStale = st[m].sum / float64(st[m].n)
 			}
 		}
-	}
-	if o.Privacy {
-		d := a.def.report(a.n)
-		s.Defense = &d
 	}
 	return s
 }
