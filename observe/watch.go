@@ -39,7 +39,7 @@ const (
 	PrivacyEvery = 5 * time.Second
 	// StreamEvery: the stream's size and message count (a JetStream API
 	// request to the broker).
-	StreamEvery = 2 * time.Second
+	StreamEvery = 5 * time.Second
 	// SampleEvery is the board's sampling period (Sample).
 	SampleEvery = time.Second
 )
@@ -194,9 +194,24 @@ func (w *Watch) SetServers(servers ...*broker.Server) {
 		return
 	}
 	w.mu.Lock()
+	first := w.servers == nil
 	w.servers = servers
 	w.mu.Unlock()
-	w.reg.MustRegister(NewBrokerCollector(servers...))
+	if first {
+		w.reg.MustRegister(serversCollector{w})
+	}
+}
+
+// serversCollector exports the figures of the Watch's current servers.
+type serversCollector struct{ w *Watch }
+
+func (c serversCollector) Describe(ch chan<- *prometheus.Desc) { (&BrokerCollector{}).Describe(ch) }
+
+func (c serversCollector) Collect(ch chan<- prometheus.Metric) {
+	c.w.mu.Lock()
+	servers := c.w.servers
+	c.w.mu.Unlock()
+	NewBrokerCollector(servers...).Collect(ch)
 }
 
 // SetHeal hands the Watch the count of the process's resumes after a lost
