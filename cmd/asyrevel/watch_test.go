@@ -195,7 +195,9 @@ func newBrowser(t *testing.T, ctx context.Context, path string) context.Context 
 // of separate processes (a broker, the aggregator, three parties): the
 // learning curve gets points, each party's row says it trains, and once
 // party 3 is killed with SIGKILL the page shows it departed, as an event
-// and in its row, while the others go on. ASYREVEL_BOARD_SCREENSHOT=FILE
+// and in its row, while the others go on. On the way, party 1's own metrics
+// (party --metrics) count its steps and the broker's (broker --metrics)
+// the run's stream, and the broker serves nats-server's /jsz. ASYREVEL_BOARD_SCREENSHOT=FILE
 // saves a PNG of the page then (docs/board.png).
 func TestBoardInBrowser(t *testing.T) {
 	if testing.Short() {
@@ -209,11 +211,12 @@ func TestBoardInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	ports, err := freeport.Pick("127.0.0.1", 1)
+	ports, err := freeport.Pick("127.0.0.1", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	boardAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	partyMetrics, brokerMetrics := "127.0.0.1:"+strconv.Itoa(ports[1]), "127.0.0.1:"+strconv.Itoa(ports[2])
 
 	keys := filepath.Join(dir, "keys")
 	if out, err := exec.Command(bin, "keys", "--run", "watched", "--parties", "3", "--out", keys).CombinedOutput(); err != nil {
@@ -221,7 +224,8 @@ func TestBoardInBrowser(t *testing.T) {
 	}
 	var brokerOut bytes.Buffer
 	pr, pw, _ := os.Pipe()
-	brk := exec.Command(bin, "broker", "--store", filepath.Join(dir, "store"), "--port", "0", "--roster", filepath.Join(keys, "roster.json"))
+	brk := exec.Command(bin, "broker", "--store", filepath.Join(dir, "store"), "--port", "0", "--roster", filepath.Join(keys, "roster.json"),
+		"--metrics", brokerMetrics)
 	brk.Stdout = pw
 	startProc(t, dir, "broker", brk)
 	pw.Close()
@@ -246,8 +250,11 @@ func TestBoardInBrowser(t *testing.T) {
 	parties := make([]*exec.Cmd, 3)
 	for i := range parties {
 		id := strconv.Itoa(i + 1)
-		parties[i] = startProc(t, dir, "party-"+id, exec.Command(bin, append([]string{"party", "--id", id, "--window", "2",
-			"--key", filepath.Join(keys, "party-"+id+".nk"), "--sim-compute", "20us"}, common...)...))
+		args := []string{"party", "--id", id, "--window", "2", "--key", filepath.Join(keys, "party-"+id+".nk"), "--sim-compute", "20us"}
+		if i == 0 {
+			args = append(args, "--metrics", partyMetrics)
+		}
+		parties[i] = startProc(t, dir, "party-"+id, exec.Command(bin, append(args, common...)...))
 	}
 	startProc(t, dir, "aggregator", exec.Command(bin, append([]string{"aggregator", "--duration", "3m", "--eval-every", "500ms",
 		"--party-timeout", "2s", "--board", boardAddr, "--key", filepath.Join(keys, "aggregator.nk"), "--out", filepath.Join(dir, "out")}, common...)...))
@@ -278,6 +285,24 @@ func TestBoardInBrowser(t *testing.T) {
 		document.querySelector('#curve path[data-series="train_loss"]') !== null`, 90*time.Second)
 	wait("every party training", `document.querySelectorAll('#parties tr[data-status="training"]').length === 3`, 30*time.Second)
 
+	// The party's and the broker's own metrics, from their processes.
+	for _, c := range []struct{ url, want string }{
+		{"http://" + partyMetrics + "/metrics", `asyrevel_party_steps_total{party="1"} `},
+		{"http://" + brokerMetrics + "/metrics", `asyrevel_broker_stream_messages{server="asyrevel",stream="ASYREVEL_watched"} `},
+		{"http://" + brokerMetrics + "/jsz", `"streams": 1`},
+	} {
+		body := httpGet(t, c.url)
+		i := strings.Index(body, c.want)
+		if i < 0 {
+			t.Fatalf("%s lacks %q:\n%s", c.url, c.want, tail(body, 2000))
+		}
+		if strings.HasSuffix(c.want, " ") {
+			v, err := strconv.ParseFloat(strings.Fields(body[i+len(c.want):])[0], 64)
+			if err != nil || v <= 0 {
+				t.Fatalf("%s: %s%v, want > 0", c.url, c.want, body[i+len(c.want):][:20])
+			}
+		}
+	}
 	if err := parties[2].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -299,4 +324,18 @@ func TestBoardInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
