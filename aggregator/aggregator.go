@@ -300,6 +300,11 @@ type Aggregator struct {
 	// evalCost is how long the last evaluation round took, request to
 	// score: rounds are spaced at least evalSpacing times that apart.
 	evalCost time.Duration
+	// evalDone and evalSum count the rounds whose cost was measured and
+	// their total (Snapshot); stalePer is each party's staleness.
+	evalDone int64
+	evalSum  time.Duration
+	stalePer []partyStale
 	start    time.Time
 	lastPt   struct {
 		at   time.Duration
@@ -445,6 +450,7 @@ func New(cfg Config) (*Aggregator, error) {
 		pcg:         newPCG(cfg.Seed),
 		departed:    make([]bool, q+1),
 		evalSilent:  make([]bool, q+1),
+		stalePer:    make([]partyStale, q+1),
 		lastReq:     make([]time.Time, q+1),
 		enc:         schemas.NewCodec(),
 		dec:         schemas.NewCodec(),
@@ -1370,11 +1376,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	a.leak.observe(m, o, r)
 	r.Staleness = stale
 	a.version[m]++
-	if stale > a.res.MaxStaleness {
-		a.res.MaxStaleness = stale
-	}
-	a.stSum += float64(stale)
-	a.stN++
+	a.recordStaleness(m, stale)
 
 	a.stepHead(o.IDs)
 }
@@ -1597,6 +1599,8 @@ func (a *Aggregator) score(r *round) {
 	a.cur = nil
 	if !r.final && !r.without {
 		a.evalCost = time.Since(r.requested)
+		a.evalDone++
+		a.evalSum += a.evalCost
 	}
 	if r.without {
 		a.res.EvalsWithout++
