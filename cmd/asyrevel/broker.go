@@ -193,6 +193,8 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
 	}
+	stopWords.Store(ptr("stopping the broker: its store keeps every stream as written; connected participants wait for it (--broker-wait) and go on when it is started again on the same --store (again to quit at once)"))
+	defer stopWords.Store(nil)
 	select {
 	case <-ctx.Done():
 	case <-srv.StoreFailed():
