@@ -129,7 +129,7 @@ func TestDefenseFlags(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=1500,d=16,test=300", "--parties", "3", "--batch", "16",
 		"--steps", "300", "--reply", "mean", "--min-batch", "16", "--clip", "0.01", "--noise-multiplier", "2",
 		"--dp-auc", "0.7", "--aggregator-batches", "--adversary", "2:active", "--out", out, "--log", "error")
-	if code != 0 || !strings.Contains(stdout, "label privacy: epsilon") {
+	if code != 0 || !regexp.MustCompile(`label privacy.*: no party infers any label above AUC 0\.\d+ .*epsilon`).MatchString(stdout) {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
 	}
 	var s struct {
@@ -192,7 +192,7 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 				args = append(args, "--adversary", "3:active")
 			}
 			code, stdout, stderr := runCLI(t, args...)
-			if code != 0 || !strings.Contains(stdout, "privacy: --privacy auc=0.6 (the default)") {
+			if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default") {
 				t.Fatalf("train: exit %d: %s %s", code, stdout, stderr)
 			}
 			var pj struct {
@@ -264,7 +264,7 @@ func TestDefaultPrivacySoftmax(t *testing.T) {
 			t.Fatalf("%v: privacy.json: %v %s", c.args, err, raw)
 		}
 		if c.bounded && (pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || !pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" ||
-			!strings.Contains(stdout, "privacy: --privacy auc=0.6 (the default), multiclass")) {
+			!strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default, multiclass profile)")) {
 			t.Errorf("default: bound %g, choice %+v; %s", pj.Bound.AUC, pj.Privacy, stdout)
 		}
 		if !c.bounded && pj.Bound.AUC != 1 {
