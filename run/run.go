@@ -58,7 +58,11 @@ type Config struct {
 	Net
 
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
-	Log zerolog.Logger
+	// ReplaceOut: a run of Train into an Out that holds an earlier run
+	// removes that run (its log, keys, receipts, checkpoints, models and
+	// outputs) instead of keeping it in OUT/earlier (store.go, keepEarlier).
+	ReplaceOut bool
+	Log        zerolog.Logger
 
 	trust *runTrust
 	early *earlyStop // the early stopping of the run's aggregator (stop.go)
@@ -1144,6 +1148,13 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	q := cfg.Parties
+	if !cfg.Resume && cfg.Out != "" {
+		// OUT describes one run: an earlier run there is kept aside (or
+		// removed with ReplaceOut) before this one writes a file.
+		if err := keepEarlier(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.trust, err = makeRunKeys(&cfg); err != nil {
 		return nil, err
 	}
@@ -1789,13 +1800,9 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	dir := cfg.StoreDir
 	switch {
 	case dir == "" && cfg.Out != "":
+		// Train made room for its run there (keepEarlier); a resume
+		// reads the run's stream there.
 		dir = storeIn(cfg.Out)
-		if cfg.Resume {
-			break // the run's stream is what a resume reads
-		}
-		if err := replaceStore(cfg, dir); err != nil {
-			return nil, err
-		}
 	case dir != "":
 		if st, err := OpenStore(dir); err == nil && len(st.Runs) > 0 {
 			cfg.Log.Info().Str("store", dir).Int("runs", len(st.Runs)).Str("size", MB(st.Bytes)).
@@ -1859,29 +1866,6 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-inprocess"
 	}
 	return n, nil
-}
-
-// replaceStore removes the store an earlier run left in OUT/stream: an
-// --out folder describes one run (its summary.json and plot are replaced
-// too), so stores do not pile up there. A folder there that is not a
-// store is left alone, and the run refused.
-func replaceStore(cfg *Config, dir string) error {
-	st, err := OpenStore(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: %s is where --out keeps the run's store, and it %w: choose another --out, or a store with --store", ErrConfig, dir, err)
-	case len(st.Runs) == 0 && st.Bytes == 0:
-		return nil
-	}
-	var runs []string
-	for _, r := range st.Runs {
-		runs = append(runs, r.Run)
-	}
-	cfg.Log.Info().Str("store", dir).Strs("runs", runs).Str("size", MB(st.Bytes)).
-		Msg("removing the store of the earlier run in this --out folder (keep stores with --store DIR)")
-	return st.Remove()
 }
 
 // dial connects to the broker, waiting for it for up to

@@ -204,6 +204,9 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator | roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory (not a party), and\nthe final models into DIR/models: party-M.model, aggregator.model (asyrevel predict)")
 		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.ReplaceOut, "replace", false, "remove the earlier run that --out holds (its log, keys, receipts, checkpoints,\nmodels and outputs) instead of keeping it whole in OUT/earlier/RUN")
+		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
 			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
