@@ -258,6 +258,9 @@ type round struct {
 	without   bool // a departed party's last outputs were used
 	requested time.Time
 	progress  time.Time // the last chunk accepted (or the request)
+	// answered is when, after the request, the last party to have sent
+	// its whole part did so (0: none yet): what the round takes a party.
+	answered time.Duration
 	remaining int
 	final     bool
 }
@@ -323,7 +326,7 @@ type Aggregator struct {
 	hel            schemas.Hello
 	rep            schemas.Reply
 	cause          []byte      // the digest of the request being answered (Reply.Cause)
-	evalSilent     []bool      // by party: it let an evaluation round down while training (shortWait)
+	evalSilent     []bool      // by party: it let an evaluation round down while training (silentWait)
 	lastOutageNote time.Time   // when the broker's outage was last reported
 	lastReq        []time.Time // by party: when its latest valid request came
 	msg            broker.Message
@@ -687,10 +690,9 @@ func (a *Aggregator) watch() {
 			a.leave(c, idle)
 			return
 		}
-		// A party that already let an evaluation down while it trains
-		// gets a short wait: a few times what a whole round takes, not
-		// --party-timeout every round.
-		if short := a.shortWait(); a.cfg.PartyTimeout > 0 && idle >= short && short < a.cfg.PartyTimeout && a.onlySilentMissing(c) {
+		// A silent party gets a short wait: a few times what a round
+		// takes, not --party-timeout, in the first round too.
+		if short, ok := a.silentWait(c); ok && a.cfg.PartyTimeout > 0 && idle >= short && short < a.cfg.PartyTimeout {
 			a.leave(c, idle)
 			return
 		}
@@ -747,28 +749,37 @@ func (a *Aggregator) unreachable(now time.Time, notice bool) bool {
 	return true
 }
 
-// shortWait is how long a round waits for a party that let an earlier
-// evaluation down while it trains: three times the last complete round's
-// cost, at least a second.
-func (a *Aggregator) shortWait() time.Duration {
-	return max(time.Second, 3*a.evalCost)
-}
-
-// onlySilentMissing reports whether every party round c still waits for
-// has let an earlier evaluation down (evalSilent).
-func (a *Aggregator) onlySilentMissing(c *round) bool {
-	missing := false
+// silentWait is how long round c waits, after its last progress, for the
+// parties it still waits for when each of them is silent: it let an
+// earlier evaluation down while it trains (evalSilent), or it has sent
+// nothing of this round while another party sent all of it. The wait is
+// three times what a round takes (the last complete round's cost, or what
+// this one took the parties that answered it), at least a second, or
+// firstSilentWait for a party not yet known to be silent: a few rounds'
+// worth, where --party-timeout (30 s) held up the first evaluation. ok
+// is false while a party it waits for is sending its part, or none has
+// answered yet.
+func (a *Aggregator) silentWait(c *round) (wait time.Duration, ok bool) {
+	floor := time.Second
 	for m := 1; m <= a.q; m++ {
 		if !c.wait[m] || a.roundDone(c, m) {
 			continue
 		}
-		if !a.evalSilent[m] {
-			return false
+		switch {
+		case a.evalSilent[m]:
+		case c.answered > 0 && c.next[m] == [2]uint32{}:
+			floor = firstSilentWait
+		default:
+			return 0, false
 		}
-		missing = true
+		ok = true
 	}
-	return missing
+	return max(floor, 3*max(a.evalCost, c.answered)), ok
 }
+
+// firstSilentWait is the least a round waits for a party that sends
+// nothing of it before counting it silent, the first time.
+const firstSilentWait = 2 * time.Second
 
 // roundDone reports whether party m has sent all of round c.
 func (a *Aggregator) roundDone(c *round, m int) bool {
@@ -1467,6 +1478,9 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
 	if cur.next[m][s] == ev.Total && cur.wait[m] {
+		if a.roundDone(cur, m) {
+			cur.answered = time.Since(cur.requested)
+		}
 		cur.remaining--
 		if cur.remaining == 0 {
 			a.score(cur)

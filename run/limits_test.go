@@ -136,3 +136,36 @@ func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
 		t.Errorf("curve.csv does not mark party 2: %v\n%s", err, csv)
 	}
 }
+
+// A party that trains but never answers evaluations holds up the first
+// evaluation only a few rounds' worth too, not --party-timeout (a minute
+// here): the run gets its evaluations from the start and ends on time.
+// Before, the first round waited the whole --party-timeout, the run got no
+// evaluation in between and outlasted its duration by it.
+func TestFirstEvaluationWaitsBriefly(t *testing.T) {
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = 4 * time.Second
+		c.Seed = 1
+		c.EvalSilent = 3
+		c.PartyTimeout = time.Minute
+		c.EvalEvery = 200 * time.Millisecond
+		c.Log = testLog(t)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A minute per round would leave the first round and the final one.
+	if len(s.Curve) < 3 {
+		t.Errorf("%d evaluations in a 4 s run", len(s.Curve))
+	}
+	if len(s.Curve) > 0 && fmt.Sprint(s.Curve[0].Stale) != "[3]" {
+		t.Errorf("the first evaluation's stale parties %v, want [3]", s.Curve[0].Stale)
+	}
+	if len(s.Departed) != 0 {
+		t.Errorf("a party that trains counted as departed: %v", s.Departed)
+	}
+}

@@ -224,7 +224,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.Trust.SealEvery, "seal-every", 0, "how often the aggregator publishes a signed checkpoint of the log for the\nparties to countersign (default 5s; negative: only the final one)")
-			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
+			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "a party that sends nothing (no request, no evaluation) this long counts as\ndeparted: training goes on without it and the evaluations use its last outputs\nuntil it is back (an evaluation waits for a party silent in it only a few times\nwhat the round takes the others; default min(wait/2, 30s); negative: wait\n--wait, then abort the run)")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Trust.Off, "no-trust", false, "turn the trust layer off: messages neither signed nor verified, the embedded\nbroker open to anyone (to measure the layer's cost; never across organisations)")
