@@ -1296,6 +1296,12 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if paused != nil {
 		return net.finishPaused(ctx, &cfg, s, prog, paused)
 	}
+	if !stopped {
+		// The run is over: its log is closed (seal.go).
+		if err := net.sealStream(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return net.finish(ctx, &cfg, s, prog)
 }
 
@@ -1937,20 +1943,6 @@ func waitable(err error) string {
 	return ""
 }
 
-// MaxMessage is the largest message a run of cfg sends (eval chunks,
-// batches, hellos, receipts, with room to spare), at least 1 MiB: the
-// stream stores nothing larger, and the embedded broker accepts nothing
-// larger, so a participant cannot fill the store with huge messages.
-func MaxMessage(cfg *Config) int32 {
-	k := max(cfg.K, 1)
-	if cfg.Model != "" && cfg.Model != "linear" {
-		k = max(k, 16) // a black box may give more outputs
-	}
-	b := max(cfg.Batch, cfg.MaxBatch, party.DefaultChunk, 1)
-	n := 64<<10 + 2*8*k*b + 4*b + 16*(5*cfg.Parties+1)*64
-	return int32(min(max(n, 1<<20), 64<<20))
-}
-
 // serverMaxStore is the embedded broker's cap of all its streams: the
 // streams' own bounds (defaultMaxStore) are what limits them.
 const serverMaxStore = 1 << 50
@@ -2039,6 +2031,13 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		n.told = true
 		if m := b.Features().Missing(); m != "" {
 			n.cfg.Log.Info().Msg(m)
+		}
+	}
+	if name == trust.AggregatorID || strings.HasPrefix(name, "party-") {
+		// A run that the broker cannot carry stops now, not midway.
+		if err := checkRoom(ctx, b, n.cfg); err != nil {
+			b.Close()
+			return nil, err
 		}
 	}
 	return b, nil
