@@ -212,11 +212,11 @@ func (r *Rogue) attack(ctx context.Context) error {
 		hello := r.hello()
 		var head trust.Hash
 		rand.Read(head[:])
-		sig := trust.SignHead(r.key, "party-1", r.run, join1, 2, head) // the head is not the message's: it does not verify
+		sig := trust.SignHead(r.key, "party-1", r.run, join1, nextHello, head) // the head is not the message's: it does not verify
 		sig.Sig[i%64] ^= 1
 		forged.Sent++
 		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{sig.Header()}}})
-		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, 2, head)
+		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, nextHello, head)
 		unknown.Sent++
 		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{usig.Header()}}})
 		unsigned.Sent++
@@ -318,9 +318,13 @@ func (r *Rogue) output(m int, seq uint64) []byte {
 	return append([]byte(nil), b...)
 }
 
-// hello is a well-formed Hello of party 1 with sequence number 2.
+// nextHello is the sequence number after party 1's hellos: the one that
+// asks to be called and the one that answers the call.
+const nextHello = 3
+
+// hello is a well-formed Hello of party 1 with sequence number nextHello.
 func (r *Rogue) hello() []byte {
-	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 2}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
+	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: nextHello}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
 	if err != nil {
 		panic(err)
 	}

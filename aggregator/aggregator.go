@@ -258,11 +258,12 @@ type round struct {
 	without   bool // a departed party's last outputs were used
 	requested time.Time
 	progress  time.Time // the last chunk accepted (or the request)
+	remaining int
+	final     bool
+
 	// answered is when, after the request, the last party to have sent
 	// its whole part did so (0: none yet): what the round takes a party.
 	answered time.Duration
-	remaining int
-	final     bool
 }
 
 // Aggregator is the aggregator's runtime.
@@ -296,6 +297,13 @@ type Aggregator struct {
 	def     defense
 	leak    leakage
 	alt     alt // state of the other algorithms
+
+	// called is, per party, the sequence number of the hello the
+	// aggregator last called (join.go); nonce is its call's nonce, and a
+	// replayer (adoptCall) takes the log's.
+	called    []uint64
+	nonce     string
+	adoptCall bool
 
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
@@ -435,6 +443,8 @@ func New(cfg Config) (*Aggregator, error) {
 		version:     make([]uint32, q+1),
 		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
 		hello:       make([]bool, q+1),
+		called:      make([]uint64, q+1),
+		nonce:       newCallNonce(),
 		initAt:      make([]uint32, q+1),
 		initRem:     q,
 		refused:     make([]string, q+1),
@@ -802,6 +812,8 @@ func (a *Aggregator) joinStatus() string {
 		switch {
 		case a.refused[m] != "":
 			ps = append(ps, fmt.Sprintf("party %d was refused (%s)", m, a.refused[m]))
+		case !a.hello[m] && a.called[m] != 0:
+			ps = append(ps, fmt.Sprintf("party %d: called (its hello %d), no answer: is it still running, of this revision?", m, a.called[m]))
 		case !a.hello[m]:
 			ps = append(ps, fmt.Sprintf("party %d: no hello", m))
 		case int(a.initAt[m]) < a.n:
@@ -1220,6 +1232,9 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 			a.resumed.Skipped++
 			return
 		}
+		if err == errStaleJoin {
+			return
+		}
 		if kind == schemas.KindOutput {
 			a.res.RejectedOutputs++
 		}
@@ -1267,6 +1282,10 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		return err
 	}
 	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
+		return err
+	}
+	if admit, err := a.answersCall(m, &a.hel); !admit {
+		a.joinProgress = time.Now()
 		return err
 	}
 	a.hello[m] = true
@@ -1434,8 +1453,11 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	a.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
-			if a.refused[m] != "" {
+			switch {
+			case a.refused[m] != "":
 				return errFromRefused
+			case a.called[m] != 0:
+				return errStaleJoin // an attempt not admitted: a dead one's, or before its call
 			}
 			return fmt.Errorf("%w: initial pass from party %d before its hello", schemas.ErrState, m)
 		}
