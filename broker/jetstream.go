@@ -298,6 +298,11 @@ type JetStream struct {
 	closed   atomic.Bool
 	closeOne sync.Once
 
+	// sealed: the run's stream was sealed when this connection found it
+	// (its run is over): Publish refuses with ErrSealed, where the
+	// stream would drop the message without a word.
+	sealed atomic.Bool
+
 	subsMu    sync.Mutex
 	subs      map[Subscription]struct{}
 	namesMu   sync.Mutex
@@ -481,6 +486,11 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		}
 		if err != nil {
 			return fail(err)
+		}
+		if b.st != nil {
+			if info := b.st.CachedInfo(); info != nil && info.Config.Sealed {
+				b.sealed.Store(true)
+			}
 		}
 	}
 	switch design {
@@ -766,6 +776,9 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	}
 	if !strings.HasPrefix(m.Subject, b.prefix) {
 		return fmt.Errorf("%w: subject %q is outside run %s", ErrInvalid, m.Subject, b.run)
+	}
+	if b.sealed.Load() {
+		return fmt.Errorf("%w: stream %s stores nothing more; a new run, or scoring a run's models, needs a run id or a store of its own", ErrSealed, b.stream)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

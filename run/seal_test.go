@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -59,5 +60,15 @@ func TestFinishedRunIsSealed(t *testing.T) {
 	}
 	if info.State.Msgs != before {
 		t.Errorf("the finished run's stream grew from %d to %d messages", before, info.State.Msgs)
+	}
+	// A publisher of the project's is told, where the stream would drop
+	// its messages without a word (scoring with the run's models, say).
+	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: "done", Name: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Publish(ctx, &broker.Message{Subject: "asyrevel.done.score", Data: []byte("x")}); !errors.Is(err, broker.ErrSealed) {
+		t.Errorf("publishing on the sealed run: %v, want ErrSealed", err)
 	}
 }
