@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,13 +100,19 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Log.Info().Msg("the other broker forms: asyrevel broker --roster, a stock nats-server")
+	doors, err := Doors(ctx, DoorsConfig{Data: cfg.Data, Parties: cfg.Parties, Scale: cfg.Scale, Seed: cfg.Seed, Log: cfg.Log, Stock: true})
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
 	}
-	r := &Result{Categories: rg.cats, Attacked: s, Clean: clean, Audit: rep}
+	cats := append(slices.Clone(rg.cats), doors...)
+	r := &Result{Categories: cats, Attacked: s, Clean: clean, Audit: rep}
 	var b strings.Builder
 	b.WriteString("category,sent,refused_by_broker,rejected_by_receiver,accepted\n")
-	for _, c := range rg.cats {
+	for _, c := range cats {
 		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
 		r.Total += c.Sent
 		r.Accepted += max(c.Accepted(), 0)

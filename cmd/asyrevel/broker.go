@@ -29,7 +29,7 @@ type brokerFlags struct {
 	tls                                                 trust.TLSFiles
 	port, clusterPort                                   int
 	routeTLS                                            bool
-	maxStore                                            sizeFlag
+	maxStore, maxMsg                                    sizeFlag
 }
 
 func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
@@ -46,6 +46,7 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.StringVar(&f.tls.CA, "tls-ca", "", "PEM `FILE` of the authorities that sign the clients' certificates: mutual TLS,\nevery client must present one (with --tls-cert)")
 	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): admit only its participants (asyrevel keys)")
 	fs.Var(&f.maxStore, "max-store", "with --roster: bound of the run's stream, e.g. 20GB (none: unbounded; default:\n80% of the disk space free at the store, within the server's share of it). Given\nagain at a restart, a larger bound lifts the bound of the run's existing stream\n(never lowers it): a run stopped because its stream was full goes on with --resume")
+	fs.Var(&f.maxMsg, "max-msg", "with --roster: the largest message the broker takes and the run's stream stores,\ne.g. 2MB (default: the run's largest as its roster tells, the alignment's\nchunks: about 600 KB); the participants of a run whose messages are larger\n(a batch over about 26,000 samples) say so when they start")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
 	fs.StringVar(&f.routeSecret, "route-secret", "", "the cluster's route secret (`FILE`, asyrevel keys route): admit as routes only\nthe nodes that present it, and present it to them; every node needs the same")
 	fs.StringVar(&f.metrics, "metrics", "", "serve the broker's Prometheus metrics at http://`ADDR`/metrics (e.g. 0.0.0.0:7777 for a\nscraper elsewhere: connections, messages, JetStream streams, storage, each stream's\nsize), and nats-server's own JSON monitoring (/varz, /jsz, /connz, /routez,\n/accountz, /healthz) on the same address")
@@ -133,6 +134,16 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		cfg.Configure = rb.Configure
+		// Nothing larger than the run's largest message, on the
+		// connection and in the stream.
+		rb.MaxMsgSize = run.RosterMaxMessage(r)
+		if f.maxMsg < 0 {
+			return fmt.Errorf("%w: --max-msg takes a size (e.g. 2MB)", errUsage)
+		}
+		if f.maxMsg > 0 {
+			rb.MaxMsgSize = int32(min(int64(f.maxMsg), 1<<30))
+		}
+		cfg.MaxPayload = rb.MaxMsgSize
 		if f.maxStore != 0 {
 			// The operator's own bound: the server's default share of the
 			// disk (three quarters of what is free) must not refuse it.
@@ -149,8 +160,8 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				fmt.Fprintf(stdout, "run %s: its stream's bound raised from %s to %s (--max-store)\n", r.Run, run.MB(before), to)
 			}
 		}
-	} else if f.maxStore != 0 {
-		return fmt.Errorf("%w: --max-store bounds the run's stream that --roster makes", errUsage)
+	} else if f.maxStore != 0 || f.maxMsg != 0 {
+		return fmt.Errorf("%w: --max-store and --max-msg bound the run's stream that --roster makes", errUsage)
 	}
 	if f.tls.Enabled() {
 		tc, err := trust.ServerTLS(f.tls)
@@ -184,7 +195,9 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		go rb.CreateStreamWhenReady(ctx, srv, func(err error) {
 			if err != nil && ctx.Err() == nil {
 				logger.Error().Err(err).Msg("creating the run's stream")
+				return
 			}
+			sealWhenOver(ctx, rb, srv, stdout, logger)
 		})
 	case rb != nil:
 		if err := rb.CreateStream(ctx, srv); err != nil {
@@ -192,6 +205,7 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		fmt.Fprintf(stdout, "run %s: admitting only the %d participants of %s\n", rb.Roster.Run, len(rb.Roster.Participants), f.roster)
+		go sealWhenOver(ctx, rb, srv, stdout, logger)
 	}
 	if f.clusterName != "" {
 		auth := "routes not authenticated: --route-secret"
@@ -228,6 +242,18 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	srv.Shutdown()
 	fmt.Fprintln(stdout, "broker stopped")
 	return nil
+}
+
+// sealWhenOver seals the run's stream once its run is over (the final
+// seal and the parties' receipts of it are stored), and says so.
+func sealWhenOver(ctx context.Context, rb *run.RosterBroker, srv *broker.Server, out io.Writer, logger zerolog.Logger) {
+	sealed, err := rb.SealWhenOver(ctx, srv)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		logger.Error().Err(err).Msg("sealing the run's stream once its run is over")
+	case sealed:
+		fmt.Fprintf(out, "run %s is over: its stream is sealed (it stores nothing more; audit verify reads it)\n", rb.Roster.Run)
+	}
 }
 
 // withTLS adds a TLS configuration to a server's options after next.

@@ -43,8 +43,10 @@ Experiments:
                million samples (synthetic data, one process each): results/scale.csv
   nn           the paper's network on MNIST and Fashion-MNIST: AsyREVEL-Gau, -Uni and
                first-order training: results/nn.csv and .png
-  adversary    a rogue's bad messages of ten kinds during an a9a run on the broker: each
-               refused or rejected and counted, the accuracy, the audit: results/adversary.csv
+  adversary    a rogue's bad messages of fifteen kinds during an a9a run on the broker, then
+               on broker --roster and a stock nats-server (oversized, the auditor's reply
+               subjects, dead joins, after the end): each refused or rejected and counted,
+               the accuracy, the audit: results/adversary.csv
   privacy      label inference by a passive and an active party against the paper's wire
                format and the defenses, on a9a and MNIST: results/privacy.csv, privacy.png,
                REPORT-privacy.md

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -306,8 +307,10 @@ func publicKeyArg(val string) (string, error) {
 }
 
 func cmdKeysServerConfig(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("keys server-config", "asyrevel keys server-config ROSTER [--stream NAME] [--no-stream-create]\n\n"+
-		"Prints the authorization block of a stock nats-server configuration file: exactly the\n"+
+	fs := newFlagSet("keys server-config", "asyrevel keys server-config ROSTER [--stream NAME] [--no-stream-create] [--max-msg SIZE]\n\n"+
+		"Prints a stock nats-server configuration for the roster's run: its largest message\n"+
+		"(max_payload: the run's largest as the roster tells, the alignment's chunks, about\n"+
+		"600 KB; a stock server takes 1 MB by default) and the authorization block: exactly the\n"+
 		"roster's users, each with its permissions (a party publishes only on its own subjects\n"+
 		"and reads only its replies and the control subject through consumers of its own; nobody\n"+
 		"can delete, purge or change the stream). Anonymous connections are refused. Paste it\n"+
@@ -318,6 +321,8 @@ func cmdKeysServerConfig(args []string, stdout, stderr io.Writer) error {
 		"--no-stream-create: then create it yourself before the run.", stderr)
 	stream := fs.String("stream", "", "the run's stream (default ASYREVEL_<run>)")
 	noCreate := fs.Bool("no-stream-create", false, "do not let the aggregator create the stream (add a user of your\nown that creates it before the run)")
+	var maxMsg sizeFlag
+	fs.Var(&maxMsg, "max-msg", "the largest message the server takes (max_payload; default: the run's largest\nas its roster tells)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -336,6 +341,15 @@ func cmdKeysServerConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, trust.AuthorizationBlock(roster.Run, grants))
+	if maxMsg < 0 {
+		return fmt.Errorf("%w: --max-msg takes a size (e.g. 2MB)", errUsage)
+	}
+	payload := int64(run.RosterMaxMessage(roster))
+	if maxMsg > 0 {
+		payload = int64(maxMsg)
+	}
+	// Nothing larger than the run's largest message: the aggregator
+	// makes the run's stream as small-bounded (its own run's largest).
+	_, err = fmt.Fprintf(stdout, "# asyrevel run %s: its largest message, with a margin\nmax_payload: %d\n%s", roster.Run, payload, trust.AuthorizationBlock(roster.Run, grants))
 	return err
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/nats-io/nats.go"
 )
@@ -121,8 +123,12 @@ func TestKeysServerConfig(t *testing.T) {
 	}
 	r, _ := trust.ReadRoster(filepath.Join(dir, "roster.json"))
 	grants, _ := r.Grants(trust.RunPolicy(r, true))
-	if out != trust.AuthorizationBlock("sc", grants) {
+	if !strings.HasSuffix(out, trust.AuthorizationBlock("sc", grants)) {
 		t.Fatalf("printed block differs from trust.AuthorizationBlock:\n%s", out)
+	}
+	// The server takes nothing larger than the run's largest message.
+	if want := fmt.Sprintf("\nmax_payload: %d\n", run.RosterMaxMessage(r)); !strings.Contains(out, want) {
+		t.Errorf("the configuration lacks %q:\n%s", want, out[:min(len(out), 200)])
 	}
 	for _, want := range []string{"authorization {", "$JS.API.STREAM.CREATE.ASYREVEL_sc", r.Party(2).PublicKey, "_INBOX.sc.party-2.>",
 		"$JS.API.CONSUMER.CREATE.ASYREVEL_sc.aggregator-join_1.asyrevel.sc.join.*", "$JS.API.STREAM.INFO.ASYREVEL_sc",

@@ -210,6 +210,9 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleTrain | roleAggregator | roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Out, "out", "", "write summary.json, curve.csv and curve.png into this directory (not a party), and\nthe final models into DIR/models: party-M.model, aggregator.model (asyrevel predict)")
 		}},
+		{roleTrain, func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.ReplaceOut, "replace", false, "remove the earlier run that --out holds (its log, keys, receipts, checkpoints,\nmodels and outputs) instead of keeping it whole in OUT/earlier/RUN")
+		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.JoinWait, "join-wait", 10*time.Minute, "give up when joining makes no progress for this long: the aggregator waits for\nevery party's hello and initial pass (a refused party may join again meanwhile),\na party for the aggregator's start")
 			fs.DurationVar(&c.Wait, "wait", 2*time.Minute, "give up when, after the start, an evaluation gets no answer (aggregator) or no\nreply comes to the requests in flight (party) for this long")
@@ -227,7 +230,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
 			fs.DurationVar(&c.Trust.SealEvery, "seal-every", 0, "how often the aggregator publishes a signed checkpoint of the log for the\nparties to countersign (default 5s; negative: only the final one)")
-			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "an evaluation waits this long for a party that sends nothing, then training\ngoes on without it and the evaluations use its last outputs until it is back\n(default min(wait/2, 30s); negative: wait --wait, then abort the run)")
+			fs.DurationVar(&c.PartyTimeout, "party-timeout", 0, "a party that sends nothing (no request, no evaluation) this long counts as\ndeparted: training goes on without it and the evaluations use its last outputs\nuntil it is back (an evaluation waits for a party silent in it only a few times\nwhat the round takes the others; default min(wait/2, 30s); negative: wait\n--wait, then abort the run)")
 		}},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Trust.Off, "no-trust", false, "turn the trust layer off: messages neither signed nor verified, the embedded\nbroker open to anyone (to measure the layer's cost; never across organisations)")
