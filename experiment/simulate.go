@@ -173,19 +173,18 @@ func Simulate(ctx context.Context, data *run.Data, cfg SimConfig) (*SimResult, e
 }
 
 type simParty struct {
-	local       model.Local
-	x           *dataset.Matrix
-	w, wp, u    []float64
-	c, ch       []float64
-	ids         []uint32
-	rng         *rand.Rand
-	phi         float64
-	steps       int
-	regDiff     float64
-	diff        float64 // mean(h_bar - h) of the reply
-	cost        float64
-	quota       *cfsQuota // nil: cost is the step's duration
-	outstanding bool
+	local    model.Local
+	x        *dataset.Matrix
+	w, wp, u []float64
+	c, ch    []float64
+	ids      []uint32
+	rng      *rand.Rand
+	phi      float64
+	steps    int
+	regDiff  float64
+	diff     float64 // mean(h_bar - h) of the reply
+	cost     float64
+	quota    *cfsQuota // nil: cost is the step's duration
 }
 
 type sim struct {
@@ -206,7 +205,6 @@ type sim struct {
 	rng     *rand.Rand // head directions
 	sampler *rand.Rand // SynREVEL's shared batches
 	answers int64
-	now     float64
 	nextEv  float64
 	res     *SimResult
 	all     []uint32

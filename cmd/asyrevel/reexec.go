@@ -26,7 +26,6 @@ type reexecFlags struct {
 	data    string
 	preset  string
 	key     string
-	out     string
 }
 
 func addReexecFlags(fs *flag.FlagSet) *reexecFlags {
