@@ -338,7 +338,7 @@ func TestLabelColumn(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "classes") {
 		t.Errorf("a float column as the label: exit %d, want a refusal: %s%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "train", "--data", path, "--label", "Outcome", "--scale", "standard", "--parties", "2", "--epochs", "1", "--log", "warn")
+	code, _, errOut = runCLI(t, "train", "--data", path, "--label", "Outcome", "--scale", "standard", "--parties", "2", "--epochs", "1", "--log", "warn")
 	if code != 0 {
 		t.Errorf("train --label: exit %d: %s", code, errOut)
 	}
@@ -454,7 +454,7 @@ func TestCSVAsUsersBringThem(t *testing.T) {
 	// Stratified split: both sets keep the classes' shares.
 	path := writeCSV(t, dir, 500)
 	split := filepath.Join(dir, "split")
-	code, out, errOut = runCLI(t, "data", "split", "--parties", "2", "--label", "Outcome", "--scale", "standard",
+	code, _, errOut = runCLI(t, "data", "split", "--parties", "2", "--label", "Outcome", "--scale", "standard",
 		"--test-fraction", "0.2", "--stratify", "--out", split, path)
 	if code != 0 {
 		t.Fatalf("data split --stratify: exit %d: %s", code, errOut)
