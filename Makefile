@@ -59,9 +59,12 @@ compose-test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# gofmt, go vet and staticcheck (go.mod's tool directive pins its version:
+# go tool staticcheck builds it from the module cache).
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 # A short fuzzing pass over every decoder.
 fuzz:
