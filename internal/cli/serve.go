@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/serve"
+)
+
+// scoreFlags are the flags predict, serve and party --serve share.
+type scoreFlags struct {
+	models, data, split, keys string
+	net                       serve.NetConfig
+	timeout                   time.Duration
+	logLevel                  string
+	logJSON                   bool
+}
+
+func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what string) {
+	fs.StringVar(&f.models, "models", "", "`DIR` of the run's model files (train --out DIR writes DIR/models)")
+	fs.StringVar(&f.data, "data", "", what)
+	fs.StringVar(&f.split, "split", serve.DefaultSplit, "the split of a split folder to read (train or test)")
+	fs.StringVar(&f.keys, "keys", "", "`DIR` of the run's keys (roster.json, *.nk): messages signed and verified, the model\nfiles checked against the roster (default MODELS/../keys when it has a roster)")
+	fs.StringVar(&f.net.NATS, "nats", "", "URL of the broker (default: an embedded one on loopback)")
+	fs.StringVar(&f.net.Bus, "bus", "jetstream", "jetstream, or memory (in-process, no broker)")
+	fs.StringVar(&f.net.Store, "store", "", "keep the embedded broker's store (the scoring log) in `DIR` (default: a temporary one)")
+	fs.StringVar(&f.net.Run, "run", "", "run id of the subjects and stream (default: the models')")
+	fs.DurationVar(&f.timeout, "timeout", serve.DefaultTimeout, "how long a request waits for every party's answer")
+	fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
+}
+
+func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("predict", "asyrevel predict --models DIR --data PATH --out predictions.csv [flags]\n\n"+
+		"Scores every row of PATH with a run's saved models: each party computes its outputs\n"+
+		"for the rows' ids, the aggregator combines them. predictions.csv has one row per\n"+
+		"input row, in order: id, label (predicted, in the data's label values) and one\n"+
+		"probability column per class. With labels, accuracy, AUC and log loss are printed\n"+
+		"and written next to it (.metrics.json). Every participant runs in this process,\n"+
+		"as train runs them, unless --separate: the aggregator alone, the parties are\n"+
+		"asyrevel party --serve processes on --nats.", stderr)
+	var f scoreFlags
+	addScoreFlags(fs, &f, "the `PATH` to score: a file in the training set's format, or a split folder")
+	out := fs.String("out", "predictions.csv", "where the predictions go")
+	metrics := fs.String("metrics", "", "where the metrics go as JSON (default: OUT with .metrics.json for .csv)")
+	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
+	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties to answer")
+	chunk := fs.Int("chunk", serve.DefaultChunk, "ids a request")
+	window := fs.Int("window", serve.DefaultWindow, "requests in flight")
+	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.models == "" || f.data == "" {
+		return fmt.Errorf("%w: predict needs --models DIR and --data PATH", errUsage)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	f.net.Log = log
+	last := time.Now()
+	m, err := serve.Predict(ctx, serve.PredictConfig{
+		Models: f.models, Data: f.data, Split: f.split, Out: *out, Metrics: *metrics, Keys: f.keys, Net: f.net,
+		Separate: *separate, Wait: *wait, Chunk: *chunk, Window: *window, Timeout: f.timeout, Log: log,
+		Progress: func(done, total int) {
+			if time.Since(last) > 2*time.Second || done == total {
+				last = time.Now()
+				log.Info().Int("scored", done).Int("rows", total).Msg("scoring")
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d rows scored in %.3f s (%.0f predictions/s, %s, %d parties)\n", m.Rows, m.Seconds, m.PerSecond, m.Bus, m.Parties)
+	if m.Labelled {
+		fmt.Fprintf(stdout, "accuracy %.6f, AUC %.6f, log loss %.6f\n", m.Accuracy, m.AUC, m.LogLoss)
+	}
+	fmt.Fprintf(stdout, "predictions: %s\n", *out)
+	if *metrics == "" {
+		*metrics = strings.TrimSuffix(*out, ".csv") + ".metrics.json"
+	}
+	fmt.Fprintf(stdout, "metrics: %s\n", *metrics)
+	return nil
+}
+
+// logger is the flags' logger.
+func (f *scoreFlags) logger(w io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
+	}
+	return newLogger(w, lvl, f.logJSON), nil
+}
+
+// cmdPartyServe is asyrevel party --serve: a party in serving mode.
+func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("party --serve", "asyrevel party --serve --models DIR --id M --data PATH --nats URL [flags]\n\n"+
+		"Runs party M in serving mode: it reads its rows of PATH (a data file, its party file\n"+
+		"or a split folder), indexes them by id, and answers the aggregator's scoring\n"+
+		"requests (asyrevel predict --separate, asyrevel serve --separate) with its model's\n"+
+		"outputs until interrupted.", stderr)
+	var f scoreFlags
+	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder")
+	fs.Bool("serve", true, "serving mode (this command)")
+	id := fs.Int("id", 0, "this party's id")
+	key := fs.String("key", "", "this party's key `FILE` (asyrevel keys): answers signed")
+	roster := fs.String("roster", "", "the run's roster.json (`FILE`): requests verified, the model file checked")
+	allow := fs.String("allow", "", "`FILE` of the only ids this party scores, one a line; others are refused")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.models == "" || f.data == "" || *id < 1 || f.net.NATS == "" && f.net.Bus != "memory" {
+		return fmt.Errorf("%w: party --serve needs --models DIR, --data PATH, --id M and --nats URL", errUsage)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	f.net.Log = log
+	mf, err := serve.Load(filepath.Join(f.models, serve.FileName(*id)))
+	if err != nil {
+		return err
+	}
+	keys, err := partyKeys(f.keys, *key, *roster, *id)
+	if err != nil {
+		return err
+	}
+	rows, err := serve.ReadParty(f.data, mf, f.split)
+	if err != nil {
+		return err
+	}
+	var allowed map[string]bool
+	if *allow != "" {
+		if allowed, err = readIDList(*allow); err != nil {
+			return err
+		}
+	}
+	if f.net.Run == "" {
+		f.net.Run = mf.Run
+	}
+	r, err := serve.NewResponder(ctx, serve.ResponderConfig{Run: f.net.Run, Model: mf, Rows: rows, Key: keys.Key(*id), Roster: keys.RosterOrNil(), Allowed: allowed, Log: log})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	n, err := serve.OpenNetwork(ctx, f.net)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	b, err := n.Connect(ctx, fmt.Sprintf("party-%d", *id), keys.Key(*id))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	log.Info().Int("party", *id).Int("rows", len(rows.IDs)).Str("run", f.net.Run).Msg("serving: answering scoring requests")
+	if err := r.Run(ctx, b); err != nil {
+		return err
+	}
+	st := r.Stats()
+	fmt.Fprintf(stdout, "party %d: %d requests answered, %d ids scored, %d with unknown ids, %d refused, rejected %v\n", *id, st.Requests, st.IDs, st.Unknown, st.Refused, st.Rejected)
+	return nil
+}
+
+// partyKeys reads a party's key and the roster: from a keys folder, or
+// from --key and --roster.
+func partyKeys(dir, key, roster string, m int) (*serve.Keys, error) {
+	if dir != "" {
+		return serve.LoadKeys(dir)
+	}
+	if key == "" && roster == "" {
+		return nil, nil
+	}
+	if key == "" || roster == "" {
+		return nil, fmt.Errorf("%w: --key and --roster go together", errUsage)
+	}
+	return serve.PartyKeys(key, roster, m)
+}
+
+// readIDList reads one id a line.
+func readIDList(path string) (map[string]bool, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	ids := map[string]bool{}
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if id := strings.TrimSpace(sc.Text()); id != "" {
+			ids[id] = true
+		}
+	}
+	return ids, sc.Err()
+}
+
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "asyrevel serve --models DIR --data PATH --listen ADDR [flags]\n\n"+
+		"Serves a run's saved models over HTTP: POST /v1/predict {\"ids\": [...]} answers\n"+
+		"{\"predictions\": [{\"id\", \"label\", \"probabilities\"}]}; GET /healthz; GET /metrics\n"+
+		"(Prometheus text). The parties find the rows of PATH by id. Every participant runs\n"+
+		"in this process unless --separate: then this is the label holder's aggregator and\n"+
+		"the parties run asyrevel party --serve on --nats. An id a party lacks is a 404 naming\n"+
+		"the organisation, a party down a 503 after --timeout, a bad request a 400.", stderr)
+	var f scoreFlags
+	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)")
+	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")
+	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
+	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties at start")
+	maxIDs := fs.Int("max-ids", serve.DefaultMaxIDs, "ids in one request")
+	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	if err := fs.Parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.models == "" || f.data == "" {
+		return fmt.Errorf("%w: serve needs --models DIR and --data PATH", errUsage)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return err
+	}
+	f.net.Log = log
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Net: f.net,
+		Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s) on http://%s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties, len(d.IDs), d.Net.Name, ln.Addr())
+	log.Info().Str("listen", ln.Addr().String()).Int("ids", len(d.IDs)).Msg("serving")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	st := d.Scorer.Stats()
+	fmt.Fprintf(stdout, "served %d requests (%d ids), %d party timeouts, %d late answers, rejected %v\n", st.Answered, st.IDs, st.Timeouts, st.Late, st.Rejected)
+	return nil
+}
