@@ -17,8 +17,12 @@ func expWAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"AsyREVEL against SynREVEL to a target accuracy over the real broker, with every party\n"+
 		"behind a proxy that delays its link both ways (Toxiproxy, as a library: this machine\n"+
 		"has no netem qdisc) and the last party's link slower: a WAN with one distant\n"+
-		"organisation. Time to the target is measured wall time, not simulated. Writes\n"+
-		"results/wan.csv and the wan section of REPORT.md.", stderr)
+		"organisation. Time to the target is measured wall time, not simulated. Four\n"+
+		"configurations separate what asynchrony buys from what pipelining buys: AsyREVEL\n"+
+		"at window 1 (the paper's algorithm) and at --window, SynREVEL (one request in flight:\n"+
+		"its rounds) at --batch and at --window times --batch (the samples of the window in\n"+
+		"one request). Writes results/wan.csv (with each run's window, pipelined, batch and\n"+
+		"samples_in_flight) and the wan section of REPORT.md.", stderr)
 	f := newExpFlags(fs)
 	setName := fs.String("set", "a9a", "data set")
 	partiesFlag := fs.String("parties", "2,4,8", "numbers of parties")
@@ -29,7 +33,7 @@ func expWAN(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	budget := fs.Duration("budget", 90*time.Second, "give up after this much training (--quick: 30s)")
 	seeds := fs.Int("seeds", 1, "runs per configuration")
 	batch := fs.Int("batch", 64, "samples per request")
-	window := fs.Int("window", 8, "AsyREVEL's requests in flight per party")
+	window := fs.Int("window", 8, "AsyREVEL's requests in flight per party (it runs at window 1 too)")
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err

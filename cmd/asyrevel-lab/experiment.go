@@ -58,9 +58,10 @@ Experiments:
                parties, memory of a party's index of 1M ids: results/serve.csv, REPORT.md
   align        private entity alignment (ECDH PSI) against its group-arithmetic bound and a
                plain hashed join, 2 to 8 organisations, 10k to 1M ids: results/align.csv
-  wan          AsyREVEL against SynREVEL to a target accuracy over the real broker, every
-               party behind a proxy that delays its link, one party farther: measured time
-               to the target with q = 2, 4, 8: results/wan.csv, REPORT.md
+  wan          AsyREVEL (window 1 and 8) against SynREVEL (batch 64 and 512) to a target
+               accuracy over the real broker, every party behind a proxy that delays its
+               link, one party farther: measured time to the target with q = 2, 4, 8, and
+               what asynchrony and pipelining each buy: results/wan.csv, REPORT.md
 
 The paper's experiments (each writes CSV and PNG into --out and its section of REPORT.md):
   fig3         training loss against time: AsyREVEL-Gau/-Uni, SynREVEL-Gau/-Uni and TIG,
