@@ -84,6 +84,9 @@ func TestSimulateTiming(t *testing.T) {
 // The simulation learns: the objective falls to within reach of the
 // centralised optimum, and a target stops it.
 func TestSimulateLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: simulations to convergence")
+	}
 	for _, sync := range []bool{false, true} {
 		cfg, sim := simData(t, 4)
 		cfg.Sync = sync
@@ -302,6 +305,9 @@ func TestTable4BodyFailedRuns(t *testing.T) {
 // relative EvalGrowth at every scale; the objective at each point is the
 // same as with even spacing at that time (evaluation changes nothing).
 func TestSimulateEvalGrowth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a long simulation")
+	}
 	cfg, sim := simData(t, 2)
 	cfg.StepCost = func(m int) float64 { return 0.001 }
 	cfg.Budget, cfg.EvalEvery, cfg.EvalGrowth = 20, 0.01, 0.05
@@ -335,6 +341,9 @@ func TestSimulateEvalGrowth(t *testing.T) {
 // Bounded by steps, every method gets the same number, and the table's
 // trials column gives each set's bound.
 func TestTable4Steps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: table 4 on the real broker")
+	}
 	set, locate := tinySet(t)
 	rows, trials, err := Table4(context.Background(), Table4Config{Sets: []Set{set}, Locate: locate, Parties: 4, Trials: 1,
 		Duration: time.Minute, Steps: 300, Seed: 1, Log: zerolog.Nop()})

@@ -35,6 +35,9 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 // An interrupted fig4 writes the sets whose simulations all finished, says
 // so in its section, and exits with an error.
 func TestFig4InterruptKeepsFinishedSets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: fig4 on the real a9a, minutes under the race detector")
+	}
 	_, file, _, _ := runtime.Caller(0)
 	data := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data")
 	if _, err := os.Stat(filepath.Join(data, "a9a", "a9a.gz")); err != nil {

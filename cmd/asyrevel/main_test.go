@@ -99,6 +99,9 @@ func copyFile(t *testing.T, src, dst string) {
 // PATH, with the same arguments and its exit status; without it, asyrevel
 // exits 2 and says how to get it.
 func TestExperimentHandOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: builds both binaries")
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go command: %v", err)
 	}
