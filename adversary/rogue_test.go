@@ -23,6 +23,9 @@ import (
 // and counted by the aggregator, the run learns and ends with its
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run with a rogue on the real broker (about a minute under the race detector)")
+	}
 	ctx := context.Background()
 	s, rg, out, err := Run(ctx, 40, true, run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}

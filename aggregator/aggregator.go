@@ -331,7 +331,6 @@ type Aggregator struct {
 	lastReject   []string // per party: the latest rejection, for the wait messages
 	rejectLog    *ratelog.Limiter
 
-	seq            uint64
 	enc            *schemas.Codec
 	dec            *schemas.Codec
 	out            schemas.PartyOutput

@@ -21,7 +21,7 @@ import (
 // party's width, the classes of the intersection's labels), the hub's.
 func TestLayoutReachesParties(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	sets := randomSets(r, 3, 500)
+	sets := randomSets(r, 3, shortIDs(500))
 	labels := make([]float64, len(sets[0]))
 	for i := range labels {
 		labels[i] = float64(i % 3)

@@ -461,7 +461,6 @@ func (o *org) next(lastSeen map[int]time.Time, waiting func(peer int) string) (e
 
 // phaseIn collects one phase's chunks from one peer, in order.
 type phaseIn struct {
-	phase schemas.AlignPhase
 	total int
 	got   int
 	data  []byte

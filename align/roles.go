@@ -50,10 +50,9 @@ func (o *org) hub(keys []string) (*Result, error) {
 		o.push(event{from: 0, err: err})
 	}()
 	type peerState struct {
-		set, echo  phaseIn
-		index      map[[schemas.AlignEchoSize]byte]uint32
-		width      int
-		maskedTime time.Duration
+		set, echo phaseIn
+		index     map[[schemas.AlignEchoSize]byte]uint32
+		width     int
 	}
 	peers := make([]peerState, q+1)
 	lastSeen := map[int]time.Time{}

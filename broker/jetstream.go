@@ -1311,8 +1311,12 @@ func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts 
 // earlier consumers' positions, so it suits later filters that carry
 // few messages, and it gives up after splitOrderWait.
 type splitSub struct {
-	bus  *JetStream
-	mu   sync.Mutex // held during a Handler call
+	bus *JetStream
+	mu  sync.Mutex // held during a Handler call
+	// subs has a place for each filter from the start: filter i's
+	// deliveries read the places before i (waitEarlier) while later
+	// filters subscribe, so the slice never grows. A place is set before
+	// the next filter subscribes, and so before any delivery that reads it.
 	subs []Subscription
 	seen []atomic.Uint64 // by filter: the stream sequence last handed to the Handler
 	n    []atomic.Uint64 // by filter: deliveries handed to the Handler
@@ -1382,7 +1386,7 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 			return nil, err
 		}
 	}
-	s := &splitSub{bus: b, seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
+	s := &splitSub{bus: b, subs: make([]Subscription, len(filters)), seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
 	for i, f := range filters {
 		one := func(ctx context.Context, d Delivery) {
 			seq := d.Seq()
@@ -1413,7 +1417,7 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 		if js, ok := sub.(*jsSub); ok {
 			s.seen[i].Store(js.start()) // a resumed durable's position
 		}
-		s.subs = append(s.subs, sub)
+		s.subs[i] = sub
 	}
 	return s, nil
 }
@@ -1436,7 +1440,9 @@ func (s *splitSub) Close() error {
 	s.once.Do(func() {
 		var errs []error
 		for _, sub := range s.subs {
-			errs = append(errs, sub.Close())
+			if sub != nil { // a filter that failed to subscribe, and those after it
+				errs = append(errs, sub.Close())
+			}
 		}
 		s.err = errors.Join(errs...)
 	})

@@ -135,7 +135,7 @@ func ExportRun(storeDir, run, roster, receipts, out string) (*ArchiveManifest, e
 	zw := gzip.NewWriter(f)
 	tw := tar.NewWriter(zw)
 	mj, _ := json.MarshalIndent(man, "", "  ")
-	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mj)), ModTime: man.Created}); err == nil {
+	if err = tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mj)), ModTime: man.Created}); err == nil {
 		_, err = tw.Write(mj)
 	}
 	for _, e := range entries {

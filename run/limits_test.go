@@ -19,6 +19,9 @@ import (
 // pause, TestFullStreamGoesOnWithRoom), and the stream holds no more than
 // the bound: the log is bounded and never shortened.
 func TestMaxStoreStopsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run into a full stream")
+	}
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	const limit = 2 << 20
