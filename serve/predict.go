@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/privacy/metric"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Defaults of batch scoring.
@@ -43,6 +45,12 @@ type PredictConfig struct {
 	// messages are signed and verified, the model files checked against
 	// the roster. "" = MODELS/../keys if it has a roster, else none.
 	Keys string
+	// Roster is the run's roster.json: the model files are checked
+	// against it (each signed by the participant it names) when the keys
+	// folder is elsewhere or absent. TrustUnsigned accepts model files
+	// without any roster to check them against (see DeployConfig).
+	Roster        string
+	TrustUnsigned bool
 	// Net is the broker; Net.Run defaults to the models' run id.
 	Net NetConfig
 	// Separate: the parties are separate processes (asyrevel party
@@ -75,7 +83,10 @@ type Metrics struct {
 	LoadSecond float64 `json:"load_seconds"` // reading the models and the data
 	Bus        string  `json:"bus"`
 	Signed     bool    `json:"signed"`
-	Out        string  `json:"out,omitempty"`
+	// ModelsChecked: the model files were checked against the run's
+	// roster (false only with TrustUnsigned).
+	ModelsChecked bool   `json:"models_checked"`
+	Out           string `json:"out,omitempty"`
 
 	// Classes and predictions, for callers that want them (not in JSON).
 	Predictions []Prediction `json:"-"`
@@ -102,8 +113,48 @@ func (c *PredictConfig) defaults() {
 	}
 }
 
-// NoKeys as the keys folder turns signatures off (measuring their cost).
+// NoKeys as the keys folder turns the messages' signatures off (measuring
+// their cost); the model files are still checked against the roster
+// beside them (MODELS/../keys/roster.json) or DeployConfig.Roster.
 const NoKeys = "-"
+
+// ErrNoRoster: model files with no roster to check them against. A model
+// file's own signature only says that somebody signed it: whoever can
+// write the models folder can re-sign a changed model with a key of their
+// own. The roster ties each file to its participant's key.
+var ErrNoRoster = errors.New("serve: no roster to check the model files against")
+
+// modelRoster is the roster the model files are checked against: the
+// Roster file, else the keys folder's, else (NoKeys) the one beside the
+// models; nil only with TrustUnsigned.
+func modelRoster(cfg *DeployConfig, keys *Keys) (*trust.Roster, error) {
+	var r *trust.Roster
+	if cfg.Roster != "" {
+		var err error
+		if r, err = trust.ReadRoster(cfg.Roster); err != nil {
+			return nil, fmt.Errorf("--roster: %w", err)
+		}
+		if kr := keys.RosterOrNil(); kr != nil && !bytes.Equal(kr.Marshal(), r.Marshal()) {
+			return nil, fmt.Errorf("%w: the roster %s differs from the keys folder's", ErrMismatch, cfg.Roster)
+		}
+		return r, nil
+	}
+	if r = keys.RosterOrNil(); r != nil {
+		return r, nil
+	}
+	if cfg.Keys == NoKeys {
+		p := filepath.Join(filepath.Dir(filepath.Clean(cfg.Models)), "keys", "roster.json")
+		if _, err := os.Stat(p); err == nil {
+			return trust.ReadRoster(p)
+		}
+	}
+	if cfg.TrustUnsigned {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w in %s: give the run's keys folder (--keys DIR; MODELS/../keys is looked at) or its roster "+
+		"(--roster FILE), or --trust-unsigned to score with model files that nobody vouches for (a model re-signed with any key, "+
+		"or not signed at all, is then accepted)", ErrNoRoster, cfg.Models)
+}
 
 // keysFor finds the keys of a models folder.
 func keysFor(models, dir string) (*Keys, error) {
@@ -126,10 +177,16 @@ func keysFor(models, dir string) (*Keys, error) {
 // DeployConfig is what Deploy starts.
 type DeployConfig struct {
 	Models, Data, Split, Keys string
-	Net                       NetConfig
-	Separate                  bool
-	Wait, Timeout             time.Duration
-	Log                       zerolog.Logger
+	// Roster is the run's roster.json, which the model files are checked
+	// against (default: the keys folder's). Without a roster Deploy
+	// refuses (ErrNoRoster) unless TrustUnsigned, and then says so at
+	// Warn.
+	Roster        string
+	TrustUnsigned bool
+	Net           NetConfig
+	Separate      bool
+	Wait, Timeout time.Duration
+	Log           zerolog.Logger
 	// PartyURL, if set, gives the broker address party m connects to,
 	// given the broker's own ("" = the broker's own): a proxy in front of
 	// it.
@@ -149,7 +206,10 @@ type Deployment struct {
 	IDs        []string // the data's ids, in order
 	Y          []int32  // their classes, nil without labels
 	Keys       *Keys
-	Load       time.Duration
+	// ModelRoster is the roster the model files were checked against;
+	// nil when they were accepted unchecked (TrustUnsigned).
+	ModelRoster *trust.Roster
+	Load        time.Duration
 
 	cancel context.CancelFunc
 	buses  []broker.Bus
@@ -175,13 +235,19 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		return nil, err
 	}
 	keys := d.Keys
+	if d.ModelRoster, err = modelRoster(&cfg, keys); err != nil {
+		return nil, err
+	}
+	if d.ModelRoster == nil {
+		cfg.Log.Warn().Str("models", cfg.Models).Msg("--trust-unsigned: the model files are NOT checked against the run's roster; a model re-signed with any key, or not signed at all, is accepted")
+	}
 	var lab *LabelRows
 	if cfg.Separate {
 		agg, err := Load(filepath.Join(cfg.Models, FileName(0)))
 		if err != nil {
 			return nil, err
 		}
-		if err := agg.CheckSigner(keys.RosterOrNil()); err != nil {
+		if err := agg.CheckSigner(d.ModelRoster); err != nil {
 			return nil, err
 		}
 		d.Set = &Set{Aggregator: agg}
@@ -192,7 +258,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 			return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
 		}
 	} else {
-		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
+		if d.Set, err = LoadSet(cfg.Models, d.ModelRoster); err != nil {
 			return nil, err
 		}
 		if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
@@ -289,8 +355,8 @@ func (d *Deployment) Close() {
 // every row was scored.
 func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	cfg.defaults()
-	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Net: cfg.Net,
-		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Roster: cfg.Roster,
+		TrustUnsigned: cfg.TrustUnsigned, Net: cfg.Net, Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +370,7 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	secs := time.Since(t1).Seconds()
 	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
 		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
-		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
+		Signed: d.Keys.Key(0) != nil, ModelsChecked: d.ModelRoster != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
 	if d.Y != nil {
 		mt.Labelled = true
 		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, d.Y, agg.Out)

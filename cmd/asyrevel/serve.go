@@ -17,11 +17,14 @@ import (
 
 	"github.com/asyrevel/asyrevel/experiment"
 	"github.com/asyrevel/asyrevel/serve"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // scoreFlags are the flags predict, serve and party --serve share.
 type scoreFlags struct {
 	models, data, split, keys string
+	roster                    string
+	trustUnsigned             bool
 	net                       serve.NetConfig
 	timeout                   time.Duration
 	logLevel                  string
@@ -33,6 +36,8 @@ func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what string) {
 	fs.StringVar(&f.data, "data", "", what)
 	fs.StringVar(&f.split, "split", serve.DefaultSplit, "the split of a split folder to read (train or test)")
 	fs.StringVar(&f.keys, "keys", "", "`DIR` of the run's keys (roster.json, *.nk): messages signed and verified, the model\nfiles checked against the roster (default MODELS/../keys when it has a roster)")
+	fs.StringVar(&f.roster, "roster", "", "the run's roster.json (`FILE`): the model files are checked against it (each signed\nby the participant it names) when the keys folder is elsewhere; without a roster the\nmodels are refused")
+	fs.BoolVar(&f.trustUnsigned, "trust-unsigned", false, "accept model files without a roster to check them against (a model re-signed with\nany key, or not signed, is then accepted): for models of a run without keys")
 	fs.StringVar(&f.net.NATS, "nats", "", "URL of the broker (default: an embedded one on loopback)")
 	fs.StringVar(&f.net.Bus, "bus", "jetstream", "jetstream, or memory (in-process, no broker)")
 	fs.StringVar(&f.net.Store, "store", "", "keep the embedded broker's store (the scoring log) in `DIR` (default: a temporary one)")
@@ -73,7 +78,7 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	f.net.Log = log
 	last := time.Now()
 	m, err := serve.Predict(ctx, serve.PredictConfig{
-		Models: f.models, Data: f.data, Split: f.split, Out: *out, Metrics: *metrics, Keys: f.keys, Net: f.net,
+		Models: f.models, Data: f.data, Split: f.split, Out: *out, Metrics: *metrics, Keys: f.keys, Roster: f.roster, TrustUnsigned: f.trustUnsigned, Net: f.net,
 		Separate: *separate, Wait: *wait, Chunk: *chunk, Window: *window, Timeout: f.timeout, Log: log,
 		Progress: func(done, total int) {
 			if time.Since(last) > 2*time.Second || done == total {
@@ -84,6 +89,9 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	})
 	if err != nil {
 		return err
+	}
+	if !m.ModelsChecked {
+		warnUnvouched(stderr, f.models)
 	}
 	fmt.Fprintf(stdout, "%d rows scored in %.3f s (%.0f predictions/s, %s, %d parties)\n", m.Rows, m.Seconds, m.PerSecond, m.Bus, m.Parties)
 	if m.Labelled {
@@ -117,8 +125,7 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder")
 	fs.Bool("serve", true, "serving mode (this command)")
 	id := fs.Int("id", 0, "this party's id")
-	key := fs.String("key", "", "this party's key `FILE` (asyrevel keys): answers signed")
-	roster := fs.String("roster", "", "the run's roster.json (`FILE`): requests verified, the model file checked")
+	key := fs.String("key", "", "this party's key `FILE` (asyrevel keys), with --roster: answers signed, requests verified")
 	allow := fs.String("allow", "", "`FILE` of the only ids this party scores, one a line; others are refused")
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
@@ -135,8 +142,11 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	keys, err := partyKeys(f.keys, *key, *roster, *id)
+	keys, err := partyKeys(f.keys, *key, f.roster, *id)
 	if err != nil {
+		return err
+	}
+	if err := f.checkModel(mf, keys, log, stderr); err != nil {
 		return err
 	}
 	rows, err := serve.ReadParty(f.data, mf, f.split)
@@ -182,13 +192,47 @@ func partyKeys(dir, key, roster string, m int) (*serve.Keys, error) {
 	if dir != "" {
 		return serve.LoadKeys(dir)
 	}
-	if key == "" && roster == "" {
-		return nil, nil
+	if key == "" {
+		return nil, nil // --roster alone checks the model file
 	}
-	if key == "" || roster == "" {
-		return nil, fmt.Errorf("%w: --key and --roster go together", errUsage)
+	if roster == "" {
+		return nil, fmt.Errorf("%w: --key goes with --roster", errUsage)
 	}
 	return serve.PartyKeys(key, roster, m)
+}
+
+// checkModel checks a party's model file against the run's roster: the
+// keys' roster, --roster, or the one beside the models; without any it
+// refuses unless --trust-unsigned, which it says loudly.
+func (f *scoreFlags) checkModel(mf *serve.File, keys *serve.Keys, log zerolog.Logger, stderr io.Writer) error {
+	r := keys.RosterOrNil()
+	if r == nil && f.roster == "" {
+		if p := filepath.Join(filepath.Dir(filepath.Clean(f.models)), "keys", "roster.json"); fileExists(p) {
+			f.roster = p
+		}
+	}
+	if r == nil && f.roster != "" {
+		var err error
+		if r, err = trust.ReadRoster(f.roster); err != nil {
+			return fmt.Errorf("--roster: %w", err)
+		}
+	}
+	if r != nil {
+		return mf.CheckSigner(r)
+	}
+	if !f.trustUnsigned {
+		return fmt.Errorf("%w in %s: give the run's keys folder (--keys DIR) or its roster (--roster FILE), or --trust-unsigned "+
+			"to score with a model file that nobody vouches for", serve.ErrNoRoster, f.models)
+	}
+	warnUnvouched(stderr, f.models)
+	return nil
+}
+
+// warnUnvouched says, whatever the log level, that the model files were
+// not checked against a roster.
+func warnUnvouched(w io.Writer, models string) {
+	fmt.Fprintf(w, "WARNING: --trust-unsigned: the model files in %s are NOT checked against the run's roster: a model\n"+
+		"re-signed with any key, or not signed at all, is accepted. Give --keys DIR or --roster FILE instead.\n", models)
 }
 
 // readIDList reads one id a line.
@@ -234,12 +278,15 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	f.net.Log = log
-	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Net: f.net,
-		Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Roster: f.roster,
+		TrustUnsigned: f.trustUnsigned, Net: f.net, Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	if d.ModelRoster == nil {
+		warnUnvouched(stderr, f.models)
+	}
 	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
