@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,18 @@ type alignFlags struct {
 	timeout                              time.Duration
 	progress                             time.Duration
 	logLevel                             string
+	maxRatio                             float64
+}
+
+// alignMaxRatio is --max-ratio as align.Config takes it (0: no bound).
+func (f *alignFlags) alignMaxRatio() (float64, error) {
+	switch {
+	case f.maxRatio < 0 || math.IsNaN(f.maxRatio) || math.IsInf(f.maxRatio, 0):
+		return 0, fmt.Errorf("%w: --max-ratio %v: want a ratio > 0, or 0 for no bound", errUsage, f.maxRatio)
+	case f.maxRatio == 0:
+		return -1, nil
+	}
+	return f.maxRatio, nil
 }
 
 func (f *alignFlags) options(label string) (align.ReadOptions, error) {
@@ -70,7 +83,13 @@ the file): each line the id, then the label holder's label, then index:value pai
 for the label holder, --label label. Keys are normalised before they are hashed: white space
 trimmed and inner runs made one space (--keep-space), letters folded to lower case
 (--keep-case), and, with --strip-zeros, leading zeros removed from all-digit keys.
-Every organisation must use the same rules: the hub refuses a different one.`
+Every organisation must use the same rules: the hub refuses a different one.
+
+Every organisation states its set's size first. The hub refuses a party whose set is larger
+than --max-ratio times its own (default 4) before it sends anything of its own set: a party
+learns which of its keys the hub holds, so its set's size bounds how much of the hub's list
+it can test. A hub that agrees with a much larger party raises the ratio (0: no bound). The
+run's log keeps every size.`
 
 func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("align", alignSynopsis, stderr)
@@ -85,6 +104,7 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.keepCase, "keep-case", false, "keep letter case in keys (default: fold to lower case)")
 	fs.BoolVar(&f.zeros, "strip-zeros", false, "remove leading zeros from keys made of digits only (\"007\" matches \"7\")")
 	fs.DurationVar(&f.timeout, "timeout", align.DefaultTimeout, "how long to wait for an organisation that sends nothing (it left, or hangs)")
+	fs.Float64Var(&f.maxRatio, "max-ratio", align.DefaultMaxRatio, "the hub (label holder): refuse a party whose set is larger than this many times the\nhub's own, before any of the hub's set is sent (0: no bound; agree on it with every organisation)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "print a progress line this often (0: never)")
 	fs.StringVar(&f.run, "run", "", "the run id (in-process form: default align-<time>)")
 	fs.StringVar(&f.logLevel, "log", "warn", "log level: debug, info, warn, error")
@@ -231,6 +251,10 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	defer l.Close()
 	opts, _ := f.options("")
 	spec := align.Spec(len(opts.Key), opts.Norm)
+	ratio, err := f.alignMaxRatio()
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	res := make([]*align.Result, q+1)
 	errs := make([]error, q+1)
@@ -243,7 +267,7 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 			names[m] = trust.PartyID(m)
 		}
 		cfg := align.Config{Run: run, ID: m, Parties: q, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
-			Spec: spec, Width: tables[m].X.NCols, Timeout: f.timeout, Log: log, Progress: progress[m]}
+			Spec: spec, Width: tables[m].X.NCols, Timeout: f.timeout, Log: log, Progress: progress[m], MaxRatio: ratio}
 		if m == 0 {
 			cfg.Width, cfg.Labels = 0, tables[m].Labels
 		}
@@ -349,8 +373,12 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	defer bus.Close()
 	spec := align.Spec(len(opts.Key), opts.Norm)
 	p := new(align.Progress)
+	ratio, err := f.alignMaxRatio()
+	if err != nil {
+		return err
+	}
 	cfg := align.Config{Run: f.run, ID: id, Parties: roster.Parties(), Bus: bus, Roster: roster, Key: key,
-		Spec: spec, Width: t.X.NCols, Timeout: f.timeout, Log: log, Progress: p}
+		Spec: spec, Width: t.X.NCols, Timeout: f.timeout, Log: log, Progress: p, MaxRatio: ratio}
 	if id == 0 {
 		cfg.Width, cfg.Labels = 0, t.Labels
 	}
