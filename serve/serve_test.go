@@ -265,7 +265,7 @@ func TestServiceOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, Probe: d.IDs[0], MaxIDs: 10})
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, Probe: d.IDs[0], MaxIDs: 10, InsecureNoAuth: true}) // the clients: TestServiceAuth
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	classes, p1 := reference(t, data)

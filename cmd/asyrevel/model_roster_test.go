@@ -17,23 +17,8 @@ import (
 // re-signed one with a warning on stderr whatever the log level.
 func TestPredictModelRosterFlags(t *testing.T) {
 	out := t.TempDir()
-	data := filepath.Join(out, "rows.libsvm")
-	var b strings.Builder
-	for i := range 600 {
-		x1, x2 := float64(i%17)/17, float64(i%5)/5
-		y := "-1"
-		if x1+x2 > 0.9 {
-			y = "+1"
-		}
-		fmt.Fprintf(&b, "%s 1:%g 2:%g 3:%d 4:%g\n", y, x1, x2, i%3, x1*x2)
-	}
-	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, errOut := runCLI(t, "train", "--data", data, "--parties", "2", "--steps", "400", "--batch", "8", "--out", out, "--log", "warn")
-	if code != 0 {
-		t.Fatalf("train: exit %d: %s", code, errOut)
-	}
+	data := writeRows(t, out)
+	trainSmall(t, data, out)
 	vault := filepath.Join(t.TempDir(), "keys")
 	if err := os.Rename(filepath.Join(out, "keys"), vault); err != nil {
 		t.Fatal(err)
@@ -82,5 +67,34 @@ func TestPredictModelRosterFlags(t *testing.T) {
 	}
 	if code, stdout, errOut := predict("--roster", roster); code != 0 {
 		t.Errorf("genuine model restored, --roster: exit %d: %s %s", code, stdout, errOut)
+	}
+}
+
+// writeRows writes a small LIBSVM file of 600 rows and 4 features into
+// dir: ids are the row numbers.
+func writeRows(t *testing.T, dir string) string {
+	t.Helper()
+	data := filepath.Join(dir, "rows.libsvm")
+	var b strings.Builder
+	for i := range 600 {
+		x1, x2 := float64(i%17)/17, float64(i%5)/5
+		y := "-1"
+		if x1+x2 > 0.9 {
+			y = "+1"
+		}
+		fmt.Fprintf(&b, "%s 1:%g 2:%g 3:%d 4:%g\n", y, x1, x2, i%3, x1*x2)
+	}
+	if err := os.WriteFile(data, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// trainSmall trains 2 parties on data into out (models and keys).
+func trainSmall(t *testing.T, data, out string) {
+	t.Helper()
+	code, _, errOut := runCLI(t, "train", "--data", data, "--parties", "2", "--steps", "400", "--batch", "8", "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 }

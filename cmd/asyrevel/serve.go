@@ -3,14 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -253,13 +257,19 @@ func readIDList(path string) (map[string]bool, error) {
 }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "asyrevel serve --models DIR --data PATH --listen ADDR [flags]\n\n"+
+	fs := newFlagSet("serve", "asyrevel serve --models DIR --data PATH --listen ADDR [--clients FILE] [flags]\n\n"+
 		"Serves a run's saved models over HTTP: POST /v1/predict {\"ids\": [...]} answers\n"+
 		"{\"predictions\": [{\"id\", \"label\", \"probabilities\"}]}; GET /healthz; GET /metrics\n"+
 		"(Prometheus text). The parties find the rows of PATH by id. Every participant runs\n"+
 		"in this process unless --separate: then this is the label holder's aggregator and\n"+
 		"the parties run asyrevel party --serve on --nats. An id a party lacks is a 404 naming\n"+
-		"the organisation, a party down a 503 after --timeout, a bad request a 400.", stderr)
+		"the organisation, a party down a 503 after --timeout, a bad request a 400.\n\n"+
+		"Every request to /v1/predict and /metrics needs a client token (Authorization: Bearer\n"+
+		"TOKEN) issued with asyrevel keys client --name NAME --out DIR, with the endpoint's scope;\n"+
+		"without one the answer is 401, with the wrong scope 403, over the client's rate 429 with\n"+
+		"Retry-After, each with a JSON body naming the fix. /healthz is open. The access log records\n"+
+		"who asked for which ids (hashed with DIR/access.key). --insecure-no-auth answers everyone,\n"+
+		"for local trials only. SIGHUP re-reads the clients file.", stderr)
 	var f scoreFlags
 	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)")
 	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")
@@ -267,6 +277,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties at start")
 	maxIDs := fs.Int("max-ids", serve.DefaultMaxIDs, "ids in one request")
 	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	var sf serveAuthFlags
+	sf.add(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -278,6 +290,17 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	f.net.Log = log
+	// The clients before the models: a service that would answer no one,
+	// or everyone unasked, is refused before anything starts.
+	sa, err := sf.open(f.models, *listen, log, stderr)
+	if err != nil {
+		return err
+	}
+	defer sa.close()
+	tlsCfg, err := sf.tlsConfig()
+	if err != nil {
+		return err
+	}
 	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Roster: f.roster,
 		TrustUnsigned: f.trustUnsigned, Net: f.net, Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
 	if err != nil {
@@ -287,16 +310,26 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if d.ModelRoster == nil {
 		warnUnvouched(stderr, f.models)
 	}
-	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log,
+		Auth: sa.auth, InsecureNoAuth: sf.insecure, Access: sa.access})
+	stopHUP := sa.reloadOnHUP(log, stderr) // before the port opens
+	defer stopHUP()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, TLSConfig: tlsCfg}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s) on http://%s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties, len(d.IDs), d.Net.Name, ln.Addr())
-	log.Info().Str("listen", ln.Addr().String()).Int("ids", len(d.IDs)).Msg("serving")
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s) on %s://%s; auth: %s; access log %s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties,
+		len(d.IDs), d.Net.Name, scheme, ln.Addr(), svc.AuthState(), sa.accessPath)
+	log.Info().Str("listen", ln.Addr().String()).Int("ids", len(d.IDs)).Str("auth", svc.AuthState()).Msg("serving")
 	select {
 	case err := <-errc:
 		return err
@@ -308,6 +341,156 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	st := d.Scorer.Stats()
 	fmt.Fprintf(stdout, "served %d requests (%d ids), %d party timeouts, %d late answers, rejected %v\n", st.Answered, st.IDs, st.Timeouts, st.Late, st.Rejected)
 	return nil
+}
+
+// serveAuthFlags are serve's flags of who may ask.
+type serveAuthFlags struct {
+	clients, accessLog, accessKey string
+	insecure                      bool
+	rate                          float64
+	burst                         int
+	tls                           trust.TLSFiles
+}
+
+func (sf *serveAuthFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&sf.clients, "clients", "", "the clients file (`FILE`, asyrevel keys client --out DIR writes DIR/clients.json)\n(default MODELS/../keys/clients.json when it exists)")
+	fs.BoolVar(&sf.insecure, "insecure-no-auth", false, "answer every request without credentials: for local trials only (said at start,\nin /healthz and in the access log)")
+	fs.Float64Var(&sf.rate, "rate", serve.DefaultRate, "ids a second a client may ask for, unless its token says otherwise")
+	fs.IntVar(&sf.burst, "burst", serve.DefaultBurst, "ids a client may ask at once after a pause, unless its token says otherwise (at\nleast --max-ids)")
+	fs.StringVar(&sf.accessLog, "access-log", "", "the access log (`FILE`, appended; - for stderr): who asked for which ids, hashed\n(default MODELS/../serve-access.log)")
+	fs.StringVar(&sf.accessKey, "access-key", "", "the key of the access log's id hashes (`FILE`; default access.key beside the clients\nfile, made if missing)")
+	fs.StringVar(&sf.tls.Cert, "tls-cert", "", "serve HTTPS with this certificate chain (`FILE`, PEM); with --tls-key")
+	fs.StringVar(&sf.tls.Key, "tls-key", "", "the certificate's private key (`FILE`, PEM)")
+}
+
+// serveAuth is what serveAuthFlags opened.
+type serveAuth struct {
+	clientsPath, accessPath string
+	auth                    *serve.Auth
+	access                  *serve.AccessLog
+}
+
+func (sa *serveAuth) close() {
+	if sa != nil && sa.access != nil {
+		sa.access.Close()
+	}
+}
+
+// open reads the clients file (or says why the service may not start),
+// the access log's key, and opens the access log.
+func (sf *serveAuthFlags) open(models, listen string, log zerolog.Logger, stderr io.Writer) (*serveAuth, error) {
+	base := filepath.Dir(filepath.Clean(models))
+	sa := &serveAuth{clientsPath: sf.clients}
+	if sa.clientsPath == "" {
+		if p := filepath.Join(base, "keys", serve.ClientsFile); fileExists(p) {
+			sa.clientsPath = p
+		}
+	}
+	if sf.rate <= 0 || sf.burst <= 0 {
+		return nil, fmt.Errorf("%w: --rate and --burst must be positive", errUsage)
+	}
+	switch {
+	case sf.insecure && sf.clients != "":
+		return nil, fmt.Errorf("%w: --insecure-no-auth and --clients exclude each other", errUsage)
+	case sf.insecure:
+		sa.clientsPath = ""
+		fmt.Fprintf(stderr, "WARNING: --insecure-no-auth: every request is answered without credentials: anyone who reaches %s reads\n"+
+			"every customer's prediction. For local trials only; issue client tokens (asyrevel keys client) for anything else.\n", listen)
+		if host, _, err := net.SplitHostPort(listen); err == nil && !isLoopback(host) {
+			fmt.Fprintf(stderr, "WARNING: %s is not a loopback address: the service is open to the network\n", listen)
+		}
+		log.Warn().Str("listen", listen).Msg("--insecure-no-auth: no authentication")
+	case sa.clientsPath == "":
+		return nil, fmt.Errorf("%w: serve answers only its clients, and there is no clients file: issue a token with\n"+
+			"  asyrevel keys client --name NAME --out %s\n"+
+			"(serve finds %s there), or give --clients FILE; --insecure-no-auth answers everyone (local trials only)",
+			errUsage, filepath.Join(base, "keys"), serve.ClientsFile)
+	}
+	if sa.clientsPath != "" {
+		clients, err := serve.ReadClients(sa.clientsPath)
+		if err != nil {
+			return nil, err
+		}
+		if len(clients.Clients) == 0 {
+			return nil, fmt.Errorf("%s lists no client: issue a token with asyrevel keys client --name NAME --out %s", sa.clientsPath, filepath.Dir(sa.clientsPath))
+		}
+		if sa.auth, err = serve.NewAuth(serve.AuthConfig{Clients: clients, Rate: sf.rate, Burst: sf.burst}); err != nil {
+			return nil, err
+		}
+		for _, c := range sa.auth.Expiring(7 * 24 * time.Hour) {
+			log.Warn().Str("client", c.Name).Time("expires", c.Expires).Msg("a client's token has expired or expires within a week (asyrevel keys client --force issues a new one)")
+		}
+		log.Info().Str("clients", sa.clientsPath).Int("n", sa.auth.Len()).Msg("client tokens")
+	}
+	var key []byte
+	var err error
+	switch {
+	case sf.accessKey != "":
+		key, err = serve.MakeAccessKey(sf.accessKey)
+	case sa.clientsPath != "":
+		key, err = serve.MakeAccessKey(filepath.Join(filepath.Dir(sa.clientsPath), serve.AccessKeyFile))
+	default: // --insecure-no-auth without a key: this process's own
+		key = make([]byte, 32)
+		_, err = rand.Read(key)
+		log.Warn().Msg("the access log's ids are hashed with a key of this process only (--access-key FILE keeps one)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the access log's key: %w", err)
+	}
+	sa.accessPath = sf.accessLog
+	if sa.accessPath == "" {
+		sa.accessPath = filepath.Join(base, "serve-access.log")
+	}
+	if sa.access, err = serve.OpenAccessLog(sa.accessPath, key); err != nil {
+		return nil, fmt.Errorf("the access log: %w", err)
+	}
+	return sa, nil
+}
+
+func (sf *serveAuthFlags) tlsConfig() (*tls.Config, error) {
+	if sf.tls.Cert == "" && sf.tls.Key == "" {
+		return nil, nil
+	}
+	return trust.ServerTLS(trust.TLSFiles{Cert: sf.tls.Cert, Key: sf.tls.Key})
+}
+
+// reloadOnHUP re-reads the clients file on SIGHUP; the returned function
+// stops it.
+func (sa *serveAuth) reloadOnHUP(log zerolog.Logger, stderr io.Writer) func() {
+	if sa.auth == nil {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				c, err := serve.ReadClients(sa.clientsPath)
+				if err == nil {
+					err = sa.auth.Reload(c)
+				}
+				if err != nil {
+					fmt.Fprintf(stderr, "SIGHUP: the clients file is not read, the clients stay as they were: %v\n", err)
+					continue
+				}
+				log.Info().Str("clients", sa.clientsPath).Int("n", sa.auth.Len()).Msg("SIGHUP: clients file read again")
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
+}
+
+// isLoopback reports whether host is a loopback name or address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func expServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {

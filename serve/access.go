@@ -1,0 +1,152 @@
+package serve
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// AccessLog records who asked the service for which ids: one JSON line a
+// request (time, client, remote address, method, path, status, the
+// number of ids and each id's keyed hash, milliseconds, and for a refusal
+// its reason). Ids are hashed with HMAC-SHA-256 under a secret key of the
+// operator's (access.key), truncated to 128 bits: whoever holds the key
+// can find every request for a given id (HashID), whoever holds only the
+// log cannot test guessed ids against it. A token is never written. Safe
+// for concurrent use.
+type AccessLog struct {
+	key    []byte
+	mu     sync.Mutex
+	w      *bufio.Writer
+	closer io.Closer
+	mac    hash.Hash
+	buf    []byte
+	err    error
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// AccessEntry is one line of the access log.
+type AccessEntry struct {
+	Time   time.Time `json:"time"`
+	Client string    `json:"client"` // the client's name; "-" when unknown
+	Remote string    `json:"remote"`
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	Status int       `json:"status"`
+	// IDs is the number of ids asked for, IDHashes their keyed hashes in
+	// the request's order.
+	IDs      int      `json:"ids,omitempty"`
+	IDHashes []string `json:"id_hashes,omitempty"`
+	Millis   float64  `json:"ms"`
+	Reason   string   `json:"reason,omitempty"` // why a request was refused
+}
+
+// NewAccessLog writes the access log to w, ids hashed under key (32
+// bytes), flushed every 200 ms and on Close; closer, if set, is closed
+// with it.
+func NewAccessLog(w io.Writer, closer io.Closer, key []byte) (*AccessLog, error) {
+	if len(key) < 16 {
+		return nil, errors.New("serve: the access log's key is shorter than 16 bytes")
+	}
+	l := &AccessLog{key: key, w: bufio.NewWriterSize(w, 64<<10), closer: closer, mac: hmac.New(sha256.New, key),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.flusher()
+	return l, nil
+}
+
+// OpenAccessLog appends the access log to the file at path (mode 0600;
+// "-" is stderr).
+func OpenAccessLog(path string, key []byte) (*AccessLog, error) {
+	if path == "-" {
+		return NewAccessLog(os.Stderr, nil, key)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return NewAccessLog(f, f, key)
+}
+
+// HashID is id as the access log writes it: hex of the first 16 bytes of
+// HMAC-SHA-256(key, id).
+func HashID(key []byte, id string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+func (l *AccessLog) flusher() {
+	defer close(l.done)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.mu.Lock()
+			if err := l.w.Flush(); err != nil && l.err == nil {
+				l.err = err
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// Record writes one entry; ids (may be nil) are hashed into it.
+func (l *AccessLog) Record(e AccessEntry, ids []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(ids) > 0 {
+		e.IDs = len(ids)
+		e.IDHashes = make([]string, len(ids))
+		for i, id := range ids {
+			l.mac.Reset()
+			l.mac.Write([]byte(id))
+			l.buf = l.mac.Sum(l.buf[:0])
+			e.IDHashes[i] = hex.EncodeToString(l.buf[:16])
+		}
+	}
+	b, err := json.Marshal(e)
+	if err == nil {
+		b = append(b, '\n')
+		_, err = l.w.Write(b)
+	}
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+}
+
+// Err is the first error of writing the log, if any.
+func (l *AccessLog) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Close flushes the log and closes its file.
+func (l *AccessLog) Close() error {
+	close(l.stop)
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.w.Flush()
+	if l.closer != nil {
+		if cerr := l.closer.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if l.err != nil {
+		return l.err
+	}
+	return err
+}
