@@ -32,6 +32,8 @@ type AccessLog struct {
 	err    error
 	stop   chan struct{}
 	done   chan struct{}
+	closed sync.Once
+	cerr   error
 }
 
 // AccessEntry is one line of the access log.
@@ -133,20 +135,24 @@ func (l *AccessLog) Err() error {
 	return l.err
 }
 
-// Close flushes the log and closes its file.
+// Close flushes the log and closes its file; later calls return the
+// first's result.
 func (l *AccessLog) Close() error {
-	close(l.stop)
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	err := l.w.Flush()
-	if l.closer != nil {
-		if cerr := l.closer.Close(); err == nil {
-			err = cerr
+	l.closed.Do(func() {
+		close(l.stop)
+		<-l.done
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		err := l.w.Flush()
+		if l.closer != nil {
+			if cerr := l.closer.Close(); err == nil {
+				err = cerr
+			}
 		}
-	}
-	if l.err != nil {
-		return l.err
-	}
-	return err
+		if l.err != nil {
+			err = l.err
+		}
+		l.cerr = err
+	})
+	return l.cerr
 }
