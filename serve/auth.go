@@ -314,7 +314,16 @@ func MakeAccessKey(path string) ([]byte, error) {
 
 // AuthConfig configures the service's authentication.
 type AuthConfig struct {
+	// Clients are the token holders (may be nil or empty with
+	// Certificates).
 	Clients *Clients
+	// Certificates admits a request without a token whose TLS
+	// connection presented a client certificate the server verified
+	// (mutual TLS: the server's ClientCAs): the client is named by the
+	// certificate's Common Name, and takes the scopes and limits of the
+	// clients file's entry of that name, else the predict scope and the
+	// default limits.
+	Certificates bool
 	// Rate and Burst bound every client without limits of its own
 	// (defaults DefaultRate, DefaultBurst).
 	Rate  float64
@@ -330,6 +339,7 @@ type Auth struct {
 	minBurst float64
 	mu       sync.RWMutex
 	byID     map[string]*clientState
+	byCert   map[string]*clientState // certificate clients, by Common Name
 }
 
 // clientState is one client and its bucket.
@@ -367,6 +377,9 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 // tokens work at once, revoked ones stop; a client whose token did not
 // change keeps its bucket.
 func (a *Auth) Reload(c *Clients) error {
+	if c == nil && a.cfg.Certificates {
+		c = &Clients{Version: clientsVersion}
+	}
 	if c == nil {
 		return fmt.Errorf("%w: no clients", ErrClients)
 	}
@@ -377,23 +390,10 @@ func (a *Auth) Reload(c *Clients) error {
 	defer a.mu.Unlock()
 	old := a.byID
 	a.byID = make(map[string]*clientState, len(c.Clients))
+	a.byCert = map[string]*clientState{} // their entries may have changed
 	now := a.cfg.Now()
 	for _, cl := range c.Clients {
-		st := &clientState{Client: cl, scope: map[string]bool{}}
-		h, _ := hex.DecodeString(cl.SHA256)
-		copy(st.hash[:], h)
-		for _, s := range cl.Scopes {
-			st.scope[s] = true
-		}
-		st.rate, st.burst = cl.Rate, float64(cl.Burst)
-		if st.rate <= 0 {
-			st.rate = a.cfg.Rate
-		}
-		if st.burst <= 0 {
-			st.burst = float64(a.cfg.Burst)
-		}
-		st.burst = max(st.burst, a.minBurst)
-		st.tokens, st.last = st.burst, now
+		st := a.newState(cl, now)
 		if o := old[cl.ID]; o != nil && o.hash == st.hash {
 			o.mu.Lock()
 			st.tokens, st.last = min(o.tokens, st.burst), o.last
@@ -405,12 +405,59 @@ func (a *Auth) Reload(c *Clients) error {
 	return nil
 }
 
+// newState is a client's state with a full bucket (a.mu held).
+func (a *Auth) newState(cl Client, now time.Time) *clientState {
+	st := &clientState{Client: cl, scope: map[string]bool{}}
+	h, _ := hex.DecodeString(cl.SHA256)
+	copy(st.hash[:], h)
+	for _, s := range cl.Scopes {
+		st.scope[s] = true
+	}
+	st.rate, st.burst = cl.Rate, float64(cl.Burst)
+	if st.rate <= 0 {
+		st.rate = a.cfg.Rate
+	}
+	if st.burst <= 0 {
+		st.burst = float64(a.cfg.Burst)
+	}
+	st.burst = max(st.burst, a.minBurst)
+	st.tokens, st.last = st.burst, now
+	return st
+}
+
+// certClient is the client of a verified certificate's Common Name.
+func (a *Auth) certClient(name string) *clientState {
+	a.mu.RLock()
+	st := a.byCert[name]
+	a.mu.RUnlock()
+	if st != nil {
+		return st
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st = a.byCert[name]; st != nil {
+		return st
+	}
+	cl := Client{Name: name, Scopes: []string{ScopePredict}}
+	if e, ok := a.cfg.Clients.Client(name); ok {
+		cl = Client{Name: name, Scopes: e.Scopes, Rate: e.Rate, Burst: e.Burst}
+	}
+	st = a.newState(cl, a.cfg.Now())
+	a.byCert[name] = st
+	return st
+}
+
 // setMinBurst makes every bucket hold at least n ids, so that a request
 // of the service's largest size can pass.
 func (a *Auth) setMinBurst(n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.minBurst = float64(n)
+	for _, st := range a.byCert {
+		st.mu.Lock()
+		st.burst = max(st.burst, a.minBurst)
+		st.mu.Unlock()
+	}
 	for _, st := range a.byID {
 		st.mu.Lock()
 		if st.burst < a.minBurst {
@@ -459,6 +506,20 @@ const issueHint = "asyrevel keys client --name NAME --out DIR"
 // check authenticates r for scope: its client, or why not.
 func (a *Auth) check(r *http.Request, scope string) (*clientState, *refusal) {
 	h := r.Header.Get("Authorization")
+	if h == "" && a.cfg.Certificates && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		name := r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if CheckClientName(name) != nil {
+			return nil, &refusal{code: http.StatusUnauthorized, reason: "bad_certificate", msg: fmt.Sprintf("the client certificate's Common Name %q is not a client name", name),
+				fix: "a client certificate names its client in its Common Name: 1 to 64 letters, digits, '_', '.' and '-'"}
+		}
+		st := a.certClient(name)
+		if !st.scope[scope] {
+			return st, &refusal{code: http.StatusForbidden, client: st.Name, reason: "scope",
+				msg: fmt.Sprintf("client %s (certificate) may call %s, not %s", st.Name, strings.Join(st.Scopes, " and "), scope),
+				fix: fmt.Sprintf("the operator lists %s in the clients file with that scope (asyrevel keys client --name %s --scope %s --out DIR --force)", st.Name, st.Name, strings.Join(append(slices.Clone(st.Scopes), scope), ","))}
+		}
+		return st, nil
+	}
 	if h == "" {
 		return nil, &refusal{code: http.StatusUnauthorized, reason: "no_token", msg: "this service answers only its clients: the request has no token",
 			fix: "send the header 'Authorization: Bearer TOKEN' with the token the service's operator issued to you (" + issueHint + ")"}

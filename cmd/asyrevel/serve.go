@@ -265,7 +265,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"the parties run asyrevel party --serve on --nats. An id a party lacks is a 404 naming\n"+
 		"the organisation, a party down a 503 after --timeout, a bad request a 400.\n\n"+
 		"Every request to /v1/predict and /metrics needs a client token (Authorization: Bearer\n"+
-		"TOKEN) issued with asyrevel keys client --name NAME --out DIR, with the endpoint's scope;\n"+
+		"TOKEN) issued with asyrevel keys client --name NAME --out DIR, with the endpoint's scope,\n"+
+		"or (--tls-ca) a client certificate that authority signed;\n"+
 		"without one the answer is 401, with the wrong scope 403, over the client's rate 429 with\n"+
 		"Retry-After, each with a JSON body naming the fix. /healthz is open. The access log records\n"+
 		"who asked for which ids (hashed with DIR/access.key). --insecure-no-auth answers everyone,\n"+
@@ -361,6 +362,7 @@ func (sf *serveAuthFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&sf.accessKey, "access-key", "", "the key of the access log's id hashes (`FILE`; default access.key beside the clients\nfile, made if missing)")
 	fs.StringVar(&sf.tls.Cert, "tls-cert", "", "serve HTTPS with this certificate chain (`FILE`, PEM); with --tls-key")
 	fs.StringVar(&sf.tls.Key, "tls-key", "", "the certificate's private key (`FILE`, PEM)")
+	fs.StringVar(&sf.tls.CA, "tls-ca", "", "mutual TLS: admit a request without a token whose client certificate this\nauthority signed (`FILE`, PEM); the certificate's Common Name names the client")
 }
 
 // serveAuth is what serveAuthFlags opened.
@@ -400,21 +402,27 @@ func (sf *serveAuthFlags) open(models, listen string, log zerolog.Logger, stderr
 			fmt.Fprintf(stderr, "WARNING: %s is not a loopback address: the service is open to the network\n", listen)
 		}
 		log.Warn().Str("listen", listen).Msg("--insecure-no-auth: no authentication")
+	case sa.clientsPath == "" && sf.tls.CA != "":
+		log.Info().Str("ca", sf.tls.CA).Msg("clients by their certificates (mutual TLS), no tokens")
 	case sa.clientsPath == "":
 		return nil, fmt.Errorf("%w: serve answers only its clients, and there is no clients file: issue a token with\n"+
 			"  asyrevel keys client --name NAME --out %s\n"+
 			"(serve finds %s there), or give --clients FILE; --insecure-no-auth answers everyone (local trials only)",
 			errUsage, filepath.Join(base, "keys"), serve.ClientsFile)
 	}
-	if sa.clientsPath != "" {
-		clients, err := serve.ReadClients(sa.clientsPath)
-		if err != nil {
-			return nil, err
+	if sa.clientsPath != "" || sf.tls.CA != "" && !sf.insecure {
+		var clients *serve.Clients
+		if sa.clientsPath != "" {
+			var err error
+			if clients, err = serve.ReadClients(sa.clientsPath); err != nil {
+				return nil, err
+			}
+			if len(clients.Clients) == 0 && sf.tls.CA == "" {
+				return nil, fmt.Errorf("%s lists no client: issue a token with asyrevel keys client --name NAME --out %s", sa.clientsPath, filepath.Dir(sa.clientsPath))
+			}
 		}
-		if len(clients.Clients) == 0 {
-			return nil, fmt.Errorf("%s lists no client: issue a token with asyrevel keys client --name NAME --out %s", sa.clientsPath, filepath.Dir(sa.clientsPath))
-		}
-		if sa.auth, err = serve.NewAuth(serve.AuthConfig{Clients: clients, Rate: sf.rate, Burst: sf.burst}); err != nil {
+		var err error
+		if sa.auth, err = serve.NewAuth(serve.AuthConfig{Clients: clients, Certificates: sf.tls.CA != "", Rate: sf.rate, Burst: sf.burst}); err != nil {
 			return nil, err
 		}
 		for _, c := range sa.auth.Expiring(7 * 24 * time.Hour) {
@@ -429,6 +437,8 @@ func (sf *serveAuthFlags) open(models, listen string, log zerolog.Logger, stderr
 		key, err = serve.MakeAccessKey(sf.accessKey)
 	case sa.clientsPath != "":
 		key, err = serve.MakeAccessKey(filepath.Join(filepath.Dir(sa.clientsPath), serve.AccessKeyFile))
+	case sf.tls.CA != "" && !sf.insecure:
+		key, err = serve.MakeAccessKey(filepath.Join(base, "keys", serve.AccessKeyFile))
 	default: // --insecure-no-auth without a key: this process's own
 		key = make([]byte, 32)
 		_, err = rand.Read(key)
@@ -448,10 +458,19 @@ func (sf *serveAuthFlags) open(models, listen string, log zerolog.Logger, stderr
 }
 
 func (sf *serveAuthFlags) tlsConfig() (*tls.Config, error) {
-	if sf.tls.Cert == "" && sf.tls.Key == "" {
+	if !sf.tls.Enabled() {
 		return nil, nil
 	}
-	return trust.ServerTLS(trust.TLSFiles{Cert: sf.tls.Cert, Key: sf.tls.Key})
+	cfg, err := trust.ServerTLS(sf.tls)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if cfg.ClientCAs != nil {
+		// A certificate when given must verify; a client without one may
+		// still send a token.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
 }
 
 // reloadOnHUP re-reads the clients file on SIGHUP; the returned function
