@@ -5,13 +5,14 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"hash"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // AccessLog records who asked the service for which ids: one JSON line a
@@ -28,7 +29,8 @@ type AccessLog struct {
 	w      *bufio.Writer
 	closer io.Closer
 	mac    hash.Hash
-	buf    []byte
+	sum    []byte
+	line   []byte
 	err    error
 	stop   chan struct{}
 	done   chan struct{}
@@ -104,28 +106,82 @@ func (l *AccessLog) flusher() {
 	}
 }
 
-// Record writes one entry; ids (may be nil) are hashed into it.
+// Record writes one entry; ids (may be nil) are hashed into it (its IDs
+// and IDHashes are set from them). The line is appended by hand, without
+// reflection: it is written once a request.
 func (l *AccessLog) Record(e AccessEntry, ids []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	b := append(l.line[:0], `{"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","client":`...)
+	b = appendJSONString(b, e.Client)
+	b = append(b, `,"remote":`...)
+	b = appendJSONString(b, e.Remote)
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, e.Method)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, e.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
 	if len(ids) > 0 {
-		e.IDs = len(ids)
-		e.IDHashes = make([]string, len(ids))
+		b = append(b, `,"ids":`...)
+		b = strconv.AppendInt(b, int64(len(ids)), 10)
+		b = append(b, `,"id_hashes":[`...)
 		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
 			l.mac.Reset()
 			l.mac.Write([]byte(id))
-			l.buf = l.mac.Sum(l.buf[:0])
-			e.IDHashes[i] = hex.EncodeToString(l.buf[:16])
+			l.sum = l.mac.Sum(l.sum[:0])
+			b = append(b, '"')
+			b = hex.AppendEncode(b, l.sum[:16])
+			b = append(b, '"')
 		}
+		b = append(b, ']')
 	}
-	b, err := json.Marshal(e)
-	if err == nil {
-		b = append(b, '\n')
-		_, err = l.w.Write(b)
+	b = append(b, `,"ms":`...)
+	b = strconv.AppendFloat(b, e.Millis, 'f', -1, 64)
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, e.Reason)
 	}
-	if err != nil && l.err == nil {
+	b = append(b, "}\n"...)
+	l.line = b
+	if _, err := l.w.Write(b); err != nil && l.err == nil {
 		l.err = err
 	}
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }
 
 // Err is the first error of writing the log, if any.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -300,5 +301,40 @@ func TestServiceRefusesWithoutCredentials(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("%s without credentials: %d %s", path, resp.StatusCode, b)
 		}
+	}
+}
+
+// The access log's lines are JSON whatever the strings: quotes,
+// backslashes, control characters and invalid UTF-8 in a field.
+func TestAccessLogLines(t *testing.T) {
+	var buf bytes.Buffer
+	key := make([]byte, 32)
+	al, err := serve.NewAccessLog(&buf, nil, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 28, 1, 2, 3, 456789000, time.UTC)
+	in := serve.AccessEntry{Time: at, Client: "crm", Remote: "a\"b\\c\x00\x1f\xffé✓", Method: "POST", Path: "/v1/predict", Status: 429, Millis: 1.25, Reason: "rate"}
+	al.Record(in, []string{"C1", "ü"})
+	al.Record(serve.AccessEntry{Time: at, Client: "-", Status: 401}, nil)
+	if err := al.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %q", len(lines), buf.String())
+	}
+	var got serve.AccessEntry
+	if err := json.Unmarshal([]byte(lines[0]), &got); err != nil {
+		t.Fatalf("%q: %v", lines[0], err)
+	}
+	want := in
+	want.Remote = "a\"b\\c\x00\x1f\ufffdé✓"
+	want.IDs, want.IDHashes = 2, []string{serve.HashID(key, "C1"), serve.HashID(key, "ü")}
+	if fmt.Sprint(got) != fmt.Sprint(want) || !got.Time.Equal(at) {
+		t.Errorf("read back %+v, want %+v", got, want)
+	}
+	if strings.Contains(lines[1], "ids") || strings.Contains(lines[1], "reason") {
+		t.Errorf("empty fields written: %s", lines[1])
 	}
 }
