@@ -10,4 +10,8 @@
 // server-config: oversized messages, the auditor's reply subjects, dead
 // joins, requests after the end), and the experiment that counts what the
 // broker refused, what the receivers rejected and what got through.
+// ServeAttack adds the serve categories: the run's models served over
+// HTTP (package serve) to clients without the right credentials (none,
+// forged, expired, another service's or another scope's tokens, over
+// their rate), counted as what the service refused and what it answered.
 package adversary

@@ -214,11 +214,14 @@ func TestHubRefusesBadPeer(t *testing.T) {
 		bad[i] = 0xff
 	}
 	short := schemas.AlignMsg{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good}
-	short.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: 1}
+	short.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: 2} // after the size
 	wrongLen, _ := schemas.MarshalAlign(nil, &short)
 	// 33 bytes of data: not a whole number of elements.
 	wrongLen = append(wrongLen[:len(wrongLen)-ElementSize-2], 0xc4, 33)
 	wrongLen = append(wrongLen, append(good, 0)...)
+	size := func(n uint64) schemas.AlignMsg {
+		return schemas.AlignMsg{Phase: schemas.AlignSize, Total: n, Spec: spec, Width: 1}
+	}
 	cases := []struct {
 		name string
 		msgs []schemas.AlignMsg
@@ -226,17 +229,24 @@ func TestHubRefusesBadPeer(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"non-group element", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: append(append([]byte{}, good...), bad...)}},
+		{"non-group element", []schemas.AlignMsg{size(2), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: append(append([]byte{}, good...), bad...)}},
 			nil, ErrPeer, "party-1's set: align: not a group element: item 1"},
-		{"identity", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: make([]byte, ElementSize)}},
+		{"identity", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: make([]byte, ElementSize)}},
 			nil, ErrPeer, "identity"},
-		{"wrong length", nil, [][]byte{wrongLen}, ErrPeer, "party-1 sent a malformed message"},
-		{"echo of the wrong length", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good},
+		{"wrong length", []schemas.AlignMsg{size(1)}, [][]byte{wrongLen}, ErrPeer, "party-1 sent a malformed message"},
+		{"echo of the wrong length", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good},
 			{Phase: schemas.AlignEcho, Total: 2, Data: make([]byte, 2*schemas.AlignEchoSize)}}, nil, ErrPeer, "party-1's echo has 2 items, want 3"},
-		{"chunk out of order", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 3, Offset: 1, Spec: spec, Data: good}},
+		{"chunk out of order", []schemas.AlignMsg{size(3), {Phase: schemas.AlignSet, Total: 3, Offset: 1, Spec: spec, Data: good}},
 			nil, ErrPeer, "starts at item 1"},
-		{"left mid-protocol", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
+		{"left mid-protocol", []schemas.AlignMsg{size(2), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
 			nil, ErrTimeout, "party-1 sent nothing for 1s while aggregator waited for its set (1 of 2 items)"},
+		{"silent before its size", nil, nil, ErrTimeout, "party-1 sent nothing for 1s while aggregator waited for its set's size"},
+		{"set before its size", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good}},
+			nil, ErrPeer, "party-1 sent its set before stating its size"},
+		{"set larger than stated", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
+			nil, ErrPeer, "party-1's set has 2 items, want 1"},
+		{"size twice", []schemas.AlignMsg{size(1), size(1)}, nil, ErrPeer, "party-1 stated its set's size twice"},
+		{"over the bound", []schemas.AlignMsg{size(13)}, nil, ErrOversize, "party-1 states a set of 13 keys, more than 4 times the hub's 3 (at most 12)"},
 		{"aborts", []schemas.AlignMsg{{Phase: schemas.AlignAbort, Reason: "disk full"}}, nil, ErrAborted, "party-1: disk full"},
 	}
 	for _, c := range cases {
@@ -309,13 +319,14 @@ func TestPartyNamesSilentHub(t *testing.T) {
 	pub, _ := out.Publisher(schemas.AlignHubSubject("gone", 1))
 	good := make([]byte, ElementSize)
 	_ = newSecret().hashMask(good, []string{"x"}, []byte("t"))
-	m := schemas.AlignMsg{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}
-	m.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()}
-	data, _ := schemas.MarshalAlign(nil, &m)
-	st := pub.Append(data, true)
-	if err := buses[0].Publish(context.Background(), &broker.Message{Subject: pub.Subject(), Data: data,
-		Header: map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}}); err != nil {
-		t.Fatal(err)
+	for _, m := range []schemas.AlignMsg{{Phase: schemas.AlignSize, Total: 2, Spec: spec}, {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}} {
+		m.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()}
+		data, _ := schemas.MarshalAlign(nil, &m)
+		st := pub.Append(data, true)
+		if err := buses[0].Publish(context.Background(), &broker.Message{Subject: pub.Subject(), Data: data,
+			Header: map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/privacy/metric"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Defaults of batch scoring.
@@ -49,6 +51,12 @@ type PredictConfig struct {
 	// messages are signed and verified, the model files checked against
 	// the roster. "" = MODELS/../keys if it has a roster, else none.
 	Keys string
+	// Roster is the run's roster.json: the model files are checked
+	// against it (each signed by the participant it names) when the keys
+	// folder is elsewhere or absent. TrustUnsigned accepts model files
+	// without any roster to check them against (see DeployConfig).
+	Roster        string
+	TrustUnsigned bool
 	// Net is the broker; Net.Run defaults to the models' run id.
 	Net NetConfig
 	// Separate: the parties are separate processes (asyrevel party
@@ -81,7 +89,10 @@ type Metrics struct {
 	LoadSecond float64 `json:"load_seconds"` // reading the models and the data
 	Bus        string  `json:"bus"`
 	Signed     bool    `json:"signed"`
-	Out        string  `json:"out,omitempty"`
+	// ModelsChecked: the model files were checked against the run's
+	// roster (false only with TrustUnsigned).
+	ModelsChecked bool   `json:"models_checked"`
+	Out           string `json:"out,omitempty"`
 
 	// Inputs is what ReadInputs found (Inputs only).
 	Inputs *InputsReport `json:"inputs,omitempty"`
@@ -108,8 +119,48 @@ func (c *PredictConfig) defaults() {
 	}
 }
 
-// NoKeys as the keys folder turns signatures off (measuring their cost).
+// NoKeys as the keys folder turns the messages' signatures off (measuring
+// their cost); the model files are still checked against the roster
+// beside them (MODELS/../keys/roster.json) or DeployConfig.Roster.
 const NoKeys = "-"
+
+// ErrNoRoster: model files with no roster to check them against. A model
+// file's own signature only says that somebody signed it: whoever can
+// write the models folder can re-sign a changed model with a key of their
+// own. The roster ties each file to its participant's key.
+var ErrNoRoster = errors.New("serve: no roster to check the model files against")
+
+// modelRoster is the roster the model files are checked against: the
+// Roster file, else the keys folder's, else (NoKeys) the one beside the
+// models; nil only with TrustUnsigned.
+func modelRoster(cfg *DeployConfig, keys *Keys) (*trust.Roster, error) {
+	var r *trust.Roster
+	if cfg.Roster != "" {
+		var err error
+		if r, err = trust.ReadRoster(cfg.Roster); err != nil {
+			return nil, fmt.Errorf("--roster: %w", err)
+		}
+		if kr := keys.RosterOrNil(); kr != nil && !bytes.Equal(kr.Marshal(), r.Marshal()) {
+			return nil, fmt.Errorf("%w: the roster %s differs from the keys folder's", ErrMismatch, cfg.Roster)
+		}
+		return r, nil
+	}
+	if r = keys.RosterOrNil(); r != nil {
+		return r, nil
+	}
+	if cfg.Keys == NoKeys {
+		p := filepath.Join(filepath.Dir(filepath.Clean(cfg.Models)), "keys", "roster.json")
+		if _, err := os.Stat(p); err == nil {
+			return trust.ReadRoster(p)
+		}
+	}
+	if cfg.TrustUnsigned {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w in %s: give the run's keys folder (--keys DIR; MODELS/../keys is looked at) or its roster "+
+		"(--roster FILE), or --trust-unsigned to score with model files that nobody vouches for (a model re-signed with any key, "+
+		"or not signed at all, is then accepted)", ErrNoRoster, cfg.Models)
+}
 
 // keysFor finds the keys of a models folder.
 func keysFor(models, dir string) (*Keys, error) {
@@ -134,7 +185,13 @@ type DeployConfig struct {
 	Models, Data, Split, Keys string
 	// Inputs, instead of Data, are the organisations' own files, joined
 	// in this process (ReadInputs; not with Separate).
-	Inputs        *Inputs
+	Inputs *Inputs
+	// Roster is the run's roster.json, which the model files are checked
+	// against (default: the keys folder's). Without a roster Deploy
+	// refuses (ErrNoRoster) unless TrustUnsigned, and then says so at
+	// Warn.
+	Roster        string
+	TrustUnsigned bool
 	Net           NetConfig
 	Separate      bool
 	Wait, Timeout time.Duration
@@ -167,7 +224,10 @@ type Deployment struct {
 	// Inputs is what ReadInputs found (DeployConfig.Inputs only).
 	Inputs *InputsReport
 	Keys   *Keys
-	Load   time.Duration
+	// ModelRoster is the roster the model files were checked against;
+	// nil when they were accepted unchecked (TrustUnsigned).
+	ModelRoster *trust.Roster
+	Load        time.Duration
 
 	cancel context.CancelFunc
 	buses  []broker.Bus
@@ -190,6 +250,12 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		return nil, err
 	}
 	keys := d.Keys
+	if d.ModelRoster, err = modelRoster(&cfg, keys); err != nil {
+		return nil, err
+	}
+	if d.ModelRoster == nil {
+		cfg.Log.Warn().Str("models", cfg.Models).Msg("--trust-unsigned: the model files are NOT checked against the run's roster; a model re-signed with any key, or not signed at all, is accepted")
+	}
 	var lab *LabelRows
 	if cfg.Inputs != nil && cfg.Separate {
 		return nil, fmt.Errorf("%w: --inputs joins every organisation's file in this process: with separate parties, each aligns its rows (asyrevel align --nats ...) and serves its folder", ErrMismatch)
@@ -199,7 +265,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := agg.CheckSigner(keys.RosterOrNil()); err != nil {
+		if err := agg.CheckSigner(d.ModelRoster); err != nil {
 			return nil, err
 		}
 		d.Set = &Set{Aggregator: agg}
@@ -210,7 +276,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 			return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
 		}
 	} else {
-		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
+		if d.Set, err = LoadSet(cfg.Models, d.ModelRoster); err != nil {
 			return nil, err
 		}
 		if cfg.Inputs != nil {
@@ -317,8 +383,8 @@ func (d *Deployment) Close() {
 // every row was scored.
 func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	cfg.defaults()
-	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Inputs: cfg.Inputs, Keys: cfg.Keys, Net: cfg.Net,
-		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Inputs: cfg.Inputs, Keys: cfg.Keys, Roster: cfg.Roster,
+		TrustUnsigned: cfg.TrustUnsigned, Net: cfg.Net, Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +398,7 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	secs := time.Since(t1).Seconds()
 	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
 		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
-		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y, Inputs: d.Inputs}
+		Signed: d.Keys.Key(0) != nil, ModelsChecked: d.ModelRoster != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y, Inputs: d.Inputs}
 	if cfg.Inputs != nil {
 		mt.Data = strings.Join(cfg.Inputs.Paths, ",")
 	}

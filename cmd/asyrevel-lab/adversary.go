@@ -15,7 +15,9 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"while a rogue holding party 1's key sends N bad messages of each category\n"+
 		"(anonymous connections, other parties' subjects, reading others' traffic,\n"+
 		"stream deletion, purge and limits, junk, sequence jumps, replays, forged\n"+
-		"signatures, keys not in the roster, unsigned hellos); then the same run without\nthe rogue.\n"+
+		"signatures, keys not in the roster, unsigned hellos); then the same run without\nthe rogue, "+
+		"and the attacked run's models served over HTTP to clients without the right\n"+
+		"credentials (none, forged, expired, another service's or scope's tokens, over rate).\n"+
 		"Writes adversary.csv (category, sent, refused_by_broker, rejected_by_receiver,\n"+
 		"accepted) and says whether the accuracy moved and the audit of the log passed.", stderr)
 	f := newExpFlags(fs)
@@ -37,7 +39,11 @@ func expAdversary(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	r, err := adversary.Experiment(ctx, adversary.Config{Data: data, Parties: 8, Scale: *scale, Duration: dur, Seed: f.seed, Out: f.out, Log: log})
+	serveData, err := f.path("a9a/a9a.t.gz")
+	if err != nil {
+		return err
+	}
+	r, err := adversary.Experiment(ctx, adversary.Config{Data: data, Parties: 8, Scale: *scale, Duration: dur, Seed: f.seed, Out: f.out, Log: log, ServeData: serveData})
 	if r != nil {
 		fmt.Fprint(stdout, r.Text())
 	}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +33,7 @@ type alignFlags struct {
 	missing               dataset.MissingPolicy
 	na, drop, categorical []string
 	holderParty           bool
+	maxRatio              float64
 }
 
 // addAlignFlags registers the flags that say how an organisation's file
@@ -44,6 +46,17 @@ func addAlignFlags(fs *flag.FlagSet, f *alignFlags) {
 	fs.BoolVar(&f.keepCase, "keep-case", false, "keep letter case in keys (default: fold to lower case)")
 	fs.BoolVar(&f.zeros, "strip-zeros", false, "remove leading zeros from keys made of digits only (\"007\" matches \"7\")")
 	addCellFlags(fs, &f.missing, &f.na, &f.drop, &f.categorical)
+}
+
+// alignMaxRatio is --max-ratio as align.Config takes it (0: no bound).
+func (f *alignFlags) alignMaxRatio() (float64, error) {
+	switch {
+	case f.maxRatio < 0 || math.IsNaN(f.maxRatio) || math.IsInf(f.maxRatio, 0):
+		return 0, fmt.Errorf("%w: --max-ratio %v: want a ratio > 0, or 0 for no bound", errUsage, f.maxRatio)
+	case f.maxRatio == 0:
+		return -1, nil
+	}
+	return f.maxRatio, nil
 }
 
 func (f *alignFlags) options(label string) (align.ReadOptions, error) {
@@ -94,7 +107,13 @@ the file): each line the id, then the label holder's label, then index:value pai
 for the label holder, --label label. Keys are normalised before they are hashed: white space
 trimmed and inner runs made one space (--keep-space), letters folded to lower case
 (--keep-case), and, with --strip-zeros, leading zeros removed from all-digit keys.
-Every organisation must use the same rules: the hub refuses a different one.`
+Every organisation must use the same rules: the hub refuses a different one.
+
+Every organisation states its set's size first. The hub refuses a party whose set is larger
+than --max-ratio times its own (default 4) before it sends anything of its own set: a party
+learns which of its keys the hub holds, so its set's size bounds how much of the hub's list
+it can test. A hub that agrees with a much larger party raises the ratio (0: no bound). The
+run's log keeps every size.`
 
 func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("align", alignSynopsis, stderr)
@@ -105,6 +124,7 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&f.holderParty, "label-holder-party", true, "in-process form: the label holder's feature columns (every column of its file but\nthe key and the label) become the last party's block: the label holder runs that\nparty for its own features (false: leave them out)")
 	fs.StringVar(&f.out, "out", "", "in-process form: the split folder `PATH` to write; one-organisation form: the file to write")
 	fs.DurationVar(&f.timeout, "timeout", align.DefaultTimeout, "how long to wait for an organisation that sends nothing (it left, or hangs)")
+	fs.Float64Var(&f.maxRatio, "max-ratio", align.DefaultMaxRatio, "the hub (label holder): refuse a party whose set is larger than this many times the\nhub's own, before any of the hub's set is sent (0: no bound; agree on it with every organisation)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "print a progress line this often (0: never)")
 	fs.StringVar(&f.run, "run", "", "the run id (in-process form: default align-<time>)")
 	fs.StringVar(&f.logLevel, "log", "warn", "log level: debug, info, warn, error")
@@ -294,6 +314,10 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	defer l.Close()
 	opts, _ := f.options("")
 	spec := align.Spec(len(opts.Key), opts.Norm)
+	ratio, err := f.alignMaxRatio()
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	res := make([]*align.Result, q+1)
 	errs := make([]error, q+1)
@@ -306,7 +330,7 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 			names[m] = trust.PartyID(m)
 		}
 		cfg := align.Config{Run: run, ID: m, Parties: q, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
-			Spec: spec, Width: tables[m].X.NCols, Timeout: f.timeout, Log: log, Progress: progress[m]}
+			Spec: spec, Width: tables[m].X.NCols, Timeout: f.timeout, Log: log, Progress: progress[m], MaxRatio: ratio}
 		if m == 0 {
 			cfg.Width, cfg.Labels = 0, tables[m].Labels
 		}
@@ -428,8 +452,12 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	defer bus.Close()
 	spec := align.Spec(len(opts.Key), opts.Norm)
 	p := new(align.Progress)
+	ratio, err := f.alignMaxRatio()
+	if err != nil {
+		return err
+	}
 	cfg := align.Config{Run: f.run, ID: id, Parties: roster.Parties(), Bus: bus, Roster: roster, Key: key,
-		Spec: spec, Width: t.X.NCols, Timeout: f.timeout, Log: log, Progress: p}
+		Spec: spec, Width: t.X.NCols, Timeout: f.timeout, Log: log, Progress: p, MaxRatio: ratio}
 	if id == 0 {
 		cfg.Width, cfg.Labels = 0, t.Labels
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/asyrevel/asyrevel/trust"
 )
 
-const auditUsage = `asyrevel audit verify (--store DIR | --nats URL) --run R [--roster FILE] [--receipts DIR ...] [--json]
+const auditUsage = `asyrevel audit verify (--store DIR | --nats URL [--key auditor.nk] | --archive FILE) --run R [--roster FILE] [--receipts DIR ...] [--json]
 
 Walks a run's whole log and checks every message's chain and signatures
 against the run's roster (the participants' public keys), the signed
@@ -30,8 +30,27 @@ against a receipt, unsigned tail. Exit status 0 only when the log is
 complete and intact, 1 otherwise.
 
 With --store OUT/stream of 'asyrevel train --out OUT', --roster defaults to
-OUT/keys/roster.json and --receipts to OUT/receipts.
+OUT/keys/roster.json and --receipts to OUT/receipts. A broker that admits
+only the run's keys (asyrevel broker --roster, or a stock server configured
+with asyrevel keys server-config) is read as the run's auditor: --key
+auditor.nk, made by asyrevel keys --run R --parties Q --auditor.
 `
+
+// explainBrokerRefusal names the fix when a broker refuses the reader: a
+// broker that admits only the run's keys takes the auditor's key, or
+// refuses one that is not the roster's auditor.
+func explainBrokerRefusal(err error, lf *logFlags) error {
+	msg := strings.ToLower(err.Error())
+	if lf.nats == "" || !strings.Contains(msg, "authorization violation") && !strings.Contains(msg, "permissions violation") {
+		return err
+	}
+	if lf.key == "" {
+		return fmt.Errorf("%w\nthe broker at %s admits only the run's keys: read the log as the run's auditor with --key auditor.nk\n"+
+			"(asyrevel keys --run R --parties Q --auditor makes one and lists it in the roster; the broker must run with that roster)", err, lf.nats)
+	}
+	return fmt.Errorf("%w\nthe broker at %s refused the key %s: give the roster's auditor key (--as-auditor %s; asyrevel keys --auditor makes\n"+
+		"one), and check that the broker runs with the roster that lists it", err, lf.nats, lf.key, lf.as)
+}
 
 // errNotIntact is returned after the report of a log that is not intact.
 var errNotIntact = errors.New("the log is not intact")
@@ -121,7 +140,7 @@ func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	log, err := lf.open(ctx)
 	if err != nil {
-		return err
+		return explainBrokerRefusal(err, lf)
 	}
 	defer log.Close()
 	rep, err := audit.Check(ctx, func(f func(*replay.Record)) error { return audit.Each(ctx, log, f) }, roster, receipts, log.Damage()...)

@@ -30,6 +30,13 @@ const keysUsage = `Usage:
   asyrevel keys roster --run R --out FILE [--force] ID=KEY ...
                     a roster from public keys: KEY is a public key (U...) or
                     @FILE, a file holding one
+  asyrevel keys client --name NAME --out DIR [--scope predict,metrics] [--rate N]
+                    [--burst N] [--valid 8760h] [--force]
+                    a client token of asyrevel serve: DIR/NAME.token (secret,
+                    mode 0600: give it to the client) and its SHA-256 in
+                    DIR/clients.json (what serve --clients reads); also
+                    --revoke NAME, and --hash-id ID (an id as the access
+                    log writes it)
   asyrevel keys server-config ROSTER [--stream NAME] [--no-stream-create]
                     the authorization block of a stock nats-server
                     configuration file that admits exactly the roster's users
@@ -51,6 +58,8 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 			return cmdKeysPublic(args[1:], stdout, stderr)
 		case "route":
 			return cmdKeysRoute(args[1:], stdout, stderr)
+		case "client":
+			return cmdKeysClient(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, keysUsage)
 			return nil
@@ -58,7 +67,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 	}
 	fs := newFlagSet("keys", "asyrevel keys --run R --parties Q --out DIR | --id ID --out FILE [--force]\n\n"+
 		"Makes NATS nkey user keys: a whole run's (one per participant, and roster.json)\n"+
-		"or one participant's own. Also: asyrevel keys public|roster|server-config (asyrevel keys help).", stderr)
+		"or one participant's own. Also: asyrevel keys client|public|roster|route|server-config (asyrevel keys help).", stderr)
 	run := fs.String("run", "", "run id (letters, digits, '-' and '_'): with --parties, make a whole run's keys")
 	parties := fs.Int("parties", 0, "number of parties Q (with --run)")
 	id := fs.String("id", "", "make one key for this participant: aggregator or party-M")
@@ -71,7 +80,7 @@ func cmdKeys(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: unknown keys subcommand or argument %q%s (asyrevel keys help)", errUsage, pos[0], didYouMean(pos[0], []string{"public", "roster", "route", "server-config"}))
+		return fmt.Errorf("%w: unknown keys subcommand or argument %q%s (asyrevel keys help)", errUsage, pos[0], didYouMean(pos[0], []string{"client", "public", "roster", "route", "server-config"}))
 	}
 	if *out == "" {
 		return fmt.Errorf("%w: --out is required", errUsage)

@@ -90,7 +90,13 @@ func TestTrainThenPredictA9A(t *testing.T) {
 		copyFile(t, filepath.Join(out, "models", name), filepath.Join(mixed, name))
 	}
 	copyFile(t, filepath.Join(other, "models", "party-8.model"), filepath.Join(mixed, "party-8.model"))
+	// Without a roster beside them the models are refused outright; with
+	// --trust-unsigned they are read, and the other run's model is named.
 	code, _, stderr = runCLI(t, "predict", "--models", mixed, "--data", filepath.Join(data, "a9a.t.gz"), "--out", filepath.Join(mixed, "p.csv"))
+	if code != 1 || !strings.Contains(stderr, "--roster FILE") {
+		t.Errorf("models without a roster: exit %d, %s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "predict", "--models", mixed, "--data", filepath.Join(data, "a9a.t.gz"), "--out", filepath.Join(mixed, "p.csv"), "--trust-unsigned")
 	if code != 1 || !strings.Contains(stderr, "party-8.model is from run") {
 		t.Errorf("a model of another run: exit %d, %s", code, stderr)
 	}

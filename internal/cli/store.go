@@ -17,7 +17,7 @@ import (
 const storeUsage = `Usage:
   asyrevel store list DIR...        the runs each broker store holds and their size on disk
   asyrevel store rm [--run R] DIR   remove a store, or only run R's stream from it
-  asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR]
+  asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR ...]
                                     one self-contained archive of a run: its stream, roster
                                     and receipts (audit verify --archive, replay --archive)
   asyrevel store prune DIR (--older-than AGE | --max-size SIZE) [--dry-run]
@@ -206,9 +206,10 @@ func plural(n int, what string) string {
 }
 
 func cmdStoreExport(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("store export", "asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR]\n\n"+
+	fs := newFlagSet("store export", "asyrevel store export --store DIR --run R --out FILE [--roster FILE] [--receipts DIR ...]\n\n"+
 		"Writes one self-contained archive (gzip-compressed tar) of run R: its stream from the\n"+
-		"store, its roster and the receipts the parties kept, with a manifest and a digest of\n"+
+		"store, its roster and the receipts the parties kept (--receipts once per folder: each\n"+
+		"party's process keeps its own), with a manifest and a digest of\n"+
 		"the whole. audit verify --archive FILE and replay --archive FILE read it offline, on\n"+
 		"any machine. With --store OUT/stream (train --out OUT), the roster and receipts default\n"+
 		"to OUT/keys/roster.json and OUT/receipts. Stop the broker that serves the store first.", stderr)
@@ -216,7 +217,8 @@ func cmdStoreExport(args []string, stdout, stderr io.Writer) error {
 	runID := fs.String("run", "", "the run to export")
 	out := fs.String("out", "", "the archive file to write, e.g. run.tar.gz")
 	roster := fs.String("roster", "", "the run's roster.json (default OUT/keys/roster.json)")
-	receipts := fs.String("receipts", "", "the receipts folder (default OUT/receipts)")
+	var receipts stringList
+	fs.Var(&receipts, "receipts", "a folder of receipts kept by a party (`DIR`; repeatable: every folder goes into the\narchive; default OUT/receipts)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -234,12 +236,17 @@ func cmdStoreExport(args []string, stdout, stderr io.Writer) error {
 			*roster = p
 		}
 	}
-	if *receipts == "" {
+	if len(receipts) == 0 {
 		if p := filepath.Join(base, "receipts"); fileExists(p) {
-			*receipts = p
+			receipts = append(receipts, p)
 		}
 	}
-	man, err := run.ExportRun(st.Dir, *runID, *roster, *receipts, *out)
+	for _, d := range receipts {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--receipts %s: not a folder of receipts (%v)", d, err)
+		}
+	}
+	man, err := run.ExportRun(st.Dir, *runID, *roster, receipts, *out)
 	if err != nil {
 		return err
 	}
