@@ -179,6 +179,10 @@ func (c *Config) stoppedBy(res *aggregator.Result, n int) string {
 		return "duration"
 	case "target accuracy reached":
 		return "target"
+	case aggregator.ReasonConverged:
+		return "converged"
+	case aggregator.ReasonEpochs:
+		return "epochs"
 	case "":
 		return ""
 	}
@@ -197,6 +201,12 @@ func (s *Summary) StopWords() string {
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":
 		return "stopped: the experiment's stop condition was met"
+	case "converged":
+		if f := s.LabelFree; f != nil {
+			return fmt.Sprintf("stopped: converged: the head's loss on %d held-out training rows stopped improving; the head of epoch %d, the best on them (loss %.4f, accuracy %.2f%%), is kept",
+				f.HeldOutRows, f.BestEpoch, f.HeldOutLoss, 100*f.HeldOutAccuracy)
+		}
+		return "stopped: converged"
 	}
 	return ""
 }
