@@ -3,7 +3,7 @@ GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN := bin/asyrevel
 OUT ?= out/run
 
-.PHONY: build run test bench lint fuzz clean stock-server image compose-test
+.PHONY: build run test bench lint fuzz clean stock-server prometheus-server chromium-browser image compose-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/asyrevel
@@ -27,6 +27,26 @@ stock-server:
 	  apt-get install -y -qq nats-server >/dev/null 2>&1; } || \
 	echo "note: no stock nats-server binary (apt-get install nats-server): its tests are skipped"
 
+# The metrics test scrapes a run with a real Prometheus server (Debian's
+# prometheus package); the board test loads the live page in a real headless
+# browser (Debian's chromium). Each is installed when missing (root and
+# apt-get), else its tests are skipped with a message.
+prometheus-server:
+	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || \
+	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1 && \
+	  echo "make test: installing Debian's prometheus (apt-get install prometheus) for the metrics test; a minute or more" && \
+	  { apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1; }; }; } || \
+	echo "note: no prometheus binary (apt-get install prometheus): the test that scrapes a run with it is skipped"
+
+chromium-browser:
+	@command -v chromium >/dev/null 2>&1 || test -x /usr/bin/chromium || \
+	{ test "$$(id -u)" = 0 && command -v apt-get >/dev/null 2>&1 && \
+	  echo "make test: installing Debian's chromium (apt-get install chromium) for the board's browser test; a few minutes" && \
+	  { apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; }; }; } || \
+	echo "note: no chromium binary (apt-get install chromium): the board's browser test is skipped"
+
 # Each test binary has a memory ceiling: internal/memwatch stops one whose
 # Go heap passes ASYREVEL_TEST_MEM (6 GiB) with every goroutine's stack, and
 # the shell's address-space limit (TEST_VMEM KiB, 16 GiB) makes anything
@@ -34,7 +54,7 @@ stock-server:
 # kernel's OOM killer taking the machine.
 TEST_VMEM ?= 16777216
 
-test: stock-server
+test: stock-server prometheus-server chromium-browser
 	$(GO) vet ./...
 	ulimit -v $(TEST_VMEM) 2>/dev/null || echo "note: no address-space limit for the tests (ulimit -v)"; \
 	$(GO) test -count=1 -timeout 8m ./...

@@ -314,6 +314,11 @@ type Aggregator struct {
 	// evalCost is how long the last evaluation round took, request to
 	// score: rounds are spaced at least evalSpacing times that apart.
 	evalCost time.Duration
+	// evalDone and evalSum count the rounds whose cost was measured and
+	// their total (Snapshot); stalePer is each party's staleness.
+	evalDone int64
+	evalSum  time.Duration
+	stalePer []partyStale
 	start    time.Time
 	lastPt   struct {
 		at   time.Duration
@@ -459,6 +464,7 @@ func New(cfg Config) (*Aggregator, error) {
 		pcg:         newPCG(cfg.Seed),
 		departed:    make([]bool, q+1),
 		evalSilent:  make([]bool, q+1),
+		stalePer:    make([]partyStale, q+1),
 		lastReq:     make([]time.Time, q+1),
 		enc:         schemas.NewCodec(),
 		dec:         schemas.NewCodec(),
@@ -1393,11 +1399,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	a.leak.observe(m, o, r)
 	r.Staleness = stale
 	a.version[m]++
-	if stale > a.res.MaxStaleness {
-		a.res.MaxStaleness = stale
-	}
-	a.stSum += float64(stale)
-	a.stN++
+	a.recordStaleness(m, stale)
 
 	a.stepHead(o.IDs)
 }
@@ -1629,6 +1631,8 @@ func (a *Aggregator) score(r *round) {
 	}
 	if !r.final && !r.without {
 		a.evalCost = time.Since(r.requested)
+		a.evalDone++
+		a.evalSum += a.evalCost
 	}
 	if r.without {
 		a.res.EvalsWithout++

@@ -90,11 +90,16 @@ func (a *Aggregator) staleness(m, i int, stale uint32) uint32 {
 	return stale
 }
 
-// recordStaleness adds one reply's staleness to the run's statistics.
-func (a *Aggregator) recordStaleness(stale uint32) {
+// recordStaleness adds the staleness of one reply to party m to the run's
+// statistics and the party's.
+func (a *Aggregator) recordStaleness(m int, stale uint32) {
 	if stale > a.res.MaxStaleness {
 		a.res.MaxStaleness = stale
 	}
 	a.stSum += float64(stale)
 	a.stN++
+	p := &a.stalePer[m]
+	p.sum += float64(stale)
+	p.n++
+	p.last, p.max = stale, max(p.max, stale)
 }

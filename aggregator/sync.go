@@ -79,7 +79,7 @@ func (a *Aggregator) answerRound() {
 			}
 		}
 		bytes += int64(a.publish(a.subjReply[m], schemas.KindReply, r))
-		a.recordStaleness(0)
+		a.recordStaleness(m, 0)
 	}
 	for m := 1; m <= q; m++ {
 		a.version[m]++

@@ -38,7 +38,7 @@ func (a *Aggregator) answerGrad(m int, o *schemas.PartyOutput) {
 	}
 	r.Staleness = stale
 	a.version[m]++
-	a.recordStaleness(stale)
+	a.recordStaleness(m, stale)
 	if len(a.w0) > 0 {
 		eta := a.cfg.LR.At(int(a.res.Steps))
 		zoo.AddScaled(a.w0, -eta/float64(len(o.IDs)), s.g0)

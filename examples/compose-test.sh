@@ -7,7 +7,10 @@
 # (and stops it at the end), checks that the host lets containers reach each
 # other, kills containers in the middle of the run (KILL, in order), checks
 # the summary, the audit (audit verify as the run's auditor: verdict intact)
-# and the message counts, and tears everything down.
+# and the message counts, and tears everything down. Beside the run it starts a
+# Prometheus server (Debian's, on the host: make prometheus-server) that scrapes
+# every container's metrics on their published loopback ports, and asks it
+# whether every party trains; it also reads the aggregator's live board.
 #
 #   KILL="aggregator broker" (default) kill -9 the aggregator and start it again
 #                            with --resume, then kill -9 its home broker node
@@ -23,6 +26,7 @@
 #   STRICT=1                 fail when a party that was not killed stalled (made
 #                            fewer than a quarter of the busiest party's steps)
 #   A9A=DIR                  a folder holding a9a.gz and a9a.t.gz (default ../shared/data/a9a)
+#   PROM_PORT=N              the loopback port of the Prometheus server (default 19090)
 set -eu
 cd "$(dirname "$0")/.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
@@ -68,12 +72,17 @@ done
 
 DOCKERD_PID=""
 FORWARD_CMD=""
+PROM_PID=""
 compose() { docker-compose -p "$P" "$@"; }
 cleanup() {
 	code=$?
 	if [ "$code" != 0 ] && [ -n "${KEEP_ON_FAIL:-}" ]; then
 		say "KEEP_ON_FAIL: the composition stays up (docker-compose -p $P down -v; stop dockerd $DOCKERD_PID${FORWARD_CMD:+; $FORWARD_CMD -D FORWARD $FORWARD_RULE})"
 		return
+	fi
+	if [ -n "$PROM_PID" ]; then
+		kill "$PROM_PID" 2>/dev/null || true
+		wait "$PROM_PID" 2>/dev/null || true
 	fi
 	command -v docker-compose >/dev/null 2>&1 && docker info >/dev/null 2>&1 || return 0
 	say "tearing down"
@@ -182,6 +191,36 @@ until docker logs "$AGG" 2>&1 | grep -q 'training starts'; do
 done
 say "training runs"
 sleep 3
+
+# 3b. Prometheus beside the run: a server on the host scrapes every
+# container's metrics on the loopback ports Docker published, and its HTTP
+# API must say that the four parties train (their own step counts) and that
+# the brokers hold the run's stream; the aggregator's board answers.
+command -v prometheus >/dev/null 2>&1 || make -s prometheus-server
+command -v prometheus >/dev/null 2>&1 || fail "no prometheus binary (make prometheus-server: apt-get install prometheus, as root)"
+PROM_PORT=${PROM_PORT:-19090}
+target() { compose port "$1" "$2" | sed 's/^0\.0\.0\.0:/127.0.0.1:/'; }
+{
+	printf 'global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n'
+	printf '  - job_name: asyrevel\n    static_configs:\n      - targets: ["%s", "%s", "%s", "%s", "%s"]\n' \
+		"$(target aggregator 9464)" "$(target party-1 9464)" "$(target party-2 9464)" "$(target party-3 9464)" "$(target party-4 9464)"
+	printf '  - job_name: broker\n    static_configs:\n      - targets: ["%s", "%s", "%s"]\n' \
+		"$(target broker-1 7777)" "$(target broker-2 7777)" "$(target broker-3 7777)"
+} >"$WORK/$P.prometheus.yml"
+prometheus --config.file "$WORK/$P.prometheus.yml" --storage.tsdb.path "$WORK/$P.tsdb" \
+	--web.listen-address "127.0.0.1:$PROM_PORT" >"$WORK/$P.prometheus.log" 2>&1 &
+PROM_PID=$!
+promq() { curl -s "http://127.0.0.1:$PROM_PORT/api/v1/query" --data-urlencode "query=$1" | sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p'; }
+i=0
+until [ "$(promq 'count(asyrevel_party_steps_total{job="asyrevel"} > 0)')" = 4 ]; do
+	i=$((i + 1))
+	[ $i -lt 60 ] || fail "Prometheus does not see four parties training within 60 s (its config $WORK/$P.prometheus.yml, its log $WORK/$P.prometheus.log; up: $(promq 'sum(up)'))"
+	sleep 1
+done
+[ "$(promq 'count(asyrevel_broker_stream_messages{job="broker",stream="ASYREVEL_compose"} > 0)')" -ge 1 ] ||
+	fail "Prometheus has no broker figures for the run's stream"
+curl -s "http://$(target aggregator 8090)/api/state" | grep -q '"phase":"training"' || fail "the aggregator's board does not say it trains"
+say "Prometheus: four parties train, $(promq 'sum(asyrevel_steps_total{job="asyrevel"})') steps answered; the board answers"
 
 # 4. Kills in the middle of the run.
 for k in $KILL; do

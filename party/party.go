@@ -189,6 +189,9 @@ type Stats struct {
 	// Receipts counts the aggregator's checkpoints the party checked,
 	// countersigned and published (with Config.Key).
 	Receipts int
+	// InFlight is the requests in flight when the snapshot was taken (at
+	// most Config.Window).
+	InFlight int
 }
 
 type pending struct {
@@ -413,6 +416,7 @@ func (p *Party) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
+	s.InFlight = p.n
 	s.Rejected = make(map[string]int64, len(p.stats.Rejected))
 	for k, v := range p.stats.Rejected {
 		s.Rejected[k] = v

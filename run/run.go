@@ -29,6 +29,7 @@ import (
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/observe"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -59,10 +60,15 @@ type Config struct {
 
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
 	Log zerolog.Logger
+	// Monitor: Prometheus metrics, the live board, the report page (watch.go).
+	Monitor Monitor
 
 	trust *runTrust
 	early *earlyStop // the early stopping of the run's aggregator (stop.go)
 	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
+
+	// watch is the process's metrics and board (watch.go); nil without.
+	watch *observe.Watch
 
 	// onPartyCheckpoint, for tests, sees each party checkpoint before it
 	// is saved (reused: copy what is kept).
@@ -1155,6 +1161,12 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := checkResumeTrust(&cfg, true); err != nil {
 		return nil, err
 	}
+	wt, err := startWatch(&cfg, "train")
+	if err != nil {
+		return nil, err
+	}
+	defer wt.close()
+	cfg.watch = wt.watch()
 	data, err := LoadData(&cfg, RoleAll)
 	if err != nil {
 		return nil, err
@@ -1162,6 +1174,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return nil, err
 	}
+	wt.loaded(data)
 	logData(&cfg, data)
 	if cfg.Attackers != nil {
 		if err := cfg.Attackers(&cfg, data); err != nil {
@@ -1174,12 +1187,13 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer cfg.trust.close()
 	obs := newObserver(&cfg)
-	cfg.OnPoint = obs.onPoint(cfg.OnPoint)
+	cfg.OnPoint = cfg.watch.OnPoint(obs.onPoint(cfg.OnPoint))
 	prog := newProgress(&cfg, data)
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
+	cfg.watch.SetAggregator(agg)
 	parties := make([]*party.Party, q)
 	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
@@ -1189,6 +1203,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		defer close()
 		parties[m] = p
+		cfg.watch.SetParty(m+1, p)
 	}
 
 	net, err := openNetwork(ctx, &cfg)
@@ -1196,6 +1211,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	defer net.close()
+	wt.network(net)
 	ctx, unwatch := net.watchStore(ctx)
 	defer unwatch()
 	if f := cfg.Trust.OnBroker; f != nil && net.url != "" {
@@ -1205,6 +1221,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	wt.aggregatorBus(aggBus)
 	if cfg.Resume {
 		err = net.checkResume(ctx, aggBus, cfg.Run)
 		for m := 0; m < q && err == nil; m++ {
@@ -1222,6 +1239,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		if partyBus[m], err = net.connect(ctx, fmt.Sprintf("party-%d", m+1)); err != nil {
 			return nil, err
 		}
+		cfg.watch.SetBus(fmt.Sprintf("party-%d", m+1), partyBus[m])
 	}
 	obs.start(parties)
 	defer obs.stop()
@@ -1388,6 +1406,12 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := checkResumeTrust(&cfg, false); err != nil {
 		return nil, err
 	}
+	wt, err := startWatch(&cfg, "aggregator")
+	if err != nil {
+		return nil, err
+	}
+	defer wt.close()
+	cfg.watch = wt.watch()
 	data, err := LoadData(&cfg, RoleAggregator)
 	if err != nil {
 		return nil, err
@@ -1395,24 +1419,29 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return nil, err
 	}
+	wt.loaded(data)
 	logData(&cfg, data)
 	if cfg.trust, err = readKeys(&cfg, 0); err != nil {
 		return nil, err
 	}
 	warnUntrusted(&cfg)
+	cfg.OnPoint = cfg.watch.OnPoint(cfg.OnPoint)
 	prog := newProgress(&cfg, data)
 	if cfg.healable(0) {
 		cfg.heal = &healState{}
+		cfg.watch.SetHeal(cfg.heal.resumes)
 	}
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
+	cfg.watch.SetAggregator(agg)
 	net, err := openNetwork(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer net.close()
+	wt.network(net)
 	var (
 		res    *aggregator.Result
 		bus    broker.Bus
@@ -1425,6 +1454,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 			}
 			return nil, err
 		}
+		wt.aggregatorBus(bus)
 		if !lostAt.IsZero() {
 			cfg.heal.healed(time.Since(lostAt))
 		}
@@ -1456,6 +1486,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		if agg, err = NewAggregator(&cfg, data, prog.point); err != nil {
 			return nil, fmt.Errorf("resuming after the broker connection was lost: %w", err)
 		}
+		cfg.watch.SetAggregator(agg)
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
 	paused := err != nil && res != nil && res.Paused && ctx.Err() == nil
@@ -1505,6 +1536,12 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err := checkResumeTrust(&cfg, false); err != nil {
 		return party.Stats{}, err
 	}
+	wt, err := startWatch(&cfg, fmt.Sprintf("party-%d", m))
+	if err != nil {
+		return party.Stats{}, err
+	}
+	defer wt.close()
+	cfg.watch = wt.watch()
 	data, err := LoadData(&cfg, m)
 	if err != nil {
 		return party.Stats{}, err
@@ -1522,8 +1559,10 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 			return party.Stats{}, err
 		}
 	}
+	wt.loaded(data)
 	if cfg.healable(m) {
 		cfg.heal = &healState{}
+		cfg.watch.SetHeal(cfg.heal.resumes)
 	}
 	net, err := openNetwork(ctx, &cfg)
 	if err != nil {
@@ -1587,6 +1626,8 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 		return party.Stats{}, false, err
 	}
 	defer close()
+	cfg.watch.SetParty(m, p)
+	cfg.watch.SetBus(fmt.Sprintf("party-%d", m), bus)
 	if cfg.Resume {
 		if err := resumeParty(ctx, bus, cfg, p, ck, m); err != nil {
 			return party.Stats{}, false, err

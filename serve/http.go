@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"sort"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 )
 
@@ -41,10 +40,11 @@ type ServiceConfig struct {
 type Service struct {
 	cfg   ServiceConfig
 	start time.Time
-	lat   histogram
-	mu    sync.Mutex
-	codes map[int]int64
-	ids   atomic.Int64
+	// The metrics (Registry): a registry of the Service's own.
+	reg   *prometheus.Registry
+	codes *prometheus.CounterVec
+	ids   prometheus.Counter
+	lat   prometheus.Histogram
 }
 
 // NewService makes the HTTP service of cfg.Scorer.
@@ -52,7 +52,25 @@ func NewService(cfg ServiceConfig) *Service {
 	if cfg.MaxIDs <= 0 {
 		cfg.MaxIDs = DefaultMaxIDs
 	}
-	return &Service{cfg: cfg, start: time.Now(), codes: map[int]int64{}, lat: newHistogram()}
+	s := &Service{cfg: cfg, start: time.Now(), reg: prometheus.NewRegistry()}
+	s.codes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "asyrevel_serve_requests_total", Help: "HTTP requests answered, by status code."}, []string{"code"})
+	s.ids = prometheus.NewCounter(prometheus.CounterOpts{Name: "asyrevel_serve_ids_total", Help: "Ids scored."})
+	s.lat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "asyrevel_serve_predict_seconds", Help: "Latency of successful POST /v1/predict requests.",
+		Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}})
+	s.reg.MustRegister(s.codes, s.ids, s.lat, scorerCollector{s},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "asyrevel_serve_uptime_seconds", Help: "Seconds since the service started."},
+			func() float64 { return time.Since(s.start).Seconds() }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return s
+}
+
+// Registry is the service's metrics registry, which GET /metrics serves
+// (and asyrevel serve --metrics ADDR on an address of its own).
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+// MetricsHandler serves the service's metrics in the Prometheus formats.
+func (s *Service) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg})
 }
 
 // Handler routes the service's endpoints.
@@ -60,7 +78,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/predict", s.predict)
 	mux.HandleFunc("/healthz", s.healthz)
-	mux.HandleFunc("/metrics", s.metrics)
+	mux.Handle("/metrics", s.MetricsHandler())
 	return mux
 }
 
@@ -86,9 +104,7 @@ type errorJSON struct {
 }
 
 func (s *Service) reply(w http.ResponseWriter, code int, v any) {
-	s.mu.Lock()
-	s.codes[code]++
-	s.mu.Unlock()
+	s.codes.WithLabelValues(strconv.Itoa(code)).Inc()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
@@ -193,8 +209,8 @@ func (s *Service) predict(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.Predictions[i] = PredictionJSON{ID: ids[i], Label: label, Probabilities: p.Probs}
 	}
-	s.ids.Add(int64(len(ids)))
-	s.lat.observe(time.Since(t0).Seconds())
+	s.ids.Add(float64(len(ids)))
+	s.lat.Observe(time.Since(t0).Seconds())
 	s.reply(w, http.StatusOK, resp)
 }
 
@@ -210,70 +226,27 @@ func (s *Service) healthz(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Service) metrics(w http.ResponseWriter, _ *http.Request) {
-	var b bytes.Buffer
-	s.mu.Lock()
-	codes := make([]int, 0, len(s.codes))
-	for c := range s.codes {
-		codes = append(codes, c)
-	}
-	sort.Ints(codes)
-	b.WriteString("# HELP asyrevel_serve_requests_total HTTP requests answered, by status code.\n# TYPE asyrevel_serve_requests_total counter\n")
-	for _, c := range codes {
-		fmt.Fprintf(&b, "asyrevel_serve_requests_total{code=\"%d\"} %d\n", c, s.codes[c])
-	}
-	s.mu.Unlock()
-	fmt.Fprintf(&b, "# HELP asyrevel_serve_ids_total Ids scored.\n# TYPE asyrevel_serve_ids_total counter\nasyrevel_serve_ids_total %d\n", s.ids.Load())
-	s.lat.write(&b, "asyrevel_serve_predict_seconds", "Latency of successful POST /v1/predict requests.")
-	st := s.cfg.Scorer.Stats()
-	fmt.Fprintf(&b, "# HELP asyrevel_serve_party_timeouts_total Scoring requests a party did not answer in time.\n# TYPE asyrevel_serve_party_timeouts_total counter\nasyrevel_serve_party_timeouts_total %d\n", st.Timeouts)
-	fmt.Fprintf(&b, "# HELP asyrevel_serve_late_answers_total Party answers after their request ended.\n# TYPE asyrevel_serve_late_answers_total counter\nasyrevel_serve_late_answers_total %d\n", st.Late)
-	b.WriteString("# HELP asyrevel_serve_rejected_total Party answers rejected (forged, malformed), by reason.\n# TYPE asyrevel_serve_rejected_total counter\n")
-	reasons := make([]string, 0, len(st.Rejected))
-	for k := range st.Rejected {
-		reasons = append(reasons, k)
-	}
-	slices.Sort(reasons)
-	for _, k := range reasons {
-		fmt.Fprintf(&b, "asyrevel_serve_rejected_total{reason=%q} %d\n", k, st.Rejected[k])
-	}
-	fmt.Fprintf(&b, "# HELP asyrevel_serve_uptime_seconds Seconds since the service started.\n# TYPE asyrevel_serve_uptime_seconds gauge\nasyrevel_serve_uptime_seconds %g\n", time.Since(s.start).Seconds())
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	w.Write(b.Bytes())
+// The scorer's counters, read at scrape time.
+var (
+	dTimeouts = prometheus.NewDesc("asyrevel_serve_party_timeouts_total", "Scoring requests a party did not answer in time.", nil, nil)
+	dLate     = prometheus.NewDesc("asyrevel_serve_late_answers_total", "Party answers after their request ended.", nil, nil)
+	dRejected = prometheus.NewDesc("asyrevel_serve_rejected_total", "Party answers rejected (forged, malformed), by reason.", []string{"reason"}, nil)
+)
+
+// scorerCollector exports the Scorer's counters.
+type scorerCollector struct{ s *Service }
+
+func (c scorerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- dTimeouts
+	ch <- dLate
+	ch <- dRejected
 }
 
-// histogram is a Prometheus histogram with fixed buckets.
-type histogram struct {
-	mu     sync.Mutex
-	bounds []float64
-	counts []uint64
-	sum    float64
-	n      uint64
-}
-
-func newHistogram() histogram {
-	b := []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
-	return histogram{bounds: b, counts: make([]uint64, len(b))}
-}
-
-func (h *histogram) observe(v float64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i, b := range h.bounds {
-		if v <= b {
-			h.counts[i]++
-		}
+func (c scorerCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.cfg.Scorer.Stats()
+	ch <- prometheus.MustNewConstMetric(dTimeouts, prometheus.CounterValue, float64(st.Timeouts))
+	ch <- prometheus.MustNewConstMetric(dLate, prometheus.CounterValue, float64(st.Late))
+	for r, n := range st.Rejected {
+		ch <- prometheus.MustNewConstMetric(dRejected, prometheus.CounterValue, float64(n), r)
 	}
-	h.sum += v
-	h.n++
-}
-
-func (h *histogram) write(b *bytes.Buffer, name, help string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	for i, bound := range h.bounds {
-		fmt.Fprintf(b, "%s_bucket{le=\"%g\"} %d\n", name, bound, h.counts[i])
-	}
-	fmt.Fprintf(b, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", name, h.n, name, h.sum, name, h.n)
 }

@@ -11,9 +11,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/observe"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -21,6 +24,7 @@ import (
 // brokerFlags are the flags of asyrevel broker.
 type brokerFlags struct {
 	store, host, name, clusterName, routes, log, roster string
+	metrics                                             string
 	routeSecret                                         string
 	tls                                                 trust.TLSFiles
 	port, clusterPort                                   int
@@ -44,6 +48,7 @@ func newBrokerFlags(fs *flag.FlagSet) *brokerFlags {
 	fs.Var(&f.maxStore, "max-store", "with --roster: bound of the run's stream, e.g. 20GB (none: unbounded; default:\n80% of the disk space free at the store, within the server's share of it). Given\nagain at a restart, a larger bound lifts the bound of the run's existing stream\n(never lowers it): a run stopped because its stream was full goes on with --resume")
 	fs.StringVar(&f.routes, "routes", "", "the cluster's route URLs, comma-separated, e.g.\nnats://n1:6222,nats://n2:6222,nats://n3:6222 (this node's own may be listed)")
 	fs.StringVar(&f.routeSecret, "route-secret", "", "the cluster's route secret (`FILE`, asyrevel keys route): admit as routes only\nthe nodes that present it, and present it to them; every node needs the same")
+	fs.StringVar(&f.metrics, "metrics", "", "serve the broker's Prometheus metrics at http://`ADDR`/metrics (e.g. 0.0.0.0:7777 for a\nscraper elsewhere: connections, messages, JetStream streams, storage, each stream's\nsize), and nats-server's own JSON monitoring (/varz, /jsz, /connz, /routez,\n/accountz, /healthz) on the same address")
 	fs.BoolVar(&f.routeTLS, "route-tls", false, "routes over mutual TLS too, with --tls-cert, --tls-key and --tls-ca: each node\npresents its certificate (naming the host of its route URL) and checks the other's")
 	return f
 }
@@ -158,6 +163,17 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	var metricsURL string
+	if f.metrics != "" {
+		ms, err := serveBrokerMetrics(f.metrics, srv)
+		if err != nil {
+			srv.Shutdown()
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		defer ms.Close()
+		defer fmt.Fprintf(stdout, "broker metrics on %s stopped\n", ms.URL("/metrics"))
+		metricsURL = ms.URL("/metrics")
+	}
 	switch {
 	case rb != nil && f.clusterName != "":
 		// The stream is created once the cluster has formed: the other
@@ -192,6 +208,9 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		go watchCluster(ctx, srv, stdout, len(broker.OtherRoutes(cfg.Cluster, f.host))+1)
 	} else {
 		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
+	}
+	if metricsURL != "" {
+		fmt.Fprintf(stdout, "broker metrics on %s (nats-server's monitoring: /varz, /jsz, /connz, /routez, /healthz)\n", metricsURL)
 	}
 	select {
 	case <-ctx.Done():
@@ -261,4 +280,12 @@ func orNone(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// serveBrokerMetrics serves the metrics of srv on addr: observe's broker
+// collector and the Go runtime's, and nats-server's JSON monitoring.
+func serveBrokerMetrics(addr string, srv *broker.Server) (*observe.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(observe.NewBrokerCollector(srv), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return observe.Listen(addr, observe.BrokerHandler(reg, srv))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/observe"
 	"github.com/asyrevel/asyrevel/serve"
 )
 
@@ -223,6 +224,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties at start")
 	maxIDs := fs.Int("max-ids", serve.DefaultMaxIDs, "ids in one request")
 	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
+	metrics := fs.String("metrics", "", "also serve the Prometheus metrics (those of GET /metrics) at http://`ADDR`/metrics,\nan address of their own (e.g. 127.0.0.1:9464, for a scraper inside the network)")
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -241,6 +243,14 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer d.Close()
 	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
+	if *metrics != "" {
+		ms, err := observe.Listen(*metrics, svc.MetricsHandler())
+		if err != nil {
+			return fmt.Errorf("--metrics: %w", err)
+		}
+		defer ms.Close()
+		log.Info().Str("url", ms.URL("/metrics")).Msg("Prometheus metrics")
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err

@@ -246,6 +246,12 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		{roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Trust.Receipts, "receipts", "", "`DIR` where the party keeps its receipts: the aggregator's checkpoints of the log,\nchecked and countersigned (needs --key; asyrevel audit verify --receipts DIR)")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Monitor.Metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics while the process runs, e.g.\n127.0.0.1:9464 (port 0: any free one, named in the log); steps, staleness, losses,\nprivacy spent, the stream's size, rejections, outages (docs/running.md lists them)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.StringVar(&c.Monitor.Board, "board", "", "serve a live page of the run at http://`ADDR`/, e.g. 127.0.0.1:8090: learning\ncurves, each party's steps, lag and staleness, the privacy budget, the store,\nrecoveries and events; nothing loaded from elsewhere. With --out the same page\nis written as OUT/report.html at the end (with or without --board)")
+		}},
 		{roleAll, func(fs *flag.FlagSet) {
 			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
@@ -380,6 +386,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	}
 	c := &f.cfg
 	c.Seed = f.seed
+	c.Monitor.Report = f.role&(roleTrain|roleAggregator) != 0 // OUT/report.html
 	if f.bias != nil {
 		c.NoBias = !*f.bias
 	}
