@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asyrevel/asyrevel/model"
@@ -174,12 +176,73 @@ type candidate struct {
 	bestPt            Point
 	bestStep, steps   int
 	done              bool
+	// workers compute a minibatch's gradient in parallel: a head (its
+	// scratch space) and a gradient each.
+	heads []coder
+	gs    [][]float64
+	loss  []float64
 }
 
 func newCandidate(h coder, params []float64) *candidate {
 	np := h.NumParams()
-	return &candidate{head: h, params: params, g: make([]float64, np), m1: make([]float64, np), m2: make([]float64, np),
+	c := &candidate{head: h, params: params, g: make([]float64, np), m1: make([]float64, np), m2: make([]float64, np),
 		best: slices.Clone(params), bestLoss: math.Inf(1)}
+	if e, ok := h.(copier); ok {
+		for range max(1, min(runtime.GOMAXPROCS(0), maxFitWorkers)) {
+			c.heads = append(c.heads, e.Copy())
+			c.gs = append(c.gs, make([]float64, np))
+		}
+	} else {
+		c.heads, c.gs = []coder{h}, [][]float64{make([]float64, np)}
+	}
+	c.loss = make([]float64, len(c.heads))
+	return c
+}
+
+// copier is a head that can make a copy of itself for another goroutine.
+type copier interface{ Copy() *model.Embed }
+
+// maxFitWorkers bounds the goroutines of the head's fit.
+const maxFitWorkers = 8
+
+// grad writes the minibatch's summed gradient into c.g and returns its
+// summed loss, the rows split among the workers.
+func (c *candidate) grad(batch []int, train []float64, w int, y []int32) float64 {
+	nw := len(c.heads)
+	if len(batch) < 64*nw {
+		nw = 1 // too little to share
+	}
+	var wg sync.WaitGroup
+	for k := range nw {
+		part := batch[k*len(batch)/nw : (k+1)*len(batch)/nw]
+		work := func() {
+			h, g := c.heads[k], c.gs[k]
+			clear(g)
+			var loss float64
+			for _, i := range part {
+				x := train[i*w : (i+1)*w]
+				loss += h.Loss(c.params, x, y[i])
+				h.Grad(c.params, x, y[i], g, nil)
+			}
+			c.loss[k] = loss
+		}
+		if k == nw-1 {
+			work()
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); work() }()
+	}
+	wg.Wait()
+	copy(c.g, c.gs[0])
+	loss := c.loss[0]
+	for k := 1; k < nw; k++ {
+		for j, v := range c.gs[k] {
+			c.g[j] += v
+		}
+		loss += c.loss[k]
+	}
+	return loss
 }
 
 // fitHead fits the candidate heads (Config.Head, then LabelFree.Others) on
@@ -248,12 +311,7 @@ func (a *Aggregator) fitHead(train, test []float64) {
 			var trainLoss float64
 			for s := 0; s < len(fit) && reason == ""; s += cfg.Batch {
 				batch := fit[s:min(s+cfg.Batch, len(fit))]
-				clear(c.g)
-				for _, i := range batch {
-					x := train[i*w : (i+1)*w]
-					trainLoss += c.head.Loss(c.params, x, y[i])
-					c.head.Grad(c.params, x, y[i], c.g, nil)
-				}
+				trainLoss += c.grad(batch, train, w, y)
 				c.steps++
 				b1, b2 := 1-math.Pow(0.9, float64(c.steps)), 1-math.Pow(0.999, float64(c.steps))
 				inv := 1 / float64(len(batch))

@@ -61,6 +61,10 @@ func NewEmbed(inputs, codes, dim, hidden, classes int) *Embed {
 	return e
 }
 
+// Copy returns a head of the same shape with scratch space of its own, for
+// another goroutine.
+func (m *Embed) Copy() *Embed { return NewEmbed(m.p, m.codes, m.e, m.h, m.classes) }
+
 // InDim is p.
 func (m *Embed) InDim() int { return m.p }
 

@@ -102,3 +102,15 @@ func (c *Config) labelFreeAggregator(n, classes int) *aggregator.LabelFree {
 	}
 	return lf
 }
+
+// Outputs is the outputs per party of a run on classes classes: K for a
+// multiclass set, 1 for a binary one (the logistic head's), except under
+// the label-free profile, whose codes are K a party whatever the classes
+// (nonf's single party codes its columns in 8 blocks, as the paper's
+// 8-party network splits them).
+func (c *Config) Outputs(classes int) int {
+	if classes > 2 || c.LabelFree {
+		return c.K
+	}
+	return 1
+}

@@ -27,10 +27,7 @@ func readSpec(cfg *Config, data *Data) serve.ReadSpec {
 // PartyModel is party m's final model of a run as a model file.
 func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, error) {
 	b := data.Blocks[m-1]
-	k := 1
-	if data.Classes > 2 {
-		k = cfg.K
-	}
+	k := cfg.Outputs(data.Classes)
 	f := &serve.File{
 		Run: cfg.Run, Role: serve.RoleParty, Party: m, Parties: cfg.Parties, Algo: cfg.Algo, Dataset: data.Name,
 		Kind: cfg.Model, In: b.Len(), Out: k, K: k, Params: slices.Clone(params),

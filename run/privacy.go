@@ -524,6 +524,16 @@ type PrivacyBound struct {
 // Bound is the bound s's run holds (from its defense's accounting).
 func (s *Summary) Bound() PrivacyBound {
 	b := PrivacyBound{AUC: 1, AUCAll: 1, Holds: "none: each party's traffic may reveal every label it asks about (the paper's wire format or an unaccounted defense)"}
+	if s.LabelFree != nil {
+		// No message that reaches a party depends on a label: every
+		// party's view, and all of them together, is the same whatever
+		// the labels (TestLabelFreeViewIgnoresLabels), so the best test
+		// between any two labellings is a coin: AUC 0.5, epsilon 0.
+		zero := 0.0
+		return PrivacyBound{AUC: 0.5, AUCAll: 0.5, Epsilon: &zero, Holds: "label-free: no message that reaches a party depends on a label " +
+			"(the parties send codes fitted on their own columns and are stopped, the log sealed, before the label holder fits its head): " +
+			"any attacker in one party's position, passive or active, or all the parties together, infers a label at chance, AUC 0.5"}
+	}
 	d := s.Defense
 	if d == nil || d.Accounting == nil {
 		return b

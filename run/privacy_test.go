@@ -219,8 +219,9 @@ func TestApplyPrivacy(t *testing.T) {
 			codes       int
 			hidden      int
 		}{
-			{"binary default", "linear", false, 2, 32561, LabelFreeMaxCodes, 128},
-			{"mlp given", "mlp", true, 10, 60000, LabelFreeMaxCodes, 128},
+			{"binary default", "linear", false, 2, 32561, 128, 128},
+			{"mlp given", "mlp", true, 10, 60000, 173, 128},
+			{"many rows", "linear", false, 2, 1 << 20, LabelFreeMaxCodes, 128},
 			{"small table", "linear", false, 3, 142, 8, 0},
 		} {
 			c := prep(t, New(func(c *Config) {

@@ -115,7 +115,9 @@ func (p *progress) check(pt aggregator.Point) {
 	if math.IsNaN(p.first) && !math.IsNaN(pt.TrainLoss) {
 		p.first = pt.TrainLoss
 	}
-	if pt.Final {
+	if pt.Final || p.cfg.LabelFree {
+		// A label-free run's points are its head's fit: the step size,
+		// mu and scaling advice of these warnings is not for it.
 		return
 	}
 	p.points++

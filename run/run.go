@@ -911,10 +911,7 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 // model it starts the model's process; close releases it (a no-op for the
 // others).
 func NewLocal(ctx context.Context, cfg *Config, m, d, classes int) (local model.Local, close func() error, err error) {
-	k := 1
-	if classes > 2 {
-		k = cfg.K
-	}
+	k := cfg.Outputs(classes)
 	switch cfg.Model {
 	case "mlp":
 		return model.NewMLP(d, cfg.Hidden, k), noClose, nil
@@ -944,10 +941,7 @@ func noClose() error { return nil }
 // NewHead builds the aggregator's head for q parties.
 func NewHead(cfg *Config, classes int) (model.Head, int) {
 	if cfg.LabelFree {
-		k := 1
-		if classes > 2 {
-			k = cfg.K
-		}
+		k := cfg.Outputs(classes)
 		return model.NewEmbed(cfg.Parties*k, max(cfg.Codes, 1), max(cfg.EmbedDim, 1), cfg.EmbedHidden, max(classes, 2)), k
 	}
 	if classes <= 2 {
