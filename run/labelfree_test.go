@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
@@ -121,4 +123,31 @@ func TestLabelFreeViewIgnoresLabels(t *testing.T) {
 	if b := s1.Bound(); b.AUC != 0.5 || b.AUCAll != 0.5 {
 		t.Errorf("bound %+v, want AUC 0.5 for one party and all", b)
 	}
+}
+
+// A budget-profile run whose per-label budget is spent stops by itself,
+// with stopped_by naming the budget, instead of idling to its length on
+// exact zeros (its parties' models could not move any more).
+func TestSpentBudgetStopsTheRun(t *testing.T) {
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 2000, TestSamples: 400, Features: 16, Classes: 2, Noise: 0.02, Seed: 3}
+		c.Parties = 2
+		c.Privacy = "auc=0.6,profile=budget"
+		c.Duration = 20 * time.Second // far longer than the budget lasts
+		c.Seed = 2
+		c.Log = testLog(t)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.StoppedBy != "budget" {
+		t.Fatalf("stopped by %q after %.1f s (%d steps), want the budget", s.StoppedBy, s.TrainSeconds, s.Steps)
+	}
+	if b := s.Bound(); b.AUC > 0.6 || b.AUC <= 0.5 {
+		t.Errorf("bound %+v after the budget was spent", b)
+	}
+	if !strings.Contains(s.StopWords(), "privacy budget is spent") {
+		t.Errorf("stop words %q", s.StopWords())
+	}
+	t.Logf("%d steps, %.1f s, accuracy %.3f, bound %.3f", s.Steps, s.TrainSeconds, s.TestAccuracy, s.Bound().AUC)
 }
