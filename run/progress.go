@@ -88,6 +88,7 @@ func (p *progress) point(pt aggregator.Point) {
 		}
 		return
 	}
+	first := p.logged.IsZero()
 	p.logged = time.Now()
 	ev := p.log.Info()
 	if pt.Final {
@@ -99,7 +100,12 @@ func (p *progress) point(pt aggregator.Point) {
 	if !math.IsNaN(pt.TestAccuracy) {
 		ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
 	}
-	ev = ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0)).Uint32("stale", pt.MaxStaleness)
+	if !first {
+		// A rate since the previous evaluation: the first has none (its
+		// count is the table's fill over a moment, millions a second).
+		ev = ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0))
+	}
+	ev = ev.Uint32("stale", pt.MaxStaleness)
 	if len(pt.Stale) > 0 {
 		ev = ev.Str("last_outputs_of", "party "+partyList(pt.Stale, ", "))
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,11 @@ type ServiceConfig struct {
 	// Probe, if set, is an id /healthz scores to check that every party
 	// answers; without it /healthz only says the process is up.
 	Probe string
-	Log   zerolog.Logger
+	// Resolve, if set, turns an id of a request (a key as an organisation
+	// writes it) into the sample id the parties hold (Deployment.Resolve);
+	// answers keep the request's ids.
+	Resolve func(string) string
+	Log     zerolog.Logger
 }
 
 // Service is the HTTP front of a Scorer: POST /v1/predict, GET /healthz,
@@ -191,13 +196,26 @@ func (s *Service) predict(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	preds, err := s.cfg.Scorer.Score(r.Context(), ids)
+	keys := ids
+	if s.cfg.Resolve != nil {
+		keys = make([]string, len(ids))
+		for i, id := range ids {
+			keys[i] = s.cfg.Resolve(id)
+		}
+	}
+	preds, err := s.cfg.Scorer.Score(r.Context(), keys)
 	if err != nil {
 		code := StatusOf(err)
 		if r.Context().Err() != nil {
 			code = 499 // the client went away
 		}
-		s.fail(w, code, "%v", err)
+		msg := err.Error()
+		for i := range keys {
+			if keys[i] != ids[i] { // the ids as the request wrote them
+				msg = strings.ReplaceAll(msg, strconv.Quote(keys[i]), strconv.Quote(ids[i]))
+			}
+		}
+		s.fail(w, code, "%s", msg)
 		return
 	}
 	resp := PredictResponse{Predictions: make([]PredictionJSON, len(ids))}

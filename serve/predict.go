@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/privacy/metric"
 )
@@ -32,9 +35,12 @@ type PredictConfig struct {
 	// Parties false (separate processes) only aggregator.model is read.
 	Models string
 	// Data is the file (or split folder) to score; Split the split of a
-	// split folder (default test).
-	Data  string
-	Split string
+	// split folder (SplitAuto: its test set, or its training set if it has
+	// none; SplitAll: every set). Inputs, instead of Data, are the
+	// organisations' own files, joined in this process (ReadInputs).
+	Data   string
+	Split  string
+	Inputs *Inputs
 	// Out is predictions.csv; Metrics, if set, where the metrics go as
 	// JSON (default: next to Out, .metrics.json in place of .csv).
 	Out     string
@@ -77,6 +83,9 @@ type Metrics struct {
 	Signed     bool    `json:"signed"`
 	Out        string  `json:"out,omitempty"`
 
+	// Inputs is what ReadInputs found (Inputs only).
+	Inputs *InputsReport `json:"inputs,omitempty"`
+
 	// Classes and predictions, for callers that want them (not in JSON).
 	Predictions []Prediction `json:"-"`
 	IDs         []string     `json:"-"`
@@ -84,9 +93,6 @@ type Metrics struct {
 }
 
 func (c *PredictConfig) defaults() {
-	if c.Split == "" {
-		c.Split = DefaultSplit
-	}
 	if c.Chunk <= 0 {
 		c.Chunk = DefaultChunk
 	}
@@ -126,10 +132,13 @@ func keysFor(models, dir string) (*Keys, error) {
 // DeployConfig is what Deploy starts.
 type DeployConfig struct {
 	Models, Data, Split, Keys string
-	Net                       NetConfig
-	Separate                  bool
-	Wait, Timeout             time.Duration
-	Log                       zerolog.Logger
+	// Inputs, instead of Data, are the organisations' own files, joined
+	// in this process (ReadInputs; not with Separate).
+	Inputs        *Inputs
+	Net           NetConfig
+	Separate      bool
+	Wait, Timeout time.Duration
+	Log           zerolog.Logger
 	// PartyURL, if set, gives the broker address party m connects to,
 	// given the broker's own ("" = the broker's own): a proxy in front of
 	// it.
@@ -148,8 +157,17 @@ type Deployment struct {
 	Rows       []*Rows
 	IDs        []string // the data's ids, in order
 	Y          []int32  // their classes, nil without labels
-	Keys       *Keys
-	Load       time.Duration
+	// Labels is all the aggregator read of the data (ids, classes, and
+	// for an alignment the keys as the label holder writes them).
+	Labels *LabelRows
+	// Resolve, when not nil, turns a key as an organisation writes it
+	// into the sample id of its row (an alignment's normalisation): the
+	// service answers requests by the keys as written.
+	Resolve func(string) string
+	// Inputs is what ReadInputs found (DeployConfig.Inputs only).
+	Inputs *InputsReport
+	Keys   *Keys
+	Load   time.Duration
 
 	cancel context.CancelFunc
 	buses  []broker.Bus
@@ -159,9 +177,6 @@ type Deployment struct {
 // Deploy reads the models and the data and starts the participants.
 func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	t0 := time.Now()
-	if cfg.Split == "" {
-		cfg.Split = DefaultSplit
-	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = 30 * time.Second
 	}
@@ -176,6 +191,9 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	}
 	keys := d.Keys
 	var lab *LabelRows
+	if cfg.Inputs != nil && cfg.Separate {
+		return nil, fmt.Errorf("%w: --inputs joins every organisation's file in this process: with separate parties, each aligns its rows (asyrevel align --nats ...) and serves its folder", ErrMismatch)
+	}
 	if cfg.Separate {
 		agg, err := Load(filepath.Join(cfg.Models, FileName(0)))
 		if err != nil {
@@ -195,7 +213,17 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
 			return nil, err
 		}
-		if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
+		if cfg.Inputs != nil {
+			if d.Rows, lab, d.Inputs, err = ReadInputs(*cfg.Inputs, d.Set); err != nil {
+				return nil, err
+			}
+			d.Resolve = align.KeyResolver(cfg.Inputs.Options.Norm, len(cfg.Inputs.Options.Key))
+		} else if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Inputs == nil {
+		if d.Resolve, err = Resolver(cfg.Data); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +234,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	if _, err := Index(lab.IDs); err != nil {
 		return nil, err
 	}
-	d.IDs, d.Y = lab.IDs, lab.Y
+	d.IDs, d.Y, d.Labels = lab.IDs, lab.Y, lab
 	if cfg.Net.Run == "" {
 		cfg.Net.Run = agg.Run
 	}
@@ -289,7 +317,7 @@ func (d *Deployment) Close() {
 // every row was scored.
 func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	cfg.defaults()
-	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Net: cfg.Net,
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Inputs: cfg.Inputs, Keys: cfg.Keys, Net: cfg.Net,
 		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
 	if err != nil {
 		return nil, err
@@ -304,7 +332,10 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	secs := time.Since(t1).Seconds()
 	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
 		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
-		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
+		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y, Inputs: d.Inputs}
+	if cfg.Inputs != nil {
+		mt.Data = strings.Join(cfg.Inputs.Paths, ",")
+	}
 	if d.Y != nil {
 		mt.Labelled = true
 		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, d.Y, agg.Out)
@@ -313,7 +344,7 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 		}
 	}
 	if cfg.Out != "" {
-		if err := WritePredictions(cfg.Out, d.IDs, preds, agg.Labels); err != nil {
+		if err := WritePredictions(cfg.Out, d.Labels, preds, agg.Labels); err != nil {
 			return nil, err
 		}
 		if cfg.Metrics != "" {
@@ -407,9 +438,21 @@ func Evaluate(preds []Prediction, y []int32, classes int) (acc, auc, logLoss flo
 	return float64(correct) / n, auc, logLoss / n
 }
 
-// WritePredictions writes predictions.csv atomically: id, label (in the
-// data's own label values), and one probability column per class.
-func WritePredictions(path string, ids []string, preds []Prediction, labels *LabelsSpec) error {
+// WritePredictions writes predictions.csv atomically, one line a row of
+// rows in the order of the data it was read from: id (the data's id, or,
+// for an alignment, the key as the label holder's file writes it, in that
+// file's order), label (the true label, in the data's own label values;
+// only when the data has labels), predicted (the predicted label) and
+// p_<label>, the probability of each class.
+func WritePredictions(path string, rows *LabelRows, preds []Prediction, labels *LabelsSpec) error {
+	ids, order := rows.IDs, make([]int, len(preds))
+	for i := range order {
+		order[i] = i
+	}
+	if rows.Keys != nil {
+		ids = rows.Keys
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rows.Source[a], rows.Source[b]) })
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -419,15 +462,24 @@ func WritePredictions(path string, ids []string, preds []Prediction, labels *Lab
 		return err
 	}
 	w := bufio.NewWriterSize(tmp, 1<<16)
-	w.WriteString("id,label")
+	w.WriteString("id")
+	if rows.Y != nil {
+		w.WriteString(",label")
+	}
+	w.WriteString(",predicted")
 	for c := range labels.Classes {
 		w.WriteString(",p_")
 		w.WriteString(csvField(labels.LabelText(c)))
 	}
 	w.WriteByte('\n')
 	var num []byte
-	for i, p := range preds {
+	for _, i := range order {
+		p := preds[i]
 		w.WriteString(csvField(ids[i]))
+		if rows.Y != nil {
+			w.WriteByte(',')
+			w.WriteString(csvField(labels.LabelText(int(rows.Y[i]))))
+		}
 		w.WriteByte(',')
 		w.WriteString(csvField(labels.LabelText(int(p.Class))))
 		for _, v := range p.Probs {

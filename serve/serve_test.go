@@ -150,8 +150,15 @@ func TestPredictMatchesDirectComputation(t *testing.T) {
 			}
 			csv, _ := os.ReadFile(out)
 			lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
-			if len(lines) != 41 || lines[0] != "id,label,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[40], "39,") {
-				t.Errorf("predictions.csv: %q ... %q (%d lines)", lines[0], lines[len(lines)-1], len(lines))
+			if len(lines) != 41 || lines[0] != "id,label,predicted,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[40], "39,") {
+				t.Fatalf("predictions.csv: %q ... %q (%d lines)", lines[0], lines[len(lines)-1], len(lines))
+			}
+			// label: the data's own label; predicted: the model's.
+			text := map[int32]string{0: "-1", 1: "1"}
+			for i := range 40 {
+				if want := fmt.Sprintf("%d,%s,%s,", i, text[m.Y[i]], text[classes[i]]); !strings.HasPrefix(lines[i+1], want) {
+					t.Errorf("predictions.csv line %d: %q, want %q...", i+2, lines[i+1], want)
+				}
 			}
 		})
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,22 @@ type alignFlags struct {
 	timeout                              time.Duration
 	progress                             time.Duration
 	logLevel                             string
+	// How the cells are read, as data split and train read them.
+	missing               dataset.MissingPolicy
+	na, drop, categorical []string
+	holderParty           bool
+}
+
+// addAlignFlags registers the flags that say how an organisation's file
+// is read and its keys normalised (align, and predict and serve --inputs).
+func addAlignFlags(fs *flag.FlagSet, f *alignFlags) {
+	fs.StringVar(&f.key, "key", "", "the key `COLUMNS` (comma-separated for a composite key), by header name or 0-based position")
+	fs.StringVar(&f.format, "format", "", "the files' format: csv (a header line) or libsvm (an id, the label holder's label, then index:value pairs); default: told from each file")
+	fs.StringVar(&f.dedupe, "dedupe", "refuse", "keys that repeat in one file: refuse (an error with their count) or first (keep each key's first row)")
+	fs.BoolVar(&f.keepSpace, "keep-space", false, "keep white space in keys as it is (default: trim, and make inner runs one space)")
+	fs.BoolVar(&f.keepCase, "keep-case", false, "keep letter case in keys (default: fold to lower case)")
+	fs.BoolVar(&f.zeros, "strip-zeros", false, "remove leading zeros from keys made of digits only (\"007\" matches \"7\")")
+	addCellFlags(fs, &f.missing, &f.na, &f.drop, &f.categorical)
 }
 
 func (f *alignFlags) options(label string) (align.ReadOptions, error) {
@@ -39,7 +57,8 @@ func (f *alignFlags) options(label string) (align.ReadOptions, error) {
 		return align.ReadOptions{}, fmt.Errorf("%w: --format %q: want csv or libsvm", errUsage, f.format)
 	}
 	return align.ReadOptions{Key: splitList(f.key), Label: label, Dedupe: d, Format: f.format,
-		Norm: align.Normalization{KeepSpace: f.keepSpace, KeepCase: f.keepCase, StripZeros: f.zeros}}, nil
+		Norm:    align.Normalization{KeepSpace: f.keepSpace, KeepCase: f.keepCase, StripZeros: f.zeros},
+		Missing: f.missing, NA: f.na, Drop: f.drop, Categorical: f.categorical}, nil
 }
 
 const alignSynopsis = `asyrevel align --inputs LABELS.csv,P1.csv,... --key COLUMN[,COLUMN] --label COLUMN --out DIR
@@ -53,9 +72,12 @@ Each organisation learns only its own rows of the intersection, in one common or
 and the sizes (docs/align.md says exactly what each one learns).
 
 The first form runs every organisation in this process over an embedded broker: the
-first file is the label holder's, the others parties 1, 2, ... in order; DIR becomes a
-split folder that asyrevel train --data DIR takes as it is (and align.json, each
-organisation's record). The second form is one organisation of a run whose broker runs
+first file is the label holder's, the others parties 1, 2, ... in order; the label
+holder's own feature columns become the last party's block (it runs that party for
+them; --label-holder-party=false leaves them out). DIR becomes a split folder that
+asyrevel train --data DIR takes as it is (and align.json, each organisation's record,
+and keys.csv.gz, the label holder's keys as written, by which predict and serve report
+rows). The second form is one organisation of a run whose broker runs
 elsewhere (asyrevel broker --roster, keys from asyrevel keys): DIR becomes a folder of its
 own that asyrevel aggregator --data DIR (--id 0) or party --id M --data DIR takes as it is:
 its file (the labels file for --id 0, party-M.train.gz otherwise), a manifest with the
@@ -63,8 +85,10 @@ whole layout that lists only that file, and align.json, its record (--out FILE.g
 bare file and FILE.gz.align.json). asyrevel data verify DIR|REC.json ... checks each folder
 alone and compares the organisations' order digests, from hashes alone.
 
-Files are CSV with a header; every column but the key and label columns is a numeric
-feature (empty and NA are 0). Or LIBSVM with an id column (--format libsvm, or told from
+Files are CSV with a header; every column but the key and label columns is a feature,
+read as data split and train read one: numeric, or one-hot with --categorical; --drop
+leaves columns out; a missing cell (empty, NA, --na) is refused until --missing zero
+(read as 0) or --missing drop (leave its row out) says what to do. Or LIBSVM with an id column (--format libsvm, or told from
 the file): each line the id, then the label holder's label, then index:value pairs, as in
 "cust-17 1 3:0.5 9:1" (a split folder's party files are in this form); give --key id and,
 for the label holder, --label label. Keys are normalised before they are hashed: white space
@@ -76,14 +100,10 @@ func cmdAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("align", alignSynopsis, stderr)
 	var f alignFlags
 	inputs := fs.String("inputs", "", "in-process form: the label holder's `FILES` first, then party 1, 2, ... (comma-separated)")
-	fs.StringVar(&f.key, "key", "", "the key `COLUMNS` (comma-separated for a composite key), by header name or 0-based position")
-	fs.StringVar(&f.label, "label", "", "the label `COLUMN` of the label holder's file")
+	addAlignFlags(fs, &f)
+	fs.StringVar(&f.label, "label", "", "the label `COLUMN` of the label holder's file (one-organisation form, a party: a column\nto leave out, as when the label holder aligns its own file as its party's)")
+	fs.BoolVar(&f.holderParty, "label-holder-party", true, "in-process form: the label holder's feature columns (every column of its file but\nthe key and the label) become the last party's block: the label holder runs that\nparty for its own features (false: leave them out)")
 	fs.StringVar(&f.out, "out", "", "in-process form: the split folder `PATH` to write; one-organisation form: the file to write")
-	fs.StringVar(&f.format, "format", "", "the files' format: csv (a header line) or libsvm (an id, the label holder's label, then index:value pairs); default: told from each file")
-	fs.StringVar(&f.dedupe, "dedupe", "refuse", "keys that repeat in one file: refuse (an error with their count) or first (keep each key's first row)")
-	fs.BoolVar(&f.keepSpace, "keep-space", false, "keep white space in keys as it is (default: trim, and make inner runs one space)")
-	fs.BoolVar(&f.keepCase, "keep-case", false, "keep letter case in keys (default: fold to lower case)")
-	fs.BoolVar(&f.zeros, "strip-zeros", false, "remove leading zeros from keys made of digits only (\"007\" matches \"7\")")
 	fs.DurationVar(&f.timeout, "timeout", align.DefaultTimeout, "how long to wait for an organisation that sends nothing (it left, or hangs)")
 	fs.DurationVar(&f.progress, "progress", 5*time.Second, "print a progress line this often (0: never)")
 	fs.StringVar(&f.run, "run", "", "the run id (in-process form: default align-<time>)")
@@ -138,8 +158,14 @@ type alignSummary struct {
 	Records        []align.Record `json:"records"`
 }
 
-func readTables(paths []string, f *alignFlags, stderr io.Writer) ([]*align.Table, error) {
+// readTables reads the organisations' files: the label holder's first,
+// then parties 1, 2, ... With holderParty, the label holder's feature
+// columns become one more party's block, the last: the label holder runs
+// that party for its own features (the aggregator holds the labels, a
+// party a block).
+func readTables(paths []string, f *alignFlags, holderParty bool, stderr io.Writer) ([]*align.Table, error) {
 	tables := make([]*align.Table, len(paths))
+	absent := map[string]int{} // --drop and --categorical columns: the files that lack them
 	for m, p := range paths {
 		label := ""
 		if m == 0 {
@@ -149,6 +175,9 @@ func readTables(paths []string, f *alignFlags, stderr io.Writer) ([]*align.Table
 		if err != nil {
 			return nil, err
 		}
+		// Every file gets the same flags, and a column is one
+		// organisation's: the others lack it.
+		opts.IgnoreAbsent = true
 		t, err := align.ReadTable(p, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", orgLabel(m), err)
@@ -156,15 +185,49 @@ func readTables(paths []string, f *alignFlags, stderr io.Writer) ([]*align.Table
 		if m > 0 && t.X.NCols == 0 {
 			return nil, fmt.Errorf("%s: %s has no feature column besides the key", orgLabel(m), p)
 		}
-		if m == 0 && t.X.NCols > 0 {
-			fmt.Fprintf(stderr, "note: the label holder's %d feature columns are not written (the aggregator holds labels only)\n", t.X.NCols)
-		}
 		if t.Dropped > 0 {
 			fmt.Fprintf(stderr, "%s: dropped %d rows whose key repeats an earlier row's (--dedupe first)\n", orgLabel(m), t.Dropped)
 		}
+		if w := t.Missing.String(); w != "" {
+			fmt.Fprintf(stderr, "%s: %s: %s\n", orgLabel(m), p, w)
+		}
+		for _, c := range t.Absent {
+			absent[c]++
+		}
 		tables[m] = t
 	}
+	for _, c := range slices.Concat(f.drop, f.categorical) {
+		if absent[c] == len(paths) {
+			return nil, fmt.Errorf("%w: --drop or --categorical %q: no file has such a column", errUsage, c)
+		}
+	}
+	if h := tables[0]; h.X.NCols > 0 {
+		m := len(tables)
+		if !holderParty {
+			fmt.Fprintf(stderr, "note: the label holder's %s left out (--label-holder-party=false)\n", columnsText(h.Names))
+			return tables, nil
+		}
+		own := *h
+		own.Labels = nil
+		tables = append(tables, &own)
+		fmt.Fprintf(stderr, "note: the label holder's %s %s party %d's block: the label holder runs party %d for its own features (--label-holder-party=false leaves them out)\n",
+			columnsText(h.Names), map[bool]string{true: "is", false: "are"}[len(h.Names) == 1], m, m)
+	}
 	return tables, nil
+}
+
+// columnsText names feature columns for a note: "feature column balance",
+// "3 feature columns (a, b, c)".
+func columnsText(names []string) string {
+	if len(names) == 1 {
+		return "feature column " + names[0]
+	}
+	list := names
+	more := ""
+	if len(list) > 6 {
+		list, more = list[:6], ", ..."
+	}
+	return fmt.Sprintf("%d feature columns (%s%s)", len(names), strings.Join(list, ", "), more)
 }
 
 func orgLabel(m int) string {
@@ -211,11 +274,11 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	if run == "" {
 		run = "align-" + time.Now().UTC().Format("20060102-150405")
 	}
-	tables, err := readTables(paths, f, stderr)
+	tables, err := readTables(paths, f, f.holderParty, stderr)
 	if err != nil {
 		return err
 	}
-	q := len(paths) - 1
+	q := len(tables) - 1
 	if store == "" {
 		tmp, err := os.MkdirTemp("", "asyrevel-align-")
 		if err != nil {
@@ -295,8 +358,12 @@ func alignLocal(ctx context.Context, f *alignFlags, paths []string, store, summa
 	if err := writeJSON(summaryPath, s); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "aligned %d organisations of %v rows: %d in common, %.1f s, %d wire bytes (%.1f a row)\n",
-		q+1, sizes, s.Intersection, wall, s.WireBytes, s.WireBytesPerID)
+	who := fmt.Sprintf("%d organisations", q+1)
+	if len(tables) > len(paths) {
+		who = fmt.Sprintf("%d organisations (%d participants: the label holder also runs party %d)", len(paths), q+1, q)
+	}
+	fmt.Fprintf(stdout, "aligned %s of %v rows: %d in common, %.1f s, %d wire bytes (%.1f a row)\n",
+		who, sizes, s.Intersection, wall, s.WireBytes, s.WireBytesPerID)
 	fmt.Fprintf(stdout, "wrote %d files, %s and %s in %s (order sha256 %s)\n", len(man.Files), "manifest.json", align.RecordFile, f.out, recs[0].OrderSHA256)
 	return nil
 }
@@ -332,12 +399,24 @@ func alignOne(ctx context.Context, f *alignFlags, url string, id int, nkey, rost
 	if err != nil {
 		return err
 	}
+	if id > 0 && f.label != "" {
+		// The label holder aligning its own file as its party's: the
+		// label column is not a feature.
+		opts.Drop = append(opts.Drop, f.label)
+	}
 	t, err := align.ReadTable(data, opts)
 	if err != nil {
 		return err
 	}
 	if id > 0 && t.X.NCols == 0 {
 		return fmt.Errorf("%w: %s has no feature column besides the key", errUsage, data)
+	}
+	if w := t.Missing.String(); w != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", data, w)
+	}
+	if id == 0 && t.X.NCols > 0 {
+		fmt.Fprintf(stderr, "note: the label holder's %s are not in its labels folder: to train on them, the label holder runs a party for them, aligned in this run with its own key: align --id M --data %s --label %s ... (docs/align.md)\n",
+			columnsText(t.Names), data, f.label)
 	}
 	if t.Dropped > 0 {
 		fmt.Fprintf(stderr, "dropped %d rows whose key repeats an earlier row's (--dedupe first)\n", t.Dropped)

@@ -212,6 +212,8 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if metricsURL != "" {
 		fmt.Fprintf(stdout, "broker metrics on %s (nats-server's monitoring: /varz, /jsz, /connz, /routez, /healthz)\n", metricsURL)
 	}
+	stopWords.Store(ptr("stopping the broker: its store keeps every stream as written; connected participants wait for it (--broker-wait) and go on when it is started again on the same --store (again to quit at once)"))
+	defer stopWords.Store(nil)
 	select {
 	case <-ctx.Done():
 	case <-srv.StoreFailed():

@@ -76,7 +76,8 @@ func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: data inspect takes one PATH", errUsage)
 	}
 	if !flagGiven(fs, "missing") {
-		// inspect counts the missing cells rather than refusing them.
+		// inspect counts the missing cells rather than refusing them, and
+		// says what each policy would do.
 		csv.Missing = dataset.MissingZero
 	}
 	if dataset.IsSplit(pos[0]) {
@@ -100,6 +101,7 @@ func cmdDataInspect(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	info.MissingUndecided = !flagGiven(fs, "missing")
 	fmt.Fprintln(stdout, info.String())
 	return nil
 }
@@ -164,6 +166,7 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 	data := pos[0]
 	src := dataset.SplitSource{Train: data, Test: *test, Preset: *preset}
 	var tr, te *dataset.Dataset
+	var missing dataset.MissingCount // what the missing-value policy did
 	if *preset != "" {
 		p, err := dataset.LookupPreset(*preset)
 		if err != nil {
@@ -177,6 +180,7 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	} else {
+		csv.Report = &missing
 		if tr, te, err = dataset.OpenPairOptions(data, *test, dataset.OpenOptions{CSV: csv}); err != nil {
 			return err
 		}
@@ -192,6 +196,9 @@ func cmdDataSplit(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	src.Scale = string(method)
+	if w := missing.String(); w != "" {
+		fmt.Fprintf(stdout, "missing: %s\n", w)
+	}
 	if *q > tr.X.NCols {
 		return fmt.Errorf("%w: --parties %d is more than the %d features", errUsage, *q, tr.X.NCols)
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -88,41 +86,4 @@ func addDefenseFlags(fs *flag.FlagSet, d *run.DefenseConfig, noLeak *bool) {
 	fs.Float64Var(&d.MaxPerturb, "max-perturb", 0, "clip every c_hat - c a party sends to [-P, P]")
 	fs.StringVar(&d.Key, "defense-key", "", "the aggregator's secret for noise, randomised response and batch draws (64 hex\ndigits; default random, recorded in summary.json for re-execution: keep it private)")
 	fs.BoolVar(noLeak, "no-privacy-report", false, "do not score what each party's view reveals (privacy.json)")
-}
-
-// reportLeakage prints what privacy.json says, briefly.
-func reportLeakage(w io.Writer, cfg *run.Config, s *run.Summary) {
-	if d := s.Defense; d != nil && d.Accounting != nil {
-		a := d.Accounting
-		if a.Delta > 0 {
-			fmt.Fprintf(w, "label privacy: epsilon %.3g at delta %.0e for the worst label in one party's view (median %.3g; %d labels visited, at most %d times); AUC bound %.3f\n",
-				a.Epsilon, a.Delta, a.MedianEps, a.Visited, a.MaxVisits, a.AUCBound)
-			fmt.Fprintf(w, "  all parties colluding: epsilon %.3g (median %.3g), AUC bound %.3f\n", a.EpsilonAll, a.MedianEpsAll, a.AUCBoundAll)
-		} else {
-			fmt.Fprintf(w, "label privacy: randomised response, epsilon %.3g for every label; attack AUC bound %.3f\n", a.Epsilon, a.AUCBound)
-		}
-	}
-	l := s.Leakage
-	if l == nil || !l.Scored || len(l.Parties) == 0 {
-		return
-	}
-	worst := l.Parties[0]
-	for _, p := range l.Parties {
-		if p.SignAUC > worst.SignAUC {
-			worst = p
-		}
-	}
-	auc := fmt.Sprintf("AUC %.3f", worst.SignAUC)
-	if worst.SignAUC < 0 {
-		auc = "no AUC: the labels it saw are all of one class"
-	}
-	msg := fmt.Sprintf("leakage: from its own view, party %d's sign attack infers %d labels with accuracy %.1f%% (%s)",
-		worst.Party, worst.Covered, 100*worst.SignAccuracy, auc)
-	if worst.LossAccuracy != nil {
-		msg += fmt.Sprintf(", its loss attack %.1f%%", 100**worst.LossAccuracy)
-	}
-	fmt.Fprintln(w, msg)
-	if cfg.Out != "" && s.OutputsErr == "" {
-		fmt.Fprintf(w, "privacy: %s\n", filepath.Join(cfg.Out, "privacy.json"))
-	}
 }

@@ -56,10 +56,13 @@ Usage:
                              check a run's log: every signature and chain, the
                              checkpoints and receipts; exit 0 only when intact
   asyrevel predict --models DIR --data PATH --out predictions.csv
-                             score a file with a run's saved models (docs/serving.md)
+                             score a file with a run's saved models (docs/serving.md);
+                             --inputs LABELS.csv,P1.csv,... --key COLUMN scores new rows
+                             from the organisations' own files (docs/journey.md)
   asyrevel serve --models DIR --data PATH --listen ADDR
                              the models as an HTTP service; party --serve for a party
   asyrevel help [COMMAND]    this text, or a command's flags
+  asyrevel --version         the release, commit and Go version of this binary
 
 Examples:
   asyrevel train --data synthetic --parties 8 --duration 30s --out out/
@@ -93,6 +96,7 @@ var commands = []command{
 		subs: []string{"public", "roster", "server-config"}},
 	{name: "predict", run: cmdPredict},
 	{name: "serve", run: cmdServe},
+	{name: "version", run: cmdVersion},
 	{name: "experiment", run: cmdExperiment, subs: []string{"reference", "firstorder", "central", "throughput", "tta", "nn", "adversary", "faults", "soak", "serve", "align"}},
 }
 
@@ -104,6 +108,14 @@ func (e signalError) Error() string { return e.sig.String() + " signal received"
 // pauser, when set (train), pauses the run on the first signal instead
 // of cancelling it (run.Config.Pause).
 var pauser atomic.Pointer[func()]
+
+// stopWords, when set, says what the command does when a signal stops it
+// (serve, broker: there is no run to write); else a run's words.
+var stopWords atomic.Pointer[string]
+
+const runStopWords = "stopping; writing what the run has so far (again to quit at once)"
+
+func ptr[T any](v T) *T { return &v }
 
 // exitCode is the shell's code for a process ended by the signal.
 func (e signalError) exitCode() int {
@@ -128,11 +140,16 @@ func main() {
 			(*p)()
 			sig = <-sigs
 		}
-		fmt.Fprintf(os.Stderr, "asyrevel: %v: stopping; writing what the run has so far (again to quit at once)\n", sig)
+		words := runStopWords
+		if w := stopWords.Load(); w != nil {
+			words = *w
+		}
+		fmt.Fprintf(os.Stderr, "asyrevel: %v: %s\n", sig, words)
 		cancel(signalError{sig})
 		sig = <-sigs
 		os.Exit(signalError{sig}.exitCode())
 	}()
+	progName = os.Args[0]
 	os.Exit(profiled(func() int { return execute(ctx, os.Args[1:], os.Stdout, os.Stderr) }))
 }
 
@@ -169,6 +186,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	cmd, rest := args[0], args[1:]
 	switch cmd {
+	case "--version", "-version":
+		cmd = "version"
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && rest[0] != "help" {
 			return execute(ctx, append(rest, "-h"), stdout, stderr)
@@ -187,6 +206,11 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: unknown command %q%s; 'asyrevel help' lists the commands\n", cmd, didYouMean(cmd, commandNames()))
 		return 2
 	}
+	goOn := "the same command with --resume (and its --run) goes on"
+	var hint resumeHint
+	if errors.As(err, &hint) {
+		goOn = "go on with:\n  " + hint.command
+	}
 	switch {
 	case err == nil:
 		return 0
@@ -201,21 +225,27 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// The run stopped itself: not a success, and the way on is a
 		// resume once the broker's disk has room again.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; the summary shows the part that ran. "+
-			"Once the store can be written again (free space, or --max-store within the free space), the same command with --resume (and its --run) goes on from the last checkpoint\n", err)
+			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, goOn)
 		return 1
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
 			"the summary shows the part that ran. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
-			"then the same command with --resume (and its --run) goes on\n", err)
+			"then %s\n", err, goOn)
 		return 1
 	case errors.Is(err, aggregator.ErrPaused):
-		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; the summary shows the part that ran; --resume goes on\n")
+		if hint.command == "" {
+			goOn = "--resume goes on"
+		}
+		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; the summary shows the part that ran; %s\n", goOn)
 		return 0
 	case errors.Is(err, run.ErrInterrupted):
 		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
 		// and the summary written, so the exit status is 0.
-		fmt.Fprintf(stderr, "asyrevel: %v: the summary shows the part that ran; with checkpoints, --resume goes on\n", err)
+		if hint.command == "" {
+			goOn = "with checkpoints, --resume goes on"
+		}
+		fmt.Fprintf(stderr, "asyrevel: %v: the summary shows the part that ran; %s\n", err, goOn)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)

@@ -129,7 +129,7 @@ func TestDefenseFlags(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=1500,d=16,test=300", "--parties", "3", "--batch", "16",
 		"--steps", "300", "--reply", "mean", "--min-batch", "16", "--clip", "0.01", "--noise-multiplier", "2",
 		"--dp-auc", "0.7", "--aggregator-batches", "--adversary", "2:active", "--out", out, "--log", "error")
-	if code != 0 || !strings.Contains(stdout, "label privacy: epsilon") {
+	if code != 0 || !regexp.MustCompile(`label privacy.*: no party infers any label above AUC 0\.\d+ .*epsilon`).MatchString(stdout) {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
 	}
 	var s struct {
@@ -193,7 +193,7 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 				args = append(args, "--adversary", "3:active")
 			}
 			code, stdout, stderr := runCLI(t, args...)
-			if code != 0 || !strings.Contains(stdout, "privacy: --privacy auc=0.6,profile=budget, binary") {
+			if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6,profile=budget, binary profile)") {
 				t.Fatalf("train: exit %d: %s %s", code, stdout, stderr)
 			}
 			var pj struct {
@@ -269,7 +269,7 @@ func TestDefaultPrivacySoftmax(t *testing.T) {
 		if pj.Bound.AUC <= c.bound[0] || pj.Bound.AUC > c.bound[1] {
 			t.Errorf("%v: bound %g, want it in (%g, %g]", c.args, pj.Bound.AUC, c.bound[0], c.bound[1])
 		}
-		if c.args == nil && (!pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" || !strings.Contains(stdout, "privacy: --privacy auc=0.6 (the default), label-free")) {
+		if c.args == nil && (!pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" || !strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default, label-free profile): no message")) {
 			t.Errorf("default: choice %+v; %s", pj.Privacy, stdout)
 		}
 		t.Logf("%v: bound %g, %s", c.args, pj.Bound.AUC, pj.Privacy.Profile)

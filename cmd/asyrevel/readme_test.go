@@ -341,6 +341,7 @@ func TestReadmeTour(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
 	must(t, os.Symlink(bin, filepath.Join(dir, "bin", "asyrevel")))
 	writeTourCSV(t, filepath.Join(dir, "mydata.csv"))
+	writeJourneyFiles(t, dir) // the organisations' files of the journey's block
 	_, file, _, _ := runtime.Caller(0)
 	shared := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data")
 	haveData := map[string]bool{}
@@ -360,6 +361,7 @@ func TestReadmeTour(t *testing.T) {
 		{regexp.MustCompile(`--epochs [0-9.]+`), "--epochs 1"},
 		{regexp.MustCompile(`--duration [0-9a-z.]+`), "--duration 2s"},
 		{regexp.MustCompile(`\b4222\b`), strconv.Itoa(port)},
+		{regexp.MustCompile(`\b8080\b`), strconv.Itoa(freePort(t))},
 		{regexp.MustCompile(`(?m)^make build$`), ": make build"},
 	}
 	ran := 0
@@ -403,7 +405,7 @@ func TestReadmeTour(t *testing.T) {
 	if ran < 3 {
 		t.Fatalf("only %d blocks of the tour ran", ran)
 	}
-	want := []string{"out/tour/summary.json", "out/tour-replay/summary.json", "out/mine/summary.json"}
+	want := []string{"out/tour/summary.json", "out/tour-replay/summary.json", "out/mine/summary.json", "out/churn/summary.json", "heldout.csv", "new.csv"}
 	if haveData["a9a"] {
 		want = append(want, "out/a9a/summary.json", "out/demo/summary.json")
 	}

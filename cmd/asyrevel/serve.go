@@ -29,10 +29,11 @@ type scoreFlags struct {
 	logJSON                   bool
 }
 
-func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what string) {
+func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what, split string) {
 	fs.StringVar(&f.models, "models", "", "`DIR` of the run's model files (train --out DIR writes DIR/models)")
 	fs.StringVar(&f.data, "data", "", what)
-	fs.StringVar(&f.split, "split", serve.DefaultSplit, "the split of a split folder to read (train or test)")
+	fs.StringVar(&f.split, "split", split, "the sets of a split folder to read: test, train, or all (default: "+map[string]string{
+		serve.SplitAuto: "the test set if the\nfolder has one, else its training set)", serve.SplitAll: "all of them)"}[split])
 	fs.StringVar(&f.keys, "keys", "", "`DIR` of the run's keys (roster.json, *.nk): messages signed and verified, the model\nfiles checked against the roster (default MODELS/../keys when it has a roster)")
 	fs.StringVar(&f.net.NATS, "nats", "", "URL of the broker (default: an embedded one on loopback)")
 	fs.StringVar(&f.net.Bus, "bus", "jetstream", "jetstream, or memory (in-process, no broker)")
@@ -44,16 +45,22 @@ func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what string) {
 }
 
 func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("predict", "asyrevel predict --models DIR --data PATH --out predictions.csv [flags]\n\n"+
+	fs := newFlagSet("predict", "asyrevel predict --models DIR --data PATH --out predictions.csv [flags]\n"+
+		"       asyrevel predict --models DIR --inputs LABELS.csv,P1.csv,... --key COLUMN --out predictions.csv\n\n"+
 		"Scores every row of PATH with a run's saved models: each party computes its outputs\n"+
 		"for the rows' ids, the aggregator combines them. predictions.csv has one row per\n"+
-		"input row, in order: id, label (predicted, in the data's label values) and one\n"+
-		"probability column per class. With labels, accuracy, AUC and log loss are printed\n"+
-		"and written next to it (.metrics.json). Every participant runs in this process,\n"+
-		"as train runs them, unless --separate: the aggregator alone, the parties are\n"+
-		"asyrevel party --serve processes on --nats.", stderr)
+		"input row, in the input's order: id (for an alignment, the label holder's key as its\n"+
+		"file writes it), label (the true label, when the data has one), predicted (in the\n"+
+		"data's label values) and one probability column per class. With labels, accuracy,\n"+
+		"AUC and log loss are printed and written next to it (.metrics.json). Of a split\n"+
+		"folder, the test set is scored (--split). --inputs scores new rows from the\n"+
+		"organisations' own files, joined on their keys as asyrevel align matches them\n"+
+		"(docs/journey.md). Every participant runs in this process, as train runs them,\n"+
+		"unless --separate: the aggregator alone, the parties are asyrevel party --serve\n"+
+		"processes on --nats.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "the `PATH` to score: a file in the training set's format, or a split folder")
+	addScoreFlags(fs, &f, "the `PATH` to score: a file in the training set's format, or a split folder", serve.SplitAuto)
+	in := addInputFlags(fs)
 	out := fs.String("out", "predictions.csv", "where the predictions go")
 	metrics := fs.String("metrics", "", "where the metrics go as JSON (default: OUT with .metrics.json for .csv)")
 	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
@@ -64,17 +71,24 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
-	if f.models == "" || f.data == "" {
-		return fmt.Errorf("%w: predict needs --models DIR and --data PATH", errUsage)
+	inputs, err := in.inputs(fs, f.data)
+	if err != nil {
+		return err
+	}
+	if f.models == "" || f.data == "" && inputs == nil {
+		return fmt.Errorf("%w: predict needs --models DIR and --data PATH (or --inputs FILES --key COLUMN)", errUsage)
 	}
 	log, err := f.logger(stderr)
 	if err != nil {
 		return err
 	}
 	f.net.Log = log
+	if sets := serve.SplitsOf(f.data, f.split); sets != "" && !*separate {
+		fmt.Fprintf(stderr, "scoring the %s set of %s (--split)\n", sets, f.data)
+	}
 	last := time.Now()
 	m, err := serve.Predict(ctx, serve.PredictConfig{
-		Models: f.models, Data: f.data, Split: f.split, Out: *out, Metrics: *metrics, Keys: f.keys, Net: f.net,
+		Models: f.models, Data: f.data, Inputs: inputs, Split: f.split, Out: *out, Metrics: *metrics, Keys: f.keys, Net: f.net,
 		Separate: *separate, Wait: *wait, Chunk: *chunk, Window: *window, Timeout: f.timeout, Log: log,
 		Progress: func(done, total int) {
 			if time.Since(last) > 2*time.Second || done == total {
@@ -86,6 +100,9 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if m.Inputs != nil {
+		inputsReport(stdout, inputs, m.Inputs)
+	}
 	fmt.Fprintf(stdout, "%d rows scored in %.3f s (%.0f predictions/s, %s, %d parties)\n", m.Rows, m.Seconds, m.PerSecond, m.Bus, m.Parties)
 	if m.Labelled {
 		fmt.Fprintf(stdout, "accuracy %.6f, AUC %.6f, log loss %.6f\n", m.Accuracy, m.AUC, m.LogLoss)
@@ -96,6 +113,63 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "metrics: %s\n", *metrics)
 	return nil
+}
+
+// inputFlags are predict's and serve's --inputs: the organisations' own
+// files, read and joined on their keys as asyrevel align read them.
+type inputFlags struct {
+	paths string
+	align alignFlags
+}
+
+func addInputFlags(fs *flag.FlagSet) *inputFlags {
+	in := &inputFlags{}
+	fs.StringVar(&in.paths, "inputs", "", "instead of --data: the organisations' own `FILES` (comma-separated), the label holder's\nfirst, then party 1, 2, ...: joined on their keys (--key) as asyrevel align matches\nthem, each party's columns read by the names it was trained on; rows are reported\nby the label holder's keys as written, in its file's order (docs/journey.md)")
+	addAlignFlags(fs, &in.align)
+	fs.StringVar(&in.align.label, "label", "label", "with --inputs: the label holder's label `COLUMN`, if its file has one (then the\nmetrics are computed)")
+	return in
+}
+
+// inputs is the --inputs of the command line, nil without it.
+func (in *inputFlags) inputs(fs *flag.FlagSet, data string) (*serve.Inputs, error) {
+	if in.paths == "" {
+		for _, name := range []string{"key", "label", "format", "dedupe", "keep-space", "keep-case", "strip-zeros", "missing", "na", "drop", "categorical"} {
+			if flagGiven(fs, name) {
+				return nil, fmt.Errorf("%w: --%s goes with --inputs (the organisations' own files)", errUsage, name)
+			}
+		}
+		return nil, nil
+	}
+	if data != "" {
+		return nil, fmt.Errorf("%w: give --data or --inputs, not both", errUsage)
+	}
+	if in.align.key == "" {
+		return nil, fmt.Errorf("%w: --inputs needs --key (the key column, as asyrevel align was given it)", errUsage)
+	}
+	opts, err := in.align.options(in.align.label)
+	if err != nil {
+		return nil, err
+	}
+	return &serve.Inputs{Paths: splitList(in.paths), Options: opts}, nil
+}
+
+// inputsReport says what --inputs read and joined.
+func inputsReport(w io.Writer, in *serve.Inputs, r *serve.InputsReport) {
+	for i, p := range in.Paths {
+		if s := r.Missing[i].String(); s != "" {
+			fmt.Fprintf(w, "%s: %s\n", p, s)
+		}
+	}
+	holder := ""
+	if r.HolderRun > 0 {
+		holder = fmt.Sprintf("; the label holder's own columns are party %d's", r.HolderRun)
+	}
+	fmt.Fprintf(w, "joined %s (rows %v): %d of the label holder's %d rows are held by every organisation%s\n",
+		strings.Join(in.Paths, ","), r.Rows, r.Scored, r.Rows[0], holder)
+	if n := r.Rows[0] - r.Scored; n > 0 {
+		fmt.Fprintf(w, "not scored: %d rows of %s that a party lacks (%s%s)\n", n, in.Paths[0], strings.Join(r.Unscored, ", "),
+			map[bool]string{true: ", ...", false: ""}[n > len(r.Unscored)])
+	}
 }
 
 // logger is the flags' logger.
@@ -115,7 +189,7 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"requests (asyrevel predict --separate, asyrevel serve --separate) with its model's\n"+
 		"outputs until interrupted.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder")
+	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder", serve.SplitAll)
 	fs.Bool("serve", true, "serving mode (this command)")
 	id := fs.Int("id", 0, "this party's id")
 	key := fs.String("key", "", "this party's key `FILE` (asyrevel keys): answers signed")
@@ -136,7 +210,7 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	keys, err := partyKeys(f.keys, *key, *roster, *id)
+	keys, err := partyKeys(f.keys, *key, *roster, *id, f.models)
 	if err != nil {
 		return err
 	}
@@ -178,13 +252,18 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 // partyKeys reads a party's key and the roster: from a keys folder, or
-// from --key and --roster.
-func partyKeys(dir, key, roster string, m int) (*serve.Keys, error) {
+// from --key and --roster; with neither, from MODELS/../keys when it has a
+// roster, as predict and serve find them (train --out writes it there).
+func partyKeys(dir, key, roster string, m int, models string) (*serve.Keys, error) {
 	if dir != "" {
 		return serve.LoadKeys(dir)
 	}
 	if key == "" && roster == "" {
-		return nil, nil
+		dir = filepath.Join(filepath.Dir(filepath.Clean(models)), "keys")
+		if _, err := os.Stat(filepath.Join(dir, "roster.json")); err != nil {
+			return nil, nil
+		}
+		return serve.LoadKeys(dir)
 	}
 	if key == "" || roster == "" {
 		return nil, fmt.Errorf("%w: --key and --roster go together", errUsage)
@@ -218,7 +297,8 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"the parties run asyrevel party --serve on --nats. An id a party lacks is a 404 naming\n"+
 		"the organisation, a party down a 503 after --timeout, a bad request a 400.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)")
+	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)", serve.SplitAll)
+	in := addInputFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")
 	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
 	wait := fs.Duration("wait", 30*time.Second, "--separate: how long to wait for the parties at start")
@@ -228,21 +308,28 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return usageErr(err)
 	}
-	if f.models == "" || f.data == "" {
-		return fmt.Errorf("%w: serve needs --models DIR and --data PATH", errUsage)
+	inputs, err := in.inputs(fs, f.data)
+	if err != nil {
+		return err
+	}
+	if f.models == "" || f.data == "" && inputs == nil {
+		return fmt.Errorf("%w: serve needs --models DIR and --data PATH (or --inputs FILES --key COLUMN)", errUsage)
 	}
 	log, err := f.logger(stderr)
 	if err != nil {
 		return err
 	}
 	f.net.Log = log
-	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Keys: f.keys, Net: f.net,
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: f.models, Data: f.data, Split: f.split, Inputs: inputs, Keys: f.keys, Net: f.net,
 		Separate: *separate, Wait: *wait, Timeout: f.timeout, Log: log})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Log: log})
+	if d.Inputs != nil {
+		inputsReport(stdout, inputs, d.Inputs)
+	}
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, MaxIDs: *maxIDs, Probe: d.IDs[0], Resolve: d.Resolve, Log: log})
 	if *metrics != "" {
 		ms, err := observe.Listen(*metrics, svc.MetricsHandler())
 		if err != nil {
@@ -255,10 +342,16 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	stopWords.Store(ptr("stopping: answering the requests in flight, then closing the service; nothing is written (again to quit at once)"))
+	defer stopWords.Store(nil)
 	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s) on http://%s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties, len(d.IDs), d.Net.Name, ln.Addr())
+	by := ""
+	if d.Resolve != nil {
+		by = "; ids as the organisations write them, normalised as the alignment did"
+	}
+	fmt.Fprintf(stdout, "serving run %s (%d parties, %d ids, %s%s) on http://%s\n", d.Set.Aggregator.Run, d.Set.Aggregator.Parties, len(d.IDs), d.Net.Name, by, ln.Addr())
 	log.Info().Str("listen", ln.Addr().String()).Int("ids", len(d.IDs)).Msg("serving")
 	select {
 	case err := <-errc:

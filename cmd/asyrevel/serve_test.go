@@ -73,7 +73,7 @@ func TestTrainThenPredictA9A(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
-	if len(lines) != 16282 || lines[0] != "id,label,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[16281], "16280,") {
+	if len(lines) != 16282 || lines[0] != "id,label,predicted,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[16281], "16280,") {
 		t.Errorf("predictions.csv: %d lines, header %q, first %q, last %q", len(lines), lines[0], lines[1], lines[len(lines)-1])
 	}
 	if !strings.Contains(stdout, "accuracy ") {

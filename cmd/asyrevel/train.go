@@ -54,6 +54,12 @@ type trainFlags struct {
 	scale     string
 	logLevel  string
 	logJSON   bool
+	verbose   bool
+	// missing counts what the missing-value policy did to the CSV files
+	// read (dataset.CSVOptions.Report).
+	missing dataset.MissingCount
+	// resumed says which run --resume took when --run was left out.
+	resumed string
 }
 
 func newTrainFlags(fs *flag.FlagSet, r role) *trainFlags {
@@ -256,6 +262,9 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 			fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
 		}},
+		{roleRun, func(fs *flag.FlagSet) {
+			fs.BoolVar(&f.verbose, "verbose", false, "say more: the debug log (unless --log says otherwise) and, at the end, every\nsetting the privacy switch made (summary.json and privacy.json hold them)")
+		}},
 	}
 }
 
@@ -263,31 +272,35 @@ func trainFlagTable(f *trainFlags) []flagDef {
 func addCSVFlags(fs *flag.FlagSet, o *dataset.CSVOptions) {
 	fs.StringVar(&o.Label, "label", "", "CSV: the label column, by `NAME` or 0-based position (default: the column named\nlabel, class, target or y; asyrevel never guesses another)")
 	fs.StringVar(&o.ID, "id-column", "", "CSV: the column of sample ids, by `NAME` or position (default: one named id, or an\nunnamed first column; - for none)")
+	fs.IntVar(&o.SkipRows, "skip-rows", 0, "CSV: lines before the header to skip")
+	addCellFlags(fs, &o.Missing, &o.NA, &o.Drop, &o.Categorical)
+}
+
+// addCellFlags registers the flags that say how a CSV file's cells are
+// read, in the same words on every command that reads one (data inspect,
+// data split, train, aggregator, party, align): --missing, --na, --drop,
+// --categorical. The missing-value policy starts as error: a file with a
+// missing cell is refused until told.
+func addCellFlags(fs *flag.FlagSet, missing *dataset.MissingPolicy, na, drop, categorical *[]string) {
 	fs.Func("categorical", "CSV: `COLUMNS` (comma-separated names or positions) to one-hot encode", func(v string) error {
-		o.Categorical = append(o.Categorical, splitList(v)...)
+		*categorical = append(*categorical, splitList(v)...)
 		return nil
 	})
 	fs.Func("drop", "CSV: `COLUMNS` (comma-separated names or positions) to leave out", func(v string) error {
-		o.Drop = append(o.Drop, splitList(v)...)
+		*drop = append(*drop, splitList(v)...)
 		return nil
 	})
-	fs.IntVar(&o.SkipRows, "skip-rows", 0, "CSV: lines before the header to skip")
-	o.Missing = dataset.MissingError
+	*missing = dataset.MissingError
 	fs.Func("missing", "CSV: what to do with a missing cell (empty, or one of --na): `HOW` is error (the\ndefault: refuse the file, naming the line and column), zero (read it as 0; a\ncategorical cell as no category) or drop (leave its row out)", func(v string) error {
-		switch v {
-		case "error":
-			o.Missing = dataset.MissingError
-		case "zero":
-			o.Missing = dataset.MissingZero
-		case "drop":
-			o.Missing = dataset.MissingDrop
-		default:
+		p, err := dataset.ParseMissing(v)
+		if err != nil {
 			return fmt.Errorf("want error, zero or drop")
 		}
+		*missing = p
 		return nil
 	})
 	fs.Func("na", "CSV: the cell `VALUES` (comma-separated) that mean missing (default: an empty cell and NA)", func(v string) error {
-		o.NA = append(o.NA, splitList(v)...)
+		*na = append(*na, splitList(v)...)
 		return nil
 	})
 }
@@ -398,11 +411,15 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		return fmt.Errorf("%w: --scale: %v", errUsage, err)
 	}
 	c.Scale = scale
+	if f.verbose && !flagGiven(fs, "log") {
+		f.logLevel = "debug"
+	}
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
 	}
 	c.Log = newLogger(stderr, lvl, f.logJSON)
+	c.CSV.Report = &f.missing
 	if spec, ok := strings.CutPrefix(c.Data, "synthetic"); ok && (spec == "" || spec[0] == ':') {
 		sc, err := parseSynthetic(strings.TrimPrefix(spec, ":"), f.seed)
 		if err != nil {
@@ -445,7 +462,13 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		return fmt.Errorf("%w: %w", errUsage, run.ErrResumeTrust)
 	}
 	if c.Resume && !flagGiven(fs, "run") {
-		return fmt.Errorf("%w: --resume needs the --run of the run to go on with", errUsage)
+		last, saved, err := lastRun(c.CheckpointDir)
+		if err != nil {
+			return fmt.Errorf("%w: --resume without --run goes on with the last run of --out (its checkpoints): %v; give --run R", errUsage, err)
+		}
+		c.Run = last
+		f.resumed = fmt.Sprintf("--resume without --run: going on with run %s, the last one in %s (saved %s)", last, c.CheckpointDir, saved.Local().Format("2006-01-02 15:04:05"))
+		fmt.Fprintln(stderr, f.resumed)
 	}
 	if c.Resume && f.role == roleTrain && c.NATS == "" && c.Out == "" && c.StoreDir == "" {
 		return fmt.Errorf("%w: train --resume needs the run's stream: the --out (or --store) of the first start", errUsage)
@@ -461,7 +484,65 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if err := c.Prepare(); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
+	if f.role&roleRun != 0 && !flagGiven(fs, "parties") && !c.Resume {
+		why := "the default; --parties Q for another"
+		switch {
+		case c.Algo == "nonf":
+			why = "nonf holds every feature at one party"
+		case c.Synthetic == nil && dataset.IsSplit(c.Data):
+			why = "the split folder's manifest: it was split for them"
+		}
+		c.Log.Info().Msgf("%d parties (%s)", c.Parties, why)
+	}
+	if f.role&roleRun != 0 {
+		// What the missing-value policy did, once the data are read (the
+		// first evaluation comes after).
+		next, said := c.OnPoint, false
+		c.OnPoint = func(p aggregator.Point) {
+			if !said {
+				said = true
+				if w := f.missing.String(); w != "" {
+					c.Log.Info().Msg("data: " + w)
+				}
+			}
+			if next != nil {
+				next(p)
+			}
+		}
+	}
 	return nil
+}
+
+// lastRun is the run whose checkpoints in dir were saved last: the run
+// train --resume goes on with when no --run is given.
+func lastRun(dir string) (string, time.Time, error) {
+	if dir == "" {
+		return "", time.Time{}, errors.New("no checkpoint folder (--out or --checkpoint-dir)")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var best string
+	var at time.Time
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, fe := range files {
+			if info, err := fe.Info(); err == nil && info.ModTime().After(at) {
+				best, at = e.Name(), info.ModTime()
+			}
+		}
+	}
+	if best == "" {
+		return "", time.Time{}, fmt.Errorf("%s holds no run's checkpoints", dir)
+	}
+	return best, at, nil
 }
 
 // needBudget checks that a run that decides when to stop was told when:
@@ -563,9 +644,69 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer pauser.Store(nil)
 	s, err := run.Train(ctx, f.cfg)
 	if s != nil {
-		report(stdout, &f.cfg, s)
+		report(stdout, &f.cfg, s, f.verbose)
 	}
-	return err
+	return withResume(err, "train", args, &f.cfg, s)
+}
+
+// progName is how the user ran asyrevel (main sets it from os.Args[0]),
+// for the commands it prints.
+var progName = "asyrevel"
+
+// resumeHint is a run's end that --resume goes on from, with the exact
+// command that does it.
+type resumeHint struct {
+	err     error
+	command string
+}
+
+func (h resumeHint) Error() string { return h.err.Error() }
+func (h resumeHint) Unwrap() error { return h.err }
+
+// withResume gives an interrupted or paused run's error the command that
+// goes on with it: the same command line with --resume and the run's id.
+func withResume(err error, cmd string, args []string, cfg *run.Config, s *run.Summary) error {
+	if !errors.Is(err, run.ErrInterrupted) || cfg.CheckpointDir == "" {
+		return err
+	}
+	id := cfg.Run
+	if s != nil && s.Run != "" {
+		id = s.Run
+	}
+	return resumeHint{err: err, command: resumeCommand(cmd, args, id)}
+}
+
+// resumeCommand is cmd args with --resume and --run id (an earlier --resume
+// or --run dropped), quoted for a POSIX shell.
+func resumeCommand(cmd string, args []string, id string) string {
+	words := []string{progName, cmd}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name := strings.TrimLeft(a, "-")
+		if strings.HasPrefix(a, "-") {
+			switch {
+			case name == "resume" || strings.HasPrefix(name, "resume="):
+				continue
+			case name == "run":
+				i++ // and its value
+				continue
+			case strings.HasPrefix(name, "run="):
+				continue
+			}
+		}
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(append(words, "--resume", "--run", shellQuote(id)), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@%+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // heapAtEnd writes a heap profile into path at the final evaluation,
@@ -624,13 +765,18 @@ func usageErr(err error) error {
 	return fmt.Errorf("%w: %w: %v", errUsage, errUsageShown, err)
 }
 
-// report prints the outcome of a run for people.
-func report(w io.Writer, cfg *run.Config, s *run.Summary) {
+// report prints the outcome of a run for people; verbose adds every
+// setting the privacy switch made.
+func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 	acc := "no test set"
 	if !math.IsNaN(s.TestAccuracy) {
 		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
 		if s.EarlyStop != nil && s.EarlyStop.HeldOut > 0 {
 			acc = fmt.Sprintf("held-out accuracy %.2f%% (%d training rows kept aside, --holdout)", 100*s.TestAccuracy, s.EarlyStop.HeldOut)
+		}
+		if n := len(s.Curve); s.Interrupted != "" && n > 0 && s.Curve[n-1].Steps < s.Steps {
+			// The figure is the last evaluation's, from before the stop.
+			acc += fmt.Sprintf(" at its last evaluation, after %d of the %d steps", s.Curve[n-1].Steps, s.Steps)
 		}
 	}
 	if s.Steps == 0 && s.Resumed == nil && s.LabelFree == nil {
@@ -694,16 +840,91 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary) {
 	if s.Store != "" {
 		fmt.Fprintf(w, "store: %s, %s (the audit log; asyrevel store list|rm)\n", s.Store, run.MB(s.StoreBytes))
 	}
-	if s.Privacy != nil {
-		fmt.Fprintf(w, "privacy: %s\n", s.Privacy)
+	if line := privacyBoundLine(s); line != "" {
+		fmt.Fprintln(w, line)
 	}
-	reportLeakage(w, cfg, s)
+	if line := leakageLine(s); line != "" {
+		fmt.Fprintln(w, line)
+	}
+	if verbose && s.Privacy != nil && cfg.Log.GetLevel() > zerolog.DebugLevel {
+		// (The debug log has said it at the start.)
+		fmt.Fprintf(w, "privacy settings: %s\n", s.Privacy)
+	}
 	switch {
 	case cfg.Out != "" && s.OutputsErr != "":
 		fmt.Fprintf(w, "outputs: not written to %s (%s): the figures above are all there is\n", cfg.Out, s.OutputsErr)
 	case cfg.Out != "":
 		fmt.Fprintf(w, "plot: %s\nsummary: %s\n", filepath.Join(cfg.Out, "curve.png"), filepath.Join(cfg.Out, "summary.json"))
+		if s.Leakage != nil {
+			fmt.Fprintf(w, "privacy: %s (the bound, the attacks and the settings the privacy switch made)\n", filepath.Join(cfg.Out, "privacy.json"))
+		}
 	}
+}
+
+// privacyBoundLine is the run's bound on what its traffic reveals of the
+// labels, in one line: the switch that chose it and the bound.
+func privacyBoundLine(s *run.Summary) string {
+	if s.Privacy == nil && s.Defense == nil {
+		return ""
+	}
+	who := ""
+	if c := s.Privacy; c != nil {
+		who = "--privacy " + c.Switch
+		if c.Default {
+			who += ", the default"
+		}
+		if c.Profile != "" && c.Profile != "off" {
+			who += ", " + c.Profile + " profile"
+		}
+		who = " (" + who + ")"
+	}
+	b := s.Bound()
+	if s.LabelFree != nil {
+		return fmt.Sprintf("label privacy%s: no message a party receives depends on a label: every label's inference AUC is 0.5, chance, for one party or all of them; no budget spent", who)
+	}
+	if b.AUC >= 1 || s.Defense == nil || s.Defense.Accounting == nil {
+		return fmt.Sprintf("label privacy%s: no bound: a party's replies may reveal every label it asks about", who)
+	}
+	a := s.Defense.Accounting
+	if a.Delta == 0 {
+		return fmt.Sprintf("label privacy%s: randomised response on the labels, every label %.3g-DP: no one infers a label above AUC %.3f", who, a.Epsilon, b.AUC)
+	}
+	return fmt.Sprintf("label privacy%s: no party infers any label above AUC %.3f from what it receives (all parties colluding: %.3f); epsilon %.3g at delta %.0e for the worst label",
+		who, b.AUC, b.AUCAll, a.Epsilon, a.Delta)
+}
+
+// leakageLine is what the run measured of each party's view, in one line:
+// the strongest attack's result and what it means next to the bound. Above
+// a bound, the signal is the party's own columns: its model's outputs
+// predict the label, which no bound on what it receives covers
+// (docs/privacy.md).
+func leakageLine(s *run.Summary) string {
+	l := s.Leakage
+	if l == nil || !l.Scored || len(l.Parties) == 0 {
+		return ""
+	}
+	worst := l.Parties[0]
+	for _, p := range l.Parties {
+		if p.SignAUC > worst.SignAUC {
+			worst = p
+		}
+	}
+	if worst.SignAUC < 0 {
+		return fmt.Sprintf("leakage: measured on this run: no AUC: the labels party %d saw are all of one class", worst.Party)
+	}
+	found := fmt.Sprintf("party %d's sign attack matches %d labels at %.1f%% (AUC %.3f)", worst.Party, worst.Covered, 100*worst.SignAccuracy, worst.SignAUC)
+	if worst.LossAccuracy != nil {
+		found += fmt.Sprintf(", its loss attack %.1f%%", 100**worst.LossAccuracy)
+	}
+	b := s.Bound()
+	switch {
+	case b.AUC >= 1:
+		return fmt.Sprintf("leakage: measured on this run, %s from the replies it received: --privacy auc=0.6 bounds that", found)
+	case worst.SignAUC <= b.AUC:
+		return fmt.Sprintf("leakage: measured on this run, the strongest attack, %s: within the bound", found)
+	}
+	return fmt.Sprintf("leakage: measured on this run, %s: above the bound because it reads party %d's own columns, which predict the label; no label bound covers them (docs/privacy.md)",
+		found, worst.Party)
 }
 
 func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -722,9 +943,9 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	s, err := run.Aggregate(ctx, f.cfg)
 	if s != nil {
-		report(stdout, &f.cfg, s)
+		report(stdout, &f.cfg, s, f.verbose)
 	}
-	return err
+	return withResume(err, "aggregator", args, &f.cfg, s)
 }
 
 func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -749,11 +970,14 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stop := st.StopReason
 	switch {
 	case errors.Is(err, run.ErrInterrupted):
-		stop = "interrupted; the checkpoint is saved: go on with --resume"
+		stop = "interrupted; the checkpoint is saved: go on with " + resumeCommand("party", args, f.cfg.Run)
 	case err != nil:
 		stop = "failed (" + err.Error() + "); with checkpoints, restart it with --resume"
 	}
 	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
+	if w := f.missing.String(); w != "" {
+		fmt.Fprintf(stdout, "party %d's data: %s\n", *id, w)
+	}
 	if st.Skipped+st.Recomputed > 0 {
 		from := ""
 		if st.RepliesFrom > 1 {

@@ -97,7 +97,7 @@ func TestReportWords(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var b bytes.Buffer
-		report(&b, new(run.Defaults()), tc.s())
+		report(&b, new(run.Defaults()), tc.s(), false)
 		for _, w := range tc.want {
 			if !strings.Contains(b.String(), w) {
 				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
