@@ -1546,6 +1546,12 @@ func (a *Aggregator) requestEval(final bool) {
 	if len(a.cfg.TestLabels) > 0 {
 		splits |= schemas.EvalTest
 	}
+	if splits == 0 {
+		// A label-free run without a test set: nothing to ask the
+		// parties (an evaluation of no split is refused by them).
+		a.score(&round{id: a.rounds, at: time.Since(a.start), final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)})
+		return
+	}
 	a.rounds++
 	a.roundsHere++
 	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
