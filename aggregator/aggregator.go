@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,10 @@ type Config struct {
 	// ScoreLeakage scores, as the run goes, what each party's view would
 	// reveal to the label-inference attacks (Result.Leakage).
 	ScoreLeakage bool
+	// LabelFree, if set, makes the run label-free (labelfree.go): the
+	// parties send codes and no request; the aggregator fits its head on
+	// them once they are in. Head must be a head over codes (model.Embed).
+	LabelFree *LabelFree
 
 	// The other algorithms of the pipeline (zero values: AsyREVEL); see
 	// sync.go and tig.go. The defenses (defense.go) apply to AsyREVEL.
@@ -173,6 +178,12 @@ type Point struct {
 	// last they sent, not fresh ones: the round stopped waiting for them
 	// (departed, or silent in evaluations while they train).
 	Stale []int
+	// A label-free run's points (LabelFree): the head's loss and accuracy
+	// on the held-out training rows and the epoch of its fit (NaN and 0
+	// in other runs).
+	HeldOutLoss     float64
+	HeldOutAccuracy float64
+	Epoch           int
 }
 
 // Result is what a finished run reports.
@@ -231,6 +242,8 @@ type Result struct {
 	// Checkpoints counts the signed checkpoints of the log published
 	// (with Config.Key).
 	Checkpoints uint64
+	// Fit is what a label-free run's head fit did (nil in other runs).
+	Fit *FitReport
 	// StopReason is why training stopped ("step budget reached",
 	// "duration reached", "target accuracy reached", "stop condition
 	// met"; "" for a run that did not reach its stop).
@@ -296,7 +309,8 @@ type Aggregator struct {
 	labels  []int32 // the labels the head trains on (randomised response may have changed some)
 	def     defense
 	leak    leakage
-	alt     alt // state of the other algorithms
+	alt     alt        // state of the other algorithms
+	lf      *labelFree // a label-free run's (LabelFree)
 
 	// called is, per party, the sequence number of the hello the
 	// aggregator last called (join.go); nonce is its call's nonce, and a
@@ -487,6 +501,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if err := a.initAlt(); err != nil {
 		return nil, err
 	}
+	if err := a.initLabelFree(); err != nil {
+		return nil, err
+	}
 	a.rep.Version = schemas.Version
 	a.rep.H = make([]float64, 0, cfg.MaxBatch)
 	a.rep.HBar = make([]float64, 0, cfg.MaxBatch)
@@ -661,7 +678,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			if a.phase == training && a.sealDue() {
 				a.seal(false)
 			}
-			if a.phase == training {
+			if a.phase == training && a.lf == nil {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
 					a.beginStop("duration reached")
@@ -992,6 +1009,9 @@ func (a *Aggregator) result() *Result {
 	r := a.res
 	r.StopReason = a.stopReason
 	r.Params = append([]float64(nil), a.evalHead()...)
+	if a.lf != nil && a.lf.params != nil {
+		r.Params = slices.Clone(a.lf.params)
+	}
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
 	r.Leakage.Defense = &r.Defense
@@ -1317,6 +1337,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.out.Validate(a.limits(m)); err != nil {
 		return err
 	}
+	if a.lf != nil {
+		return errNoRequests
+	}
 	// A request applied before the resume: read again from the stream,
 	// or sent again after the stream lost it (the reply held for it
 	// follows it now, in any phase).
@@ -1451,6 +1474,9 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if err := ev.Validate(a.limits(m)); err != nil {
 		return err
 	}
+	if err := a.checkCodes(ev.C); err != nil {
+		return err
+	}
 	a.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
@@ -1549,8 +1575,17 @@ func (a *Aggregator) requestEval(final bool) {
 	// Every round scores the current models on the whole training set (the
 	// table's outputs are stale and would overstate the loss) and the test set.
 	splits := schemas.EvalTrain
+	if a.lf != nil {
+		splits = 0 // a label-free party's training codes are the table's
+	}
 	if len(a.cfg.TestLabels) > 0 {
 		splits |= schemas.EvalTest
+	}
+	if splits == 0 {
+		// A label-free run without a test set: nothing to ask the
+		// parties (an evaluation of no split is refused by them).
+		a.score(&round{id: a.rounds, at: time.Since(a.start), final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)})
+		return
 	}
 	a.rounds++
 	a.roundsHere++
@@ -1632,6 +1667,9 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 
 func (a *Aggregator) score(r *round) {
 	a.cur = nil
+	if a.lf != nil && a.scoreLabelFree(r) {
+		return
+	}
 	if !r.final && !r.without {
 		a.evalCost = time.Since(r.requested)
 		a.evalDone++
@@ -1653,14 +1691,16 @@ func (a *Aggregator) score(r *round) {
 		a.res.StaleEvals[m]++
 	}
 	pt := Point{
-		Seconds:      r.at.Seconds(),
-		Steps:        r.steps,
-		TrainLoss:    math.NaN(),
-		TestAccuracy: math.NaN(),
-		TestLoss:     math.NaN(),
-		MaxStaleness: a.res.MaxStaleness,
-		Final:        r.final,
-		Stale:        stale,
+		Seconds:         r.at.Seconds(),
+		Steps:           r.steps,
+		TrainLoss:       math.NaN(),
+		TestAccuracy:    math.NaN(),
+		TestLoss:        math.NaN(),
+		HeldOutLoss:     math.NaN(),
+		HeldOutAccuracy: math.NaN(),
+		MaxStaleness:    a.res.MaxStaleness,
+		Final:           r.final,
+		Stale:           stale,
 	}
 	if r.splits&schemas.EvalTrain != 0 {
 		pt.TrainLoss = a.meanLoss(a.evalC[0], a.cfg.Labels)

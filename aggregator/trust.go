@@ -27,6 +27,7 @@ type aggTrust struct {
 
 	checkpoints uint64    // checkpoints published
 	lastSeal    time.Time // when the last one was
+	sealedFinal bool      // the final checkpoint is published
 }
 
 // initTrust sets up the trust layer from cfg.Key and cfg.Roster.
@@ -124,9 +125,10 @@ const DefaultSealEvery = 5 * time.Second
 // countersign it and keep the receipts; final marks the run's last one.
 func (a *Aggregator) seal(final bool) {
 	t := a.tr
-	if t == nil {
-		return
+	if t == nil || t.sealedFinal {
+		return // a final checkpoint covers the log: nothing comes after it
 	}
+	t.sealedFinal = final
 	t.lastSeal = time.Now()
 	entries := append(t.out.Entries(), t.ver.Entries()...)
 	c, err := trust.NewCheckpoint(a.cfg.Run, t.checkpoints+1, final, t.lastSeal, 0, entries)

@@ -32,6 +32,13 @@ type Local interface {
 	Forward(w []float64, x *dataset.Matrix, rows []uint32, out []float64)
 }
 
+// Fitter is a Local that is fitted to its party's own rows before the
+// run, without labels (Codebook): its parameters then stay as they are.
+type Fitter interface {
+	Local
+	Fit(w []float64, x *dataset.Matrix, rng *rand.Rand) error
+}
+
 // WhiteBox is a Local that also gives gradients (for first-order baselines
 // such as TIG). A model that cannot is a black box and the first-order
 // algorithms refuse it with ErrNoGradient.

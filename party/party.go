@@ -122,6 +122,12 @@ type Config struct {
 	// wait is reported in the log (default DefaultNotice).
 	JoinWait, Wait, Notice time.Duration
 
+	// LabelFree makes the party a label-free run's (the privacy switch's
+	// label-free profile): its model is fitted to its own rows without a
+	// label (a model.Fitter, before the initial pass), it sends its codes
+	// in the initial pass and the evaluations, and no request.
+	LabelFree bool
+
 	// Adversary, if set, makes this party an attacker (attack experiments
 	// only; see batching.go).
 	Adversary Adversary
@@ -357,6 +363,16 @@ func New(cfg Config) (*Party, error) {
 		copy(p.w, cfg.Params)
 	} else {
 		cfg.Model.Init(p.w, p.rng)
+		if f, ok := cfg.Model.(model.Fitter); ok {
+			if err := f.Fit(p.w, cfg.Train, p.rng); err != nil {
+				return nil, fmt.Errorf("%w: party %d: %w", ErrModel, cfg.ID, err)
+			}
+		}
+	}
+	if cfg.LabelFree && cfg.Model.NumParams() > 0 {
+		if _, ok := cfg.Model.(model.Fitter); !ok {
+			return nil, fmt.Errorf("%w: party %d: a label-free party's model is fitted without labels (a codebook), not %T", ErrConfig, cfg.ID, cfg.Model)
+		}
 	}
 	for i := range p.ring {
 		p.ring[i].ids = make([]uint32, cfg.Batch)
@@ -482,7 +498,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		}
 		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.skipTo[0]).Uint64("aggregator_control_seq", p.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
 		p.mu.Lock()
-		for p.topUp && p.started && !p.stopping && p.err == nil && p.n < p.cfg.Window {
+		for p.topUp && !p.cfg.LabelFree && p.started && !p.stopping && p.err == nil && p.n < p.cfg.Window {
 			// Paused with nothing in flight: the window fills again.
 			if err := p.request(); err != nil {
 				p.fail(err)
@@ -1037,7 +1053,7 @@ func (p *Party) control(c *schemas.Control) {
 		p.started = true
 		p.ckNow = true
 		p.batchSeed = c.BatchSeed
-		for p.n < p.cfg.Window {
+		for !p.cfg.LabelFree && p.n < p.cfg.Window {
 			if err := p.request(); err != nil {
 				p.fail(err)
 				return

@@ -245,7 +245,7 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Run = "resumed"
 		c.Out = out
 		c.EvalEvery = 100 * time.Millisecond
-		c.Privacy = run.DefaultPrivacy
+		c.Privacy = run.DefaultPrivacy + ",profile=budget"
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
 	})

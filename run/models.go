@@ -27,10 +27,7 @@ func readSpec(cfg *Config, data *Data) serve.ReadSpec {
 // PartyModel is party m's final model of a run as a model file.
 func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, error) {
 	b := data.Blocks[m-1]
-	k := 1
-	if data.Classes > 2 {
-		k = cfg.K
-	}
+	k := cfg.Outputs(data.Classes)
 	f := &serve.File{
 		Run: cfg.Run, Role: serve.RoleParty, Party: m, Parties: cfg.Parties, Algo: cfg.Algo, Dataset: data.Name,
 		Kind: cfg.Model, In: b.Len(), Out: k, K: k, Params: slices.Clone(params),
@@ -40,6 +37,8 @@ func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, 
 	switch cfg.Model {
 	case "mlp":
 		f.Hidden = cfg.Hidden
+	case "codebook":
+		f.Codes = cfg.Codes
 	case "external":
 		argv, err := model.ParseCommand(cfg.ModelCmd)
 		if err != nil {
@@ -65,7 +64,10 @@ func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, 
 func AggregatorModel(cfg *Config, data *Data, params []float64, steps int64) (*serve.File, error) {
 	head, k := NewHead(cfg, data.Classes)
 	kind := serve.KindSoftmax
-	if data.Classes <= 2 {
+	switch {
+	case cfg.LabelFree:
+		kind = serve.KindEmbed
+	case data.Classes <= 2:
 		kind = serve.KindLogisticBias
 		if cfg.NoBias {
 			kind = serve.KindLogistic
@@ -83,6 +85,9 @@ func AggregatorModel(cfg *Config, data *Data, params []float64, steps int64) (*s
 		Kind: kind, In: head.InDim(), Out: head.Classes(), K: k, Params: slices.Clone(params),
 		Read:   readSpec(cfg, data),
 		Labels: &serve.LabelsSpec{Classes: head.Classes(), Values: slices.Clone(values), Names: slices.Clone(data.ClassNames)},
+	}
+	if e, ok := head.(*model.Embed); ok {
+		f.Codes, f.EmbedDim, f.Hidden = e.Codes(), e.EmbedDim(), e.Hidden()
 	}
 	if f.Params == nil {
 		f.Params = []float64{}

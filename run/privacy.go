@@ -39,17 +39,28 @@ type PrivacySpec struct {
 	AUC     float64 // PrivacyAUC: in (0.5, 1)
 	Epsilon float64 // PrivacyEpsilon: positive
 	Delta   float64 // PrivacyEpsilon: in (0, 1); 0 = 1e-5
+	// Profile forces a profile: "budget" (noised replies under a
+	// per-label budget, for any model) or "label-free" (asyrevel's own
+	// models); "" lets the switch choose (label-free where it serves).
+	Profile string
 }
 
 // String is the switch's text.
 func (p PrivacySpec) String() string {
 	switch p.Mode {
 	case PrivacyAUC:
-		return "auc=" + strconv.FormatFloat(p.AUC, 'g', -1, 64)
+		s := "auc=" + strconv.FormatFloat(p.AUC, 'g', -1, 64)
+		if p.Profile != "" {
+			s += ",profile=" + p.Profile
+		}
+		return s
 	case PrivacyEpsilon:
 		s := "epsilon=" + strconv.FormatFloat(p.Epsilon, 'g', -1, 64)
 		if p.Delta > 0 {
 			s += ",delta=" + strconv.FormatFloat(p.Delta, 'g', -1, 64)
+		}
+		if p.Profile != "" {
+			s += ",profile=" + p.Profile
 		}
 		return s
 	}
@@ -76,11 +87,12 @@ func (p PrivacySpec) delta() float64 {
 }
 
 // ParsePrivacy reads a --privacy switch: "off", "auc=A" (0.5 < A < 1) or
-// "epsilon=E[,delta=D]" (E > 0, 0 < D < 1).
+// "epsilon=E[,delta=D]" (E > 0, 0 < D < 1), either followed by
+// ",profile=budget" or ",profile=label-free" to force a profile.
 func ParsePrivacy(s string) (PrivacySpec, error) {
 	var p PrivacySpec
 	bad := func(format string, a ...any) (PrivacySpec, error) {
-		return PrivacySpec{}, fmt.Errorf("%w %q: %s (want off, auc=A with 0.5 < A < 1, or epsilon=E[,delta=D])", ErrPrivacy, s, fmt.Sprintf(format, a...))
+		return PrivacySpec{}, fmt.Errorf("%w %q: %s (want off, auc=A with 0.5 < A < 1, or epsilon=E[,delta=D], then optionally ,profile=budget|label-free)", ErrPrivacy, s, fmt.Sprintf(format, a...))
 	}
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "off" || t == "none" {
@@ -93,6 +105,15 @@ func ParsePrivacy(s string) (PrivacySpec, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
 			return bad("%q is not key=value", kv)
+		}
+		if k = strings.TrimSpace(k); k == "profile" && i > 0 {
+			switch v = strings.TrimSpace(v); v {
+			case "budget", "label-free":
+				p.Profile = v
+			default:
+				return bad("profile %q: want budget or label-free", v)
+			}
+			continue
 		}
 		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
@@ -109,7 +130,7 @@ func ParsePrivacy(s string) (PrivacySpec, error) {
 				return bad("epsilon must be positive")
 			}
 			p.Mode, p.Epsilon = PrivacyEpsilon, x
-		case i == 1 && k == "delta" && p.Mode == PrivacyEpsilon:
+		case k == "delta" && p.Mode == PrivacyEpsilon && p.Delta == 0:
 			if x <= 0 || x >= 1 {
 				return bad("delta must lie in (0, 1)")
 			}
@@ -206,7 +227,7 @@ const (
 // for a data set of classes classes, leaving alone the settings the run
 // gave itself (c.Explicit). It records what it chose in c.PrivacyChoice.
 // A Config without a switch (Privacy "") is left as it is.
-func (c *Config) applyPrivacy(classes int) error {
+func (c *Config) applyPrivacy(classes, rows int) error {
 	if c.Privacy == "" {
 		return nil
 	}
@@ -248,6 +269,10 @@ func (c *Config) applyPrivacy(classes int) error {
 		ch.Target = fmt.Sprintf("every label's inference AUC at most %g for any attacker in one party's position, passive or active", spec.AUC)
 	case PrivacyEpsilon:
 		ch.Target = fmt.Sprintf("every label (%g, %g)-DP in one party's view", spec.Epsilon, spec.delta())
+	}
+	if spec.Profile != "budget" && c.labelFreeAvailable(algo) {
+		c.applyLabelFree(ch, rows, set)
+		return nil
 	}
 	if classes > 2 {
 		return c.applyMulticlassPrivacy(spec, ch, set)
@@ -463,6 +488,12 @@ func (c *Config) explicitValue(flag string) string {
 		return f(d.LabelEpsilon)
 	case "aggregator-batches":
 		return strconv.FormatBool(d.DrawBatches)
+	case "codes":
+		return strconv.Itoa(c.Codes)
+	case "embed-dim":
+		return strconv.Itoa(c.EmbedDim)
+	case "embed-hidden":
+		return strconv.Itoa(c.EmbedHidden)
 	}
 	return "?"
 }
@@ -493,6 +524,16 @@ type PrivacyBound struct {
 // Bound is the bound s's run holds (from its defense's accounting).
 func (s *Summary) Bound() PrivacyBound {
 	b := PrivacyBound{AUC: 1, AUCAll: 1, Holds: "none: each party's traffic may reveal every label it asks about (the paper's wire format or an unaccounted defense)"}
+	if s.LabelFree != nil {
+		// No message that reaches a party depends on a label: every
+		// party's view, and all of them together, is the same whatever
+		// the labels (TestLabelFreeViewIgnoresLabels), so the best test
+		// between any two labellings is a coin: AUC 0.5, epsilon 0.
+		zero := 0.0
+		return PrivacyBound{AUC: 0.5, AUCAll: 0.5, Epsilon: &zero, Holds: "label-free: no message that reaches a party depends on a label " +
+			"(the parties send codes fitted on their own columns and are stopped, the log sealed, before the label holder fits its head): " +
+			"any attacker in one party's position, passive or active, or all the parties together, infers a label at chance, AUC 0.5"}
+	}
 	d := s.Defense
 	if d == nil || d.Accounting == nil {
 		return b

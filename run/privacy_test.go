@@ -19,6 +19,8 @@ func TestParsePrivacy(t *testing.T) {
 		{" AUC=0.75 ", PrivacySpec{Mode: PrivacyAUC, AUC: 0.75}},
 		{"epsilon=2", PrivacySpec{Mode: PrivacyEpsilon, Epsilon: 2}},
 		{"eps=1,delta=1e-6", PrivacySpec{Mode: PrivacyEpsilon, Epsilon: 1, Delta: 1e-6}},
+		{"auc=0.6,profile=budget", PrivacySpec{Mode: PrivacyAUC, AUC: 0.6, Profile: "budget"}},
+		{"epsilon=2,delta=1e-6,profile=label-free", PrivacySpec{Mode: PrivacyEpsilon, Epsilon: 2, Delta: 1e-6, Profile: "label-free"}},
 	} {
 		got, err := ParsePrivacy(c.in)
 		if err != nil || got != c.want {
@@ -29,7 +31,8 @@ func TestParsePrivacy(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "on", "auc", "auc=0.5", "auc=1", "auc=0.4", "auc=x", "auc=NaN", "epsilon=0", "epsilon=-1",
-		"epsilon=inf", "delta=1e-5", "epsilon=1,delta=1", "epsilon=1,delta=0", "auc=0.6,delta=1e-5", "epsilon=1,delta=1e-5,x=1", "auc=0.6,auc=0.7"} {
+		"epsilon=inf", "delta=1e-5", "epsilon=1,delta=1", "epsilon=1,delta=0", "auc=0.6,delta=1e-5", "epsilon=1,delta=1e-5,x=1", "auc=0.6,auc=0.7",
+		"profile=budget", "auc=0.6,profile=other", "epsilon=1,delta=1e-5,delta=1e-6"} {
 		if _, err := ParsePrivacy(bad); !errors.Is(err, ErrPrivacy) {
 			t.Errorf("ParsePrivacy(%q): %v, want ErrPrivacy", bad, err)
 		}
@@ -55,11 +58,11 @@ func TestApplyPrivacy(t *testing.T) {
 	}
 	t.Run("default binary", func(t *testing.T) {
 		c := prep(t, New(func(c *Config) {
-			c.Privacy = DefaultPrivacy
+			c.Privacy = DefaultPrivacy + ",profile=budget"
 			c.PrivacyDefault = true
 			c.Duration = 20e9
 		}))
-		if err := c.applyPrivacy(2); err != nil {
+		if err := c.applyPrivacy(2, 1000); err != nil {
 			t.Fatal(err)
 		}
 		ch := c.PrivacyChoice
@@ -80,13 +83,13 @@ func TestApplyPrivacy(t *testing.T) {
 	})
 	t.Run("overrides", func(t *testing.T) {
 		c := prep(t, New(func(c *Config) {
-			c.Privacy = "auc=0.7"
+			c.Privacy = "auc=0.7,profile=budget"
 			c.Batch = 64
 			c.Epochs = 4
 			c.Explicit = map[string]bool{"batch": true, "dp-epsilon": true}
 		}))
 		c.Defense.DPEpsilon = 3
-		if err := c.applyPrivacy(2); err != nil {
+		if err := c.applyPrivacy(2, 1000); err != nil {
 			t.Fatal(err)
 		}
 		ch := c.PrivacyChoice
@@ -106,10 +109,10 @@ func TestApplyPrivacy(t *testing.T) {
 	})
 	t.Run("epsilon", func(t *testing.T) {
 		c := prep(t, New(func(c *Config) {
-			c.Privacy = "epsilon=1,delta=1e-6"
+			c.Privacy = "epsilon=1,delta=1e-6,profile=budget"
 			c.Epochs = 8
 		}))
-		if err := c.applyPrivacy(2); err != nil {
+		if err := c.applyPrivacy(2, 1000); err != nil {
 			t.Fatal(err)
 		}
 		z1 := c.Defense.NoiseMultiplier
@@ -117,10 +120,10 @@ func TestApplyPrivacy(t *testing.T) {
 			t.Fatalf("defense %+v", c.Defense)
 		}
 		c2 := prep(t, New(func(c *Config) {
-			c.Privacy = "epsilon=4"
+			c.Privacy = "epsilon=4,profile=budget"
 			c.Epochs = 8
 		}))
-		if err := c2.applyPrivacy(2); err != nil {
+		if err := c2.applyPrivacy(2, 1000); err != nil {
 			t.Fatal(err)
 		}
 		if z2 := c2.Defense.NoiseMultiplier; z2 >= z1 {
@@ -132,7 +135,7 @@ func TestApplyPrivacy(t *testing.T) {
 			c.Privacy = "off"
 		}))
 		before := *c
-		if err := c.applyPrivacy(2); err != nil {
+		if err := c.applyPrivacy(2, 1000); err != nil {
 			t.Fatal(err)
 		}
 		if c.Defense != before.Defense || c.Batch != before.Batch || c.NoBias || c.PrivacyChoice.Profile != "off" {
@@ -145,14 +148,14 @@ func TestApplyPrivacy(t *testing.T) {
 			c.PrivacyDefault = true
 			c.Algo = "tig"
 		}))
-		if err := c.applyPrivacy(2); err != nil || c.PrivacyChoice.Switch != "off" || c.Defense.Reply != "" {
+		if err := c.applyPrivacy(2, 1000); err != nil || c.PrivacyChoice.Switch != "off" || c.Defense.Reply != "" {
 			t.Errorf("default on tig: %v, %+v", err, c.PrivacyChoice)
 		}
 		c = prep(t, New(func(c *Config) {
 			c.Privacy = "auc=0.6"
 			c.Algo = "tig"
 		}))
-		if err := c.applyPrivacy(2); !errors.Is(err, ErrPrivacy) {
+		if err := c.applyPrivacy(2, 1000); !errors.Is(err, ErrPrivacy) {
 			t.Errorf("explicit on tig: %v", err)
 		}
 	})
@@ -160,22 +163,22 @@ func TestApplyPrivacy(t *testing.T) {
 		// The default (no switch given) is the explicit auc=0.6: the
 		// bounded profile, not batch means alone.
 		def := prep(t, New(func(c *Config) {
-			c.Privacy = DefaultPrivacy
+			c.Privacy = DefaultPrivacy + ",profile=budget"
 			c.PrivacyDefault = true
 			c.Duration = 60e9
 			c.Model = "mlp"
 			c.Parties = 8
 		}))
-		if err := def.applyPrivacy(10); err != nil {
+		if err := def.applyPrivacy(10, 1000); err != nil {
 			t.Fatal(err)
 		}
 		c := prep(t, New(func(c *Config) {
-			c.Privacy = "auc=0.6"
+			c.Privacy = "auc=0.6,profile=budget"
 			c.Duration = 60e9
 			c.Model = "mlp"
 			c.Parties = 8
 		}))
-		if err := c.applyPrivacy(10); err != nil {
+		if err := c.applyPrivacy(10, 1000); err != nil {
 			t.Fatal(err)
 		}
 		if def.Defense != c.Defense || def.Batch != c.Batch || def.LR != c.LR || def.HeadLR != c.HeadLR ||
@@ -208,11 +211,62 @@ func TestApplyPrivacy(t *testing.T) {
 			t.Errorf("choice %s", c.PrivacyChoice)
 		}
 	})
+	t.Run("label-free", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, model string
+			explicit    bool
+			classes, n  int
+			codes       int
+			hidden      int
+		}{
+			{"binary default", "linear", false, 2, 32561, 128, 128},
+			{"mlp given", "mlp", true, 10, 60000, 173, 128},
+			{"many rows", "linear", false, 2, 1 << 20, LabelFreeMaxCodes, 128},
+			{"small table", "linear", false, 3, 142, 8, 0},
+		} {
+			c := prep(t, New(func(c *Config) {
+				c.Privacy = DefaultPrivacy
+				c.PrivacyDefault = true
+				c.Model = tc.model
+				c.Explicit = map[string]bool{"model": tc.explicit}
+			}))
+			if err := c.applyPrivacy(tc.classes, tc.n); err != nil {
+				t.Fatal(err)
+			}
+			ch := c.PrivacyChoice
+			if ch.Profile != "label-free" || !c.LabelFree || c.Model != "codebook" || c.Codes != tc.codes || c.EmbedHidden != tc.hidden {
+				t.Errorf("%s: profile %q, label-free %v, model %q, codes %d, hidden %d (want %d, %d)", tc.name, ch.Profile, c.LabelFree, c.Model, c.Codes, c.EmbedHidden, tc.codes, tc.hidden)
+			}
+			if def, err := c.aggregatorDefense(false); err != nil || def.Noise != 0 || def.Budget != 0 {
+				t.Errorf("%s: the label-free profile noises replies: %+v, %v", tc.name, def, err)
+			}
+			if tc.explicit && !strings.Contains(ch.String(), "--model mlp") {
+				t.Errorf("%s: the choice does not say what became of --model mlp: %s", tc.name, ch)
+			}
+		}
+		// A black box of the user's cannot be coded without labels by
+		// asyrevel: the budget profile serves it; profile=budget forces it.
+		for _, tc := range []struct{ privacy, model string }{{DefaultPrivacy, "external"}, {"auc=0.6,profile=budget", "linear"}} {
+			c := prep(t, New(func(c *Config) {
+				c.Privacy = tc.privacy
+				c.Model = tc.model
+				if tc.model == "external" {
+					c.ModelCmd = "cat"
+				}
+			}))
+			if err := c.applyPrivacy(2, 1000); err != nil {
+				t.Fatal(err)
+			}
+			if c.LabelFree || c.PrivacyChoice.Profile != "binary" {
+				t.Errorf("%s with %s: profile %q", tc.privacy, tc.model, c.PrivacyChoice.Profile)
+			}
+		}
+	})
 	t.Run("bad", func(t *testing.T) {
 		c := prep(t, New(func(c *Config) {
 			c.Privacy = "auc=2"
 		}))
-		if err := c.applyPrivacy(2); !errors.Is(err, ErrConfig) {
+		if err := c.applyPrivacy(2, 1000); !errors.Is(err, ErrConfig) {
 			t.Errorf("auc=2: %v", err)
 		}
 	})

@@ -121,7 +121,9 @@ func (p *progress) check(pt aggregator.Point) {
 	if math.IsNaN(p.first) && !math.IsNaN(pt.TrainLoss) {
 		p.first = pt.TrainLoss
 	}
-	if pt.Final {
+	if pt.Final || p.cfg.LabelFree {
+		// A label-free run's points are its head's fit: the step size,
+		// mu and scaling advice of these warnings is not for it.
 		return
 	}
 	p.points++
@@ -173,6 +175,9 @@ func (p *progress) majorityWarning(acc float64, when string) string {
 }
 
 func (p *progress) causes() string {
+	if p.cfg.LabelFree {
+		return fmt.Sprintf("Likely causes, under the label-free profile: codes that keep too little of the columns (--codes, now %d), columns on very different scales (--scale standard), or columns that do not predict the label", p.cfg.Codes)
+	}
 	if p.unscaled {
 		return fmt.Sprintf("Likely cause: columns on very different scales (see the warning above): give --scale standard. If a scaled run does not learn either: the step size (--lr, now %g) or, for a model whose weights or outputs are quantised, the smoothing radius (--mu, now %g; the quantised example models need --mu 0.1)",
 			p.cfg.LR, p.cfg.Mu)
@@ -212,7 +217,7 @@ func (p *progress) finish(s *Summary) {
 			p.warn("majority", fmt.Sprintf("the training loss, %.4f at the end, is no better than predicting the share of each class, the largest class's included (%.4f): the model has learnt nothing. %s",
 				last.TrainLoss, p.entropy, p.causes()))
 		}
-		if w := p.lossWarning(last.TrainLoss); w != "" {
+		if w := p.lossWarning(last.TrainLoss); w != "" && !p.cfg.LabelFree {
 			p.warn("loss", w)
 		}
 	}

@@ -43,7 +43,7 @@ func TestResumeAggregatorBatches(t *testing.T) {
 		// (fewer steps in the 3 s): 0.35 still tells learning from chance.
 		{"softmax profile", 0.35, func(c *Config) {
 			c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 4, Noise: 0.02, Seed: 3}
-			c.Privacy = "auc=0.6"
+			c.Privacy = "auc=0.6,profile=budget"
 			c.Batch = 128
 			c.Explicit = map[string]bool{"batch": true}
 		}},

@@ -97,6 +97,7 @@ type Training struct {
 	ModelCmd     string                   // the external model's command line (--model external)
 	ModelTimeout time.Duration            // per call of an external model (0 = its default)
 	K            int                      // outputs per party for multiclass sets (derived: 1; 8 for nonf, the paper's 8-party width)
+	Codes        int                      // a codebook's codes per output (the label-free profile; derived from the training rows)
 	NoBias       bool                     // binary sets: no intercept in the head (the paper's F_0)
 
 	// HoldOut: without a test set, the share of the training rows kept
@@ -137,6 +138,10 @@ type Aggregation struct {
 
 	Delta    bool // reply only h_bar - h
 	MaxBatch int
+
+	// EmbedDim and EmbedHidden shape the label-free profile's head (an
+	// embedding of each code, a hidden layer; set by the privacy switch).
+	EmbedDim, EmbedHidden int
 
 	EvalEvery    time.Duration // evaluation period (derived: 1s, or Duration/40)
 	TargetAcc    float64
@@ -199,6 +204,10 @@ type Protection struct {
 	PrivacyDefault bool
 	Explicit       map[string]bool
 	PrivacyChoice  *PrivacyChoice
+	// LabelFree: the privacy switch chose the label-free profile
+	// (labelfree.go): the parties' models are codebooks, the head an
+	// embedding head fitted by the aggregator alone.
+	LabelFree bool
 	// NoLeakage skips privacy.json (what each party's view reveals).
 	NoLeakage bool
 }
@@ -326,8 +335,12 @@ type Summary struct {
 	// duration, target, patience (the held-out loss stopped improving),
 	// condition (an experiment's), or interrupted. EarlyStop says what
 	// early stopping watched (with Config.Patience).
-	StoppedBy string           `json:"stopped_by,omitempty"`
-	EarlyStop *EarlyStopReport `json:"early_stop,omitempty"`
+	StoppedBy string `json:"stopped_by,omitempty"`
+	// LabelFree is what a label-free run's head fit did (the privacy
+	// switch's label-free profile): its epochs, the best one on the
+	// held-out training rows, which is the head kept.
+	LabelFree *aggregator.FitReport `json:"label_free,omitempty"`
+	EarlyStop *EarlyStopReport      `json:"early_stop,omitempty"`
 	// Warnings are the signs that the run did not learn (accuracy at the
 	// share of the largest class, a growing loss, a flat model) with their
 	// likely causes, and data warnings (unscaled columns).
@@ -571,8 +584,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --bus memory has no transport design (--transport %s)", ErrConfig, c.Design)
 	case c.Cluster < 0 || c.Cluster > 0 && (c.Bus == "memory" || c.NATS != "" || c.InProcess):
 		return fmt.Errorf("%w: --cluster N runs N embedded JetStream nodes over TCP: not with --bus memory, --nats or --in-process", ErrConfig)
-	case c.Model != "linear" && c.Model != "mlp" && c.Model != "external":
-		return fmt.Errorf("%w: --model %q: want linear, mlp or external", ErrConfig, c.Model)
+	case c.Model != "linear" && c.Model != "mlp" && c.Model != "external" && c.Model != "codebook":
+		return fmt.Errorf("%w: --model %q: want linear, mlp, codebook or external", ErrConfig, c.Model)
 	case (c.Model == "external") != (c.ModelCmd != ""):
 		return fmt.Errorf("%w: --model external and --model-cmd go together", ErrConfig)
 	}
@@ -902,13 +915,15 @@ func loadSplit(cfg *Config, role int) (*Data, error) {
 // model it starts the model's process; close releases it (a no-op for the
 // others).
 func NewLocal(ctx context.Context, cfg *Config, m, d, classes int) (local model.Local, close func() error, err error) {
-	k := 1
-	if classes > 2 {
-		k = cfg.K
-	}
+	k := cfg.Outputs(classes)
 	switch cfg.Model {
 	case "mlp":
 		return model.NewMLP(d, cfg.Hidden, k), noClose, nil
+	case "codebook":
+		if k > d {
+			return nil, nil, fmt.Errorf("%w: party %d holds %d columns, too few for %d codes a row (--k)", ErrConfig, m, d, k)
+		}
+		return model.NewCodebook(d, k, max(cfg.Codes, 1)), noClose, nil
 	case "external":
 		argv, err := model.ParseCommand(cfg.ModelCmd)
 		if err != nil {
@@ -929,6 +944,10 @@ func noClose() error { return nil }
 
 // NewHead builds the aggregator's head for q parties.
 func NewHead(cfg *Config, classes int) (model.Head, int) {
+	if cfg.LabelFree {
+		k := cfg.Outputs(classes)
+		return model.NewEmbed(cfg.Parties*k, max(cfg.Codes, 1), max(cfg.EmbedDim, 1), cfg.EmbedHidden, max(classes, 2)), k
+	}
 	if classes <= 2 {
 		if cfg.NoBias {
 			return model.NewLogistic(cfg.Parties), 1
@@ -1042,14 +1061,14 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	}
 	stopWhen := cfg.StopWhen
 	var stopReason func() string
-	if cfg.Patience > 0 {
+	if cfg.Patience > 0 && !cfg.LabelFree {
 		es := newEarlyStop(cfg, data.NTrain, len(data.TestY) > 0, data.HeldOut > 0)
 		cfg.early = es
 		onPoint = es.observe(onPoint)
 		stopWhen, stopReason = es.stopWhen(cfg.StopWhen), es.reason
 	}
 	return aggregator.Config{
-		Defense: def, ScoreLeakage: !cfg.NoLeakage,
+		Defense: def, ScoreLeakage: !cfg.NoLeakage && !cfg.LabelFree, LabelFree: cfg.labelFreeAggregator(data.NTrain, data.Classes),
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
 		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
 		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: algo.Dist, Seed: cfg.Seed,
@@ -1105,7 +1124,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
 		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
-		Adversary: cfg.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m,
+		Adversary: cfg.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m, LabelFree: cfg.LabelFree,
 		Log: cfg.Log,
 		Key: cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	}
@@ -1150,7 +1169,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.applyPrivacy(data.Classes); err != nil {
+	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return nil, err
 	}
 	wt.loaded(data)
@@ -1296,6 +1315,9 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		s.PartyEvalsFrom = nil
 	}
 	if !stopped {
+		if res.Fit != nil {
+			cfg.EmbedHidden = res.Fit.Hidden // the head the label-free fit kept
+		}
 		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
 		if err = writeModel(&cfg, f, err); err != nil {
 			return nil, err
@@ -1405,7 +1427,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.applyPrivacy(data.Classes); err != nil {
+	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return nil, err
 	}
 	wt.loaded(data)
@@ -1488,6 +1510,9 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	if !stopped {
+		if res.Fit != nil {
+			cfg.EmbedHidden = res.Fit.Hidden // the head the label-free fit kept
+		}
 		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
 		if err = writeModel(&cfg, f, err); err != nil {
 			return nil, err
@@ -1532,7 +1557,7 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 	if err != nil {
 		return party.Stats{}, err
 	}
-	if err := cfg.applyPrivacy(data.Classes); err != nil {
+	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return party.Stats{}, err
 	}
 	logPrivacy(&cfg)
@@ -1782,6 +1807,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		s.Settings.HoldOut = cfg.HoldOut
 	}
 	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
+	s.LabelFree = res.Fit
 	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {
 		d := res.Defense
 		s.Defense = &d

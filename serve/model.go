@@ -56,6 +56,8 @@ const (
 	KindLogistic     = "logistic"      // binary head without intercept
 	KindLogisticBias = "logistic-bias" // binary head with intercept
 	KindSoftmax      = "softmax"       // multiclass head
+	KindCodebook     = "codebook"      // a label-free party's k-means codes
+	KindEmbed        = "embed"         // the label-free head over codes
 )
 
 // maxFileSize bounds a model file (an MLP over 100,000 columns with 128
@@ -77,12 +79,16 @@ type File struct {
 	// Kind is the model's kind (Kind*); In and Out its shapes: a party's
 	// d_m and k, the aggregator's q*k and classes. K is the outputs per
 	// party. Hidden is the MLP's hidden units.
-	Kind   string    `json:"kind"`
-	In     int       `json:"in"`
-	Out    int       `json:"out"`
-	K      int       `json:"k"`
-	Hidden int       `json:"hidden,omitempty"`
-	Params []float64 `json:"params"`
+	Kind   string `json:"kind"`
+	In     int    `json:"in"`
+	Out    int    `json:"out"`
+	K      int    `json:"k"`
+	Hidden int    `json:"hidden,omitempty"`
+	// Codes is a codebook's codes per output, and the codes each input of
+	// an embed head takes; EmbedDim the embed head's width of a code.
+	Codes    int       `json:"codes,omitempty"`
+	EmbedDim int       `json:"embed_dim,omitempty"`
+	Params   []float64 `json:"params"`
 	// External names the black-box model's program; scoring starts it.
 	External *External `json:"external,omitempty"`
 
@@ -316,6 +322,16 @@ func (f *File) numParams() (int, error) {
 		return 1, nil
 	case KindSoftmax:
 		return f.Out*f.In + f.Out, nil
+	case KindCodebook:
+		if f.Codes < 1 || f.Codes > 1<<16 || f.Out > f.In {
+			return 0, fmt.Errorf("%w: codebook of %d codes for %d outputs of %d columns", ErrFormat, f.Codes, f.Out, f.In)
+		}
+		return f.Codes * f.In, nil
+	case KindEmbed:
+		if f.Codes < 1 || f.Codes > 1<<16 || f.EmbedDim < 1 || f.EmbedDim > 1<<10 || f.Hidden < 0 || f.Hidden > 1<<14 {
+			return 0, fmt.Errorf("%w: embed head of %d codes, width %d, %d hidden units", ErrFormat, f.Codes, f.EmbedDim, f.Hidden)
+		}
+		return model.NewEmbed(f.In, f.Codes, f.EmbedDim, f.Hidden, f.Out).NumParams(), nil
 	}
 	return 0, fmt.Errorf("%w: unknown model kind %q", ErrFormat, f.Kind)
 }
@@ -339,7 +355,7 @@ func (f *File) Check() error {
 		if f.Party < 1 || f.Party > f.Parties {
 			return bad("party %d of %d", f.Party, f.Parties)
 		}
-		if !slices.Contains([]string{KindLinear, KindMLP, KindExternal}, f.Kind) {
+		if !slices.Contains([]string{KindLinear, KindMLP, KindExternal, KindCodebook}, f.Kind) {
 			return bad("a party's model cannot be %q", f.Kind)
 		}
 		if f.Out != f.K {
@@ -359,7 +375,7 @@ func (f *File) Check() error {
 		if f.Party != 0 {
 			return bad("the aggregator is participant 0, not %d", f.Party)
 		}
-		if !slices.Contains([]string{KindLogistic, KindLogisticBias, KindSoftmax}, f.Kind) {
+		if !slices.Contains([]string{KindLogistic, KindLogisticBias, KindSoftmax, KindEmbed}, f.Kind) {
 			return bad("the aggregator's head cannot be %q", f.Kind)
 		}
 		if f.In != f.Parties*f.K {
@@ -369,7 +385,7 @@ func (f *File) Check() error {
 		if l == nil || l.Classes < 2 || l.Classes != f.Out || len(l.Values) != l.Classes || (len(l.Names) > 0 && len(l.Names) != l.Classes) {
 			return bad("classes do not match the head's %d", f.Out)
 		}
-		if f.Kind != KindSoftmax && f.Out != 2 {
+		if f.Kind != KindSoftmax && f.Kind != KindEmbed && f.Out != 2 {
 			return bad("a logistic head has 2 classes, not %d", f.Out)
 		}
 	default:
@@ -493,6 +509,8 @@ func (f *File) Head() (model.Head, error) {
 		return model.NewLogisticBias(f.Parties), nil
 	case KindSoftmax:
 		return model.NewSoftmax(f.In, f.Out), nil
+	case KindEmbed:
+		return model.NewEmbed(f.In, f.Codes, f.EmbedDim, f.Hidden, f.Out), nil
 	}
 	return nil, fmt.Errorf("%w: %q is not a head", ErrFormat, f.Kind)
 }
@@ -527,6 +545,8 @@ func (f *File) Local(ctx context.Context) (local model.Local, close func() error
 		return model.NewLinear(f.In, f.Out), func() error { return nil }, nil
 	case KindMLP:
 		return model.NewMLP(f.In, f.Hidden, f.Out), func() error { return nil }, nil
+	case KindCodebook:
+		return model.NewCodebook(f.In, f.Out, f.Codes), func() error { return nil }, nil
 	}
 	ext, err := model.StartExternal(ctx, f.External.Argv, f.In, model.ExternalOptions{
 		OutDim: f.Out, Timeout: time.Duration(f.External.TimeoutMS) * time.Millisecond,

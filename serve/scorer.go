@@ -94,6 +94,7 @@ type Scorer struct {
 	stats    ScorerStats
 	rejLog   *ratelog.Limiter
 	headPool sync.Pool
+	isCode   func(float64) bool // a head over codes: what the parties may answer
 	lastSend time.Time
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -150,6 +151,9 @@ func NewScorer(cfg ScorerConfig) (*Scorer, error) {
 		}
 	}
 	s.headPool.New = func() any { h, _ := f.Head(); return h }
+	if c, ok := head.(interface{ IsCode(float64) bool }); ok {
+		s.isCode = c.IsCode
+	}
 	return s, nil
 }
 
@@ -483,6 +487,10 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 				v := math.Float64frombits(binary.LittleEndian.Uint64(a.C[8*(i*k+j):]))
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					s.reject("invalid", m, fmt.Errorf("%w: party %d answered a non-finite output %v", ErrMessage, m, v))
+					return
+				}
+				if s.isCode != nil && !s.isCode(v) {
+					s.reject("invalid", m, fmt.Errorf("%w: party %d answered %v, not one of the head's codes", ErrMessage, m, v))
 					return
 				}
 				c.c[i*w+slot+j] = v

@@ -187,12 +187,13 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 		bound := 0.0
 		for seed := 1; seed <= 6; seed++ {
 			out := t.TempDir()
-			args := []string{"train", "--data", data, "--parties", "8", "--epochs", "1", "--run", "dflt", "--out", out, "--log", "warn", "--seed", strconv.Itoa(seed)}
+			args := []string{"train", "--data", data, "--parties", "8", "--epochs", "1", "--run", "dflt", "--out", out, "--log", "warn", "--seed", strconv.Itoa(seed),
+				"--privacy", "auc=0.6,profile=budget"}
 			if active {
 				args = append(args, "--adversary", "3:active")
 			}
 			code, stdout, stderr := runCLI(t, args...)
-			if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default") {
+			if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6,profile=budget, binary profile)") {
 				t.Fatalf("train: exit %d: %s %s", code, stdout, stderr)
 			}
 			var pj struct {
@@ -202,7 +203,7 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 				Privacy struct{ Switch, Profile string }
 			}
 			raw, _ := os.ReadFile(filepath.Join(out, "privacy.json"))
-			if err := json.Unmarshal(raw, &pj); err != nil || pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || pj.Privacy.Switch != "auc=0.6" {
+			if err := json.Unmarshal(raw, &pj); err != nil || pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || pj.Privacy.Switch != "auc=0.6,profile=budget" {
 				t.Fatalf("privacy.json: %v %s", err, raw)
 			}
 			bound = pj.Bound.AUC
@@ -230,19 +231,21 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 	}
 }
 
-// A default train on a softmax head (a multiclass set) is defended like
+// A default train on a softmax head (a multiclass set) is label-free, like
 // an explicit --privacy auc=0.6: its privacy.json states an AUC bound of
-// at most 0.6 with the multiclass profile, and --privacy off states none
+// 0.5 (no message to a party depends on a label); the budget profile,
+// asked for, states a bound of at most 0.6; --privacy off states none
 // (bound 1).
 func TestDefaultPrivacySoftmax(t *testing.T) {
 	data := "synthetic:n=3000,d=16,test=500,classes=4,noise=0.02"
 	for _, c := range []struct {
 		args    []string
 		profile string
-		bounded bool
+		bound   [2]float64 // the bound's range, (lo, hi]
 	}{
-		{nil, "multiclass", true},
-		{[]string{"--privacy", "off"}, "off", false},
+		{nil, "label-free", [2]float64{0.49, 0.5}},
+		{[]string{"--privacy", "auc=0.6,profile=budget"}, "multiclass", [2]float64{0.5, 0.6}},
+		{[]string{"--privacy", "off"}, "off", [2]float64{0.99, 1}},
 	} {
 		out := t.TempDir()
 		args := append([]string{"train", "--data", data, "--parties", "3", "--steps", "600", "--run", "dsoft", "--out", out, "--log", "warn"}, c.args...)
@@ -263,12 +266,11 @@ func TestDefaultPrivacySoftmax(t *testing.T) {
 		if err := json.Unmarshal(raw, &pj); err != nil || pj.Privacy.Profile != c.profile {
 			t.Fatalf("%v: privacy.json: %v %s", c.args, err, raw)
 		}
-		if c.bounded && (pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || !pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" ||
-			!strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default, multiclass profile)")) {
-			t.Errorf("default: bound %g, choice %+v; %s", pj.Bound.AUC, pj.Privacy, stdout)
+		if pj.Bound.AUC <= c.bound[0] || pj.Bound.AUC > c.bound[1] {
+			t.Errorf("%v: bound %g, want it in (%g, %g]", c.args, pj.Bound.AUC, c.bound[0], c.bound[1])
 		}
-		if !c.bounded && pj.Bound.AUC != 1 {
-			t.Errorf("--privacy off: bound %g", pj.Bound.AUC)
+		if c.args == nil && (!pj.Privacy.Default || pj.Privacy.Switch != "auc=0.6" || !strings.Contains(stdout, "label privacy (--privacy auc=0.6, the default, label-free profile): no message")) {
+			t.Errorf("default: choice %+v; %s", pj.Privacy, stdout)
 		}
 		t.Logf("%v: bound %g, %s", c.args, pj.Bound.AUC, pj.Privacy.Profile)
 	}

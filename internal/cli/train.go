@@ -107,8 +107,15 @@ func trainFlagTable(f *trainFlags) []flagDef {
 				"  nonf                        all features at one party (q = 1), AsyREVEL-Gau: the non-federated yardstick")
 		}},
 		{roleTrain | roleParty | roleLoops, func(fs *flag.FlagSet) {
-			fs.StringVar(&c.Model, "model", c.Model, "local model: linear, mlp (d x hidden x k, ReLU) or external (a black-box process)")
+			fs.StringVar(&c.Model, "model", c.Model, "local model: linear, mlp (d x hidden x k, ReLU), codebook (k-means codes fitted\nwithout labels: the label-free privacy profile's) or external (a black-box process)")
 			fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units of the mlp local model")
+		}},
+		{roleAll, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.Codes, "codes", 0, "codebook models: codes per output (default: set by --privacy's label-free\nprofile from the training rows, sqrt(rows/2) between 4 and 256)")
+		}},
+		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
+			fs.IntVar(&c.EmbedDim, "embed-dim", 0, "label-free profile: the width of a code's embedding in the aggregator's head\n(default 16; 4 on fewer than 5,000 rows)")
+			fs.IntVar(&c.EmbedHidden, "embed-hidden", -1, "label-free profile: hidden units of the aggregator's head (default 128; 0,\nno hidden layer, on fewer than 5,000 rows)")
 		}},
 		{roleTrain | roleParty, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.ModelCmd, "model-cmd", "", "command of an external black-box model (--model external), e.g.\n\"bin/quantized -scale 16\"; it speaks the protocol of model/EXTERNAL.md")
@@ -775,14 +782,17 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 			acc += fmt.Sprintf(" at its last evaluation, after %d of the %d steps", s.Curve[n-1].Steps, s.Steps)
 		}
 	}
-	if s.Steps == 0 && s.Resumed == nil {
+	if s.Steps == 0 && s.Resumed == nil && s.LabelFree == nil {
 		// Nothing was trained: an accuracy and a loss of 0 would read as
 		// results.
 		fmt.Fprintf(w, "%s on %s, %d parties: stopped before training started: no model, no accuracy\n", s.Algo, s.Dataset, s.Parties)
 	} else {
 		fmt.Fprintf(w, "%s on %s, %d parties: %s, train loss %.4f\n", s.Algo, s.Dataset, s.Parties, acc, s.TrainLoss)
 	}
-	if s.Resumed != nil {
+	if f := s.LabelFree; f != nil {
+		fmt.Fprintf(w, "label-free: the parties sent their codes (%d a party output) and no request; the label holder's head took %d epochs in %.1f s (%.1f s in all), %d messages up, %d down\n",
+			f.Codes, f.Epochs, s.TrainSeconds, s.WallSeconds, s.MessagesUp, s.MessagesDown)
+	} else if s.Resumed != nil {
 		fmt.Fprintf(w, "%d steps in %.1f s of training, this process and the ones before it (%.0f steps/s); this process ran %.1f s; %d messages up, %d down, max staleness %d\n",
 			s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
 	} else {
@@ -872,7 +882,10 @@ func privacyBoundLine(s *run.Summary) string {
 		who = " (" + who + ")"
 	}
 	b := s.Bound()
-	if b.AUC >= 1 {
+	if s.LabelFree != nil {
+		return fmt.Sprintf("label privacy%s: no message a party receives depends on a label: every label's inference AUC is 0.5, chance, for one party or all of them; no budget spent", who)
+	}
+	if b.AUC >= 1 || s.Defense == nil || s.Defense.Accounting == nil {
 		return fmt.Sprintf("label privacy%s: no bound: a party's replies may reveal every label it asks about", who)
 	}
 	a := s.Defense.Accounting
