@@ -397,6 +397,7 @@ type Aggregator struct {
 	ctlSeq      uint64          // the last control's sequence number, without trust
 	tr          *aggTrust       // nil without Config.Key
 	dlv         broker.Delivery // the delivery being handled
+	goneOn      bool            // after a resume: a request was answered live (wentOn)
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -1388,6 +1389,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 		return nil // the reply was not sent (the run fails): not a step
 	}
 	a.res.Steps++
+	a.wentOn()
 	a.checkBudget()
 	return nil
 }

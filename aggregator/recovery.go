@@ -719,3 +719,15 @@ func (a *Aggregator) sendHeld(k [2]uint64, s Sent) {
 		a.resumed.Resent++
 	}
 }
+
+// wentOn says, once after a resume, that training goes on: the first
+// request answered live, not applied again from the stream (a.mu held).
+// It is when a recovery ends for whoever waits on the run (the
+// experiment faults times recoveries by this line).
+func (a *Aggregator) wentOn() {
+	if a.resumed == nil || a.goneOn || a.replaying {
+		return
+	}
+	a.goneOn = true
+	a.cfg.Log.Info().Int64("steps", a.res.Steps).Msg("training goes on after the resume")
+}
