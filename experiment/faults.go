@@ -3,6 +3,7 @@ package experiment
 import (
 	"bufio"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +57,12 @@ type FaultConfig struct {
 	// KillAfter is how long after training starts the process is killed;
 	// Down how long it stays dead before the restart.
 	KillAfter, Down time.Duration
+	// Broker lists the broker case's kills, each a run of its own
+	// (kill after, down for); none: one, after KillAfter for Down.
+	Broker []BrokerKill
+	// CheckpointEvery is every participant's --checkpoint-every (default
+	// 250ms; the command line's own default is 10s).
+	CheckpointEvery time.Duration
 	// Party is the party killed (default 2).
 	Party int
 	Seed  uint64
@@ -69,12 +76,33 @@ type FaultConfig struct {
 	Log     zerolog.Logger
 }
 
+// BrokerKill is one kill of the broker case: after how much training,
+// and for how long the broker stays down.
+type BrokerKill struct{ After, Down time.Duration }
+
 // FaultRow is one case's outcome.
 type FaultRow struct {
-	Case          string
-	Accuracy      float64
-	Uninterrupted float64 // accuracy of the case FaultNone
-	Steps         int64
+	Case string
+	// KillAfter and Down: when the kill came (training time) and how long
+	// the killed process stayed down before its restart.
+	KillAfter, Down time.Duration
+	// TrainingOnSeconds (cases that resume the aggregator): from the
+	// restart of the killed process to the aggregator's log line saying
+	// training goes on (a request answered live, not applied again), or
+	// -1 if it did not say so.
+	TrainingOnSeconds float64
+	// ResumeRead is how many messages the aggregator's last resume read
+	// from the stream, FromStart why it read them from the stream's start
+	// ("" if it read from its checkpoint's floor).
+	ResumeRead int64
+	FromStart  string
+	// EvalGap is the longest time between two points of the run's curve
+	// (training seconds), EvalMedian the median one: a round that a fault
+	// held up, and the spacing of the rounds after it, show in the first.
+	EvalGap, EvalMedian float64
+	Accuracy            float64
+	Uninterrupted       float64 // accuracy of the case FaultNone
+	Steps               int64
 	// Lost and Duplicated come from the stream (run.Audit): messages a
 	// sender published that the stream lacks, and updates applied twice
 	// (a second reply to one request) or repeated sequence numbers.
@@ -133,7 +161,7 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw // both watched: the broker says where it listens on stdout
 	p := &proc{cmd: cmd, seen: map[string]time.Time{}, done: make(chan struct{}),
-		want: []string{"training starts", "resumed from the checkpoint", "listening on"}}
+		want: []string{"training starts", "resumed from the checkpoint", "listening on", trainingOnWords}}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
@@ -244,6 +272,10 @@ func freePort() (string, error) {
 	return strconv.Itoa(p[0]), nil
 }
 
+// trainingOnWords is the aggregator's line once training goes on after a
+// resume (aggregator.wentOn).
+const trainingOnWords = "training goes on after the resume"
+
 // rejectedRE reads the count of a participant's last line ("party 2: 9000
 // steps, ..., 0 rejected; stopped: ...").
 var rejectedRE = regexp.MustCompile(`(\d+) rejected; stopped:`)
@@ -261,7 +293,10 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		return faultRunCluster(ctx, c, kase, runID) // faults_cluster.go
 	}
 	t0 := time.Now()
-	row := FaultRow{Case: kase, Trust: !c.NoTrust}
+	row := FaultRow{Case: kase, Trust: !c.NoTrust, TrainingOnSeconds: -1}
+	if kase != FaultNone && kase != FaultPartyGone {
+		row.KillAfter, row.Down = c.KillAfter, c.Down
+	}
 	if c.Party == 0 {
 		c.Party = 2
 	}
@@ -305,7 +340,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	out := filepath.Join(c.Dir, runID)
 	common := []string{"--nats", url, "--run", runID, "--privacy", "off", "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
 		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
-		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", "250ms", "--wait", "60s"}
+		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", c.checkpointEvery().String(), "--wait", "60s"}
 	if c.Test != "" {
 		common = append(common, "--test", c.Test)
 	}
@@ -356,6 +391,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		return row, fmt.Errorf("%s: aggregator: %w", kase, err)
 	}
 	time.Sleep(c.KillAfter)
+	var restarted time.Time // the restart of the process killed last
 	restart := func(name string, args []string, victim *proc, sig syscall.Signal) (*proc, error) {
 		_ = victim.cmd.Process.Signal(sig)
 		if sig == syscall.SIGKILL {
@@ -379,6 +415,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		}
 		at, _ := p.when("resumed from the checkpoint")
 		row.RecoverySeconds += at.Sub(t).Seconds()
+		restarted = t
 		return p, nil
 	}
 	switch kase {
@@ -407,7 +444,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		if err := brk.waitFor("listening on", 30*time.Second); err != nil {
 			return row, fmt.Errorf("%s: broker restarted: %w", kase, err)
 		}
-		restarted := time.Now()
+		restarted = time.Now()
 		if err := agg.wait(ctx); err == nil {
 			// The participants resumed by themselves (or lost nothing):
 			// recovery is the time from the broker's restart to the
@@ -461,6 +498,9 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	if err := readFaultSummary(&row, out, all); err != nil {
 		return row, fmt.Errorf("%s: %w", kase, err)
 	}
+	if at, ok := agg.when(trainingOnWords); ok && !restarted.IsZero() {
+		row.TrainingOnSeconds = max(0, at.Sub(restarted).Seconds())
+	}
 	// The audits read the stopped broker's store.
 	stopBroker()
 	au, err := run.AuditRun(ctx, run.New(func(rc *run.Config) {
@@ -480,7 +520,8 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		auditErr = c.auditVerify(ctx, &row, store, runID, roster, receipts)
 	}
 	c.Log.Info().Str("case", kase).Str("acc", fmt.Sprintf("%.2f%%", 100*row.Accuracy)).Int64("lost", row.Lost).
-		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Int64("reapplied", row.Reapplied).
+		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Float64("training_on_s", row.TrainingOnSeconds).
+		Int64("resume_read", row.ResumeRead).Str("from_start", row.FromStart).Int64("reapplied", row.Reapplied).
 		Int64("rejected", row.Rejected).Bool("trust", row.Trust).Bool("audit_ok", row.AuditOK).Int64("audit_problems", row.AuditProblems).
 		Msg("fault case done")
 	if auditErr != nil {
@@ -509,8 +550,25 @@ func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, err
 	var rows []FaultRow
 	base := math.NaN()
 	stamp := time.Now().UTC().Format("150405")
-	for i, k := range cases {
-		r, err := FaultRun(ctx, c, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
+	type job struct {
+		kase string
+		c    FaultConfig
+	}
+	var jobs []job
+	for _, k := range cases {
+		if k != FaultBroker || len(c.Broker) == 0 {
+			jobs = append(jobs, job{k, c})
+			continue
+		}
+		for _, b := range c.Broker {
+			cb := c
+			cb.KillAfter, cb.Down = b.After, b.Down
+			jobs = append(jobs, job{k, cb})
+		}
+	}
+	for i, j := range jobs {
+		k := j.kase
+		r, err := FaultRun(ctx, j.c, k, fmt.Sprintf("faults-%s-%d-%s", stamp, i, strings.ReplaceAll(k, "-", "")))
 		switch {
 		case err == nil:
 		case ctx.Err() != nil, k == FaultNone && !errors.Is(err, ErrAudit):
@@ -522,7 +580,8 @@ func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, err
 		default:
 			// Recorded, and the other cases run all the same.
 			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed")
-			r = FaultRow{Case: k, Trust: r.Trust, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN()}
+			r = FaultRow{Case: k, Trust: r.Trust, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN(),
+				KillAfter: r.KillAfter, Down: r.Down, TrainingOnSeconds: -1}
 		}
 		if k == FaultNone {
 			base = r.Accuracy
@@ -550,11 +609,57 @@ func WriteFaults(dir string, rows []FaultRow) error {
 			strconv.FormatInt(r.Steps, 10), strconv.FormatInt(r.Reapplied, 10), strconv.FormatInt(r.Mismatched, 10),
 			strconv.FormatInt(r.Unanswered, 10), strconv.Itoa(r.Departed), strconv.FormatBool(r.Killed), strconv.FormatBool(r.Paused),
 			strconv.FormatInt(r.Rejected, 10), strconv.FormatBool(r.Trust), auditCell(r), strconv.FormatInt(r.AuditProblems, 10),
-			strconv.Itoa(r.AuditReceipts), r.Err})
+			strconv.Itoa(r.AuditReceipts), fmt.Sprintf("%.3g", r.KillAfter.Seconds()), fmt.Sprintf("%.3g", r.Down.Seconds()),
+			fmt.Sprintf("%.2f", r.TrainingOnSeconds), strconv.FormatInt(r.ResumeRead, 10), r.FromStart,
+			fmt.Sprintf("%.2f", r.EvalGap), fmt.Sprintf("%.2f", r.EvalMedian), r.Err})
 	}
 	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
 		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused",
-		"rejected", "trust", "audit_ok", "audit_problems", "audit_receipts", "error"}, recs)
+		"rejected", "trust", "audit_ok", "audit_problems", "audit_receipts", "kill_after_seconds", "down_seconds",
+		"training_on_seconds", "resume_read", "read_from_start", "max_eval_gap_seconds", "median_eval_gap_seconds", "error"}, recs)
+}
+
+// checkpointEvery is the participants' --checkpoint-every.
+func (c *FaultConfig) checkpointEvery() time.Duration {
+	if c.CheckpointEvery == 0 {
+		return 250 * time.Millisecond
+	}
+	return c.CheckpointEvery
+}
+
+// evalGaps reads the run's curve.csv in out: the longest and the median
+// time between two of its points (training seconds).
+func evalGaps(out string) (longest, median float64, err error) {
+	f, err := os.Open(filepath.Join(out, "curve.csv"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 3 {
+		return 0, 0, err
+	}
+	col := slices.Index(recs[0], "seconds")
+	if col < 0 {
+		return 0, 0, errors.New("curve.csv has no seconds column")
+	}
+	var gaps []float64
+	prev := math.NaN()
+	for _, r := range recs[1:] {
+		t, err := strconv.ParseFloat(r[col], 64)
+		if err != nil {
+			continue
+		}
+		if !math.IsNaN(prev) {
+			gaps = append(gaps, t-prev)
+		}
+		prev = t
+	}
+	if len(gaps) == 0 {
+		return 0, 0, nil
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)-1], gaps[len(gaps)/2], nil
 }
 
 // auditCell is the audit_ok column: true or false with the trust layer,
@@ -580,6 +685,10 @@ func readFaultSummary(row *FaultRow, out string, all []*proc) error {
 	row.Accuracy, row.Steps, row.Departed = s.TestAccuracy, s.Steps, len(s.Departed)
 	if r := s.Resumed; r != nil {
 		row.Reapplied, row.Mismatched = r.Reapplied, r.Mismatched
+		row.ResumeRead, row.FromStart = r.Read, r.FromStart
+	}
+	if row.EvalGap, row.EvalMedian, err = evalGaps(out); err != nil {
+		return fmt.Errorf("curve: %w", err)
 	}
 	for _, v := range s.Rejected {
 		row.Rejected += v

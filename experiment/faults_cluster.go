@@ -61,7 +61,12 @@ var clusterWaitWords = []string{"too few JetStream nodes", "has no JetStream lea
 // counts of gaps and of duplicates or replays.
 func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow, error) {
 	t0 := time.Now()
-	row := FaultRow{Case: kase, Trust: true}
+	row := FaultRow{Case: kase, Trust: true, TrainingOnSeconds: -1}
+	if kase == FaultClusterNode {
+		row.KillAfter = c.KillAfter
+	} else {
+		row.Down = c.Down
+	}
 	// A case that stalls ends (its processes killed) rather than hangs.
 	ctx, cancel := context.WithTimeout(ctx, clusterCaseLimit)
 	defer cancel()

@@ -19,6 +19,20 @@ func FaultsTable(rows []FaultRow) string {
 		fmt.Fprintf(tw, "| %s\t| %.2f%%\t| %.2f%%\t| %d\t| %d\t| %.2f\t| %d (%d)\t| %d\t| %s\t| %d\t| %v\t| %v\t|\n", r.Case, 100*r.Accuracy, 100*r.Uninterrupted,
 			r.Lost, r.Duplicated, r.RecoverySeconds, r.Reapplied, r.Mismatched, r.Rejected, auditVerdict(r), r.Departed, r.Killed, r.Paused)
 	}
+	var timed []FaultRow
+	for _, r := range rows {
+		if r.TrainingOnSeconds >= 0 || r.Case == FaultBroker {
+			timed = append(timed, r)
+		}
+	}
+	if len(timed) > 0 {
+		fmt.Fprintln(tw, "\n| case\t| killed after s\t| down s\t| resumed s\t| training on s\t| resume read\t| from the start\t| re-applied\t| longest eval gap s\t|")
+		fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|---\t|")
+		for _, r := range timed {
+			fmt.Fprintf(tw, "| %s\t| %.3g\t| %.3g\t| %.2f\t| %.2f\t| %d\t| %v\t| %d\t| %.2f\t|\n", r.Case, r.KillAfter.Seconds(), r.Down.Seconds(),
+				r.RecoverySeconds, r.TrainingOnSeconds, r.ResumeRead, r.FromStart != "", r.Reapplied, r.EvalGap)
+		}
+	}
 	tw.Flush()
 	for _, r := range rows {
 		if r.Err != "" {
@@ -39,7 +53,7 @@ func FaultsSection(cfg FaultConfig, table, command string, started time.Time) Se
 	return Section{Name: "faults", Command: command, Started: started, Duration: time.Since(started),
 		Settings: []string{
 			fmt.Sprintf("data %s, %d parties, batch %d, window %d, %d steps a run", cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps),
-			fmt.Sprintf("the kill %v after training starts, the restart %v later; checkpoints every 250 ms", cfg.KillAfter, cfg.Down),
+			fmt.Sprintf("the kill %v after training starts, the restart %v later; checkpoints every %v", cfg.KillAfter, cfg.Down, cfg.checkpointEvery()),
 			trust,
 		}}
 }

@@ -32,7 +32,11 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	test := fs.String("test", "", "test set")
 	parties := fs.Int("parties", 4, "parties")
 	steps := fs.Int64("steps", 0, "steps of each run (default 400000 on a9a, 60000 synthetic; --quick a quarter)")
-	killAfter := fs.Duration("kill-after", 0, "training time before the kill (default 10s, --quick 2s)")
+	killAfter := fs.String("kill-after", "", "training time before the kill (default 10s, --quick 2s); the broker case takes a\n"+
+		"comma-separated list, a run for each with each --down")
+	down := fs.String("down", "1s", "how long the killed process stays down before its restart; the broker case\n"+
+		"takes a comma-separated list (e.g. 1s,60s), a run for each with each --kill-after")
+	ckEvery := fs.Duration("checkpoint-every", 250*time.Millisecond, "every participant's --checkpoint-every (the command line's own default is 10s)")
 	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others); also\n"+
 		"cluster-node (a 3-node broker cluster, its stream's leader killed with -9) and\ncluster-down (the cluster started with a node down, the node started later)")
 	noTrust := fs.Bool("no-trust", false, "run the participants without the trust layer (no keys, a broker that admits\nanyone, no audit verify): only to compare")
@@ -44,7 +48,16 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Down: time.Second, Seed: f.seed, Log: log, Data: *data, Test: *test, NoTrust: *noTrust}
+	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Seed: f.seed, Log: log, Data: *data, Test: *test, NoTrust: *noTrust,
+		CheckpointEvery: *ckEvery}
+	kills, err := durations("--kill-after", *killAfter)
+	if err != nil {
+		return err
+	}
+	downs, err := durations("--down", *down)
+	if err != nil {
+		return err
+	}
 	if cfg.Data == "" {
 		if p, err := f.path("a9a/a9a.gz"); err == nil {
 			cfg.Data = p
@@ -62,11 +75,19 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.quick {
 		cfg.Steps /= 4
 	}
-	cfg.KillAfter = *killAfter
-	if cfg.KillAfter == 0 {
-		cfg.KillAfter = 2 * time.Second
+	if len(kills) == 0 {
+		kills = []time.Duration{2 * time.Second}
 		if !f.quick {
-			cfg.KillAfter = 10 * time.Second
+			kills = []time.Duration{10 * time.Second}
+		}
+	}
+	if len(downs) == 0 {
+		downs = []time.Duration{time.Second}
+	}
+	cfg.KillAfter, cfg.Down = kills[0], downs[0]
+	for _, d := range downs {
+		for _, k := range kills {
+			cfg.Broker = append(cfg.Broker, experiment.BrokerKill{After: k, Down: d})
 		}
 	}
 	cfg.Dir, err = os.MkdirTemp("", "asyrevel-faults-")
@@ -106,6 +127,11 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if flagGiven(fs, "cases") {
 		cmdline += " --cases " + strings.Join(cases, ",")
 	}
+	for _, name := range []string{"kill-after", "down", "checkpoint-every", "steps"} {
+		if flagGiven(fs, name) {
+			cmdline += " --" + name + " " + fs.Lookup(name).Value.String()
+		}
+	}
 	if cfg.NoTrust {
 		cmdline += " --no-trust"
 	}
@@ -118,6 +144,22 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%s failed (the processes' logs and audit reports are kept in %s)", plural(failed, "case"), cfg.Dir)
 	}
 	return nil
+}
+
+// durations reads a comma-separated list of durations (none if empty).
+func durations(flag, list string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%w: %s: %q is not a duration", errUsage, flag, s)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 func expSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {

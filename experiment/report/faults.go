@@ -63,6 +63,7 @@ func faultsBody(g *gen) (string, error) {
 	if len(failed) > 0 {
 		b.WriteString("\n" + strings.Join(failed, "\n") + "\n")
 	}
+	b.WriteString(faultTimes(t))
 	b.WriteString("\nData: `faults.csv`; the data set, parties, batch, window, steps, kill and restart times are in the settings. Each case " +
 		"runs the broker, the aggregator and the parties as processes of their own. With the trust layer (the `trust` column), each case " +
 		"has its own keys (asyrevel keys) and broker (--roster: only the roster's participants, each on its own subjects); every participant, " +
@@ -76,4 +77,44 @@ func faultsBody(g *gen) (string, error) {
 		"checkpoint and the stream once the broker is back (paused: the run stalled instead, and every participant was restarted with " +
 		"--resume); its recovery time runs from the broker's restart to the aggregator's log line saying it resumed.\n")
 	return b.String(), nil
+}
+
+// faultTimes is the table of the cases that resumed the aggregator: when
+// the kill came, how long the process stayed down, and how long from its
+// restart until the aggregator had resumed and until training went on;
+// what the resume read, and the longest gap between two evaluations
+// (faults.csv from this build on: "" for an older file).
+func faultTimes(t *table) string {
+	if !t.has("training_on_seconds") {
+		return ""
+	}
+	var tab [][]string
+	for i := range t.rows {
+		on := t.num(i, "training_on_seconds")
+		if on < 0 && t.str(i, "case") != "broker" {
+			continue
+		}
+		cell := f(on, 2)
+		if on < 0 {
+			cell = "not said"
+		}
+		from := "floor"
+		if t.str(i, "read_from_start") != "" {
+			from = "start"
+		}
+		tab = append(tab, []string{t.str(i, "case"), f(t.num(i, "kill_after_seconds"), 3), f(t.num(i, "down_seconds"), 3),
+			f(t.num(i, "recovery_seconds"), 2), cell, t.str(i, "resume_read"), from, t.str(i, "reapplied"),
+			f(t.num(i, "max_eval_gap_seconds"), 2), f(t.num(i, "median_eval_gap_seconds"), 2)})
+	}
+	if len(tab) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nHow long the recoveries took (seconds from the restart of the killed process: the broker's, for the broker case):\n\n")
+	b.WriteString(mdTable([]string{"case", "killed after s", "down s", "resumed s", "training on s", "resume read", "read from",
+		"re-applied", "longest eval gap s", "median eval gap s"}, tab))
+	b.WriteString("\n\"Resumed\" is the aggregator's line saying it resumed, \"training on\" its line saying a request was answered live " +
+		"again (not applied again from the stream); \"resume read\" the messages its last resume read from the stream, from its checkpoint's " +
+		"floor or from the stream's start; the eval gaps are the longest and the median time between two points of the curve (training seconds).\n")
+	return b.String()
 }
