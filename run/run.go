@@ -1889,17 +1889,7 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.tmp, dir = tmp, tmp
 	}
 	n.dir = dir
-	n.maxStore = cfg.MaxStore
-	if n.maxStore == 0 {
-		n.maxStore = defaultMaxStore(dir)
-		if cfg.Resume && n.maxStore > 0 {
-			// What the run stored counts too: a run that stopped full
-			// goes on once space is freed (raiseBound lifts the bound).
-			if stored, _, err := dirSize(dir); err == nil {
-				n.maxStore += stored
-			}
-		}
-	}
+	n.maxStore = storeBound(dir, cfg.Run, cfg.MaxStore, cfg.Resume, cfg.Log)
 	auth, err := n.serverAuth()
 	if err != nil {
 		n.close()
@@ -2013,18 +2003,6 @@ func waitable(err error) string {
 // serverMaxStore is the embedded broker's cap of all its streams: the
 // streams' own bounds (defaultMaxStore) are what limits them.
 const serverMaxStore = 1 << 50
-
-// defaultMaxStore is the embedded broker's default bound of a run's
-// stream: 80% of the disk space free at dir (at least 64 MiB), so that
-// a run stops with a clear error before the disk is full; -1 where the
-// free space cannot be read.
-func defaultMaxStore(dir string) int64 {
-	free, err := freeBytes(dir)
-	if err != nil || free <= 0 {
-		return -1
-	}
-	return max(free/10*8, 64<<20)
-}
 
 func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) {
 	if n.hub != nil {

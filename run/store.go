@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/broker"
 )
 
@@ -392,4 +394,81 @@ func newEarlierDir(out, run string) (string, error) {
 			return "", fmt.Errorf("keeping the earlier run of %s: %w", out, err)
 		}
 	}
+}
+
+// The bound of a run's stream (Config.MaxStore, --max-store) never exceeds
+// what the disk under the store can hold: a bound above it would let the
+// disk fill first, and the run then stops on the broker's write error
+// instead of pausing, sealed, before its bound.
+
+// freeSpace is the disk space free at dir (freeBytes; tests stand in a
+// small disk for it).
+var freeSpace = freeBytes
+
+// defaultMaxStore is the default bound of a run's stream in a store at
+// dir: 80% of the disk space free there, so that a run pauses before the
+// disk is full; -1 (no bound) where the free space cannot be read.
+func defaultMaxStore(dir string) int64 {
+	free, err := freeSpace(dir)
+	if err != nil || free <= 0 {
+		return -1
+	}
+	return free / 10 * 8
+}
+
+// diskRoom is the most a run's stream in the store at dir may hold: what
+// it holds already (held) and the free space there, less a twentieth of
+// it for the server's own files; ok is false where the free space cannot
+// be read.
+func diskRoom(dir string, held int64) (room int64, ok bool) {
+	free, err := freeSpace(dir)
+	if err != nil || free <= 0 {
+		return 0, false
+	}
+	return held + free/20*19, true
+}
+
+// runBytes is what run's stream takes in the store at dir (0: none).
+func runBytes(dir, run string) int64 {
+	st, err := OpenStore(dir)
+	if err != nil {
+		return 0
+	}
+	for _, r := range st.Runs {
+		if r.Run == run {
+			return r.Bytes
+		}
+	}
+	return 0
+}
+
+// storeBound is the bound of run's stream in the store at dir, given
+// want (Config.MaxStore: 0 for the default, negative for none): by
+// default 80% of the free space, plus what the stream holds on a resume
+// (a run that paused full goes on once space is freed: raiseBound lifts
+// the bound); never more than the disk can hold (diskRoom), and a bound
+// given that would be is lowered, with a warning.
+func storeBound(dir, run string, want int64, resume bool, log zerolog.Logger) int64 {
+	if want < 0 {
+		return want
+	}
+	var held int64
+	if resume {
+		held = runBytes(dir, run)
+	}
+	room, ok := diskRoom(dir, held)
+	if want == 0 {
+		d := defaultMaxStore(dir)
+		if d <= 0 {
+			return d
+		}
+		want = d + held
+	} else if ok && want > room {
+		log.Warn().Str("max_store", MB(want)).Str("store", dir).Str("room", MB(room)).
+			Msg("--max-store is more than the disk under the store can hold: the run's stream is bounded by the disk's free space instead")
+	}
+	if ok {
+		want = min(want, room)
+	}
+	return want
 }

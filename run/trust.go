@@ -386,6 +386,8 @@ func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) err
 			// other streams hold.
 			maxBytes = min(maxBytes, jc.MaxStore/10*9)
 		}
+	} else if room, ok := diskRoom(srv.StoreDir(), 0); ok && maxBytes > room {
+		maxBytes = room // never more than the disk can hold (storeBound)
 	}
 	if maxMsg == 0 {
 		maxMsg = RosterMaxMessage(b.Roster)
