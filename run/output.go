@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/color"
 	"io"
@@ -23,6 +24,10 @@ import (
 
 func fmtF(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
 
+// ErrNoSummary reports a summary.json that could not be written (a full
+// disk, say): the run's last words must not point to it.
+var ErrNoSummary = errors.New("summary.json was not written")
+
 // WriteOutputs writes summary.json, curve.csv and curve.png into dir. Each
 // file is written to a temporary name and renamed, so a crash never leaves a
 // half-written file behind.
@@ -35,7 +40,7 @@ func WriteOutputs(dir string, s *Summary) error {
 		return err
 	}
 	if err := WriteAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrNoSummary, err)
 	}
 	if err := writeCurveCSV(filepath.Join(dir, "curve.csv"), s.Curve); err != nil {
 		return err

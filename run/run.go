@@ -2177,7 +2177,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 			if interrupted != nil {
 				// The cause comes first (a full disk fails both).
 				s.OutputsErr = err.Error()
-				return s, fmt.Errorf("%w (and the outputs: %v)", interrupted, err)
+				return s, fmt.Errorf("%w (and the outputs: %w)", interrupted, err)
 			}
 			return nil, err
 		}
@@ -2189,11 +2189,16 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 // its error cause): the part that ran, with an error wrapping
 // ErrInterrupted and cause.
 func (n *network) finishPaused(ctx context.Context, cfg *Config, s *Summary, prog *progress, cause error) (*Summary, error) {
-	s, err := n.finish(ctx, cfg, s, prog)
-	if err != nil {
-		return s, err
+	sum, err := n.finish(ctx, cfg, s, prog)
+	if err != nil && !errors.Is(err, ErrInterrupted) && errors.Is(err, ErrNoSummary) {
+		// The pause comes first, the outputs it could not write after.
+		s.OutputsErr = err.Error()
+		return s, fmt.Errorf("%w: %w (and the outputs: %w)", ErrInterrupted, cause, err)
 	}
-	return s, fmt.Errorf("%w: %w", ErrInterrupted, cause)
+	if err != nil {
+		return sum, err
+	}
+	return sum, fmt.Errorf("%w: %w", ErrInterrupted, cause)
 }
 
 // watchStore returns ctx, cancelled with the embedded broker's store

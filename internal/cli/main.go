@@ -216,6 +216,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		goOn = "go on with:\n  " + hint.command
 	}
 	var handed exitStatus
+	summary := summaryWords(err)
 	switch {
 	case err == nil:
 		return 0
@@ -231,20 +232,20 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, broker.ErrStoreWrite) && errors.Is(err, run.ErrInterrupted):
 		// The run stopped itself: not a success, and the way on is a
 		// resume once the broker's disk has room again.
-		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; the summary shows the part that ran. "+
-			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, goOn)
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; %s. "+
+			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, summary, goOn)
 		return 1
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
-			"the summary shows the part that ran. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
-			"then %s\n", err, goOn)
+			"%s. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
+			"then %s\n", err, summary, goOn)
 		return 1
 	case errors.Is(err, aggregator.ErrPaused):
 		if hint.command == "" {
 			goOn = "--resume goes on"
 		}
-		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; the summary shows the part that ran; %s\n", goOn)
+		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
 		return 0
 	case errors.Is(err, run.ErrInterrupted):
 		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
@@ -252,12 +253,22 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if hint.command == "" {
 			goOn = "with checkpoints, --resume goes on"
 		}
-		fmt.Fprintf(stderr, "asyrevel: %v: the summary shows the part that ran; %s\n", err, goOn)
+		fmt.Fprintf(stderr, "asyrevel: %v: %s; %s\n", err, summary, goOn)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return 1
 	}
+}
+
+// summaryWords says where the part of a run that ran is written: the
+// summary, or, when summary.json could not be written (a full disk,
+// say), that it was not.
+func summaryWords(err error) string {
+	if errors.Is(err, run.ErrNoSummary) {
+		return "summary.json could not be written (above: why); the lines above are all there is of the part that ran"
+	}
+	return "the summary shows the part that ran"
 }
 
 var errUsage = errors.New("usage")
