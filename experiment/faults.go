@@ -398,7 +398,9 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 			row.Killed = victim.diedOf(syscall.SIGKILL)
 		} else {
 			<-victim.done
-			row.Killed = victim.cmd.ProcessState.ExitCode() == 0
+			// Stopped by the signal with its state saved: paused (75,
+			// asyrevel's status for a run that goes on with --resume).
+			row.Killed = victim.cmd.ProcessState.ExitCode() == 75
 		}
 		if !row.Killed {
 			return nil, fmt.Errorf("%s: %s did not die of %v: %v (log: %s)", kase, name, sig, victim.err, filepath.Join(c.Dir, name+".log"))

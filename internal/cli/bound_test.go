@@ -72,13 +72,15 @@ func TestRosterBrokerRaisesBound(t *testing.T) {
 	stop := startBroker("4MB")
 	full := start("60s")
 	agg := <-full[2]
-	if agg.code == 0 || !strings.Contains(agg.errOut, "stream is nearly full") {
-		t.Fatalf("aggregator on a 4 MB stream: exit %d after %v, want the full stream named: %s", agg.code, agg.took, agg.errOut)
+	// Paused, not finished nor failed: every participant exits with the
+	// pause's status (before: the aggregator 1, the parties 0).
+	if agg.code != exitPaused || !strings.Contains(agg.errOut, "stream is nearly full") {
+		t.Fatalf("aggregator on a 4 MB stream: exit %d after %v, want %d and the full stream named: %s%s", agg.code, agg.took, exitPaused, agg.out, agg.errOut)
 	}
 	t.Logf("aggregator after %v: %s", agg.took, strings.TrimSpace(agg.errOut))
 	for i, ch := range full[:2] {
-		if r := <-ch; r.code != 0 || !strings.Contains(r.out, "stream is nearly full") {
-			t.Errorf("party %d on a nearly full stream: exit %d, want 0 and the pause's reason: %s%s", i+1, r.code, r.out, r.errOut)
+		if r := <-ch; r.code != exitPaused || !strings.Contains(r.out, "stream is nearly full") || !strings.Contains(r.errOut, "--resume") {
+			t.Errorf("party %d on a nearly full stream: exit %d, want %d, the pause's reason and the command that goes on: %s%s", i+1, r.code, exitPaused, r.out, r.errOut)
 		}
 	}
 	stop()

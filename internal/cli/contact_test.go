@@ -229,8 +229,8 @@ func TestSeparateResumeTrusted(t *testing.T) {
 	agg := aggregator(ca)
 	time.Sleep(1200 * time.Millisecond)
 	stop2(errors.New("terminated"))
-	if r := <-p2; r.code != 0 {
-		t.Fatalf("party 2 stopped: exit %d: %s", r.code, r.errOut)
+	if r := <-p2; r.code != exitPaused {
+		t.Fatalf("party 2 stopped: exit %d, want %d (paused): %s", r.code, exitPaused, r.errOut)
 	}
 	if b, ok := <-first2; !ok || os.WriteFile(ck2, b, 0o600) != nil {
 		t.Fatal("no first checkpoint of party 2 to put back")
@@ -238,8 +238,8 @@ func TestSeparateResumeTrusted(t *testing.T) {
 	p2 = party(ctx, "2", "--resume")
 	time.Sleep(800 * time.Millisecond)
 	stopA(errors.New("terminated"))
-	if r := <-agg; r.code != 0 {
-		t.Fatalf("aggregator stopped: exit %d: %s", r.code, r.errOut)
+	if r := <-agg; r.code != exitPaused {
+		t.Fatalf("aggregator stopped: exit %d, want %d (paused): %s", r.code, exitPaused, r.errOut)
 	}
 	ra := <-aggregator(ctx, "--resume")
 	r1, r2 := <-p1, <-p2
@@ -483,15 +483,16 @@ func TestCSVAsUsersBringThem(t *testing.T) {
 }
 
 // Item 7: Ctrl-C writes the summary and the plot of the part that ran,
-// and exits 0 (issue 13: checkpoint, flush, summary, exit 0).
+// and exits paused (issue 13: checkpoint, flush, summary; issue 35: the
+// status of a run that goes on with --resume, 75, not a finished run's).
 func TestInterruptWritesSummary(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
 		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
-	if code != 0 {
-		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
+	if code != exitPaused {
+		t.Errorf("exit %d, want %d (a clean stop on request, paused): %s%s", code, exitPaused, stdout, stderr)
 	}
 	var s struct {
 		Interrupted string  `json:"interrupted"`

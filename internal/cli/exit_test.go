@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,58 @@ func TestSummaryNotWrittenIsSaid(t *testing.T) {
 	if !strings.Contains(r.errOut, "summary.json could not be written") || strings.Contains(r.errOut, "the summary shows the part that ran") {
 		t.Errorf("summary.json not written, the last words say otherwise (exit %d): %s", r.code, r.errOut)
 	}
+}
+
+// The exit status tells a script how a run ended: 0 finished, 1 failed,
+// exitPaused (75) for a run whose state is saved and that goes on with
+// --resume, 128+N for a run a signal N stopped with no state to go on
+// from. Before, a stop by a signal exited 0 like a finished run, with
+// or without a state to go on from.
+func TestExitStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	// Stopped with its state saved (--out keeps the checkpoints).
+	out := filepath.Join(t.TempDir(), "out")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ch := goCLI(ctx, append([]string{"train", "--out", out}, exitData...)...)
+	waitTraining(t, filepath.Join(out, "checkpoints"))
+	cancel(signalError{syscall.SIGTERM})
+	if r := <-ch; r.code != exitPaused || !strings.Contains(r.errOut, "--resume") {
+		t.Errorf("stopped with its state saved: exit %d, want %d and the command that goes on: %s", r.code, exitPaused, r.errOut)
+	}
+
+	// Stopped with no state saved (no --out, no --checkpoint-dir), once
+	// training has started: the signal's status.
+	ctx, cancel = context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	errOut := &signalOn{word: "training starts", seen: make(chan struct{})}
+	go func() {
+		<-errOut.seen
+		cancel(signalError{syscall.SIGTERM})
+	}()
+	var stdout syncBuffer
+	code := execute(ctx, append([]string{"train"}, append(exitData, "--log", "info")...), &stdout, errOut)
+	if code != 128+int(syscall.SIGTERM) || !strings.Contains(errOut.String(), "no state was saved") {
+		t.Errorf("stopped by SIGTERM with no state saved: exit %d, want %d and words that say so: %s", code, 128+int(syscall.SIGTERM), errOut.String())
+	}
+}
+
+// signalOn is a log's writer that closes seen once word is written.
+type signalOn struct {
+	syncBuffer
+	word string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *signalOn) Write(p []byte) (int, error) {
+	n, err := s.syncBuffer.Write(p)
+	if strings.Contains(s.syncBuffer.String(), s.word) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return n, err
 }
 
 // waitTraining waits until the aggregator's checkpoint file is written

@@ -69,6 +69,14 @@ Examples:
   asyrevel train --data synthetic --parties 8 --duration 30s --out out/
   asyrevel train --data a9a.gz --test a9a.t.gz --parties 8 --algo asyrevel-gau \
       --batch 64 --window 8 --duration 60s --out out/a9a
+
+Exit status (train, aggregator, party; docs/running.md):
+  0      finished
+  1      failed
+  2      usage error
+  75     paused: the state is saved and the last words give the command that goes on
+         (the same command with --resume): Ctrl-C, a full stream or disk, a stalled run
+  128+N  stopped by signal N with no state to go on from (130: Ctrl-C, 143: SIGTERM)
 `
 
 // command is a subcommand of asyrevel. The help test runs every command
@@ -180,12 +188,24 @@ func profiled(f func() int) int {
 	return f()
 }
 
-// execute executes one command line and returns the exit status: 0 on success,
-// 1 on a failure, 2 on a usage error.
+// Exit statuses of a command (the usage text lists them).
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+	// exitPaused: the run paused, its state saved; the same command with
+	// --resume goes on (EX_TEMPFAIL of sysexits.h: try again later).
+	exitPaused = 75
+)
+
+// execute executes one command line and returns the exit status: 0 on
+// success, 1 on a failure, 2 on a usage error, exitPaused for a run that
+// paused and goes on with --resume, 128+N for one a signal stopped with
+// no state saved.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	var err error
 	cmd, rest := args[0], args[1:]
@@ -208,7 +228,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !found {
 		fmt.Fprintf(stderr, "asyrevel: unknown command %q%s; 'asyrevel help' lists the commands\n", cmd, didYouMean(cmd, commandNames()))
-		return 2
+		return exitUsage
 	}
 	goOn := "the same command with --resume (and its --run) goes on"
 	var hint resumeHint
@@ -219,47 +239,59 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	summary := summaryWords(err)
 	switch {
 	case err == nil:
-		return 0
+		return exitOK
 	case errors.As(err, &handed):
 		return int(handed) // the lab's status; it said why
 	case errors.Is(err, flag.ErrHelp):
-		return 0
+		return exitOK
 	case errors.Is(err, errUsageShown):
-		return 2
+		return exitUsage
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
-		return 2
+		return exitUsage
 	case errors.Is(err, broker.ErrStoreWrite) && errors.Is(err, run.ErrInterrupted):
 		// The run stopped itself: not a success, and the way on is a
 		// resume once the broker's disk has room again.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; %s. "+
 			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, summary, goOn)
-		return 1
+		return exitPaused
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
 			"%s. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
 			"then %s\n", err, summary, goOn)
-		return 1
-	case errors.Is(err, aggregator.ErrPaused):
+		return exitPaused
+	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
 		if hint.command == "" {
 			goOn = "--resume goes on"
 		}
 		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
-		return 0
+		return exitPaused
+	case errors.Is(err, aggregator.ErrStalled):
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused; %s; %s\n", err, summary, goOn)
+		return exitPaused
 	case errors.Is(err, run.ErrInterrupted):
-		// A clean stop on request (Ctrl-C, SIGTERM): the state is saved
-		// and the summary written, so the exit status is 0.
+		// A stop on request (Ctrl-C, SIGTERM): with the state saved the
+		// run is paused; without, the signal ended it.
+		var sig signalError
+		if hint.command == "" && errors.As(err, &sig) {
+			fmt.Fprintf(stderr, "asyrevel: %v: %s; no state was saved to go on from (--checkpoint-dir, or train's --out, keeps it)\n", err, summary)
+			return sig.exitCode()
+		}
 		if hint.command == "" {
 			goOn = "with checkpoints, --resume goes on"
 		}
 		fmt.Fprintf(stderr, "asyrevel: %v: %s; %s\n", err, summary, goOn)
-		return 0
+		return exitPaused
 	default:
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
-		return 1
+		return exitFailed
 	}
 }
+
+// errPartyPaused ends a party whose run the aggregator paused (its state
+// saved): it goes on with --resume, as the aggregator does.
+var errPartyPaused = errors.New("the run paused")
 
 // summaryWords says where the part of a run that ran is written: the
 // summary, or, when summary.json could not be written (a full disk,

@@ -972,10 +972,15 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	stop := st.StopReason
 	switch {
+	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointDir == "":
+		stop = "interrupted; no checkpoint was kept (--checkpoint-dir keeps one)"
 	case errors.Is(err, run.ErrInterrupted):
 		stop = "interrupted; the checkpoint is saved: go on with " + resumeCommand("party", args, f.cfg.Run)
 	case err != nil:
 		stop = "failed (" + err.Error() + "); with checkpoints, restart it with --resume"
+	case st.Paused:
+		// Paused by the aggregator: not finished (exit status 75, main).
+		err = resumeHint{err: fmt.Errorf("%w (%s)", errPartyPaused, st.StopReason), command: resumeCommand("party", args, f.cfg.Run)}
 	}
 	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
 	if w := f.missing.String(); w != "" {
@@ -988,7 +993,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
 	}
-	return err
+	return withResume(err, "party", args, &f.cfg, nil)
 }
 
 func sum(m map[string]int64) int64 {
