@@ -138,7 +138,7 @@ func TestPrometheusScrapesTrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	startProc(t, dir, "train", exec.Command(bin, "train", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02", "--parties", "3",
-		"--batch", "16", "--window", "2", "--duration", "3m", "--run", "scraped", "--metrics", metrics, "--log", "warn"))
+		"--batch", "16", "--window", "2", "--duration", "3m", "--run", "scraped", "--metrics", metrics, "--log", "warn", "--privacy", labelled))
 	startProc(t, dir, "prometheus", exec.Command(prom, "--config.file", filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path", filepath.Join(dir, "tsdb"), "--web.listen-address", promAddr))
 	base := "http://" + promAddr
@@ -245,7 +245,7 @@ func TestBoardInBrowser(t *testing.T) {
 	if natsURL == "" {
 		t.Fatalf("the broker did not say its URL: %v %q %s", err, line, brokerOut.String())
 	}
-	common := []string{"--nats", natsURL, "--run", "watched", "--parties", "3", "--data", "synthetic:n=4000,d=12,test=1000,noise=0.02",
+	common := []string{"--nats", natsURL, "--run", "watched", "--parties", "3", "--data", "synthetic:n=4000,d=12,test=1000,noise=0.02", "--privacy", labelled,
 		"--batch", "16", "--roster", filepath.Join(keys, "roster.json"), "--log", "info", "--checkpoint-dir", filepath.Join(dir, "ck")}
 	parties := make([]*exec.Cmd, 3)
 	for i := range parties {
