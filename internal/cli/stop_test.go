@@ -76,7 +76,7 @@ func TestRunStopsWhenDone(t *testing.T) {
 	data := writeTumours(t, dir, 455)
 	out := filepath.Join(dir, "out")
 	start := time.Now()
-	code, stdout, errOut := runCLI(t, "train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out)
+	code, stdout, errOut := runCLI(t, "train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled)
 	took := time.Since(start)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -125,7 +125,7 @@ func TestStoppedByFirstLimit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			args := append([]string{"train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out}, c.flags...)
+			args := append([]string{"train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled}, c.flags...)
 			if code, _, errOut := runCLI(t, args...); code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -152,7 +152,7 @@ func TestScaleAdviceWorks(t *testing.T) {
 	train := func(extra ...string) (loss float64, warnings []string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out")
-		args := append([]string{"train", "--data", data, "--parties", "4", "--steps", "4000", "--log", "error", "--no-privacy-report", "--out", out}, extra...)
+		args := append([]string{"train", "--data", data, "--parties", "4", "--steps", "4000", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled}, extra...)
 		if code, _, errOut := runCLI(t, args...); code != 0 {
 			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
 		}
@@ -268,7 +268,7 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	url := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error"}
+	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error", "--privacy", labelled}
 	var parties []<-chan result
 	for _, id := range []string{"1", "2", "3"} {
 		parties = append(parties, goCLI(ctx, append([]string{"party", "--id", id, "--scale", "standard"}, common...)...))
