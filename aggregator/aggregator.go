@@ -604,6 +604,12 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	for {
 		select {
 		case <-ctx.Done():
+			if a.over() {
+				// The run ended before the signal came: it finishes
+				// (finish.go).
+				ctx = context.WithoutCancel(ctx)
+				continue
+			}
 			return a.interrupted(ctx, bus)
 		case <-a.cfg.Pause:
 			return a.pause(ctx, bus, ErrPaused)
@@ -648,7 +654,10 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				return nil, err
 			}
 			a.drain(ctx, bus)
+			fctx, cancel := finalContext(ctx) // a signal now does not cut the end short
+			defer cancel()
 			a.mu.Lock()
+			a.ctx = fctx
 			// Replies still held for their requests: the final checkpoint
 			// counts them as sent.
 			a.releaseAllHeld()
@@ -664,7 +673,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				<-lf.flushed
 				return res, nil
 			}
-			if err := bus.Flush(ctx); err != nil {
+			if err := bus.Flush(fctx); err != nil {
 				return nil, fmt.Errorf("aggregator: flush: %w", err)
 			}
 			return res, nil

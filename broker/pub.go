@@ -908,6 +908,10 @@ func barrierOnce(ctx context.Context, js jetstream.JetStream, subject string) (u
 		return 0, fmt.Errorf("broker: barrier on %s was stored", subject) // cannot happen: no stream has that sequence
 	}
 	var apiErr *jetstream.APIError
+	if ctx.Err() != nil && !errors.As(err, &apiErr) {
+		// Cut short (a signal): nothing is known lost.
+		return 0, fmt.Errorf("broker: confirming the messages published on %s: %w", subject, err)
+	}
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWrongLastSeq {
 		return 0, fmt.Errorf("%w: confirming the messages published on %s: %w", ErrLost, subject, err)
 	}

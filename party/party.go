@@ -549,7 +549,13 @@ func (p *Party) answerCall(c *schemas.Control) {
 // finish waits for the end of the run and flushes.
 func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
 	m := p.cfg.ID
-	if err := p.wait(ctx); err != nil || ctx.Err() != nil {
+	err := p.wait(ctx)
+	p.mu.Lock()
+	failed := p.err != nil
+	p.mu.Unlock()
+	// A signal after the run's stop interrupts nothing: the party's part
+	// is over and its last flush goes on (finalWait bounds it).
+	if err != nil || ctx.Err() != nil && failed {
 		// A signal may also show as a publish that failed when the
 		// context ended (p.err): that is an interruption too. The
 		// checkpoint is saved only if no publish failed (saveCheckpoint).
@@ -573,11 +579,17 @@ func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
 		// Its state after the seal: a resume goes on from there.
 		p.saveCheckpoint(ctx)
 	}
-	if err := bus.Flush(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalWait)
+	defer cancel()
+	if err := bus.Flush(fctx); err != nil {
 		return fmt.Errorf("party %d: flush: %w", m, err)
 	}
 	return nil
 }
+
+// finalWait bounds the last flush of a party whose part is over: a
+// signal then does not cut it short (a further one quits at once).
+const finalWait = 30 * time.Second
 
 // wait waits for the end of the run. Before the start it gives up after
 // JoinWait, after it when the aggregator is silent for Wait while requests

@@ -1279,6 +1279,11 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		g.Go(func() error { return p.Run(gctx, partyBus[m]) })
 	}
 	err = g.Wait()
+	if errors.Is(err, party.ErrInterrupted) && res != nil && res.Final.Final && res.Interrupted == "" {
+		// The run had ended when the signal came: a party that had not
+		// seen the stop yet does not make it an interrupted run.
+		err = nil
+	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
 	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil || paused != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
@@ -1337,8 +1342,12 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		return net.finishPaused(ctx, &cfg, s, prog, paused)
 	}
 	if !stopped {
-		// The run is over: its log is closed (seal.go).
-		if err := net.sealStream(ctx); err != nil {
+		// The run is over: its log is closed (seal.go), even if a signal
+		// comes meanwhile (a further one quits at once).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := net.sealStream(sctx)
+		cancel()
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -2136,13 +2145,17 @@ func wireBytes(buses ...broker.Bus) int64 {
 
 // finish counts the run's messages in the stream into s, measures the
 // store, adds the warnings and writes the outputs if cfg asks for them. It
-// closes the network. An interrupted run (ctx done) is finished all the
-// same, and returned with an error wrapping ErrInterrupted.
+// closes the network. An interrupted run (ctx done, and the run cut
+// short: s.Interrupted) is finished all the same, and returned with an
+// error wrapping ErrInterrupted; a run that had ended when the signal
+// came (in its last flush, say) is finished, not interrupted.
 func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *progress) (*Summary, error) {
 	var interrupted error
 	wait := 30 * time.Second // the broker answers at once, unless it is gone
 	if ctx.Err() != nil {
-		interrupted = fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+		if s.Interrupted != "" {
+			interrupted = fmt.Errorf("%w: %w", ErrInterrupted, context.Cause(ctx))
+		}
 		// Counting and writing must not stop with ctx; they are quick.
 		ctx, wait = context.WithoutCancel(ctx), 10*time.Second
 	}
