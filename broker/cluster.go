@@ -448,26 +448,7 @@ func NodesAnswering(ctx context.Context, urls []string, timeout time.Duration) s
 	if len(urls) < 2 {
 		return ""
 	}
-	up := make([]bool, len(urls))
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		pu, err := url.Parse(u)
-		if err != nil || pu.Host == "" {
-			continue
-		}
-		host := pu.Host
-		if pu.Port() == "" {
-			host = net.JoinHostPort(pu.Hostname(), "4222")
-		}
-		wg.Go(func() {
-			d := net.Dialer{Timeout: timeout}
-			if c, err := d.DialContext(ctx, "tcp", host); err == nil {
-				c.Close()
-				up[i] = true
-			}
-		})
-	}
-	wg.Wait()
+	up := answering(ctx, urls, "4222", timeout)
 	var down []string
 	for i, ok := range up {
 		if !ok {
@@ -481,4 +462,44 @@ func NodesAnswering(ctx context.Context, urls []string, timeout time.Duration) s
 		return fmt.Sprintf("%d of %d nodes answer; %s does not", len(urls)-1, len(urls), down[0])
 	}
 	return fmt.Sprintf("%d of %d nodes answer; %s do not", len(urls)-len(down), len(urls), strings.Join(down, ", "))
+}
+
+// answering says which of urls accept a TCP connection within timeout
+// (port: the default port of a URL without one).
+func answering(ctx context.Context, urls []string, port string, timeout time.Duration) []bool {
+	up := make([]bool, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		pu, err := url.Parse(u)
+		if err != nil || pu.Host == "" {
+			continue
+		}
+		host := pu.Host
+		if pu.Port() == "" {
+			host = net.JoinHostPort(pu.Hostname(), port)
+		}
+		wg.Go(func() {
+			d := net.Dialer{Timeout: timeout}
+			if c, err := d.DialContext(ctx, "tcp", host); err == nil {
+				c.Close()
+				up[i] = true
+			}
+		})
+	}
+	wg.Wait()
+	return up
+}
+
+// RoutesAnswering says which of a node's routes to the other nodes
+// (OtherRoutes) accept a TCP connection within timeout: the nodes that
+// run, whether or not they accept this node's route.
+func RoutesAnswering(ctx context.Context, routes []string, timeout time.Duration) (up, down []string) {
+	for i, ok := range answering(ctx, routes, strconv.Itoa(DefaultClusterPort), timeout) {
+		if ok {
+			up = append(up, routes[i])
+		} else {
+			down = append(down, routes[i])
+		}
+	}
+	return up, down
 }

@@ -219,7 +219,7 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		fmt.Fprintf(stdout, "broker listening on %s (store %s; node %s of cluster %s, routes on port %d to %s; %s); interrupt to stop\n",
 			srv.URL(), f.store, cfg.Name, f.clusterName, f.clusterPort, strings.Join(cfg.Cluster.Routes, ","), auth)
-		go watchCluster(ctx, srv, stdout, len(broker.OtherRoutes(cfg.Cluster, f.host))+1)
+		go watchCluster(ctx, srv, stdout, broker.OtherRoutes(cfg.Cluster, f.host))
 	} else {
 		fmt.Fprintf(stdout, "broker listening on %s (store %s); interrupt to stop\n", srv.URL(), f.store)
 	}
@@ -274,13 +274,19 @@ func clusterReplicas(node broker.ClusterNode, host string) int {
 	return min(3, len(broker.OtherRoutes(node, host))+1)
 }
 
+// clusterNode is what watchCluster reads of its node (*broker.Server).
+type clusterNode interface {
+	State() broker.ClusterState
+}
+
 // watchCluster says on out when this node's cluster gets a JetStream
-// leader, and every 10 s while it has none, what it waits for: nodes is
-// the number of nodes its routes name (itself included).
-func watchCluster(ctx context.Context, srv *broker.Server, out io.Writer, nodes int) {
+// leader, and every 10 s while it has none, what it waits for: others are
+// its routes to the other nodes (OtherRoutes).
+func watchCluster(ctx context.Context, srv clusterNode, out io.Writer, others []string) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	start, told, leader := time.Now(), time.Time{}, ""
+	nodes := len(others) + 1
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,16 +296,31 @@ func watchCluster(ctx context.Context, srv *broker.Server, out io.Writer, nodes 
 		st := srv.State()
 		switch {
 		case st.Leader != "" && st.Leader != leader:
-			fmt.Fprintf(out, "cluster: JetStream leader %s; routes to %s (%d of the %d nodes up)\n",
-				st.Leader, orNone(st.Routed), len(st.Routed)+1, nodes)
+			fmt.Fprintf(out, "cluster: JetStream leader %s; routes to %s (this node and %d of the %d others reach each other)\n",
+				st.Leader, orNone(st.Routed), len(st.Routed), len(others))
 		case st.Leader == "" && time.Since(told) >= 10*time.Second && time.Since(start) >= 3*time.Second:
 			told = time.Now()
-			need := nodes/2 + 1
-			fmt.Fprintf(out, "cluster: no JetStream leader for %v: routes to %s, %d of the %d nodes up; a cluster needs %d running to elect one (participants wait: --broker-wait)\n",
-				time.Since(start).Round(time.Second), orNone(st.Routed), len(st.Routed)+1, nodes, need)
+			fmt.Fprintf(out, "cluster: no JetStream leader for %v: %s; a cluster needs %d of its %d nodes running and routed to each other to elect one (participants wait: --broker-wait)\n",
+				time.Since(start).Round(time.Second), clusterReach(ctx, st, others), nodes/2+1, nodes)
 		}
 		leader = st.Leader
 	}
+}
+
+// clusterReach says which of a node's other nodes (their routes: others)
+// run and which it reaches: a node that answers on its route port but
+// holds no route with this one refused it (another --route-secret, or
+// TLS), which is not the same as a node down.
+func clusterReach(ctx context.Context, st broker.ClusterState, others []string) string {
+	up, down := broker.RoutesAnswering(ctx, others, time.Second)
+	words := fmt.Sprintf("routes to %s; %d of the %d other nodes answer on their route ports", orNone(st.Routed), len(up), len(others))
+	if len(down) > 0 {
+		words += " (" + strings.Join(down, ", ") + " not: down, or not started)"
+	}
+	if refused := len(up) - len(st.Routed); refused > 0 {
+		words += fmt.Sprintf(", and %d of them hold no route with this node (do they have another --route-secret, or --route-tls, than this one?)", refused)
+	}
+	return words
 }
 
 // orNone is the names, or "none".
