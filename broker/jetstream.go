@@ -310,6 +310,7 @@ type JetStream struct {
 	core      map[*nats.Subscription]*coreSub // for slow-consumer reports
 	downSince atomic.Int64                    // unix ns of the disconnection in progress, 0 while connected
 	endOnLoss bool
+	url       string        // the server URLs given (comma-separated)
 	lost      chan struct{} // closed when the connection drops (endOnLoss)
 	lostOnce  sync.Once
 	outage    atomic.Int64 // ns the connection was down, over the closed outages
@@ -454,7 +455,7 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 	if err != nil {
 		return nil, fmt.Errorf("broker: connect %s: %w", url, err)
 	}
-	b.nc = nc
+	b.nc, b.url = nc, url
 	fail := func(err error) (*JetStream, error) {
 		nc.Close()
 		return nil, err
@@ -1129,9 +1130,10 @@ func (b *JetStream) streamHandle(ctx context.Context) (jetstream.Stream, error) 
 }
 
 // waitStream waits for the run's stream to exist, asking every
-// streamWaitPoll, and says once in the log what it waits for.
+// streamWaitPoll, and says in the log what it waits for, again every
+// streamWaitNotice.
 func (b *JetStream) waitStream(ctx context.Context) error {
-	told := false
+	var told time.Time
 	for {
 		// One request at a time for a while: a cluster that is forming
 		// leaves requests unanswered.
@@ -1147,9 +1149,9 @@ func (b *JetStream) waitStream(ctx context.Context) error {
 		if d := b.deniedAPI("STREAM.INFO"); d != "" {
 			return fmt.Errorf("broker: stream %s: this user may not read its info (%s)", b.stream, d)
 		}
-		if !told {
-			told = true
-			b.log.Info().Str("stream", b.stream).Msg("waiting for the run's stream to be created (by the aggregator, or by whoever runs the broker)")
+		if time.Since(told) >= streamWaitNotice {
+			told = time.Now()
+			b.tellStreamWait(ctx)
 		}
 		select {
 		case <-ctx.Done():
@@ -1157,6 +1159,24 @@ func (b *JetStream) waitStream(ctx context.Context) error {
 		case <-time.After(streamWaitPoll):
 		}
 	}
+}
+
+// tellStreamWait says what waitStream waits for: the run's stream, and,
+// on a cluster with a node that does not answer, that node (a replicated
+// stream is made only once its nodes run).
+func (b *JetStream) tellStreamWait(ctx context.Context) {
+	const msg = "waiting for the run's stream to be created (by the aggregator, or by whoever runs the broker)"
+	nodes := NodesAnswering(ctx, ServerURLs(b.url), time.Second)
+	if nodes != "" && !strings.HasPrefix(nodes, "all ") {
+		b.log.Warn().Str("stream", b.stream).Str("nodes", nodes).
+			Msg("waiting for the run's stream to be created: " + nodes + " (a replicated stream is made once its nodes run: start it, or check its routes and --route-secret)")
+		return
+	}
+	ev := b.log.Info().Str("stream", b.stream)
+	if nodes != "" {
+		ev = ev.Str("nodes", nodes)
+	}
+	ev.Msg(msg)
 }
 
 // deniedAPI returns the server's last permission violation if it names
@@ -1177,8 +1197,9 @@ func (b *JetStream) deniedAPI(calls ...string) string {
 // streamWaitPoll is how often waitStream asks for the stream, and
 // streamWaitAsk how long it waits for an answer.
 const (
-	streamWaitPoll = 100 * time.Millisecond
-	streamWaitAsk  = 2 * time.Second
+	streamWaitPoll   = 100 * time.Millisecond
+	streamWaitAsk    = 2 * time.Second
+	streamWaitNotice = 10 * time.Second // waitStream says again what it waits for
 )
 
 // unanswered reports an API request that timed out.
