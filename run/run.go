@@ -1952,7 +1952,7 @@ func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConf
 		wait = min(wait, 0)
 	}
 	t0 := time.Now()
-	pause, told := 100*time.Millisecond, time.Time{}
+	pause, told := 50*time.Millisecond, time.Time{}
 	for {
 		b, err := broker.ConnectJetStream(ctx, jc)
 		why := waitable(err)
@@ -1979,9 +1979,15 @@ func (n *network) dial(ctx context.Context, name string, jc broker.JetStreamConf
 			return nil, fmt.Errorf("waiting for the broker: %w", context.Cause(ctx))
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, time.Second) // a broker back is found within a second
+		pause = min(2*pause, dialPause) // a broker back is found within dialPause
 	}
 }
+
+// dialPause bounds the pause between two attempts to reach the broker: a
+// refused connection costs next to nothing, and training waits for the
+// attempt after the broker's return (a second was most of the time from
+// a broker's return to training, experiment faults).
+const dialPause = 150 * time.Millisecond
 
 // DefaultBrokerWait is how long a participant of the command line waits
 // for its broker by default (Config.BrokerWait).
