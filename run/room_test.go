@@ -96,27 +96,64 @@ func TestFullStreamGoesOnWithRoom(t *testing.T) {
 	resumeToTheEnd(t, cfg, s.TrainSeconds)
 }
 
+// smallDisk mounts a tmpfs of size (e.g. "8m") to fill, or skips the
+// test where it cannot (root and CAP_SYS_ADMIN needed).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	disk := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(disk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (root and CAP_SYS_ADMIN needed): %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	return disk
+}
+
+// On a small disk the stream's default bound is within the free space:
+// the run pauses, sealed, before the disk is full (ErrNearlyFull), and
+// goes on once there is room. Before, the default bound was at least
+// 64 MiB, more than the 8 MB disk: the disk filled first and the run
+// stopped on the broker's write error (ErrStoreWrite).
+func TestSmallDiskPausesBeforeItIsFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	disk := smallDisk(t, "8m")
+	cfg := roomyConfig(t, filepath.Join(disk, "run"), "smalldisk")
+	cfg.Duration = time.Minute
+	s, err := Train(context.Background(), cfg)
+	if !errors.Is(err, aggregator.ErrNearlyFull) || errors.Is(err, broker.ErrStoreWrite) {
+		t.Fatalf("a stream on an 8 MB disk with the default bound: %v, want ErrNearlyFull (a pause before the disk is full)", err)
+	}
+	t.Logf("paused: %v", err)
+	if b, err := exec.Command("mount", "-o", "remount,size=256m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, b)
+	}
+	trained := 0.0
+	if s != nil {
+		trained = s.TrainSeconds
+	}
+	resumeToTheEnd(t, cfg, trained)
+}
+
 // A broker whose disk fills up stops the run at once, with an error that
 // names the disk (broker.ErrStoreWrite), instead of training on for the
 // rest of the run while nothing is stored and failing at the end with
 // "messages lost". Once there is room, a resume goes on to the end with
 // an intact log. It needs a small file system of its own: a tmpfs,
-// mounted as root.
+// mounted as root. The stream is unbounded (--max-store none): a bound,
+// which is within the free space, would pause the run first.
 func TestDiskFullStopsTheRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	disk := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(disk, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", disk).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (root and CAP_SYS_ADMIN needed): %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", disk).Run() })
+	disk := smallDisk(t, "8m")
 	out := filepath.Join(disk, "run")
 	cfg := roomyConfig(t, out, "diskfull")
 	cfg.Duration = time.Minute
+	cfg.MaxStore = -1
 	t0 := time.Now()
 	s, err := Train(context.Background(), cfg)
 	took := time.Since(t0)
