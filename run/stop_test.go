@@ -13,19 +13,23 @@ import (
 
 func TestEarlyStop(t *testing.T) {
 	nan := math.NaN()
-	// 4 parties, 64 rows, batch 16: an epoch is 16 answered requests; the
-	// points below are an epoch apart.
+	// 4 parties, 16,000 rows, batch 16: an epoch is 4,000 answered
+	// requests (1,000 a party, above MinPatienceSteps); the points below
+	// are an epoch apart. With 64 rows an epoch is 16 requests, and the
+	// patience is MinPatienceSteps requests a party: 125 epochs.
 	for _, c := range []struct {
 		name   string
+		rows   int
 		losses []float64
 		stopAt int // index of the evaluation that stops the run (-1: none)
 	}{
-		{"improving", []float64{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}, -1},
-		{"plateau", []float64{1, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4}, 5},
-		{"gains below the tolerance", []float64{1, 0.5, 0.4999, 0.4998, 0.4997, 0.4996, 0.4995}, 4},
-		{"a gain resets the patience", []float64{1, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}, 7},
-		{"growing", []float64{0.7, 0.8, 1, 2, 4, 8}, 3},
-		{"not finite", []float64{nan, nan, math.Inf(1), nan, nan}, 3},
+		{"improving", 16000, []float64{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}, -1},
+		{"plateau", 16000, []float64{1, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4}, 5},
+		{"gains below the tolerance", 16000, []float64{1, 0.5, 0.4999, 0.4998, 0.4997, 0.4996, 0.4995}, 4},
+		{"a gain resets the patience", 16000, []float64{1, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}, 7},
+		{"growing", 16000, []float64{0.7, 0.8, 1, 2, 4, 8}, 3},
+		{"not finite", 16000, []float64{nan, nan, math.Inf(1), nan, nan}, 3},
+		{"a small table's plateau", 64, slices.Concat([]float64{1, 0.5}, slices.Repeat([]float64{0.4}, 130)), 127},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := new(New(func(c *Config) {
@@ -35,11 +39,13 @@ func TestEarlyStop(t *testing.T) {
 				c.Tolerance = 1e-3
 				c.Log = zerolog.Nop()
 			}))
-			es := newEarlyStop(cfg, 64, true, false)
+			es := newEarlyStop(cfg, c.rows, true)
+			epoch := int64(c.rows / 4)
 			obs, stop := es.observe(nil), es.stopWhen(nil)
 			got := -1
 			for i, l := range c.losses {
-				obs(aggregator.Point{Steps: int64(16 * i), TestLoss: l, TrainLoss: 100})
+				// The test loss never counts: only the held-out rows' does.
+				obs(aggregator.Point{Steps: epoch * int64(i), HeldOutLoss: l, TrainLoss: 100, TestLoss: float64(i)})
 				if stop() {
 					got = i
 					break
@@ -61,7 +67,7 @@ func TestEarlyStop(t *testing.T) {
 		c.Tolerance = 1e-3
 		c.Log = zerolog.Nop()
 	}))
-	es := newEarlyStop(cfg, 10, false, false)
+	es := newEarlyStop(cfg, 10, false)
 	other := false
 	stop := es.stopWhen(func() bool { return other })
 	es.observe(nil)(aggregator.Point{Steps: 1, TrainLoss: 1})
@@ -160,9 +166,58 @@ func TestHoldOutSameRows(t *testing.T) {
 			t.Fatalf("held-out row %d differs between the whole run and party 2", i)
 		}
 	}
-	// A set with a test set of its own keeps it: nothing is held out.
+	// A set with a test set of its own keeps it, after the held-out rows:
+	// they are held out all the same (the test set never chooses).
 	syn.TestSamples = 50
-	if d := load(RoleAll); d.HeldOut != 0 || d.NTrain != 500 || d.NTest != 50 {
-		t.Errorf("with a test set: held out %d, %d train, %d test", d.HeldOut, d.NTrain, d.NTest)
+	whole := load(RoleAll)
+	if whole.HeldOut != 100 || whole.NTrain != 400 || whole.NTest != 150 || whole.TestRows() != 50 || len(whole.TestY) != 150 {
+		t.Fatalf("with a test set: held out %d, %d train, %d test rows (%d of the test set, %d labels)", whole.HeldOut, whole.NTrain, whole.NTest, whole.TestRows(), len(whole.TestY))
 	}
+	p3 := load(3)
+	_, te, err := dataset.Synthetic(*syn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := whole.Blocks[2]
+	own := te.X.Columns(b.Lo, b.Hi)
+	for i := range 150 {
+		a, av := whole.PartTest[2].Row(i)
+		c, cv := p3.PartTest[2].Row(i)
+		if !slices.Equal(a, c) || !slices.Equal(av, cv) {
+			t.Fatalf("test split row %d differs between the whole run and party 3", i)
+		}
+		if i >= 100 {
+			o, ov := own.Row(i - 100)
+			if !slices.Equal(a, o) || !slices.Equal(av, ov) || whole.TestY[i] != te.Y[i-100] {
+				t.Fatalf("test split row %d is not the test set's row %d", i, i-100)
+			}
+		}
+	}
+	// A label-free run keeps a test set as it is: its head is chosen on
+	// rows the aggregator holds out by itself.
+	if d := load2(t, syn, func(c *Config) { c.Privacy = "auc=0.6" }); d.HeldOut != 0 || d.NTrain != 500 || d.NTest != 50 {
+		t.Errorf("label-free, with a test set: held out %d, %d train, %d test", d.HeldOut, d.NTrain, d.NTest)
+	}
+}
+
+// load2 loads syn for the whole run with a hold-out of 0.2 and set applied.
+func load2(t *testing.T, syn *dataset.SyntheticConfig, set func(c *Config)) *Data {
+	t.Helper()
+	cfg := New(func(c *Config) {
+		c.Synthetic = syn
+		c.Parties = 3
+		c.Epochs = 1
+		c.HoldOut = 0.2
+		c.Seed = 4
+		c.Log = zerolog.Nop()
+		set(c)
+	})
+	if err := cfg.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadData(&cfg, RoleAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
