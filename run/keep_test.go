@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -204,6 +206,62 @@ func savedLoss(t *testing.T, out string, d *Data, rows int) float64 {
 		sum += head.Loss(agg.Params, c[i*q:(i+1)*q], d.TestY[i])
 	}
 	return sum / float64(rows)
+}
+
+// writeRaw writes a 3-class CSV whose columns are raw, on scales from 0.36
+// to 750 (issue 34's: a wine-like table without --scale).
+func writeRaw(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "raw.csv")
+	r := rand.New(rand.NewPCG(3, 4))
+	scales := []float64{13, 2, 2.4, 19, 100, 2.3, 2, 0.36, 1.6, 5, 1, 2.6, 750}
+	var b strings.Builder
+	b.WriteString("label,f0,f1,f2,f3,f4,f5,f6,f7,f8,f9,f10,f11,f12\n")
+	for range 178 {
+		c := r.IntN(3)
+		fmt.Fprintf(&b, "%d", c)
+		for _, s := range scales {
+			fmt.Fprintf(&b, ",%.3f", s*(1+0.15*float64(c))+r.NormFloat64()*0.1*s)
+		}
+		b.WriteString("\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Issue 34: a raw 3-class CSV under the budget profile sat at a training
+// loss of 43 (1.1 at the start) for the whole --duration 5m. A run whose
+// training loss stays far above its start stops, with an error that
+// names the likely cause, whatever its length.
+func TestStuckRunStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a whole run")
+	}
+	out := t.TempDir()
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Data = writeRaw(t)
+		c.Parties = 4
+		c.MaxSteps = 20000
+		c.Privacy = "auc=0.6,profile=budget"
+		c.NoLeakage = true
+		c.Out = out
+		c.Log = testLog(t)
+	}))
+	if !errors.Is(err, ErrStuck) || s == nil {
+		t.Fatalf("err %v (summary %v): want ErrStuck with the summary", err, s != nil)
+	}
+	t.Logf("%v; %d steps, train loss %.4g", err, s.Steps, s.TrainLoss)
+	if s.StoppedBy != "stuck" || !strings.Contains(err.Error(), "--scale standard") || !strings.Contains(s.StopWords(), "--scale standard") {
+		t.Errorf("stopped_by %q, error %q, words %q: want stuck, naming --scale standard", s.StoppedBy, err, s.StopWords())
+	}
+	if s.Steps >= 20000 {
+		t.Errorf("ran its %d steps", s.Steps)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
+		t.Errorf("no summary written: %v", err)
+	}
 }
 
 // The model kept survives a pause and a resume: the aggregator's choice

@@ -69,7 +69,8 @@ type Config struct {
 	Monitor Monitor
 
 	trust *runTrust
-	early *earlyStop // the early stopping of the run's aggregator (stop.go)
+	early *earlyStop  // the early stopping of the run's aggregator (stop.go)
+	stuck *stuckWatch // the stop of a run that does not learn (stuck.go)
 	// evalByEpoch: EvalEvery was derived, and evaluations also come once
 	// an epoch (aggregator.Config.EvalSteps); a period given by the
 	// caller (--eval-every, an experiment's) is kept as it is.
@@ -361,6 +362,9 @@ type Summary struct {
 	// (one at least every epoch: on a small table a round takes longer
 	// than an epoch).
 	EvalWaitSeconds float64 `json:"eval_wait_seconds,omitempty"`
+	// Stuck says why a run that did not learn was stopped (stopped_by
+	// "stuck", stuck.go).
+	Stuck string `json:"stuck,omitempty"`
 	// Warnings are the signs that the run did not learn (accuracy at the
 	// share of the largest class, a growing loss, a flat model) with their
 	// likely causes, and data warnings (unscaled columns).
@@ -1095,8 +1099,16 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 			onPoint = es.observe(onPoint)
 			stopWhen = es.stopWhen(stopWhen)
 		}
-		stopReason = es.reason
-		cfg.early = es
+		st := newStuckWatch(cfg, data)
+		onPoint = st.observe(onPoint)
+		stopWhen = st.stopWhen(stopWhen)
+		stopReason = func() string {
+			if r := st.reason(); r != "" {
+				return r
+			}
+			return es.reason()
+		}
+		cfg.early, cfg.stuck = es, st
 	}
 	return aggregator.Config{
 		Defense: def, ScoreLeakage: !cfg.NoLeakage && !cfg.LabelFree, LabelFree: cfg.labelFreeAggregator(data.NTrain, data.Classes),
@@ -1373,7 +1385,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 			return nil, err
 		}
 	}
-	return net.finish(ctx, &cfg, s, prog)
+	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
 }
 
 // watchBus is the aggregator's Bus in Train: ready is closed once the
@@ -1564,7 +1576,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if paused {
 		return net.finishPaused(ctx, &cfg, s, prog, err)
 	}
-	return net.finish(ctx, &cfg, s, prog)
+	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
 }
 
 // Participate runs only party m of a run, connected to the broker at
@@ -1840,6 +1852,9 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
 	s.applyKept(res, data)
 	s.HeldOutRows, s.HeldOutAsTest = data.HeldOut, data.HeldOut > 0 && data.TestRows() == 0
+	if cfg.stuck != nil && cfg.stuck.fired {
+		s.Stuck = cfg.stuck.words()
+	}
 	s.EvalWaitSeconds = res.EvalWait.Seconds()
 	s.LabelFree = res.Fit
 	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {

@@ -180,6 +180,8 @@ func (c *Config) stoppedBy(res *aggregator.Result, n int) string {
 	switch {
 	case res.Interrupted != "":
 		return "interrupted"
+	case c.stuck != nil && c.stuck.fired:
+		return "stuck"
 	case c.early != nil && c.early.fired:
 		return "patience"
 	}
@@ -220,6 +222,8 @@ func (s *Summary) StopWords() string {
 		}
 		return fmt.Sprintf("stopped: the %s loss stopped improving: best %.4f after %.1f s, no gain of %g%% in the %.4g epochs after it (%s; --tolerance)",
 			what, e.Best, e.BestSeconds, 100*e.Tolerance, e.Patience, why)
+	case "stuck":
+		return "stopped: the run does not learn: " + s.Stuck
 	case "epochs", "steps", "duration", "target":
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":

@@ -1,8 +1,10 @@
 package run
 
 import (
+	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -220,4 +222,64 @@ func load2(t *testing.T, syn *dataset.SyntheticConfig, set func(c *Config)) *Dat
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A run stops as stuck once its training loss has stayed above
+// StuckFactor times its start (or not finite) for StuckEpochs epochs and
+// StuckEvals evaluations; any evaluation back below starts the count
+// again, and the final evaluation does not count.
+func TestStuckWatch(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	// 4 parties, 64 rows, batch 16: an epoch is 16 answered requests; the
+	// points below are an epoch apart.
+	for _, c := range []struct {
+		name   string
+		losses []float64
+		stopAt int // index of the evaluation that stops the run (-1: none)
+	}{
+		{"learning", []float64{1.1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4}, -1},
+		{"above, not far", []float64{1.1, 3.2, 3.2, 3.2, 3.2, 3.2, 3.2}, -1},
+		{"far above", []float64{1.1, 40, 43, 41, 43, 45}, 4},
+		{"back below starts again", []float64{1.1, 40, 43, 2, 43, 45, 44, 43}, 7},
+		{"not finite", []float64{1.1, nan, inf, nan, nan}, 4},
+		{"never finite", []float64{nan, nan, nan, nan, nan}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := new(New(func(c *Config) {
+				c.Parties = 4
+				c.Batch = 16
+				c.LR = 0.1
+				c.Log = zerolog.Nop()
+			}))
+			w := newStuckWatch(cfg, &Data{NTrain: 64})
+			obs, stop := w.observe(nil), w.stopWhen(nil)
+			got := -1
+			for i, l := range c.losses {
+				obs(aggregator.Point{Steps: 16 * int64(i), TrainLoss: l})
+				if stop() {
+					got = i
+					break
+				}
+			}
+			if got != c.stopAt {
+				t.Fatalf("stopped at evaluation %d, want %d", got, c.stopAt)
+			}
+			if got >= 0 && (!errors.Is(w.err(), ErrStuck) || !strings.Contains(w.reason(), "--scale standard")) {
+				t.Errorf("err %v, reason %q: want ErrStuck naming the likely causes", w.err(), w.reason())
+			}
+			if got < 0 && w.err() != nil {
+				t.Errorf("err %v for a run that was not stopped", w.err())
+			}
+		})
+	}
+	// A final evaluation does not count: the run is ending anyway.
+	w := newStuckWatch(new(New(func(c *Config) { c.Parties, c.Batch, c.Log = 4, 16, zerolog.Nop() })), &Data{NTrain: 64})
+	obs := w.observe(nil)
+	obs(aggregator.Point{Steps: 0, TrainLoss: 1})
+	for i := 1; i <= 5; i++ {
+		obs(aggregator.Point{Steps: 16 * int64(i), TrainLoss: 50, Final: true})
+	}
+	if w.stopWhen(nil)() {
+		t.Error("final evaluations made the run stuck")
+	}
 }
