@@ -689,7 +689,14 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
+			lf := a.lf
 			a.mu.Unlock()
+			if lf != nil && lf.flushed != nil {
+				// A label-free run published its last message (the final
+				// seal) before its head's fit, and flushed it then.
+				<-lf.flushed
+				return res, nil
+			}
 			if err := bus.Flush(ctx); err != nil {
 				return nil, fmt.Errorf("aggregator: flush: %w", err)
 			}

@@ -184,7 +184,7 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 			// The switch's profile, but the attacker keeps choosing its
 			// batches (the profile's aggregator-drawn batches would stop
 			// its blocks): the bound must hold against it.
-			tc.Privacy, tc.Explicit["aggregator-batches"] = "auc=0.6", true
+			tc.Privacy, tc.Explicit["aggregator-batches"] = "auc=0.6,profile=budget", true
 		}
 		a := &privacy.Active{Nudge: true, Perturb: 0.05, Prefer: map[uint32]bool{}}
 		for id := range known {

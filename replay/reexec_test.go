@@ -246,6 +246,7 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Out = out
 		c.EvalEvery = 100 * time.Millisecond
 		c.Privacy = run.DefaultPrivacy + ",profile=budget"
+		c.Epochs = 10000 // the budget lasts past the interruption; the duration ends the run
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
 	})

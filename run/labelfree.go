@@ -43,8 +43,23 @@ func labelFreeCodes(n int) int {
 // black box of the user's is not ours to fit without labels; TIG has no
 // defense).
 func (c *Config) labelFreeAvailable(algo Algorithm) bool {
-	return !algo.FirstOrder && c.Model != "external"
+	if algo.FirstOrder || c.Model == "external" {
+		return false
+	}
+	// A defense flag of the run's own is the budget profile's: the run
+	// asks for the labelled exchange it shapes.
+	for _, f := range budgetFlags {
+		if c.Explicit[f] {
+			return false
+		}
+	}
+	return true
 }
+
+// budgetFlags are the flags of the budget profile's defense: given, they
+// make the switch pick it over the label-free profile.
+var budgetFlags = []string{"reply", "delta", "min-batch", "clip", "noise", "noise-multiplier", "dp-auc", "dp-epsilon", "dp-delta", "dp-scope",
+	"aggregator-batches", "label-epsilon", "max-output", "max-perturb", "head-noise", "head-clip", "head-refresh", "head-momentum", "head-ema"}
 
 // applyLabelFree sets the label-free profile (see the constants above).
 func (c *Config) applyLabelFree(ch *PrivacyChoice, n int, set func(flag, value string, apply func())) {

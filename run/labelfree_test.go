@@ -18,7 +18,9 @@ import (
 
 // partyView is every message of a run's log that a party sends or
 // receives, by subject, in stream order, as payload bytes; the
-// checkpoints' seals are left out (they hash the log with the time).
+// checkpoints' seals are left out (they hash the log with the time), and
+// the join's call nonce (fresh at every start, whatever the labels) is
+// blanked.
 func partyView(t *testing.T, store, run string) map[string][][]byte {
 	t.Helper()
 	ctx := context.Background()
@@ -38,12 +40,28 @@ func partyView(t *testing.T, store, run string) map[string][][]byte {
 		if c := r.Control(); c != nil && c.Op == schemas.CtlSeal {
 			return nil
 		}
-		view[r.Subject] = append(view[r.Subject], bytes.Clone(r.Data))
+		data := bytes.Clone(r.Data)
+		subject := r.Subject
+		if c := r.Control(); c != nil && c.Op == schemas.CtlCall {
+			// The calls go out in the order the hellos came, which the
+			// scheduler decides: kept as a set.
+			x := *c
+			x.Reason, x.Seq = "", 0
+			data = encode(t, &x)
+			subject = "calls"
+		}
+		if h := r.Hello(); h != nil && h.Call != "" && h.Call != schemas.CallAsked {
+			x := *h
+			x.Call = "called"
+			data = encode(t, &x)
+		}
+		view[subject] = append(view[subject], data)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	slices.SortFunc(view["calls"], bytes.Compare)
 	return view
 }
 
@@ -150,4 +168,13 @@ func TestSpentBudgetStopsTheRun(t *testing.T) {
 		t.Errorf("stop words %q", s.StopWords())
 	}
 	t.Logf("%d steps, %.1f s, accuracy %.3f, bound %.3f", s.Steps, s.TrainSeconds, s.TestAccuracy, s.Bound().AUC)
+}
+
+func encode(t *testing.T, m schemas.Message) []byte {
+	t.Helper()
+	b, err := schemas.NewCodec().Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(b)
 }

@@ -97,8 +97,22 @@ func (p *progress) point(pt aggregator.Point) {
 	if pt.Final {
 		ev = ev.Bool("final", true)
 	}
-	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3)*time.Millisecond).String()).
-		Int64("steps", pt.Steps).
+	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3)*time.Millisecond).String())
+	if p.cfg.LabelFree {
+		// The label holder's head fit: its epochs and held-out loss, no
+		// steps or messages (the parties' part is done).
+		ev = ev.Int("epoch", pt.Epoch).Str("loss", fmtF(pt.TrainLoss, 4)).Str("held_out_loss", fmtF(pt.HeldOutLoss, 4))
+		if !math.IsNaN(pt.TestAccuracy) {
+			ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
+		}
+		ev.Msg("progress")
+		p.check(pt)
+		if p.next != nil {
+			p.next(pt)
+		}
+		return
+	}
+	ev = ev.Int64("steps", pt.Steps).
 		Str("loss", fmtF(pt.TrainLoss, 4))
 	if !math.IsNaN(pt.TestAccuracy) {
 		ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")

@@ -20,7 +20,7 @@ func auditRun(t *testing.T) string {
 	t.Helper()
 	out := t.TempDir()
 	code, _, errOut := runCLI(t, "train", "--data", "synthetic:n=1500,d=12,test=300", "--parties", "2", "--epochs", "2",
-		"--batch", "8", "--out", out, "--log", "warn")
+		"--batch", "8", "--out", out, "--log", "warn", "--privacy", labelled)
 	if code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
@@ -274,7 +274,7 @@ func TestAuditSecondRunSameOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut := runCLI(t, "train", "--data", "synthetic:n=1500,d=12,test=300", "--parties", "2", "--epochs", "2",
-		"--batch", "8", "--out", out, "--log", "warn")
+		"--batch", "8", "--out", out, "--log", "warn", "--privacy", labelled)
 	if code != 0 {
 		t.Fatalf("second train: exit %d: %s", code, errOut)
 	}

@@ -52,7 +52,7 @@ func TestAuditorReadsLive(t *testing.T) {
 				}
 				url, _ = bustest.StartStockServerConfig(t, block)
 			}
-			common := []string{"--nats", url, "--run", run, "--parties", "2",
+			common := []string{"--nats", url, "--run", run, "--parties", "2", "--privacy", labelled,
 				"--data", "synthetic:n=1500,d=8,test=300,noise=0.02", "--batch", "16", "--log", "warn", "--roster", roster}
 			// The parties share one receipts folder: each receipt file is
 			// named after its run and its party.

@@ -58,7 +58,7 @@ func TestRosterBrokerRaisesBound(t *testing.T) {
 		}
 		return func() result { stop(errors.New("interrupt")); return <-ch }
 	}
-	common := []string{"--nats", "nats://" + addr, "--run", runID, "--parties", "2", "--batch", "16", "--log", "warn", "--wait", "10s",
+	common := []string{"--nats", "nats://" + addr, "--run", runID, "--parties", "2", "--privacy", labelled, "--batch", "16", "--log", "warn", "--wait", "10s",
 		"--roster", roster, "--checkpoint-dir", filepath.Join(dir, "ck"), "--checkpoint-every", "200ms", "--data", "synthetic:n=2000,d=8,test=400"}
 	key := func(id string) []string { return []string{"--key", filepath.Join(keys, id+".nk")} }
 	start := func(duration string, more ...string) []<-chan result {

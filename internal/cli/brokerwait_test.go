@@ -22,7 +22,7 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "broker") {
 		t.Fatalf("no broker, no wait: exit %d: %s", code, errOut)
 	}
-	common := []string{"--nats", url, "--run", "early", "--parties", "2", "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
+	common := []string{"--nats", url, "--run", "early", "--parties", "2", "--privacy", labelled, "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
 		"--batch", "16", "--log", "warn"}
 	var ps []<-chan result
 	for _, m := range []string{"1", "2"} {
@@ -66,7 +66,7 @@ func TestBrokerOutageIsNamed(t *testing.T) {
 	bctx, stop := context.WithCancel(ctx)
 	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", store)
 	waitPort(t, port)
-	common := []string{"--nats", url, "--run", "outage", "--parties", "2", "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
+	common := []string{"--nats", url, "--run", "outage", "--parties", "2", "--privacy", labelled, "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
 		"--batch", "16", "--log", "warn", "--wait", "8s", "--checkpoint-every", "500ms"}
 	var ps []<-chan result
 	for _, m := range []string{"1", "2"} {

@@ -73,7 +73,7 @@ func TestPartiesSaid(t *testing.T) {
 // attack measured and what it means; the settings the switch made are in
 // summary.json and privacy.json, on the screen only with --verbose.
 func TestPrivacyLinesOnce(t *testing.T) {
-	settings := "--max-perturb" // one of the switch's settings
+	settings := "--embed-hidden" // one of the switch's settings
 	for _, verbose := range [][]string{nil, {"--verbose"}, {"--verbose", "--log", "info"}} {
 		out := t.TempDir()
 		args := append([]string{"train", "--data", "synthetic:n=2000,d=16,test=400", "--parties", "3", "--epochs", "1", "--out", out}, verbose...)
@@ -85,13 +85,13 @@ func TestPrivacyLinesOnce(t *testing.T) {
 			t.Errorf("verbose %v: the switch's settings printed %d times:\n%s\n%s", verbose, n, stdout, stderr)
 		}
 		if strings.Count(stdout, "label privacy") != 1 || strings.Count(stdout, "leakage: ") != 1 ||
-			!regexp.MustCompile(`label privacy \(--privacy auc=0.6, the default, binary profile\): no party infers any label above AUC 0\.\d+`).MatchString(stdout) {
+			!regexp.MustCompile(`label privacy \(--privacy auc=0.6, the default, label-free profile\): no message a party receives depends on a label`).MatchString(stdout) {
 			t.Errorf("verbose %v: want one bound line and one measured line:\n%s", verbose, stdout)
 		}
 		var s struct {
 			Privacy struct{ Chose []struct{ Flag string } }
 		}
-		if raw, err := readSummary(out, &s); err != nil || !slices.ContainsFunc(s.Privacy.Chose, func(c struct{ Flag string }) bool { return c.Flag == "max-perturb" }) {
+		if raw, err := readSummary(out, &s); err != nil || !slices.ContainsFunc(s.Privacy.Chose, func(c struct{ Flag string }) bool { return c.Flag == "embed-hidden" }) {
 			t.Errorf("summary.json lacks the settings: %v %s", err, raw)
 		}
 	}
@@ -297,7 +297,7 @@ func TestStopWordsServeBroker(t *testing.T) {
 	if code, _, errOut := runCLI(t, "train", "--data", filepath.Join(dir, "d.csv"), "--parties", "2", "--steps", "30", "--scale", "standard", "--out", out, "--privacy", "off", "--no-privacy-report"); code != 0 {
 		t.Fatalf("train: %s", errOut)
 	}
-	s := startBinary(t, dir, "serve", "--models", filepath.Join(out, "models"), "--data", filepath.Join(dir, "d.csv"), "--listen", "127.0.0.1:0")
+	s := startBinary(t, dir, "serve", "--models", filepath.Join(out, "models"), "--data", filepath.Join(dir, "d.csv"), "--listen", "127.0.0.1:0", "--insecure-no-auth")
 	s.waitLine(t, "serving")
 	s.interruptAndWait(t)
 	if e := s.stderr.String(); strings.Contains(e, "what the run has so far") || !strings.Contains(e, "answering the requests in flight, then closing the service; nothing is written") {

@@ -201,7 +201,7 @@ func TestSeparateResumeTrusted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ckDir := t.TempDir()
-	common := []string{"--nats", srv.URL(), "--run", "sepres", "--parties", "2", "--batch", "16", "--log", "warn",
+	common := []string{"--nats", srv.URL(), "--run", "sepres", "--parties", "2", "--batch", "16", "--log", "warn", "--privacy", labelled,
 		"--roster", filepath.Join(keys, "roster.json"), "--checkpoint-dir", ckDir, "--checkpoint-every", "200ms", "--data", "synthetic:n=2000,d=8,test=400"}
 	ck2 := run.CheckpointPath(ckDir, "sepres", 2)
 	first2 := make(chan []byte, 1)
@@ -368,7 +368,7 @@ func TestNotLearningWarned(t *testing.T) {
 	}
 	// Without a test set, the training loss tells the same.
 	code, out, errOut = runCLI(t, "train", "--data", train, "--label", "Outcome", "--parties", "2", "--log", "warn",
-		"--scale", "standard", "--epochs", "2", "--lr", "1e-9")
+		"--scale", "standard", "--epochs", "2", "--lr", "1e-9", "--privacy", "off")
 	if code != 0 || !strings.Contains(out, "no better than predicting the share of each class") {
 		t.Errorf("no test set: exit %d, no warning: %s%s", code, out, errOut)
 	}
@@ -489,7 +489,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
 	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr")
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--privacy", "off")
 	if code != 0 {
 		t.Errorf("exit %d, want 0 (a clean stop on request): %s%s", code, stdout, stderr)
 	}
@@ -508,7 +508,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	// stream in OUT/stream let the run go on, the trust layer on: here for
 	// one more step, then the final evaluation.
 	args := []string{"train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume"}
+		"--steps", "1", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--resume", "--privacy", "off"}
 	code, stdout, stderr = runCLI(t, args...)
 	if code != 0 || !strings.Contains(stdout, "resumed from the checkpoint") {
 		t.Errorf("train --resume: exit %d: %s%s", code, stdout, stderr)
@@ -538,7 +538,7 @@ func TestInterruptWritesSummary(t *testing.T) {
 	// once the stream has been applied again, not while it is.
 	if _, err := readSummary(out, &r); err != nil || r.Interrupted != "" || r.Resumed == nil ||
 		r.Resumed.FromSteps+r.Resumed.Reapplied == 0 || r.Steps <= r.Resumed.FromSteps+r.Resumed.Reapplied {
-		t.Errorf("summary after the resume: %+v %+v (first part: %d steps) %v\n%s%s", r, r.Resumed, s.Steps, err, stdout, stderr)
+		t.Fatalf("summary after the resume: %+v %+v (first part: %d steps) %v\n%s%s", r, r.Resumed, s.Steps, err, stdout, stderr)
 	}
 	t.Logf("first part %d steps; resumed from %d, %d applied again, %d in all", s.Steps, r.Resumed.FromSteps, r.Resumed.Reapplied, r.Steps)
 }

@@ -216,7 +216,7 @@ func TestJourney(t *testing.T) {
 		"telecom.csv: 32 missing values in 32 rows, read as 0",
 		"3 parties (the split folder's manifest",
 		"label privacy (--privacy auc=0.6",
-		"leakage: measured on this run",
+		"leakage: nothing to measure on this run",
 		"scoring the test set of aligned",
 		"not scored: ",
 		`"id":"CUST-00099"`,

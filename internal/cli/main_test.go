@@ -14,6 +14,13 @@ import (
 	"time"
 )
 
+// labelled is the --privacy of the tests of the labelled exchange (steps,
+// replies, their audit, resume, outages): the paper's replies. The
+// default's label-free profile sends no request, and the budget profile
+// ends a run once its budget is spent, which a test that interrupts a
+// run at a time of its choosing cannot have.
+const labelled = "off"
+
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var o, e bytes.Buffer

@@ -76,9 +76,7 @@ func TestRunStopsWhenDone(t *testing.T) {
 	data := writeTumours(t, dir, 455)
 	out := filepath.Join(dir, "out")
 	start := time.Now()
-	// --privacy off: the labelled exchange (the default's label-free
-	// profile stops by its head's fit, stopped_by "converged").
-	code, stdout, errOut := runCLI(t, "train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--privacy", "off", "--out", out)
+	code, stdout, errOut := runCLI(t, "train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled)
 	took := time.Since(start)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -124,7 +122,7 @@ func TestStoppedByFirstLimit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			args := append([]string{"train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--privacy", "off", "--out", out}, c.flags...)
+			args := append([]string{"train", "--data", data, "--parties", "4", "--scale", "standard", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled}, c.flags...)
 			if code, _, errOut := runCLI(t, args...); code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -151,7 +149,7 @@ func TestScaleAdviceWorks(t *testing.T) {
 	train := func(extra ...string) (loss float64, warnings []string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out")
-		args := append([]string{"train", "--data", data, "--parties", "4", "--steps", "4000", "--log", "error", "--no-privacy-report", "--privacy", "off", "--out", out}, extra...)
+		args := append([]string{"train", "--data", data, "--parties", "4", "--steps", "4000", "--log", "error", "--no-privacy-report", "--out", out, "--privacy", labelled}, extra...)
 		code, _, errOut := runCLI(t, args...)
 		var s struct {
 			Loss      float64  `json:"train_loss"`
@@ -271,7 +269,7 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	url := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error", "--privacy", "off"}
+	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error", "--privacy", labelled}
 	var parties []<-chan result
 	for _, id := range []string{"1", "2", "3"} {
 		parties = append(parties, goCLI(ctx, append([]string{"party", "--id", id, "--scale", "standard"}, common...)...))

@@ -905,6 +905,9 @@ func privacyBoundLine(s *run.Summary) string {
 // predict the label, which no bound on what it receives covers
 // (docs/privacy.md).
 func leakageLine(s *run.Summary) string {
+	if s.LabelFree != nil {
+		return "leakage: nothing to measure on this run: no reply reached a party, only its own codes went out (label-free); attacks on the log find no label signal"
+	}
 	l := s.Leakage
 	if l == nil || !l.Scored || len(l.Parties) == 0 {
 		return ""
