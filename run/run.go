@@ -71,9 +71,10 @@ type Config struct {
 	trust *runTrust
 	early *earlyStop  // the early stopping of the run's aggregator (stop.go)
 	stuck *stuckWatch // the stop of a run that does not learn (stuck.go)
-	// evalByEpoch: EvalEvery was derived, and evaluations also come once
-	// an epoch (aggregator.Config.EvalSteps); a period given by the
-	// caller (--eval-every, an experiment's) is kept as it is.
+	// evalByEpoch: EvalEvery was derived and the evaluations decide
+	// (Patience, HoldOut): they also come once an epoch
+	// (aggregator.Config.EvalSteps); a period given by the caller
+	// (--eval-every, an experiment's) is kept as it is.
 	evalByEpoch bool
 	heal        *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
 
@@ -545,7 +546,12 @@ func (c *Config) derive() error {
 		c.HoldOut = DefaultHoldOut
 	}
 	if c.EvalEvery == 0 {
-		c.evalByEpoch = true
+		// Once an epoch where the evaluations decide (when to stop, the
+		// model kept): on a small table a round takes longer than an
+		// epoch, and training waits for it (6 times the training time on
+		// a 178-row table); a run of a given length without rows held
+		// out only draws its curve from them.
+		c.evalByEpoch = c.Patience > 0 || c.HoldOut > 0
 		c.EvalEvery = time.Second
 		if c.Patience > 0 && c.Duration == 0 {
 			c.EvalEvery = StopEvalEvery

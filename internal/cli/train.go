@@ -208,7 +208,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Var((*sizeFlag)(&c.MaxStore), "max-store", "bound of the run's stream, e.g. 20GB or 500MiB (none: unbounded). Full, it refuses\nnew messages and the run stops with a clear error; old ones are never dropped\n(default with the embedded broker: 80% of the disk space free at its store)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default: 1s, duration/40, or 50ms under --patience, and at\nleast once an epoch; given: this period only); rounds are spaced at least 9\ntimes their own duration apart, so that they take at most a tenth of the run")
+			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default: 1s, duration/40, or 50ms under --patience, and at\nleast once an epoch under --patience or --holdout; given: this period only); rounds are spaced at least 9\ntimes their own duration apart, so that they take at most a tenth of the run")
 		}},
 		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
