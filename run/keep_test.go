@@ -279,9 +279,15 @@ func TestKeptModelAcrossResume(t *testing.T) {
 	cfg := roomyConfig(t, out, "keptresume")
 	cfg.HoldOut = 0.1
 	cfg.Duration = time.Minute
+	// The pause comes after the fourth evaluation, whatever the time.
 	pause := make(chan struct{})
 	cfg.Pause = pause
-	time.AfterFunc(1500*time.Millisecond, func() { close(pause) })
+	evals := 0
+	cfg.OnPoint = func(pt aggregator.Point) {
+		if evals++; evals == 4 {
+			close(pause)
+		}
+	}
 	s, err := Train(context.Background(), cfg)
 	if !errors.Is(err, ErrInterrupted) || s == nil {
 		t.Fatalf("paused run: %v", err)
@@ -292,7 +298,7 @@ func TestKeptModelAcrossResume(t *testing.T) {
 	// before the pause, whose copies come from the checkpoints.
 	held := 0
 	resumed := cfg
-	resumed.Pause = nil
+	resumed.Pause, resumed.OnPoint = nil, nil
 	resumed.Resume = true
 	resumed.Duration = time.Duration(s.TrainSeconds*float64(time.Second)) + time.Second
 	resumed.PartyData = map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix){
