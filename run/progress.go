@@ -94,7 +94,7 @@ func (p *progress) point(pt aggregator.Point) {
 	if pt.Final {
 		ev = ev.Bool("final", true)
 	}
-	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3)*time.Millisecond).String())
+	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3) * time.Millisecond).String())
 	if p.cfg.LabelFree {
 		// The label holder's head fit: its epochs and held-out loss, no
 		// steps or messages (the parties' part is done).
