@@ -124,6 +124,7 @@ func labelAttacks(ctx context.Context, t labelTarget, base PrivacyRow) ([]Privac
 					r.AUC, r.AttackAccuracy, r.Covered = p.SignAUC, p.SignAccuracy, p.Covered
 				}
 			}
+			r.MaxClassAUC = r.AUC
 			r.Note = "privacy.json: the sign attack of the most exposed party, scored online"
 			rows = append(rows, r)
 		}

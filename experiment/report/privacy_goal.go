@@ -112,7 +112,7 @@ func attackText(t *table, i int, who string) string {
 		return "none: no reply to read"
 	}
 	s := a + " " + f(t.num(i, who+"_auc"), 3)
-	if c := t.num(i, who+"_max_class_auc"); !math.IsNaN(c) && c != t.num(i, who+"_auc") {
+	if c := t.num(i, who+"_max_class_auc"); c > t.num(i, who+"_auc") {
 		s += " (worst class " + f(c, 3) + ")"
 	}
 	return s
