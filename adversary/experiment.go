@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,10 @@ type Config struct {
 	Seed     uint64
 	Out      string // folder of adversary.csv
 	Log      zerolog.Logger
+	// ServeData is a data file of the run's rows (a9a's test set) for the
+	// serve categories (ServeAttack on the attacked run's models); ""
+	// leaves them out.
+	ServeData string
 }
 
 // Result is what the experiment measured.
@@ -94,18 +99,33 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cats := slices.Clone(rg.cats)
+	if cfg.ServeData != "" {
+		cfg.Log.Info().Int("scale", cfg.Scale).Msg("the attacked run's models served: requests without the right credentials")
+		sc, err := ServeAttack(ctx, out, cfg.ServeData, cfg.Scale, quiet)
+		if err != nil {
+			return nil, err
+		}
+		cats = append(cats, sc...)
+	}
 	cfg.Log.Info().Msg("the same run without the rogue")
 	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Log.Info().Msg("the other broker forms: asyrevel broker --roster, a stock nats-server")
+	doors, err := Doors(ctx, DoorsConfig{Data: cfg.Data, Parties: cfg.Parties, Scale: cfg.Scale, Seed: cfg.Seed, Log: cfg.Log, Stock: true})
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
 	}
-	r := &Result{Categories: rg.cats, Attacked: s, Clean: clean, Audit: rep}
+	cats = append(cats, doors...)
+	r := &Result{Categories: cats, Attacked: s, Clean: clean, Audit: rep}
 	var b strings.Builder
 	b.WriteString("category,sent,refused_by_broker,rejected_by_receiver,accepted\n")
-	for _, c := range rg.cats {
+	for _, c := range cats {
 		fmt.Fprintf(&b, "%s,%d,%d,%d,%d\n", c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
 		r.Total += c.Sent
 		r.Accepted += max(c.Accepted(), 0)

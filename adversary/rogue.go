@@ -52,7 +52,9 @@ func (c *Category) Accepted() int64 { return c.Sent - c.Refused - c.Rejected }
 type Rogue struct {
 	url, run string
 	key      *trust.Key // party 1's
-	scale    int        // messages per category (at least 1)
+	auditor  *trust.Key // the run's auditor's (nil: none)
+	parties  int
+	scale    int // messages per category (at least 1)
 
 	mu        sync.Mutex
 	refusals  []string
@@ -62,14 +64,15 @@ type Rogue struct {
 	unknowKey *trust.Key
 	injectAt  []string // the reply subjects of the injection
 	relayAt   []string // the reply subjects of the pull relay
+	auditAt   []string // the reply subjects of the auditor's requests
 }
 
-func newRogue(url, run string, key *trust.Key, scale int) (*Rogue, error) {
+func newRogue(url, run string, key, auditor *trust.Key, parties, scale int) (*Rogue, error) {
 	k, err := trust.GenerateKey()
 	if err != nil {
 		return nil, err
 	}
-	r := &Rogue{url: url, run: run, key: key, scale: max(scale, 1), byName: map[string]*Category{}, codec: schemas.NewCodec(), unknowKey: k}
+	r := &Rogue{url: url, run: run, key: key, auditor: auditor, parties: parties, scale: max(scale, 1), byName: map[string]*Category{}, codec: schemas.NewCodec(), unknowKey: k}
 	for _, c := range []*Category{
 		{Name: "anonymous-connection", how: "connect without a key"},
 		{Name: "other-party-subject", how: "publish on another party's or the aggregator's subjects (forged outputs, replies, controls)"},
@@ -84,6 +87,8 @@ func newRogue(url, run string, key *trust.Key, scale int) (*Rogue, error) {
 		{Name: "reply-to-injection", how: "JetStream API requests it may make (stream info) whose reply subject lies in the run: the server's answers on the control, another party's and a new subject", fromLog: true},
 		{Name: "pull-relay", how: "next-message requests to a consumer it may make (its own replies) whose reply subject lies in the run: the server delivers copies of genuine signed messages there (its own reply subject and the control subject)", fromLog: true},
 		{Name: "oversized", how: "4 MB messages on its own output subject (the run's largest is far smaller)"},
+		{Name: "oversize-near", how: "messages of 1,046,576 bytes (just under the embedded broker's former bound of 1 MiB) on its own output subject: the run's largest is tens of KiB"},
+		{Name: "auditor-reply-to", how: "the run's auditor key's stream info and direct get requests whose reply subject lies in the run (the last party's reply subject, a new subject): its own account's, where the run's stream is not", fromLog: true},
 	} {
 		r.cats = append(r.cats, c)
 		r.byName[c.Name] = c
@@ -212,11 +217,11 @@ func (r *Rogue) attack(ctx context.Context) error {
 		hello := r.hello()
 		var head trust.Hash
 		rand.Read(head[:])
-		sig := trust.SignHead(r.key, "party-1", r.run, join1, 2, head) // the head is not the message's: it does not verify
+		sig := trust.SignHead(r.key, "party-1", r.run, join1, nextHello, head) // the head is not the message's: it does not verify
 		sig.Sig[i%64] ^= 1
 		forged.Sent++
 		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{sig.Header()}}})
-		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, 2, head)
+		usig := trust.SignHead(r.unknowKey, "party-9", r.run, join1, nextHello, head)
 		unknown.Sent++
 		_ = nc.PublishMsg(&nats.Msg{Subject: join1, Data: hello, Header: nats.Header{trust.SigHeader: []string{usig.Header()}}})
 		unsigned.Sent++
@@ -284,6 +289,14 @@ func (r *Rogue) attack(ctx context.Context) error {
 		}
 		bc.Close()
 	}
+	near := r.byName["oversize-near"]
+	for range min(n, 5) {
+		near.Sent++
+		if !publishOwnConn(r.conn, out1, make([]byte, nearFloor)) {
+			near.Refused++
+		}
+	}
+	r.auditorReplyTo(ctx)
 	// Anonymous connections.
 	anon := r.byName["anonymous-connection"]
 	for range min(n, 10) {
@@ -318,9 +331,13 @@ func (r *Rogue) output(m int, seq uint64) []byte {
 	return append([]byte(nil), b...)
 }
 
-// hello is a well-formed Hello of party 1 with sequence number 2.
+// nextHello is the sequence number after party 1's hellos: the one that
+// asks to be called and the one that answers the call.
+const nextHello = 3
+
+// hello is a well-formed Hello of party 1 with sequence number nextHello.
 func (r *Rogue) hello() []byte {
-	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: 2}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
+	b, err := r.codec.Marshal(&schemas.Hello{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: nextHello}, Model: "linear", InDim: 1, OutDim: 1, NTrain: 1})
 	if err != nil {
 		panic(err)
 	}
@@ -339,7 +356,11 @@ func (r *Rogue) SettleLog(recs func(func(*replay.Record)) error, rep *trust.Audi
 	for _, s := range r.injectAt {
 		at[s] = true
 	}
-	big := int64(0)
+	big, near, audited := int64(0), int64(0), int64(0)
+	auditAt := map[string]bool{}
+	for _, s := range r.auditAt {
+		auditAt[s] = true
+	}
 	relayAt := map[string]bool{}
 	for _, s := range r.relayAt {
 		relayAt[s] = true
@@ -360,6 +381,12 @@ func (r *Rogue) SettleLog(recs func(func(*replay.Record)) error, rep *trust.Audi
 
 		if len(rec.Data) >= 4<<20 {
 			big++
+		}
+		if len(rec.Data) >= nearFloor && len(rec.Data) < 4<<20 {
+			near++
+		}
+		if auditAt[rec.Subject] && (len(rec.Data) > 0 && rec.Data[0] == '{' || rec.Header.Get("Nats-Stream") != "") {
+			audited++
 		}
 	})
 	if err != nil {
@@ -383,6 +410,10 @@ func (r *Rogue) SettleLog(recs func(func(*replay.Record)) error, rep *trust.Audi
 	}
 	ov := r.byName["oversized"]
 	ov.Refused = ov.Sent - big
+	nr := r.byName["oversize-near"]
+	nr.Refused = nr.Sent - near // on the connection, or by the stream
+	au := r.byName["auditor-reply-to"]
+	au.Refused = au.Sent - audited // answered where the run's stream is not
 	return nil
 }
 
@@ -428,7 +459,7 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.S
 	if stopAfter {
 		cfg.StopWhen = stopWhen
 	}
-	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }}
+	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }, Auditor: true}
 	prev := cfg.OnPoint
 	cfg.OnPoint = func(pt aggregator.Point) {
 		if prev != nil {
@@ -441,8 +472,12 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.S
 				// first sequence numbers).
 				time.Sleep(time.Second)
 				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
+				var auditor *trust.Key
 				if err == nil {
-					rg, err = newRogue(<-urls, cfg.Run, key, scale)
+					auditor, err = trust.ReadKeyFile(filepath.Join(keys, trust.AuditorID+".nk"))
+				}
+				if err == nil {
+					rg, err = newRogue(<-urls, cfg.Run, key, auditor, cfg.Parties, scale)
 				}
 				if err == nil {
 					err = rg.attack(ctx)

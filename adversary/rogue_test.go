@@ -3,12 +3,14 @@ package adversary
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/audit"
+	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
@@ -21,6 +23,9 @@ import (
 // and counted by the aggregator, the run learns and ends with its
 // summary, and the audit of its log passes.
 func TestAdversary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run with a rogue on the real broker (about a minute under the race detector)")
+	}
 	ctx := context.Background()
 	s, rg, out, err := Run(ctx, 40, true, run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
@@ -86,3 +91,44 @@ func TestAdversary(t *testing.T) {
 		t.Errorf("the audit lists %d rejected messages, want the rogue's %d on its own subjects", rejected, 6*40)
 	}
 }
+
+// The closed doors on the other broker forms (asyrevel broker --roster's
+// server, and a stock nats-server configured by keys server-config when
+// its binary is installed): oversized messages, the auditor's requests
+// with reply subjects inside the run, dead joins and requests after the
+// end are all refused or not admitted. Before, the roster broker stored
+// 4 MB junk, the auditor's answers landed in the run, the dead joins
+// filled the table, and a finished run's stream kept growing.
+func TestDoors(t *testing.T) {
+	ctx := context.Background()
+	data, err := run.LoadData(ptr(run.New(func(c *run.Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 1500, TestSamples: 300, Features: 8, Classes: 2, Noise: 0.02, Seed: 3}
+		c.Parties = 2
+	})), run.RoleAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cats, err := Doors(ctx, DoorsConfig{Data: data, Parties: 2, Scale: 20, Seed: 1, Log: zerolog.Nop(), Stock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"oversize-roster", "dead-join", "auditor-reply-to-roster", "after-the-end"}
+	if bustest.StockServerBinary() != "" {
+		want = append(want, "oversize-stock")
+	} else {
+		t.Logf("no stock nats-server binary: oversize-stock left out (make stock-server)")
+	}
+	var got []string
+	for _, c := range cats {
+		got = append(got, c.Name)
+		t.Logf("%-24s sent %4d, refused by the broker %4d, rejected %4d", c.Name, c.Sent, c.Refused, c.Rejected)
+		if c.Sent == 0 || c.Accepted() != 0 {
+			t.Errorf("%s: sent %d, refused by the broker %d, rejected by the receiver %d, accepted %d", c.Name, c.Sent, c.Refused, c.Rejected, c.Accepted())
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("categories %v, want %v", got, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

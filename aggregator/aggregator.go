@@ -273,6 +273,10 @@ type round struct {
 	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
 	final     bool
+
+	// answered is when, after the request, the last party to have sent
+	// its whole part did so (0: none yet): what the round takes a party.
+	answered time.Duration
 }
 
 // Aggregator is the aggregator's runtime.
@@ -308,6 +312,13 @@ type Aggregator struct {
 	alt     alt        // state of the other algorithms
 	lf      *labelFree // a label-free run's (LabelFree)
 
+	// called is, per party, the sequence number of the hello the
+	// aggregator last called (join.go); nonce is its call's nonce, and a
+	// replayer (adoptCall) takes the log's.
+	called    []uint64
+	nonce     string
+	adoptCall bool
+
 	evalC  [2][]float64 // train and test eval tables
 	cur    *round
 	rounds uint32
@@ -334,7 +345,6 @@ type Aggregator struct {
 	lastReject   []string // per party: the latest rejection, for the wait messages
 	rejectLog    *ratelog.Limiter
 
-	seq            uint64
 	enc            *schemas.Codec
 	dec            *schemas.Codec
 	out            schemas.PartyOutput
@@ -342,7 +352,7 @@ type Aggregator struct {
 	hel            schemas.Hello
 	rep            schemas.Reply
 	cause          []byte      // the digest of the request being answered (Reply.Cause)
-	evalSilent     []bool      // by party: it let an evaluation round down while training (shortWait)
+	evalSilent     []bool      // by party: it let an evaluation round down while training (silentWait)
 	lastOutageNote time.Time   // when the broker's outage was last reported
 	lastReq        []time.Time // by party: when its latest valid request came
 	msg            broker.Message
@@ -451,6 +461,8 @@ func New(cfg Config) (*Aggregator, error) {
 		version:     make([]uint32, q+1),
 		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
 		hello:       make([]bool, q+1),
+		called:      make([]uint64, q+1),
+		nonce:       newCallNonce(),
 		initAt:      make([]uint32, q+1),
 		initRem:     q,
 		refused:     make([]string, q+1),
@@ -643,7 +655,14 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.seal(true)
 			a.closed = true // what still arrives is not counted: res is final
 			res := a.result()
+			lf := a.lf
 			a.mu.Unlock()
+			if lf != nil && lf.flushed != nil {
+				// A label-free run published its last message (the final
+				// seal) before its head's fit, and flushed it then.
+				<-lf.flushed
+				return res, nil
+			}
 			if err := bus.Flush(ctx); err != nil {
 				return nil, fmt.Errorf("aggregator: flush: %w", err)
 			}
@@ -710,10 +729,9 @@ func (a *Aggregator) watch() {
 			a.leave(c, idle)
 			return
 		}
-		// A party that already let an evaluation down while it trains
-		// gets a short wait: a few times what a whole round takes, not
-		// --party-timeout every round.
-		if short := a.shortWait(); a.cfg.PartyTimeout > 0 && idle >= short && short < a.cfg.PartyTimeout && a.onlySilentMissing(c) {
+		// A silent party gets a short wait: a few times what a round
+		// takes, not --party-timeout, in the first round too.
+		if short, ok := a.silentWait(c); ok && a.cfg.PartyTimeout > 0 && idle >= short && short < a.cfg.PartyTimeout {
 			a.leave(c, idle)
 			return
 		}
@@ -770,28 +788,37 @@ func (a *Aggregator) unreachable(now time.Time, notice bool) bool {
 	return true
 }
 
-// shortWait is how long a round waits for a party that let an earlier
-// evaluation down while it trains: three times the last complete round's
-// cost, at least a second.
-func (a *Aggregator) shortWait() time.Duration {
-	return max(time.Second, 3*a.evalCost)
-}
-
-// onlySilentMissing reports whether every party round c still waits for
-// has let an earlier evaluation down (evalSilent).
-func (a *Aggregator) onlySilentMissing(c *round) bool {
-	missing := false
+// silentWait is how long round c waits, after its last progress, for the
+// parties it still waits for when each of them is silent: it let an
+// earlier evaluation down while it trains (evalSilent), or it has sent
+// nothing of this round while another party sent all of it. The wait is
+// three times what a round takes (the last complete round's cost, or what
+// this one took the parties that answered it), at least a second, or
+// firstSilentWait for a party not yet known to be silent: a few rounds'
+// worth, where --party-timeout (30 s) held up the first evaluation. ok
+// is false while a party it waits for is sending its part, or none has
+// answered yet.
+func (a *Aggregator) silentWait(c *round) (wait time.Duration, ok bool) {
+	floor := time.Second
 	for m := 1; m <= a.q; m++ {
 		if !c.wait[m] || a.roundDone(c, m) {
 			continue
 		}
-		if !a.evalSilent[m] {
-			return false
+		switch {
+		case a.evalSilent[m]:
+		case c.answered > 0 && c.next[m] == [2]uint32{}:
+			floor = firstSilentWait
+		default:
+			return 0, false
 		}
-		missing = true
+		ok = true
 	}
-	return missing
+	return max(floor, 3*max(a.evalCost, c.answered)), ok
 }
+
+// firstSilentWait is the least a round waits for a party that sends
+// nothing of it before counting it silent, the first time.
+const firstSilentWait = 2 * time.Second
 
 // roundDone reports whether party m has sent all of round c.
 func (a *Aggregator) roundDone(c *round, m int) bool {
@@ -814,6 +841,8 @@ func (a *Aggregator) joinStatus() string {
 		switch {
 		case a.refused[m] != "":
 			ps = append(ps, fmt.Sprintf("party %d was refused (%s)", m, a.refused[m]))
+		case !a.hello[m] && a.called[m] != 0:
+			ps = append(ps, fmt.Sprintf("party %d: called (its hello %d), no answer: is it still running, of this revision?", m, a.called[m]))
 		case !a.hello[m]:
 			ps = append(ps, fmt.Sprintf("party %d: no hello", m))
 		case int(a.initAt[m]) < a.n:
@@ -1235,6 +1264,9 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 			a.resumed.Skipped++
 			return
 		}
+		if err == errStaleJoin {
+			return
+		}
 		if kind == schemas.KindOutput {
 			a.res.RejectedOutputs++
 		}
@@ -1282,6 +1314,10 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		return err
 	}
 	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
+		return err
+	}
+	if admit, err := a.answersCall(m, &a.hel); !admit {
+		a.joinProgress = time.Now()
 		return err
 	}
 	a.hello[m] = true
@@ -1451,8 +1487,11 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	a.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
-			if a.refused[m] != "" {
+			switch {
+			case a.refused[m] != "":
 				return errFromRefused
+			case a.called[m] != 0:
+				return errStaleJoin // an attempt not admitted: a dead one's, or before its call
 			}
 			return fmt.Errorf("%w: initial pass from party %d before its hello", schemas.ErrState, m)
 		}
@@ -1495,6 +1534,9 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
 	if cur.next[m][s] == ev.Total && cur.wait[m] {
+		if a.roundDone(cur, m) {
+			cur.answered = time.Since(cur.requested)
+		}
 		cur.remaining--
 		if cur.remaining == 0 {
 			a.score(cur)
@@ -1545,6 +1587,12 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	if len(a.cfg.TestLabels) > 0 {
 		splits |= schemas.EvalTest
+	}
+	if splits == 0 {
+		// A label-free run without a test set: nothing to ask the
+		// parties (an evaluation of no split is refused by them).
+		a.score(&round{id: a.rounds, at: time.Since(a.start), final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)})
+		return
 	}
 	a.rounds++
 	a.roundsHere++

@@ -71,6 +71,8 @@ func (a *Aggregator) checkBudget() {
 		a.beginStop("step budget reached")
 	} else if a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration {
 		a.beginStop("duration reached")
+	} else if a.def.budgetSpent(a.q) {
+		a.beginStop(ReasonBudget)
 	}
 }
 

@@ -422,7 +422,7 @@ func (a *Aggregator) leave(c *round, idle time.Duration) {
 		if time.Since(a.lastReq[m]) < max(idle, a.cfg.PartyTimeout) {
 			// It trains, but does not answer evaluations: scored with its
 			// last outputs, marked stale; later rounds wait for it only
-			// briefly (shortWait).
+			// briefly (silentWait).
 			if !a.evalSilent[m] {
 				a.cfg.Log.Warn().Int("party", m).Str("idle", idle.Round(time.Millisecond).String()).Uint32("round", c.id).
 					Msg("party sends requests but no evaluation outputs: this evaluation uses its last outputs (marked stale in the log, curve.csv and summary.json); later ones wait for it briefly")

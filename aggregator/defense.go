@@ -287,6 +287,9 @@ type defense struct {
 	lab          []float64
 	every, since int
 	spent        bool
+	// dead counts the batch-mean replies in a row whose every sample the
+	// budget refused (budgetSpent).
+	dead int
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -596,8 +599,35 @@ func (a *Aggregator) finishReply(r *schemas.Reply, b int) {
 		}
 		r.Delta = append(r.Delta, v)
 		d.sum = 0
+		if d.maxUnit > 0 {
+			if d.live {
+				d.dead = 0
+			} else {
+				d.dead++
+			}
+		}
 	}
 	d.live, d.refuse = false, false
+}
+
+// ReasonBudget is the stop reason of a run whose per-label budget is
+// spent (Result.StopReason): every request of the last while got an exact
+// 0, so no party's model could move any more.
+const ReasonBudget = "privacy budget spent"
+
+// spentRequests is how many batch-mean requests in a row the budget must
+// refuse, per party, before the run stops (budgetSpent): a few windows'
+// worth, so that a party whose drawn batches happen to hold spent samples
+// for a moment does not end the run.
+const spentRequests = 16
+
+// budgetSpent reports whether the per-label budget refused the last
+// spentRequests*q batch-mean requests in a row: the replies are exact
+// zeros and the head (its released label part spent, or its terms
+// refused) no longer steps, so nothing can move the model. Whether it is
+// depends on the visits only, never on a label.
+func (d *defense) budgetSpent(q int) bool {
+	return d.maxUnit > 0 && d.cfg.Reply == ReplyMean && d.dead >= spentRequests*q && (d.lab == nil || d.spent)
 }
 
 // headTerm is sample i's term of the head's own step (h_hat - h): clipped,

@@ -103,6 +103,9 @@ type labelFree struct {
 	// held-out rows), params its parameters (nil before the first epoch).
 	chosen coder
 	params []float64
+	// flushed is closed once the stop and the final seal are confirmed
+	// in the stream (nil before).
+	flushed chan struct{}
 }
 
 func (a *Aggregator) initLabelFree() error {
@@ -162,6 +165,17 @@ func (a *Aggregator) scoreLabelFree(r *round) bool {
 	if r.splits&schemas.EvalTest != 0 {
 		test = slices.Clone(a.evalC[1])
 	}
+	a.lf.flushed = make(chan struct{})
+	go func() {
+		// What the parties were told, and the final seal, reach the
+		// stream before the fit: nothing is published after them, so the
+		// run's end needs no flush (a broker may seal the stream once the
+		// final seal and the parties' receipts are in).
+		defer close(a.lf.flushed)
+		if err := a.bus.Flush(a.ctx); err != nil {
+			a.cfg.Log.Warn().Err(err).Msg("flushing the stop and the final seal")
+		}
+	}()
 	go a.fitHead(train, test)
 	return true
 }

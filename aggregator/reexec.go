@@ -33,6 +33,8 @@ func NewReplayer(cfg Config) (*Replayer, error) {
 	}
 	c := &capture{}
 	a.bus, a.ctx = c, context.Background()
+	// The calls the parties answered were the recorded aggregator's.
+	a.nonce, a.adoptCall = "", true
 	return &Replayer{a: a, cap: c}, nil
 }
 

@@ -29,7 +29,7 @@ func TestAlignOverBrokerNoPlainIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	sets := randomSets(r, 3, 2000)
+	sets := randomSets(r, 3, shortIDs(2000))
 	var logBuf bytes.Buffer
 	var logMu sync.Mutex
 	log := zerolog.New(zerolog.SyncWriter(&lockedWriter{&logBuf, &logMu})).Level(zerolog.DebugLevel)

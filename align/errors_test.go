@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -76,7 +78,13 @@ func TestReadCSVErrors(t *testing.T) {
 		{"no label column", "id,x\n1,2\n", ReadOptions{Key: []string{"id"}, Label: "y"}, ErrInput, `label column "y" missing`},
 		{"duplicates", "id,x\nA,1\nb,2\na,3\n B ,4\nc,5\n", ReadOptions{Key: []string{"id"}}, ErrDuplicate, "2 rows repeat an earlier row's key (the first: line 4 repeats line 2)"},
 		{"empty key", "id,x\nA,1\n,2\n", ReadOptions{Key: []string{"id"}}, ErrInput, "line 3: empty key"},
-		{"not a number", "id,x\nA,abc\n", ReadOptions{Key: []string{"id"}}, ErrInput, `column "x": "abc" is not a finite number`},
+		{"not a number", "id,tier\nA,silver\n", ReadOptions{Key: []string{"id"}}, ErrInput,
+			`column "tier": value "silver" is not a finite number: if the column is categorical, give --categorical tier (one-hot encoding); to leave it out, --drop tier; if the value means missing, give --na "silver"`},
+		{"missing refused", "id,x,z\nA,1,2\nB,,3\n", ReadOptions{Key: []string{"id"}, Missing: dataset.MissingError}, ErrInput,
+			`line 3, column 2 ("x"): an empty cell: say how to fill it: --missing zero (read as 0) or --missing drop (leave such rows out)`},
+		{"missing label", "id,y,x\nA,,1\n", ReadOptions{Key: []string{"id"}, Label: "y"}, ErrInput, `line 2: the label (column "y") is missing`},
+		{"drop the key", "id,x\nA,1\n", ReadOptions{Key: []string{"id"}, Drop: []string{"id"}}, ErrInput, `--drop "id": it is the key column`},
+		{"all dropped", "id,x\nA,\n", ReadOptions{Key: []string{"id"}, Missing: dataset.MissingDrop}, ErrInput, "no rows left"},
 		{"bad label", "id,y\nA,0.5\n", ReadOptions{Key: []string{"id"}, Label: "y"}, ErrInput, "not an integer class code"},
 	}
 	for _, c := range cases {
@@ -90,6 +98,73 @@ func TestReadCSVErrors(t *testing.T) {
 	tb, err := ReadCSV(writeFile(t, "f.csv", "id,x\nA,1\nb,2\na,3\n"), ReadOptions{Key: []string{"id"}, Dedupe: DedupeFirst})
 	if err != nil || tb.Len() != 2 || tb.Dropped != 1 || tb.X.NNZ() != 2 || tb.X.Values[0] != 1 {
 		t.Fatalf("dedupe first: %v, %+v", err, tb)
+	}
+}
+
+// align reads a CSV file's cells as data split and train do: the missing
+// policy, with a count of what it did, --drop and --categorical (one-hot,
+// categories sorted as dataset sorts them); it keeps each row's key as
+// written and its row in the file.
+func TestReadCSVCells(t *testing.T) {
+	text := "id,tier,x,note,y\n" +
+		"CUST-1,silver,1,a,0\n" +
+		"CUST-2,gold,,b,1\n" +
+		"CUST-3,,2,c,1\n" +
+		" CUST-4 ,silver,NA,d,0\n"
+	path := writeFile(t, "f.csv", text)
+	base := ReadOptions{Key: []string{"id"}, Label: "y", Drop: []string{"note"}, Categorical: []string{"tier"}}
+	for _, c := range []struct {
+		policy  dataset.MissingPolicy
+		rows    int
+		written []string
+		source  []int32
+		count   string
+	}{
+		{dataset.MissingZero, 4, []string{"CUST-1", "CUST-2", "CUST-3", "CUST-4"}, []int32{0, 1, 2, 3}, "3 missing values in 3 rows, read as 0"},
+		{dataset.MissingDrop, 1, []string{"CUST-1"}, []int32{0}, "3 missing values in 3 rows, those 3 rows left out (--missing drop)"},
+	} {
+		opts := base
+		opts.Missing = c.policy
+		tb, err := ReadCSV(path, opts)
+		if err != nil {
+			t.Fatalf("%v: %v", c.policy, err)
+		}
+		if tb.Len() != c.rows || !slices.Equal(tb.Written, c.written) || !slices.Equal(tb.Source, c.source) {
+			t.Errorf("%v: %d rows, written %q, source %v", c.policy, tb.Len(), tb.Written, tb.Source)
+		}
+		if got := tb.Missing.String(); !strings.HasPrefix(got, c.count) {
+			t.Errorf("%v: missing %q, want %q", c.policy, got, c.count)
+		}
+		if want := []string{"tier=gold", "tier=silver", "x"}; !slices.Equal(tb.Names, want) {
+			t.Errorf("%v: names %q, want %q", c.policy, tb.Names, want)
+		}
+	}
+	tb, err := ReadCSV(path, ReadOptions{Key: []string{"id"}, Label: "y", Drop: []string{"note"}, Categorical: []string{"tier"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Row 0: silver (feature 1), x = 1 (feature 2); row 1: gold (0);
+	// row 2: no tier, x = 2; row 3: silver.
+	want := [][]float32{{0, 1, 1}, {1, 0, 0}, {0, 0, 2}, {0, 1, 0}}
+	for i, w := range want {
+		got := make([]float32, 3)
+		idx, val := tb.X.Row(i)
+		for k, j := range idx {
+			got[j] = val[k]
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("row %d: %v, want %v", i, got, w)
+		}
+	}
+	// New rows read with the training set's encoding: a category it does
+	// not know is no category, the columns follow the encoding's names.
+	enc := dataset.EncodingFromNames(tb.Names, []string{"tier"})
+	nb, err := ReadCSV(writeFile(t, "n.csv", "x,id,tier,extra\n5,n1,bronze,9\n6,n2,gold,9\n"), ReadOptions{Key: []string{"id"}, Encoding: enc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(nb.Names, tb.Names) || nb.X.NCols != 3 || !slices.Equal(nb.X.Values, []float32{5, 1, 6}) || !slices.Equal(nb.X.Indices, []int32{2, 0, 2}) {
+		t.Errorf("new rows: names %q, %+v", nb.Names, nb.X)
 	}
 }
 
@@ -139,11 +214,14 @@ func TestHubRefusesBadPeer(t *testing.T) {
 		bad[i] = 0xff
 	}
 	short := schemas.AlignMsg{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good}
-	short.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: 1}
+	short.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: 2} // after the size
 	wrongLen, _ := schemas.MarshalAlign(nil, &short)
 	// 33 bytes of data: not a whole number of elements.
 	wrongLen = append(wrongLen[:len(wrongLen)-ElementSize-2], 0xc4, 33)
 	wrongLen = append(wrongLen, append(good, 0)...)
+	size := func(n uint64) schemas.AlignMsg {
+		return schemas.AlignMsg{Phase: schemas.AlignSize, Total: n, Spec: spec, Width: 1}
+	}
 	cases := []struct {
 		name string
 		msgs []schemas.AlignMsg
@@ -151,17 +229,24 @@ func TestHubRefusesBadPeer(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"non-group element", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: append(append([]byte{}, good...), bad...)}},
+		{"non-group element", []schemas.AlignMsg{size(2), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: append(append([]byte{}, good...), bad...)}},
 			nil, ErrPeer, "party-1's set: align: not a group element: item 1"},
-		{"identity", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: make([]byte, ElementSize)}},
+		{"identity", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: make([]byte, ElementSize)}},
 			nil, ErrPeer, "identity"},
-		{"wrong length", nil, [][]byte{wrongLen}, ErrPeer, "party-1 sent a malformed message"},
-		{"echo of the wrong length", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good},
+		{"wrong length", []schemas.AlignMsg{size(1)}, [][]byte{wrongLen}, ErrPeer, "party-1 sent a malformed message"},
+		{"echo of the wrong length", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good},
 			{Phase: schemas.AlignEcho, Total: 2, Data: make([]byte, 2*schemas.AlignEchoSize)}}, nil, ErrPeer, "party-1's echo has 2 items, want 3"},
-		{"chunk out of order", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 3, Offset: 1, Spec: spec, Data: good}},
+		{"chunk out of order", []schemas.AlignMsg{size(3), {Phase: schemas.AlignSet, Total: 3, Offset: 1, Spec: spec, Data: good}},
 			nil, ErrPeer, "starts at item 1"},
-		{"left mid-protocol", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
+		{"left mid-protocol", []schemas.AlignMsg{size(2), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
 			nil, ErrTimeout, "party-1 sent nothing for 1s while aggregator waited for its set (1 of 2 items)"},
+		{"silent before its size", nil, nil, ErrTimeout, "party-1 sent nothing for 1s while aggregator waited for its set's size"},
+		{"set before its size", []schemas.AlignMsg{{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good}},
+			nil, ErrPeer, "party-1 sent its set before stating its size"},
+		{"set larger than stated", []schemas.AlignMsg{size(1), {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}},
+			nil, ErrPeer, "party-1's set has 2 items, want 1"},
+		{"size twice", []schemas.AlignMsg{size(1), size(1)}, nil, ErrPeer, "party-1 stated its set's size twice"},
+		{"over the bound", []schemas.AlignMsg{size(13)}, nil, ErrOversize, "party-1 states a set of 13 keys, more than 4 times the hub's 3 (at most 12)"},
 		{"aborts", []schemas.AlignMsg{{Phase: schemas.AlignAbort, Reason: "disk full"}}, nil, ErrAborted, "party-1: disk full"},
 	}
 	for _, c := range cases {
@@ -234,13 +319,14 @@ func TestPartyNamesSilentHub(t *testing.T) {
 	pub, _ := out.Publisher(schemas.AlignHubSubject("gone", 1))
 	good := make([]byte, ElementSize)
 	_ = newSecret().hashMask(good, []string{"x"}, []byte("t"))
-	m := schemas.AlignMsg{Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}
-	m.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()}
-	data, _ := schemas.MarshalAlign(nil, &m)
-	st := pub.Append(data, true)
-	if err := buses[0].Publish(context.Background(), &broker.Message{Subject: pub.Subject(), Data: data,
-		Header: map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}}); err != nil {
-		t.Fatal(err)
+	for _, m := range []schemas.AlignMsg{{Phase: schemas.AlignSize, Total: 2, Spec: spec}, {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}} {
+		m.Header = schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()}
+		data, _ := schemas.MarshalAlign(nil, &m)
+		st := pub.Append(data, true)
+		if err := buses[0].Publish(context.Background(), &broker.Message{Subject: pub.Subject(), Data: data,
+			Header: map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

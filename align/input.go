@@ -57,6 +57,28 @@ type ReadOptions struct {
 	// Format is "csv", "libsvm" or "" (told from the file: LIBSVM lines
 	// hold index:value pairs and no commas). See ReadLIBSVM.
 	Format string
+
+	// How a CSV file's cells are read, as data split and train read them
+	// (dataset.CSVOptions): Missing says what to do with a missing cell
+	// (one of NA; nil NA means "" and "NA"): the zero value reads it as 0,
+	// the command line refuses it unless told (--missing). Drop lists
+	// columns to leave out, Categorical columns to one-hot encode (the
+	// categories those of the file's rows, sorted as dataset sorts them),
+	// by name or 0-based position. Encoding, if not nil, fixes the feature
+	// columns and their categories (new rows scored with a model trained
+	// on an alignment): columns it does not name are left out.
+	Missing dataset.MissingPolicy
+	// LabelOptional reads a CSV file without the Label column as a file
+	// without labels (Table.Labels nil): new rows to score.
+	LabelOptional bool
+	// IgnoreAbsent ignores Drop and Categorical columns the file lacks
+	// (Table.Absent lists them): the in-process form gives every file the
+	// same flags, and each column is one organisation's.
+	IgnoreAbsent bool
+	NA           []string
+	Drop         []string
+	Categorical  []string
+	Encoding     *dataset.Encoding
 }
 
 // ReadTable reads one organisation's file in opts.Format: CSV with a
@@ -180,12 +202,15 @@ func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
 	t := &Table{X: &dataset.Matrix{Indptr: []int64{0}}, KeyNames: []string{"id"}}
 	seen := keySet{lines: make(map[string]int32)}
 	cell := make([]string, 1)
+	rows := 0 // data lines read
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
 		f := strings.Fields(text)
+		row := rows
+		rows++
 		cell[0] = f[0]
 		key, err := opts.Norm.Key(cell)
 		if err != nil {
@@ -197,6 +222,8 @@ func readLIBSVM(r io.Reader, opts ReadOptions) (*Table, error) {
 		if !seen.first(key, line) {
 			continue
 		}
+		t.Written = append(t.Written, f[0])
+		t.Source = append(t.Source, int32(row))
 		rest := f[1:]
 		if opts.Label != "" {
 			if len(rest) == 0 {
@@ -290,21 +317,42 @@ func (k *keySet) check(d Dedupe) error {
 type Table struct {
 	Path     string
 	Keys     []string // normalised, one a row, distinct
-	Names    []string // feature column names
+	Names    []string // feature column names ("NAME=category" for a one-hot column)
 	X        *dataset.Matrix
 	Labels   []float64 // nil unless ReadOptions.Label
 	Dropped  int       // rows dropped as duplicates (DedupeFirst)
 	KeyNames []string
+	// Written is each row's key as the file writes it (the cells of a
+	// composite key joined by ","), Source its 0-based data row in the
+	// file: what predictions are reported by, in the file's order.
+	Written []string
+	Source  []int32
+	// Missing is what the missing-value policy found and did (CSV).
+	Missing dataset.MissingCount
+	// Encoding is how the CSV columns became the features (nil for LIBSVM).
+	Encoding *dataset.Encoding
+	// Absent are the Drop and Categorical columns the file lacks
+	// (ReadOptions.IgnoreAbsent).
+	Absent []string
 }
 
 // Len is the number of rows.
 func (t *Table) Len() int { return len(t.Keys) }
 
 // ReadCSV reads a CSV file (plain or gzip) with a header line: the key
-// columns, the label column if asked, and every other column as a
-// numeric feature (empty and NA cells are 0).
+// columns, the label column if asked, and every other column as a feature
+// (numeric, or one-hot for ReadOptions.Categorical; ReadOptions.Drop left
+// out), missing cells as ReadOptions.Missing says.
 func ReadCSV(path string, opts ReadOptions) (*Table, error) {
 	return readFile(path, opts, readCSV)
+}
+
+// csvColumn is one feature column of a CSV file being read.
+type csvColumn struct {
+	j    int  // position in the header
+	cat  bool // one-hot encoded
+	dict map[string]int32
+	vals []string // categories, first seen first (canonical form)
 }
 
 func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
@@ -325,9 +373,12 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 	if len(header) > 0 {
 		header[0] = strings.TrimPrefix(header[0], "\ufeff")
 	}
+	for j := range header {
+		header[j] = strings.TrimSpace(header[j])
+	}
 	col := func(name string) int {
 		for j, h := range header {
-			if strings.TrimSpace(h) == name {
+			if h == name {
 				return j
 			}
 		}
@@ -336,40 +387,118 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 		}
 		return -1
 	}
-	role := map[int]bool{}
+	role := map[int]string{}
 	keyCols := make([]int, len(opts.Key))
 	for i, k := range opts.Key {
 		j := col(k)
 		if j < 0 {
 			return nil, fmt.Errorf("%w: key column %q missing (the header has %s)", ErrInput, k, shortList(header))
 		}
-		if role[j] {
+		if role[j] != "" {
 			return nil, fmt.Errorf("%w: column %q named twice in --key", ErrInput, k)
 		}
-		keyCols[i], role[j] = j, true
+		keyCols[i], role[j] = j, "key"
 	}
 	labelCol := -1
 	if opts.Label != "" {
-		if labelCol = col(opts.Label); labelCol < 0 {
+		labelCol = col(opts.Label)
+		switch {
+		case labelCol < 0 && opts.LabelOptional:
+		case labelCol < 0:
 			return nil, fmt.Errorf("%w: label column %q missing (the header has %s)", ErrInput, opts.Label, shortList(header))
-		}
-		if role[labelCol] {
+		case role[labelCol] != "":
 			return nil, fmt.Errorf("%w: column %q is both key and label", ErrInput, opts.Label)
-		}
-		role[labelCol] = true
-	}
-	var feats []int
-	t := &Table{X: &dataset.Matrix{Indptr: []int64{0}}, KeyNames: opts.Key}
-	for j, h := range header {
-		if !role[j] {
-			feats = append(feats, j)
-			t.Names = append(t.Names, strings.TrimSpace(h))
+		default:
+			role[labelCol] = "label"
 		}
 	}
-	t.X.NCols = len(feats)
+	// flagged finds the columns a flag names that are features so far:
+	// one the file lacks is an error, or left for Table.Absent.
+	var absent []string
+	flagged := func(flag string, names []string) ([]int, error) {
+		var js []int
+		for _, name := range names {
+			j := col(name)
+			switch {
+			case j < 0 && opts.IgnoreAbsent:
+				absent = append(absent, name)
+			case j < 0:
+				return nil, fmt.Errorf("%w: --%s %q: no such column (the header has %s)", ErrInput, flag, name, shortList(header))
+			case role[j] != "":
+				return nil, fmt.Errorf("%w: --%s %q: it is the %s column", ErrInput, flag, name, role[j])
+			default:
+				js = append(js, j)
+			}
+		}
+		return js, nil
+	}
+	dropped, err := flagged("drop", opts.Drop)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range dropped {
+		role[j] = "dropped"
+	}
+	cat := map[int]bool{}
+	if opts.Encoding != nil {
+		use := map[int]bool{}
+		for _, c := range opts.Encoding.Columns {
+			j := col(c.Name)
+			if j < 0 || role[j] != "" {
+				return nil, fmt.Errorf("%w: column %q of the training set is not a feature column of this file (the header has %s)", ErrInput, c.Name, shortList(header))
+			}
+			use[j], cat[j] = true, c.Categories != nil
+		}
+		for j := range header {
+			if role[j] == "" && !use[j] {
+				role[j] = "dropped"
+			}
+		}
+	} else {
+		js, err := flagged("categorical", opts.Categorical)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range js {
+			cat[j] = true
+		}
+	}
+	// The feature columns, in the file's order or the encoding's.
+	var order []int
+	if opts.Encoding != nil {
+		for _, c := range opts.Encoding.Columns {
+			order = append(order, col(c.Name))
+		}
+	} else {
+		for j := range header {
+			if role[j] == "" {
+				order = append(order, j)
+			}
+		}
+	}
+	var cols []csvColumn
+	for _, j := range order {
+		c := csvColumn{j: j, cat: cat[j]}
+		if c.cat {
+			c.dict = map[string]int32{}
+		}
+		cols = append(cols, c)
+	}
+	na := opts.NA
+	if na == nil {
+		na = []string{"", "NA"}
+	}
+	// Numeric cells go straight into a sparse matrix indexed by the
+	// column's place among the feature columns; categorical cells are
+	// kept as codes and one-hot encoded at the end, when the categories
+	// are known.
+	t := &Table{X: &dataset.Matrix{Indptr: []int64{0}}, KeyNames: opts.Key, Absent: absent}
+	codes := make([][]int32, len(cols))
 	seen := keySet{lines: make(map[string]int32)}
 	cells := make([]string, len(keyCols))
-	for line := 2; ; line++ {
+	rowCodes := make([]int32, len(cols))
+	miss := dataset.MissingCount{Policy: opts.Missing}
+	for line, row := 2, 0; ; line, row = line+1, row+1 {
 		rec, err := cr.Read()
 		if err == io.EOF {
 			break
@@ -384,42 +513,183 @@ func readCSV(r io.Reader, opts ReadOptions) (*Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %w", ErrInput, line, err)
 		}
-		if !seen.first(key, line) {
-			continue
-		}
-		t.Keys = append(t.Keys, key)
+		mark := len(t.X.Indices)
+		missing := 0
+		label := math.NaN()
 		if labelCol >= 0 {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rec[labelCol]), 64)
-			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v != math.Trunc(v) {
-				return nil, fmt.Errorf("%w: line %d: label %q is not an integer class code", ErrInput, line, clip(rec[labelCol]))
+			s := strings.TrimSpace(rec[labelCol])
+			if slices.Contains(na, s) {
+				if opts.Missing != dataset.MissingDrop {
+					return nil, fmt.Errorf("%w: line %d: the label (column %q) is missing: give the row its label, or --missing drop to leave such rows out", ErrInput, line, header[labelCol])
+				}
+				missing++
+			} else {
+				v, err := strconv.ParseFloat(s, 64)
+				if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || v != math.Trunc(v) {
+					return nil, fmt.Errorf("%w: line %d: label %q is not an integer class code", ErrInput, line, clip(rec[labelCol]))
+				}
+				label = v
 			}
-			t.Labels = append(t.Labels, v)
 		}
-		for k, j := range feats {
-			s := strings.TrimSpace(rec[j])
-			if s == "" || s == "NA" {
+		for k := range cols {
+			c := &cols[k]
+			s := strings.TrimSpace(rec[c.j])
+			rowCodes[k] = -1
+			if slices.Contains(na, s) {
+				if opts.Missing == dataset.MissingError {
+					return nil, fmt.Errorf("%w: %s", ErrInput, dataset.MissingAdvice(line, header[c.j], c.j, s))
+				}
+				missing++
+				continue
+			}
+			if c.cat {
+				rowCodes[k] = c.code(s)
 				continue
 			}
 			v, err := strconv.ParseFloat(s, 32)
 			if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-				return nil, fmt.Errorf("%w: line %d, column %q: %q is not a finite number", ErrInput, line, header[j], clip(s))
+				return nil, fmt.Errorf("%w: %s", ErrInput, dataset.NotANumberAdvice(line, header[c.j], c.j, s))
 			}
 			if v != 0 {
 				t.X.Indices = append(t.X.Indices, int32(k))
 				t.X.Values = append(t.X.Values, float32(v))
 			}
 		}
+		if missing > 0 {
+			miss.Cells += missing
+			miss.Rows++
+			if opts.Missing == dataset.MissingDrop {
+				t.X.Indices, t.X.Values = t.X.Indices[:mark], t.X.Values[:mark]
+				continue
+			}
+		}
+		if !seen.first(key, line) {
+			t.X.Indices, t.X.Values = t.X.Indices[:mark], t.X.Values[:mark]
+			continue
+		}
+		t.Keys = append(t.Keys, key)
+		t.Written = append(t.Written, writtenKey(rec, keyCols))
+		t.Source = append(t.Source, int32(row))
+		if labelCol >= 0 {
+			t.Labels = append(t.Labels, label)
+		}
+		for k, c := range cols {
+			if c.cat {
+				codes[k] = append(codes[k], rowCodes[k])
+			}
+		}
 		t.X.Indptr = append(t.X.Indptr, int64(len(t.X.Indices)))
 	}
 	t.X.NRows = len(t.Keys)
+	t.X.NCols = len(cols)
+	t.Missing = miss
 	if err := seen.check(opts.Dedupe); err != nil {
 		return nil, err
 	}
 	t.Dropped = seen.dups
 	if t.Len() == 0 {
+		if miss.Rows > 0 {
+			return nil, fmt.Errorf("%w: no rows left: every row has a missing value (--missing drop)", ErrInput)
+		}
 		return nil, fmt.Errorf("%w: a header but no rows", ErrInput)
 	}
+	enc := opts.Encoding
+	if enc == nil {
+		enc = &dataset.Encoding{}
+		for _, c := range cols {
+			ec := dataset.EncodedColumn{Name: header[c.j]}
+			if c.cat {
+				ec.Categories = dataset.SortCategories(slices.Clone(c.vals))
+			}
+			enc.Columns = append(enc.Columns, ec)
+		}
+	}
+	t.Encoding, t.Names = enc, enc.Names()
+	if slices.ContainsFunc(cols, func(c csvColumn) bool { return c.cat }) {
+		t.X = oneHot(t.X, cols, codes, enc)
+	}
 	return t, nil
+}
+
+// code is the index of a category cell in c's first-seen list.
+func (c *csvColumn) code(s string) int32 {
+	if k, ok := c.dict[s]; ok {
+		return k
+	}
+	v := dataset.CanonicalCategory(s)
+	k, ok := c.dict[v]
+	if !ok {
+		k = int32(len(c.vals))
+		c.vals = append(c.vals, v)
+		c.dict[v] = k
+	}
+	c.dict[s] = k
+	return k
+}
+
+// oneHot lays out x's columns (numeric ones in place, categorical ones as
+// codes) as enc's features: a numeric column one feature, a categorical
+// one a 0/1 feature per category of enc (a category enc does not know,
+// or a missing cell, none).
+func oneHot(x *dataset.Matrix, cols []csvColumn, codes [][]int32, enc *dataset.Encoding) *dataset.Matrix {
+	offset := make([]int32, len(cols))
+	feat := make([][]int32, len(cols)) // categorical: code -> feature, -1 none
+	width := int32(0)
+	for k, c := range cols {
+		ec := enc.Columns[k]
+		offset[k] = width
+		if c.cat {
+			feat[k] = make([]int32, len(c.vals))
+			for code, v := range c.vals {
+				feat[k][code] = -1
+				if i := slices.Index(ec.Categories, v); i >= 0 {
+					switch {
+					case !ec.Indicator:
+						feat[k][code] = width + int32(i)
+					case i == 1:
+						feat[k][code] = width
+					}
+				}
+			}
+		}
+		width += int32(ec.Width())
+	}
+	out := &dataset.Matrix{NRows: x.NRows, NCols: int(width), Indptr: make([]int64, 1, x.NRows+1)}
+	for i := range x.NRows {
+		idx, val := x.Row(i)
+		n := 0
+		for k, c := range cols {
+			if c.cat {
+				if code := codes[k][i]; code >= 0 {
+					if f := feat[k][code]; f >= 0 {
+						out.Indices = append(out.Indices, f)
+						out.Values = append(out.Values, 1)
+					}
+				}
+				continue
+			}
+			if n < len(idx) && int(idx[n]) == k {
+				out.Indices = append(out.Indices, offset[k])
+				out.Values = append(out.Values, val[n])
+				n++
+			}
+		}
+		out.Indptr = append(out.Indptr, int64(len(out.Indices)))
+	}
+	return out
+}
+
+// writtenKey is a row's key as the file writes it: its cells, trimmed,
+// joined by "," for a composite key.
+func writtenKey(rec []string, keyCols []int) string {
+	if len(keyCols) == 1 {
+		return strings.TrimSpace(rec[keyCols[0]])
+	}
+	parts := make([]string, len(keyCols))
+	for i, j := range keyCols {
+		parts[i] = strings.TrimSpace(rec[j])
+	}
+	return strings.Join(parts, ",")
 }
 
 func shortList(names []string) string {

@@ -89,7 +89,7 @@ func (n Normalization) Key(cells []string) (string, error) {
 var errEmptyKey = fmt.Errorf("empty key")
 
 // ProtocolVersion names this package's protocol in the specification.
-const ProtocolVersion = "asyrevel-psi/1"
+const ProtocolVersion = "asyrevel-psi/2" // 2: sizes stated up front (schemas.AlignSize)
 
 // Spec is the key specification every organisation must share: the
 // protocol, the group and hash-to-group suite, the number of key columns

@@ -21,7 +21,7 @@ import (
 // party's width, the classes of the intersection's labels), the hub's.
 func TestLayoutReachesParties(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	sets := randomSets(r, 3, 500)
+	sets := randomSets(r, 3, shortIDs(500))
 	labels := make([]float64, len(sets[0]))
 	for i := range labels {
 		labels[i] = float64(i % 3)
@@ -79,6 +79,7 @@ func TestPartyRefusesBadLayout(t *testing.T) {
 	if err := newSecret().hashMask(good, []string{"x"}, []byte("t")); err != nil {
 		t.Fatal(err)
 	}
+	size := schemas.AlignMsg{Phase: schemas.AlignSize, Total: 1, Spec: spec}
 	set := schemas.AlignMsg{Phase: schemas.AlignSet, Total: 1, Spec: spec, Data: good}
 	layout := func(v ...uint32) schemas.AlignMsg {
 		var b []byte
@@ -93,11 +94,13 @@ func TestPartyRefusesBadLayout(t *testing.T) {
 		msgs []schemas.AlignMsg
 		want string
 	}{
-		{"widths against the result", []schemas.AlignMsg{set, layout(2, 5), result}, "the hub's layout [5] (5 columns; party-1's from 0) differs from its result (2 columns; party-1's 2 from 0)"},
-		{"too many items", []schemas.AlignMsg{set, layout(2, 2, 2), result}, "aggregator's layout has 3 items, want 2"},
-		{"no column", []schemas.AlignMsg{set, layout(2, 0), result}, "gives party-1 no column"},
-		{"result before the layout", []schemas.AlignMsg{set, result}, "before its whole set and the layout"},
-		{"layout before the set", []schemas.AlignMsg{layout(2, 2), set}, "the layout out of turn"},
+		{"widths against the result", []schemas.AlignMsg{size, set, layout(2, 5), result}, "the hub's layout [5] (5 columns; party-1's from 0) differs from its result (2 columns; party-1's 2 from 0)"},
+		{"too many items", []schemas.AlignMsg{size, set, layout(2, 2, 2), result}, "aggregator's layout has 3 items, want 2"},
+		{"no column", []schemas.AlignMsg{size, set, layout(2, 0), result}, "gives party-1 no column"},
+		{"result before the layout", []schemas.AlignMsg{size, set, result}, "before its whole set and the layout"},
+		{"layout before the set", []schemas.AlignMsg{size, layout(2, 2), set}, "the layout out of turn"},
+		{"set before its size", []schemas.AlignMsg{set}, "the hub sent its set before stating its size"},
+		{"more than stated", []schemas.AlignMsg{size, {Phase: schemas.AlignSet, Total: 2, Spec: spec, Data: good}}, "aggregator's set has 2 items, want 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

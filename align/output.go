@@ -1,13 +1,18 @@
 package align
 
 import (
+	"compress/gzip"
 	"crypto/sha256"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/asyrevel/asyrevel/dataset"
@@ -163,6 +168,9 @@ func WriteFolder(dir, run, spec string, tables []*Table, res []*Result, holdout 
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := WriteKeys(dir, tables[0], res[0].Rows); err != nil {
+		return nil, nil, err
+	}
 	js, err := json.MarshalIndent(records, "", "  ")
 	if err != nil {
 		return nil, nil, err
@@ -171,6 +179,128 @@ func WriteFolder(dir, run, spec string, tables []*Table, res []*Result, holdout 
 		return nil, nil, fmt.Errorf("align: %w", err)
 	}
 	return man, records, nil
+}
+
+// KeysFile is the label holder's record, in a folder that asyrevel align
+// wrote, of its keys as its file writes them: for every sample id of the
+// folder, the key as written and its row in the file. Predictions and the
+// service report rows by these keys, in the file's order.
+const KeysFile = "keys.csv.gz"
+
+// KeyRow is one row of KeysFile.
+type KeyRow struct {
+	Written string // the key as the label holder's file writes it
+	Row     int    // its 0-based data row in that file
+}
+
+// WriteKeys writes the KeysFile of t's rows (positions in t) into dir.
+func WriteKeys(dir string, t *Table, rows []int) error {
+	if t.Written == nil {
+		return nil // a table read before keys were kept
+	}
+	path := filepath.Join(dir, KeysFile)
+	tmp, err := os.CreateTemp(dir, ".keys-*")
+	if err != nil {
+		return fmt.Errorf("align: %w", err)
+	}
+	zw := gzip.NewWriter(tmp)
+	w := csv.NewWriter(zw)
+	w.Write([]string{"id", "row", "key"})
+	for _, r := range rows {
+		w.Write([]string{IDText(t.Keys[r]), strconv.Itoa(int(t.Source[r])), t.Written[r]})
+	}
+	w.Flush()
+	err = errors.Join(w.Error(), zw.Close(), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("align: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadKeys reads dir's KeysFile: the keys as written by sample id. A
+// folder without one (not asyrevel align's, or the label holder's keys
+// not kept) gives nil and no error.
+func ReadKeys(dir string) (map[string]KeyRow, error) {
+	f, err := os.Open(filepath.Join(dir, KeysFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("align: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("align: %s: %w", KeysFile, err)
+	}
+	r := csv.NewReader(zr)
+	r.FieldsPerRecord = 3
+	keys := map[string]KeyRow{}
+	for line := 1; ; line++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return keys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("align: %s: %w", KeysFile, err)
+		}
+		if line == 1 {
+			continue
+		}
+		row, err := strconv.Atoi(rec[1])
+		if err != nil || row < 0 {
+			return nil, fmt.Errorf("align: %s: line %d: row %q", KeysFile, line, rec[1])
+		}
+		keys[rec[0]] = KeyRow{Written: rec[2], Row: row}
+	}
+}
+
+// SpecOf reads a folder's key specification from its align.json: the
+// rules that make a key as written the sample id the folder holds
+// (Resolver). ok is false for a folder that asyrevel align did not write.
+func SpecOf(dir string) (spec string, ok bool, err error) {
+	recs, err := ReadRecords(filepath.Join(dir, RecordFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if len(recs) == 0 {
+		return "", false, fmt.Errorf("align: %s: no record", filepath.Join(dir, RecordFile))
+	}
+	return recs[0].Spec, true, nil
+}
+
+// Resolver turns a key as an organisation writes it into the sample id an
+// alignment of spec gave its row: the spec's normalisation, then IDText.
+// A composite key is given as its cells joined by ",". A key that does
+// not normalise (empty) is returned as it is, to be found by no one.
+func Resolver(spec string) (func(string) string, error) {
+	n, cols, err := ParseSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	return KeyResolver(n, cols), nil
+}
+
+// KeyResolver is Resolver for the rules n of a key of cols columns.
+func KeyResolver(n Normalization, cols int) func(string) string {
+	return func(key string) string {
+		cells := []string{key}
+		if cols > 1 {
+			cells = strings.Split(key, ",")
+		}
+		k, err := n.Key(cells)
+		if err != nil {
+			return key
+		}
+		return IDText(k)
+	}
 }
 
 // joinColumns puts the parties' rows side by side.
@@ -276,7 +406,9 @@ func WriteOwnFolder(dir, run, spec string, m int, t *Table, r *Result) (*dataset
 		for _, y := range d.Y {
 			set.ClassCounts[y]++
 		}
-		e, err = dataset.WriteLabelsFile(dir, name, "train", d)
+		if e, err = dataset.WriteLabelsFile(dir, name, "train", d); err == nil {
+			err = WriteKeys(dir, t, r.Rows)
+		}
 	} else {
 		name = dataset.PartyFileName(m, "train")
 		h := dataset.PartyHeader{Split: "train", Party: m, Parties: q, Lo: r.Lo, Hi: r.Lo + t.X.NCols,
@@ -455,4 +587,32 @@ func writeRecords(path string, recs []Record) error {
 		return fmt.Errorf("align: %w", err)
 	}
 	return nil
+}
+
+// ParseSpec reads the number of key columns and the normalisation rules
+// back from a specification that Spec wrote.
+func ParseSpec(spec string) (Normalization, int, error) {
+	var n Normalization
+	cols := 0
+	parts := strings.Split(spec, ";")
+	if len(parts) < 4 || parts[0] != ProtocolVersion {
+		return n, 0, fmt.Errorf("align: key specification %q: not %s's", spec, ProtocolVersion)
+	}
+	if _, err := fmt.Sscanf(parts[2], "columns=%d", &cols); err != nil || cols < 1 {
+		return n, 0, fmt.Errorf("align: key specification %q: no column count", spec)
+	}
+	for _, kv := range strings.Split(parts[3], ",") {
+		switch kv {
+		case "space=keep":
+			n.KeepSpace = true
+		case "case=keep":
+			n.KeepCase = true
+		case "zeros=strip":
+			n.StripZeros = true
+		case "space=trim", "case=fold", "zeros=keep":
+		default:
+			return n, 0, fmt.Errorf("align: key specification %q: unknown rule %q", spec, kv)
+		}
+	}
+	return n, cols, nil
 }

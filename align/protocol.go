@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"strconv"
 	"sync"
@@ -32,6 +33,10 @@ var (
 	ErrAborted = errors.New("align: peer aborted")
 	// ErrConfig reports an unusable Config.
 	ErrConfig = errors.New("align: bad configuration")
+	// ErrOversize reports a party whose stated set is larger than the
+	// hub's bound (Config.MaxRatio times the hub's own set): the hub
+	// refuses it before it sends anything of its own set.
+	ErrOversize = errors.New("align: a party's set exceeds the hub's bound")
 )
 
 // Defaults of a Config.
@@ -40,7 +45,27 @@ const (
 	// ChunkItems is how many items one message carries: 512 KiB of
 	// elements, under a stock NATS server's 1 MB payload limit.
 	ChunkItems = 1 << 14
+	// DefaultMaxRatio bounds a party's set at 4 times the hub's.
+	DefaultMaxRatio = 4
 )
+
+// Bound is the largest set a party may state against a hub of n keys with
+// ratio r (r < 0: no bound, -1 returned): floor(r * n), at least 1.
+//
+// The bound scales with the hub's set and has no floor on purpose: a
+// party learns which of its keys the hub holds (with one party, exactly
+// the hub's keys among those it tests), so the number of keys it may test
+// is what bounds how much of the hub's list it can learn, and a small hub
+// list is where each tested key reveals the most. A hub of 10 keys under a
+// floor of 1,000 would let a party test 1,000 candidates and learn all
+// 10. A small hub that must align with a much larger party raises the
+// ratio knowingly (every organisation agreeing); the log records it.
+func Bound(r float64, n int) int {
+	if r < 0 {
+		return -1
+	}
+	return max(1, int(math.Floor(r*float64(n))))
+}
 
 // Config is one organisation's part in an alignment.
 type Config struct {
@@ -64,6 +89,12 @@ type Config struct {
 	// the hub tells the parties how many classes the intersection's rows
 	// have (Result.Classes), which their models' shapes depend on.
 	Labels []float64
+	// MaxRatio (the hub only) bounds each party's set at
+	// Bound(MaxRatio, hub's set size): a party states its size first, and
+	// the hub refuses one over the bound (ErrOversize) before it sends
+	// anything of its own set. 0 means DefaultMaxRatio; a negative ratio
+	// means no bound (the hub logs it at Warn).
+	MaxRatio float64
 	// Timeout is how long to wait for a peer that sends nothing; 0 means
 	// DefaultTimeout. Heartbeats (every Timeout/8) keep a slow but live
 	// peer from being taken for gone.
@@ -101,7 +132,11 @@ type Result struct {
 	// Sizes: own set, the hub's set (parties), every party's set (hub).
 	Own, HubSize int
 	PartySizes   []int
-	Stats        Stats
+	// MaxRatio and MaxParty are the hub's bound on a party's set: the
+	// ratio and the size it allowed (-1: no bound). The hub's only.
+	MaxRatio float64
+	MaxParty int
+	Stats    Stats
 }
 
 // Stats are an organisation's costs.
@@ -132,6 +167,11 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: organisation %d of 0..%d", ErrConfig, c.ID, c.Parties)
 	case c.Spec == "":
 		return fmt.Errorf("%w: no key specification", ErrConfig)
+	case math.IsNaN(c.MaxRatio) || math.IsInf(c.MaxRatio, 0):
+		return fmt.Errorf("%w: max ratio %v", ErrConfig, c.MaxRatio)
+	}
+	if c.MaxRatio == 0 {
+		c.MaxRatio = DefaultMaxRatio
 	}
 	self, err := c.Roster.Identify(c.Key)
 	if err != nil {
@@ -461,7 +501,6 @@ func (o *org) next(lastSeen map[int]time.Time, waiting func(peer int) string) (e
 
 // phaseIn collects one phase's chunks from one peer, in order.
 type phaseIn struct {
-	phase schemas.AlignPhase
 	total int
 	got   int
 	data  []byte

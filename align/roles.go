@@ -6,6 +6,8 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
@@ -39,23 +41,44 @@ func (o *org) produceSet(keys []string, tmpl schemas.AlignMsg) error {
 	return nil
 }
 
-// hub runs the hub's side: it sends its set to every party, raises each
-// party's set to its scalar, collects each party's echo of its own set,
-// matches, and sends every party its rows of the intersection in one
-// random common order.
+// hub runs the hub's side: it waits for every party to state its set's
+// size and refuses a party over the bound (Config.MaxRatio) before it
+// sends anything of its own; then it states its own size and sends its
+// set to every party, raises each party's set to its scalar, collects
+// each party's echo of its own set, matches, and sends every party its
+// rows of the intersection in one random common order.
 func (o *org) hub(keys []string) (*Result, error) {
 	q, n0 := o.cfg.Parties, len(keys)
-	go func() {
-		err := o.produceSet(keys, schemas.AlignMsg{Spec: o.cfg.Spec})
-		o.push(event{from: 0, err: err})
-	}()
+	bound := Bound(o.cfg.MaxRatio, n0)
+	if bound < 0 {
+		o.cfg.Log.Warn().Int("hub_keys", n0).Msg("align: no bound on the parties' sets (--max-ratio 0): a party may test any number of keys against the hub's")
+	}
 	type peerState struct {
-		set, echo  phaseIn
-		index      map[[schemas.AlignEchoSize]byte]uint32
-		width      int
-		maskedTime time.Duration
+		size      int // stated; 0 until then
+		set, echo phaseIn
+		index     map[[schemas.AlignEchoSize]byte]uint32
+		width     int
 	}
 	peers := make([]peerState, q+1)
+	sized := 0
+	startOwn := func() error {
+		sizes := zerolog.Arr()
+		for m := 1; m <= q; m++ {
+			sizes.Int(peers[m].size)
+		}
+		o.cfg.Log.Info().Int("hub_keys", n0).Array("party_keys", sizes).Float64("max_ratio", o.cfg.MaxRatio).Int("bound", bound).
+			Msg("align: every party's set is within the bound; the hub states its size and sends its set")
+		for m := 1; m <= q; m++ {
+			if err := o.send(o.ctx, m, &schemas.AlignMsg{Phase: schemas.AlignSize, Total: uint64(n0), Spec: o.cfg.Spec}); err != nil {
+				return err
+			}
+		}
+		go func() {
+			err := o.produceSet(keys, schemas.AlignMsg{Spec: o.cfg.Spec})
+			o.push(event{from: 0, err: err})
+		}()
+		return nil
+	}
 	lastSeen := map[int]time.Time{}
 	now := time.Now()
 	for m := 1; m <= q; m++ {
@@ -66,8 +89,10 @@ func (o *org) hub(keys []string) (*Result, error) {
 		switch {
 		case m == 0:
 			return ""
+		case peers[m].size == 0:
+			return "its set's size"
 		case !peers[m].set.done():
-			return fmt.Sprintf("its set (%d of %d items)", peers[m].set.got, peers[m].set.total)
+			return fmt.Sprintf("its set (%d of %d items)", peers[m].set.got, peers[m].size)
 		case !peers[m].echo.done():
 			return fmt.Sprintf("its echo of the hub's set (%d of %d items)", peers[m].echo.got, n0)
 		}
@@ -98,19 +123,38 @@ func (o *org) hub(keys []string) (*Result, error) {
 		m, p := ev.msg, &peers[ev.from]
 		who := orgName(ev.from)
 		switch m.Phase {
+		case schemas.AlignSize:
+			if m.Spec != o.cfg.Spec {
+				return nil, fmt.Errorf("%w: %s's key specification is %q, the hub's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, who, m.Spec, o.cfg.Spec)
+			}
+			if p.size != 0 {
+				return nil, fmt.Errorf("%w: %s stated its set's size twice", ErrPeer, who)
+			}
+			if m.Total == 0 {
+				return nil, fmt.Errorf("%w: %s has no keys", ErrPeer, who)
+			}
+			o.cfg.Log.Info().Str("party", who).Uint64("keys", m.Total).Int("hub_keys", n0).Int("bound", bound).Msg("align: a party states its set's size")
+			if bound >= 0 && m.Total > uint64(bound) {
+				return nil, fmt.Errorf("%w: %s states a set of %d keys, more than %g times the hub's %d (at most %d); nothing of the hub's set was sent. "+
+					"A party's set bounds how many of the hub's keys it can test: if every organisation agrees to more, give the hub a larger --max-ratio (0: no bound)",
+					ErrOversize, who, m.Total, o.cfg.MaxRatio, n0, bound)
+			}
+			p.size, p.width = int(m.Total), int(m.Width)
+			p.index = make(map[[schemas.AlignEchoSize]byte]uint32, p.size)
+			if sized++; sized == q {
+				if err := startOwn(); err != nil {
+					return nil, err
+				}
+			}
 		case schemas.AlignSet:
-			if !p.set.begun {
-				if m.Spec != o.cfg.Spec {
-					return nil, fmt.Errorf("%w: %s's key specification is %q, the hub's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, who, m.Spec, o.cfg.Spec)
-				}
-				if m.Total == 0 {
-					return nil, fmt.Errorf("%w: %s has no keys", ErrPeer, who)
-				}
-				p.width = int(m.Width)
-				p.index = make(map[[schemas.AlignEchoSize]byte]uint32, m.Total)
+			if p.size == 0 {
+				return nil, fmt.Errorf("%w: %s sent its set before stating its size%s", ErrPeer, who, versionHint(m.Spec, o.cfg.Spec))
+			}
+			if !p.set.begun && m.Spec != o.cfg.Spec {
+				return nil, fmt.Errorf("%w: %s's key specification is %q, the hub's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, who, m.Spec, o.cfg.Spec)
 			}
 			base := p.set.got
-			if err := p.set.add(ev.from, m, -1); err != nil {
+			if err := p.set.add(ev.from, m, p.size); err != nil {
 				return nil, err
 			}
 			p.set.data = p.set.data[:0] // raised and indexed at once, not kept
@@ -179,7 +223,7 @@ func (o *org) hub(keys []string) (*Result, error) {
 		return nil, err
 	}
 	order := mrand.New(mrand.NewChaCha8(seed)).Perm(len(in))
-	res := &Result{Parties: q, Rows: make([]int, len(in)), HubSize: n0, PartySizes: make([]int, q), Widths: make([]int, q)}
+	res := &Result{Parties: q, Rows: make([]int, len(in)), HubSize: n0, PartySizes: make([]int, q), Widths: make([]int, q), MaxRatio: o.cfg.MaxRatio, MaxParty: bound}
 	for k, r := range order {
 		res.Rows[k] = o.perm[in[r]]
 	}
@@ -222,6 +266,15 @@ func (o *org) hub(keys []string) (*Result, error) {
 	return res, nil
 }
 
+// versionHint explains a message out of turn by another protocol version
+// when the peer's specification differs ("" when it does not).
+func versionHint(peer, own string) string {
+	if peer == own {
+		return ""
+	}
+	return fmt.Sprintf(" (its specification %q, this organisation's %q: every organisation needs the same asyrevel protocol version, %s)", peer, own, ProtocolVersion)
+}
+
 // countClasses counts the distinct labels of rows.
 func countClasses(labels []float64, rows []int) int {
 	seen := make(map[float64]struct{}, 8)
@@ -249,13 +302,19 @@ func (o *org) push(ev event) {
 // reads its rows of the intersection from the hub's result.
 func (o *org) party(keys []string) (*Result, error) {
 	n := len(keys)
+	if err := o.send(o.ctx, 0, &schemas.AlignMsg{Phase: schemas.AlignSize, Total: uint64(n), Spec: o.cfg.Spec, Width: uint32(o.cfg.Width)}); err != nil {
+		return nil, err
+	}
 	if err := o.produceSet(keys, schemas.AlignMsg{Spec: o.cfg.Spec, Width: uint32(o.cfg.Width)}); err != nil {
 		return nil, err
 	}
 	var hubSet, layout, result phaseIn
+	hubSize := 0
 	lastSeen := map[int]time.Time{0: time.Now()}
 	waiting := func(int) string {
 		switch {
+		case hubSize == 0:
+			return "the hub's set's size (the hub states it when every party's set is within its bound)"
 		case !hubSet.done():
 			return fmt.Sprintf("the hub's set (%d of %d items)", hubSet.got, hubSet.total)
 		case !layout.done():
@@ -282,17 +341,27 @@ func (o *org) party(keys []string) (*Result, error) {
 		}
 		m := ev.msg
 		switch m.Phase {
+		case schemas.AlignSize:
+			if m.Spec != o.cfg.Spec {
+				return nil, fmt.Errorf("%w: the hub's key specification is %q, %s's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, m.Spec, orgName(o.cfg.ID), o.cfg.Spec)
+			}
+			if hubSize != 0 {
+				return nil, fmt.Errorf("%w: the hub stated its set's size twice", ErrPeer)
+			}
+			if m.Total == 0 {
+				return nil, fmt.Errorf("%w: the hub has no keys", ErrPeer)
+			}
+			hubSize = int(m.Total)
+			o.cfg.Log.Info().Int("hub_keys", hubSize).Int("keys", n).Msg("align: the hub states its set's size")
 		case schemas.AlignSet:
-			if !hubSet.begun {
-				if m.Spec != o.cfg.Spec {
-					return nil, fmt.Errorf("%w: the hub's key specification is %q, %s's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, m.Spec, orgName(o.cfg.ID), o.cfg.Spec)
-				}
-				if m.Total == 0 {
-					return nil, fmt.Errorf("%w: the hub has no keys", ErrPeer)
-				}
+			if hubSize == 0 {
+				return nil, fmt.Errorf("%w: the hub sent its set before stating its size%s", ErrPeer, versionHint(m.Spec, o.cfg.Spec))
+			}
+			if !hubSet.begun && m.Spec != o.cfg.Spec {
+				return nil, fmt.Errorf("%w: the hub's key specification is %q, %s's %q: give every organisation the same --key columns and normalisation flags", ErrPeer, m.Spec, orgName(o.cfg.ID), o.cfg.Spec)
 			}
 			base := hubSet.got
-			if err := hubSet.add(0, m, -1); err != nil {
+			if err := hubSet.add(0, m, hubSize); err != nil {
 				return nil, err
 			}
 			hubSet.data = hubSet.data[:0]

@@ -298,6 +298,11 @@ type JetStream struct {
 	closed   atomic.Bool
 	closeOne sync.Once
 
+	// sealed: the run's stream was sealed when this connection found it
+	// (its run is over): Publish refuses with ErrSealed, where the
+	// stream would drop the message without a word.
+	sealed atomic.Bool
+
 	subsMu    sync.Mutex
 	subs      map[Subscription]struct{}
 	namesMu   sync.Mutex
@@ -482,6 +487,11 @@ func ConnectJetStream(ctx context.Context, cfg JetStreamConfig) (*JetStream, err
 		if err != nil {
 			return fail(err)
 		}
+		if b.st != nil {
+			if info := b.st.CachedInfo(); info != nil && info.Config.Sealed {
+				b.sealed.Store(true)
+			}
+		}
 	}
 	switch design {
 	case DesignCore:
@@ -654,6 +664,9 @@ func (b *JetStream) createOnly(ctx context.Context, scfg jetstream.StreamConfig)
 func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if scfg.Replicas <= 1 {
 		if st, err := b.js.Stream(ctx, scfg.Name); err == nil {
+			if st.CachedInfo().Config.Sealed {
+				return st, nil // a run that is over: read as it is
+			}
 			keepFixed(&scfg, st.CachedInfo().Config)
 		}
 		return b.js.CreateOrUpdateStream(ctx, scfg)
@@ -662,7 +675,7 @@ func (b *JetStream) createOrUpdate(ctx context.Context, scfg jetstream.StreamCon
 	defer cancel()
 	if st, err := b.js.Stream(actx, scfg.Name); err == nil {
 		got := st.CachedInfo().Config
-		if got.Replicas == scfg.Replicas && slices.Equal(got.Subjects, scfg.Subjects) && got.DenyDelete && got.DenyPurge {
+		if got.Sealed || got.Replicas == scfg.Replicas && slices.Equal(got.Subjects, scfg.Subjects) && got.DenyDelete && got.DenyPurge {
 			return st, nil // made by another participant of the run
 		}
 		keepFixed(&scfg, got)
@@ -763,6 +776,9 @@ func (b *JetStream) Publish(ctx context.Context, m *Message) error {
 	}
 	if !strings.HasPrefix(m.Subject, b.prefix) {
 		return fmt.Errorf("%w: subject %q is outside run %s", ErrInvalid, m.Subject, b.run)
+	}
+	if b.sealed.Load() {
+		return fmt.Errorf("%w: stream %s stores nothing more; a new run, or scoring a run's models, needs a run id or a store of its own", ErrSealed, b.stream)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -972,6 +988,53 @@ func (b *JetStream) RaiseMaxBytes(ctx context.Context, max int64) (before int64,
 		return before, false, fmt.Errorf("broker: raising stream %s's bound from %d to %d bytes: %w", b.stream, before, max, err)
 	}
 	return before, true, nil
+}
+
+// ErrSealed reports a run's stream that is sealed: its run is over and
+// it stores nothing more (JetStream's sealed streams are read-only for
+// good).
+var ErrSealed = errors.New("broker: the run's stream is sealed (its run is over)")
+
+// Seal seals the run's stream: from then on the broker stores nothing in
+// it, neither a participant's message nor a server's answer to a request
+// that names a reply subject inside the run, and nobody can unseal it
+// (nats-server refuses the update). Call it once the run is over: after the
+// aggregator's final seal and the parties' receipts of it. It needs the
+// right to update the stream (the broker's operator). A stream sealed
+// already is left as it is.
+func (b *JetStream) Seal(ctx context.Context) error {
+	info, err := b.streamInfo(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := info.Config
+	if cfg.Sealed {
+		return nil
+	}
+	cfg.Sealed = true
+	if _, err := b.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("broker: sealing stream %s: %w", b.stream, err)
+	}
+	return nil
+}
+
+// MaxMsgSize is the largest message the run's stream stores (0 or
+// less: no bound of its own).
+func (b *JetStream) MaxMsgSize(ctx context.Context) (int32, error) {
+	info, err := b.streamInfo(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.Config.MaxMsgSize, nil
+}
+
+// Sealed reports whether the run's stream is sealed (Seal).
+func (b *JetStream) Sealed(ctx context.Context) (bool, error) {
+	info, err := b.streamInfo(ctx)
+	if err != nil {
+		return false, err
+	}
+	return info.Config.Sealed, nil
 }
 
 // Room is how many bytes the run's stream holds and its bound (limit
@@ -1248,8 +1311,12 @@ func (b *JetStream) subscribeDesign(ctx context.Context, filters []string, opts 
 // earlier consumers' positions, so it suits later filters that carry
 // few messages, and it gives up after splitOrderWait.
 type splitSub struct {
-	bus  *JetStream
-	mu   sync.Mutex // held during a Handler call
+	bus *JetStream
+	mu  sync.Mutex // held during a Handler call
+	// subs has a place for each filter from the start: filter i's
+	// deliveries read the places before i (waitEarlier) while later
+	// filters subscribe, so the slice never grows. A place is set before
+	// the next filter subscribes, and so before any delivery that reads it.
 	subs []Subscription
 	seen []atomic.Uint64 // by filter: the stream sequence last handed to the Handler
 	n    []atomic.Uint64 // by filter: deliveries handed to the Handler
@@ -1319,7 +1386,7 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 			return nil, err
 		}
 	}
-	s := &splitSub{bus: b, seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
+	s := &splitSub{bus: b, subs: make([]Subscription, len(filters)), seen: make([]atomic.Uint64, len(filters)), n: make([]atomic.Uint64, len(filters))}
 	for i, f := range filters {
 		one := func(ctx context.Context, d Delivery) {
 			seq := d.Seq()
@@ -1350,7 +1417,7 @@ func (b *JetStream) subscribeSplit(ctx context.Context, filters []string, opts S
 		if js, ok := sub.(*jsSub); ok {
 			s.seen[i].Store(js.start()) // a resumed durable's position
 		}
-		s.subs = append(s.subs, sub)
+		s.subs[i] = sub
 	}
 	return s, nil
 }
@@ -1373,7 +1440,9 @@ func (s *splitSub) Close() error {
 	s.once.Do(func() {
 		var errs []error
 		for _, sub := range s.subs {
-			errs = append(errs, sub.Close())
+			if sub != nil { // a filter that failed to subscribe, and those after it
+				errs = append(errs, sub.Close())
+			}
 		}
 		s.err = errors.Join(errs...)
 	})

@@ -81,6 +81,12 @@ type asyncPub struct {
 	// known are the subjects the stream has answered on (replicated
 	// streams only, see publish).
 	known answeredSubjects
+
+	// A flush waits until nats.go has nothing pending, which publishers
+	// that never pause could put off for ever: while a flush waits, new
+	// publishes wait for it (flushGate is closed when it returns).
+	flushMu   sync.Mutex
+	flushGate atomic.Pointer[chan struct{}]
 }
 
 // retryMsg is a message in flight under fail-over, and how often it was
@@ -149,6 +155,15 @@ func publisherJS(b *JetStream, maxPending int, timeout time.Duration, onAck jets
 }
 
 func (p *asyncPub) publish(ctx context.Context, m *Message) error {
+	if g := p.flushGate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.b.closing:
+			return ErrClosed
+		}
+	}
 	if p.b.replicas > 1 {
 		// As with capturePub: a node may not yet know where a new
 		// replicated stream listens, and a publish there gets "no
@@ -331,6 +346,14 @@ func isDupInProcess(err error) bool {
 }
 
 func (p *asyncPub) flush(ctx context.Context) error {
+	p.flushMu.Lock()
+	defer p.flushMu.Unlock()
+	gate := make(chan struct{})
+	p.flushGate.Store(&gate)
+	defer func() {
+		p.flushGate.Store(nil)
+		close(gate)
+	}()
 	for {
 		select {
 		case <-p.js.PublishAsyncComplete():

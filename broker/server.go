@@ -347,11 +347,31 @@ func startNATS(ctx context.Context, opts *server.Options, logger *zerolog.Logger
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("broker: embedded server started without JetStream (store dir %q)", opts.StoreDir)
 	}
+	if err := globalJetStream(ns, opts); err != nil {
+		stop()
+		return nil, err
+	}
 	s := &Server{ns: ns, maxPayload: opts.MaxPayload, storeDir: opts.StoreDir, fault: fault}
 	if !opts.DontListen {
 		s.url = ns.ClientURL()
 	}
 	return s, nil
+}
+
+// globalJetStream gives the global account JetStream when the options
+// configure other accounts too (an auditor's: trust.ConfigureServer). A
+// server alone in its global account enables it there by itself; with
+// other accounts only those configured for it, which options cannot say
+// of the global account. The global account holds the runs' streams (the
+// store's $G folder), whatever accounts the server has.
+func globalJetStream(ns *server.Server, opts *server.Options) error {
+	if len(opts.Accounts) == 0 || ns.GlobalAccount().JetStreamEnabled() {
+		return nil
+	}
+	if err := ns.GlobalAccount().EnableJetStream(nil, nil); err != nil {
+		return fmt.Errorf("broker: JetStream for the global account: %w", err)
+	}
+	return nil
 }
 
 // URL is the server's client URL (nats://host:port), or "" without a

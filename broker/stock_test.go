@@ -14,6 +14,9 @@ import (
 // 2.9.10 where installed): the default design and the acked one, with the
 // fallbacks for what an old server lacks.
 func TestStockServerConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: the conformance suite of three designs against a stock nats-server")
+	}
 	url, version := bustest.StartStockServer(t)
 	for _, d := range []broker.Design{broker.DefaultDesign, broker.DesignOrdered, broker.DesignAcked} {
 		t.Run(string(d), func(t *testing.T) {

@@ -373,6 +373,7 @@ func (f *consumerFeed) stop() {
 // waitHandler waits for a handler call in progress.
 func (f *consumerFeed) waitHandler() {
 	f.hmu.Lock()
+	//lint:ignore SA2001 taking the lock waits for the handler call that holds it
 	f.hmu.Unlock()
 }
 
@@ -912,7 +913,8 @@ func (s *jsSub) Close() error {
 
 func (s *jsSub) close() error {
 	s.stop()
-	s.resyncMu.Lock() // a reset in progress ends first (it stops at closed)
+	s.resyncMu.Lock()
+	//lint:ignore SA2001 a reset in progress ends first (it stops at closed)
 	s.resyncMu.Unlock()
 	s.ccMu.Lock()
 	cc := s.cc

@@ -110,6 +110,9 @@ func runJetStreamSuiteWith(t *testing.T, connect func(t testing.TB, srv *broker.
 // The retrying publisher of fail-over (a client given several servers):
 // message IDs of its own, one message in flight.
 func TestJetStreamRetryConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: the conformance suite with fail-over publishing, twice")
+	}
 	for _, d := range []broker.Design{broker.DesignOrdered, broker.DesignAcked} {
 		t.Run(string(d), func(t *testing.T) {
 			runJetStreamSuiteWith(t, func(t testing.TB, srv *broker.Server, run, name string) broker.Bus {

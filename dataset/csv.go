@@ -101,6 +101,11 @@ type CSVOptions struct {
 	// Missing says what to do with missing values; see MissingPolicy.
 	Missing MissingPolicy
 
+	// Report, if not nil, gets what the missing-value policy found and
+	// did added to it (Dataset.Missing of every file read with these
+	// options: a training and a test file).
+	Report *MissingCount `json:"-"`
+
 	// Labels, if not nil, fixes the label to class map as in
 	// LIBSVMOptions.Labels (a training set's LabelValues).
 	Labels []float64
@@ -228,6 +233,10 @@ func readCSV(r io.Reader, opts CSVOptions) (*Dataset, *csvTable, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	d.Missing = t.count(opts.Missing)
+	if opts.Report != nil {
+		opts.Report.Add(d.Missing)
+	}
 	return d, t, nil
 }
 
@@ -266,6 +275,17 @@ func allRows(n int) []int {
 		rows[i] = i
 	}
 	return rows
+}
+
+// count is what the missing-value policy p found and did.
+func (t *csvTable) count(p MissingPolicy) MissingCount {
+	c := MissingCount{Policy: p, Cells: t.nMissing}
+	for _, m := range t.missing {
+		if m {
+			c.Rows++
+		}
+	}
+	return c
 }
 
 // keptRows returns the rows that the missing policy keeps.
@@ -532,12 +552,7 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				c := &t.cols[colOf[j]]
 				if isNA(cell) {
 					if opts.Missing == MissingError {
-						what := "an empty cell"
-						if cell != "" {
-							what = "missing value " + strconv.Quote(cell)
-						}
-						return nil, fmt.Errorf("%w: csv: line %d, column %d (%q): %s: say how to fill it: --missing zero (read as 0) or --missing drop (leave such rows out)",
-							ErrFormat, line, j+1, header[j], what)
+						return nil, fmt.Errorf("%w: csv: %s", ErrFormat, MissingAdvice(int(line), header[j], j, cell))
 					}
 					missing = true
 					t.nMissing++
@@ -554,8 +569,7 @@ func readTable(r io.Reader, opts CSVOptions) (*csvTable, error) {
 				}
 				v, ok := parseValue(stringBytes(cell))
 				if !ok {
-					return nil, fmt.Errorf("%w: csv: line %d: column %q: value %s is not a finite number: if the column is categorical, give --categorical %s (one-hot encoding); to leave it out, --drop %s; if the value means missing, give --na %s",
-						ErrFormat, line, header[j], quote(stringBytes(cell)), flagValue(header[j], j), flagValue(header[j], j), quote(stringBytes(cell)))
+					return nil, fmt.Errorf("%w: csv: %s", ErrFormat, NotANumberAdvice(int(line), header[j], j, cell))
 				}
 				c.num = append(c.num, v)
 			}
@@ -858,4 +872,45 @@ func (t *csvTable) dataset(rows, fitRows []int, opts CSVOptions) (*Dataset, erro
 		IDs:         ids,
 		Encoding:    enc,
 	}, nil
+}
+
+// CanonicalCategory is the category a cell stands for: "2", "2.0" and
+// "+2" are one category. Readers of other CSV layouts (asyrevel align)
+// encode categories with it and SortCategories as ReadCSV does.
+func CanonicalCategory(s string) string { return canonicalCategory(s) }
+
+// SortCategories sorts categories as ReadCSV orders a one-hot column's:
+// numbers first, by value, then the others lexically; it returns c.
+func SortCategories(c []string) []string {
+	slices.SortFunc(c, categoryCompare)
+	return c
+}
+
+// EncodingFromNames is the encoding whose feature names (Encoding.Names)
+// are names, given which columns are categorical: a run's saved feature
+// names, to read new rows into the same features. A name "C=v" of a
+// categorical column C is its category v (consecutive names of C make one
+// one-hot column); any other name is a numeric column.
+func EncodingFromNames(names, categorical []string) *Encoding {
+	enc := &Encoding{}
+	for _, n := range names {
+		cat := ""
+		for _, c := range categorical {
+			if strings.HasPrefix(n, c+"=") {
+				cat = c
+				break
+			}
+		}
+		if cat == "" {
+			enc.Columns = append(enc.Columns, EncodedColumn{Name: n})
+			continue
+		}
+		v := strings.TrimPrefix(n, cat+"=")
+		if k := len(enc.Columns) - 1; k >= 0 && enc.Columns[k].Name == cat && enc.Columns[k].Categories != nil {
+			enc.Columns[k].Categories = append(enc.Columns[k].Categories, v)
+			continue
+		}
+		enc.Columns = append(enc.Columns, EncodedColumn{Name: cat, Categories: []string{v}})
+	}
+	return enc
 }

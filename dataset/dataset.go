@@ -54,6 +54,10 @@ type Dataset struct {
 	// ClassNames names the classes (ClassNames[c] for class c) if the file
 	// does (scikit-learn's CSV layout), else nil.
 	ClassNames []string
+
+	// Missing is what the missing-value policy found in a CSV file and did
+	// (CSVOptions.Missing); zero for other formats.
+	Missing MissingCount
 }
 
 // Len is the number of samples.

@@ -25,8 +25,13 @@ type Info struct {
 	Density float64 // NNZ / (Samples * Features), 0 for an empty matrix
 
 	// Missing counts the missing values of a CSV file (empty or NA cells
-	// in feature and label columns), which Open reads as zeros.
-	Missing int
+	// in feature and label columns) and what the policy it was read with
+	// did to them. MissingUndecided says the file was read without a
+	// policy given (data inspect reads them as zeros to count them; the
+	// other commands refuse such a file until told): String then says
+	// what each policy would do.
+	Missing          MissingCount
+	MissingUndecided bool
 
 	// Label says where the labels come from and why: for a CSV file the
 	// label column's name, position and the reason it was taken; ID the
@@ -107,7 +112,7 @@ func InspectOptions(path string, opts OpenOptions) (Info, error) {
 			return Info{}, fmt.Errorf("%s: %w", path, err)
 		}
 		info = summarise(path, src.gzip, d)
-		info.Missing = t.nMissing
+		info.Missing = t.count(opts.CSV.Missing)
 		info.Label = fmt.Sprintf("column %d %q: %s", t.labelCol, t.label, t.labelWhy)
 		if t.idCol >= 0 {
 			info.ID = fmt.Sprintf("column %d %q: %s", t.idCol, t.header[t.idCol], t.idWhy)
@@ -208,8 +213,11 @@ func (in Info) String() string {
 		fmt.Fprintf(&b, "  ... and %d more classes\n", n)
 	}
 	fmt.Fprintf(&b, "non-zeros: %d (density %.4g)\n", in.NNZ, in.Density)
-	if in.Missing > 0 {
-		fmt.Fprintf(&b, "missing:   %d values, read as 0\n", in.Missing)
+	switch {
+	case in.Missing.Cells > 0 && in.MissingUndecided:
+		fmt.Fprintf(&b, "missing:   %s\n", in.Missing.Undecided())
+	case in.Missing.Cells > 0:
+		fmt.Fprintf(&b, "missing:   %s\n", in.Missing)
 	}
 	return b.String()
 }

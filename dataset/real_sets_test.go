@@ -40,7 +40,7 @@ func TestRealCSV(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Samples != tt.samples || info.Features != tt.features || info.Missing != tt.missing || info.Format != FormatCSV || !info.Gzip {
+			if info.Samples != tt.samples || info.Features != tt.features || info.Missing.Cells != tt.missing || info.Format != FormatCSV || !info.Gzip {
 				t.Errorf("Inspect:\n%v", info)
 			}
 		})

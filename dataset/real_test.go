@@ -16,6 +16,9 @@ import (
 // /work/shared/data. It skips the test if none exists.
 func dataDir(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("short: reads the real data sets")
+	}
 	candidates := []string{os.Getenv("ASYREVEL_DATA"), filepath.Join("..", "..", "shared", "data"), "/work/shared/data"}
 	for _, dir := range candidates {
 		if dir == "" {

@@ -16,6 +16,9 @@ import (
 )
 
 func TestThroughputWritesResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: the throughput experiment end to end")
+	}
 	rows, err := Throughput(context.Background(), ThroughputConfig{
 		Data: smallData(t, 4), Parties: 4, Variants: []string{"memory", "capture-tcp", "core-inprocess"},
 		Windows: []int{8}, Batches: []int{1, 16}, Duration: time.Second, Seed: 1, Log: zerolog.Nop(),

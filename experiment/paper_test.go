@@ -226,6 +226,9 @@ func TestTable4Merge(t *testing.T) {
 // Bounded by steps, every method gets the same number, and the table's
 // trials column gives each set's bound.
 func TestTable4Steps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: table 4 on the real broker")
+	}
 	set, locate := tinySet(t)
 	rows, trials, err := Table4(context.Background(), Table4Config{Sets: []Set{set}, Locate: locate, Parties: 4, Trials: 1,
 		Duration: time.Minute, Steps: 300, Seed: 1, Log: zerolog.Nop()})

@@ -22,6 +22,9 @@ import (
 // over the embedded broker, attacks read back from the logs, the CSV,
 // plot and report.
 func TestPrivacyExperimentSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: the privacy experiment end to end")
+	}
 	c := run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 1500, TestSamples: 300, Features: 16, Classes: 2, Noise: 0.02, Seed: 4}
 		c.Parties = 4
@@ -144,6 +147,9 @@ func TestMergePrivacy(t *testing.T) {
 // class's one-vs-rest AUC stays under the bound the run's accountant
 // states (with the sampling slack of the covered samples).
 func TestMulticlassActiveAttacker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run with an active attacker")
+	}
 	const classes, parties, attacker = 10, 4, 2
 	c := run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 2400, TestSamples: 200, Features: 16, Classes: classes, Noise: 0.02, Seed: 5}
@@ -178,7 +184,7 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 			// The switch's profile, but the attacker keeps choosing its
 			// batches (the profile's aggregator-drawn batches would stop
 			// its blocks): the bound must hold against it.
-			tc.Privacy, tc.Explicit["aggregator-batches"] = "auc=0.6", true
+			tc.Privacy, tc.Explicit["aggregator-batches"] = "auc=0.6,profile=budget", true
 		}
 		a := &privacy.Active{Nudge: true, Perturb: 0.05, Prefer: map[uint32]bool{}}
 		for id := range known {

@@ -23,22 +23,63 @@ type WANConfig struct {
 	Set     Set
 	Locate  Locate
 	Parties []int
-	Algos   []string // default asyrevel-gau, synrevel-gau
+	// Arms are the configurations compared; nil means WANArms(Window,
+	// Batch).
+	Arms []WANArm
 	// Link is every party's link; Slow the last party's.
 	Link, Slow wan.Link
 	Target     float64
 	Budget     time.Duration // give up after this much training time
-	Batch      int
-	Window     int
+	Batch      int           // samples per request
+	Window     int           // AsyREVEL's pipelined window
 	Seeds      []uint64
 	EvalEvery  time.Duration
 	Log        zerolog.Logger
+}
+
+// WANArm is one configuration of the comparison: an algorithm with a
+// window (requests in flight per party) and a batch (samples per request).
+type WANArm struct {
+	Algo          string
+	Window, Batch int
+}
+
+// Pipelined says whether a party keeps more than one request in flight.
+func (a WANArm) Pipelined() bool { return a.Window > 1 }
+
+// InFlight is the samples a party has in flight: window times batch.
+func (a WANArm) InFlight() int { return a.Window * a.Batch }
+
+func (a WANArm) String() string {
+	return fmt.Sprintf("%s window %d batch %d", a.Algo, a.Window, a.Batch)
+}
+
+// WANArms are the arms that separate what asynchrony buys from what
+// pipelining buys: AsyREVEL with window 1 (the paper's algorithm: one
+// request in flight a party) and with the pipelined window, SynREVEL at
+// the same batch (its rounds allow one request in flight: a second
+// request would be computed on the model the round's reply has not yet
+// updated, which is asynchrony), and SynREVEL whose one request carries
+// the samples AsyREVEL's window has in flight (batch window*batch): the
+// same data a round trip, the nearest SynREVEL gets to pipelining.
+func WANArms(window, batch int) []WANArm {
+	arms := []WANArm{{"asyrevel-gau", window, batch}}
+	if window > 1 {
+		arms = append(arms, WANArm{"asyrevel-gau", 1, batch})
+	}
+	arms = append(arms, WANArm{"synrevel-gau", 1, batch})
+	if window > 1 {
+		arms = append(arms, WANArm{"synrevel-gau", 1, window * batch})
+	}
+	return arms
 }
 
 // WANRow is one run of the wide-area experiment.
 type WANRow struct {
 	Parties  int
 	Algo     string
+	Window   int // requests in flight per party
+	Batch    int // samples per request
 	Seed     uint64
 	Link     string  // the links, as said by wan.Link
 	Seconds  float64 // training time to the target; NaN if not reached within the budget
@@ -47,6 +88,9 @@ type WANRow struct {
 	Wall     float64 // the whole run, setup included
 }
 
+// Arm is the row's configuration.
+func (r WANRow) Arm() WANArm { return WANArm{r.Algo, r.Window, r.Batch} }
+
 // WAN runs every configuration: for each number of parties, algorithm
 // and seed, an embedded broker on TCP loopback, one proxy per party
 // (the last party's link Slow, the others' Link), and a training that
@@ -54,9 +98,9 @@ type WANRow struct {
 // wall time measured on the real broker and the delayed links, not
 // simulated.
 func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
-	algos := cfg.Algos
-	if len(algos) == 0 {
-		algos = []string{"asyrevel-gau", "synrevel-gau"}
+	arms := cfg.Arms
+	if len(arms) == 0 {
+		arms = WANArms(cfg.Window, cfg.Batch)
 	}
 	cache := newLoaded(cfg.Locate)
 	var rows []WANRow
@@ -66,12 +110,13 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 			return rows, err
 		}
 		for _, seed := range cfg.Seeds {
-			for _, algo := range algos {
-				r, err := wanRun(ctx, cfg, data, q, algo, seed)
+			for _, arm := range arms {
+				r, err := wanRun(ctx, cfg, data, q, arm, seed)
 				if err != nil {
-					return rows, fmt.Errorf("wan: %d parties, %s: %w", q, algo, err)
+					return rows, fmt.Errorf("wan: %d parties, %v: %w", q, arm, err)
 				}
-				cfg.Log.Info().Int("parties", q).Str("algo", algo).Uint64("seed", seed).Str("seconds_to_target", fmtF(r.Seconds, 2)).
+				cfg.Log.Info().Int("parties", q).Str("algo", arm.Algo).Int("window", arm.Window).Int("batch", arm.Batch).
+					Uint64("seed", seed).Str("seconds_to_target", fmtF(r.Seconds, 2)).
 					Str("accuracy", fmtF(100*r.Accuracy, 2)).Int64("steps", r.Steps).Msg("wan")
 				rows = append(rows, r)
 			}
@@ -80,8 +125,9 @@ func WAN(ctx context.Context, cfg WANConfig) ([]WANRow, error) {
 	return rows, nil
 }
 
-func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, algo string, seed uint64) (WANRow, error) {
-	row := WANRow{Parties: q, Algo: algo, Seed: seed, Seconds: math.NaN(), Link: fmt.Sprintf("%v; party %d: %v", cfg.Link, q, cfg.Slow)}
+func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, arm WANArm, seed uint64) (WANRow, error) {
+	row := WANRow{Parties: q, Algo: arm.Algo, Window: arm.Window, Batch: arm.Batch, Seed: seed, Seconds: math.NaN(),
+		Link: fmt.Sprintf("%v; party %d: %v", cfg.Link, q, cfg.Slow)}
 	dir, err := os.MkdirTemp("", "asyrevel-wan-")
 	if err != nil {
 		return row, err
@@ -105,16 +151,12 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, algo stri
 		defer p.Close()
 		urls[m] = p.URL()
 	}
-	window := cfg.Window
-	if algo != "asyrevel-gau" && algo != "asyrevel-uni" {
-		window = 1 // SynREVEL runs in rounds: one request in flight a party
-	}
 	tc := run.New(func(c *run.Config) {
 		c.Loaded = data
 		c.Parties = q
-		c.Algo = algo
-		c.Batch = cfg.Batch
-		c.Window = window
+		c.Algo = arm.Algo
+		c.Batch = arm.Batch
+		c.Window = arm.Window
 		c.Privacy = "off"
 		c.NATS = srv.URL()
 		c.PartyURL = func(m int) string { return urls[m] }
@@ -137,6 +179,13 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, algo stri
 	return row, nil
 }
 
+// WANColumns are wan.csv's columns: a run's configuration (parties,
+// algo, window: requests in flight per party, pipelined: window above 1,
+// batch: samples per request, samples_in_flight: window times batch, seed,
+// links), then what it measured.
+var WANColumns = []string{"parties", "algo", "window", "pipelined", "batch", "samples_in_flight", "seed", "links",
+	"seconds_to_target", "steps", "accuracy", "wall_seconds"}
+
 // WriteWAN writes rows to dir/wan.csv.
 func WriteWAN(dir string, rows []WANRow) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -144,19 +193,20 @@ func WriteWAN(dir string, rows []WANRow) error {
 	}
 	var recs [][]string
 	for _, r := range rows {
-		recs = append(recs, []string{strconv.Itoa(r.Parties), r.Algo, strconv.FormatUint(r.Seed, 10), r.Link, fmtF(r.Seconds, 3),
+		a := r.Arm()
+		recs = append(recs, []string{strconv.Itoa(r.Parties), r.Algo, strconv.Itoa(r.Window), strconv.FormatBool(a.Pipelined()),
+			strconv.Itoa(r.Batch), strconv.Itoa(a.InFlight()), strconv.FormatUint(r.Seed, 10), r.Link, fmtF(r.Seconds, 3),
 			strconv.FormatInt(r.Steps, 10), fmtF(r.Accuracy, 4), fmtF(r.Wall, 2)})
 	}
-	return run.WriteCSV(filepath.Join(dir, "wan.csv"),
-		[]string{"parties", "algo", "seed", "links", "seconds_to_target", "steps", "accuracy", "wall_seconds"}, recs)
+	return run.WriteCSV(filepath.Join(dir, "wan.csv"), WANColumns, recs)
 }
 
-// WANMedian is the median time to the target of algo's runs with q
+// WANMedian is the median time to the target of arm's runs with q
 // parties: +Inf when most did not reach it, NaN without runs.
-func WANMedian(rows []WANRow, q int, algo string) float64 {
+func WANMedian(rows []WANRow, q int, arm WANArm) float64 {
 	var v []float64
 	for _, r := range rows {
-		if r.Parties == q && r.Algo == algo {
+		if r.Parties == q && r.Arm() == arm {
 			s := r.Seconds
 			if math.IsNaN(s) {
 				s = inf
@@ -167,13 +217,13 @@ func WANMedian(rows []WANRow, q int, algo string) float64 {
 	return median(v)
 }
 
-// WANSpeedups is, per number of parties, SynREVEL's median time to the
-// target over AsyREVEL's (NaN where either never reached it).
-func WANSpeedups(rows []WANRow) map[int]float64 {
-	med := func(q int, algo string) float64 { return WANMedian(rows, q, algo) }
+// WANSpeedup is, per number of parties, the median time to the target of
+// slow's runs over fast's (NaN where either never reached it, or has no
+// runs).
+func WANSpeedup(rows []WANRow, slow, fast WANArm) map[int]float64 {
 	out := map[int]float64{}
 	for _, r := range rows {
-		a, s := med(r.Parties, "asyrevel-gau"), med(r.Parties, "synrevel-gau")
+		a, s := WANMedian(rows, r.Parties, fast), WANMedian(rows, r.Parties, slow)
 		out[r.Parties] = s / a
 		if math.IsInf(a, 0) || math.IsInf(s, 0) || math.IsNaN(a) || math.IsNaN(s) {
 			out[r.Parties] = math.NaN()

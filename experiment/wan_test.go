@@ -25,7 +25,7 @@ func TestWANDelaysTheParties(t *testing.T) {
 	budget := 3 * time.Second
 	rows, err := WAN(context.Background(), WANConfig{Set: set, Locate: locate, Parties: []int{2},
 		Link: wan.Link{Delay: 5 * time.Millisecond}, Slow: slow, Target: 1.01, Budget: budget,
-		Batch: 16, Window: 8, Seeds: []uint64{1}, EvalEvery: time.Second, Log: zerolog.Nop()})
+		Arms: []WANArm{{"asyrevel-gau", 8, 16}, {"synrevel-gau", 1, 16}}, Seeds: []uint64{1}, EvalEvery: time.Second, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,6 +251,8 @@ type Party struct {
 	pausing, pauseDone, topUp bool
 	pauseBy                   time.Time
 	helloSeq                  uint64    // the sequence number of this party's hello
+	answerSeq                 uint64    // the sequence number of its hello that answered a call (0: none yet)
+	answered                  string    // the nonce of the last call it answered
 	lastAct                   time.Time // the last delivery handled or step taken
 	done                      chan struct{}
 	err                       error
@@ -507,12 +509,11 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return p.finish(ctx, bus)
 	}
 
+	// A hello that asks the aggregator to call: the party joins by its
+	// answer to the call, then sends its initial pass (answerCall).
 	p.mu.Lock()
-	err = p.hello()
+	err = p.hello(schemas.CallAsked)
 	p.helloSeq = p.seq
-	if err == nil {
-		err = p.sendSplit(schemas.SplitInit, 0)
-	}
 	p.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("party %d: %w", m, err)
@@ -520,8 +521,29 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	if err := bus.Flush(ctx); err != nil {
 		return fmt.Errorf("party %d: flush: %w", m, err)
 	}
-	p.cfg.Log.Debug().Int("party", m).Int("samples", p.cfg.Train.NRows).Msg("joined; initial pass sent")
+	p.cfg.Log.Debug().Int("party", m).Msg("hello sent; waiting for the aggregator's call")
 	return p.finish(ctx, bus)
+}
+
+// answerCall answers the aggregator's call c of this party's hello (p.mu
+// held): a hello carrying the call's nonce, then the initial pass. A call
+// of another hello (an earlier process of this party's) is not its own;
+// a call answered once is not answered again.
+func (p *Party) answerCall(c *schemas.Control) {
+	if int(c.Party) != p.cfg.ID || uint64(c.Round) != p.helloSeq&0xffffffff || c.Reason == p.answered || p.started {
+		return
+	}
+	p.answered = c.Reason
+	err := p.hello(c.Reason)
+	p.answerSeq = p.seq
+	if err == nil {
+		err = p.sendSplit(schemas.SplitInit, 0)
+	}
+	if err != nil {
+		p.fail(fmt.Errorf("party %d: %w", p.cfg.ID, err))
+		return
+	}
+	p.cfg.Log.Debug().Int("party", p.cfg.ID).Int("samples", p.cfg.Train.NRows).Msg("called: joined; initial pass sent")
 }
 
 // finish waits for the end of the run and flushes.
@@ -604,6 +626,10 @@ func (p *Party) wait(ctx context.Context) error {
 				err = fmt.Errorf("party %d: %w: no reply for %v with %d requests in flight (--wait): is the aggregator still running?",
 					m, ErrNoProgress, p.cfg.Wait, inFlight)
 			case now.Sub(lastNotice) < p.cfg.Notice:
+			case !started && p.answered == "":
+				p.cfg.Log.Warn().Int("party", m).Str("for", now.Sub(joined).Round(time.Second).String()).
+					Msgf("waiting for the aggregator of run %s to call this party (it calls each hello once it runs)", p.cfg.Run)
+				lastNotice = now
 			case !started:
 				p.cfg.Log.Warn().Int("party", m).Str("for", now.Sub(joined).Round(time.Second).String()).
 					Msgf("waiting for the aggregator's start of run %s (it starts when every party has joined)", p.cfg.Run)
@@ -653,7 +679,9 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	return nil
 }
 
-func (p *Party) hello() error {
+// hello publishes the party's hello with call (schemas.CallAsked, or the
+// nonce of the call it answers).
+func (p *Party) hello(call string) error {
 	h := &schemas.Hello{
 		Header: schemas.Header{Version: schemas.Version, Party: uint16(p.cfg.ID)},
 		Model:  modelName(p.cfg.Model),
@@ -661,6 +689,7 @@ func (p *Party) hello() error {
 		OutDim: uint32(p.k),
 		NTrain: uint32(p.cfg.Train.NRows),
 		IDHash: p.cfg.IDHash,
+		Call:   call,
 	}
 	if p.cfg.Test != nil {
 		h.NTest = uint32(p.cfg.Test.NRows)
@@ -1072,11 +1101,13 @@ func (p *Party) control(c *schemas.Control) {
 			return
 		}
 		close(p.done)
+	case schemas.CtlCall:
+		p.answerCall(c)
 	case schemas.CtlRefuse:
 		switch m := int(c.Party); {
 		case m == 0:
 			p.fail(fmt.Errorf("%w: %s", ErrAborted, c.Reason))
-		case m == p.cfg.ID && (c.Round == 0 || uint64(c.Round) == p.helloSeq&0xffffffff):
+		case m == p.cfg.ID && (c.Round == 0 || uint64(c.Round) == p.helloSeq&0xffffffff || p.answerSeq != 0 && uint64(c.Round) == p.answerSeq&0xffffffff):
 			p.fail(fmt.Errorf("%w: %s", ErrRefused, c.Reason))
 		case m != p.cfg.ID:
 			p.cfg.Log.Info().Int("party", p.cfg.ID).Int("refused", m).Str("reason", c.Reason).Msg("the aggregator refused another party; waiting for it to join again")

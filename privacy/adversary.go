@@ -443,7 +443,7 @@ func ParseAdversary(spec string, labels []int32, seed uint64) (party.Adversary, 
 		slices.Sort(b.Poison)
 		return b, b, nil
 	}
-	return nil, nil, fmt.Errorf("adversary %q: want active, inflate=F or backdoor,...", spec)
+	return nil, nil, fmt.Errorf("adversary %q: want active, inflate=F or backdoor,SETTINGS", spec)
 }
 
 func firstErr(errs ...error) error {

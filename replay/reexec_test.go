@@ -62,6 +62,13 @@ func reexecute(t *testing.T, l *replay.Log, cfg run.Config) *replay.ReexecReport
 func TestReexecute(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
+	// A broker of the test's, not train's embedded one: train seals the
+	// stream of the run it ends on its own broker, and the forged reply
+	// below must reach the stream.
+	ext, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := run.Train(context.Background(), run.New(func(c *run.Config) {
 		c.Synthetic = synth()
 		c.Parties = 3
@@ -70,10 +77,11 @@ func TestReexecute(t *testing.T) {
 		c.MaxSteps = 300
 		c.Seed = 11
 		c.Run = "reexec"
-		c.StoreDir = store
+		c.NATS = ext.URL()
 		c.EvalEvery = 50 * time.Millisecond
 		c.Defense = run.DefenseConfig{Reply: "mean", MinBatch: 8, Clip: 0.01, NoiseMultiplier: 1, DrawBatches: true}
 	}))
+	ext.Shutdown()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +246,7 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Out = out
 		c.EvalEvery = 100 * time.Millisecond
 		c.Privacy = run.DefaultPrivacy + ",profile=budget"
+		c.Epochs = 10000 // the budget lasts past the interruption; the duration ends the run
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
 	})

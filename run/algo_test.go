@@ -16,6 +16,9 @@ import (
 // broker, or the memory bus where the transport is not the point), and the
 // stream holds what the summary counts.
 func TestAlgorithmsTrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run for each algorithm and bus")
+	}
 	for _, tc := range []struct {
 		algo, bus string
 		parties   int

@@ -41,11 +41,19 @@ const archiveFormat = 1
 const maxArchiveBytes = 1 << 40
 
 // ExportRun writes run's stream from the store at storeDir (a single
-// server's, not in use), with the run's roster and the receipts the
-// parties kept when given (each may be ""), into one self-contained
-// gzip-compressed tar file at out: what audit verify --archive and replay
-// --archive read offline. It returns the manifest.
-func ExportRun(storeDir, run, roster, receipts, out string) (*ArchiveManifest, error) {
+// server's, not in use), with the run's roster (roster may be "") and the
+// receipts the parties kept (every folder of receipts, each searched
+// recursively for .json files), into one self-contained gzip-compressed tar
+// file at out: what audit verify --archive and replay --archive read
+// offline. It returns the manifest.
+//
+// One receipts folder keeps its layout under receipts/; with several, the
+// receipts of folder i (from 1) that sit in its sub-folder S go to
+// receipts/i-S/ (S is the folder's own name for the receipts at its top),
+// so that folders holding the same names (party-1/ckpt-1.json kept by two
+// processes) do not collide, and every receipt is one level deep, where
+// audit verify looks.
+func ExportRun(storeDir, run, roster string, receipts []string, out string) (*ArchiveManifest, error) {
 	st, err := OpenStore(storeDir)
 	if err != nil {
 		return nil, err
@@ -94,21 +102,38 @@ func ExportRun(storeDir, run, roster, receipts, out string) (*ArchiveManifest, e
 		entries = append(entries, entry{roster, "keys/roster.json"})
 		man.Roster = true
 	}
-	if receipts != "" {
-		err := filepath.WalkDir(receipts, func(p string, e fs.DirEntry, err error) error {
+	seen := map[string]bool{}
+	var dirs []string
+	for _, d := range receipts {
+		if d = filepath.Clean(d); d != "" && !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	for i, dir := range dirs {
+		err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 			if err != nil || !e.Type().IsRegular() || !strings.HasSuffix(p, ".json") {
 				return err
 			}
-			r, err := filepath.Rel(receipts, p)
+			r, err := filepath.Rel(dir, p)
 			if err != nil {
 				return err
 			}
-			entries = append(entries, entry{p, path.Join("receipts", filepath.ToSlash(r))})
+			name := path.Join("receipts", filepath.ToSlash(r))
+			if len(dirs) > 1 {
+				sub := filepath.Dir(r)
+				if sub == "." {
+					sub = filepath.Base(dir)
+				}
+				sub = strings.ReplaceAll(filepath.ToSlash(sub), "/", "_")
+				name = path.Join("receipts", fmt.Sprintf("%d-%s", i+1, sub), filepath.Base(r))
+			}
+			entries = append(entries, entry{p, name})
 			man.Receipts++
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("receipts: %w", err)
+			return nil, fmt.Errorf("receipts %s: %w", dir, err)
 		}
 	}
 	man.Files = len(entries)
@@ -135,7 +160,7 @@ func ExportRun(storeDir, run, roster, receipts, out string) (*ArchiveManifest, e
 	zw := gzip.NewWriter(f)
 	tw := tar.NewWriter(zw)
 	mj, _ := json.MarshalIndent(man, "", "  ")
-	if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mj)), ModTime: man.Created}); err == nil {
+	if err = tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(mj)), ModTime: man.Created}); err == nil {
 		_, err = tw.Write(mj)
 	}
 	for _, e := range entries {

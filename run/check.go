@@ -100,8 +100,9 @@ func (n *network) checkParty(ctx context.Context, b broker.Bus, run string, m in
 			return 0, fmt.Errorf("%w: run %s is over in %s (%s): choose another --run (every participant the same)",
 				ErrRunExists, run, n.where(), st.ended)
 		case st.started:
-			return 0, fmt.Errorf("%w: run %s has started without party %d in %s: a party cannot join a started run; choose another --run and start all participants again",
-				ErrRunExists, run, m, n.where())
+			return 0, fmt.Errorf("%w: run %s has started in %s, and party %d cannot join it anew: if it was this party's run, go on with it by giving the same command with --resume "+
+				"(every participant the same; it needs their checkpoints), else choose another --run and start all participants again",
+				ErrRunExists, run, n.where(), m)
 		}
 	}
 	return count(ctx, b, schemas.Subject(run, schemas.KindHello, m), schemas.Subject(run, schemas.KindOutput, m), schemas.Subject(run, schemas.KindEval, m))

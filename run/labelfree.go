@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/model"
@@ -42,17 +43,33 @@ func labelFreeCodes(n int) int {
 // black box of the user's is not ours to fit without labels; TIG has no
 // defense).
 func (c *Config) labelFreeAvailable(algo Algorithm) bool {
-	return !algo.FirstOrder && c.Model != "external"
+	if algo.FirstOrder || c.Model == "external" {
+		return false
+	}
+	// A defense flag of the run's own is the budget profile's: the run
+	// asks for the labelled exchange it shapes.
+	for _, f := range budgetFlags {
+		if c.Explicit[f] {
+			return false
+		}
+	}
+	return true
 }
+
+// budgetFlags are the flags of the budget profile's defense: given, they
+// make the switch pick it over the label-free profile.
+var budgetFlags = []string{"reply", "delta", "min-batch", "clip", "noise", "noise-multiplier", "dp-auc", "dp-epsilon", "dp-delta", "dp-scope",
+	"aggregator-batches", "label-epsilon", "max-output", "max-perturb", "head-noise", "head-clip", "head-refresh", "head-momentum", "head-ema"}
 
 // applyLabelFree sets the label-free profile (see the constants above).
 func (c *Config) applyLabelFree(ch *PrivacyChoice, n int, set func(flag, value string, apply func())) {
 	ch.Profile = "label-free"
 	ch.Target = "no message that reaches a party depends on a label: every label's inference AUC is 0.5 (chance) for any attacker in one party's position, passive or active, and for all the parties together"
 	c.LabelFree = true
+	var notes []string
 	if c.Model != "codebook" {
 		if c.Explicit["model"] {
-			ch.Note = "--model " + c.Model + " is the model --privacy off (or --privacy ...,profile=budget) trains: under the label-free profile a party's model is a codebook fitted without labels"
+			notes = append(notes, "--model "+c.Model+" is the model --privacy off (or --privacy ...,profile=budget) trains: under the label-free profile a party's model is a codebook fitted without labels")
 		}
 		c.Model = "codebook"
 		ch.Chose = append(ch.Chose, Setting{"model", "codebook"})
@@ -70,9 +87,11 @@ func (c *Config) applyLabelFree(ch *PrivacyChoice, n int, set func(flag, value s
 	set("embed-hidden", strconv.Itoa(hidden), func() { c.EmbedHidden = hidden })
 	c.EmbedHidden = max(c.EmbedHidden, 0)
 	ch.BudgetEpochs = 0
-	if ch.Note == "" {
-		ch.Note = fmt.Sprintf("each party codes its rows with %d k-means codes of its own columns; the aggregator fits an embedding head on the codes and the labels and keeps the best on %g of the training rows; no budget is spent", c.Codes, aggregatorHoldOut)
+	notes = append(notes, fmt.Sprintf("each party codes its rows with %d k-means codes of its own columns; the aggregator fits an embedding head on the codes and the labels and keeps the best on %g of the training rows; no budget is spent", c.Codes, aggregatorHoldOut))
+	if c.Epochs > 0 || c.MaxSteps > 0 {
+		notes = append(notes, "--epochs and --steps are lengths of the labelled exchange, which this profile does not have: the run ends when the label holder's head stops improving (or at --duration)")
 	}
+	ch.Note = strings.Join(notes, "; ")
 }
 
 // aggregatorHoldOut is the share of the training rows the label-free head
@@ -86,6 +105,9 @@ func (c *Config) labelFreeAggregator(n, classes int) *aggregator.LabelFree {
 	if !c.LabelFree {
 		return nil
 	}
+	// --epochs and --steps are lengths of the labelled exchange, which a
+	// label-free run does not have: it ends when its head stops
+	// improving, or at --duration.
 	lf := &aggregator.LabelFree{HoldOut: aggregatorHoldOut}
 	if c.EmbedHidden > 0 {
 		head, _ := NewHead(c, classes)
@@ -96,9 +118,6 @@ func (c *Config) labelFreeAggregator(n, classes int) *aggregator.LabelFree {
 		// A small table: full batches, a larger step and weight decay,
 		// and a fifth of the rows to choose on (a tenth of 142 is 14).
 		lf.Batch, lf.LR, lf.Decay, lf.HoldOut = 1<<30, 0.02, 1e-3, 0.2
-	}
-	if c.Epochs > 0 {
-		lf.MaxEpochs = int(math.Ceil(c.Epochs))
 	}
 	return lf
 }

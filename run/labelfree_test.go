@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/replay"
@@ -16,7 +18,9 @@ import (
 
 // partyView is every message of a run's log that a party sends or
 // receives, by subject, in stream order, as payload bytes; the
-// checkpoints' seals are left out (they hash the log with the time).
+// checkpoints' seals are left out (they hash the log with the time), and
+// the join's call nonce (fresh at every start, whatever the labels) is
+// blanked.
 func partyView(t *testing.T, store, run string) map[string][][]byte {
 	t.Helper()
 	ctx := context.Background()
@@ -36,12 +40,28 @@ func partyView(t *testing.T, store, run string) map[string][][]byte {
 		if c := r.Control(); c != nil && c.Op == schemas.CtlSeal {
 			return nil
 		}
-		view[r.Subject] = append(view[r.Subject], bytes.Clone(r.Data))
+		data := bytes.Clone(r.Data)
+		subject := r.Subject
+		if c := r.Control(); c != nil && c.Op == schemas.CtlCall {
+			// The calls go out in the order the hellos came, which the
+			// scheduler decides: kept as a set.
+			x := *c
+			x.Reason, x.Seq = "", 0
+			data = encode(t, &x)
+			subject = "calls"
+		}
+		if h := r.Hello(); h != nil && h.Call != "" && h.Call != schemas.CallAsked {
+			x := *h
+			x.Call = "called"
+			data = encode(t, &x)
+		}
+		view[subject] = append(view[subject], data)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	slices.SortFunc(view["calls"], bytes.Compare)
 	return view
 }
 
@@ -121,4 +141,40 @@ func TestLabelFreeViewIgnoresLabels(t *testing.T) {
 	if b := s1.Bound(); b.AUC != 0.5 || b.AUCAll != 0.5 {
 		t.Errorf("bound %+v, want AUC 0.5 for one party and all", b)
 	}
+}
+
+// A budget-profile run whose per-label budget is spent stops by itself,
+// with stopped_by naming the budget, instead of idling to its length on
+// exact zeros (its parties' models could not move any more).
+func TestSpentBudgetStopsTheRun(t *testing.T) {
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 2000, TestSamples: 400, Features: 16, Classes: 2, Noise: 0.02, Seed: 3}
+		c.Parties = 2
+		c.Privacy = "auc=0.6,profile=budget"
+		c.Duration = 20 * time.Second // far longer than the budget lasts
+		c.Seed = 2
+		c.Log = testLog(t)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.StoppedBy != "budget" {
+		t.Fatalf("stopped by %q after %.1f s (%d steps), want the budget", s.StoppedBy, s.TrainSeconds, s.Steps)
+	}
+	if b := s.Bound(); b.AUC > 0.6 || b.AUC <= 0.5 {
+		t.Errorf("bound %+v after the budget was spent", b)
+	}
+	if !strings.Contains(s.StopWords(), "privacy budget is spent") {
+		t.Errorf("stop words %q", s.StopWords())
+	}
+	t.Logf("%d steps, %.1f s, accuracy %.3f, bound %.3f", s.Steps, s.TrainSeconds, s.TestAccuracy, s.Bound().AUC)
+}
+
+func encode(t *testing.T, m schemas.Message) []byte {
+	t.Helper()
+	b, err := schemas.NewCodec().Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Clone(b)
 }

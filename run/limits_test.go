@@ -19,6 +19,9 @@ import (
 // pause, TestFullStreamGoesOnWithRoom), and the stream holds no more than
 // the bound: the log is bounded and never shortened.
 func TestMaxStoreStopsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run into a full stream")
+	}
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	const limit = 2 << 20
@@ -60,7 +63,8 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 }
 
 // The stream refuses a message larger than the run's largest (a junk
-// flood of 4 MB messages), and so does the embedded broker.
+// flood), and so does the embedded broker: a run at batch 64 takes tens of
+// KiB (it took 1 MiB, and stored 20 junk messages of 1,046,576 bytes).
 func TestMaxMessageRefused(t *testing.T) {
 	ctx := context.Background()
 	cfg := new(New(func(c *Config) {
@@ -68,7 +72,7 @@ func TestMaxMessageRefused(t *testing.T) {
 		c.Batch = 64
 	}))
 	max := MaxMessage(cfg)
-	if max < 1<<20 || max > 8<<20 {
+	if max < 16<<10 || max >= 1<<20 {
 		t.Fatalf("MaxMessage %d", max)
 	}
 	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir()})
@@ -85,7 +89,7 @@ func TestMaxMessageRefused(t *testing.T) {
 	if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: make([]byte, 1000)}); err != nil {
 		t.Fatal(err)
 	}
-	_ = b.Publish(ctx, &broker.Message{Subject: subj, Data: make([]byte, 2<<20)})
+	_ = b.Publish(ctx, &broker.Message{Subject: subj, Data: make([]byte, max+1)})
 	_ = b.Flush(ctx)
 	n, err := b.Count(ctx, subj)
 	if err != nil {
@@ -134,5 +138,38 @@ func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
 	csv, err := os.ReadFile(filepath.Join(out, "curve.csv"))
 	if err != nil || !strings.Contains(string(csv), "stale_parties") || !strings.Contains(string(csv), ",2\n") {
 		t.Errorf("curve.csv does not mark party 2: %v\n%s", err, csv)
+	}
+}
+
+// A party that trains but never answers evaluations holds up the first
+// evaluation only a few rounds' worth too, not --party-timeout (a minute
+// here): the run gets its evaluations from the start and ends on time.
+// Before, the first round waited the whole --party-timeout, the run got no
+// evaluation in between and outlasted its duration by it.
+func TestFirstEvaluationWaitsBriefly(t *testing.T) {
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 3
+		c.Batch = 16
+		c.Window = 2
+		c.Duration = 4 * time.Second
+		c.Seed = 1
+		c.EvalSilent = 3
+		c.PartyTimeout = time.Minute
+		c.EvalEvery = 200 * time.Millisecond
+		c.Log = testLog(t)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A minute per round would leave the first round and the final one.
+	if len(s.Curve) < 3 {
+		t.Errorf("%d evaluations in a 4 s run", len(s.Curve))
+	}
+	if len(s.Curve) > 0 && fmt.Sprint(s.Curve[0].Stale) != "[3]" {
+		t.Errorf("the first evaluation's stale parties %v, want [3]", s.Curve[0].Stale)
+	}
+	if len(s.Departed) != 0 {
+		t.Errorf("a party that trains counted as departed: %v", s.Departed)
 	}
 }

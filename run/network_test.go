@@ -13,6 +13,9 @@ import (
 // Every transport design trains, and every design with a log stores every
 // message the runtimes sent (the default one in particular).
 func TestTrainEveryDesign(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run on each design (the broker's conformance suite checks each under -short)")
+	}
 	for _, d := range broker.Designs {
 		t.Run(string(d), func(t *testing.T) {
 			s, err := Train(context.Background(), New(func(c *Config) {

@@ -139,9 +139,15 @@ func writeCurveCSV(path string, curve []aggregator.Point) error {
 		return fmtF(v, p)
 	}
 	var recs [][]string
-	for _, p := range curve {
+	for i, p := range curve {
+		rate := p.MsgsPerSec
+		if i == 0 {
+			// A rate since the previous evaluation: the first has none
+			// (its count is the table's fill over a moment).
+			rate = math.NaN()
+		}
 		recs = append(recs, []string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
-			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(p.MsgsPerSec, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10), partyList(p.Stale, ";")})
+			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(rate, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10), partyList(p.Stale, ";")})
 	}
 	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness", "stale_parties"}, recs)
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -264,11 +264,11 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 			// 3-node cluster once took more than 10 s.
 			rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 			defer rcancel()
-			if c, err := aggregator.ReadLog(rctx, party1, []string{schemas.Subject(cfg.Run, schemas.KindHello, 1), schemas.Subject(cfg.Run, schemas.KindOutput, 1),
+			if c, err := logread.Messages(rctx, party1, []string{schemas.Subject(cfg.Run, schemas.KindHello, 1), schemas.Subject(cfg.Run, schemas.KindOutput, 1),
 				schemas.Subject(cfg.Run, schemas.KindEval, 1)}, func(string, []byte) {}); err != nil || c != 1 {
 				t.Fatalf("party 1 reading back its own messages: %d, %v", c, err)
 			}
-			if c, err := aggregator.ReadLog(rctx, agg, []string{schemas.Filter(cfg.Run, schemas.KindOutput), schemas.Filter(cfg.Run, schemas.KindReply),
+			if c, err := logread.Messages(rctx, agg, []string{schemas.Filter(cfg.Run, schemas.KindOutput), schemas.Filter(cfg.Run, schemas.KindReply),
 				schemas.Subject(cfg.Run, schemas.KindControl, 0)}, func(string, []byte) {}); err != nil || c != 2 {
 				t.Fatalf("the aggregator reading back the requests, replies and controls: %d, %v", c, err)
 			}

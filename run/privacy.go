@@ -501,7 +501,7 @@ func (c *Config) explicitValue(flag string) string {
 // logPrivacy logs what the privacy switch chose.
 func logPrivacy(cfg *Config) {
 	if c := cfg.PrivacyChoice; c != nil {
-		cfg.Log.Info().Str("privacy", c.String()).Msg("label privacy")
+		cfg.Log.Debug().Str("privacy", c.String()).Msg("label privacy")
 	}
 }
 

@@ -88,18 +88,38 @@ func (p *progress) point(pt aggregator.Point) {
 		}
 		return
 	}
+	first := p.logged.IsZero()
 	p.logged = time.Now()
 	ev := p.log.Info()
 	if pt.Final {
 		ev = ev.Bool("final", true)
 	}
-	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3)*time.Millisecond).String()).
-		Int64("steps", pt.Steps).
+	ev = ev.Str("elapsed", (time.Duration(pt.Seconds*1e3)*time.Millisecond).String())
+	if p.cfg.LabelFree {
+		// The label holder's head fit: its epochs and held-out loss, no
+		// steps or messages (the parties' part is done).
+		ev = ev.Int("epoch", pt.Epoch).Str("loss", fmtF(pt.TrainLoss, 4)).Str("held_out_loss", fmtF(pt.HeldOutLoss, 4))
+		if !math.IsNaN(pt.TestAccuracy) {
+			ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
+		}
+		ev.Msg("progress")
+		p.check(pt)
+		if p.next != nil {
+			p.next(pt)
+		}
+		return
+	}
+	ev = ev.Int64("steps", pt.Steps).
 		Str("loss", fmtF(pt.TrainLoss, 4))
 	if !math.IsNaN(pt.TestAccuracy) {
 		ev = ev.Str("acc", fmtF(100*pt.TestAccuracy, 2)+"%")
 	}
-	ev = ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0)).Uint32("stale", pt.MaxStaleness)
+	if !first {
+		// A rate since the previous evaluation: the first has none (its
+		// count is the table's fill over a moment, millions a second).
+		ev = ev.Str("msg/s", fmtF(pt.MsgsPerSec, 0))
+	}
+	ev = ev.Uint32("stale", pt.MaxStaleness)
 	if len(pt.Stale) > 0 {
 		ev = ev.Str("last_outputs_of", "party "+partyList(pt.Stale, ", "))
 	}
@@ -169,6 +189,9 @@ func (p *progress) majorityWarning(acc float64, when string) string {
 }
 
 func (p *progress) causes() string {
+	if p.cfg.LabelFree {
+		return fmt.Sprintf("Likely causes, under the label-free profile: codes that keep too little of the columns (--codes, now %d), columns on very different scales (--scale standard), or columns that do not predict the label", p.cfg.Codes)
+	}
 	if p.unscaled {
 		return fmt.Sprintf("Likely cause: columns on very different scales (see the warning above): give --scale standard. If a scaled run does not learn either: the step size (--lr, now %g) or, for a model whose weights or outputs are quantised, the smoothing radius (--mu, now %g; the quantised example models need --mu 0.1)",
 			p.cfg.LR, p.cfg.Mu)
@@ -208,7 +231,7 @@ func (p *progress) finish(s *Summary) {
 			p.warn("majority", fmt.Sprintf("the training loss, %.4f at the end, is no better than predicting the share of each class, the largest class's included (%.4f): the model has learnt nothing. %s",
 				last.TrainLoss, p.entropy, p.causes()))
 		}
-		if w := p.lossWarning(last.TrainLoss); w != "" {
+		if w := p.lossWarning(last.TrainLoss); w != "" && !p.cfg.LabelFree {
 			p.warn("loss", w)
 		}
 	}

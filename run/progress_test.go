@@ -2,6 +2,7 @@ package run
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -87,5 +88,32 @@ func TestProgressStuckDuringRun(t *testing.T) {
 		if n := len(p.warnings); (i+1 < stuckPoints && n != 0) || (i+1 >= stuckPoints && n != 1) {
 			t.Fatalf("after %d stuck evaluations: %d warnings", i+1, n)
 		}
+	}
+}
+
+// The first progress line has no msg/s: its count would be the table's
+// initial fill over a moment (issue 34: msg/s=2395557); the lines after it
+// give the rate since the previous one, and curve.csv leaves the first
+// row's rate empty.
+func TestFirstProgressLineRate(t *testing.T) {
+	var b strings.Builder
+	cfg := new(New(func(c *Config) { c.Log = zerolog.New(&b) }))
+	p := newProgress(cfg, &Data{TrainY: labels(100, 50), TestY: labels(100, 50), Classes: 2})
+	first := aggregator.Point{Seconds: 0.001, Steps: 0, TrainLoss: 0.69, TestAccuracy: 0.5, MsgsPerSec: 2395557}
+	last := aggregator.Point{Seconds: 2, Steps: 900, TrainLoss: 0.4, TestAccuracy: 0.8, MsgsPerSec: 1234, Final: true}
+	p.point(first)
+	p.point(last)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], "msg/s") || strings.Contains(lines[0], "2395557") || !strings.Contains(lines[1], `"msg/s":"1234"`) {
+		t.Errorf("progress lines:\n%s", b.String())
+	}
+	dir := t.TempDir()
+	if err := writeCurveCSV(dir+"/curve.csv", []aggregator.Point{first, last}); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(dir + "/curve.csv")
+	rows := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(rows) != 3 || strings.Contains(rows[1], "2395557") || !strings.Contains(rows[2], ",1234,") {
+		t.Errorf("curve.csv:\n%s", raw)
 	}
 }

@@ -59,7 +59,11 @@ type Config struct {
 	Net
 
 	Out string // output directory for summary.json, curve.csv, curve.png ("" = none)
-	Log zerolog.Logger
+	// ReplaceOut: a run of Train into an Out that holds an earlier run
+	// removes that run (its log, keys, receipts, checkpoints, models and
+	// outputs) instead of keeping it in OUT/earlier (store.go, keepEarlier).
+	ReplaceOut bool
+	Log        zerolog.Logger
 	// Monitor: Prometheus metrics, the live board, the report page (watch.go).
 	Monitor Monitor
 
@@ -1176,6 +1180,13 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	q := cfg.Parties
+	if !cfg.Resume && cfg.Out != "" {
+		// OUT describes one run: an earlier run there is kept aside (or
+		// removed with ReplaceOut) before this one writes a file.
+		if err := keepEarlier(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.trust, err = makeRunKeys(&cfg); err != nil {
 		return nil, err
 	}
@@ -1324,6 +1335,12 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	if paused != nil {
 		return net.finishPaused(ctx, &cfg, s, prog, paused)
+	}
+	if !stopped {
+		// The run is over: its log is closed (seal.go).
+		if err := net.sealStream(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return net.finish(ctx, &cfg, s, prog)
 }
@@ -1856,13 +1873,9 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	dir := cfg.StoreDir
 	switch {
 	case dir == "" && cfg.Out != "":
+		// Train made room for its run there (keepEarlier); a resume
+		// reads the run's stream there.
 		dir = storeIn(cfg.Out)
-		if cfg.Resume {
-			break // the run's stream is what a resume reads
-		}
-		if err := replaceStore(cfg, dir); err != nil {
-			return nil, err
-		}
 	case dir != "":
 		if st, err := OpenStore(dir); err == nil && len(st.Runs) > 0 {
 			cfg.Log.Info().Str("store", dir).Int("runs", len(st.Runs)).Str("size", MB(st.Bytes)).
@@ -1926,29 +1939,6 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 		n.name = "jetstream-inprocess"
 	}
 	return n, nil
-}
-
-// replaceStore removes the store an earlier run left in OUT/stream: an
-// --out folder describes one run (its summary.json and plot are replaced
-// too), so stores do not pile up there. A folder there that is not a
-// store is left alone, and the run refused.
-func replaceStore(cfg *Config, dir string) error {
-	st, err := OpenStore(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%w: %s is where --out keeps the run's store, and it %w: choose another --out, or a store with --store", ErrConfig, dir, err)
-	case len(st.Runs) == 0 && st.Bytes == 0:
-		return nil
-	}
-	var runs []string
-	for _, r := range st.Runs {
-		runs = append(runs, r.Run)
-	}
-	cfg.Log.Info().Str("store", dir).Strs("runs", runs).Str("size", MB(st.Bytes)).
-		Msg("removing the store of the earlier run in this --out folder (keep stores with --store DIR)")
-	return st.Remove()
 }
 
 // dial connects to the broker, waiting for it for up to
@@ -2018,20 +2008,6 @@ func waitable(err error) string {
 		return "does not answer its JetStream API yet"
 	}
 	return ""
-}
-
-// MaxMessage is the largest message a run of cfg sends (eval chunks,
-// batches, hellos, receipts, with room to spare), at least 1 MiB: the
-// stream stores nothing larger, and the embedded broker accepts nothing
-// larger, so a participant cannot fill the store with huge messages.
-func MaxMessage(cfg *Config) int32 {
-	k := max(cfg.K, 1)
-	if cfg.Model != "" && cfg.Model != "linear" {
-		k = max(k, 16) // a black box may give more outputs
-	}
-	b := max(cfg.Batch, cfg.MaxBatch, party.DefaultChunk, 1)
-	n := 64<<10 + 2*8*k*b + 4*b + 16*(5*cfg.Parties+1)*64
-	return int32(min(max(n, 1<<20), 64<<20))
 }
 
 // serverMaxStore is the embedded broker's cap of all its streams: the
@@ -2122,6 +2098,13 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		n.told = true
 		if m := b.Features().Missing(); m != "" {
 			n.cfg.Log.Info().Msg(m)
+		}
+	}
+	if name == trust.AggregatorID || strings.HasPrefix(name, "party-") {
+		// A run that the broker cannot carry stops now, not midway.
+		if err := checkRoom(ctx, b, n.cfg); err != nil {
+			b.Close()
+			return nil, err
 		}
 	}
 	return b, nil

@@ -145,6 +145,9 @@ func TestClusterConfigErrors(t *testing.T) {
 }
 
 func TestUniformDirectionsTrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run to an accuracy")
+	}
 	s, err := Train(context.Background(), New(func(c *Config) {
 		c.Synthetic = small()
 		c.Parties = 3
@@ -173,6 +176,9 @@ func TestUniformDirectionsTrain(t *testing.T) {
 // default) the chain does first: the sequence numbers jump (a gap, no
 // signature to resynchronise on) or repeat (a replay).
 func TestBadMessagesAreRejected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a whole run for each kind of bad message")
+	}
 	for _, tc := range []struct {
 		name string
 		off  bool

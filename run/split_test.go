@@ -63,6 +63,9 @@ func TestLoadSplitRoles(t *testing.T) {
 }
 
 func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: whole runs on split folders")
+	}
 	dir := writeSplit(t, 3, 3)
 	s, err := Train(context.Background(), New(func(c *Config) {
 		c.Data = dir

@@ -181,6 +181,8 @@ func (c *Config) stoppedBy(res *aggregator.Result, n int) string {
 		return "target"
 	case aggregator.ReasonConverged:
 		return "converged"
+	case aggregator.ReasonBudget:
+		return "budget"
 	case aggregator.ReasonEpochs:
 		return "epochs"
 	case "":
@@ -201,6 +203,9 @@ func (s *Summary) StopWords() string {
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":
 		return "stopped: the experiment's stop condition was met"
+	case "budget":
+		return "stopped: the privacy budget is spent: every request of the last while was refused by it (an exact 0), so no model could move any more; " +
+			"a longer run needs a larger bound (--privacy auc=A with A above 0.6, or epsilon=E) or the label-free profile"
 	case "converged":
 		if f := s.LabelFree; f != nil {
 			return fmt.Sprintf("stopped: converged: the head's loss on %d held-out training rows stopped improving; the head of epoch %d, the best on them (loss %.4f, accuracy %.2f%%), is kept",

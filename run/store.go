@@ -1,6 +1,7 @@
 package run
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -266,3 +267,129 @@ func MB(n int64) string {
 
 // dirOf is filepath.Dir of a cleaned path.
 func dirOf(p string) string { return filepath.Dir(filepath.Clean(p)) }
+
+// outEntries are what Train writes into an --out folder: one run's
+// record (its log in stream/, its keys and roster, the parties' receipts,
+// the checkpoints, the models and the outputs).
+var outEntries = []string{"stream", "keys", "receipts", "checkpoints", "models",
+	"summary.json", "curve.csv", "curve.png", "privacy.json", "report.html"}
+
+// EarlierDir is the folder of an --out folder where a new run keeps the
+// runs that were there before it, one folder each (OUT/earlier/RUN).
+func EarlierDir(out string) string { return filepath.Join(out, "earlier") }
+
+// keepEarlier makes room in cfg.Out for a new run of Train: an --out
+// folder describes one run, and a run there before this one is moved, whole,
+// to OUT/earlier/RUN (RUN.2, ... if taken), where its log, receipts and
+// roster stay together and its audit stays intact (audit verify --store
+// OUT/earlier/RUN/stream). With cfg.ReplaceOut it is removed instead. A
+// folder at OUT/stream that is not a store is left alone, and the run
+// refused; a store that a running broker holds is neither moved nor
+// removed (broker.ErrStoreInUse).
+func keepEarlier(cfg *Config) error {
+	out := cfg.Out
+	var present []string
+	for _, e := range outEntries {
+		if _, err := os.Lstat(filepath.Join(out, e)); err == nil {
+			present = append(present, e)
+		}
+	}
+	if len(present) == 0 {
+		return nil
+	}
+	var st *Store
+	if slices.Contains(present, "stream") {
+		s, err := OpenStore(storeIn(out))
+		if err != nil {
+			return fmt.Errorf("%w: %s is where --out keeps the run's store, and it %w: choose another --out, or a store with --store", ErrConfig, storeIn(out), err)
+		}
+		st = s
+		release, err := st.lock()
+		if err != nil {
+			return fmt.Errorf("%w: the --out folder %s: %w", ErrConfig, out, err)
+		}
+		defer release()
+	}
+	run := earlierRun(out, st)
+	var size int64
+	for _, e := range present {
+		n, _, _ := dirSize(filepath.Join(out, e))
+		size += n
+	}
+	if cfg.ReplaceOut {
+		cfg.Log.Info().Str("out", out).Str("run", run).Str("size", MB(size)).Strs("removed", present).
+			Msg("removing the earlier run in this --out folder (--replace)")
+		for _, e := range present {
+			if err := os.RemoveAll(filepath.Join(out, e)); err != nil {
+				return fmt.Errorf("removing the earlier run in %s: %w", out, err)
+			}
+		}
+		return nil
+	}
+	dest, err := newEarlierDir(out, run)
+	if err != nil {
+		return err
+	}
+	for _, e := range present {
+		if err := os.Rename(filepath.Join(out, e), filepath.Join(dest, e)); err != nil {
+			return fmt.Errorf("keeping the earlier run of %s in %s: %w", out, dest, err)
+		}
+	}
+	msg := fmt.Sprintf("keeping the earlier run in this --out folder in %s, whole (--replace removes it instead)", dest)
+	if slices.Contains(present, "stream") {
+		msg += fmt.Sprintf("; asyrevel audit verify --store %s --run %s", storeIn(dest), run)
+	}
+	cfg.Log.Info().Str("run", run).Str("size", MB(size)).Msg(msg)
+	return nil
+}
+
+// earlierRun is the run id of the run in an --out folder: its roster's,
+// else its store's, else "run".
+func earlierRun(out string, st *Store) string {
+	var roster struct {
+		Run string `json:"run"`
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "keys", "roster.json")); err == nil && json.Unmarshal(b, &roster) == nil && safeName(roster.Run) {
+		return roster.Run
+	}
+	if st != nil && len(st.Runs) > 0 && safeName(st.Runs[len(st.Runs)-1].Run) {
+		return st.Runs[len(st.Runs)-1].Run
+	}
+	return "run"
+}
+
+// safeName reports whether s can name a folder: letters, digits, '-',
+// '_' and '.', not starting with '.'.
+func safeName(s string) bool {
+	if s == "" || s[0] == '.' || len(s) > 200 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// newEarlierDir makes OUT/earlier/RUN, or RUN.2, RUN.3, ... if taken.
+func newEarlierDir(out, run string) (string, error) {
+	base := EarlierDir(out)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", fmt.Errorf("keeping the earlier run of %s: %w", out, err)
+	}
+	for i := 1; ; i++ {
+		name := run
+		if i > 1 {
+			name = fmt.Sprintf("%s.%d", run, i)
+		}
+		dest := filepath.Join(base, name)
+		err := os.Mkdir(dest, 0o755)
+		if err == nil {
+			return dest, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("keeping the earlier run of %s: %w", out, err)
+		}
+	}
+}

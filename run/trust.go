@@ -41,6 +41,10 @@ type TrustConfig struct {
 	// OnBroker, if set, is called by Train with the embedded broker's
 	// URL once it runs (adversary tests and experiments).
 	OnBroker func(url string)
+	// Auditor makes Train's roster list an auditor too, its key
+	// auditor.nk beside the others: it reads the run's log through the
+	// embedded broker and may do nothing else (trust.Roster.Auditors).
+	Auditor bool
 }
 
 // runTrust is the trust material of the participants a process runs.
@@ -85,6 +89,15 @@ func makeRunKeys(cfg *Config) (*runTrust, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: making the run's keys: %w", ErrConfig, err)
 	}
+	var auditor *trust.Key
+	if cfg.Trust.Auditor {
+		if auditor, err = trust.GenerateKey(); err == nil {
+			r, err = trust.NewRosterWithAuditors(r.Run, r.Participants, []trust.Participant{{ID: trust.AuditorID, PublicKey: auditor.PublicKey()}})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: making the run's auditor: %w", ErrConfig, err)
+		}
+	}
 	t := &runTrust{roster: r, keys: make(map[int]*trust.Key, len(keys))}
 	for m, k := range keys {
 		t.keys[m] = k
@@ -113,6 +126,11 @@ func makeRunKeys(cfg *Config) (*runTrust, error) {
 			id = trust.PartyID(m)
 		}
 		if err := trust.WriteKeyFile(filepath.Join(dir, id+".nk"), k, true); err != nil {
+			return nil, err
+		}
+	}
+	if auditor != nil {
+		if err := trust.WriteKeyFile(filepath.Join(dir, trust.AuditorID+".nk"), auditor, true); err != nil {
 			return nil, err
 		}
 	}
@@ -244,8 +262,13 @@ func (n *network) serverAuth() (func(*server.Options), error) {
 		return nil, err
 	}
 	n.op = op
-	users := append(trust.NkeyUsers(grants), trust.OperatorUser(t.roster.Run, op.PublicKey()))
-	return func(o *server.Options) { o.Nkeys = users }, nil
+	run := t.roster.Run
+	return func(o *server.Options) {
+		// Made of the grants above: it cannot fail on them.
+		if err := trust.ConfigureServer(o, trust.StreamName(run), grants, trust.OperatorUser(run, op.PublicKey())); err != nil {
+			panic(err)
+		}
+	}, nil
 }
 
 // authorize makes connection name (a participant's id, or another
@@ -311,11 +334,12 @@ type RosterBroker struct {
 	Replicas int
 	// MaxBytes bounds the run's stream (0: 80% of the disk space free
 	// at the store when the stream is made; -1: no bound); MaxMsgSize
-	// its largest message (0: the server's largest payload).
+	// its largest message (0: RosterMaxMessage, the run's largest as
+	// its roster tells; the server's largest payload should be the same).
 	MaxBytes   int64
 	MaxMsgSize int32
 	op         *trust.Key
-	users      []*server.NkeyUser
+	grants     []trust.Grant
 }
 
 // NewRosterBroker prepares the users of roster r's broker.
@@ -328,11 +352,21 @@ func NewRosterBroker(r *trust.Roster) (*RosterBroker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RosterBroker{Roster: r, op: op, users: append(trust.NkeyUsers(grants), trust.OperatorUser(r.Run, op.PublicKey()))}, nil
+	if err := trust.ConfigureServer(&server.Options{}, trust.StreamName(r.Run), grants); err != nil {
+		return nil, err
+	}
+	return &RosterBroker{Roster: r, op: op, grants: grants}, nil
 }
 
-// Configure sets the server's users (broker.ServerConfig.Configure).
-func (b *RosterBroker) Configure(o *server.Options) { o.Nkeys = b.users }
+// Configure sets the server's users (broker.ServerConfig.Configure): the
+// roster's, each auditor in an account of its own (trust.ConfigureServer),
+// and the operator.
+func (b *RosterBroker) Configure(o *server.Options) {
+	// Checked by NewRosterBroker.
+	if err := trust.ConfigureServer(o, trust.StreamName(b.Roster.Run), b.grants, trust.OperatorUser(b.Roster.Run, b.op.PublicKey())); err != nil {
+		panic(err)
+	}
+}
 
 // CreateStream creates the run's stream on srv if it is missing, on
 // Replicas nodes.
@@ -354,7 +388,7 @@ func (b *RosterBroker) CreateStream(ctx context.Context, srv *broker.Server) err
 		}
 	}
 	if maxMsg == 0 {
-		maxMsg = srv.MaxPayload()
+		maxMsg = RosterMaxMessage(b.Roster)
 	}
 	bus, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, InProcess: true, Run: b.Roster.Run, Name: trust.OperatorID,
 		Replicas: max(1, b.Replicas), CreateOnly: true, Persist: broker.PersistSync, MaxBytes: max(maxBytes, 0), MaxMsgSize: maxMsg,

@@ -59,10 +59,16 @@ const (
 	// width and Parties q. With it a party writes a split folder's
 	// manifest of its own (the blocks and classes its training needs).
 	AlignLayout
+	// AlignSize: the sender states the size of its set (Total) before
+	// any element, with its Spec and (a party) its Width. The hub refuses
+	// a party whose set is larger than the agreed multiple of its own,
+	// and states its own size to every party, before its set, only when
+	// every party's is within the bound. No data.
+	AlignSize
 	alignPhases
 )
 
-var alignPhaseNames = [...]string{AlignSet: "set", AlignEcho: "echo", AlignResult: "result", AlignAlive: "alive", AlignAbort: "abort", AlignLayout: "layout"}
+var alignPhaseNames = [...]string{AlignSet: "set", AlignEcho: "echo", AlignResult: "result", AlignAlive: "alive", AlignAbort: "abort", AlignLayout: "layout", AlignSize: "size"}
 
 func (p AlignPhase) String() string {
 	if p >= AlignSet && p < alignPhases {

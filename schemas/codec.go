@@ -529,7 +529,11 @@ func (c *Codec) readPackedIDs(dst []uint32) ([]uint32, error) {
 // Per-message encoding and decoding.
 
 func (m *Hello) encode(c *Codec) {
-	c.head(fieldsHello, &m.Header)
+	n := fieldsHello
+	if m.Call != "" {
+		n++ // an eleventh field, which older decoders skip
+	}
+	c.head(n, &m.Header)
 	c.str(m.Model)
 	c.uint(uint64(m.InDim))
 	c.uint(uint64(m.OutDim))
@@ -537,6 +541,9 @@ func (m *Hello) encode(c *Codec) {
 	c.uint(uint64(m.NTest))
 	c.str(m.PublicKey)
 	c.str(m.IDHash)
+	if m.Call != "" {
+		c.str(m.Call)
+	}
 }
 
 func (m *Hello) decode(c *Codec) (err error) {
@@ -560,6 +567,15 @@ func (m *Hello) decode(c *Codec) (err error) {
 	}
 	if m.IDHash, err = c.str64(128); err != nil {
 		return err
+	}
+	// A hello of ten fields (a party's first, or an earlier revision's)
+	// answers no call.
+	m.Call = ""
+	if extra > 0 {
+		if m.Call, err = c.str64(MaxCall); err != nil {
+			return err
+		}
+		extra--
 	}
 	return c.skip(extra)
 }

@@ -76,7 +76,22 @@ type Hello struct {
 	NTest     uint32 // test samples the party holds
 	PublicKey string // the party's nkeys public key ("" when unsigned)
 	IDHash    string // fingerprint of the party's training sample ids ("" if none)
+	// Call is the nonce of the aggregator's call (CtlCall) that this hello
+	// answers; CallAsked in a party's first hello, which asks to be
+	// called; "" in a hello of an earlier revision, which knows no call.
+	// The aggregator admits a party by a hello that answers its own call:
+	// a hello stored by a process that has died since, before the
+	// aggregator started, is not a join. An eleventh field, written when
+	// set: a hello of ten fields still decodes (Call "").
+	Call string
 }
+
+// MaxCall bounds the length of Hello.Call and of a call's nonce.
+const MaxCall = 64
+
+// CallAsked is the Call of a party's first hello: it asks the aggregator
+// to call it (CtlCall).
+const CallAsked = "?"
 
 // PartyOutput is one zeroth-order request: the party's outputs c at w_m and
 // c_hat at w_m + mu u for the batch IDs (k values per sample, sample after
@@ -187,6 +202,15 @@ const (
 	// no new request, answer what was asked, countersign the seal that
 	// follows, save their state and stop; a resume goes on.
 	CtlPause
+	// CtlCall answers party m's hello (Header.Party = m, Round its
+	// sequence number, as CtlRefuse names it) with the aggregator's call:
+	// Reason is a nonce drawn when the aggregator started. The party, if
+	// it is the process that said that hello, answers with a hello whose
+	// Call is the nonce and then sends its initial pass: the aggregator
+	// admits only such a hello, so that a hello a dead process left in the
+	// log is not a join. A party of an earlier revision rejects the call
+	// (an unknown control) and is never admitted.
+	CtlCall
 )
 
 // String names the control kind.
@@ -206,6 +230,8 @@ func (k ControlKind) String() string {
 		return "seal"
 	case CtlPause:
 		return "pause"
+	case CtlCall:
+		return "call"
 	}
 	return fmt.Sprintf("control(%d)", k)
 }
@@ -257,7 +283,7 @@ func (m *Hello) Validate(lim Limits) error {
 	if lim.NTest > 0 && int(m.NTest) != lim.NTest {
 		return fmt.Errorf("%w: party holds %d test samples, aggregator %d", ErrShape, m.NTest, lim.NTest)
 	}
-	if len(m.Model) > 64 || len(m.PublicKey) > 128 || len(m.IDHash) > 128 {
+	if len(m.Model) > 64 || len(m.PublicKey) > 128 || len(m.IDHash) > 128 || len(m.Call) > MaxCall {
 		return fmt.Errorf("%w: hello strings too long", ErrRange)
 	}
 	return nil
@@ -375,14 +401,17 @@ func (m *EvalOutput) Validate(lim Limits) error {
 // Validate implements Message.
 // A CtlRefuse may address any party id up to MaxParties.
 func (m *Control) Validate(lim Limits) error {
-	if m.Op == CtlRefuse && int(m.Party) <= MaxParties {
+	if (m.Op == CtlRefuse || m.Op == CtlCall) && int(m.Party) <= MaxParties {
 		lim.Party = int(m.Party)
 	}
 	if err := m.check(&lim); err != nil {
 		return err
 	}
-	if m.Op < CtlStart || m.Op > CtlPause {
+	if m.Op < CtlStart || m.Op > CtlCall {
 		return fmt.Errorf("%w: unknown control %d", ErrRange, m.Op)
+	}
+	if m.Op == CtlCall && (m.Party == 0 || m.Reason == "" || len(m.Reason) > MaxCall) {
+		return fmt.Errorf("%w: a call to party %d with a nonce of %d bytes", ErrRange, m.Party, len(m.Reason))
 	}
 	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {
 		return fmt.Errorf("%w: eval without splits", ErrRange)

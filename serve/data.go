@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/dataset"
 )
 
@@ -34,10 +35,72 @@ type Rows struct {
 type LabelRows struct {
 	IDs []string
 	Y   []int32 // nil when the file has no labels
+	// Keys and Source, when not nil, say how the label holder's own file
+	// writes each row's key and where the row is in it (0-based): the
+	// rows of an alignment, whose IDs are normalised keys in the
+	// alignment's order. Predictions are reported by these keys, in the
+	// file's order.
+	Keys   []string
+	Source []int
 }
 
-// DefaultSplit is the split of a split folder that scoring reads.
-const DefaultSplit = "test"
+// Splits of a split folder that scoring reads.
+const (
+	// SplitAuto is the folder's test set if it has one, else its training
+	// set (a folder that asyrevel align wrote of new rows holds only a
+	// training set).
+	SplitAuto = ""
+	// SplitAll is every set of the folder, the training set first.
+	SplitAll = "all"
+	// DefaultSplit is what predict reads of a folder.
+	DefaultSplit = SplitAuto
+)
+
+// folderSplits are the sets of the split folder dir that split names.
+func folderSplits(dir string, man *dataset.SplitManifest, split string) ([]string, error) {
+	has := func(name string) bool {
+		return slices.ContainsFunc(man.Sets, func(s dataset.SplitSet) bool { return s.Split == name })
+	}
+	switch split {
+	case SplitAuto:
+		if has("test") {
+			return []string{"test"}, nil
+		}
+		return []string{"train"}, nil
+	case SplitAll:
+		var all []string
+		for _, s := range man.Sets {
+			all = append(all, s.Split)
+		}
+		return all, nil
+	}
+	if !has(split) {
+		var sets []string
+		for _, s := range man.Sets {
+			sets = append(sets, s.Split)
+		}
+		return nil, fmt.Errorf("%w: split folder %s has no %s set (it holds %s): give --split %s, or all",
+			ErrData, dir, split, strings.Join(sets, " and "), strings.Join(sets, " or "))
+	}
+	return []string{split}, nil
+}
+
+// SplitsOf says which sets of a split folder split reads ("test", "train",
+// "train and test"), for messages; "" for a path that is no split folder.
+func SplitsOf(path, split string) string {
+	if !dataset.IsSplit(path) {
+		return ""
+	}
+	man, err := dataset.ReadManifest(path)
+	if err != nil {
+		return ""
+	}
+	sets, err := folderSplits(path, man, split)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(sets, " and ")
+}
 
 // ReadAll reads path once for every participant of s (one process playing
 // every role): each party's rows and the aggregator's ids and labels.
@@ -83,14 +146,26 @@ func ReadParty(path string, f *File, split string) (*Rows, error) {
 		if err != nil {
 			return nil, err
 		}
-		e, ok := man.File(split, f.Party)
-		if !ok {
-			return nil, fmt.Errorf("%w: split folder %s has no %s file for party %d", ErrData, path, split, f.Party)
-		}
-		if err := e.Verify(path); err != nil {
+		sets, err := folderSplits(path, man, split)
+		if err != nil {
 			return nil, err
 		}
-		path = filepath.Join(path, e.Name)
+		var all *Rows
+		for _, set := range sets {
+			e, ok := man.File(set, f.Party)
+			if !ok {
+				return nil, fmt.Errorf("%w: split folder %s has no %s file for party %d (the folder of another organisation?)", ErrData, path, set, f.Party)
+			}
+			if err := e.Verify(path); err != nil {
+				return nil, err
+			}
+			r, err := ReadParty(filepath.Join(path, e.Name), f, split)
+			if err != nil {
+				return nil, err
+			}
+			all = appendRows(all, r)
+		}
+		return all, nil
 	}
 	if isPartyFile(path) {
 		p, err := dataset.LoadPartyFile(path)
@@ -118,14 +193,26 @@ func ReadLabels(path string, agg *File, split string) (*LabelRows, error) {
 		if err != nil {
 			return nil, err
 		}
-		e, ok := man.File(split, 0)
-		if !ok {
-			return nil, fmt.Errorf("%w: split folder %s has no %s labels file", ErrData, path, split)
-		}
-		if err := e.Verify(path); err != nil {
+		sets, err := folderSplits(path, man, split)
+		if err != nil {
 			return nil, err
 		}
-		path = filepath.Join(path, e.Name)
+		all := &LabelRows{}
+		for _, set := range sets {
+			e, ok := man.File(set, 0)
+			if !ok {
+				return nil, fmt.Errorf("%w: split folder %s has no %s labels file (a party's folder?)", ErrData, path, set)
+			}
+			if err := e.Verify(path); err != nil {
+				return nil, err
+			}
+			l, err := ReadLabels(filepath.Join(path, e.Name), agg, split)
+			if err != nil {
+				return nil, err
+			}
+			all.IDs, all.Y = append(all.IDs, l.IDs...), append(all.Y, l.Y...)
+		}
+		return all, writtenKeys(path, all)
 	}
 	if isLabelsFile(path) {
 		l, err := dataset.LoadLabels(path)
@@ -142,6 +229,53 @@ func ReadLabels(path string, agg *File, split string) (*LabelRows, error) {
 		return nil, err
 	}
 	return &LabelRows{IDs: ids, Y: labelsOf(ds)}, nil
+}
+
+// writtenKeys gives l the label holder's keys as written, when the folder
+// dir is an alignment's that kept them (align.KeysFile).
+func writtenKeys(dir string, l *LabelRows) error {
+	keys, err := align.ReadKeys(dir)
+	if err != nil || keys == nil {
+		return err
+	}
+	l.Keys, l.Source = make([]string, len(l.IDs)), make([]int, len(l.IDs))
+	for i, id := range l.IDs {
+		k, ok := keys[id]
+		if !ok {
+			return fmt.Errorf("%w: %s: %s lacks sample %s", ErrData, dir, align.KeysFile, id)
+		}
+		l.Keys[i], l.Source[i] = k.Written, k.Row
+	}
+	return nil
+}
+
+// appendRows appends b's rows to a's (a may be nil).
+func appendRows(a, b *Rows) *Rows {
+	if a == nil {
+		return b
+	}
+	x := &dataset.Matrix{NRows: a.X.NRows + b.X.NRows, NCols: a.X.NCols,
+		Indptr:  slices.Concat(a.X.Indptr, make([]int64, b.X.NRows)),
+		Indices: slices.Concat(a.X.Indices, b.X.Indices), Values: slices.Concat(a.X.Values, b.X.Values)}
+	base := a.X.Indptr[a.X.NRows]
+	for i := 1; i <= b.X.NRows; i++ {
+		x.Indptr[a.X.NRows+i] = base + b.X.Indptr[i]
+	}
+	return &Rows{IDs: slices.Concat(a.IDs, b.IDs), X: x}
+}
+
+// Resolver, for a split folder that asyrevel align wrote, turns a key as an
+// organisation writes it into the sample id of its row (the alignment's
+// normalisation, align.Resolver); nil for any other data.
+func Resolver(path string) (func(string) string, error) {
+	if !dataset.IsSplit(path) {
+		return nil, nil
+	}
+	spec, ok, err := align.SpecOf(path)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return align.Resolver(spec)
 }
 
 func labelsOf(ds *dataset.Dataset) []int32 {
@@ -210,7 +344,7 @@ func openData(path string, spec ReadSpec, labels *LabelsSpec) (*dataset.Dataset,
 	case dataset.FormatCSV:
 		ds, hasID, err = openCSV(path, spec, values)
 	case "split":
-		return nil, nil, fmt.Errorf("%w: the models were trained on a split folder: score a split folder (or, for one party, its party file)", ErrData)
+		return nil, nil, fmt.Errorf("%w: the models were trained on a split folder: score rows written the same way: a folder of asyrevel data split, or, for an alignment, the organisations' own files (predict --inputs LABELS.csv,P1.csv,... --key COLUMN, docs/journey.md) or a folder that asyrevel align wrote of them", ErrData)
 	case dataset.FormatSynthetic:
 		return nil, nil, fmt.Errorf("%w: the models were trained on synthetic data, which has no file to score", ErrData)
 	default:
@@ -420,4 +554,135 @@ func firstLineHas(path, prefix string) bool {
 	buf := make([]byte, len(prefix))
 	_, err = io.ReadFull(r, buf)
 	return err == nil && string(buf) == prefix
+}
+
+// Inputs are the organisations' own files of rows to score, as they write
+// them: the label holder's first (its key column, its label column if it
+// has one, and its own feature columns), then party 1's, 2's, ... Options
+// say how they are read and their keys normalised, as asyrevel align
+// read the files the models were trained on (Options.Label names the
+// label column; a file without it is scored without metrics).
+type Inputs struct {
+	Paths   []string
+	Options align.ReadOptions
+}
+
+// InputsReport is what ReadInputs found.
+type InputsReport struct {
+	Rows      []int // rows read of each file
+	Scored    int   // the label holder's rows that every party holds
+	Unscored  []string
+	Missing   []dataset.MissingCount // each file's missing values and what was done
+	HolderRun int                    // the party the label holder's own features are (0: none)
+}
+
+// ReadInputs joins the organisations' files on their normalised keys, as
+// asyrevel align matches them (in one process there is nothing to hide:
+// a plain join of the same keys), and reads each party's columns by the
+// names its model was trained on. The rows are the label holder's rows
+// that every party holds, in its file's order, reported by its keys as it
+// writes them (LabelRows.Keys). When the models have one party more than
+// the files name parties, the label holder's own features are the last
+// party's, as asyrevel align lays them out by default.
+func ReadInputs(in Inputs, s *Set) ([]*Rows, *LabelRows, *InputsReport, error) {
+	q := len(s.Parties)
+	partners := len(in.Paths) - 1
+	holder := 0
+	switch {
+	case partners < 1:
+		return nil, nil, nil, fmt.Errorf("%w: --inputs needs the label holder's file and the parties' files", ErrData)
+	case q == partners+1:
+		holder = q
+	case q != partners:
+		return nil, nil, nil, fmt.Errorf("%w: the models are for %d parties, --inputs names %d parties' files after the label holder's: give %d (or %d, when the label holder ran the last party for its own features)",
+			ErrData, q, partners, q, q-1)
+	}
+	rep := &InputsReport{HolderRun: holder}
+	tables := make([]*align.Table, len(in.Paths))
+	for i, path := range in.Paths {
+		opts := in.Options
+		opts.Label, opts.LabelOptional, opts.IgnoreAbsent = "", false, true
+		m := i // the party whose columns the file holds
+		if i == 0 {
+			opts.Label, opts.LabelOptional = in.Options.Label, true
+			m = holder
+		}
+		opts.Encoding = &dataset.Encoding{}
+		if m > 0 {
+			opts.Encoding = nil
+			if names := s.Parties[m-1].Columns.Names; len(names) > 0 {
+				opts.Encoding = dataset.EncodingFromNames(names, in.Options.Categorical)
+			}
+		}
+		t, err := align.ReadTable(path, opts)
+		if err != nil {
+			who := "the label holder"
+			if i > 0 {
+				who = fmt.Sprintf("party %d", i)
+			}
+			return nil, nil, nil, fmt.Errorf("%s: %w", who, err)
+		}
+		tables[i] = t
+		rep.Rows = append(rep.Rows, t.Len())
+		rep.Missing = append(rep.Missing, t.Missing)
+	}
+	hub := tables[0]
+	index := make([]map[string]int, len(tables))
+	for i, t := range tables[1:] {
+		index[i+1] = make(map[string]int, t.Len())
+		for r, k := range t.Keys {
+			index[i+1][k] = r
+		}
+	}
+	var kept []int
+	partyRows := make([][]int, len(tables))
+	for r, k := range hub.Keys {
+		ok := true
+		for i := 1; i < len(tables) && ok; i++ {
+			_, ok = index[i][k]
+		}
+		if !ok {
+			if len(rep.Unscored) < 5 {
+				rep.Unscored = append(rep.Unscored, hub.Written[r])
+			}
+			continue
+		}
+		kept = append(kept, r)
+		partyRows[0] = append(partyRows[0], r)
+		for i := 1; i < len(tables); i++ {
+			partyRows[i] = append(partyRows[i], index[i][k])
+		}
+	}
+	rep.Scored = len(kept)
+	if len(kept) == 0 {
+		return nil, nil, rep, fmt.Errorf("%w: no row of %s is held by every organisation (keys are compared after normalisation: %s)", ErrData, in.Paths[0], in.Options.Norm)
+	}
+	lab := &LabelRows{IDs: make([]string, len(kept)), Keys: make([]string, len(kept)), Source: make([]int, len(kept))}
+	for k, r := range kept {
+		lab.IDs[k], lab.Keys[k], lab.Source[k] = align.IDText(hub.Keys[r]), hub.Written[r], int(hub.Source[r])
+	}
+	if hub.Labels != nil {
+		values := s.Aggregator.Labels.Values
+		lab.Y = make([]int32, len(kept))
+		for k, r := range kept {
+			c := slices.Index(values, hub.Labels[r])
+			if c < 0 {
+				return nil, nil, rep, fmt.Errorf("%w: %s: row of key %s: label %v is not one of the model's classes %v", ErrData, in.Paths[0], hub.Written[r], hub.Labels[r], values)
+			}
+			lab.Y[k] = int32(c)
+		}
+	}
+	parts := make([]*Rows, q)
+	for m := 1; m <= q; m++ {
+		i := m // the file of party m
+		if m == holder {
+			i = 0
+		}
+		r, err := prepare(&Rows{IDs: lab.IDs, X: tables[i].X.Rows(partyRows[i])}, s.Parties[m-1])
+		if err != nil {
+			return nil, nil, rep, fmt.Errorf("%s: %w", in.Paths[i], err)
+		}
+		parts[m-1] = r
+	}
+	return parts, lab, rep, nil
 }

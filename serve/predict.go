@@ -2,6 +2,8 @@ package serve
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +19,10 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/privacy/metric"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // Defaults of batch scoring.
@@ -32,9 +37,12 @@ type PredictConfig struct {
 	// Parties false (separate processes) only aggregator.model is read.
 	Models string
 	// Data is the file (or split folder) to score; Split the split of a
-	// split folder (default test).
-	Data  string
-	Split string
+	// split folder (SplitAuto: its test set, or its training set if it has
+	// none; SplitAll: every set). Inputs, instead of Data, are the
+	// organisations' own files, joined in this process (ReadInputs).
+	Data   string
+	Split  string
+	Inputs *Inputs
 	// Out is predictions.csv; Metrics, if set, where the metrics go as
 	// JSON (default: next to Out, .metrics.json in place of .csv).
 	Out     string
@@ -43,6 +51,12 @@ type PredictConfig struct {
 	// messages are signed and verified, the model files checked against
 	// the roster. "" = MODELS/../keys if it has a roster, else none.
 	Keys string
+	// Roster is the run's roster.json: the model files are checked
+	// against it (each signed by the participant it names) when the keys
+	// folder is elsewhere or absent. TrustUnsigned accepts model files
+	// without any roster to check them against (see DeployConfig).
+	Roster        string
+	TrustUnsigned bool
 	// Net is the broker; Net.Run defaults to the models' run id.
 	Net NetConfig
 	// Separate: the parties are separate processes (asyrevel party
@@ -75,7 +89,13 @@ type Metrics struct {
 	LoadSecond float64 `json:"load_seconds"` // reading the models and the data
 	Bus        string  `json:"bus"`
 	Signed     bool    `json:"signed"`
-	Out        string  `json:"out,omitempty"`
+	// ModelsChecked: the model files were checked against the run's
+	// roster (false only with TrustUnsigned).
+	ModelsChecked bool   `json:"models_checked"`
+	Out           string `json:"out,omitempty"`
+
+	// Inputs is what ReadInputs found (Inputs only).
+	Inputs *InputsReport `json:"inputs,omitempty"`
 
 	// Classes and predictions, for callers that want them (not in JSON).
 	Predictions []Prediction `json:"-"`
@@ -84,9 +104,6 @@ type Metrics struct {
 }
 
 func (c *PredictConfig) defaults() {
-	if c.Split == "" {
-		c.Split = DefaultSplit
-	}
 	if c.Chunk <= 0 {
 		c.Chunk = DefaultChunk
 	}
@@ -102,8 +119,48 @@ func (c *PredictConfig) defaults() {
 	}
 }
 
-// NoKeys as the keys folder turns signatures off (measuring their cost).
+// NoKeys as the keys folder turns the messages' signatures off (measuring
+// their cost); the model files are still checked against the roster
+// beside them (MODELS/../keys/roster.json) or DeployConfig.Roster.
 const NoKeys = "-"
+
+// ErrNoRoster: model files with no roster to check them against. A model
+// file's own signature only says that somebody signed it: whoever can
+// write the models folder can re-sign a changed model with a key of their
+// own. The roster ties each file to its participant's key.
+var ErrNoRoster = errors.New("serve: no roster to check the model files against")
+
+// modelRoster is the roster the model files are checked against: the
+// Roster file, else the keys folder's, else (NoKeys) the one beside the
+// models; nil only with TrustUnsigned.
+func modelRoster(cfg *DeployConfig, keys *Keys) (*trust.Roster, error) {
+	var r *trust.Roster
+	if cfg.Roster != "" {
+		var err error
+		if r, err = trust.ReadRoster(cfg.Roster); err != nil {
+			return nil, fmt.Errorf("--roster: %w", err)
+		}
+		if kr := keys.RosterOrNil(); kr != nil && !bytes.Equal(kr.Marshal(), r.Marshal()) {
+			return nil, fmt.Errorf("%w: the roster %s differs from the keys folder's", ErrMismatch, cfg.Roster)
+		}
+		return r, nil
+	}
+	if r = keys.RosterOrNil(); r != nil {
+		return r, nil
+	}
+	if cfg.Keys == NoKeys {
+		p := filepath.Join(filepath.Dir(filepath.Clean(cfg.Models)), "keys", "roster.json")
+		if _, err := os.Stat(p); err == nil {
+			return trust.ReadRoster(p)
+		}
+	}
+	if cfg.TrustUnsigned {
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w in %s: give the run's keys folder (--keys DIR; MODELS/../keys is looked at) or its roster "+
+		"(--roster FILE), or --trust-unsigned to score with model files that nobody vouches for (a model re-signed with any key, "+
+		"or not signed at all, is then accepted)", ErrNoRoster, cfg.Models)
+}
 
 // keysFor finds the keys of a models folder.
 func keysFor(models, dir string) (*Keys, error) {
@@ -126,10 +183,19 @@ func keysFor(models, dir string) (*Keys, error) {
 // DeployConfig is what Deploy starts.
 type DeployConfig struct {
 	Models, Data, Split, Keys string
-	Net                       NetConfig
-	Separate                  bool
-	Wait, Timeout             time.Duration
-	Log                       zerolog.Logger
+	// Inputs, instead of Data, are the organisations' own files, joined
+	// in this process (ReadInputs; not with Separate).
+	Inputs *Inputs
+	// Roster is the run's roster.json, which the model files are checked
+	// against (default: the keys folder's). Without a roster Deploy
+	// refuses (ErrNoRoster) unless TrustUnsigned, and then says so at
+	// Warn.
+	Roster        string
+	TrustUnsigned bool
+	Net           NetConfig
+	Separate      bool
+	Wait, Timeout time.Duration
+	Log           zerolog.Logger
 	// PartyURL, if set, gives the broker address party m connects to,
 	// given the broker's own ("" = the broker's own): a proxy in front of
 	// it.
@@ -148,8 +214,20 @@ type Deployment struct {
 	Rows       []*Rows
 	IDs        []string // the data's ids, in order
 	Y          []int32  // their classes, nil without labels
-	Keys       *Keys
-	Load       time.Duration
+	// Labels is all the aggregator read of the data (ids, classes, and
+	// for an alignment the keys as the label holder writes them).
+	Labels *LabelRows
+	// Resolve, when not nil, turns a key as an organisation writes it
+	// into the sample id of its row (an alignment's normalisation): the
+	// service answers requests by the keys as written.
+	Resolve func(string) string
+	// Inputs is what ReadInputs found (DeployConfig.Inputs only).
+	Inputs *InputsReport
+	Keys   *Keys
+	// ModelRoster is the roster the model files were checked against;
+	// nil when they were accepted unchecked (TrustUnsigned).
+	ModelRoster *trust.Roster
+	Load        time.Duration
 
 	cancel context.CancelFunc
 	buses  []broker.Bus
@@ -159,9 +237,6 @@ type Deployment struct {
 // Deploy reads the models and the data and starts the participants.
 func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	t0 := time.Now()
-	if cfg.Split == "" {
-		cfg.Split = DefaultSplit
-	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = 30 * time.Second
 	}
@@ -175,13 +250,22 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		return nil, err
 	}
 	keys := d.Keys
+	if d.ModelRoster, err = modelRoster(&cfg, keys); err != nil {
+		return nil, err
+	}
+	if d.ModelRoster == nil {
+		cfg.Log.Warn().Str("models", cfg.Models).Msg("--trust-unsigned: the model files are NOT checked against the run's roster; a model re-signed with any key, or not signed at all, is accepted")
+	}
 	var lab *LabelRows
+	if cfg.Inputs != nil && cfg.Separate {
+		return nil, fmt.Errorf("%w: --inputs joins every organisation's file in this process: with separate parties, each aligns its rows (asyrevel align --nats ...) and serves its folder", ErrMismatch)
+	}
 	if cfg.Separate {
 		agg, err := Load(filepath.Join(cfg.Models, FileName(0)))
 		if err != nil {
 			return nil, err
 		}
-		if err := agg.CheckSigner(keys.RosterOrNil()); err != nil {
+		if err := agg.CheckSigner(d.ModelRoster); err != nil {
 			return nil, err
 		}
 		d.Set = &Set{Aggregator: agg}
@@ -192,10 +276,20 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 			return nil, fmt.Errorf("%w: the parties are separate processes: give the broker (--nats URL)", ErrMismatch)
 		}
 	} else {
-		if d.Set, err = LoadSet(cfg.Models, keys.RosterOrNil()); err != nil {
+		if d.Set, err = LoadSet(cfg.Models, d.ModelRoster); err != nil {
 			return nil, err
 		}
-		if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
+		if cfg.Inputs != nil {
+			if d.Rows, lab, d.Inputs, err = ReadInputs(*cfg.Inputs, d.Set); err != nil {
+				return nil, err
+			}
+			d.Resolve = align.KeyResolver(cfg.Inputs.Options.Norm, len(cfg.Inputs.Options.Key))
+		} else if d.Rows, lab, err = ReadAll(cfg.Data, d.Set, cfg.Split); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Inputs == nil {
+		if d.Resolve, err = Resolver(cfg.Data); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +300,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 	if _, err := Index(lab.IDs); err != nil {
 		return nil, err
 	}
-	d.IDs, d.Y = lab.IDs, lab.Y
+	d.IDs, d.Y, d.Labels = lab.IDs, lab.Y, lab
 	if cfg.Net.Run == "" {
 		cfg.Net.Run = agg.Run
 	}
@@ -289,8 +383,8 @@ func (d *Deployment) Close() {
 // every row was scored.
 func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	cfg.defaults()
-	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Keys: cfg.Keys, Net: cfg.Net,
-		Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
+	d, err := Deploy(ctx, DeployConfig{Models: cfg.Models, Data: cfg.Data, Split: cfg.Split, Inputs: cfg.Inputs, Keys: cfg.Keys, Roster: cfg.Roster,
+		TrustUnsigned: cfg.TrustUnsigned, Net: cfg.Net, Separate: cfg.Separate, Wait: cfg.Wait, Timeout: cfg.Timeout, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +398,10 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 	secs := time.Since(t1).Seconds()
 	mt := &Metrics{Run: agg.Run, Data: cfg.Data, Rows: len(preds), Parties: agg.Parties, Classes: agg.Out,
 		Seconds: secs, PerSecond: float64(len(preds)) / secs, LoadSecond: d.Load.Seconds(), Bus: d.Net.Name,
-		Signed: d.Keys.Key(0) != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y}
+		Signed: d.Keys.Key(0) != nil, ModelsChecked: d.ModelRoster != nil, Out: cfg.Out, Predictions: preds, IDs: d.IDs, Y: d.Y, Inputs: d.Inputs}
+	if cfg.Inputs != nil {
+		mt.Data = strings.Join(cfg.Inputs.Paths, ",")
+	}
 	if d.Y != nil {
 		mt.Labelled = true
 		mt.Accuracy, mt.AUC, mt.LogLoss = Evaluate(preds, d.Y, agg.Out)
@@ -313,7 +410,7 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 		}
 	}
 	if cfg.Out != "" {
-		if err := WritePredictions(cfg.Out, d.IDs, preds, agg.Labels); err != nil {
+		if err := WritePredictions(cfg.Out, d.Labels, preds, agg.Labels); err != nil {
 			return nil, err
 		}
 		if cfg.Metrics != "" {
@@ -407,9 +504,21 @@ func Evaluate(preds []Prediction, y []int32, classes int) (acc, auc, logLoss flo
 	return float64(correct) / n, auc, logLoss / n
 }
 
-// WritePredictions writes predictions.csv atomically: id, label (in the
-// data's own label values), and one probability column per class.
-func WritePredictions(path string, ids []string, preds []Prediction, labels *LabelsSpec) error {
+// WritePredictions writes predictions.csv atomically, one line a row of
+// rows in the order of the data it was read from: id (the data's id, or,
+// for an alignment, the key as the label holder's file writes it, in that
+// file's order), label (the true label, in the data's own label values;
+// only when the data has labels), predicted (the predicted label) and
+// p_<label>, the probability of each class.
+func WritePredictions(path string, rows *LabelRows, preds []Prediction, labels *LabelsSpec) error {
+	ids, order := rows.IDs, make([]int, len(preds))
+	for i := range order {
+		order[i] = i
+	}
+	if rows.Keys != nil {
+		ids = rows.Keys
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rows.Source[a], rows.Source[b]) })
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -419,15 +528,24 @@ func WritePredictions(path string, ids []string, preds []Prediction, labels *Lab
 		return err
 	}
 	w := bufio.NewWriterSize(tmp, 1<<16)
-	w.WriteString("id,label")
+	w.WriteString("id")
+	if rows.Y != nil {
+		w.WriteString(",label")
+	}
+	w.WriteString(",predicted")
 	for c := range labels.Classes {
 		w.WriteString(",p_")
 		w.WriteString(csvField(labels.LabelText(c)))
 	}
 	w.WriteByte('\n')
 	var num []byte
-	for i, p := range preds {
+	for _, i := range order {
+		p := preds[i]
 		w.WriteString(csvField(ids[i]))
+		if rows.Y != nil {
+			w.WriteByte(',')
+			w.WriteString(csvField(labels.LabelText(int(rows.Y[i]))))
+		}
 		w.WriteByte(',')
 		w.WriteString(csvField(labels.LabelText(int(p.Class))))
 		for _, v := range p.Probs {

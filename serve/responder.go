@@ -56,18 +56,17 @@ type Responder struct {
 	k     int
 
 	// Handler state: one request at a time.
-	hmu     sync.Mutex
-	out     *chainOut // its answer chain (nil without keys); made at the first Subscribe
-	last    uint64
-	seq     uint64 // answers sent (without keys)
-	ids     [][]byte
-	rows    []uint32
-	outs    []float64
-	ans     Answer
-	buf     []byte
-	msg     broker.Message
-	unsent  bool // msg was chained but not published: send it first
-	allowed bool
+	hmu    sync.Mutex
+	out    *chainOut // its answer chain (nil without keys); made at the first Subscribe
+	last   uint64
+	seq    uint64 // answers sent (without keys)
+	ids    [][]byte
+	rows   []uint32
+	outs   []float64
+	ans    Answer
+	buf    []byte
+	msg    broker.Message
+	unsent bool // msg was chained but not published: send it first
 
 	requests, nids, unknown, refused atomic.Int64
 	mu                               sync.Mutex

@@ -128,7 +128,7 @@ func TestPredictMatchesDirectComputation(t *testing.T) {
 			dir := t.TempDir()
 			data, models := fixture(t, dir, tc.keys)
 			out := filepath.Join(dir, "predictions.csv")
-			m, err := serve.Predict(context.Background(), serve.PredictConfig{Models: models, Data: data, Out: out, Chunk: 7, Net: serve.NetConfig{Bus: tc.bus}, Log: zerolog.Nop()})
+			m, err := serve.Predict(context.Background(), serve.PredictConfig{Models: models, Data: data, Out: out, Chunk: 7, Net: serve.NetConfig{Bus: tc.bus}, TrustUnsigned: !tc.keys, Log: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,8 +150,15 @@ func TestPredictMatchesDirectComputation(t *testing.T) {
 			}
 			csv, _ := os.ReadFile(out)
 			lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
-			if len(lines) != 41 || lines[0] != "id,label,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[40], "39,") {
-				t.Errorf("predictions.csv: %q ... %q (%d lines)", lines[0], lines[len(lines)-1], len(lines))
+			if len(lines) != 41 || lines[0] != "id,label,predicted,p_-1,p_1" || !strings.HasPrefix(lines[1], "0,") || !strings.HasPrefix(lines[40], "39,") {
+				t.Fatalf("predictions.csv: %q ... %q (%d lines)", lines[0], lines[len(lines)-1], len(lines))
+			}
+			// label: the data's own label; predicted: the model's.
+			text := map[int32]string{0: "-1", 1: "1"}
+			for i := range 40 {
+				if want := fmt.Sprintf("%d,%s,%s,", i, text[m.Y[i]], text[classes[i]]); !strings.HasPrefix(lines[i+1], want) {
+					t.Errorf("predictions.csv line %d: %q, want %q...", i+2, lines[i+1], want)
+				}
 			}
 		})
 	}
@@ -233,7 +240,7 @@ func TestDataMismatch(t *testing.T) {
 	os.WriteFile(nan, []byte("+1 1:nan\n"), 0o644)
 	for _, path := range []string{wide, nan, filepath.Join(dir, "missing")} {
 		out := filepath.Join(dir, "p.csv")
-		if _, err := serve.Predict(context.Background(), serve.PredictConfig{Models: models, Data: path, Out: out, Net: serve.NetConfig{Bus: "memory"}, Log: zerolog.Nop()}); err == nil {
+		if _, err := serve.Predict(context.Background(), serve.PredictConfig{Models: models, Data: path, Out: out, Net: serve.NetConfig{Bus: "memory"}, TrustUnsigned: true, Log: zerolog.Nop()}); err == nil {
 			t.Errorf("%s: no error", path)
 		}
 		if _, err := os.Stat(out); err == nil {
@@ -265,7 +272,7 @@ func TestServiceOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, Probe: d.IDs[0], MaxIDs: 10})
+	svc := serve.NewService(serve.ServiceConfig{Scorer: d.Scorer, Labels: d.Set.Aggregator.Labels, Probe: d.IDs[0], MaxIDs: 10, InsecureNoAuth: true}) // the clients: TestServiceAuth
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	classes, p1 := reference(t, data)

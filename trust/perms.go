@@ -141,6 +141,10 @@ type Grant struct {
 	// Deny lists the publish subjects refused even if an allow entry
 	// matched (defence in depth against a too broad Extra).
 	Deny []string
+	// Auditor marks a roster's auditor: read-only, and on a broker
+	// configured by ConfigureServer a user of an account of its own
+	// (AuditAccount).
+	Auditor bool
 }
 
 // deniedAPI are JetStream API subjects no participant may use: they
@@ -257,8 +261,8 @@ func (r *Roster) Grants(pol BrokerPolicy) ([]Grant, error) {
 		// Read-only: the stream's info and its messages one by one
 		// (direct get, which needs no consumer and changes no state), its
 		// own inbox for the answers; nothing else.
-		g := Grant{ID: a.ID, PublicKey: a.PublicKey, InboxPrefix: InboxPrefix(r.Run, a.ID)}
-		g.Publish = []string{"$JS.API.INFO", "$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>"}
+		g := Grant{ID: a.ID, PublicKey: a.PublicKey, InboxPrefix: InboxPrefix(r.Run, a.ID), Auditor: true}
+		g.Publish = AuditorAPI(stream)
 		g.Subscribe = []string{g.InboxPrefix + ".>"}
 		g.Deny = slices.DeleteFunc(slices.Clone(deniedAPI), func(s string) bool { return s == "$JS.API.DIRECT.GET.>" })
 		g.Deny = append(g.Deny, "asyrevel.>")
@@ -322,6 +326,65 @@ func NkeyUsers(grants []Grant) []*server.NkeyUser {
 	}
 	return out
 }
+
+// AuditAccount is the account of a run's auditors on a broker configured
+// by ConfigureServer.
+const AuditAccount = "ASYREVEL_AUDIT"
+
+// AuditorAPI are the JetStream API subjects an auditor of stream may
+// use: the account's and the stream's info, and the stream's messages one
+// by one (direct get, which needs no consumer and changes no state).
+func AuditorAPI(stream string) []string {
+	return []string{"$JS.API.INFO", "$JS.API.STREAM.INFO." + stream, "$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>"}
+}
+
+// ConfigureServer sets the users of an embedded nats-server that serves
+// one run (server.Options; the run's stream is stream): the grants'
+// participants and the extra users (the broker's operator) are users of
+// the global account, which holds the run's stream, as NkeyUsers makes
+// them; each auditor is a user of an account of its own, AuditAccount,
+// which reaches the run's stream only through the auditor's API subjects
+// (AuditorAPI), imported from the global account. The server answers an
+// imported request in the importing account, at the reply subject the
+// request named, and the run's stream is not there: an auditor cannot
+// place a server's answer in the run's subjects (a participant's request
+// with a reply subject inside the run lands there, which no permission
+// can forbid: nats-server checks a publisher's subject, never its reply
+// subject). The server must give the global account JetStream once it
+// runs (broker.StartServer does, when accounts are configured).
+func ConfigureServer(o *server.Options, stream string, grants []Grant, extra ...*server.NkeyUser) error {
+	var auditors, others []Grant
+	for _, g := range grants {
+		if g.Auditor {
+			auditors = append(auditors, g)
+		} else {
+			others = append(others, g)
+		}
+	}
+	o.Nkeys = append(NkeyUsers(others), extra...)
+	if len(auditors) == 0 {
+		return nil
+	}
+	global, audit := server.NewAccount(globalAccount), server.NewAccount(AuditAccount)
+	for _, s := range AuditorAPI(stream) {
+		if err := global.AddServiceExport(s, []*server.Account{audit}); err != nil {
+			return fmt.Errorf("trust: the auditor's account: %w", err)
+		}
+		if err := audit.AddServiceImport(global, s, s); err != nil {
+			return fmt.Errorf("trust: the auditor's account: %w", err)
+		}
+	}
+	for _, u := range NkeyUsers(auditors) {
+		u.Account = audit
+		o.Nkeys = append(o.Nkeys, u)
+	}
+	o.Accounts = append(o.Accounts, global, audit)
+	return nil
+}
+
+// globalAccount is nats-server's global account, where users without an
+// account are.
+const globalAccount = "$G"
 
 // AuthorizationBlock is the authorization block of a stock nats-server
 // configuration file that gives the same users and permissions as
@@ -437,18 +500,23 @@ func RunPolicy(r *Roster, aggregatorCreates bool) BrokerPolicy {
 }
 
 // OperatorUser is the broker user of whoever runs the broker for a run
-// (asyrevel train, asyrevel broker): it creates the run's stream and reads
-// its counts, and nothing else: it may neither publish on the run's
-// subjects nor read them, nor delete, purge or update the stream.
+// (asyrevel train, asyrevel broker): it creates the run's stream, reads
+// its counts and its messages one by one (direct get: to see the final
+// seal), and seals it once the run is over (a stream update, which only
+// the broker's owner may make: an update could also shorten the log, and
+// the owner holds the store's files anyway). It may neither publish on the
+// run's subjects nor subscribe to them, nor delete or purge the stream.
 func OperatorUser(run, publicKey string) *server.NkeyUser {
 	stream := StreamName(run)
+	allow := []string{"$JS.API.INFO", "$JS.API.STREAM.CREATE." + stream, "$JS.API.STREAM.INFO." + stream, "$JS.API.STREAM.UPDATE." + stream,
+		"$JS.API.DIRECT.GET." + stream, "$JS.API.DIRECT.GET." + stream + ".>"}
+	deny := slices.DeleteFunc(slices.Clone(deniedAPI), func(s string) bool {
+		return s == "$JS.API.STREAM.UPDATE.>" || s == "$JS.API.DIRECT.GET.>"
+	})
 	return &server.NkeyUser{
 		Nkey: publicKey,
 		Permissions: &server.Permissions{
-			Publish: &server.SubjectPermission{
-				Allow: []string{"$JS.API.INFO", "$JS.API.STREAM.CREATE." + stream, "$JS.API.STREAM.INFO." + stream},
-				Deny:  slices.Clone(deniedAPI),
-			},
+			Publish:   &server.SubjectPermission{Allow: allow, Deny: append(deny, "asyrevel.>")},
 			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(run, OperatorID) + ".>"}},
 		},
 	}

@@ -1,164 +1,154 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+// labOnly are what the production binary must not ship: the experiments
+// and the rogue client (asyrevel-lab's), the WAN proxy and what it drags in
+// (Toxiproxy, gorilla/mux, tomb.v1, the deprecated golang/protobuf).
+var labOnly = []string{
+	"github.com/asyrevel/asyrevel/experiment",
+	"github.com/asyrevel/asyrevel/adversary",
+	"github.com/asyrevel/asyrevel/internal/wan",
+	"github.com/Shopify/toxiproxy",
+	"github.com/gorilla/",
+	"gopkg.in/tomb",
+	"github.com/golang/protobuf",
+}
+
+// deps lists the packages pkg imports, each with its module and version.
+func deps(t *testing.T, pkg string) []string {
 	t.Helper()
-	var o, e bytes.Buffer
-	code = execute(context.Background(), args, &o, &e)
-	return code, o.String(), e.String()
-}
-
-// readSummary decodes out/summary.json into v and returns its bytes (for
-// failure messages).
-func readSummary(out string, v any) ([]byte, error) {
-	raw, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{with .Module}}{{.Path}}@{{.Version}}{{end}}", pkg).Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, ee.Stderr)
+	}
 	if err != nil {
-		return nil, err
+		t.Skipf("no go command: %v", err)
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return raw, fmt.Errorf("summary.json: %w", err)
-	}
-	return raw, nil
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
-func TestUsageErrors(t *testing.T) {
-	cases := []struct {
-		args []string
-		code int
-		want string
-	}{
-		{nil, 2, "Usage"},
-		{[]string{"frobnicate"}, 2, "unknown command"},
-		{[]string{"train"}, 2, "--data is required"},
-		{[]string{"train", "--data", "synthetic", "--parties", "0"}, 2, "parties"},
-		{[]string{"train", "--data", "synthetic", "--algo", "sgd"}, 2, "available"},
-		{[]string{"train", "--data", "synthetic", "--bogus"}, 2, "bogus"},
-		{[]string{"train", "--data", "synthetic:n=abc"}, 2, "synthetic"},
-		{[]string{"train", "--data", "/nonexistent/file", "--duration", "1s"}, 1, "nonexistent"},
-		{[]string{"party", "--data", "synthetic"}, 2, "--nats"},
-		{[]string{"train", "--data", "synthetic", "--parties", "2", "--steps", "5", "--run", "r", "--resume"}, 2, "needs the run's keys"},
-		{[]string{"data", "inspect"}, 2, "PATH"},
-		{[]string{"experiment", "nope"}, 2, "unknown experiment"},
-		{[]string{"train", "--data", "synthetic", "--algo", "tig", "--model", "external", "--model-cmd", "x"}, 2, "black box"},
-		{[]string{"train", "--data", "synthetic", "--algo", "nonf", "--parties", "3"}, 2, "--parties 1"},
-		{[]string{"train", "--data", "synthetic", "--algo", "synrevel-gau", "--window", "4"}, 2, "--window 1"},
-		{[]string{"train", "--data", "synthetic", "--straggler", "2"}, 2, "PARTY:FACTOR"},
-		{[]string{"experiment", "fig3", "--sets", "nope"}, 2, "available"},
-		{[]string{"experiment", "fig4", "--qs", "0"}, 2, "positive"},
-		{[]string{"experiment", "table4", "extra"}, 2, "unexpected argument"},
-		{[]string{"help"}, 0, "asyrevel train"},
+// labGear returns the lines of deps that are lab gear, or Prometheus's
+// client_golang at v1.13 (Toxiproxy's).
+func labGear(deps []string) []string {
+	var bad []string
+	for _, d := range deps {
+		pkg, mod, _ := strings.Cut(d, " ")
+		for _, l := range labOnly {
+			if strings.HasPrefix(pkg, l) {
+				bad = append(bad, d)
+			}
+		}
+		if strings.HasPrefix(mod, "github.com/prometheus/client_golang@v1.13.") {
+			bad = append(bad, d)
+		}
 	}
-	for _, tc := range cases {
-		code, out, errOut := runCLI(t, tc.args...)
-		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
-			t.Errorf("%v: exit %d, want %d; output %q does not mention %q", tc.args, code, tc.code, out+errOut, tc.want)
+	return bad
+}
+
+// The production binary ships what users run: no experiment, no rogue
+// client, no WAN proxy and none of its dependencies.
+func TestProductionDeps(t *testing.T) {
+	if bad := labGear(deps(t, ".")); len(bad) > 0 {
+		t.Errorf("asyrevel imports lab gear (it belongs in cmd/asyrevel-lab):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// The check finds lab gear where it is: asyrevel-lab imports it (the
+// deprecated golang/protobuf came with an old client_golang, which the
+// module no longer has at all).
+func TestLabDepsFound(t *testing.T) {
+	bad := strings.Join(labGear(deps(t, "../asyrevel-lab")), "\n")
+	for _, l := range labOnly {
+		if l == "github.com/golang/protobuf" {
+			continue
+		}
+		if !strings.Contains(bad, l) {
+			t.Errorf("asyrevel-lab's dependencies: %s not found", l)
 		}
 	}
 }
 
-func TestTrainWritesOutputs(t *testing.T) {
-	out := t.TempDir()
-	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=3000,d=16,test=500,noise=0.02", "--parties", "4",
-		"--batch", "16", "--window", "2", "--epochs", "20", "--out", out, "--log", "warn")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+// buildTo builds the main package pkg as dir/name.
+func buildTo(t *testing.T, pkg, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
-	if !strings.Contains(stdout, "test accuracy") || !strings.Contains(stdout, filepath.Join(out, "curve.png")) {
-		t.Fatalf("report lacks the accuracy or the plot: %s", stdout)
+	return p
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	raw, err := os.ReadFile(src)
+	if err == nil {
+		err = os.WriteFile(dst, raw, 0o755)
 	}
-	var s map[string]any
-	if _, err := readSummary(out, &s); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"algo", "dataset", "parties", "steps", "wall_seconds", "train_loss", "test_accuracy",
-		"messages_up", "messages_down", "bytes_up", "bytes_down", "max_staleness"} {
-		if _, ok := s[k]; !ok {
-			t.Errorf("summary.json lacks %q", k)
-		}
-	}
-	csv, err := os.ReadFile(filepath.Join(out, "curve.csv"))
-	if err != nil || !strings.HasPrefix(string(csv), "seconds,steps,train_loss,test_accuracy") {
-		t.Fatalf("curve.csv: %v %q", err, csv)
-	}
 }
 
-// TestSeparateProcesses runs a broker, an aggregator and three parties as
-// separate processes of the real binary, talking over TCP loopback.
-func TestSeparateProcesses(t *testing.T) {
+// "asyrevel experiment ..." hands over to asyrevel-lab beside it, else on
+// PATH, with the same arguments and its exit status; without it, asyrevel
+// exits 2 and says how to get it.
+func TestExperimentHandOver(t *testing.T) {
 	if testing.Short() {
-		t.Skip("short")
+		t.Skip("short: builds both binaries")
 	}
-	bin := filepath.Join(t.TempDir(), "asyrevel")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Skipf("cannot build the binary: %v\n%s", err, out)
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("no go command: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	broker := exec.CommandContext(ctx, bin, "broker", "--store", t.TempDir(), "--port", "0")
-	stdout, _ := broker.StdoutPipe()
-	if err := broker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { broker.Process.Signal(os.Interrupt); broker.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(line)
-	if len(f) < 4 || !strings.HasPrefix(f[3], "nats://") {
-		t.Fatalf("broker said %q", line)
-	}
-	url := f[3]
-	common := []string{"--nats", url, "--run", "procs", "--privacy", "off", "--parties", "3", "--data", "synthetic:n=3000,d=12,test=500,noise=0.02",
-		"--batch", "16", "--log", "warn", "--checkpoint-dir", t.TempDir()}
-	var parties []*exec.Cmd
-	for _, id := range []string{"1", "2", "3"} {
-		p := exec.CommandContext(ctx, bin, append([]string{"party", "--id", id, "--window", "2"}, common...)...)
-		p.Stderr = os.Stderr
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
+	built := t.TempDir()
+	prod := buildTo(t, ".", built, "asyrevel")
+	labBin := buildTo(t, "../asyrevel-lab", built, "asyrevel-lab")
+
+	beside, alone, onPath, empty := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	copyFile(t, prod, filepath.Join(beside, "asyrevel"))
+	copyFile(t, labBin, filepath.Join(beside, "asyrevel-lab"))
+	copyFile(t, prod, filepath.Join(alone, "asyrevel"))
+	copyFile(t, labBin, filepath.Join(onPath, "asyrevel-lab"))
+
+	run := func(binary, path string, args ...string) (int, string, string) {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), "PATH="+path)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("%s %v: %v", binary, args, err)
 		}
-		parties = append(parties, p)
+		return cmd.ProcessState.ExitCode(), o.String(), e.String()
 	}
-	out := t.TempDir()
-	agg := exec.CommandContext(ctx, bin, append([]string{"aggregator", "--epochs", "15", "--out", out}, common...)...)
-	res, err := agg.CombinedOutput()
-	if err != nil {
-		t.Fatalf("aggregator: %v\n%s", err, res)
-	}
-	for _, p := range parties {
-		if err := p.Wait(); err != nil {
-			t.Errorf("party: %v", err)
+	for _, tc := range []struct {
+		name, binary, path string
+	}{
+		{"beside", filepath.Join(beside, "asyrevel"), empty},
+		{"on PATH", filepath.Join(alone, "asyrevel"), onPath},
+	} {
+		code, out, errOut := run(tc.binary, tc.path, "experiment", "central", "-h")
+		if code != 0 || !strings.Contains(errOut, "Usage: asyrevel experiment central") {
+			t.Errorf("%s: experiment central -h: exit %d: %s%s", tc.name, code, out, errOut)
+		}
+		code, out, errOut = run(tc.binary, tc.path, "experiment", "fig")
+		if code != 2 || !strings.Contains(errOut, `did you mean "fig3"?`) {
+			t.Errorf("%s: experiment fig: exit %d, want asyrevel-lab's 2 and its suggestion: %s%s", tc.name, code, out, errOut)
 		}
 	}
-	var s struct {
-		Acc    float64 `json:"test_accuracy"`
-		Steps  int64   `json:"steps"`
-		Stream struct {
-			Out   int64 `json:"out"`
-			Reply int64 `json:"reply"`
-		} `json:"stream"`
-		Outputs int64 `json:"outputs"`
-		Replies int64 `json:"replies"`
-	}
-	if _, err := readSummary(out, &s); err != nil {
-		t.Fatalf("summary: %v\n%s", err, res)
-	}
-	t.Logf("%s", res)
-	if s.Acc < 0.9 || s.Steps == 0 || s.Stream.Out != s.Outputs || s.Stream.Reply != s.Replies {
-		t.Fatalf("separate processes: %+v", s)
+	code, out, errOut := run(filepath.Join(alone, "asyrevel"), empty, "experiment", "central", "--data", "synthetic")
+	if code != 2 || !strings.Contains(errOut, "asyrevel-lab") || !strings.Contains(errOut, "make lab") {
+		t.Errorf("without asyrevel-lab: exit %d, want 2 and how to get it: %s%s", code, out, errOut)
 	}
 }

@@ -111,6 +111,9 @@ func TestSimulateTiming(t *testing.T) {
 // The simulation learns: the objective falls to within reach of the
 // centralised optimum, and a target stops it.
 func TestSimulateLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: simulations to convergence")
+	}
 	for _, sync := range []bool{false, true} {
 		cfg, sim := simData(t, 4)
 		cfg.Sync = sync
@@ -147,6 +150,9 @@ func TestSimulateCancelled(t *testing.T) {
 // relative EvalGrowth at every scale; the objective at each point is the
 // same as with even spacing at that time (evaluation changes nothing).
 func TestSimulateEvalGrowth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short: a long simulation")
+	}
 	cfg, sim := simData(t, 2)
 	cfg.StepCost = func(m int) float64 { return 0.001 }
 	cfg.Budget, cfg.EvalEvery, cfg.EvalGrowth = 20, 0.01, 0.05

@@ -1,0 +1,73 @@
+package aggregator
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+
+	"github.com/asyrevel/asyrevel/schemas"
+)
+
+// A party joins in three messages, so that a hello left in the log by a
+// process that has died since is not a join (nor its initial pass):
+//
+//  1. the party's first hello asks to be called (Hello.Call =
+//     schemas.CallAsked);
+//  2. the aggregator answers it with a call (CtlCall) addressed to that
+//     hello, carrying a nonce drawn when the aggregator was made;
+//  3. the party answers with a hello that carries the nonce, then sends
+//     its initial pass. Only that hello admits the party.
+//
+// A dead process never answers a call made after it died, and a hello
+// that answers another aggregator's call is stale. A hello of an earlier
+// revision (Call "") knows no call: it is admitted as it is.
+
+// errStaleJoin marks what a process that is not (or no longer) joining
+// sent: a hello answering another aggregator's call, an initial pass of a
+// party not admitted. It is skipped without counting as a rejection: an
+// earlier attempt's messages are no attack.
+var errStaleJoin = errors.New("from an earlier attempt to join")
+
+// newCallNonce draws an aggregator's call nonce: 16 random bytes,
+// base64url. It does not draw from the aggregator's seeded generator,
+// which re-execution replays.
+func newCallNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// call answers party m's hello seq with the aggregator's call (a.mu
+// held).
+func (a *Aggregator) call(m int, seq uint64) {
+	a.called[m] = seq
+	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version, Party: uint16(m)}, Op: schemas.CtlCall,
+		Round: uint32(seq), Reason: a.nonce}
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
+}
+
+// answersCall decides what party m's hello h (valid, fitting the run, in
+// sequence) does (a.mu held): admit is true for a hello that answers this
+// aggregator's call, or of an earlier revision; a hello that asks to be
+// called is called; one that answers another aggregator's call is
+// errStaleJoin. A replayer takes the first call answered in the log as
+// its own.
+func (a *Aggregator) answersCall(m int, h *schemas.Hello) (admit bool, err error) {
+	switch {
+	case h.Call == "":
+		a.cfg.Log.Info().Int("party", m).Msg("party runs an earlier revision that answers no call: admitted by its hello alone")
+		return true, nil
+	case h.Call == schemas.CallAsked:
+		if a.phase == joining {
+			a.call(m, h.Seq)
+		}
+		return false, nil
+	case a.adoptCall && a.nonce == "":
+		a.nonce = h.Call
+	}
+	if h.Call != a.nonce {
+		a.cfg.Log.Info().Int("party", m).Uint64("hello", h.Seq).Msg("a hello answering another aggregator's call (an earlier attempt's): not a join")
+		return false, errStaleJoin
+	}
+	return true, nil
+}
