@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/internal/cli"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -169,20 +170,6 @@ func newGoalFlags(fs *flag.FlagSet) *goalFlags {
 	return g
 }
 
-// goalTrainConfig parses `asyrevel train` arguments into the run's
-// configuration as the command does.
-func goalTrainConfig(args []string) (run.Config, error) {
-	fs := newFlagSet("train", "", io.Discard)
-	f := newTrainFlags(fs, roleTrain)
-	if err := f.parse(fs, args, io.Discard); err != nil {
-		return run.Config{}, err
-	}
-	if err := f.needBudget(); err != nil {
-		return run.Config{}, err
-	}
-	return f.cfg, nil
-}
-
 // expPrivacyGoal runs experiment privacy --goal.
 func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalFlags, setsFlag string, seeds, attacker, aux int,
 	log zerolog.Logger, stdout io.Writer) error {
@@ -197,7 +184,7 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cfg := experiment.GoalConfig{Build: goalTrainConfig, Split: func(args []string) error { return cmdDataSplit(args, io.Discard, io.Discard) },
+	cfg := experiment.GoalConfig{Build: cli.TrainConfig, Split: func(args []string) error { return cli.DataSplit(args, io.Discard, io.Discard) },
 		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
 		Store: tmp, Log: log}
 	if f.quick {

@@ -10,33 +10,6 @@ import (
 	"testing"
 )
 
-// The curious aggregator's feature inference reads a label-free run's log
-// (the default privacy): its parties send their codes and no request, and
-// the attack reads the codes; a label attack says that there is nothing
-// to read instead of failing obscurely.
-func TestAttackFeatureLabelFreeCLI(t *testing.T) {
-	out := t.TempDir()
-	data := "synthetic:n=1200,d=12,test=200,noise=0.02"
-	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--epochs", "5", "--run", "lf",
-		"--out", out, "--log", "warn")
-	if code != 0 {
-		t.Fatalf("train: exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(stdout, "label-free") {
-		t.Fatalf("the default privacy did not choose the label-free profile: %s", stdout)
-	}
-	store, at := filepath.Join(out, "stream"), t.TempDir()
-	code, stdout, stderr = runCLI(t, "attack", "feature", "--store", store, "--run", "lf", "--as", "0", "--target", "2",
-		"--aux", "50", "--truth", data, "--out", at)
-	if code != 0 || !strings.Contains(stdout, "R squared") {
-		t.Errorf("feature on a label-free log: exit %d: %s %s", code, stdout, stderr)
-	}
-	code, _, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "lf", "--as", "2", "--truth", data, "--out", at)
-	if code == 0 || !strings.Contains(stderr, "sent no requests") {
-		t.Errorf("a label attack on a label-free log: exit %d: %s", code, stderr)
-	}
-}
-
 // experiment privacy --goal --quick end to end: real runs over the
 // embedded broker (a small table split as a user splits one, a binary set
 // with asyrevel-gau and nonf, a 10-class set with the paper's network),
