@@ -118,8 +118,11 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 		{Name: "dp-auc0.6", About: "mean-b64, clip 1e-2, noise 6.3x, head noise 8x (head lr 0.005), per-party budget at AUC 0.6", Apply: mdp(6.3, 8, 0.005, 0.6)},
 		{Name: "rr-eps3", About: "randomised response, epsilon 3 (keeps 69% of the labels)", Apply: rr(3)},
 		{Name: "rr-eps4", About: "randomised response, epsilon 4 (keeps 86%)", Apply: rr(4)},
-		{Name: "auc0.6", About: "--privacy auc=0.6's multiclass profile: first-order head (inputs clipped to norm 2, noised), " +
-			"batch means clipped to 5 mu over batches of 512, per-label budget at AUC 0.6", Apply: func(c *run.Config) { c.Privacy = "auc=0.6" }},
+		// The budget defense, which --privacy auc=0.6 chose before the
+		// label-free profile: without profile=budget the switch now picks
+		// the label-free profile, and the row would measure that instead.
+		{Name: "auc0.6", About: "--privacy auc=0.6,profile=budget (the multiclass budget profile): first-order head (inputs clipped to norm 2, noised), " +
+			"batch means clipped to 5 mu over batches of 512, per-label budget at AUC 0.6", Apply: func(c *run.Config) { c.Privacy = BudgetPrivacy }},
 	}
 	if quick {
 		keep := func(s []PrivacySetting, names ...string) []PrivacySetting {

@@ -36,6 +36,11 @@ const GoalLengthNone = "none"
 // flag (run.DefaultPrivacy applies, as for a user).
 const PrivacyDefault = "default"
 
+// BudgetPrivacy is the budget defense at the default's bound: the profile
+// --privacy auc=0.6 chose before the label-free one, which it chooses now
+// wherever it can.
+const BudgetPrivacy = "auc=0.6,profile=budget"
+
 // GoalRun is one configuration of the goal rows: the commands that make
 // its data (the small tables) and train it.
 type GoalRun struct {
@@ -142,7 +147,7 @@ func GoalPlan(o GoalPlanOptions) ([]GoalRun, error) {
 	privs := func(extra bool) []string {
 		p := []string{PrivacyDefault, "off"}
 		if extra && o.Budget {
-			p = append(p, "auc=0.6,profile=budget")
+			p = append(p, BudgetPrivacy)
 		}
 		return p
 	}
@@ -192,7 +197,7 @@ func GoalPlan(o GoalPlanOptions) ([]GoalRun, error) {
 					}
 					for _, p := range privs(algo == "asyrevel-gau" && l == "20s") {
 						out = append(out, GoalRun{Set: set, Length: l, Algo: algo, Privacy: p, Seed: 1, Train: withPrivacy(args, p),
-							Show: o.Data.Show, Feature: algo == "asyrevel-gau" && l == "20s" && p != "auc=0.6,profile=budget"})
+							Show: o.Data.Show, Feature: algo == "asyrevel-gau" && l == "20s" && p != BudgetPrivacy})
 					}
 				}
 			}
@@ -212,7 +217,7 @@ func GoalPlan(o GoalPlanOptions) ([]GoalRun, error) {
 				args := []string{"--data", dir, "--parties", "8", "--model", "mlp", "--algo", "asyrevel-gau", "--duration", l}
 				for _, p := range privs(set == "mnist" && l == "90s") {
 					out = append(out, GoalRun{Set: set, Length: l, Algo: "asyrevel-gau", Privacy: p, Seed: 1, Train: withPrivacy(args, p),
-						Show: o.Data.Show, Feature: set == "mnist" && l == "90s" && p != "auc=0.6,profile=budget"})
+						Show: o.Data.Show, Feature: set == "mnist" && l == "90s" && p != BudgetPrivacy})
 				}
 			}
 		}
