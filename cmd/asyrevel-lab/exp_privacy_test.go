@@ -69,7 +69,7 @@ func TestExperimentPrivacyGoalQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Private by default", "### Against the goal", "every defended run's bound at most 0.6", "syn-table | until it stops",
+	for _, want := range []string{"## Defended runs that learn", "### Against the goal", "every defended run's bound at most 0.6", "syn-table | until it stops",
 		"none: no reply to read", "### The curious aggregator's feature inference"} {
 		if !strings.Contains(string(rep), want) {
 			t.Errorf("the report lacks %q", want)

@@ -19,6 +19,11 @@ const (
 	goalCommand     = "asyrevel experiment privacy --goal"
 )
 
+// GoalTitle is the goal rows' section heading: README.md links to it as
+// REPORT.md#defended-runs-that-learn (issue 31's title), so a new title
+// breaks that link (TestReportLinks).
+const GoalTitle = "Defended runs that learn"
+
 // goalMinAcc are issue 31's accuracy floors for the default privacy, by
 // set and length (a small table's applies to every seed).
 var goalMinAcc = map[[2]string]float64{
@@ -164,6 +169,7 @@ func goalBody(g *gen) (string, error) {
 	}
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("Issue 31's goal rows: the default privacy against `--privacy off`. ")
 	p("Each row is one `asyrevel train` run as a user types it (the `command` column of `%s`; `data/` is the folder of ", goalFile)
 	p("`asyrevel data fetch`, the small tables are scikit-learn's CSV files, split by `asyrevel data split` with the seed given), ")
 	p("with the default privacy (no `--privacy` flag: `auc=0.6`, whose profile the run chose) and with `--privacy off` (the paper's algorithm and wire ")
@@ -276,6 +282,20 @@ func goalBody(g *gen) (string, error) {
 	}
 	if len(missing) > 0 {
 		p("\nNot measured yet: %s.\n", list(missing))
+	}
+	// A default row without its --privacy off beside it: the goals that
+	// compare with off cannot say; the table's "vs off" is "-".
+	var alone []string
+	for _, gr := range groups {
+		if gr.privacy != "default" {
+			continue
+		}
+		if _, ok := find(gr.set, gr.length, gr.algo, "off"); !ok {
+			alone = append(alone, fmt.Sprintf("%s %s %s", gr.set, lengthText(gr.length), gr.algo))
+		}
+	}
+	if len(alone) > 0 {
+		p("\nWith no `--privacy off` run beside the default's: %s.\n", list(alone))
 	}
 	for _, a := range above {
 		p("\n- ⚑ %s.", a)
