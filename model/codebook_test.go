@@ -181,3 +181,22 @@ func TestEmbedProbabilitiesMatchLoss(t *testing.T) {
 		t.Fatal("IsCode accepts a value that is not a code, or refuses one that is")
 	}
 }
+
+// The embed head's parameter count, as serve counts it for a model file
+// without building the head, is NumParams.
+func TestEmbedNumParamsFormula(t *testing.T) {
+	for _, c := range [][5]int{{3, 4, 2, 0, 5}, {8, 173, 16, 128, 10}, {1, 2, 1, 3, 2}} {
+		in, codes, dim, hidden, out := c[0], c[1], c[2], c[3], c[4]
+		width := in * dim
+		if hidden > 0 {
+			width = hidden
+		}
+		n := in*codes*dim + out*width + out
+		if hidden > 0 {
+			n += hidden*in*dim + hidden
+		}
+		if got := NewEmbed(in, codes, dim, hidden, out).NumParams(); got != n {
+			t.Errorf("%v: NumParams %d, the formula %d", c, got, n)
+		}
+	}
+}

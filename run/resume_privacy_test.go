@@ -34,15 +34,18 @@ func TestResumeAggregatorBatches(t *testing.T) {
 		minAcc float64 // the softmax profile is tuned for the MLP on MNIST, not this linear model (chance 0.25)
 		set    func(c *Config)
 	}{
+		// Both on 40000 rows: the runs stop once the budget is spent (a
+		// few thousand steps on 4000 rows, under the 1.2 s before the
+		// interrupt on a fast machine); ten times the rows keep it far.
 		{"binary", 0.7, func(c *Config) {
-			c.Synthetic = small()
+			c.Synthetic = &dataset.SyntheticConfig{Samples: 40000, TestSamples: 1000, Features: 24, Classes: 2, Noise: 0.02, Seed: 3}
 			c.NoBias = true
 			c.Defense = DefenseConfig{Reply: "mean", MinBatch: 32, MaxPerturb: c.Mu, NoiseMultiplier: 12, DPAUC: 0.6, DrawBatches: true}
 		}},
 		// 0.48 to 0.52 on a quiet machine; 0.396 once in CI under load
 		// (fewer steps in the 3 s): 0.35 still tells learning from chance.
 		{"softmax profile", 0.35, func(c *Config) {
-			c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 1000, Features: 24, Classes: 4, Noise: 0.02, Seed: 3}
+			c.Synthetic = &dataset.SyntheticConfig{Samples: 40000, TestSamples: 1000, Features: 24, Classes: 4, Noise: 0.02, Seed: 3}
 			c.Privacy = "auc=0.6,profile=budget"
 			c.Batch = 128
 			c.Explicit = map[string]bool{"batch": true}

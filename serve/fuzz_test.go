@@ -21,6 +21,23 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(Magic))
 	f.Add(b[:len(b)/2])
+	// The label-free profile's kinds: a codebook party and an embed head
+	// (a hostile file must not make Check build a huge head).
+	for _, g := range []*File{
+		{Run: "r", Role: RoleParty, Party: 1, Parties: 2, Kind: KindCodebook, In: 2, Out: 1, K: 1, Codes: 2, Params: []float64{0, 1, 1, 0},
+			Read: ReadSpec{Format: dataset.FormatLIBSVM, Features: 4}, Columns: &Columns{Lo: 0, Hi: 2}},
+		{Run: "r", Role: RoleAggregator, Parties: 2, Kind: KindEmbed, In: 2, Out: 2, K: 1, Codes: 2, EmbedDim: 1, Params: make([]float64, 2*2*1+2*2+2),
+			Read: ReadSpec{Format: dataset.FormatLIBSVM, Features: 4}, Labels: &LabelsSpec{Classes: 2, Values: []float64{0, 1}}},
+	} {
+		if err := g.Check(); err != nil {
+			f.Fatal(err)
+		}
+		b, err := g.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Unmarshal(data)
 		if err != nil {

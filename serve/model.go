@@ -328,10 +328,25 @@ func (f *File) numParams() (int, error) {
 		}
 		return f.Codes * f.In, nil
 	case KindEmbed:
-		if f.Codes < 1 || f.Codes > 1<<16 || f.EmbedDim < 1 || f.EmbedDim > 1<<10 || f.Hidden < 0 || f.Hidden > 1<<14 {
-			return 0, fmt.Errorf("%w: embed head of %d codes, width %d, %d hidden units", ErrFormat, f.Codes, f.EmbedDim, f.Hidden)
+		if f.Codes < 1 || f.Codes > 1<<16 || f.EmbedDim < 1 || f.EmbedDim > 1<<10 || f.Hidden < 0 || f.Hidden > 1<<14 || f.In > 1<<16 {
+			return 0, fmt.Errorf("%w: embed head of %d inputs of %d codes, width %d, %d hidden units", ErrFormat, f.In, f.Codes, f.EmbedDim, f.Hidden)
 		}
-		return model.NewEmbed(f.In, f.Codes, f.EmbedDim, f.Hidden, f.Out).NumParams(), nil
+		// Counted, not built: a head of these shapes holds scratch space
+		// of In*EmbedDim values, which a hostile file must not make us
+		// allocate before its parameters are seen to match.
+		in, codes, dim, hidden, out := int64(f.In), int64(f.Codes), int64(f.EmbedDim), int64(f.Hidden), int64(f.Out)
+		width := in * dim
+		if hidden > 0 {
+			width = hidden
+		}
+		n := in*codes*dim + out*width + out
+		if hidden > 0 {
+			n += hidden*in*dim + hidden
+		}
+		if n > 1<<31 {
+			return 0, fmt.Errorf("%w: an embed head of %d parameters", ErrFormat, n)
+		}
+		return int(n), nil
 	}
 	return 0, fmt.Errorf("%w: unknown model kind %q", ErrFormat, f.Kind)
 }
