@@ -29,14 +29,14 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"test accuracy and privacy accounting of every run. Writes results/privacy.csv,\n"+
 		"privacy.png (attack AUC against accuracy) and REPORT-privacy.md.\n\n"+
 		"With --goal, the default privacy against --privacy off as a user runs them: each\n"+
-		"row is one `asyrevel train` command (scikit-learn's breast cancer and wine split\n"+
+		"row is one asyrevel train command (scikit-learn's breast cancer and wine split\n"+
 		"over 3 parties, 5 seeds, no length; a9a, 8 parties, 10 s, 20 s, 60 s and no length\n"+
 		"for each algorithm the switch defends; MNIST and Fashion-MNIST with make run's\n"+
 		"command at 90 s and 15 min), its privacy.json bound, the strongest label attacks\n"+
 		"of a passive and an active party read from its log, and the curious aggregator's\n"+
 		"feature inference on MNIST 90 s and a9a 20 s. Writes privacy-goal.csv and\n"+
 		"privacy-goal-feature.csv (a row run again replaces its earlier one) and the\n"+
-		"report's section on them.", stderr)
+		"report's section on them (Defended runs that learn).", stderr)
 	f := newExpFlags(fs)
 	setsFlag := fs.String("sets", "a9a,mnist", "data sets: a9a, mnist, fashion-mnist")
 	netEpochs := fs.Float64("net-epochs", 3, "passes over the training set per party on MNIST and Fashion-MNIST; other than 3,\nthe sets are named with it (mnist-8ep) and run the networks' settings (paper,\nmean-b256, auc0.6) with the paper's network (--model mlp; at 3, linear parties)")
