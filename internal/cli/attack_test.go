@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The curious aggregator's feature inference reads a label-free run's log
@@ -30,5 +32,19 @@ func TestAttackFeatureLabelFreeCLI(t *testing.T) {
 	code, _, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "lf", "--as", "2", "--truth", data, "--out", at)
 	if code == 0 || !strings.Contains(stderr, "sent no requests") {
 		t.Errorf("a label attack on a label-free log: exit %d: %s", code, stderr)
+	}
+}
+
+// TrainConfig is asyrevel train's parser for the lab's goal rows: the
+// flags as the command reads them, a usage error as the command's.
+func TestLabTrainConfig(t *testing.T) {
+	c, err := TrainConfig([]string{"--data", "synthetic:n=100", "--parties", "3", "--duration", "20s", "--privacy", "off"})
+	if err != nil || c.Parties != 3 || c.Duration != 20*time.Second || c.Privacy != "off" {
+		t.Errorf("parties %d, duration %v, privacy %q: %v", c.Parties, c.Duration, c.Privacy, err)
+	}
+	for _, bad := range [][]string{{"--data", "synthetic:n=100", "--patience", "-1"}, {"--no-such-flag"}} {
+		if _, err := TrainConfig(bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
 	}
 }
