@@ -85,11 +85,6 @@ func (g GoalRun) Command() string {
 	return c
 }
 
-// key identifies a goal row in the CSV.
-func (g GoalRun) key() string {
-	return strings.Join([]string{g.Set, g.Length, g.Algo, g.Privacy, strconv.FormatUint(g.Seed, 10)}, "|")
-}
-
 // GoalData are the files of the goal rows' sets ("" leaves a set out).
 type GoalData struct {
 	A9A, A9ATest        string // LIBSVM files

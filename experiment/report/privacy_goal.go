@@ -45,8 +45,6 @@ type goalGroup struct {
 	rows                       []int
 }
 
-func (g goalGroup) key() [4]string { return [4]string{g.set, g.length, g.algo, g.privacy} }
-
 func goalGroups(t *table) []goalGroup {
 	var out []goalGroup
 	idx := map[[4]string]int{}
