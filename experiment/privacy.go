@@ -118,8 +118,11 @@ func DefaultPrivacySettings(quick bool) map[string][]PrivacySetting {
 		{Name: "dp-auc0.6", About: "mean-b64, clip 1e-2, noise 6.3x, head noise 8x (head lr 0.005), per-party budget at AUC 0.6", Apply: mdp(6.3, 8, 0.005, 0.6)},
 		{Name: "rr-eps3", About: "randomised response, epsilon 3 (keeps 69% of the labels)", Apply: rr(3)},
 		{Name: "rr-eps4", About: "randomised response, epsilon 4 (keeps 86%)", Apply: rr(4)},
-		{Name: "auc0.6", About: "--privacy auc=0.6's multiclass profile: first-order head (inputs clipped to norm 2, noised), " +
-			"batch means clipped to 5 mu over batches of 512, per-label budget at AUC 0.6", Apply: func(c *run.Config) { c.Privacy = "auc=0.6" }},
+		// The budget defense, which --privacy auc=0.6 chose before the
+		// label-free profile: without profile=budget the switch now picks
+		// the label-free profile, and the row would measure that instead.
+		{Name: "auc0.6", About: "--privacy auc=0.6,profile=budget (the multiclass budget profile): first-order head (inputs clipped to norm 2, noised), " +
+			"batch means clipped to 5 mu over batches of 512, per-label budget at AUC 0.6", Apply: func(c *run.Config) { c.Privacy = BudgetPrivacy }},
 	}
 	if quick {
 		keep := func(s []PrivacySetting, names ...string) []PrivacySetting {
@@ -255,87 +258,10 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		return nil, err
 	}
 	defer l.Close()
-	v, err := privacy.ReadView(ctx, l, cfg.Attacker)
+	rows, err := labelAttacks(ctx, labelTarget{log: l, summary: s, labels: data.TrainY, classes: data.Classes,
+		attacker: cfg.Attacker, nudger: nudgeParty(cfg), active: active, tig: st.TIG, known: known, seed: seed}, base)
 	if err != nil {
 		return nil, err
-	}
-	var rows []PrivacyRow
-	add := func(inf *privacy.LabelInference, err error) {
-		r := base
-		if err != nil {
-			r.Attack, r.AUC, r.AttackAccuracy, r.Note = "?", nanF, nanF, err.Error()
-			rows = append(rows, r)
-			return
-		}
-		sc, err := privacy.ScoreLabels(inf, v, data.TrainY, nil)
-		r.Attack = inf.Attack
-		if err != nil {
-			r.AUC, r.AttackAccuracy, r.Note = nanF, nanF, err.Error()
-		} else {
-			r.AUC, r.AttackAccuracy, r.Covered, r.MaxClassAUC = sc.AUC, sc.Accuracy, sc.Covered, sc.AUC
-			if inf.Classes > 2 {
-				r.MaxClassAUC = sc.MaxClassAUC
-			}
-		}
-		rows = append(rows, r)
-	}
-	binary := data.Classes == 2
-	switch {
-	case st.TIG:
-		g, err := v.Gradients()
-		if err != nil {
-			return nil, err
-		}
-		if binary {
-			add(privacy.GradientSignAttack(g))
-			add(privacy.GradientNormAttack(g))
-		}
-		add(privacy.GradientDirectionAttack(g, data.Classes, known))
-		if binary {
-			add(privacy.ModelAttack(v))
-		}
-	case !binary:
-		add(privacy.DerivativeAttack(v, data.Classes, known))
-		if !active {
-			// The reference: the same attack with the replies shuffled
-			// among the requests reads only the party's own perturbations.
-			inf, err := privacy.DerivativeAttack(privacy.ShuffleReplies(v, seed), data.Classes, known)
-			if inf != nil {
-				inf.Attack = "shuffled"
-			}
-			add(inf, err)
-			rows[len(rows)-1].Note = "the derivative attack on the replies shuffled among the requests: what the party's own c_hat - c (its features) tell"
-		}
-		if active {
-			nv, err := privacy.ReadView(ctx, l, nudgeParty(cfg))
-			if err != nil {
-				return nil, err
-			}
-			add(privacy.NudgeAttack(nv, data.Classes, known, 0))
-			rows[len(rows)-1].Note = fmt.Sprintf("party %d nudging every sample; %s", nudgeParty(cfg), rows[len(rows)-1].Note)
-		}
-	case active:
-		add(privacy.RegressionAttack(v, 100))
-	default:
-		if v.Format != "mean" {
-			add(privacy.SignAttack(v))
-		}
-		if v.Format == "h,h_bar" {
-			add(privacy.LossAttack(v))
-		}
-		add(privacy.RegressionAttack(v, 100))
-		add(privacy.ModelAttack(v))
-		if s.Leakage != nil && s.Leakage.Scored {
-			r := base
-			r.Attack, r.AUC, r.AttackAccuracy = "online-sign-max", 0, 0
-			for _, p := range s.Leakage.Parties {
-				if p.SignAUC > r.AUC {
-					r.AUC, r.AttackAccuracy, r.Covered = p.SignAUC, p.SignAccuracy, p.Covered
-				}
-			}
-			r.Note = "privacy.json: the sign attack of the most exposed party, scored online"
-			rows = append(rows, r)
-		}
 	}
 	for _, r := range rows {
 		cfg.Log.Info().Str("set", set).Str("setting", st.Name).Str("attacker", who).Str("attack", r.Attack).

@@ -244,3 +244,40 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 		}
 	}
 }
+
+// The settings named for the AUC bound 0.6 measure the budget defense:
+// the plain switch (auc=0.6) now picks the label-free profile, so a
+// setting that meant the budget must say profile=budget, or its rows
+// would measure another defense under the old name.
+func TestPrivacySettingsBudgetProfile(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		seen := 0
+		for set, settings := range DefaultPrivacySettings(quick) {
+			for _, s := range settings {
+				if s.Apply == nil {
+					continue
+				}
+				c := run.New(func(*run.Config) {})
+				s.Apply(&c)
+				if c.Privacy == "" {
+					continue
+				}
+				spec, err := run.ParsePrivacy(c.Privacy)
+				if err != nil {
+					t.Fatalf("%s %s: %v", set, s.Name, err)
+				}
+				if spec.Mode == run.PrivacyOff {
+					continue
+				}
+				seen++
+				if spec.Profile != "budget" || !strings.Contains(s.About, "profile=budget") {
+					t.Errorf("quick %v, %s %s: --privacy %s (%q): want the budget profile, named", quick, set, s.Name, c.Privacy, s.About)
+				}
+			}
+		}
+		// auc0.6 in the MNIST settings and in the networks'.
+		if seen < 2 {
+			t.Errorf("quick %v: %d settings set --privacy, want at least 2", quick, seen)
+		}
+	}
+}

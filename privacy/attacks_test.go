@@ -2,9 +2,12 @@ package privacy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -437,5 +440,29 @@ func TestNudgeAttacker(t *testing.T) {
 		if _, _, err := ParseAdversary(bad, labels, 1); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// A label-free run's party sends its codes (evaluation passes) and no
+// request: ReadView returns the view with ErrNoRequests (an ErrView), its
+// evaluation outputs there for the feature inference.
+func TestViewWithoutRequests(t *testing.T) {
+	ctx := context.Background()
+	h := func(seq uint64) schemas.Header { return schemas.Header{Version: schemas.Version, Party: 1, Seq: seq} }
+	codes := []float64{0, 3, 1, 2}
+	l := publishLog(t, "lf", []logMsg{
+		{schemas.KindHello, &schemas.Hello{Header: h(1), Model: "linear", InDim: 3, OutDim: 1, NTrain: 4}, nil},
+		{schemas.KindEval, &schemas.EvalOutput{Header: h(2), Round: 0, Split: schemas.SplitInit, Total: 4, C: codes}, nil},
+	})
+	v, err := ReadView(ctx, l, 1)
+	if !errors.Is(err, ErrNoRequests) || !errors.Is(err, ErrView) || !strings.Contains(fmt.Sprint(err), "sent no requests") {
+		t.Fatalf("a view without requests: %v, want ErrNoRequests", err)
+	}
+	if v == nil || len(v.Requests) != 0 {
+		t.Fatalf("view %+v", v)
+	}
+	tr, err := PartyTrajectories(v, 1)
+	if err != nil || tr.N != 4 || !slices.Equal(tr.X, codes) {
+		t.Errorf("the codes from a view without requests: %+v, %v", tr, err)
 	}
 }

@@ -15,6 +15,13 @@ import (
 // format it does not read).
 var ErrView = errors.New("privacy: unusable view")
 
+// ErrNoRequests reports a view whose parties sent no request: a
+// label-free run's parties send only their codes (the initial pass and the
+// evaluations) and get no reply, so no label attack has anything to read.
+// ReadView returns such a view with it, evaluation outputs and all, for
+// the aggregator's feature inference. It wraps ErrView.
+var ErrNoRequests = fmt.Errorf("%w", ErrView)
+
 // Request is one request of an attacker party with the reply it got.
 type Request struct {
 	Party     int
@@ -80,7 +87,9 @@ type View struct {
 	Undecodable, Invalid int
 }
 
-// ReadView reads the view of parties from the log.
+// ReadView reads the view of parties from the log. A view without
+// requests is returned with ErrNoRequests (the label attacks have nothing
+// to read; the parties' evaluation outputs are there).
 func ReadView(ctx context.Context, l *replay.Log, parties ...int) (*View, error) {
 	if len(parties) == 0 {
 		return nil, fmt.Errorf("%w: no attacker party", ErrView)
@@ -101,7 +110,7 @@ func ReadView(ctx context.Context, l *replay.Log, parties ...int) (*View, error)
 		return 0
 	})
 	if len(v.Requests) == 0 {
-		return nil, fmt.Errorf("%w: parties %v sent no requests in run %s", ErrView, parties, v.Run)
+		return v, fmt.Errorf("%w: parties %v sent no requests in run %s", ErrNoRequests, parties, v.Run)
 	}
 	return v, nil
 }

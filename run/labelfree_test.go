@@ -72,6 +72,7 @@ func partyView(t *testing.T, store, run string) map[string][][]byte {
 // to a party (a reply, a stop whose time or words follow the labels)
 // fails this test.
 func TestLabelFreeViewIgnoresLabels(t *testing.T) {
+	skipComputeUnderRace(t)
 	base := func(out string) Config {
 		return New(func(c *Config) {
 			c.Synthetic = &dataset.SyntheticConfig{Samples: 3000, TestSamples: 600, Features: 24, Classes: 3, Noise: 0.05, Seed: 7}

@@ -42,14 +42,16 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 }
 
 // watchCheckpoint sends the nth version of the checkpoint file at path as
-// it is written (polled every 5 ms for 2 s; closed without one).
+// it is written (polled every 5 ms for up to 2 minutes; closed without one).
 func watchCheckpoint(path string, nth int) <-chan []byte {
 	ch := make(chan []byte, 1)
 	go func() {
 		defer close(ch)
 		var last []byte
 		seen := 0
-		for range 400 {
+		// Polled until a generous deadline, not a count of polls: under
+		// load a run's setup alone can outlast two seconds.
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
 				if last, seen = b, seen+1; seen == nth {
 					ch <- b

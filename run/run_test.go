@@ -54,6 +54,7 @@ func checkCounts(t *testing.T, s *Summary) {
 func (s *Summary) rejectedOut() int64 { return s.rejectedOutputs }
 
 func TestTrainOverEmbeddedJetStream(t *testing.T) {
+	skipComputeUnderRace(t)
 	out := t.TempDir()
 	s, err := Train(context.Background(), New(func(c *Config) {
 		c.Synthetic = small()
@@ -339,5 +340,16 @@ func TestZeroIsNotUnset(t *testing.T) {
 				t.Errorf("%s: Validate changed the configuration or failed (%v)", tc.name, err)
 			}
 		}
+	}
+}
+
+// skipComputeUnderRace skips a compute-bound test in make test's race
+// pass (-race -short), which would take minutes on it; the whole suite's
+// pass runs it without the detector, and the race pass keeps the tests
+// whose goroutines, not arithmetic, are the point.
+func skipComputeUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled && testing.Short() {
+		t.Skip("compute-bound: run by the whole suite's pass, not the race pass")
 	}
 }

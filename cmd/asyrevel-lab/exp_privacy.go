@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -12,17 +13,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/experiment"
+	"github.com/asyrevel/asyrevel/internal/cli"
 	"github.com/asyrevel/asyrevel/run"
 )
 
 func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("experiment privacy", "asyrevel experiment privacy [--quick] [--sets a9a,mnist] [--seeds N]\n\n"+
+	fs := newFlagSet("experiment privacy", "asyrevel experiment privacy [--quick] [--sets a9a,mnist] [--seeds N]\n"+
+		"asyrevel experiment privacy --goal [--quick] [--sets SETS] [--lengths 90s,15m] [--algos A,B]\n\n"+
 		"Label inference on a9a and MNIST (8 parties): the paper's wire format, delta and\n"+
 		"batch-mean replies, clipped and noised means at several budgets, randomised\n"+
 		"response, each attacked by a passive and an active party from the run's log;\n"+
 		"test accuracy and privacy accounting of every run. Writes results/privacy.csv,\n"+
-		"privacy.png (attack AUC against accuracy) and REPORT-privacy.md.", stderr)
+		"privacy.png (attack AUC against accuracy) and REPORT-privacy.md.\n\n"+
+		"With --goal, the default privacy against --privacy off as a user runs them: each\n"+
+		"row is one asyrevel train command (scikit-learn's breast cancer and wine split\n"+
+		"over 3 parties, 5 seeds, no length; a9a, 8 parties, 10 s, 20 s, 60 s and no length\n"+
+		"for each algorithm the switch defends; MNIST and Fashion-MNIST with make run's\n"+
+		"command at 90 s and 15 min), its privacy.json bound, the strongest label attacks\n"+
+		"of a passive and an active party read from its log, and the curious aggregator's\n"+
+		"feature inference on MNIST 90 s and a9a 20 s. Writes privacy-goal.csv and\n"+
+		"privacy-goal-feature.csv (a row run again replaces its earlier one) and the\n"+
+		"report's section on them (Defended runs that learn).", stderr)
 	f := newExpFlags(fs)
 	setsFlag := fs.String("sets", "a9a,mnist", "data sets: a9a, mnist, fashion-mnist")
 	netEpochs := fs.Float64("net-epochs", 3, "passes over the training set per party on MNIST and Fashion-MNIST; other than 3,\nthe sets are named with it (mnist-8ep) and run the networks' settings (paper,\nmean-b256, auc0.6) with the paper's network (--model mlp; at 3, linear parties)")
@@ -32,9 +46,13 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	aux := fs.Int("aux", 100, "labels the attacker knows (the derivative attack and TIG's direction scoring place\nthe classes with them)")
 	only := fs.String("settings", "", "run only these settings (comma-separated, e.g. tig); their rows replace those of\nOUT/privacy.csv, whose other rows are kept")
 	reportOnly := fs.Bool("report-only", false, "write privacy.png and REPORT-privacy.md again from OUT/privacy.csv, without\nrunning anything")
+	g := newGoalFlags(fs)
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if g.goal {
+		return expPrivacyGoal(ctx, fs, f, g, *setsFlag, *seeds, *attacker, *aux, log, stdout)
 	}
 	if *reportOnly {
 		sum, err := experiment.ReadPrivacyCSV(filepath.Join(f.out, "privacy.csv"))
@@ -124,5 +142,153 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "privacy experiment: %d runs' attacks in %s -> %s/privacy.csv, privacy.png, REPORT-privacy.md\n",
 		len(rows), time.Since(t0).Round(time.Second), f.out)
+	return nil
+}
+
+// goalFlags are the flags of experiment privacy --goal.
+type goalFlags struct {
+	goal                  bool
+	lengths, algos        string
+	sklearn               string
+	activeMax             time.Duration
+	noActive, budget      bool
+	featureAux, featureOf int
+}
+
+func newGoalFlags(fs *flag.FlagSet) *goalFlags {
+	g := &goalFlags{}
+	fs.BoolVar(&g.goal, "goal", false, "the goal rows instead (see above): default privacy against --privacy off, as a\nuser runs them; --sets then chooses among breast-cancer, wine, a9a, mnist,\nfashion-mnist (default all), --seeds is the small tables' (default 5)")
+	fs.StringVar(&g.lengths, "lengths", "", "--goal: only the rows of these lengths (10s, 20s, 60s, 90s, 15m, none)")
+	fs.StringVar(&g.algos, "algos", "", "--goal: a9a's algorithms (default asyrevel-gau,asyrevel-uni,synrevel-gau,nonf)")
+	fs.StringVar(&g.sklearn, "sklearn-data", "/usr/lib/python3/dist-packages/sklearn/datasets/data",
+		"--goal: the folder of scikit-learn's breast_cancer.csv and wine_data.csv\n(Debian's python3-sklearn puts them there)")
+	fs.DurationVar(&g.activeMax, "active-max", 0, "--goal: cap the active attacker's runs at this --duration (0: the row's own)")
+	fs.BoolVar(&g.noActive, "no-active", false, "--goal: no run with an active attacker (the rows' active columns stay empty)")
+	fs.BoolVar(&g.budget, "budget", false, "--goal: add --privacy auc=0.6,profile=budget (the earlier default) beside MNIST 90 s\nand a9a 20 s")
+	fs.IntVar(&g.featureAux, "feature-aux", 1000, "--goal: samples whose features the curious aggregator knows")
+	fs.IntVar(&g.featureOf, "feature-target", 4, "--goal: the party whose features the aggregator infers")
+	return g
+}
+
+// expPrivacyGoal runs experiment privacy --goal.
+func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalFlags, setsFlag string, seeds, attacker, aux int,
+	log zerolog.Logger, stdout io.Writer) error {
+	split := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, ",")
+	}
+	tmp, err := os.MkdirTemp("", "asyrevel-privacy-goal-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cfg := experiment.GoalConfig{Build: cli.TrainConfig, Split: func(args []string) error { return cli.DataSplit(args, io.Discard, io.Discard) },
+		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
+		Store: tmp, Log: log}
+	if f.quick {
+		if cfg.Runs, err = experiment.GoalQuickPlan(tmp); err != nil {
+			return err
+		}
+		if !flagGiven(fs, "feature-aux") {
+			cfg.FeatureAux = 50
+		}
+		if !flagGiven(fs, "aux") {
+			cfg.Aux = 30
+		}
+	} else {
+		o := experiment.GoalPlanOptions{Lengths: split(g.lengths), Algos: split(g.algos), Budget: g.budget,
+			Data: experiment.GoalData{Show: map[string]string{}}}
+		if flagGiven(fs, "sets") {
+			o.Sets = split(setsFlag)
+		} else {
+			o.Sets = experiment.GoalSets
+		}
+		n := seeds
+		if !flagGiven(fs, "seeds") {
+			n = 5
+		}
+		for i := range n {
+			o.Seeds = append(o.Seeds, f.seed+uint64(i))
+		}
+		locate := func(dst *string, rel string) error {
+			p, err := f.path(rel)
+			if err != nil {
+				return err
+			}
+			*dst, o.Data.Show[p] = p, "data/"+rel
+			return nil
+		}
+		for _, set := range o.Sets {
+			switch set {
+			case "a9a":
+				if err := locate(&o.Data.A9A, "a9a/a9a.gz"); err != nil {
+					return err
+				}
+				if err := locate(&o.Data.A9ATest, "a9a/a9a.t.gz"); err != nil {
+					return err
+				}
+			case "mnist":
+				if err := locate(&o.Data.MNIST, "mnist"); err != nil {
+					return err
+				}
+			case "fashion-mnist":
+				if err := locate(&o.Data.FashionMNIST, "fashion-mnist"); err != nil {
+					return err
+				}
+			case "breast-cancer", "wine":
+				name := map[string]string{"breast-cancer": "breast_cancer.csv", "wine": "wine_data.csv"}[set]
+				p := filepath.Join(g.sklearn, name)
+				if _, err := os.Stat(p); err != nil {
+					return fmt.Errorf("%s: scikit-learn's %s (--sklearn-data; Debian's python3-sklearn has it): %w", set, name, err)
+				}
+				if set == "wine" {
+					o.Data.Wine = p
+				} else {
+					o.Data.BreastCancer = p
+				}
+				o.Data.Show[p] = name
+			}
+		}
+		if cfg.Runs, err = experiment.GoalPlan(o); err != nil {
+			if errors.Is(err, experiment.ErrPrivacyPlan) {
+				return fmt.Errorf("%w: %w", errUsage, err)
+			}
+			return err
+		}
+	}
+	// The command as run, without where it read and wrote.
+	cmd := []string{"asyrevel experiment privacy"}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "out", "log", "data-dir", "sklearn-data":
+			return
+		case "goal", "quick", "no-active", "budget":
+			cmd = append(cmd, "--"+fl.Name)
+			return
+		}
+		cmd = append(cmd, "--"+fl.Name+" "+fl.Value.String())
+	})
+	cmdline := strings.Join(cmd, " ")
+	started := time.Now()
+	cfg.OnRow = func(rows []experiment.GoalRow, feats []experiment.FeatureRow) error {
+		return experiment.WriteGoal(f.out, rows, feats, cmdline, started)
+	}
+	rows, _, err := experiment.Goal(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	fmt.Fprintf(stdout, "privacy goal rows: %d runs in %s -> %s/%s, %s, REPORT.md\n", len(rows), time.Since(started).Round(time.Second),
+		f.out, experiment.GoalFile, experiment.GoalFeatureFile)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d goal rows failed (their error is in %s)", failed, len(rows), experiment.GoalFile)
+	}
 	return nil
 }

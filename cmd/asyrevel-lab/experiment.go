@@ -50,7 +50,9 @@ Experiments:
                the accuracy, the audit: results/adversary.csv
   privacy      label inference by a passive and an active party against the paper's wire
                format and the defenses, on a9a and MNIST: results/privacy.csv, privacy.png,
-               REPORT-privacy.md
+               REPORT-privacy.md; --goal: the default privacy against --privacy off as a
+               user runs them (small tables, a9a, MNIST, Fashion-MNIST), with the attacks
+               on each run's log: results/privacy-goal.csv and a REPORT.md section
   faults       kill -9 and SIGTERM of the aggregator and of a party in the middle of a run of
                separate processes, resumed with --resume; a party killed for good: accuracy
                against an uninterrupted run, lost and duplicated messages from the stream,

@@ -226,6 +226,7 @@ func (g *gen) sections() []section {
 		{name: "fig4", title: "Figure 4: speed-up with the number of parties", level: 2, file: "fig4.csv", command: "asyrevel experiment fig4", body: fig4Body},
 		{name: "validate", title: "Figure 4's simulation against real processes with limited processors", level: 2, file: "validate.csv", command: "asyrevel experiment validate", body: validateBody},
 		{name: "nn", title: "The paper's network: accuracy against the paper's", level: 2, file: "nn.csv", command: "asyrevel experiment nn", body: nnBody},
+		{name: "privacy-goal", title: GoalTitle, level: 2, file: "privacy-goal.csv", command: goalCommand, body: goalBody},
 		{name: "faults", title: "Faults: kill -9 and SIGTERM of the aggregator and a party, resumed from checkpoints", level: 2, file: "faults.csv", command: "asyrevel experiment faults", body: faultsBody},
 		{name: "measurements", title: "Measurements", level: 2, body: measurementsBody},
 	}

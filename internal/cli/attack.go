@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -264,8 +265,10 @@ func attackFeature(ctx context.Context, l *replay.Log, as []int, target, aux int
 	if aux < 2 {
 		return fmt.Errorf("%w: feature: give the number of samples whose features the aggregator knows: --aux N", errUsage)
 	}
+	// A label-free run's party sent no request, only its codes: the
+	// aggregator's view of it is its outputs all the same.
 	v, err := privacy.ReadView(ctx, l, target)
-	if err != nil {
+	if err != nil && !errors.Is(err, privacy.ErrNoRequests) {
 		return err
 	}
 	t, err := privacy.PartyTrajectories(v, target)

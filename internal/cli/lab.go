@@ -163,3 +163,23 @@ func (f *trainFlags) Parse(fs *flag.FlagSet, args []string, stderr io.Writer) er
 
 // Config is the run's configuration the flags set.
 func (f *trainFlags) Config() *run.Config { return &f.cfg }
+
+// TrainConfig parses `asyrevel train` arguments into the run's
+// configuration as the command does, with its check that the run was told
+// when to stop (experiment privacy --goal builds each of its runs so).
+func TrainConfig(args []string) (run.Config, error) {
+	fs := newFlagSet("train", "", io.Discard)
+	f := newTrainFlags(fs, roleTrain)
+	if err := f.parse(fs, args, io.Discard); err != nil {
+		return run.Config{}, err
+	}
+	if err := f.needBudget(); err != nil {
+		return run.Config{}, err
+	}
+	return f.cfg, nil
+}
+
+// DataSplit runs `asyrevel data split ARGS`.
+func DataSplit(args []string, stdout, stderr io.Writer) error {
+	return cmdDataSplit(args, stdout, stderr)
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/csv"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// experiment privacy --goal --quick end to end: real runs over the
+// embedded broker (a small table split as a user splits one, a binary set
+// with asyrevel-gau and nonf, a 10-class set with the paper's network),
+// each with the default privacy and --privacy off and an active attacker's
+// run beside it; the CSV files and the report's section from them.
+func TestExperimentPrivacyGoalQuick(t *testing.T) {
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "experiment", "privacy", "--goal", "--quick", "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	rows := readCSVFile(t, filepath.Join(out, "privacy-goal.csv"))
+	if len(rows) != 10 {
+		t.Fatalf("%d goal rows, want 10: %v", len(rows), rows)
+	}
+	for _, r := range rows {
+		name := r["set"] + " " + r["algo"] + " " + r["privacy"] + " seed " + r["seed"]
+		if r["error"] != "" || r["test_accuracy"] == "" {
+			t.Errorf("%s failed: %s", name, r["error"])
+			continue
+		}
+		switch r["privacy"] {
+		case "default":
+			// The label-free profile: no request, no reply; the attacks say
+			// so instead of failing, and the bound is chance.
+			if r["profile"] != "label-free" || r["auc_bound"] != "0.5000" || r["passive_attack"] != "none" || r["active_attack"] != "none" ||
+				!strings.Contains(r["passive_note"], "received 0 replies") || r["stopped_by"] == "" {
+				t.Errorf("%s: %v", name, r)
+			}
+		case "off":
+			// The paper's wire format: every label readable by the passive
+			// party (binary), far above chance on the multiclass set.
+			min := 0.99
+			if r["set"] == "syn-multi" {
+				min = 0.7
+			}
+			if r["profile"] != "off" || r["auc_bound"] != "1.0000" || num(t, r["passive_auc"]) < min || num(t, r["active_auc"]) < min {
+				t.Errorf("%s: %v", name, r)
+			}
+		}
+		if !strings.HasPrefix(r["command"], "asyrevel ") || r["load_start"] == "" {
+			t.Errorf("%s: command %q, load %q", name, r["command"], r["load_start"])
+		}
+	}
+	feats := readCSVFile(t, filepath.Join(out, "privacy-goal-feature.csv"))
+	kinds := map[string]int{}
+	for _, r := range feats {
+		kinds[r["privacy"]+"/"+r["attack"]]++
+		if r["r2"] == "" {
+			t.Errorf("feature row without R squared: %v", r)
+		}
+	}
+	if kinds["default/feature"] != 2 || kinds["default/code-mean"] != 2 || kinds["off/feature"] != 2 {
+		t.Errorf("feature rows: %v", kinds)
+	}
+	rep, err := os.ReadFile(filepath.Join(out, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Defended runs that learn", "### Against the goal", "every defended run's bound at most 0.6", "syn-table | until it stops",
+		"none: no reply to read", "### The curious aggregator's feature inference"} {
+		if !strings.Contains(string(rep), want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+}
+
+// readCSVFile reads a CSV file with a header into maps by column.
+func readCSVFile(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	recs, err := csv.NewReader(fh).ReadAll()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var out []map[string]string
+	for _, r := range recs[1:] {
+		m := map[string]string{}
+		for j, h := range recs[0] {
+			m[h] = r[j]
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func num(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Errorf("%q is not a number", s)
+		return math.NaN()
+	}
+	return v
+}
