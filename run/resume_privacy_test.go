@@ -81,19 +81,7 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 	aggCk := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 0), 1)
 	firstP2 := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2), 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	// The interrupt comes a while after the aggregator's first
-	// checkpoint, not at a fixed time: under load the run's setup alone
-	// can take longer than any fixed delay.
-	firstAgg := make(chan []byte, 1)
-	go func() {
-		b, ok := <-aggCk
-		if ok {
-			firstAgg <- b
-		}
-		close(firstAgg)
-		time.Sleep(600 * time.Millisecond)
-		cancel(errors.New("interrupt signal received"))
-	}()
+	firstAgg := interruptAfter(aggCk, cancel)
 	s1, err := Train(ctx, cfg)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)

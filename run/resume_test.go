@@ -64,6 +64,22 @@ func watchCheckpoint(path string, nth int) <-chan []byte {
 	return ch
 }
 
+// interruptAfter passes on the checkpoint ck sends and interrupts the run
+// (cancel) 600 ms after it: an interrupt at a fixed time could come
+// before the checkpoint a test puts back when the machine is busy.
+func interruptAfter(ck <-chan []byte, cancel context.CancelCauseFunc) <-chan []byte {
+	out := make(chan []byte, 1)
+	go func() {
+		if b, ok := <-ck; ok {
+			out <- b
+		}
+		close(out)
+		time.Sleep(600 * time.Millisecond)
+		cancel(errors.New("interrupt signal received"))
+	}()
+	return out
+}
+
 func testResumeOnce(t *testing.T, nth int) {
 	out := t.TempDir()
 	cfg := New(func(c *Config) {
@@ -72,7 +88,9 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.Algo = "asyrevel-gau"
 		c.Batch = 16
 		c.Window = 2
-		c.Duration = 3 * time.Second
+		// A length in steps: the accuracy floor must not depend on how
+		// busy the machine is, and the interrupt must come first.
+		c.MaxSteps = 20000
 		c.Seed = 1
 		c.Out = out
 		c.Run = "resume"
@@ -82,7 +100,7 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.CheckpointEvery = 300 * time.Millisecond
 	})
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
-	first := watchCheckpoint(path, nth)
+	aggCk := watchCheckpoint(path, nth)
 	// Party 2 as if killed -9 after its checkpoint of the same rank too:
 	// it computes again what it sent since, and its chains must follow
 	// the stream.
@@ -101,7 +119,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	}
 	cfg.onPartyCheckpoint = record
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	first := interruptAfter(aggCk, cancel)
 	s1, err := Train(ctx, cfg)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
