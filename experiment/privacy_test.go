@@ -89,6 +89,20 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	if !strings.HasPrefix(string(csv), "setting,attacker,attack,auc,test_accuracy,accuracy_drop_pp,epsilon") {
 		t.Errorf("csv header: %.80s", csv)
 	}
+	// The class counts of the Hanley-McNeil intervals, scored and read back.
+	sign := get("paper", "passive", "sign")
+	if sign.Positives <= 0 || sign.Positives >= sign.Covered {
+		t.Errorf("paper, passive sign attack: %d positives of %d covered", sign.Positives, sign.Covered)
+	}
+	back, err := ReadPrivacyCSV(filepath.Join(dir, "privacy.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range back {
+		if b.Setting == "paper" && b.Attacker == "passive" && b.Attack == "sign" && b.Positives != sign.Positives {
+			t.Errorf("privacy.csv gives back %d positives, want %d", b.Positives, sign.Positives)
+		}
+	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
 	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") || !strings.Contains(string(rep), "TIG (split learning") {
 		t.Errorf("report:\n%s", rep)
