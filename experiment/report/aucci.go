@@ -29,14 +29,22 @@ type aucCheck struct {
 // newAUCCheck is the check of auc over pos positives and neg negatives
 // (pos 0: counts unknown) against bound.
 func newAUCCheck(auc, bound float64, pos, neg int) aucCheck {
+	return newMeanAUCCheck(auc, bound, pos, neg, 1)
+}
+
+// newMeanAUCCheck is the check of auc, the mean of runs runs' AUCs, each
+// over pos positives and neg negatives: its standard error is one run's
+// over the square root of runs (the runs independent). With runs > 1 and
+// no counts it gives no bound on the lower end (the runs' counts differ).
+func newMeanAUCCheck(auc, bound float64, pos, neg, runs int) aucCheck {
 	c := aucCheck{auc: auc, bound: bound, lo: math.NaN(), hi: math.NaN(), n: max(pos+neg, 0), loAtMost: math.NaN()}
-	if pos > 0 && neg > 0 {
-		if lo, hi, err := metric.AUCInterval(auc, pos, neg); err == nil {
-			c.pos, c.neg, c.lo, c.hi = pos, neg, lo, hi
-			return c
-		}
+	if se := metric.AUCStdErr(auc, pos, neg); !math.IsNaN(se) && runs >= 1 {
+		const z95 = 1.959963984540054
+		se /= math.Sqrt(float64(runs))
+		c.pos, c.neg, c.lo, c.hi = pos, neg, max(auc-z95*se, 0), min(auc+z95*se, 1)
+		return c
 	}
-	if c.above() {
+	if c.above() && runs == 1 {
 		c.loAtMost = highestLowerEnd(auc, c.n)
 	}
 	return c
@@ -117,5 +125,5 @@ func (c aucCheck) verdict(file string) (string, bool) {
 			"into the class and the others, the 95%% interval's lower end is at most %s (Hanley-McNeil at the narrowest split), not above the bound",
 			file, c.n, f(c.loAtMost, 3)), false
 	}
-	return fmt.Sprintf("%s holds no class counts for this row, so whether the 95%% interval's lower end is above the bound is not known", file), false
+	return fmt.Sprintf("%s holds no class counts for this row, so whether the lower end of its Hanley-McNeil 95%% interval is above the bound is not known", file), false
 }

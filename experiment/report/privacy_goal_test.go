@@ -45,7 +45,7 @@ func TestGoalSection(t *testing.T) {
 		"| every defended run's bound at most 0.6 | largest 0.600 over 6 runs | met |",
 		"| no measured attack above its run's bound | 1 above (0 with even the 95% interval's lower end above, 1 without class counts for an interval) | **not met** |",
 		"⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: passive derivative, worst class's AUC 0.700 (macro 0.650), is above the bound 0.600; "+
-			"privacy-goal.csv holds no class counts for this row, so whether the 95% interval's lower end is above the bound is not known.",
+			"privacy-goal.csv holds no class counts for this row, so whether the lower end of its Hanley-McNeil 95% interval is above the bound is not known.",
 		"derivative 0.650 (worst class 0.700) ⚑ above the bound 0.600, interval unknown (no class counts in the CSV)",
 		"| breast-cancer | until it stops | asyrevel-gau | default | label-free | 2 | 94.73 [92.98..96.49] sd 2.48 | -4.39 |",
 		"none: no reply to read",
