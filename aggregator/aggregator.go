@@ -69,6 +69,13 @@ type Config struct {
 	TestLabels []int32   // test labels; nil = no test set
 	IDHash     string    // fingerprint of the training sample ids; parties must match it
 
+	// HeldOut is how many of the first TestLabels are training rows kept
+	// aside (never trained on): each evaluation scores them apart
+	// (Point.HeldOutLoss), and the round best on them is the model kept
+	// (keep.go). The rest are the test set, only reported. When they are
+	// all held-out rows, their figures stand in the test columns too.
+	HeldOut int
+
 	Mu   float64      // smoothing of the head's own ZO step
 	LR   zoo.Schedule // step size of the head's own ZO step
 	Dist zoo.Dist     // directions u_0 of the head's own step
@@ -99,6 +106,11 @@ type Config struct {
 	MaxSteps  int64         // stop after this many answered requests (0 = no limit)
 	Duration  time.Duration // stop after this much training time (0 = no limit)
 	EvalEvery time.Duration // evaluation period (default 1s), stretched to 9 times a round's duration if that is longer
+	// EvalSteps, if positive, makes an evaluation due once this many
+	// requests were answered since the last one was requested (an epoch:
+	// every party's pass over its rows), whatever EvalEvery says; training
+	// waits for a round that is that late (cadence.go).
+	EvalSteps int64
 	// EvalTimeout aborts the run when an evaluation round gets no answer
 	// (no chunk from any party it waits for) for this long (default
 	// DefaultWait); every chunk resets it, so a large set that streams in
@@ -166,6 +178,7 @@ const DefaultPartyTimeout = 30 * time.Second
 
 // Point is one evaluation: where the run was when it was requested.
 type Point struct {
+	Round        uint32  // the evaluation round (0: a label-free run's without a request)
 	Seconds      float64 // training time at the request
 	Steps        int64   // answered requests at the request
 	TrainLoss    float64 // mean head loss over the training set (without the regulariser)
@@ -244,6 +257,15 @@ type Result struct {
 	Checkpoints uint64
 	// Fit is what a label-free run's head fit did (nil in other runs).
 	Fit *FitReport
+	// KeptRound is the evaluation round whose models every participant
+	// kept and saved (keep.go), Kept its evaluation, Params its head; 0
+	// when each kept its last model, and KeepWhy says why.
+	KeptRound uint32
+	Kept      Point
+	KeepWhy   string
+	// EvalWait is how long training waited for evaluation rounds it was
+	// owed (an epoch late: cadence.go).
+	EvalWait time.Duration
 	// StopReason is why training stopped ("step budget reached",
 	// "duration reached", "target accuracy reached", "stop condition
 	// met"; "" for a run that did not reach its stop).
@@ -277,6 +299,8 @@ type round struct {
 	// answered is when, after the request, the last party to have sent
 	// its whole part did so (0: none yet): what the round takes a party.
 	answered time.Duration
+	// scored, if made (owed), is closed when the round is scored.
+	scored chan struct{}
 }
 
 // Aggregator is the aggregator's runtime.
@@ -397,6 +421,13 @@ type Aggregator struct {
 	ctlSeq      uint64          // the last control's sequence number, without trust
 	tr          *aggTrust       // nil without Config.Key
 	dlv         broker.Delivery // the delivery being handled
+
+	// evalAt and evalSteps are the training time and the steps when the
+	// last round was requested (cadence.go); keep is the model kept
+	// (keep.go).
+	evalAt    time.Duration
+	evalSteps int64
+	keep      keeper
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -504,6 +535,10 @@ func New(cfg Config) (*Aggregator, error) {
 	if err := a.initLabelFree(); err != nil {
 		return nil, err
 	}
+	if cfg.HeldOut < 0 || cfg.HeldOut > len(cfg.TestLabels) {
+		return nil, fmt.Errorf("%w: %d held-out rows of %d test labels", ErrConfig, cfg.HeldOut, len(cfg.TestLabels))
+	}
+	a.initKeep()
 	a.rep.Version = schemas.Version
 	a.rep.H = make([]float64, 0, cfg.MaxBatch)
 	a.rep.HBar = make([]float64, 0, cfg.MaxBatch)
@@ -598,7 +633,6 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	if a.resumed == nil {
 		a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
 	}
-	var lastEval time.Duration
 	lastCk := time.Now()
 	for {
 		select {
@@ -689,8 +723,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				el := time.Since(a.start)
 				if a.cfg.Duration > 0 && el >= a.cfg.Duration {
 					a.beginStop("duration reached")
-				} else if a.cur == nil && el-lastEval >= max(a.cfg.EvalEvery, evalSpacing*a.evalCost) {
-					lastEval = el
+				} else if a.evalDue(el) {
 					a.requestEval(false)
 				}
 			}
@@ -1019,6 +1052,7 @@ func (a *Aggregator) result() *Result {
 	if a.lf != nil && a.lf.params != nil {
 		r.Params = slices.Clone(a.lf.params)
 	}
+	a.keep.result(&r)
 	r.Defense = a.def.report(a.n)
 	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
 	r.Leakage.Defense = &r.Defense
@@ -1210,9 +1244,15 @@ func (a *Aggregator) drain(ctx context.Context, bus broker.Bus) {
 
 // handleOutputs is the handler of the requests subscription.
 func (a *Aggregator) handleOutputs(ctx context.Context, d broker.Delivery) {
+	a.awaitRound(ctx)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.outSeen++
+	if a.cfg.EvalSteps > 0 && a.evalDue(time.Since(a.start)) {
+		// An epoch since the last round: the next one scores the models
+		// of exactly that many steps.
+		a.requestEval(false)
+	}
 	a.handleLocked(d, true)
 }
 
@@ -1613,6 +1653,7 @@ func (a *Aggregator) requestEval(final bool) {
 		r.at = a.res.Training
 	}
 	r.msgs = a.msgCount()
+	a.evalRequested(r)
 	for _, s := range []struct {
 		bit uint8
 		i   int
@@ -1626,7 +1667,9 @@ func (a *Aggregator) requestEval(final bool) {
 		}
 	}
 	a.cur = r
-	a.control(schemas.CtlEval, r.id, splits, "")
+	// The round best so far is named: the parties may let the others go.
+	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl,
+		&schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlEval, Round: r.id, Splits: splits, Keep: a.keep.named()})
 	if r.remaining == 0 {
 		a.score(r) // every party has departed: the last outputs
 	}
@@ -1663,6 +1706,23 @@ func (a *Aggregator) msgCount() int64 {
 	return n
 }
 
+// scoreRows is the head's accuracy and mean loss on the rows [from, to)
+// of the test split's table.
+func (a *Aggregator) scoreRows(from, to int) (acc, loss float64) {
+	w := a.width
+	t, y := a.evalC[1], a.cfg.TestLabels
+	correct := 0
+	for i := from; i < to; i++ {
+		c := t[i*w : (i+1)*w]
+		if a.cfg.Head.Predict(a.evalHead(), c) == y[i] {
+			correct++
+		}
+		loss += a.cfg.Head.Loss(a.evalHead(), c, y[i])
+	}
+	n := float64(to - from)
+	return float64(correct) / n, loss / n
+}
+
 func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 	var s float64
 	w := a.width
@@ -1674,6 +1734,9 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 
 func (a *Aggregator) score(r *round) {
 	a.cur = nil
+	if r.scored != nil {
+		close(r.scored)
+	}
 	if a.lf != nil && a.scoreLabelFree(r) {
 		return
 	}
@@ -1698,6 +1761,7 @@ func (a *Aggregator) score(r *round) {
 		a.res.StaleEvals[m]++
 	}
 	pt := Point{
+		Round:           r.id,
 		Seconds:         r.at.Seconds(),
 		Steps:           r.steps,
 		TrainLoss:       math.NaN(),
@@ -1713,20 +1777,19 @@ func (a *Aggregator) score(r *round) {
 		pt.TrainLoss = a.meanLoss(a.evalC[0], a.cfg.Labels)
 	}
 	if r.splits&schemas.EvalTest != 0 {
-		w := a.width
-		t, y := a.evalC[1], a.cfg.TestLabels
-		correct := 0
-		var loss float64
-		for i, yi := range y {
-			c := t[i*w : (i+1)*w]
-			if a.cfg.Head.Predict(a.evalHead(), c) == yi {
-				correct++
-			}
-			loss += a.cfg.Head.Loss(a.evalHead(), c, yi)
+		h, n := a.cfg.HeldOut, len(a.cfg.TestLabels)
+		if h > 0 {
+			pt.HeldOutAccuracy, pt.HeldOutLoss = a.scoreRows(0, h)
 		}
-		pt.TestAccuracy = float64(correct) / float64(len(y))
-		pt.TestLoss = loss / float64(len(y))
+		if h < n {
+			pt.TestAccuracy, pt.TestLoss = a.scoreRows(h, n)
+		} else {
+			// No test set: the held-out rows stand in its columns (the
+			// report calls them held-out).
+			pt.TestAccuracy, pt.TestLoss = pt.HeldOutAccuracy, pt.HeldOutLoss
+		}
 	}
+	a.keep.offer(r, &pt, a.evalHead())
 	if dt := r.at - a.lastPt.at; dt > 0 {
 		pt.MsgsPerSec = float64(r.msgs-a.lastPt.msgs) / dt.Seconds()
 	}
@@ -1742,7 +1805,8 @@ func (a *Aggregator) score(r *round) {
 	case r.final:
 		a.res.Final = pt
 		a.res.Steps = r.steps
-		a.control(schemas.CtlStop, 0, 0, a.stopReason)
+		// Every participant keeps its model of the round named (keep.go).
+		a.control(schemas.CtlStop, a.keep.stop(), 0, a.stopReason)
 		if a.phase != done {
 			a.phase = done
 			close(a.fin)

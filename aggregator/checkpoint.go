@@ -128,6 +128,15 @@ type Checkpoint struct {
 	// run goes on with it, so that its noise and draws, and the summary
 	// that re-execution reads, are the first part's.
 	DefenseKey [32]byte
+
+	// The model kept so far (keep.go): the best round on the held-out
+	// rows, its evaluation and its head (KeepRound 0: none yet); EvalSteps
+	// the steps when the last round was requested. Checkpoints of earlier
+	// builds lack them: the choice starts again at the resume.
+	KeepRound uint32
+	KeepPoint Point
+	KeepHead  []float64
+	EvalSteps int64
 }
 
 // Encode writes c (gob).
@@ -177,6 +186,8 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.RNG, _ = a.pcg.MarshalBinary()
 	c.ReplySeq, c.CtlSeq = append(c.ReplySeq[:0], a.replySeq...), a.ctlSeq
 	c.Rounds, c.Steps = a.rounds, a.res.Steps
+	a.keep.save(c)
+	c.EvalSteps = a.evalSteps
 	if a.phase == training {
 		c.Training = time.Since(a.start)
 	} else {
@@ -288,6 +299,8 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.initRem = 0
 	copy(a.replySeq, c.ReplySeq)
 	a.ctlSeq, a.rounds = c.CtlSeq, c.Rounds
+	a.keep.restore(c)
+	a.evalSteps = c.EvalSteps
 	a.res.Steps, a.res.MaxStaleness, a.stSum, a.stN = c.Steps, c.MaxStale, c.StSum, c.StN
 	a.res.Curve = slices.Clone(c.Curve)
 	a.res.TimeToTarget = c.TTT

@@ -583,6 +583,7 @@ func (r *recovery) control(m *recorded) error {
 	switch m.ctl.Op {
 	case schemas.CtlEval:
 		a.rounds = max(a.rounds, m.ctl.Round)
+		a.keep.recorded(m.ctl.Keep)
 	case schemas.CtlSeal:
 		if r.t != nil {
 			r.t.checkpoints = max(r.t.checkpoints, uint64(m.ctl.Round))

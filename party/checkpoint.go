@@ -99,6 +99,12 @@ type Checkpoint struct {
 	Trust    bool
 	TrustOut []trust.Entry
 	TrustIn  []trust.ChainState
+
+	// The parameters of the evaluation rounds the party keeps (keep.go):
+	// the round the aggregator named as best so far and the newest one
+	// answered (0: none). Checkpoints of earlier builds lack them.
+	KeptRound, NewestRound uint32
+	KeptW, NewestW         []float64
 }
 
 // Encode writes c (gob).
@@ -140,6 +146,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
+	p.keep.save(c)
 	c.Saved = time.Now()
 	c.Trust, c.TrustOut, c.TrustIn = false, nil, nil
 	if t := p.tr; t != nil {
@@ -272,6 +279,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 		skipTo[1] = max(skipTo[1], t.ver.LastSeq(p.subjects[schemas.KindControl]))
 	}
 	copy(p.w, c.W)
+	p.keep.restore(c, len(p.w))
 	for i, r := range c.Ring {
 		s := &p.ring[i]
 		s.seq, s.regDiff = r.Seq, r.RegDiff

@@ -192,6 +192,9 @@ type Stats struct {
 	// InFlight is the requests in flight when the snapshot was taken (at
 	// most Config.Window).
 	InFlight int
+	// KeptRound is the evaluation round whose parameters the party kept
+	// as its final model at the stop (keep.go; 0: its last ones).
+	KeptRound uint32
 }
 
 type pending struct {
@@ -212,6 +215,7 @@ type Party struct {
 	wp   []float64 // w + mu u scratch
 	ema  []float64 // moving average of w evaluated (Config.EMA); nil until the first step
 	emaN int
+	keep kept // copies of the parameters evaluated in rounds (keep.go)
 	rng  *rand.Rand
 	pcg  *rand.PCG // rng's source, for checkpoints
 	seq  uint64    // last sequence number published
@@ -406,7 +410,8 @@ func New(cfg Config) (*Party, error) {
 	return p, nil
 }
 
-// Params returns a copy of the current parameters.
+// Params returns a copy of the current parameters: after a stop that
+// names an evaluation round, that round's (the final model; keep.go).
 func (p *Party) Params() []float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1063,6 +1068,9 @@ func (p *Party) control(c *schemas.Control) {
 		if p.cfg.IgnoreEvals && c.Round > 0 {
 			return
 		}
+		if c.Round > 0 {
+			p.keep.eval(c.Round, c.Keep, p.evalW())
+		}
 		for _, s := range []struct {
 			bit   uint8
 			split schemas.Split
@@ -1094,6 +1102,7 @@ func (p *Party) control(c *schemas.Control) {
 	case schemas.CtlStop:
 		p.stopping = true
 		p.stats.StopReason = c.Reason
+		p.keepRound(c.Round)
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
 		if p.awaitingSeal() {
 			// The final checkpoint follows the stop; wait for it a little.

@@ -147,9 +147,14 @@ func writeCurveCSV(path string, curve []aggregator.Point) error {
 			rate = math.NaN()
 		}
 		recs = append(recs, []string{num(p.Seconds, 3), strconv.FormatInt(p.Steps, 10), num(p.TrainLoss, 6),
-			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(rate, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10), partyList(p.Stale, ";")})
+			num(p.TestAccuracy, 6), num(p.TestLoss, 6), num(rate, 0), strconv.FormatUint(uint64(p.MaxStaleness), 10),
+			strconv.FormatUint(uint64(p.Round), 10), num(p.HeldOutLoss, 6), num(p.HeldOutAccuracy, 6), partyList(p.Stale, ";")})
 	}
-	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness", "stale_parties"}, recs)
+	// round and the held-out columns: the evaluation round (summary.json's
+	// kept_model names one) and its loss and accuracy on the rows held out
+	// of training (holdout.go), which choose the model kept.
+	return WriteCSV(path, []string{"seconds", "steps", "train_loss", "test_accuracy", "test_loss", "msgs_per_s", "max_staleness",
+		"round", "held_out_loss", "held_out_accuracy", "stale_parties"}, recs)
 }
 
 // partyList joins party ids with sep ("" for none).

@@ -58,9 +58,12 @@ func newProgress(cfg *Config, data *Data) *progress {
 			p.entropy -= f * math.Log(f)
 		}
 	}
-	if len(data.TestY) > 0 {
+	if ys := data.TestY; len(ys) > 0 {
+		if data.TestRows() > 0 {
+			ys = ys[data.HeldOut:] // the test set's own rows (the accuracy reported is theirs)
+		}
 		counts := make([]int, max(data.Classes, 1))
-		for _, y := range data.TestY {
+		for _, y := range ys {
 			if int(y) < len(counts) {
 				counts[y]++
 			}
@@ -69,7 +72,7 @@ func newProgress(cfg *Config, data *Data) *progress {
 		for _, c := range counts {
 			top = max(top, c)
 		}
-		p.majority = float64(top) / float64(len(data.TestY))
+		p.majority = float64(top) / float64(len(ys))
 	}
 	return p
 }

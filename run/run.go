@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -68,8 +69,14 @@ type Config struct {
 	Monitor Monitor
 
 	trust *runTrust
-	early *earlyStop // the early stopping of the run's aggregator (stop.go)
-	heal  *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
+	early *earlyStop  // the early stopping of the run's aggregator (stop.go)
+	stuck *stuckWatch // the stop of a run that does not learn (stuck.go)
+	// evalByEpoch: EvalEvery was derived and the evaluations decide
+	// (Patience, HoldOut): they also come once an epoch
+	// (aggregator.Config.EvalSteps); a period given by the caller
+	// (--eval-every, an experiment's) is kept as it is.
+	evalByEpoch bool
+	heal        *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
 
 	// watch is the process's metrics and board (watch.go); nil without.
 	watch *observe.Watch
@@ -100,11 +107,12 @@ type Training struct {
 	Codes        int                      // a codebook's codes per output (the label-free profile; derived from the training rows)
 	NoBias       bool                     // binary sets: no intercept in the head (the paper's F_0)
 
-	// HoldOut: without a test set, the share of the training rows kept
-	// aside to measure the held-out loss of early stopping (derived:
-	// DefaultHoldOut when early stopping is on; <0: none, the training
-	// loss is watched instead). A hold-out is applied whenever HoldOut > 0
-	// and there is no test set.
+	// HoldOut is the share of the training rows kept aside, never trained
+	// on, to choose the model kept and to measure the held-out loss of
+	// early stopping (holdout.go; derived: DefaultHoldOut when early
+	// stopping is on; <0: none, the training loss is watched instead and
+	// the last model kept). A hold-out is applied whenever HoldOut > 0,
+	// with or without a test set (a label-free run's: without one only).
 	HoldOut float64
 
 	LR      float64 // initial party step size (derived: by model and batch size)
@@ -132,7 +140,8 @@ type Aggregation struct {
 	// without the held-out loss falling by Tolerance (relative) below its
 	// best. Patience 0 is derived: DefaultPatience when no length
 	// (Epochs, Duration, MaxSteps, StopAtTarget) is given, else off; <0:
-	// off. The held-out loss is the test set's, or Training.HoldOut's.
+	// off. The held-out loss is that of Training.HoldOut's rows (without
+	// them, the training loss is watched); the test set never counts.
 	Patience  float64
 	Tolerance float64
 
@@ -341,6 +350,22 @@ type Summary struct {
 	// held-out training rows, which is the head kept.
 	LabelFree *aggregator.FitReport `json:"label_free,omitempty"`
 	EarlyStop *EarlyStopReport      `json:"early_stop,omitempty"`
+	// Kept is the model every participant kept and saved: the evaluation
+	// best on the held-out rows, or the last one and why (kept.go). The
+	// summary's train_loss, test_accuracy and test_loss are its.
+	Kept *KeptModel `json:"kept_model,omitempty"`
+	// HeldOutRows is the training rows held out (holdout.go); with
+	// HeldOutAsTest, the run has no test set and the test figures are
+	// theirs.
+	HeldOutRows   int  `json:"held_out_rows,omitempty"`
+	HeldOutAsTest bool `json:"held_out_as_test,omitempty"`
+	// EvalWaitSeconds is how long training waited for evaluation rounds
+	// (one at least every epoch: on a small table a round takes longer
+	// than an epoch).
+	EvalWaitSeconds float64 `json:"eval_wait_seconds,omitempty"`
+	// Stuck says why a run that did not learn was stopped (stopped_by
+	// "stuck", stuck.go).
+	Stuck string `json:"stuck,omitempty"`
 	// Warnings are the signs that the run did not learn (accuracy at the
 	// share of the largest class, a growing loss, a flat model) with their
 	// likely causes, and data warnings (unscaled columns).
@@ -517,10 +542,16 @@ func (c *Config) derive() error {
 	if c.Patience == 0 && c.Unbounded() {
 		c.Patience = DefaultPatience
 	}
-	if c.Patience > 0 && c.HoldOut == 0 && c.Test == "" {
+	if c.Patience > 0 && c.HoldOut == 0 {
 		c.HoldOut = DefaultHoldOut
 	}
 	if c.EvalEvery == 0 {
+		// Once an epoch where the evaluations decide (when to stop, the
+		// model kept): on a small table a round takes longer than an
+		// epoch, and training waits for it (6 times the training time on
+		// a 178-row table); a run of a given length without rows held
+		// out only draws its curve from them.
+		c.evalByEpoch = c.Patience > 0 || c.HoldOut > 0
 		c.EvalEvery = time.Second
 		if c.Patience > 0 && c.Duration == 0 {
 			c.EvalEvery = StopEvalEvery
@@ -696,8 +727,9 @@ type Data struct {
 	ClassNames  []string
 	Encoding    *dataset.Encoding
 	Scalers     []*dataset.Scaler
-	// HeldOut is the number of training rows kept aside as the test set
-	// (Config.HoldOut), 0 if none.
+	// HeldOut is the number of training rows kept aside (Config.HoldOut,
+	// holdout.go), 0 if none: the first HeldOut rows of PartTest and
+	// TestY, before the test set's own (TestRows). NTest counts both.
 	HeldOut int
 	// Unscaled says that the columns held differ in range by orders of
 	// magnitude and were not scaled (the warning in Warnings says which).
@@ -1059,22 +1091,39 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	if err != nil {
 		return aggregator.Config{}, err
 	}
-	stopWhen := cfg.StopWhen
+	stopWhen, heldOut := cfg.StopWhen, 0
 	var stopReason func() string
-	if cfg.Patience > 0 && !cfg.LabelFree {
-		es := newEarlyStop(cfg, data.NTrain, len(data.TestY) > 0, data.HeldOut > 0)
-		cfg.early = es
-		onPoint = es.observe(onPoint)
-		stopWhen, stopReason = es.stopWhen(cfg.StopWhen), es.reason
+	var evalSteps int64
+	if !cfg.LabelFree {
+		heldOut = data.HeldOut
+		if cfg.evalByEpoch {
+			evalSteps = int64(math.Ceil(epochSteps(cfg, data.NTrain)))
+		}
+		var es *earlyStop
+		if cfg.Patience > 0 {
+			es = newEarlyStop(cfg, data.NTrain, heldOut > 0)
+			onPoint = es.observe(onPoint)
+			stopWhen = es.stopWhen(stopWhen)
+		}
+		st := newStuckWatch(cfg, data)
+		onPoint = st.observe(onPoint)
+		stopWhen = st.stopWhen(stopWhen)
+		stopReason = func() string {
+			if r := st.reason(); r != "" {
+				return r
+			}
+			return es.reason()
+		}
+		cfg.early, cfg.stuck = es, st
 	}
 	return aggregator.Config{
 		Defense: def, ScoreLeakage: !cfg.NoLeakage && !cfg.LabelFree, LabelFree: cfg.labelFreeAggregator(data.NTrain, data.Classes),
 		Run: cfg.Run, Parties: cfg.Parties, K: k, Head: head,
-		Labels: data.TrainY, TestLabels: data.TestY, IDHash: data.IDHash,
+		Labels: data.TrainY, TestLabels: data.TestY, HeldOut: heldOut, IDHash: data.IDHash,
 		Mu: cfg.Mu, LR: zoo.Schedule{Eta0: cfg.HeadLR, T0: sched.T0 * float64(cfg.Parties)}, Dist: algo.Dist, Seed: cfg.Seed,
 		MaxBatch: max(cfg.MaxBatch, cfg.Batch), ReplyDelta: cfg.Delta,
 		Sync: algo.Sync, FirstOrder: algo.FirstOrder,
-		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery,
+		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery, EvalSteps: evalSteps,
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.Log, OnPoint: onPoint,
@@ -1342,7 +1391,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 			return nil, err
 		}
 	}
-	return net.finish(ctx, &cfg, s, prog)
+	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
 }
 
 // watchBus is the aggregator's Bus in Train: ready is closed once the
@@ -1533,7 +1582,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 	if paused {
 		return net.finishPaused(ctx, &cfg, s, prog, err)
 	}
-	return net.finish(ctx, &cfg, s, prog)
+	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
 }
 
 // Participate runs only party m of a run, connected to the broker at
@@ -1799,7 +1848,7 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
 		Rejected: map[string]int64{},
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
-		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: data.NTest,
+		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: cmp.Or(data.TestRows(), data.NTest),
 		Curve: res.Curve, Interrupted: res.Interrupted, Warnings: slices.Clone(data.Warnings),
 		Settings: cfg.Settings(), Leakage: res.Leakage, HeadParams: res.Params, Privacy: cfg.PrivacyChoice,
 	}
@@ -1807,6 +1856,12 @@ func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Sum
 		s.Settings.HoldOut = cfg.HoldOut
 	}
 	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
+	s.applyKept(res, data)
+	s.HeldOutRows, s.HeldOutAsTest = data.HeldOut, data.HeldOut > 0 && data.TestRows() == 0
+	if cfg.stuck != nil && cfg.stuck.fired {
+		s.Stuck = cfg.stuck.words()
+	}
+	s.EvalWaitSeconds = res.EvalWait.Seconds()
 	s.LabelFree = res.Fit
 	if res.Defense != (aggregator.DefenseReport{Reply: "losses"}) {
 		d := res.Defense

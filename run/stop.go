@@ -7,30 +7,39 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
-	"github.com/asyrevel/asyrevel/dataset"
 )
 
 // Early stopping: a run given no length ends when the held-out loss stops
 // improving.
 //
-// The held-out loss is the head's mean loss on the test set (--test, a
-// preset's or a split folder's test set) at each evaluation; without a test
-// set, DefaultHoldOut of the training rows are kept aside, chosen at random
-// with --seed, and serve as the test set (they are not trained on, and the
-// accuracy reported is theirs). An evaluation improves on the best so far
-// when its loss is lower than best - Tolerance*|best|; once Patience epochs
-// (passes of every party over its training rows) have gone by since the
-// last improvement, the run stops at that evaluation (stopped_by "patience"
-// in summary.json). Patience counts epochs, not evaluations, so that it
-// means the same on a set of 455 rows (hundreds of epochs a second) as on
-// one of 32,561 (an epoch a second or so). Evaluations come every
-// StopEvalEvery (or 9 times an evaluation's own cost, whichever is longer),
-// so that a small set ends within a fraction of a second of its best and a
-// large one spends at most a tenth of its time evaluating.
+// The held-out loss is the head's mean loss, at each evaluation, on
+// DefaultHoldOut of the training rows kept aside (holdout.go: chosen at
+// random with --seed, never trained on), whether or not the run has a test
+// set: the test set is only reported, it never chooses. Separate processes
+// given no --holdout hold nothing out, and then the training loss is
+// watched. An evaluation improves on the best so far when its loss is
+// lower than best - Tolerance*|best|; once Patience epochs (passes of every
+// party over its training rows) have gone by since the last improvement,
+// the run stops at that evaluation (stopped_by "patience" in summary.json),
+// and every participant keeps its model of the evaluation best on the
+// held-out rows (aggregator/keep.go). Patience counts epochs, not
+// evaluations, so that it means the same on a set of 455 rows (hundreds of
+// epochs a second) as on one of 32,561 (an epoch a second or so).
+// Evaluations come at least once an epoch, and every StopEvalEvery (or 9
+// times an evaluation's own cost, whichever is longer) on large sets,
+// which then spend at most a tenth of their time evaluating.
 const (
 	DefaultPatience  = 5.0
 	DefaultTolerance = 1e-3
 	DefaultHoldOut   = 0.1
+	// MinPatienceSteps is the least patience in requests of each party:
+	// a small table's epoch is a few steps (2.5 a party on wine's 160
+	// rows at batch 64), too few for a zeroth-order step to show a gain
+	// over 5 of them. It is about what issue 34 measured runs to wait
+	// when their evaluations were 0.3 s apart, and under 5 epochs of
+	// a9a's (458 requests a party an epoch), so large sets are not
+	// concerned.
+	MinPatienceSteps = 500
 	StopEvalEvery    = 50 * time.Millisecond
 )
 
@@ -42,12 +51,16 @@ func (c *Aggregation) Unbounded() bool {
 
 // EarlyStopReport is what early stopping watched and found, for summary.json.
 type EarlyStopReport struct {
-	// Watched is the loss: "test" (the test set's), "held-out" (HeldOut
-	// training rows kept aside) or "train" (no test set, no hold-out).
-	Watched   string  `json:"watched"`
-	HeldOut   int     `json:"held_out_rows,omitempty"`
-	Patience  float64 `json:"patience_epochs"`
-	Tolerance float64 `json:"tolerance"`
+	// Watched is the loss: "held-out" (HeldOut training rows kept aside)
+	// or "train" (no rows held out).
+	Watched string `json:"watched"`
+	HeldOut int    `json:"held_out_rows,omitempty"`
+	// Patience is the patience in force, in epochs: --patience, or more
+	// on a small table (MinPatience, in requests of each party).
+	Patience    float64 `json:"patience_epochs"`
+	Asked       float64 `json:"patience_asked"`
+	MinPatience int     `json:"min_patience_steps"`
+	Tolerance   float64 `json:"tolerance"`
 	// Best is the lowest loss seen, BestSeconds and BestSteps where.
 	Best        float64 `json:"best_loss"`
 	BestSeconds float64 `json:"best_seconds"`
@@ -59,28 +72,32 @@ type EarlyStopReport struct {
 // goroutine: observe and stopWhen are called one after the other for each
 // evaluation) and says when the loss has stopped improving.
 type earlyStop struct {
-	cfg     *Config
-	test    bool    // the test loss is watched (else the training loss)
-	heldOut bool    // the test set is a hold-out of the training rows
-	epoch   float64 // answered requests in an epoch: parties * rows / batch
-	best    float64
-	bestAt  aggregator.Point
-	since   float64 // epochs from the best to the last evaluation
-	fired   bool
+	cfg      *Config
+	heldOut  bool    // the held-out loss is watched (else the training loss)
+	epoch    float64 // answered requests in an epoch: parties * rows / batch
+	patience float64 // epochs: Patience, at least MinPatienceSteps requests a party
+	best     float64
+	bestAt   aggregator.Point
+	since    float64 // epochs from the best to the last evaluation
+	fired    bool
 }
 
-func newEarlyStop(cfg *Config, n int, test, heldOut bool) *earlyStop {
-	return &earlyStop{cfg: cfg, test: test, heldOut: heldOut, best: math.NaN(),
-		epoch: max(float64(cfg.Parties)*float64(n)/float64(max(cfg.Batch, 1)), 1)}
+func newEarlyStop(cfg *Config, n int, heldOut bool) *earlyStop {
+	es := &earlyStop{cfg: cfg, heldOut: heldOut, best: math.NaN(), epoch: epochSteps(cfg, n)}
+	es.patience = max(cfg.Patience, MinPatienceSteps*float64(cfg.Parties)/es.epoch)
+	return es
+}
+
+// epochSteps is the answered requests of an epoch (every party's pass
+// over its n rows), at least 1.
+func epochSteps(cfg *Config, n int) float64 {
+	return max(float64(cfg.Parties)*float64(n)/float64(max(cfg.Batch, 1)), 1)
 }
 
 // watched names the loss es watches.
 func (es *earlyStop) watched() string {
-	switch {
-	case es.heldOut:
+	if es.heldOut {
 		return "held-out"
-	case es.test:
-		return "test"
 	}
 	return "train"
 }
@@ -108,8 +125,8 @@ func (es *earlyStop) point(pt aggregator.Point) {
 		return
 	}
 	loss := pt.TrainLoss
-	if es.test {
-		loss = pt.TestLoss
+	if es.heldOut {
+		loss = pt.HeldOutLoss
 	}
 	if !math.IsNaN(loss) && !math.IsInf(loss, 0) && (math.IsNaN(es.best) || loss < es.best-es.cfg.Tolerance*math.Abs(es.best)) {
 		es.best, es.bestAt = loss, pt
@@ -123,12 +140,12 @@ func (es *earlyStop) point(pt aggregator.Point) {
 // without an improvement, or when other says so.
 func (es *earlyStop) stopWhen(other func() bool) func() bool {
 	return func() bool {
-		if es.since >= es.cfg.Patience {
+		if es.since >= es.patience {
 			if !es.fired {
 				es.fired = true
 				es.cfg.Log.Info().Float64("best", es.best).Float64("at_seconds", es.bestAt.Seconds).
-					Msgf("the %s loss has not improved by %g%% for %.1f epochs: stopping (--patience %g, --tolerance %g)",
-						es.lossName(), 100*es.cfg.Tolerance, es.since, es.cfg.Patience, es.cfg.Tolerance)
+					Msgf("the %s loss has not improved by %g%% for %.1f epochs: stopping (--patience %g, at least %d requests a party: %.4g epochs here; --tolerance %g)",
+						es.lossName(), 100*es.cfg.Tolerance, es.since, es.cfg.Patience, MinPatienceSteps, es.patience, es.cfg.Tolerance)
 			}
 			return true
 		}
@@ -139,7 +156,7 @@ func (es *earlyStop) stopWhen(other func() bool) func() bool {
 // reason says why es stopped the run ("" if it did not): the stop
 // control's reason, which the parties print.
 func (es *earlyStop) reason() string {
-	if !es.fired {
+	if es == nil || !es.fired {
 		return ""
 	}
 	return fmt.Sprintf("the %s loss stopped improving (--patience %g)", es.lossName(), es.cfg.Patience)
@@ -150,7 +167,7 @@ func (es *earlyStop) report(d *Data) *EarlyStopReport {
 	if es == nil {
 		return nil
 	}
-	r := &EarlyStopReport{Watched: es.watched(), HeldOut: d.HeldOut, Patience: es.cfg.Patience, Tolerance: es.cfg.Tolerance,
+	r := &EarlyStopReport{Watched: es.watched(), HeldOut: d.HeldOut, Patience: es.patience, Asked: es.cfg.Patience, MinPatience: MinPatienceSteps, Tolerance: es.cfg.Tolerance,
 		Best: es.best, BestSeconds: es.bestAt.Seconds, BestSteps: es.bestAt.Steps, Fired: es.fired}
 	if math.IsNaN(r.Best) {
 		r.Best = 0 // no evaluation before the stop (JSON has no NaN)
@@ -163,6 +180,8 @@ func (c *Config) stoppedBy(res *aggregator.Result, n int) string {
 	switch {
 	case res.Interrupted != "":
 		return "interrupted"
+	case c.stuck != nil && c.stuck.fired:
+		return "stuck"
 	case c.early != nil && c.early.fired:
 		return "patience"
 	}
@@ -196,9 +215,15 @@ func (s *Summary) StopWords() string {
 	switch s.StoppedBy {
 	case "patience":
 		e := s.EarlyStop
-		what := map[string]string{"test": "test", "held-out": "held-out", "train": "training"}[e.Watched]
-		return fmt.Sprintf("stopped: the %s loss stopped improving: best %.4f after %.1f s, no gain of %g%% in the %g epochs after it (--patience, --tolerance)",
-			what, e.Best, e.BestSeconds, 100*e.Tolerance, e.Patience)
+		what := map[string]string{"held-out": "held-out", "train": "training"}[e.Watched]
+		why := "--patience"
+		if e.Patience > e.Asked {
+			why = fmt.Sprintf("--patience %g, at least %d requests a party on a small table", e.Asked, e.MinPatience)
+		}
+		return fmt.Sprintf("stopped: the %s loss stopped improving: best %.4f after %.1f s, no gain of %g%% in the %.4g epochs after it (%s; --tolerance)",
+			what, e.Best, e.BestSeconds, 100*e.Tolerance, e.Patience, why)
+	case "stuck":
+		return "stopped: the run does not learn: " + s.Stuck
 	case "epochs", "steps", "duration", "target":
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":
@@ -214,38 +239,4 @@ func (s *Summary) StopWords() string {
 		return "stopped: converged"
 	}
 	return ""
-}
-
-// holdOut keeps cfg.HoldOut of d's training rows aside as its test set when
-// d has none (see Config.HoldOut). The rows are chosen from the row count
-// and the seed alone, so a party's process and the aggregator's choose the
-// same ones.
-func holdOut(cfg *Config, d *Data) error {
-	if cfg.HoldOut <= 0 || d.NTest > 0 || d.NTrain < 2 {
-		return nil
-	}
-	train, test, err := dataset.TestSplit{Fraction: cfg.HoldOut, Shuffle: true, Seed: cfg.Seed}.Rows(d.NTrain)
-	if err != nil {
-		return fmt.Errorf("%w: --holdout: %w", ErrConfig, err)
-	}
-	if len(test) == 0 || len(train) == 0 {
-		return nil
-	}
-	for m, x := range d.PartTrain {
-		if x != nil {
-			d.PartTest[m], d.PartTrain[m] = x.Rows(test), x.Rows(train)
-		}
-	}
-	if d.TrainY != nil {
-		ty, y := make([]int32, len(test)), make([]int32, len(train))
-		for i, r := range test {
-			ty[i] = d.TrainY[r]
-		}
-		for i, r := range train {
-			y[i] = d.TrainY[r]
-		}
-		d.TrainY, d.TestY = y, ty
-	}
-	d.NTrain, d.NTest, d.HeldOut = len(train), len(test), len(test)
-	return nil
 }

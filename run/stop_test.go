@@ -1,8 +1,10 @@
 package run
 
 import (
+	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -13,19 +15,23 @@ import (
 
 func TestEarlyStop(t *testing.T) {
 	nan := math.NaN()
-	// 4 parties, 64 rows, batch 16: an epoch is 16 answered requests; the
-	// points below are an epoch apart.
+	// 4 parties, 16,000 rows, batch 16: an epoch is 4,000 answered
+	// requests (1,000 a party, above MinPatienceSteps); the points below
+	// are an epoch apart. With 64 rows an epoch is 16 requests, and the
+	// patience is MinPatienceSteps requests a party: 125 epochs.
 	for _, c := range []struct {
 		name   string
+		rows   int
 		losses []float64
 		stopAt int // index of the evaluation that stops the run (-1: none)
 	}{
-		{"improving", []float64{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}, -1},
-		{"plateau", []float64{1, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4}, 5},
-		{"gains below the tolerance", []float64{1, 0.5, 0.4999, 0.4998, 0.4997, 0.4996, 0.4995}, 4},
-		{"a gain resets the patience", []float64{1, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}, 7},
-		{"growing", []float64{0.7, 0.8, 1, 2, 4, 8}, 3},
-		{"not finite", []float64{nan, nan, math.Inf(1), nan, nan}, 3},
+		{"improving", 16000, []float64{1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3}, -1},
+		{"plateau", 16000, []float64{1, 0.5, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4}, 5},
+		{"gains below the tolerance", 16000, []float64{1, 0.5, 0.4999, 0.4998, 0.4997, 0.4996, 0.4995}, 4},
+		{"a gain resets the patience", 16000, []float64{1, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}, 7},
+		{"growing", 16000, []float64{0.7, 0.8, 1, 2, 4, 8}, 3},
+		{"not finite", 16000, []float64{nan, nan, math.Inf(1), nan, nan}, 3},
+		{"a small table's plateau", 64, slices.Concat([]float64{1, 0.5}, slices.Repeat([]float64{0.4}, 130)), 127},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := new(New(func(c *Config) {
@@ -35,11 +41,13 @@ func TestEarlyStop(t *testing.T) {
 				c.Tolerance = 1e-3
 				c.Log = zerolog.Nop()
 			}))
-			es := newEarlyStop(cfg, 64, true, false)
+			es := newEarlyStop(cfg, c.rows, true)
+			epoch := int64(c.rows / 4)
 			obs, stop := es.observe(nil), es.stopWhen(nil)
 			got := -1
 			for i, l := range c.losses {
-				obs(aggregator.Point{Steps: int64(16 * i), TestLoss: l, TrainLoss: 100})
+				// The test loss never counts: only the held-out rows' does.
+				obs(aggregator.Point{Steps: epoch * int64(i), HeldOutLoss: l, TrainLoss: 100, TestLoss: float64(i)})
 				if stop() {
 					got = i
 					break
@@ -61,7 +69,7 @@ func TestEarlyStop(t *testing.T) {
 		c.Tolerance = 1e-3
 		c.Log = zerolog.Nop()
 	}))
-	es := newEarlyStop(cfg, 10, false, false)
+	es := newEarlyStop(cfg, 10, false)
 	other := false
 	stop := es.stopWhen(func() bool { return other })
 	es.observe(nil)(aggregator.Point{Steps: 1, TrainLoss: 1})
@@ -160,9 +168,118 @@ func TestHoldOutSameRows(t *testing.T) {
 			t.Fatalf("held-out row %d differs between the whole run and party 2", i)
 		}
 	}
-	// A set with a test set of its own keeps it: nothing is held out.
+	// A set with a test set of its own keeps it, after the held-out rows:
+	// they are held out all the same (the test set never chooses).
 	syn.TestSamples = 50
-	if d := load(RoleAll); d.HeldOut != 0 || d.NTrain != 500 || d.NTest != 50 {
-		t.Errorf("with a test set: held out %d, %d train, %d test", d.HeldOut, d.NTrain, d.NTest)
+	whole := load(RoleAll)
+	if whole.HeldOut != 100 || whole.NTrain != 400 || whole.NTest != 150 || whole.TestRows() != 50 || len(whole.TestY) != 150 {
+		t.Fatalf("with a test set: held out %d, %d train, %d test rows (%d of the test set, %d labels)", whole.HeldOut, whole.NTrain, whole.NTest, whole.TestRows(), len(whole.TestY))
+	}
+	p3 := load(3)
+	_, te, err := dataset.Synthetic(*syn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := whole.Blocks[2]
+	own := te.X.Columns(b.Lo, b.Hi)
+	for i := range 150 {
+		a, av := whole.PartTest[2].Row(i)
+		c, cv := p3.PartTest[2].Row(i)
+		if !slices.Equal(a, c) || !slices.Equal(av, cv) {
+			t.Fatalf("test split row %d differs between the whole run and party 3", i)
+		}
+		if i >= 100 {
+			o, ov := own.Row(i - 100)
+			if !slices.Equal(a, o) || !slices.Equal(av, ov) || whole.TestY[i] != te.Y[i-100] {
+				t.Fatalf("test split row %d is not the test set's row %d", i, i-100)
+			}
+		}
+	}
+	// A label-free run keeps a test set as it is: its head is chosen on
+	// rows the aggregator holds out by itself.
+	if d := load2(t, syn, func(c *Config) { c.Privacy = "auc=0.6" }); d.HeldOut != 0 || d.NTrain != 500 || d.NTest != 50 {
+		t.Errorf("label-free, with a test set: held out %d, %d train, %d test", d.HeldOut, d.NTrain, d.NTest)
+	}
+}
+
+// load2 loads syn for the whole run with a hold-out of 0.2 and set applied.
+func load2(t *testing.T, syn *dataset.SyntheticConfig, set func(c *Config)) *Data {
+	t.Helper()
+	cfg := New(func(c *Config) {
+		c.Synthetic = syn
+		c.Parties = 3
+		c.Epochs = 1
+		c.HoldOut = 0.2
+		c.Seed = 4
+		c.Log = zerolog.Nop()
+		set(c)
+	})
+	if err := cfg.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := LoadData(&cfg, RoleAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A run stops as stuck once its training loss has stayed above
+// StuckFactor times its start (or not finite) for StuckEpochs epochs and
+// StuckEvals evaluations; any evaluation back below starts the count
+// again, and the final evaluation does not count.
+func TestStuckWatch(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	// 4 parties, 64 rows, batch 16: an epoch is 16 answered requests; the
+	// points below are an epoch apart.
+	for _, c := range []struct {
+		name   string
+		losses []float64
+		stopAt int // index of the evaluation that stops the run (-1: none)
+	}{
+		{"learning", []float64{1.1, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4}, -1},
+		{"above, not far", []float64{1.1, 3.2, 3.2, 3.2, 3.2, 3.2, 3.2}, -1},
+		{"far above", []float64{1.1, 40, 43, 41, 43, 45}, 4},
+		{"back below starts again", []float64{1.1, 40, 43, 2, 43, 45, 44, 43}, 7},
+		{"not finite", []float64{1.1, nan, inf, nan, nan}, 4},
+		{"never finite", []float64{nan, nan, nan, nan, nan}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := new(New(func(c *Config) {
+				c.Parties = 4
+				c.Batch = 16
+				c.LR = 0.1
+				c.Log = zerolog.Nop()
+			}))
+			w := newStuckWatch(cfg, &Data{NTrain: 64})
+			obs, stop := w.observe(nil), w.stopWhen(nil)
+			got := -1
+			for i, l := range c.losses {
+				obs(aggregator.Point{Steps: 16 * int64(i), TrainLoss: l})
+				if stop() {
+					got = i
+					break
+				}
+			}
+			if got != c.stopAt {
+				t.Fatalf("stopped at evaluation %d, want %d", got, c.stopAt)
+			}
+			if got >= 0 && (!errors.Is(w.err(), ErrStuck) || !strings.Contains(w.reason(), "--scale standard")) {
+				t.Errorf("err %v, reason %q: want ErrStuck naming the likely causes", w.err(), w.reason())
+			}
+			if got < 0 && w.err() != nil {
+				t.Errorf("err %v for a run that was not stopped", w.err())
+			}
+		})
+	}
+	// A final evaluation does not count: the run is ending anyway.
+	w := newStuckWatch(new(New(func(c *Config) { c.Parties, c.Batch, c.Log = 4, 16, zerolog.Nop() })), &Data{NTrain: 64})
+	obs := w.observe(nil)
+	obs(aggregator.Point{Steps: 0, TrainLoss: 1})
+	for i := 1; i <= 5; i++ {
+		obs(aggregator.Point{Steps: 16 * int64(i), TrainLoss: 50, Final: true})
+	}
+	if w.stopWhen(nil)() {
+		t.Error("final evaluations made the run stuck")
 	}
 }

@@ -735,16 +735,22 @@ func (m *EvalOutput) decode(c *Codec) (err error) {
 
 func (m *Control) encode(c *Codec) {
 	n := fieldsControl
-	if m.BatchSeed != 0 {
-		n++ // an optional last field: older decoders skip it
+	if m.BatchSeed != 0 || m.Keep != 0 {
+		n++ // optional last fields: older decoders skip them
+	}
+	if m.Keep != 0 {
+		n++
 	}
 	c.head(n, &m.Header)
 	c.uint(uint64(m.Op))
 	c.uint(uint64(m.Round))
 	c.uint(uint64(m.Splits))
 	c.str(m.Reason)
-	if m.BatchSeed != 0 {
+	if m.BatchSeed != 0 || m.Keep != 0 {
 		c.uint(m.BatchSeed)
+	}
+	if m.Keep != 0 {
+		c.uint(uint64(m.Keep))
 	}
 }
 
@@ -770,9 +776,15 @@ func (m *Control) decode(c *Codec) (err error) {
 	if m.Reason, err = c.str64(1024); err != nil {
 		return err
 	}
-	m.BatchSeed = 0
+	m.BatchSeed, m.Keep = 0, 0
 	if extra > 0 && c.peekUint() {
 		if m.BatchSeed, err = c.dec.DecodeUint64(); err != nil {
+			return err
+		}
+		extra--
+	}
+	if extra > 0 && c.peekUint() {
+		if m.Keep, err = c.u32(); err != nil {
 			return err
 		}
 		extra--

@@ -13,6 +13,7 @@ func fuzzDecoder(f *testing.F, newMsg func() Message) {
 	extra := []Message{
 		&Reply{Header: Header{Version: Version, Party: 1, Seq: 9}, ReqSeq: 3, Delta: []float64{0.5}, Mean: true},
 		&Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 12345},
+		&Control{Header: Header{Version: Version, Seq: 2}, Op: CtlEval, Round: 3, Splits: EvalTest, Keep: 2},
 	}
 	for _, m := range append(sampleMessages(), extra...) {
 		if m.Kind() == newMsg().Kind() {

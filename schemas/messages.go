@@ -247,13 +247,19 @@ const (
 type Control struct {
 	Header
 	Op     ControlKind
-	Round  uint32 // CtlEval: the round; CtlRefuse: the refused Hello's sequence number
+	Round  uint32 // CtlEval: the round; CtlRefuse: the refused Hello's sequence number; CtlStop: the round kept (Keep)
 	Splits uint8  // EvalTrain|EvalTest for CtlEval
 	Reason string // human-readable, for CtlStop and CtlRefuse
 	// BatchSeed, if not 0 on CtlStart, says that the aggregator draws the
 	// batches: a party's r-th request (r = 0, 1, ...) must carry the ids
 	// DrawBatch(BatchSeed, party, r, its batch size, NTrain).
 	BatchSeed uint64
+	// Keep, on CtlEval, names the evaluation round that was the best so
+	// far (0: none named): a party keeps its parameters of that round and
+	// of the newest one it answered, and may forget the others. A stop's
+	// Round names the round whose models every participant keeps and
+	// saves, one of those (0: each keeps its last model).
+	Keep uint32
 }
 
 // Kind implements Message.

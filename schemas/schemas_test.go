@@ -553,6 +553,8 @@ func TestOptionalFields(t *testing.T) {
 	plain := &Reply{Header: h, ReqSeq: 4, Delta: []float64{0.25, 0.5}}
 	start := &Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 1<<63 + 7}
 	stop := &Control{Header: Header{Version: Version, Seq: 2}, Op: CtlStop}
+	eval := &Control{Header: Header{Version: Version, Seq: 3}, Op: CtlEval, Round: 9, Splits: EvalTrain, Keep: 7}
+	keptStop := &Control{Header: Header{Version: Version, Seq: 4}, Op: CtlStop, Round: 7, Reason: "done"}
 	var r Reply
 	var ctl Control
 	for _, tc := range []struct {
@@ -564,6 +566,9 @@ func TestOptionalFields(t *testing.T) {
 		{plain, &r, func() bool { return !r.Mean && len(r.Delta) == 2 }},
 		{start, &ctl, func() bool { return ctl.BatchSeed == 1<<63+7 && ctl.Op == CtlStart }},
 		{stop, &ctl, func() bool { return ctl.BatchSeed == 0 && ctl.Op == CtlStop }},
+		{eval, &ctl, func() bool { return ctl.Keep == 7 && ctl.Round == 9 && ctl.BatchSeed == 0 && ctl.Op == CtlEval }},
+		{stop, &ctl, func() bool { return ctl.Keep == 0 && ctl.Round == 0 }},
+		{keptStop, &ctl, func() bool { return ctl.Keep == 0 && ctl.Round == 7 && ctl.Reason == "done" }},
 	} {
 		b, err := c.Marshal(tc.in)
 		if err != nil {

@@ -137,7 +137,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0: any fall counts)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("without a test set: keep this share of the training rows aside, chosen at\nrandom with --seed, as the test set (train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then\nthe same to every process of the run; negative: none)", run.DefaultHoldOut))
+			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("keep this share of the training rows aside, chosen at random with --seed and\nnever trained on: early stopping watches their loss and the run keeps the\nmodels of the evaluation best on them (a test set is only reported; without\none their accuracy is reported). train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then the\nsame to every process of the run; negative: none", run.DefaultHoldOut))
 		}},
 		{roleTrain | roleParty | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
@@ -208,7 +208,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Var((*sizeFlag)(&c.MaxStore), "max-store", "bound of the run's stream, e.g. 20GB or 500MiB (none: unbounded). Full, it refuses\nnew messages and the run stops with a clear error; old ones are never dropped\n(default with the embedded broker: 80% of the disk space free at its store)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default 1s, or duration/40); rounds are spaced at least\n9 times their own duration apart, so that they take at most a tenth of the run")
+			fs.DurationVar(&c.EvalEvery, "eval-every", 0, "evaluation period (default: 1s, duration/40, or 50ms under --patience, and at\nleast once an epoch under --patience or --holdout; given: this period only); rounds are spaced at least 9\ntimes their own duration apart, so that they take at most a tenth of the run")
 		}},
 		{roleTrain | roleAggregator | roleLoops, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.TargetAcc, "target", 0, "record the time test accuracy first reaches this (e.g. 0.845)")
@@ -774,8 +774,8 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 	acc := "no test set"
 	if !math.IsNaN(s.TestAccuracy) {
 		acc = fmt.Sprintf("test accuracy %.2f%%", 100*s.TestAccuracy)
-		if s.EarlyStop != nil && s.EarlyStop.HeldOut > 0 {
-			acc = fmt.Sprintf("held-out accuracy %.2f%% (%d training rows kept aside, --holdout)", 100*s.TestAccuracy, s.EarlyStop.HeldOut)
+		if s.HeldOutAsTest {
+			acc = fmt.Sprintf("held-out accuracy %.2f%% (%d training rows kept aside, --holdout)", 100*s.TestAccuracy, s.HeldOutRows)
 		}
 		if n := len(s.Curve); s.Interrupted != "" && n > 0 && s.Curve[n-1].Steps < s.Steps {
 			// The figure is the last evaluation's, from before the stop.
@@ -800,6 +800,9 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 			s.Steps, s.TrainSeconds, s.StepsPerSec, s.WallSeconds, s.MessagesUp, s.MessagesDown, s.MaxStaleness)
 	}
 	if words := s.StopWords(); words != "" {
+		fmt.Fprintln(w, words)
+	}
+	if words := s.Kept.Words(); words != "" {
 		fmt.Fprintln(w, words)
 	}
 	if s.TargetAcc > 0 {

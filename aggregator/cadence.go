@@ -1,0 +1,91 @@
+package aggregator
+
+import (
+	"context"
+	"time"
+)
+
+// The evaluation cadence. A round is due when EvalEvery has gone by since
+// the last one was requested, spaced at least evalSpacing times a round's
+// own cost (on large data a round takes seconds: evaluations then take at
+// most about a tenth of the run), or when EvalSteps requests were answered
+// since then (an epoch: every party's pass over its rows), whichever comes
+// first. On a small table an epoch takes a few milliseconds, less than a
+// round's round trip: to evaluate at least once an epoch, training waits
+// for the round in progress once an epoch has gone by since it was
+// requested (awaitRound), for at most a few times what a round takes and
+// never for a party known to be silent in evaluations.
+
+// evalDue reports whether a new evaluation round is due at training time
+// el (a.mu held).
+func (a *Aggregator) evalDue(el time.Duration) bool {
+	if a.phase != training || a.lf != nil || a.cur != nil || a.pausing {
+		return false
+	}
+	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.evalSteps >= n {
+		return true
+	}
+	return el-a.evalAt >= max(a.cfg.EvalEvery, evalSpacing*a.evalCost)
+}
+
+// owedWait bounds how long training waits for a round it is owed:
+// at least this, or three times what a round takes.
+const owedWait = firstSilentWait
+
+// owed returns, when training must wait for the round in progress (an
+// epoch went by since it was requested, a.mu held), a channel closed when
+// that round is scored and the longest the wait may still last; nil when
+// training goes on.
+func (a *Aggregator) owed() (<-chan struct{}, time.Duration) {
+	c := a.cur
+	n := a.cfg.EvalSteps
+	if c == nil || c.final || n <= 0 || a.phase != training || a.res.Steps-c.steps < n {
+		return nil, 0
+	}
+	for m := 1; m <= a.q; m++ {
+		if c.wait[m] && a.evalSilent[m] && !a.roundDone(c, m) {
+			return nil, 0 // a party silent in evaluations: rounds wait for it briefly, training not at all
+		}
+	}
+	left := max(owedWait, 3*a.evalCost) - time.Since(c.requested)
+	if left <= 0 {
+		return nil, 0
+	}
+	if c.scored == nil {
+		c.scored = make(chan struct{})
+	}
+	return c.scored, left
+}
+
+// awaitRound waits, before a request is handled, while training is owed
+// an evaluation round (owed), and counts the wait (Result.EvalWait).
+func (a *Aggregator) awaitRound(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		ch, left := a.owed()
+		a.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		t0 := time.Now()
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-a.fin: // the run ended (failed): the round will not be scored
+		}
+		t.Stop()
+		a.mu.Lock()
+		a.res.EvalWait += time.Since(t0)
+		a.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// evalRequested records where round r was requested, for evalDue.
+func (a *Aggregator) evalRequested(r *round) {
+	a.evalAt, a.evalSteps = r.at, r.steps
+}
