@@ -42,14 +42,16 @@ func TestResumeAppliesEachUpdateOnce(t *testing.T) {
 }
 
 // watchCheckpoint sends the nth version of the checkpoint file at path as
-// it is written (polled every 5 ms for 2 s; closed without one).
+// it is written (polled every 5 ms for up to 2 minutes; closed without one).
 func watchCheckpoint(path string, nth int) <-chan []byte {
 	ch := make(chan []byte, 1)
 	go func() {
 		defer close(ch)
 		var last []byte
 		seen := 0
-		for range 400 {
+		// Polled until a generous deadline, not a count of polls: under
+		// load a run's setup alone can outlast two seconds.
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
 				if last, seen = b, seen+1; seen == nth {
 					ch <- b
@@ -62,6 +64,22 @@ func watchCheckpoint(path string, nth int) <-chan []byte {
 	return ch
 }
 
+// interruptAfter passes on the checkpoint ck sends and interrupts the run
+// (cancel) 600 ms after it: an interrupt at a fixed time could come
+// before the checkpoint a test puts back when the machine is busy.
+func interruptAfter(ck <-chan []byte, cancel context.CancelCauseFunc) <-chan []byte {
+	out := make(chan []byte, 1)
+	go func() {
+		if b, ok := <-ck; ok {
+			out <- b
+		}
+		close(out)
+		time.Sleep(600 * time.Millisecond)
+		cancel(errors.New("interrupt signal received"))
+	}()
+	return out
+}
+
 func testResumeOnce(t *testing.T, nth int) {
 	out := t.TempDir()
 	cfg := New(func(c *Config) {
@@ -70,7 +88,9 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.Algo = "asyrevel-gau"
 		c.Batch = 16
 		c.Window = 2
-		c.Duration = 3 * time.Second
+		// A length in steps: the accuracy floor must not depend on how
+		// busy the machine is, and the interrupt must come first.
+		c.MaxSteps = 20000
 		c.Seed = 1
 		c.Out = out
 		c.Run = "resume"
@@ -80,7 +100,7 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.CheckpointEvery = 300 * time.Millisecond
 	})
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
-	first := watchCheckpoint(path, nth)
+	aggCk := watchCheckpoint(path, nth)
 	// Party 2 as if killed -9 after its checkpoint of the same rank too:
 	// it computes again what it sent since, and its chains must follow
 	// the stream.
@@ -99,7 +119,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	}
 	cfg.onPartyCheckpoint = record
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(1500*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	first := interruptAfter(aggCk, cancel)
 	s1, err := Train(ctx, cfg)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
