@@ -69,8 +69,10 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	if s := get("dp-auc0.6", "active", "regression"); s.AUC > 0.75 || s.Epsilon > 2 || s.AUCBound > 0.6001 {
 		t.Errorf("the noised, budgeted defense against the active attacker: %+v", s)
 	}
-	// TIG really trains (--algo tig) and its gradients give the labels away.
-	for who, cover := range map[string]int{"passive": 1400, "active": 100} {
+	// TIG really trains (--algo tig) and its gradients give the labels away
+	// (the passive attacker covers the 1,500 samples but the tenth that an
+	// early-stopped run holds out, never trained on: run.DefaultHoldOut).
+	for who, cover := range map[string]int{"passive": 1300, "active": 100} {
 		if s := get("tig", who, "tig-sign"); s.AUC < 0.999 || s.Covered < cover || s.TestAccuracy < 0.8 {
 			t.Errorf("tig, %s gradient sign attack: %+v", who, s)
 		}
