@@ -60,6 +60,10 @@ type PrivacyRow struct {
 	TestAccuracy                   float64
 	Epsilon, EpsilonAll, AUCBound  float64 // per-party worst, all parties, bound
 	Note                           string
+	// Positives are the covered samples of the class whose one-vs-rest
+	// AUC is MaxClassAUC (binary: of label 1), the others its negatives:
+	// the counts a Hanley-McNeil interval of that AUC needs (0: unknown).
+	Positives int
 }
 
 // DefaultPrivacySettings are the settings of the experiment for a binary
@@ -299,6 +303,10 @@ type PrivacySummary struct {
 	// the attack's advantage 2|AUC - 0.5| as AP instead.
 	DCS, DCSAUC float64
 	Note        string
+	// Positives are, in the first seed's run (as Covered), the covered
+	// samples of the class of its largest one-vs-rest AUC (binary: of
+	// label 1); 0: unknown.
+	Positives int
 }
 
 // SummarizePrivacy averages rows over seeds.
@@ -338,7 +346,8 @@ func SummarizePrivacy(rows []PrivacyRow) []PrivacySummary {
 			cls = append(cls, r.MaxClassAUC)
 		}
 		s := PrivacySummary{Set: k.set, Setting: k.setting, Attacker: k.attacker, Attack: k.attack, Seeds: len(g),
-			Epsilon: g[0].Epsilon, EpsilonAll: g[0].EpsilonAll, AUCBound: g[0].AUCBound, Covered: g[0].Covered, Note: g[0].Note}
+			Epsilon: g[0].Epsilon, EpsilonAll: g[0].EpsilonAll, AUCBound: g[0].AUCBound, Covered: g[0].Covered, Note: g[0].Note,
+			Positives: g[0].Positives}
 		for _, r := range g[1:] {
 			s.Epsilon, s.EpsilonAll, s.AUCBound = max(s.Epsilon, r.Epsilon), max(s.EpsilonAll, r.EpsilonAll), max(s.AUCBound, r.AUCBound)
 		}
@@ -416,12 +425,14 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 		return fmtF(v, p)
 	}
 	header := []string{"setting", "attacker", "attack", "auc", "test_accuracy", "accuracy_drop_pp", "epsilon",
-		"dataset", "auc_sd", "attack_accuracy", "test_accuracy_sd", "epsilon_all_parties", "auc_bound", "samples_covered", "seeds", "dcs", "dcs_auc", "note", "max_class_auc"}
+		"dataset", "auc_sd", "attack_accuracy", "test_accuracy_sd", "epsilon_all_parties", "auc_bound", "samples_covered", "seeds", "dcs", "dcs_auc", "note", "max_class_auc",
+		"class_positives"}
 	var recs [][]string
 	for _, s := range sum {
 		recs = append(recs, []string{s.Setting, s.Attacker, s.Attack, num(s.AUC, 4), num(s.TestAccuracy, 4), num(s.DropPP, 2), num(s.Epsilon, 3),
 			s.Set, num(s.AUCSD, 4), num(s.AttackAccuracy, 4), num(s.TestSD, 4), num(s.EpsilonAll, 3), num(s.AUCBound, 3),
-			strconv.Itoa(s.Covered), strconv.Itoa(s.Seeds), num(s.DCS, 4), num(s.DCSAUC, 4), s.Note, num(s.MaxClassAUC, 4)})
+			strconv.Itoa(s.Covered), strconv.Itoa(s.Seeds), num(s.DCS, 4), num(s.DCSAUC, 4), s.Note, num(s.MaxClassAUC, 4),
+			positives(s.Positives, s.Covered)})
 	}
 	path := filepath.Join(dir, "privacy.csv")
 	before, _ := os.ReadFile(path)
@@ -432,6 +443,15 @@ func WritePrivacy(dir string, sum []PrivacySummary, cmdline string) error {
 		return writeReport(dir)
 	}
 	return WriteSection(dir, Section{Name: "privacy", Command: strings.ReplaceAll(cmdline, "; ", "\n")})
+}
+
+// positives is a class count for the CSV: "" when unknown or when it
+// leaves no negative.
+func positives(n, covered int) string {
+	if n <= 0 || n >= covered {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 // ReadPrivacyCSV reads back a privacy.csv that WritePrivacy wrote, to
@@ -475,6 +495,10 @@ func ReadPrivacyCSV(path string) ([]PrivacySummary, error) {
 		o := &out[len(out)-1]
 		if o.MaxClassAUC = o.AUC; len(r) > 18 && r[18] != "" {
 			o.MaxClassAUC = num(r[18])
+		}
+		// Since the report's Hanley-McNeil intervals; older files: unknown.
+		if len(r) > 19 {
+			o.Positives, _ = strconv.Atoi(r[19])
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/asyrevel/asyrevel/privacy"
@@ -59,9 +60,12 @@ func labelAttacks(ctx context.Context, t labelTarget, base PrivacyRow) ([]Privac
 			r.AUC, r.AttackAccuracy, r.Note = nanF, nanF, err.Error()
 		} else {
 			r.AUC, r.AttackAccuracy, r.Covered, r.MaxClassAUC = sc.AUC, sc.Accuracy, sc.Covered, sc.AUC
+			class := int32(1)
 			if inf.Classes > 2 {
 				r.MaxClassAUC = sc.MaxClassAUC
+				class = worstClassOf(sc.ClassAUC)
 			}
+			r.Positives = classCount(inf.IDs, t.labels, class)
 		}
 		rows = append(rows, r)
 	}
@@ -130,6 +134,30 @@ func labelAttacks(ctx context.Context, t labelTarget, base PrivacyRow) ([]Privac
 		}
 	}
 	return rows, nil
+}
+
+// worstClassOf is the class of the largest one-vs-rest AUC (the first of
+// equals, as privacy.ScoreLabels picks MaxClassAUC); -1 if none is a
+// number.
+func worstClassOf(aucs []float64) int32 {
+	best := int32(-1)
+	for c, a := range aucs {
+		if !math.IsNaN(a) && (best < 0 || a > aucs[best]) {
+			best = int32(c)
+		}
+	}
+	return best
+}
+
+// classCount is the number of the samples ids whose label is class.
+func classCount(ids []uint32, labels []int32, class int32) int {
+	n := 0
+	for _, id := range ids {
+		if int(id) < len(labels) && labels[id] == class {
+			n++
+		}
+	}
+	return n
 }
 
 // noRequestRow is the row of an attacker party that sent no request: no

@@ -314,7 +314,10 @@ type GoalAttack struct {
 	AUC         float64 // NaN: none ran
 	MaxClassAUC float64
 	Covered     int
-	Note        string
+	// Positives are the covered samples of the class of MaxClassAUC
+	// (binary: label 1; 0: unknown), the rest of Covered its negatives.
+	Positives int
+	Note      string
 }
 
 // GoalRow is one goal row: a run with honest parties (its accuracy and
@@ -570,7 +573,7 @@ func strongest(rows []PrivacyRow) GoalAttack {
 			continue
 		}
 		if math.IsNaN(best.AUC) || r.AUC > best.AUC {
-			best = GoalAttack{Attack: r.Attack, AUC: r.AUC, MaxClassAUC: r.MaxClassAUC, Covered: r.Covered, Note: r.Note}
+			best = GoalAttack{Attack: r.Attack, AUC: r.AUC, MaxClassAUC: r.MaxClassAUC, Covered: r.Covered, Positives: r.Positives, Note: r.Note}
 		}
 	}
 	if best.Attack == "" && len(notes) > 0 {

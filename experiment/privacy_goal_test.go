@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -112,9 +113,28 @@ func TestMergeCSV(t *testing.T) {
 			t.Errorf("after %v:\n%s\nwant\n%s", step.fresh, got, step.want)
 		}
 	}
-	if err := mergeCSV(path, []string{"set", "seed", "accuracy"}, 2, nil); err == nil || !strings.Contains(err.Error(), "not a file of this version") {
-		t.Errorf("another header: %v", err)
+	// Columns added at the end: the older rows get them empty.
+	wider := append(slices.Clone(h), "positives")
+	if err := mergeCSV(path, wider, 2, [][]string{{"b", "1", "0.75", "12"}}); err != nil {
+		t.Fatal(err)
 	}
+	if got, want := readText(t, path), "set,seed,acc,positives\na,1,0.5,\nb,1,0.75,12\nc,1,0.8,\na,2,0.9,\n"; got != want {
+		t.Errorf("after a column added:\n%s\nwant\n%s", got, want)
+	}
+	for _, other := range [][]string{{"set", "seed", "accuracy"}, {"set", "seed"}, {"set", "seed", "accuracy", "acc", "positives"}} {
+		if err := mergeCSV(path, other, 2, nil); err == nil || !strings.Contains(err.Error(), "not a file of this version") {
+			t.Errorf("header %v: %v", other, err)
+		}
+	}
+}
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // The code-mean attack recovers a party's columns exactly when its codes
@@ -173,5 +193,50 @@ func TestCodeMeanAttack(t *testing.T) {
 	}
 	if _, err := CodeMeanAttack(exact, truth, aux[:1]); err == nil {
 		t.Error("one aux sample accepted")
+	}
+}
+
+// The counts of a Hanley-McNeil interval: the worst class is the first of
+// the largest one-vs-rest AUCs (classes without one skipped), its
+// positives the covered samples of that label, and a goal row writes them
+// only where they can give an interval.
+func TestClassPositives(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		aucs []float64
+		want int32
+	}{
+		{[]float64{0.5, 0.65, 0.6}, 1},
+		{[]float64{nan, 0.52, 0.52}, 1},
+		{[]float64{0.7, nan}, 0},
+		{[]float64{nan, nan}, -1},
+		{nil, -1},
+	} {
+		if got := worstClassOf(tc.aucs); got != tc.want {
+			t.Errorf("worstClassOf(%v) = %d, want %d", tc.aucs, got, tc.want)
+		}
+	}
+	labels := []int32{0, 1, 2, 1, 1, 0}
+	if got := classCount([]uint32{0, 1, 3, 5, 9}, labels, 1); got != 2 {
+		t.Errorf("classCount of label 1 = %d, want 2 (id 9 beyond the labels ignored)", got)
+	}
+	for _, tc := range []struct {
+		a    GoalAttack
+		want string
+	}{
+		{GoalAttack{Covered: 281, Positives: 28}, "28"},
+		{GoalAttack{Covered: 281}, ""},
+		{GoalAttack{Covered: 281, Positives: 281}, ""},
+	} {
+		r := GoalRow{Passive: tc.a, Active: tc.a}
+		rec := r.record()
+		if len(rec) != len(goalHeader) {
+			t.Fatalf("record of %d fields, header of %d", len(rec), len(goalHeader))
+		}
+		for _, col := range []string{"passive_class_positives", "active_class_positives"} {
+			if got := rec[slices.Index(goalHeader, col)]; got != tc.want {
+				t.Errorf("%+v: %s %q, want %q", tc.a, col, got, tc.want)
+			}
+		}
 	}
 }

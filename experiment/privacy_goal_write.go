@@ -33,7 +33,11 @@ var goalHeader = append(slices.Clone(goalKeyCols), "profile", "parties", "test_a
 	"fit_epochs", "fit_best_epoch", "fit_held_out_rows", "auc_bound", "auc_bound_all", "epsilon",
 	"passive_attack", "passive_auc", "passive_max_class_auc", "passive_covered", "passive_note",
 	"active_attack", "active_auc", "active_max_class_auc", "active_covered", "active_note", "active_length", "active_test_accuracy",
-	"started_utc", "load_start", "load_end", "command", "error")
+	"started_utc", "load_start", "load_end", "command", "error",
+	// Since the report's Hanley-McNeil intervals: the covered samples of
+	// the class of *_max_class_auc (binary: label 1), the rest of
+	// *_covered its negatives. Older files lack them (mergeCSV pads).
+	"passive_class_positives", "active_class_positives")
 
 var goalFeatureHeader = append(slices.Clone(goalKeyCols), "attack", "target", "profile", "features", "rounds", "outputs_per_sample",
 	"aux", "samples", "r2", "mean_correlation", "note")
@@ -60,8 +64,13 @@ func (r GoalRow) record() []string {
 		itoa(r.FitEpochs), itoa(r.FitBestEpoch), itoa(r.FitRows), numText(r.AUCBound, 4), numText(r.AUCBoundAll, 4), numText(r.Epsilon, 3),
 		r.Passive.Attack, numText(r.Passive.AUC, 4), numText(r.Passive.MaxClassAUC, 4), itoa(r.Passive.Covered), r.Passive.Note,
 		r.Active.Attack, numText(r.Active.AUC, 4), numText(r.Active.MaxClassAUC, 4), itoa(r.Active.Covered), r.Active.Note, r.ActiveLength,
-		numText(r.ActiveAccuracy, 4), started, numText(r.LoadStart, 2), numText(r.LoadEnd, 2), r.Command(), r.Error}
+		numText(r.ActiveAccuracy, 4), started, numText(r.LoadStart, 2), numText(r.LoadEnd, 2), r.Command(), r.Error,
+		positivesText(r.Passive), positivesText(r.Active)}
 }
+
+// positivesText is a's positives, "" when unknown (no attack scored, or
+// an AUC read from privacy.json without its counts).
+func positivesText(a GoalAttack) string { return positives(a.Positives, a.Covered) }
 
 func (f FeatureRow) record() []string {
 	itoa := strconv.Itoa
@@ -111,7 +120,14 @@ func mergeCSV(path string, header []string, keyCols int, fresh [][]string) error
 		return err
 	}
 	if len(old) > 0 && !slices.Equal(old[0], header) {
-		return fmt.Errorf("%s: not a file of this version (its columns differ): move it away to start it again", path)
+		// A file written before columns were added at the end: its rows
+		// get them empty (unknown).
+		if len(old[0]) >= len(header) || !slices.Equal(old[0], header[:len(old[0])]) {
+			return fmt.Errorf("%s: not a file of this version (its columns differ): move it away to start it again", path)
+		}
+		for i, r := range old[1:] {
+			old[i+1] = append(r, make([]string, len(header)-len(r))...)
+		}
 	}
 	key := func(r []string) string { return strings.Join(r[:keyCols], "\x00") }
 	byKey := map[string][]string{}

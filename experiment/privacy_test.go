@@ -69,8 +69,10 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	if s := get("dp-auc0.6", "active", "regression"); s.AUC > 0.75 || s.Epsilon > 2 || s.AUCBound > 0.6001 {
 		t.Errorf("the noised, budgeted defense against the active attacker: %+v", s)
 	}
-	// TIG really trains (--algo tig) and its gradients give the labels away.
-	for who, cover := range map[string]int{"passive": 1400, "active": 100} {
+	// TIG really trains (--algo tig) and its gradients give the labels away
+	// (the passive attacker covers the 1,500 samples but the tenth that an
+	// early-stopped run holds out, never trained on: run.DefaultHoldOut).
+	for who, cover := range map[string]int{"passive": 1300, "active": 100} {
 		if s := get("tig", who, "tig-sign"); s.AUC < 0.999 || s.Covered < cover || s.TestAccuracy < 0.8 {
 			t.Errorf("tig, %s gradient sign attack: %+v", who, s)
 		}
@@ -88,6 +90,20 @@ func TestPrivacyExperimentSmall(t *testing.T) {
 	csv, _ := os.ReadFile(filepath.Join(dir, "privacy.csv"))
 	if !strings.HasPrefix(string(csv), "setting,attacker,attack,auc,test_accuracy,accuracy_drop_pp,epsilon") {
 		t.Errorf("csv header: %.80s", csv)
+	}
+	// The class counts of the Hanley-McNeil intervals, scored and read back.
+	sign := get("paper", "passive", "sign")
+	if sign.Positives <= 0 || sign.Positives >= sign.Covered {
+		t.Errorf("paper, passive sign attack: %d positives of %d covered", sign.Positives, sign.Covered)
+	}
+	back, err := ReadPrivacyCSV(filepath.Join(dir, "privacy.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range back {
+		if b.Setting == "paper" && b.Attacker == "passive" && b.Attack == "sign" && b.Positives != sign.Positives {
+			t.Errorf("privacy.csv gives back %d positives, want %d", b.Positives, sign.Positives)
+		}
 	}
 	rep, _ := os.ReadFile(filepath.Join(dir, "REPORT-privacy.md"))
 	if !strings.Contains(string(rep), "| tig |") || !strings.Contains(string(rep), "| paper |") || !strings.Contains(string(rep), "TIG (split learning") {

@@ -24,6 +24,7 @@ type psum struct {
 	epsilon, aucBound              float64
 	covered, seeds                 int
 	dcs                            float64
+	positives                      int // class_positives: the worst class's covered samples (0: unknown)
 }
 
 // aucCI is the row's AUC interval over its seeds (Student's t on the
@@ -33,9 +34,16 @@ func (s psum) aucCI() (lo, hi float64) {
 	return math.Max(lo, 0), math.Min(hi, 1)
 }
 
-// aucText is "0.553 [0.541..0.565]", or the AUC alone from one seed.
+// aucText is "0.553 [0.541..0.565]": the interval over the seeds, or
+// from one seed of a binary set the Hanley-McNeil interval where the CSV
+// holds the class counts; the AUC alone otherwise.
 func (s psum) aucText() string {
 	lo, hi := s.aucCI()
+	if math.IsNaN(lo) && s.seeds <= 1 && s.maxClassAUC == s.auc {
+		if c := s.check(); c.known() {
+			lo, hi = c.lo, c.hi
+		}
+	}
 	return interval(s.auc, lo, hi, 3)
 }
 
@@ -50,13 +58,25 @@ func readPrivacy(g *gen) ([]psum, error) {
 			auc: t.num(i, "auc"), aucSD: t.num(i, "auc_sd"), maxClassAUC: t.num(i, "max_class_auc"), attackAccuracy: t.num(i, "attack_accuracy"),
 			testAccuracy: t.num(i, "test_accuracy"), testSD: t.num(i, "test_accuracy_sd"), dropPP: t.num(i, "accuracy_drop_pp"),
 			epsilon: t.num(i, "epsilon"), aucBound: t.num(i, "auc_bound"), covered: int(t.integer(i, "samples_covered")),
-			seeds: int(t.integer(i, "seeds")), dcs: t.num(i, "dcs")}
+			seeds: int(t.integer(i, "seeds")), dcs: t.num(i, "dcs"), positives: int(t.integer(i, "class_positives"))}
 		if math.IsNaN(s.maxClassAUC) {
 			s.maxClassAUC = s.auc
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// check is the row's worst-class AUC (binary: its AUC) against its
+// bound, with the Hanley-McNeil interval of the mean over the seeds when
+// privacy.csv holds the class counts (the first seed's, as
+// samples_covered).
+func (s psum) check() aucCheck {
+	auc := s.maxClassAUC
+	if math.IsNaN(auc) || s.auc > auc {
+		auc = s.auc
+	}
+	return newMeanAUCCheck(auc, s.aucBound, s.positives, s.covered-s.positives, max(s.seeds, 1))
 }
 
 // reference is an attack that no label bound covers: the party's own
@@ -221,8 +241,15 @@ func privacyReport(sum []psum, cmdline string, plotted bool) string {
 	p("against any one label. **Intervals**: [low..high] after an AUC is its 95%% interval over the seeds,\n")
 	p("Student's t with seeds - 1 degrees of freedom on the seeds' AUCs (`auc` and `auc_sd`); it covers the\n")
 	p("spread between runs, whose sampled batches and probed samples differ, not the sampling error within\n")
-	p("one run's AUC (a Hanley-McNeil interval needs each run's class counts, which the CSV does not hold).\n")
-	p("A single seed gives no interval. ⚑ marks an AUC above the bound its run claims.\n\n")
+	counted := slices.ContainsFunc(sum, func(s psum) bool { return s.positives > 0 })
+	if counted {
+		p("one run's AUC, which the list of AUCs above their bound gives (Hanley-McNeil, from the class counts\n")
+		p("`class_positives` and `samples_covered`). A single seed's binary AUC has its Hanley-McNeil interval.\n")
+	} else {
+		p("one run's AUC (a Hanley-McNeil interval needs each run's class counts, which this privacy.csv, written\n")
+		p("before its `class_positives` column, does not hold). A single seed gives no interval.\n")
+	}
+	p("⚑ marks an AUC above the bound its run claims (a worst class's too).\n\n")
 	if strings.Contains(cmdline, "--quick") {
 		p("**A quick run** (fewer seeds and epochs): it checks the pipeline; its accuracy costs are those of\n")
 		p("an unconverged training.\n\n")
@@ -281,6 +308,9 @@ func privacyReport(sum []psum, cmdline string, plotted bool) string {
 					if !ok || math.IsInf(s.maxClassAUC, -1) {
 						return "n/a"
 					}
+					if !s.reference() && s.check().above() {
+						return ff(s.maxClassAUC, 3) + " ⚑"
+					}
 					return ff(s.maxClassAUC, 3)
 				}
 				sh, oks := find(set, st, "passive", "shuffled")
@@ -306,20 +336,21 @@ func privacyReport(sum []psum, cmdline string, plotted bool) string {
 		p("interval lies wholly above it contradicts the bound.\n\n")
 		for _, s := range over {
 			lo, _ := s.aucCI()
-			verdict := "no interval (one seed): the runs cannot tell"
+			verdict := "no interval over the seeds (one seed)"
 			switch {
 			case !math.IsNaN(lo) && lo > s.aucBound:
-				verdict = "**the interval lies above the bound**"
+				verdict = "**the interval over the seeds lies above the bound**"
 			case !math.IsNaN(lo):
-				verdict = "the interval reaches the bound: within the spread between runs"
+				verdict = "the interval over the seeds reaches the bound: within the spread between runs"
 			}
 			what := fmt.Sprintf("AUC %s", s.aucText())
 			if s.auc <= s.aucBound {
-				what = fmt.Sprintf("worst class's AUC %s (no interval: the CSV holds its mean only; macro AUC %s)", ff(s.maxClassAUC, 3), s.aucText())
+				what = fmt.Sprintf("worst class's AUC %s (the CSV holds its mean over the seeds only; macro AUC %s)", ff(s.maxClassAUC, 3), s.aucText())
 				verdict = "one class above the bound"
 			}
-			p("- ⚑ %s, `%s`, %s attacker, `%s`: %s above the bound %s over %d seeds; %s.\n", s.set, s.setting, s.attacker, s.attack, what,
-				ff(s.aucBound, 3), s.seeds, verdict)
+			hm, _ := s.check().verdict("privacy.csv")
+			p("- ⚑ %s, `%s`, %s attacker, `%s`: %s above the bound %s over %d seeds; %s; %s.\n", s.set, s.setting, s.attacker, s.attack, what,
+				ff(s.aucBound, 3), s.seeds, verdict, hm)
 		}
 		p("\n")
 	}

@@ -102,7 +102,10 @@ func mean(x []float64) float64 {
 }
 
 // attackText is a row's strongest attack of one attacker ("passive" or
-// "active"): "sign 1.000", or what the attacker's view held.
+// "active"): "sign 0.553 [0.541..0.565]" (the 95% interval of the AUC the
+// bound must cover, the worst class's on a multiclass set; "[no counts]"
+// when the CSV holds no class counts), the flag when that AUC is above
+// the run's bound, or what the attacker's view held.
 func attackText(t *table, i int, who string) string {
 	a := t.str(i, who+"_attack")
 	switch a {
@@ -114,11 +117,18 @@ func attackText(t *table, i int, who string) string {
 	case "none":
 		return "none: no reply to read"
 	}
-	s := a + " " + f(t.num(i, who+"_auc"), 3)
-	if c := t.num(i, who+"_max_class_auc"); c > t.num(i, who+"_auc") {
-		s += " (worst class " + f(c, 3) + ")"
+	c := goalCheck(t, i, who)
+	ci := c.ciText()
+	if ci == "" && !math.IsNaN(c.auc) && !c.above() {
+		ci = " [no counts]"
 	}
-	return s
+	s := a + " " + f(t.num(i, who+"_auc"), 3)
+	if w := t.num(i, who+"_max_class_auc"); w > t.num(i, who+"_auc") {
+		s += " (worst class " + f(w, 3) + ci + ")"
+	} else {
+		s += ci
+	}
+	return s + c.flag()
 }
 
 // maxAttack is the largest strongest-attack AUC of who over rows, and a
@@ -143,6 +153,39 @@ func maxAttack(t *table, rows []int, who string) string {
 		return "none: no reply to read"
 	}
 	return "-"
+}
+
+// aboveBound lists the measured attacks of privacy-goal.csv above their
+// run's bound, each with its interval, and counts those whose interval's
+// lower end is above the bound too and those without the counts for an
+// interval.
+func aboveBound(t *table) (above []string, wholly, unknown int) {
+	for i := range t.rows {
+		for _, who := range []string{"passive", "active"} {
+			c := goalCheck(t, i, who)
+			if !c.above() {
+				continue
+			}
+			what := fmt.Sprintf("AUC %s", f(c.auc, 3))
+			if macro := t.num(i, who+"_auc"); c.auc > macro {
+				what = fmt.Sprintf("worst class's AUC %s (macro %s)", f(c.auc, 3), f(macro, 3))
+			}
+			if n := t.integer(i, who+"_covered"); n > 0 {
+				what += fmt.Sprintf(" over %d samples", n)
+			}
+			end, over := c.verdict(goalFile)
+			end = "; " + end
+			if over {
+				wholly++
+			}
+			if !c.known() {
+				unknown++
+			}
+			above = append(above, fmt.Sprintf("%s %s %s %s seed %s: %s %s, %s, is above the bound %s%s", t.str(i, "set"), lengthText(t.str(i, "length")),
+				t.str(i, "algo"), privacyText(t.str(i, "privacy")), t.str(i, "seed"), who, t.str(i, who+"_attack"), what, f(c.bound, 3), end))
+		}
+	}
+	return above, wholly, unknown
 }
 
 func goalBody(g *gen) (string, error) {
@@ -177,7 +220,10 @@ func goalBody(g *gen) (string, error) {
 	p("single party): *passive*, the honest run's strongest label attack; *active*, the strongest of a second run with the same flags ")
 	p("where party 3 perturbs one sample per request (on a multiclass set another party nudges every sample), its length in `active_length` when capped. ")
 	p("*none: no reply to read*: the party sent no request and received no reply, only control messages (the label-free profile), so no label ")
-	p("attack has anything to read and the best any attacker can do is chance, AUC 0.5. Times are wall-clock seconds on the machine of the ")
+	p("attack has anything to read and the best any attacker can do is chance, AUC 0.5. [low..high] after an attack's AUC is the 95%% interval ")
+	p("(Hanley and McNeil, from the covered samples of the class and of the others) of the AUC the bound must cover: the worst class's on a ")
+	p("multiclass set; *[no counts]*: the row was written before `%s` held the class counts, so it has no interval. ", goalFile)
+	p("⚑ marks an AUC above its run's bound, and says whether even the interval's lower end is above it. Times are wall-clock seconds on the machine of the ")
 	p("run, with the load average (1 min) at the start and the end of the row's runs beside them.\n\n")
 
 	// make run's figure.
@@ -251,23 +297,13 @@ func goalBody(g *gen) (string, error) {
 		_, hi := extent(bounds)
 		goal = append(goal, []string{"every defended run's bound at most 0.6", fmt.Sprintf("largest %s over %d runs", f(hi, 3), len(bounds)), verdict(hi <= 0.6)})
 	}
-	var above []string
-	for i := range t.rows {
-		bound := t.num(i, "auc_bound")
-		for _, who := range []string{"passive", "active"} {
-			v, worst := t.num(i, who+"_auc"), t.num(i, who+"_max_class_auc")
-			if bound < 1 && (v > bound || worst > bound) {
-				over := ""
-				if n := t.integer(i, who+"_covered"); n > 0 {
-					over = fmt.Sprintf(" over %d samples", n)
-				}
-				above = append(above, fmt.Sprintf("%s %s %s %s seed %s: %s %s%s above the bound %s", t.str(i, "set"), lengthText(t.str(i, "length")),
-					t.str(i, "algo"), privacyText(t.str(i, "privacy")), t.str(i, "seed"), who, strings.Replace(attackText(t, i, who), " ", " AUC ", 1), over, f(bound, 3)))
-			}
-		}
-	}
+	above, wholly, unknown := aboveBound(t)
 	if len(bounds) > 0 {
-		goal = append(goal, []string{"no measured attack above its run's bound", fmt.Sprintf("%d above", len(above)), verdict(len(above) == 0)})
+		got := fmt.Sprintf("%d above", len(above))
+		if len(above) > 0 {
+			got += fmt.Sprintf(" (%d with even the 95%% interval's lower end above, %d without class counts for an interval)", wholly, unknown)
+		}
+		goal = append(goal, []string{"no measured attack above its run's bound", got, verdict(len(above) == 0)})
 	}
 	if len(goal) > 0 {
 		b.WriteString(mdTable([]string{"goal", "measured", ""}, goal))
@@ -300,8 +336,11 @@ func goalBody(g *gen) (string, error) {
 	}
 	if len(above) > 0 {
 		p("\n\nThe bound holds for every label; a measured AUC is over the samples the attacker covered, and one class's one-vs-rest AUC " +
-			"over a few hundred samples moves by several hundredths between runs: a single run above the bound by less than that is within " +
-			"its sampling error, a repeated one contradicts the bound.")
+			"over a few hundred samples moves by several hundredths between runs. Its 95%% interval (Hanley and McNeil, from the AUC and the " +
+			"covered samples of the class and of the others, `*_class_positives` and `*_covered`) says how far: an interval that reaches down " +
+			"to the bound is within the run's sampling error, one wholly above it contradicts the bound. A row written before the CSV held " +
+			"the class counts has no interval, and the report does not guess one. The worst class is the largest of the classes' AUCs, " +
+			"so one class of ten above its expectation by chance is likelier than the interval of a class chosen in advance says.")
 	}
 	p("\n\n")
 

@@ -43,8 +43,10 @@ func TestGoalSection(t *testing.T) {
 		"| breast-cancer, asyrevel-gau, until it stops: within 1.5 points of `off` in the mean | 94.73% against 99.12% (-4.39 points) | **not met** |",
 		"| a9a, asyrevel-gau, 20s: within 0.3 points of `off` | 84.90% against 85.11% (-0.21 points) | met |",
 		"| every defended run's bound at most 0.6 | largest 0.600 over 6 runs | met |",
-		"| no measured attack above its run's bound | 1 above | **not met** |",
-		"⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: passive derivative AUC 0.650 (worst class 0.700) above the bound 0.600",
+		"| no measured attack above its run's bound | 1 above (0 with even the 95% interval's lower end above, 1 without class counts for an interval) | **not met** |",
+		"⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: passive derivative, worst class's AUC 0.700 (macro 0.650), is above the bound 0.600; "+
+			"privacy-goal.csv holds no class counts for this row, so whether the lower end of its Hanley-McNeil 95% interval is above the bound is not known.",
+		"derivative 0.650 (worst class 0.700) ⚑ above the bound 0.600, interval unknown (no class counts in the CSV)",
 		"| breast-cancer | until it stops | asyrevel-gau | default | label-free | 2 | 94.73 [92.98..96.49] sd 2.48 | -4.39 |",
 		"none: no reply to read",
 		"Not measured yet: mnist 15m, fashion-mnist 15m, wine until it stops and a9a until it stops.",
@@ -105,6 +107,63 @@ func TestGoalVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			text := reportOf(t, folder(t, map[string]string{"privacy-goal.csv": goalCSV(tc.rows...)}))
+			contains(t, text, tc.want...)
+			lacks(t, text, tc.not...)
+		})
+	}
+}
+
+// flagCSV is a privacy-goal.csv with the class counts, of one defended
+// run whose active attack is given (auc, worst class, covered, the
+// worst class's positives) against bound.
+func flagCSV(set, bound, auc, worst, covered, positives string) string {
+	return "set,length,algo,privacy,seed,profile,test_accuracy,wall_seconds,train_seconds,auc_bound,auc_bound_all," +
+		"passive_attack,passive_auc,passive_max_class_auc,passive_covered,passive_class_positives," +
+		"active_attack,active_auc,active_max_class_auc,active_covered,active_class_positives,load_start,load_end,command,error\n" +
+		strings.Join([]string{set, "90s", "asyrevel-gau", `"auc=0.6,profile=budget"`, "1", "multiclass", "0.7800", "90", "89", bound, "0.9000",
+			"derivative", "0.5034", "0.5034", "59900", "5923", "derivative", auc, worst, covered, positives, "9.00", "9.50", "asyrevel train", ""}, ",") + "\n"
+}
+
+// The flag of a measured AUC above its bound, in the tables and the list:
+// a row above the bound renders it, with its interval and whether even
+// the interval's lower end is above the bound (or, without the class
+// counts, what any count would give); a row at or below the bound, or
+// with a bound of 1 (no claim), renders none.
+func TestGoalAboveBoundFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		csv       string
+		want, not []string
+	}{
+		{"the MNIST worst class above, no class counts: no count lifts the lower end above",
+			flagCSV("mnist", "0.5972", "0.5096", "0.6503", "281", ""),
+			[]string{"derivative 0.510 (worst class 0.650) ⚑ above the bound 0.597, the interval's lower end not above it for any class count (at most 0.587)",
+				"- ⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: active derivative, worst class's AUC 0.650 (macro 0.510) over 281 samples, " +
+					"is above the bound 0.597; privacy-goal.csv holds no class counts for this row, so the interval is not known; but whatever the split " +
+					"of the 281 samples into the class and the others, the 95% interval's lower end is at most 0.587 (Hanley-McNeil at the narrowest split), not above the bound.",
+				"| no measured attack above its run's bound | 1 above (0 with even the 95% interval's lower end above, 1 without class counts for an interval) | **not met** |"},
+			[]string{"even its lower end is above"}},
+		{"above, with counts, the interval reaching the bound",
+			flagCSV("mnist", "0.5972", "0.5096", "0.6503", "281", "28"),
+			[]string{"derivative 0.510 (worst class 0.650 [0.535..0.765]) ⚑ above the bound 0.597, the interval's lower end 0.535 is not above it",
+				"over 281 samples, is above the bound 0.597; 95% interval [0.535..0.765] (Hanley-McNeil, 28 positives, 253 negatives): its lower end is not above the bound.",
+				"1 above (0 with even the 95% interval's lower end above, 0 without class counts for an interval)"},
+			[]string{"even its lower end is above"}},
+		{"above, with counts, the interval wholly above",
+			flagCSV("a9a", "0.6000", "0.7000", "0.7000", "5988", "1400"),
+			[]string{"derivative 0.700 [0.683..0.717] ⚑ above the bound 0.600, **even the interval's lower end 0.683 is above it**",
+				"active derivative, AUC 0.700 over 5988 samples, is above the bound 0.600; 95% interval [0.683..0.717] (Hanley-McNeil, 1400 positives, 4588 negatives): **even its lower end is above the bound**",
+				"1 above (1 with even the 95% interval's lower end above, 0 without class counts for an interval)"},
+			nil},
+		{"at the bound", flagCSV("mnist", "0.5972", "0.5096", "0.5972", "281", "28"),
+			[]string{"derivative 0.510 (worst class 0.597 [0.481..0.713])", "| no measured attack above its run's bound | 0 above | met |"}, []string{"⚑ above", "- ⚑"}},
+		{"below the bound, no counts", flagCSV("mnist", "0.5972", "0.5096", "0.5500", "281", ""),
+			[]string{"derivative 0.510 (worst class 0.550 [no counts])", "| 0 above | met |"}, []string{"⚑ above", "- ⚑"}},
+		{"a bound of 1 claims nothing", flagCSV("mnist", "1.0000", "0.9000", "0.9500", "281", "28"),
+			[]string{"derivative 0.900 (worst class 0.950 ["}, []string{"⚑ above", "- ⚑"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := reportOf(t, folder(t, map[string]string{"privacy-goal.csv": tc.csv}))
 			contains(t, text, tc.want...)
 			lacks(t, text, tc.not...)
 		})

@@ -222,12 +222,50 @@ func TestPrivacyOverBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := string(files[PrivacyFile])
-	contains(t, p, "⚑ a9a, `rr`, passive attacker, `loss`: AUC 0.884 [0.879..0.889] above the bound 0.881 over 3 seeds; the interval reaches the bound",
-		"⚑ a9a, `dp`, passive attacker, `sign`: AUC 0.700 [0.698..0.702] above the bound 0.600 over 3 seeds; **the interval lies above the bound**",
-		"⚑ a9a, `one`, active attacker, `sign`: AUC 0.650 above the bound 0.600 over 1 seeds; no interval (one seed)",
+	contains(t, p, "⚑ a9a, `rr`, passive attacker, `loss`: AUC 0.884 [0.879..0.889] above the bound 0.881 over 3 seeds; the interval over the seeds reaches the bound",
+		"⚑ a9a, `dp`, passive attacker, `sign`: AUC 0.700 [0.698..0.702] above the bound 0.600 over 3 seeds; **the interval over the seeds lies above the bound**",
+		"⚑ a9a, `one`, active attacker, `sign`: AUC 0.650 above the bound 0.600 over 1 seeds; no interval over the seeds (one seed)",
 		"sign 1.000 [1.000..1.000]")
 	lacks(t, p, "`model`")
 	contains(t, string(files[ReportFile]), "Measured AUCs above the bound their run claims: 3")
+}
+
+// A worst class above its bound in privacy.csv: flagged in the table and
+// listed with its Hanley-McNeil interval when the CSV holds the class
+// counts (the interval of the mean over the seeds), with a bound on its
+// lower end from the covered samples alone when it does not (one seed),
+// and not flagged at or below the bound.
+func TestPrivacyWorstClassFlag(t *testing.T) {
+	head := "setting,attacker,attack,auc,test_accuracy,accuracy_drop_pp,epsilon,dataset,auc_sd,auc_bound,samples_covered,seeds,max_class_auc,class_positives\n"
+	for _, tc := range []struct {
+		name, row string
+		want, not []string
+	}{
+		{"above, counts, one seed, the lower end above", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,5000,1,0.6500,500",
+			[]string{"| n/a / 0.650 ⚑ / n/a |", "worst class's AUC 0.650", "95% interval [0.623..0.677] (Hanley-McNeil, 500 positives, 4500 negatives): **even its lower end is above the bound**"},
+			nil},
+		{"above, counts, two seeds: the mean's interval", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,0.01,0.597,281,2,0.6503,28",
+			[]string{"| n/a / 0.650 ⚑ / n/a |", "95% interval [0.569..0.732] (Hanley-McNeil, 28 positives, 253 negatives): its lower end is not above the bound"},
+			[]string{"even its lower end"}},
+		{"above, no counts, one seed", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,281,1,0.6503,",
+			[]string{"| n/a / 0.650 ⚑ / n/a |", "privacy.csv holds no class counts for this row, so the interval is not known; but whatever the split of the 281 samples " +
+				"into the class and the others, the 95% interval's lower end is at most 0.587"},
+			[]string{"even its lower end"}},
+		{"at the bound", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,281,1,0.5970,28",
+			[]string{"| n/a / 0.597 / n/a |", "None: every measured AUC"}, []string{"0.597 ⚑", "- ⚑"}},
+		{"binary, one seed, counts: the table's interval", "dp,active,regression,0.5500,0.84,0.5,1,a9a,,0.600,900,1,0.5500,200",
+			[]string{"| 0.550 [0.504..0.596] (900) |"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files, err := Generate(folder(t, map[string]string{"privacy.csv": head + tc.row + "\n"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := string(files[PrivacyFile])
+			contains(t, p, tc.want...)
+			lacks(t, p, tc.not...)
+		})
+	}
 }
 
 // The WAN section reads wan.csv's columns: a column it does not know
