@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -246,12 +247,24 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Out = out
 		c.EvalEvery = 100 * time.Millisecond
 		c.Privacy = run.DefaultPrivacy + ",profile=budget"
+		c.LR = 0.1       // at 1 the defended run's loss can leave its start far behind, and a stuck run stops
 		c.Epochs = 10000 // the budget lasts past the interruption; the duration ends the run
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
 	})
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(1200*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	// Interrupted 300 ms after the aggregator's first checkpoint, not at
+	// a fixed time: under load the run's setup can outlast any delay.
+	go func() {
+		ck := run.CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(ck); err == nil {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+		cancel(errors.New("interrupt signal received"))
+	}()
 	if _, err := run.Train(ctx, cfg); !errors.Is(err, run.ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
