@@ -7,7 +7,7 @@ OUT ?= out/run
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/asyrevel/asyrevel/internal/cli.version=$(VERSION)
 
-.PHONY: build lab run test bench lint fuzz clean stock-server prometheus-server chromium-browser image compose-test
+.PHONY: build lab run test test-lab bench lint fuzz clean stock-server prometheus-server chromium-browser image compose-test
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/asyrevel
@@ -75,14 +75,21 @@ TEST_VMEM ?= 16777216
 # and the lab (experiment, adversary), whose tests run whole processes and
 # experiments over the same packages. The race detector's shadow memory
 # needs far more address space than TEST_VMEM, so its run has no ulimit -v
-# (memwatch still bounds each test binary's heap).
+# (memwatch still bounds each test binary's heap). The whole suite runs
+# four test binaries at once (-p 4): most of its tests wait on processes,
+# brokers and timers, so two cores carry four.
 RACE_PKGS = $$($(GO) list ./... | grep -v -e /internal/cli -e /cmd/ -e /experiment -e /adversary)
 test: stock-server prometheus-server chromium-browser
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	$(GO) test -race -short -count=1 -timeout 8m $(RACE_PKGS)
 	ulimit -S -v $(TEST_VMEM) 2>/dev/null || echo "note: no address-space limit for the tests (ulimit -S -v)"; \
-	$(GO) test -count=1 -timeout 8m ./...
+	$(GO) test -count=1 -p 4 -timeout 8m ./...
+
+# make test-lab: the lab's tests that run whole experiments (a minute or
+# more each), which make test skips to stay within its time.
+test-lab:
+	ASYREVEL_LAB_LONG=1 $(GO) test -count=1 -timeout 20m ./cmd/asyrevel-lab
 
 # The container image: a static binary built by the host's toolchain, in an
 # image FROM scratch (Dockerfile; nothing is pulled from an image registry).

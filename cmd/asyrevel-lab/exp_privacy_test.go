@@ -16,6 +16,7 @@ import (
 // each with the default privacy and --privacy off and an active attacker's
 // run beside it; the CSV files and the report's section from them.
 func TestExperimentPrivacyGoalQuick(t *testing.T) {
+	labLong(t)
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "experiment", "privacy", "--goal", "--quick", "--out", out, "--log", "warn")
 	if code != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -72,5 +73,15 @@ func TestExperimentHelpAndUsage(t *testing.T) {
 	// The production commands are here too (the experiments run them).
 	if code, _, errOut := runCLI(t, "train", "-h"); code != 0 || !strings.Contains(errOut, "-parties") {
 		t.Errorf("asyrevel-lab train -h: exit %d: %s", code, errOut)
+	}
+}
+
+// labLong skips a test that runs a whole experiment (a minute or more on
+// 2 cores) unless ASYREVEL_LAB_LONG=1: make test keeps within its time,
+// make test-lab runs them.
+func labLong(t *testing.T) {
+	t.Helper()
+	if os.Getenv("ASYREVEL_LAB_LONG") != "1" {
+		t.Skip("a whole experiment: make test-lab runs it (ASYREVEL_LAB_LONG=1)")
 	}
 }
