@@ -88,8 +88,11 @@ func (c *Config) applyLabelFree(ch *PrivacyChoice, n int, set func(flag, value s
 	c.EmbedHidden = max(c.EmbedHidden, 0)
 	ch.BudgetEpochs = 0
 	notes = append(notes, fmt.Sprintf("each party codes its rows with %d k-means codes of its own columns; the aggregator fits an embedding head on the codes and the labels and keeps the best on %g of the training rows; no budget is spent", c.Codes, aggregatorHoldOut))
-	if c.Epochs > 0 || c.MaxSteps > 0 {
-		notes = append(notes, "--epochs and --steps are lengths of the labelled exchange, which this profile does not have: the run ends when the label holder's head stops improving (or at --duration)")
+	if c.Epochs > 0 {
+		notes = append(notes, fmt.Sprintf("--epochs %g bounds the passes of the label holder's head over its rows", c.Epochs))
+	}
+	if c.MaxSteps > 0 {
+		notes = append(notes, "--steps is a length of the labelled exchange, which this profile does not have: the run ends when the label holder's head stops improving (or at --epochs or --duration)")
 	}
 	ch.Note = strings.Join(notes, "; ")
 }
@@ -105,10 +108,10 @@ func (c *Config) labelFreeAggregator(n, classes int) *aggregator.LabelFree {
 	if !c.LabelFree {
 		return nil
 	}
-	// --epochs and --steps are lengths of the labelled exchange, which a
-	// label-free run does not have: it ends when its head stops
-	// improving, or at --duration.
-	lf := &aggregator.LabelFree{HoldOut: aggregatorHoldOut}
+	// --steps is a length of the labelled exchange, which a label-free
+	// run does not have: it ends when its head stops improving, after
+	// --epochs passes of the head over its rows, or at --duration.
+	lf := &aggregator.LabelFree{HoldOut: aggregatorHoldOut, MaxEpochs: int(math.Ceil(c.Epochs))}
 	if c.EmbedHidden > 0 {
 		head, _ := NewHead(c, classes)
 		e := head.(*model.Embed)

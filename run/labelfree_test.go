@@ -179,3 +179,29 @@ func encode(t *testing.T, m schemas.Message) []byte {
 	}
 	return bytes.Clone(b)
 }
+
+// TestLabelFreeEpochsBoundTheFit: --epochs N ends a label-free run after N
+// passes of the label holder's head over its rows (it used to be ignored:
+// the README tour's --epochs 1 fitted to convergence).
+func TestLabelFreeEpochsBoundTheFit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	s, err := Train(context.Background(), New(func(c *Config) {
+		c.Synthetic = &dataset.SyntheticConfig{Samples: 3000, TestSamples: 600, Features: 24, Classes: 3, Noise: 0.05, Seed: 7}
+		c.Parties = 3
+		c.Privacy = DefaultPrivacy
+		c.PrivacyDefault = true
+		c.Epochs = 2
+		c.Seed = 5
+		c.Run = "lfepochs"
+		c.Out = t.TempDir()
+		c.Log = testLog(t)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LabelFree == nil || s.LabelFree.Epochs != 2 || s.StoppedBy != "epochs" {
+		t.Fatalf("label-free run with --epochs 2: fit %+v, stopped by %q", s.LabelFree, s.StoppedBy)
+	}
+}
