@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -161,6 +162,13 @@ func TestScaleAdviceWorks(t *testing.T) {
 			StoppedBy string   `json:"stopped_by"`
 		}
 		if _, err := readSummary(out, &s); err != nil {
+			// Raw columns can also diverge before the stuck watch sees
+			// three evaluations: a party stops at once with an error
+			// that names the fix, and there is no summary to read.
+			if len(extra) == 0 && code == 1 && strings.Contains(errOut, "outputs diverged") && strings.Contains(errOut, "--scale standard") {
+				t.Logf("raw columns diverged at once (the error names --scale standard): %s", errOut)
+				return math.NaN(), nil
+			}
 			t.Fatalf("%v: exit %d: %v: %s", extra, code, err, errOut)
 		}
 		// A run whose loss stays far above its start stops, exit 1
@@ -171,6 +179,9 @@ func TestScaleAdviceWorks(t *testing.T) {
 		return s.Loss, s.Warnings
 	}
 	raw, warnings := train()
+	for try := 1; try < 5 && warnings == nil && math.IsNaN(raw); try++ {
+		raw, warnings = train()
+	}
 	var advice string
 	for _, w := range warnings {
 		if strings.Contains(w, "training loss grows") {
