@@ -76,21 +76,10 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	chunk := fs.Int("chunk", serve.DefaultChunk, "ids a request")
 	window := fs.Int("window", serve.DefaultWindow, "requests in flight")
 	fs.BoolVar(&f.net.InProcess, "in-process", false, "connect to the embedded broker in-process instead of over TCP loopback")
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	inputs, err := in.inputs(fs, f.data)
+	inputs, log, err := f.parse(fs, in, args, "predict", stderr)
 	if err != nil {
 		return err
 	}
-	if f.models == "" || f.data == "" && inputs == nil {
-		return fmt.Errorf("%w: predict needs --models DIR and --data PATH (or --inputs FILES --key COLUMN)", errUsage)
-	}
-	log, err := f.logger(stderr)
-	if err != nil {
-		return err
-	}
-	f.net.Log = log
 	if sets := serve.SplitsOf(f.data, f.split); sets != "" && !*separate {
 		fmt.Fprintf(stderr, "scoring the %s set of %s (--split)\n", sets, f.data)
 	}
@@ -181,6 +170,27 @@ func inputsReport(w io.Writer, in *serve.Inputs, r *serve.InputsReport) {
 		fmt.Fprintf(w, "not scored: %d rows of %s that a party lacks (%s%s)\n", n, in.Paths[0], strings.Join(r.Unscored, ", "),
 			map[bool]string{true: ", ...", false: ""}[n > len(r.Unscored)])
 	}
+}
+
+// parse parses the flags of predict or serve (cmd), reads --inputs and
+// checks the two a scorer needs, and sets the network's logger.
+func (f *scoreFlags) parse(fs *flag.FlagSet, in *inputFlags, args []string, cmd string, stderr io.Writer) (*serve.Inputs, zerolog.Logger, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, zerolog.Nop(), usageErr(err)
+	}
+	inputs, err := in.inputs(fs, f.data)
+	if err != nil {
+		return nil, zerolog.Nop(), err
+	}
+	if f.models == "" || f.data == "" && inputs == nil {
+		return nil, zerolog.Nop(), fmt.Errorf("%w: %s needs --models DIR and --data PATH (or --inputs FILES --key COLUMN)", errUsage, cmd)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return nil, zerolog.Nop(), err
+	}
+	f.net.Log = log
+	return inputs, log, nil
 }
 
 // logger is the flags' logger.
@@ -364,21 +374,10 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metrics := fs.String("metrics", "", "also serve the Prometheus metrics (those of GET /metrics) at http://`ADDR`/metrics,\nan address of their own (e.g. 127.0.0.1:9464, for a scraper inside the network)")
 	var sf serveAuthFlags
 	sf.add(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageErr(err)
-	}
-	inputs, err := in.inputs(fs, f.data)
+	inputs, log, err := f.parse(fs, in, args, "serve", stderr)
 	if err != nil {
 		return err
 	}
-	if f.models == "" || f.data == "" && inputs == nil {
-		return fmt.Errorf("%w: serve needs --models DIR and --data PATH (or --inputs FILES --key COLUMN)", errUsage)
-	}
-	log, err := f.logger(stderr)
-	if err != nil {
-		return err
-	}
-	f.net.Log = log
 	// The clients before the models: a service that would answer no one,
 	// or everyone unasked, is refused before anything starts.
 	sa, err := sf.open(f.models, *listen, log, stderr)
