@@ -280,7 +280,7 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 		return
 	}
 	run := t.roster.Run
-	if n.srv != nil && n.op == nil {
+	if n.Server() != nil && n.op == nil {
 		return // an embedded broker without users
 	}
 	if p, ok := t.roster.Participant(name); ok && t.key(p.Index()) != nil {

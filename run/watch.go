@@ -103,11 +103,8 @@ func (wt *watcher) network(n *network) {
 	if wt == nil {
 		return
 	}
-	switch {
-	case n.cluster != nil:
-		wt.w.SetServers(n.cluster.Servers()...)
-	case n.srv != nil:
-		wt.w.SetServers(n.srv)
+	if s := n.Servers(); len(s) > 0 {
+		wt.w.SetServers(s...)
 	}
 }
 
