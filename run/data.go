@@ -23,11 +23,11 @@ const (
 // `asyrevel data split` (each party reads only its own file), or synthetic
 // (dataset.LoadVertical). What loading found worth saying is logged.
 func LoadData(cfg *Config, role int) (*Data, error) {
-	if cfg.Loaded != nil {
-		if len(cfg.Loaded.Blocks) != cfg.Parties {
-			return nil, fmt.Errorf("%w: data split for %d parties, run has %d", ErrConfig, len(cfg.Loaded.Blocks), cfg.Parties)
+	if cfg.hooks.Loaded != nil {
+		if len(cfg.hooks.Loaded.Blocks) != cfg.Parties {
+			return nil, fmt.Errorf("%w: data split for %d parties, run has %d", ErrConfig, len(cfg.hooks.Loaded.Blocks), cfg.Parties)
 		}
-		return cfg.Loaded, nil
+		return cfg.hooks.Loaded, nil
 	}
 	d, err := dataset.LoadVertical(cfg.dataOptions(), role)
 	if errors.Is(err, dataset.ErrOptions) {
@@ -44,8 +44,10 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 
 // dataOptions is what dataset.LoadVertical needs of cfg.
 func (c *Config) dataOptions() dataset.VerticalOptions {
+	csv := c.CSV
+	csv.Report = c.hooks.Missing
 	return dataset.VerticalOptions{
-		Path: c.Data, Test: c.Test, Preset: c.Preset, CSV: c.CSV, Synthetic: c.Synthetic,
+		Path: c.Data, Test: c.Test, Preset: c.Preset, CSV: csv, Synthetic: c.Synthetic,
 		Parties: c.Parties, Scale: c.Scale, HoldOut: c.HoldOut, Seed: c.Seed,
 		// A label-free run chooses its head on rows the aggregator holds
 		// out by itself: with a test set nothing is held out for it.

@@ -116,10 +116,10 @@ func (n *network) connect(ctx context.Context, name string) (broker.Bus, error) 
 		EndOnLoss: n.cfg.heal != nil && participant,
 		Authorize: func(jc *broker.JetStreamConfig) { n.authorize(jc, name) },
 	}
-	if n.cfg.PartyURL != nil {
+	if n.cfg.hooks.PartyURL != nil {
 		var m int
 		if _, err := fmt.Sscanf(name, "party-%d", &m); err == nil {
-			d.URL = n.cfg.PartyURL(m)
+			d.URL = n.cfg.hooks.PartyURL(m)
 		}
 	}
 	b, err := n.Connect(ctx, d)

@@ -353,7 +353,7 @@ func TestTrainClusterPermissions(t *testing.T) {
 		c.Cluster = 3
 		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

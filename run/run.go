@@ -72,9 +72,9 @@ type Config struct {
 	// watch is the process's metrics and board (watch.go); nil without.
 	watch *observe.Watch
 
-	// onPartyCheckpoint, for tests, sees each party checkpoint before it
-	// is saved (reused: copy what is kept).
-	onPartyCheckpoint func(m int, c *party.Checkpoint)
+	// hooks are the run's Hooks (Train, Aggregate, Participate): the
+	// working state of a run, never its settings.
+	hooks Hooks
 }
 
 // Training is the data, model and hyper-parameters of a run: what the
@@ -86,8 +86,7 @@ type Training struct {
 	Test         string                   // test set path ("" = none)
 	CSV          dataset.CSVOptions       // how a CSV file is read (label and id columns, categorical columns, rows to skip)
 	Scale        dataset.ScaleMethod      // scaling of each party's columns, fitted on the training set ("" = none)
-	Synthetic    *dataset.SyntheticConfig // used instead of Data when set
-	Loaded       *Data                    // used instead of Data and Synthetic when set (experiments)
+	Synthetic    *dataset.SyntheticConfig // used instead of Data when set (Hooks.Loaded comes first)
 	Parties      int                      // q (derived: a split folder's own count, else 8; 1 for nonf)
 	Algo         string                   // one of Algorithms
 	Model        string                   // linear | mlp | external
@@ -151,21 +150,10 @@ type Aggregation struct {
 	// before training goes on without it (0 = the aggregator's default,
 	// <0 = never: the evaluation waits Wait and the run aborts).
 	PartyTimeout time.Duration
-
-	// OnPoint, if set, is called for each evaluation (after the log line).
-	OnPoint func(aggregator.Point)
-	// OnObjective, if set (Train only), is called after each evaluation
-	// with the regularisation term lambda sum_m g(w_m) of the parties'
-	// current models, so that point.TrainLoss + reg is the objective f. It
-	// is read just after the evaluation, from another goroutine.
-	OnObjective func(pt aggregator.Point, reg float64)
-	// StopWhen, if set, is asked after each evaluation: true stops the run
-	// (with OnObjective: stop once the objective reaches a target).
-	StopWhen func() bool
 }
 
 // Party is what experiments inject into the parties: simulated compute, a
-// straggler, a silent party, attackers.
+// straggler, a silent party (attackers are Hooks).
 type Party struct {
 	// Simulated compute (experiment fig4 and fig3): each step of party m
 	// lasts its measured compute plus SimCompute times its model's number
@@ -177,14 +165,6 @@ type Party struct {
 	// EvalSilent is a party (id) that never answers evaluation requests
 	// while it trains: a fault to inject (tests, experiment faults).
 	EvalSilent int
-
-	// Adversaries turns parties into attackers (attack experiments), and
-	// PartyData changes an attacker's own data (a backdoor's trigger).
-	Adversaries map[int]party.Adversary
-	PartyData   map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix)
-	// Attackers, if set, is called once the data are loaded, before the
-	// parties are built, to set Adversaries and PartyData from them.
-	Attackers func(cfg *Config, d *Data) error
 }
 
 // Protection is the protection of the labels.
@@ -242,22 +222,10 @@ type Net struct {
 	// reachable and its JetStream available (0: not at all; the command
 	// line's default is DefaultBrokerWait).
 	BrokerWait time.Duration
-	// Pause, if set, pauses a run of Train when it is closed (the
-	// command line's first Ctrl-C): what is in flight is answered, a seal
-	// covers the whole log, every participant saves its state, and Train
-	// returns the part that ran with an error wrapping ErrInterrupted
-	// (aggregator.ErrPaused). The log is intact and --resume goes on. A
-	// cancelled context instead stops at once, leaving the last seconds
-	// unsealed.
-	Pause <-chan struct{} `json:"-" yaml:"-"`
-	NATS  string          // external server URL ("" = embedded)
-	// PartyURL, if set (experiments), gives the URL party m's connection
-	// dials instead of the broker's own ("" keeps it): a proxy that
-	// delays the link, say (experiment wan).
-	PartyURL  func(m int) string
-	InProcess bool   // connect to the embedded server in-process instead of over TCP loopback
-	Cluster   int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
-	StoreDir  string // embedded server store ("" = OUT/stream, or a temporary directory)
+	NATS       string // external server URL ("" = embedded)
+	InProcess  bool   // connect to the embedded server in-process instead of over TCP loopback
+	Cluster    int    // run an embedded JetStream cluster of this many nodes (stream replicated on min(3, N))
+	StoreDir   string // embedded server store ("" = OUT/stream, or a temporary directory)
 
 	// ClusterURLs: the participants of an embedded cluster connect as
 	// separate processes given every node's URL do (--nats URL1,URL2,URL3):
@@ -499,7 +467,7 @@ func (c *Config) derive() error {
 	if err := algo.defaults(c); err != nil {
 		return err
 	}
-	if c.Parties == 0 && c.Synthetic == nil && c.Loaded == nil && c.Data != "" && dataset.IsSplit(c.Data) {
+	if c.Parties == 0 && c.Synthetic == nil && c.hooks.Loaded == nil && c.Data != "" && dataset.IsSplit(c.Data) {
 		// A split folder says how many parties it was split for; a
 		// manifest that cannot be read is reported when the data are.
 		if man, err := dataset.ReadManifest(c.Data); err == nil {
@@ -583,9 +551,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
+	// A run without data (no Data, Synthetic or Hooks.Loaded) is refused
+	// when its data are loaded (LoadData): a program may give them as
+	// Hooks.Loaded, which a Config does not hold.
 	switch {
-	case c.Data == "" && c.Synthetic == nil && c.Loaded == nil:
-		return fmt.Errorf("%w: --data is required", ErrConfig)
 	case c.Parties < 1 || c.Parties > schemas.MaxParties:
 		return fmt.Errorf("%w: --parties %d not in 1..%d", ErrConfig, c.Parties, schemas.MaxParties)
 	case c.Batch < 1 || c.Window < 1:
@@ -837,7 +806,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	if err != nil {
 		return aggregator.Config{}, err
 	}
-	stopWhen, heldOut := cfg.StopWhen, 0
+	stopWhen, heldOut := cfg.hooks.StopWhen, 0
 	var stopReason func() string
 	var evalSteps int64
 	if !cfg.LabelFree {
@@ -874,7 +843,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
-		Pause: cfg.Pause,
+		Pause: cfg.hooks.Pause,
 	}, nil
 }
 
@@ -908,7 +877,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		return nil, nil, err
 	}
 	train, test := data.PartTrain[m-1], data.PartTest[m-1]
-	if f := cfg.PartyData[m]; f != nil {
+	if f := cfg.hooks.PartyData[m]; f != nil {
 		train, test = f(train, test)
 	}
 	pc := party.Config{
@@ -919,7 +888,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		Sync: algo.Sync, SampleSeed: cfg.Seed, FirstOrder: algo.FirstOrder,
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
 		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
-		Adversary: cfg.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m, LabelFree: cfg.LabelFree,
+		Adversary: cfg.hooks.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m, LabelFree: cfg.LabelFree,
 		Log: cfg.Log,
 		Key: cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	}
@@ -946,8 +915,10 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 //
 // If ctx is cancelled (Ctrl-C), Train still writes the outputs of the part
 // that ran and returns its summary with an error wrapping ErrInterrupted.
-func Train(ctx context.Context, cfg Config) (*Summary, error) {
+// hooks are what the caller plugs in (the zero value: none).
+func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
+	cfg.hooks = hooks
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
@@ -969,8 +940,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	wt.loaded(data)
 	logData(&cfg, data)
-	if cfg.Attackers != nil {
-		if err := cfg.Attackers(&cfg, data); err != nil {
+	if cfg.hooks.Attackers != nil {
+		if err := cfg.hooks.Attackers(&cfg, data, &cfg.hooks); err != nil {
 			return nil, err
 		}
 	}
@@ -987,7 +958,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	defer cfg.trust.close()
 	obs := newObserver(&cfg)
-	cfg.OnPoint = cfg.watch.OnPoint(obs.onPoint(cfg.OnPoint))
+	cfg.hooks.OnPoint = cfg.watch.OnPoint(obs.onPoint(cfg.hooks.OnPoint))
 	prog := newProgress(&cfg, data)
 	agg, err := NewAggregator(&cfg, data, prog.point)
 	if err != nil {
@@ -1014,7 +985,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	wt.network(net)
 	ctx, unwatch := net.WatchStore(ctx)
 	defer unwatch()
-	if f := cfg.Trust.OnBroker; f != nil && net.URL() != "" {
+	if f := cfg.hooks.OnBroker; f != nil && net.URL() != "" {
 		f(net.URL())
 	}
 	aggBus, err := net.connect(ctx, "aggregator")
@@ -1050,7 +1021,7 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	setup := time.Since(t0)
 	g, gctx := errgroup.WithContext(ctx)
 	var res *aggregator.Result
-	var paused error // the aggregator paused (Config.Pause)
+	var paused error // the aggregator paused (Hooks.Pause)
 	// The parties start once the aggregator listens to what they send
 	// first: a design without history (core) would lose it otherwise,
 	// and the others need not replay it.
@@ -1213,8 +1184,9 @@ func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.
 // Aggregate runs only the aggregator of a run, connected to the broker at
 // cfg.NATS, for a run whose parties are separate processes. Interrupted,
 // it writes the outputs of the part that ran as Train does.
-func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
+func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
+	cfg.hooks = hooks
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
@@ -1240,7 +1212,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	warnUntrusted(&cfg)
-	cfg.OnPoint = cfg.watch.OnPoint(cfg.OnPoint)
+	cfg.hooks.OnPoint = cfg.watch.OnPoint(cfg.hooks.OnPoint)
 	prog := newProgress(&cfg, data)
 	if cfg.healable(0) {
 		cfg.heal = &healState{}
@@ -1344,7 +1316,8 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 // cfg.NATS, until the aggregator stops the run. It refuses a run that has
 // started or ended already; if the run's stream holds messages of an
 // earlier attempt of party m (refused, say), it joins as a new attempt.
-func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
+func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Stats, error) {
+	cfg.hooks = hooks
 	if err := cfg.Prepare(); err != nil {
 		return party.Stats{}, err
 	}
@@ -1369,8 +1342,8 @@ func Participate(ctx context.Context, cfg Config, m int) (party.Stats, error) {
 		return party.Stats{}, err
 	}
 	warnUntrusted(&cfg)
-	if cfg.Attackers != nil {
-		if err := cfg.Attackers(&cfg, data); err != nil {
+	if cfg.hooks.Attackers != nil {
+		if err := cfg.hooks.Attackers(&cfg, data, &cfg.hooks); err != nil {
 			return party.Stats{}, err
 		}
 	}

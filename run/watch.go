@@ -20,9 +20,6 @@ type Monitor struct {
 	// Report writes OUT/report.html, the board's page with the run's last
 	// state inlined, when the run ends (train and aggregator with Out).
 	Report bool
-	// OnListen, if set, is told the servers' addresses once they listen
-	// ("" for one not asked for): port 0 picks a free one.
-	OnListen func(metrics, board string)
 }
 
 // watcher is the Monitor of one process at work.
@@ -59,7 +56,7 @@ func startWatch(cfg *Config, role string) (*watcher, error) {
 		}
 		cfg.Log.Info().Str("url", wt.board.URL("/")).Msg("live board")
 	}
-	if mon.OnListen != nil {
+	if f := cfg.hooks.OnListen; f != nil {
 		var m, b string
 		if wt.metrics != nil {
 			m = wt.metrics.Addr()
@@ -67,7 +64,7 @@ func startWatch(cfg *Config, role string) (*watcher, error) {
 		if wt.board != nil {
 			b = wt.board.Addr()
 		}
-		mon.OnListen(m, b)
+		f(m, b)
 	}
 	if mon.Board != "" || mon.Report {
 		ctx, cancel := context.WithCancel(context.Background())
