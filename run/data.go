@@ -80,3 +80,11 @@ func (c *Config) labelFreeChosen() bool {
 	algo, err := LookupAlgo(c.Algo)
 	return err == nil && c.labelFreeAvailable(algo)
 }
+
+func logData(cfg *Config, data *Data) {
+	logPrivacy(cfg)
+	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
+		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
+		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
+		Str("lr", cfg.Schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")
+}
