@@ -1547,6 +1547,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		// stream as soon as the broker is back, as --resume would.
 		bus.Close()
 		lostAt = time.Now()
+		cfg.heal.lostAt(agg.Snapshot(aggregator.SnapshotOptions{}).Elapsed)
 		cfg.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the aggregator resumes from its latest checkpoint and the stream once the broker is back")
 		// Before its first checkpoint (training had not started) it
