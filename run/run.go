@@ -1334,7 +1334,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		err = nil
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
-	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil || paused != nil // interrupted: the outputs of the part that ran
+	diverged := errors.Is(err, party.ErrDiverged) && res != nil                                       // stop.go: the outputs of the part that ran, no model
+	stopped := err != nil && (ctx.Err() != nil || stalled || diverged) && res != nil || paused != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -1389,6 +1390,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	if paused != nil {
 		return net.finishPaused(ctx, &cfg, s, prog, paused)
+	}
+	if diverged {
+		end := divergedEnd(s, err) // before finish writes summary.json
+		return end(net.finish(ctx, &cfg, s, prog))
 	}
 	if !stopped {
 		// The run is over: its log is closed (seal.go), even if a signal
