@@ -17,11 +17,12 @@ import (
 // own connection rode out) measures the outage, not what evaluating
 // costs, and would otherwise push the next round out by nine times the
 // outage (issue 35: no evaluation for 25 s after a fail-over). A cost
-// that stays high is in both. On a small table an epoch takes a few milliseconds, less than a
-// round's round trip: to evaluate at least once an epoch, training waits
-// for the round in progress once an epoch has gone by since it was
-// requested (awaitRound), for at most a few times what a round takes and
-// never for a party known to be silent in evaluations.
+// that stays high is in both. On a small table an epoch takes a few
+// milliseconds, less than a round's round trip: to evaluate at least
+// once an epoch, training waits for the round in progress once an epoch
+// has gone by since it was requested (awaitRound), for at most a few
+// times what a round takes and never for a party known to be silent in
+// evaluations.
 
 // evalDue reports whether a new evaluation round is due at training time
 // el (a.mu held).
