@@ -111,9 +111,9 @@ type Network struct {
 	closed  bool
 }
 
-// ServerMaxStore is the embedded broker's cap of all its streams: the
+// serverMaxStore is the embedded broker's cap of all its streams: the
 // streams' own bounds (NetworkConfig.MaxBytes) are what limits them.
-const ServerMaxStore = 1 << 50
+const serverMaxStore = 1 << 50
 
 // OpenNetwork starts the broker that cfg describes, if it is embedded.
 func OpenNetwork(ctx context.Context, cfg NetworkConfig) (*Network, error) {
@@ -140,7 +140,7 @@ func OpenNetwork(ctx context.Context, cfg NetworkConfig) (*Network, error) {
 		n.tmp, n.dir = tmp, tmp
 	}
 	if cfg.Cluster > 0 {
-		cc := ClusterConfig{Dir: n.dir, Nodes: cfg.Cluster, MaxStore: ServerMaxStore}
+		cc := ClusterConfig{Dir: n.dir, Nodes: cfg.Cluster, MaxStore: serverMaxStore}
 		if cfg.Configure != nil {
 			cc.Configure = func(_ int, o *server.Options) { cfg.Configure(o) }
 		}
@@ -155,7 +155,7 @@ func OpenNetwork(ctx context.Context, cfg NetworkConfig) (*Network, error) {
 	}
 	// Each run's stream has its own bound (MaxBytes), which the server
 	// reserves: the server's own cap must not refuse it.
-	srv, err := StartServer(ctx, ServerConfig{Dir: n.dir, Configure: cfg.Configure, MaxPayload: cfg.MaxPayload, MaxStore: ServerMaxStore})
+	srv, err := StartServer(ctx, ServerConfig{Dir: n.dir, Configure: cfg.Configure, MaxPayload: cfg.MaxPayload, MaxStore: serverMaxStore})
 	if err != nil {
 		n.Close()
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
@@ -393,7 +393,7 @@ func (n *Network) Close() {
 // without users, stopped at once (0.2 to 0.6 s on a 445 MB store).
 // maxPayload is the server's largest message (0: the default).
 func RaiseStreamBound(ctx context.Context, dir, run string, max int64, maxPayload int32) (before int64, raised bool, err error) {
-	srv, err := StartServer(ctx, ServerConfig{Dir: dir, NoListen: true, MaxStore: ServerMaxStore, MaxPayload: maxPayload})
+	srv, err := StartServer(ctx, ServerConfig{Dir: dir, NoListen: true, MaxStore: serverMaxStore, MaxPayload: maxPayload})
 	if err != nil {
 		return 0, false, fmt.Errorf("reading the store to raise the stream's bound: %w", err)
 	}
