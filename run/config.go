@@ -71,7 +71,7 @@ type Training struct {
 	Data         string                   // training set path
 	Preset       string                   // named preprocessing recipe (dataset.LookupPreset)
 	Test         string                   // test set path ("" = none)
-	CSV          dataset.CSVOptions       // how a CSV file is read (label and id columns, categorical columns, rows to skip)
+	CSV          dataset.CSVOptions       // how a CSV file is read (label and id columns, categorical columns, rows to skip; its Report is Hooks.Missing)
 	Scale        dataset.ScaleMethod      // scaling of each party's columns, fitted on the training set ("" = none)
 	Synthetic    *dataset.SyntheticConfig // used instead of Data when set (Hooks.Loaded comes first)
 	Parties      int                      // q (derived: a split folder's own count, else 8; 1 for nonf)
