@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,7 @@ type goalFlags struct {
 	activeMax             time.Duration
 	noActive, budget      bool
 	featureAux, featureOf int
+	privacies             string
 }
 
 func newGoalFlags(fs *flag.FlagSet) *goalFlags {
@@ -165,9 +167,30 @@ func newGoalFlags(fs *flag.FlagSet) *goalFlags {
 	fs.DurationVar(&g.activeMax, "active-max", 0, "--goal: cap the active attacker's runs at this --duration (0: the row's own)")
 	fs.BoolVar(&g.noActive, "no-active", false, "--goal: no run with an active attacker (the rows' active columns stay empty)")
 	fs.BoolVar(&g.budget, "budget", false, "--goal: add --privacy auc=0.6,profile=budget (the earlier default) beside MNIST 90 s\nand a9a 20 s")
+	fs.StringVar(&g.privacies, "privacies", "", "--goal: only the rows of these privacies (default, off, budget: the --budget rows,\nwhich it implies; empty: all), e.g. --privacies budget to run the budget rows again")
 	fs.IntVar(&g.featureAux, "feature-aux", 1000, "--goal: samples whose features the curious aggregator knows")
 	fs.IntVar(&g.featureOf, "feature-target", 4, "--goal: the party whose features the aggregator infers")
 	return g
+}
+
+// goalPrivacies is the set of goal rows' privacies that --privacies
+// names (nil: all): default, off, or budget (experiment.BudgetPrivacy).
+func goalPrivacies(names []string) (map[string]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	keep := map[string]bool{}
+	for _, n := range names {
+		switch n {
+		case experiment.PrivacyDefault, "off":
+			keep[n] = true
+		case "budget":
+			keep[experiment.BudgetPrivacy] = true
+		default:
+			return nil, fmt.Errorf("%w: --privacies: %q (the goal rows have default, off, budget)", errUsage, n)
+		}
+	}
+	return keep, nil
 }
 
 // expPrivacyGoal runs experiment privacy --goal.
@@ -198,7 +221,11 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 			cfg.Aux = 30
 		}
 	} else {
-		o := experiment.GoalPlanOptions{Lengths: split(g.lengths), Algos: split(g.algos), Budget: g.budget,
+		keep, err := goalPrivacies(split(g.privacies))
+		if err != nil {
+			return err
+		}
+		o := experiment.GoalPlanOptions{Lengths: split(g.lengths), Algos: split(g.algos), Budget: g.budget || keep[experiment.BudgetPrivacy],
 			Data: experiment.GoalData{Show: map[string]string{}}}
 		if flagGiven(fs, "sets") {
 			o.Sets = split(setsFlag)
@@ -256,6 +283,12 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			return err
+		}
+		if len(keep) > 0 {
+			cfg.Runs = slices.DeleteFunc(cfg.Runs, func(r experiment.GoalRun) bool { return !keep[r.Privacy] })
+		}
+		if len(cfg.Runs) == 0 {
+			return fmt.Errorf("%w: no goal row has these --sets, --lengths, --algos and --privacies", errUsage)
 		}
 	}
 	// The command as run, without where it read and wrote.
