@@ -151,7 +151,7 @@ type goalFlags struct {
 	goal                  bool
 	lengths, algos        string
 	sklearn               string
-	activeMax             time.Duration
+	activeMax, activeLen  time.Duration
 	noActive, budget      bool
 	featureAux, featureOf int
 	privacies             string
@@ -165,6 +165,7 @@ func newGoalFlags(fs *flag.FlagSet) *goalFlags {
 	fs.StringVar(&g.sklearn, "sklearn-data", "/usr/lib/python3/dist-packages/sklearn/datasets/data",
 		"--goal: the folder of scikit-learn's breast_cancer.csv and wine_data.csv\n(Debian's python3-sklearn puts them there)")
 	fs.DurationVar(&g.activeMax, "active-max", 0, "--goal: cap the active attacker's runs at this --duration (0: the row's own)")
+	fs.DurationVar(&g.activeLen, "active-length", 0, "--goal: the active attacker's runs' --duration instead of the row's (0: the row's).\nThe attacker isolates one sample a request; a per-label budget ends its requests\nwhen spent, after which a longer run covers no more samples")
 	fs.BoolVar(&g.noActive, "no-active", false, "--goal: no run with an active attacker (the rows' active columns stay empty)")
 	fs.BoolVar(&g.budget, "budget", false, "--goal: add --privacy auc=0.6,profile=budget (the earlier default) beside MNIST 90 s\nand a9a 20 s")
 	fs.StringVar(&g.privacies, "privacies", "", "--goal: only the rows of these privacies (default, off, budget: the --budget rows,\nwhich it implies; empty: all), e.g. --privacies budget to run the budget rows again")
@@ -208,7 +209,7 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 	}
 	defer os.RemoveAll(tmp)
 	cfg := experiment.GoalConfig{Build: cli.TrainConfig, Split: func(args []string) error { return cli.DataSplit(args, io.Discard, io.Discard) },
-		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
+		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, ActiveLength: g.activeLen, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
 		Store: tmp, Log: log}
 	if f.quick {
 		if cfg.Runs, err = experiment.GoalQuickPlan(tmp); err != nil {

@@ -224,7 +224,7 @@ func goalBody(g *gen) (string, error) {
 	p("The bound is the run's privacy.json: the largest label-inference AUC an attacker in one party's position, passive or active, can reach ")
 	p("(and all the parties together). The attacks read the run's log afterwards (package `replay`), from party 3's view (party 1 of `nonf`'s ")
 	p("single party): *passive*, the honest run's strongest label attack; *active*, the strongest of a second run with the same flags ")
-	p("where party 3 perturbs one sample per request (on a multiclass set another party nudges every sample), its length in `active_length` when capped. ")
+	p("where party 3 perturbs one sample per request (on a multiclass set another party nudges every sample), its length in `active_length` when not the row's (capped by `--active-max`, or longer by `--active-length` to cover more samples). ")
 	p("*none: no reply to read*: the party sent no request and received no reply, only control messages (the label-free profile), so no label ")
 	p("attack has anything to read and the best any attacker can do is chance, AUC 0.5. [low..high] after an attack's AUC is the interval ")
 	p("(Hanley and McNeil, from the covered samples of the class and of the others) of the AUC the bound must cover: on a binary set its AUC, ")
@@ -418,7 +418,7 @@ func goalBody(g *gen) (string, error) {
 			}
 		}
 		if len(capped) > 0 {
-			p("\nThe active attacker's runs capped shorter than their row: %s.\n", list(capped))
+			p("\nThe active attacker's runs of another length than their row: %s.\n", list(capped))
 		}
 	}
 
