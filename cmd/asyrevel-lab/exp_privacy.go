@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	expreport "github.com/asyrevel/asyrevel/experiment/report"
 	"github.com/asyrevel/asyrevel/internal/cli"
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -135,11 +136,25 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if flagGiven(fs, "net-epochs") {
 		cmd += " --net-epochs " + strconv.FormatFloat(*netEpochs, 'g', -1, 64)
 	}
+	var kept expreport.Run
 	if *only != "" {
-		cmd += "; " + cmd + " --settings " + *only
+		cmd += " --settings " + *only
+		// The rows kept come from the earlier commands: the section keeps
+		// them and their notes, this command after them.
+		if runs, err := expreport.ReadRuns(f.out); err == nil {
+			kept = runs["privacy"]
+		}
 	}
 	if err := experiment.WritePrivacy(f.out, sum, cmd); err != nil {
 		return err
+	}
+	if len(kept.Commands) > 0 {
+		cmds := append(slices.DeleteFunc(slices.Clone(kept.Commands), func(c string) bool { return c == cmd }), cmd)
+		notes := append(slices.Clone(kept.Settings), fmt.Sprintf("the last command ran the %s rows of %s again; the start, length and load said here are its own",
+			*only, *setsFlag))
+		if err := experiment.WriteSection(f.out, experiment.Section{Name: "privacy", Command: strings.Join(cmds, "\n"), Started: t0, Settings: notes}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "privacy experiment: %d runs' attacks in %s -> %s/privacy.csv, privacy.png, REPORT-privacy.md\n",
 		len(rows), time.Since(t0).Round(time.Second), f.out)
