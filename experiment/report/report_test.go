@@ -254,15 +254,21 @@ func TestPrivacyWorstClassFlag(t *testing.T) {
 			[]string{"| n/a / 0.650 ⚑ / n/a |", "privacy.csv holds no class counts for this row, so the interval is not known; but whatever the split of the 281 samples " +
 				"into the class and the others, the 99.5% (Bonferroni: 95% over the 10 classes) interval's lower end is at most 0.559 (Hanley-McNeil at the narrowest split), not above the bound: within noise"},
 			[]string{"): even its lower end", "THE BOUND FAILS"}},
-		// The label-free reference above the bound too: said beside the
-		// failing bound, which stays flagged.
+		// The label-free reference above the bound too: the excess is the
+		// party's own features, which a bound on what it receives does not
+		// cover; flagged, and not as a failed bound.
 		{"above, counts, the shuffled reference above too", "auc0.6,passive,derivative,0.5100,0.74,1,1,fashion-mnist-8ep,0.0091,0.598,53900,2,0.6294,5387\n" +
 			"auc0.6,passive,shuffled,0.5021,0.74,1,1,fashion-mnist-8ep,0.0061,0.598,53900,2,0.6190,5381",
-			[]string{"- ⚑ **THE BOUND FAILS**: fashion-mnist-8ep, `auc0.6`, passive attacker, `derivative`",
-				"interval [0.621..0.638] (Hanley-McNeil, 5387 positives, 48513 negatives): even its lower end is above the bound: **the bound fails**; " +
+			[]string{"- ⚑ above the bound beyond noise, as is the label-free reference: fashion-mnist-8ep, `auc0.6`, passive attacker, `derivative`",
+				"interval [0.621..0.638] (Hanley-McNeil, 5387 positives, 48513 negatives): even its lower end is above the bound: above it beyond noise; " +
 					"the label-free reference (the derivative attack on the replies shuffled among the requests, which reads no label) reaches 0.619 " +
 					"on its worst class, above the bound too"},
-			[]string{"`shuffled`: "}},
+			[]string{"`shuffled`: ", "THE BOUND FAILS"}},
+		// The same attack without the reference above the bound: a failed
+		// bound, loudly.
+		{"above, counts, the shuffled reference below: the bound fails", "auc0.6,passive,derivative,0.5100,0.74,1,1,fashion-mnist-8ep,0.0091,0.598,53900,2,0.6294,5387\n" +
+			"auc0.6,passive,shuffled,0.5021,0.74,1,1,fashion-mnist-8ep,0.0061,0.598,53900,2,0.5500,5381",
+			[]string{"- ⚑ **THE BOUND FAILS**: fashion-mnist-8ep, `auc0.6`, passive attacker, `derivative`"}, nil},
 		{"at the bound", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,281,1,0.5970,28",
 			[]string{"| n/a / 0.597 / n/a |", "None: every measured AUC"}, []string{"0.597 ⚑", "- ⚑"}},
 		{"binary, one seed, counts: the table's interval", "dp,active,regression,0.5500,0.84,0.5,1,a9a,,0.600,900,1,0.5500,200",
