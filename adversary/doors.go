@@ -362,7 +362,6 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 	quiet := cfg.Log.Level(zerolog.ErrorLevel)
 	base := func(id string) run.Config {
 		return run.New(func(c *run.Config) {
-			c.Loaded = cfg.Data
 			c.Parties = cfg.Parties
 			c.Run = runID
 			c.NATS = url
@@ -377,7 +376,7 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 		errs := make(chan error, cfg.Parties)
 		for m := 1; m <= cfg.Parties; m++ {
 			go func() {
-				_, err := run.Participate(ctx, base(trust.PartyID(m)), m)
+				_, err := run.Participate(ctx, base(trust.PartyID(m)), m, run.Hooks{Loaded: cfg.Data})
 				errs <- err
 			}()
 		}
@@ -408,7 +407,7 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 	defer cancel()
 	live := parties(actx)
 	var errs []error
-	if _, err := run.Aggregate(actx, base(trust.AggregatorID)); err != nil {
+	if _, err := run.Aggregate(actx, base(trust.AggregatorID), run.Hooks{Loaded: cfg.Data}); err != nil {
 		errs = append(errs, fmt.Errorf("aggregator: %w", err))
 		cancel()
 	}

@@ -67,7 +67,6 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	quiet := cfg.Log.Level(zerolog.ErrorLevel) // the aggregator warns of every rejection
 	base := func(runID, out string) run.Config {
 		return run.New(func(c *run.Config) {
-			c.Loaded = cfg.Data
 			c.Parties = cfg.Parties
 			c.Duration = cfg.Duration
 			c.Seed = cfg.Seed
@@ -82,7 +81,7 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cfg.Log.Info().Int("scale", cfg.Scale).Msg("training under attack")
-	s, rg, out, err := Run(ctx, cfg.Scale, false, base("adversary", filepath.Join(tmp, "attacked")))
+	s, rg, out, err := Run(ctx, cfg.Scale, false, base("adversary", filepath.Join(tmp, "attacked")), run.Hooks{Loaded: cfg.Data})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +108,7 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 		cats = append(cats, sc...)
 	}
 	cfg.Log.Info().Msg("the same run without the rogue")
-	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")))
+	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")), run.Hooks{Loaded: cfg.Data})
 	if err != nil {
 		return nil, err
 	}

@@ -436,9 +436,9 @@ func (r *Rogue) settle(rejected map[string]int64) {
 // category; it returns the summary, the rogue and the output folder.
 //
 // With stopAfter, the run stops half a second after the attack
-// (cfg.StopWhen); otherwise at its own end, which must come after the
+// (Hooks.StopWhen); otherwise at its own end, which must come after the
 // attack is over.
-func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.Summary, *Rogue, string, error) {
+func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks run.Hooks) (*run.Summary, *Rogue, string, error) {
 	out := cfg.Out
 	keys := filepath.Join(out, "keys")
 	urls := make(chan string, 1)
@@ -457,11 +457,12 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.S
 		return time.Since(doneAt) > 500*time.Millisecond // its last messages reach the aggregator
 	}
 	if stopAfter {
-		cfg.StopWhen = stopWhen
+		hooks.StopWhen = stopWhen
 	}
-	cfg.Trust = run.TrustConfig{KeysDir: keys, OnBroker: func(u string) { urls <- u }, Auditor: true}
-	prev := cfg.OnPoint
-	cfg.OnPoint = func(pt aggregator.Point) {
+	cfg.Trust = run.TrustConfig{KeysDir: keys, Auditor: true}
+	hooks.OnBroker = func(u string) { urls <- u }
+	prev := hooks.OnPoint
+	hooks.OnPoint = func(pt aggregator.Point) {
 		if prev != nil {
 			prev(pt)
 		}
@@ -487,7 +488,7 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config) (*run.S
 			}()
 		})
 	}
-	s, err := run.Train(ctx, cfg)
+	s, err := run.Train(ctx, cfg, hooks)
 	if err != nil {
 		return nil, nil, out, err
 	}

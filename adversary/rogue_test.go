@@ -39,7 +39,7 @@ func TestAdversary(t *testing.T) {
 		c.Out = t.TempDir()
 		c.Log = zerolog.Nop()
 		c.EvalEvery = 100 * time.Millisecond
-	}))
+	}), run.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestServeAttack(t *testing.T) {
 		c.Batch = 8
 		c.Out = out
 		c.Log = zerolog.Nop()
-	})); err != nil {
+	}), run.Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	const scale = 30

@@ -86,4 +86,13 @@
 // flushes its publishes and releases its connection; afterwards every
 // method returns ErrClosed. Neither Close may be called from a Handler of
 // the subscription (or Bus) being closed.
+//
+// # A run's network
+//
+// Network is the broker a run talks through (OpenNetwork): the memory
+// hub, an external server, or an embedded server or cluster with its
+// store. Network.Connect makes each participant's connection, waiting for
+// a broker that is not up yet (NetworkConfig.Wait), spreading the
+// connections over a cluster's nodes, and retrying without credentials on
+// a broker that authenticates nobody.
 package broker

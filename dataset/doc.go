@@ -63,7 +63,10 @@
 // In vertical federated learning each of q parties holds a contiguous block
 // of the feature columns of every sample. Blocks computes the blocks (nearly
 // equal widths, the wider first), Matrix.Columns extracts one and
-// VerticalSplit does both for all parties.
+// VerticalSplit does both for all parties. LoadVertical is what a run
+// holds: a file, preset, split folder or synthetic set read and split for
+// one role (the aggregator's labels, one party's columns, or everything),
+// its rows held out and its columns scaled as VerticalOptions say.
 //
 // # Synthetic data
 //

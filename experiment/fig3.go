@@ -67,7 +67,6 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 		}
 		for _, algo := range cfg.Algos {
 			tc := run.New(func(c *run.Config) {
-				c.Loaded = data
 				c.Parties = cfg.Parties
 				c.Algo = algo
 				c.Model = set.Model()
@@ -87,7 +86,7 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 				tc.Straggler, tc.StragglerFactor = 0, 0
 			}
 			cfg.Log.Info().Str("set", set.Name).Str("algo", algo).Dur("duration", dur).Msg("fig3 run")
-			s, err := run.Train(ctx, tc)
+			s, err := run.Train(ctx, tc, run.Hooks{Loaded: data})
 			if err != nil {
 				return pts, runs, fmt.Errorf("%s %s: %w", set.Name, algo, err)
 			}

@@ -258,7 +258,6 @@ func networkK(q int) int { return max(1, 8/q) }
 // fig4Config is the run configuration of set with q parties.
 func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (run.Config, error) {
 	tc := run.New(func(c *run.Config) {
-		c.Loaded = data
 		c.Parties = q
 		c.Algo = algo
 		c.Model = set.Model()
@@ -374,7 +373,8 @@ func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 	tc.EvalEvery = max(cfg.CheckBudget/100, 100*time.Millisecond)
 	var mu sync.Mutex
 	var reached atomic.Bool
-	tc.OnObjective = func(pt aggregator.Point, reg float64) {
+	hooks := run.Hooks{Loaded: data, StopWhen: reached.Load}
+	hooks.OnObjective = func(pt aggregator.Point, reg float64) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !c.RealReached && pt.TrainLoss+reg <= target {
@@ -382,8 +382,7 @@ func fig4Check(ctx context.Context, cfg Fig4Config, cache *loaded, set Set, q in
 			reached.Store(true)
 		}
 	}
-	tc.StopWhen = reached.Load
-	s, err := run.Train(ctx, tc)
+	s, err := run.Train(ctx, tc, hooks)
 	if err != nil {
 		return c, err
 	}

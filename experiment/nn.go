@@ -73,12 +73,11 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", set, err)
 		}
-		base.Loaded = data
 		for _, algo := range []string{"asyrevel-gau", "asyrevel-uni"} {
 			tc := base
 			tc.Algo, tc.Duration = algo, cfg.Duration
 			cfg.Log.Info().Str("set", set).Str("method", algo).Dur("duration", cfg.Duration).Msg("training")
-			s, err := run.Train(ctx, tc)
+			s, err := run.Train(ctx, tc, run.Hooks{Loaded: data})
 			if err != nil {
 				return rows, fmt.Errorf("%s %s: %w", set, algo, err)
 			}
@@ -93,7 +92,7 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 		tc := base
 		tc.Epochs = cfg.FOEpochs
 		cfg.Log.Info().Str("set", set).Str("method", "first-order").Msg("training")
-		fo, err := sim.FirstOrderFor(ctx, tc, cfg.FOLR, 0.9, 0, nil)
+		fo, err := sim.FirstOrderFor(ctx, tc, data, cfg.FOLR, 0.9, 0, nil)
 		if err != nil {
 			return rows, fmt.Errorf("%s first-order: %w", set, err)
 		}

@@ -202,7 +202,6 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 	store := filepath.Join(cfg.Store, runID)
 	defer os.RemoveAll(store)
 	tc := run.New(func(c *run.Config) {
-		c.Loaded = data
 		c.Parties = cfg.Parties
 		c.Algo = "asyrevel-gau"
 		c.NoBias = data.Classes == 2
@@ -223,15 +222,16 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		tc.LR = run.DefaultLR(tc.Model, max(tc.Batch, 64))
 	}
 	known := privacy.KnownLabels(data.TrainY, cfg.Aux, seed)
+	hooks := run.Hooks{Loaded: data}
 	switch {
 	case active && st.TIG:
 		// TIG's replies are already per sample: the active party asks about
 		// one sample at a time (batches of one, cycling through the
 		// training set), so that it covers every sample.
-		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: &privacy.Active{One: true}}
+		hooks.Adversaries = map[int]party.Adversary{cfg.Attacker: &privacy.Active{One: true}}
 	case active:
 		a := &privacy.Active{Perturb: 0.05}
-		tc.Adversaries = map[int]party.Adversary{cfg.Attacker: a}
+		hooks.Adversaries = map[int]party.Adversary{cfg.Attacker: a}
 		if data.Classes > 2 {
 			a.Prefer = map[uint32]bool{}
 			for id := range known {
@@ -239,13 +239,13 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 			}
 			// The multiclass active attacker nudges every sample of its
 			// batches (privacy.Active's Nudge), at another party.
-			tc.Adversaries[nudgeParty(cfg)] = &privacy.Active{Nudge: true, Perturb: 0.05, Prefer: a.Prefer}
+			hooks.Adversaries[nudgeParty(cfg)] = &privacy.Active{Nudge: true, Perturb: 0.05, Prefer: a.Prefer}
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	t0 := time.Now()
-	s, err := run.Train(rctx, tc)
+	s, err := run.Train(rctx, tc, hooks)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("the run did not finish within %v: %w", cfg.Timeout, err)

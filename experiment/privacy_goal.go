@@ -541,13 +541,12 @@ func goalData(cache map[string]*run.Data, tc run.Config, fresh bool) (*run.Data,
 // own, and opens its log; done closes the log and removes the store.
 func goalTrain(ctx context.Context, cfg *GoalConfig, tc run.Config, data *run.Data, id string, adv map[int]party.Adversary) (*run.Summary, *replay.Log, func(), error) {
 	store := filepath.Join(cfg.Store, id)
-	tc.Loaded, tc.Run, tc.StoreDir, tc.Out, tc.Log = data, id, store, "", zerolog.Nop()
+	tc.Run, tc.StoreDir, tc.Out, tc.Log = id, store, "", zerolog.Nop()
 	tc.Monitor.Report = false
-	tc.Adversaries = adv
 	limit := cfg.Timeout + tc.Duration
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	s, err := run.Train(rctx, tc)
+	s, err := run.Train(rctx, tc, run.Hooks{Loaded: data, Adversaries: adv})
 	if err != nil {
 		os.RemoveAll(store)
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

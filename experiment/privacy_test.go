@@ -183,7 +183,6 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 		name := map[bool]string{false: "open", true: "auc"}[defended]
 		store := filepath.Join(t.TempDir(), name)
 		tc := run.New(func(c *run.Config) {
-			c.Loaded = data
 			c.Parties = parties
 			c.Algo = "asyrevel-gau"
 			c.Batch = 16
@@ -206,8 +205,7 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 		for id := range known {
 			a.Prefer[id] = true
 		}
-		tc.Adversaries = map[int]party.Adversary{attacker: a}
-		s, err := run.Train(context.Background(), tc)
+		s, err := run.Train(context.Background(), tc, run.Hooks{Loaded: data, Adversaries: map[int]party.Adversary{attacker: a}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -116,7 +116,7 @@ func serveRun(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 		c.Out = out
 		c.Log = zerolog.Nop()
 		c.NoLeakage = true
-	}))
+	}), run.Hooks{})
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func (s Set) Load(locate Locate) (tr, te *dataset.Dataset, err error) {
 }
 
 // Split partitions tr and te vertically over q parties into what a run in
-// one process takes (run.Config.Loaded).
+// one process takes (run.Hooks.Loaded).
 func Split(tr, te *dataset.Dataset, q int) (*run.Data, error) {
 	d := &run.Data{Name: tr.Name, Features: tr.X.NCols, Classes: tr.Classes, NTrain: tr.Len(), TrainY: tr.Y}
 	var err error

@@ -64,7 +64,6 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 		}
 		for _, m := range Table3Methods {
 			tc := run.New(func(c *run.Config) {
-				c.Loaded = data
 				c.Parties = cfg.Parties
 				c.Algo = m.Algo
 				c.Delta = m.Delta
@@ -82,7 +81,7 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 			for i, n := range []int64{cfg.Steps0, cfg.Steps} {
 				c := tc
 				c.MaxSteps, c.Run = n, ""
-				if s[i], err = run.Train(ctx, c); err != nil {
+				if s[i], err = run.Train(ctx, c, run.Hooks{Loaded: data}); err != nil {
 					return rows, fmt.Errorf("%s %s: %w", set.Name, m.Name, err)
 				}
 			}

@@ -130,7 +130,6 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 			for i := range n {
 				seed := cfg.Seed + uint64(i)
 				tc := run.New(func(c *run.Config) {
-					c.Loaded = data
 					c.Parties = q
 					c.Algo = algo
 					c.Model = set.Model()
@@ -142,7 +141,7 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 				if steps := cfg.runSteps(set); steps > 0 {
 					tc.MaxSteps = steps
 				}
-				s, err := run.Train(ctx, tc)
+				s, err := run.Train(ctx, tc, run.Hooks{Loaded: data})
 				if err != nil && ctx.Err() != nil {
 					return rows, trials, fmt.Errorf("%s %s seed %d: %w", set.Name, algo, seed, err)
 				}

@@ -182,7 +182,6 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 	}
 	base := func(w, b int) run.Config {
 		return run.New(func(c *run.Config) {
-			c.Loaded = cfg.Data
 			c.Parties = cfg.Parties
 			c.Algo = "asyrevel-gau"
 			c.Batch = b
@@ -209,7 +208,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 					tc := base(w, b)
 					tc.Duration = max(cfg.Duration/4, 400*time.Millisecond)
 					v.apply(&tc)
-					if s, err := train(ctx, cfg.Log, tc); err == nil {
+					if s, err := train(ctx, cfg.Log, tc, cfg.Data); err == nil {
 						cal = &calibration{float64(s.WireBytes), s.Steps}
 					}
 				}
@@ -217,7 +216,7 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 				tc.Duration = cfg.Duration
 				v.apply(&tc)
 				cpu0 := cpuTime()
-				s, err := train(ctx, cfg.Log, tc)
+				s, err := train(ctx, cfg.Log, tc, cfg.Data)
 				cpu := cpuTime() - cpu0
 				if err != nil {
 					if ctx.Err() != nil {
@@ -265,12 +264,12 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 
 // train runs tc, and once more (a fresh run) if it fails: on a loaded
 // machine a 3-node cluster may miss its start-up deadlines.
-func train(ctx context.Context, log zerolog.Logger, tc run.Config) (*run.Summary, error) {
-	s, err := run.Train(ctx, tc)
+func train(ctx context.Context, log zerolog.Logger, tc run.Config, data *run.Data) (*run.Summary, error) {
+	s, err := run.Train(ctx, tc, run.Hooks{Loaded: data})
 	if err != nil && ctx.Err() == nil {
 		log.Warn().Err(err).Msg("run failed; trying again")
 		tc.Run = shortRun()
-		s, err = run.Train(ctx, tc)
+		s, err = run.Train(ctx, tc, run.Hooks{Loaded: data})
 	}
 	return s, err
 }

@@ -46,7 +46,6 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 	var rows []TTARow
 	for _, seed := range cfg.Seeds {
 		tc := run.New(func(c *run.Config) {
-			c.Loaded = cfg.Data
 			c.Parties = cfg.Parties
 			c.Algo = "asyrevel-gau"
 			c.Batch = cfg.Batch
@@ -58,7 +57,7 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 			c.Seed = seed
 			c.Log = zerolog.Nop()
 		})
-		ref, _, err := sim.ReferenceFor(ctx, tc, int64(max(2000/cfg.Batch, 50)), nil)
+		ref, _, err := sim.ReferenceFor(ctx, tc, cfg.Data, int64(max(2000/cfg.Batch, 50)), nil)
 		if err != nil {
 			return rows, fmt.Errorf("reference: %w", err)
 		}
@@ -76,7 +75,7 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 			tb := tc
 			tb.Run = shortRun()
 			v.apply(&tb)
-			s, err := run.Train(ctx, tb)
+			s, err := run.Train(ctx, tb, run.Hooks{Loaded: cfg.Data})
 			if err != nil {
 				return rows, fmt.Errorf("%s: %w", name, err)
 			}

@@ -283,7 +283,6 @@ func runReal(ctx context.Context, cfg ValidateConfig, train, test string, q int,
 		c.Duration = d
 		c.EvalEvery = d
 		c.Log = zerolog.Nop()
-		c.OnPoint = onPoint
 	})
 	args := func(m int) []string {
 		a := []string{"party", "--nats", srv.URL(), "--run", runName, "--id", strconv.Itoa(m), "--parties", strconv.Itoa(q),
@@ -301,7 +300,7 @@ func runReal(ctx context.Context, cfg ValidateConfig, train, test string, q int,
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		rr.sum, aggErr = run.Aggregate(rctx, ac)
+		rr.sum, aggErr = run.Aggregate(rctx, ac, run.Hooks{OnPoint: onPoint})
 	}()
 	groups := make([]*cpuGroup, q)
 	cmds := make([]*exec.Cmd, q)

@@ -152,14 +152,12 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, arm WANAr
 		urls[m] = p.URL()
 	}
 	tc := run.New(func(c *run.Config) {
-		c.Loaded = data
 		c.Parties = q
 		c.Algo = arm.Algo
 		c.Batch = arm.Batch
 		c.Window = arm.Window
 		c.Privacy = "off"
 		c.NATS = srv.URL()
-		c.PartyURL = func(m int) string { return urls[m] }
 		c.Duration = cfg.Budget
 		c.TargetAcc = cfg.Target
 		c.StopAtTarget = true
@@ -168,7 +166,7 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, arm WANAr
 		c.Run = shortRun()
 		c.Log = zerolog.Nop()
 	})
-	s, err := run.Train(ctx, tc)
+	s, err := run.Train(ctx, tc, run.Hooks{Loaded: data, PartyURL: func(m int) string { return urls[m] }})
 	if err != nil {
 		return row, err
 	}

@@ -90,13 +90,14 @@ func TestTrainMetricsAndReport(t *testing.T) {
 		c.EvalEvery = 200 * time.Millisecond
 		c.Out = out
 		c.Log = zerolog.Nop()
-		c.Monitor = run.Monitor{Metrics: "127.0.0.1:0", Board: "127.0.0.1:0", Report: true, OnListen: func(m, b string) {
-			mu.Lock()
-			metricsAddr, boardAddr = m, b
-			mu.Unlock()
-			close(listening)
-		}}
+		c.Monitor = run.Monitor{Metrics: "127.0.0.1:0", Board: "127.0.0.1:0", Report: true}
 	})
+	hooks := run.Hooks{OnListen: func(m, b string) {
+		mu.Lock()
+		metricsAddr, boardAddr = m, b
+		mu.Unlock()
+		close(listening)
+	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	type scraped struct {
@@ -134,7 +135,7 @@ func TestTrainMetricsAndReport(t *testing.T) {
 			return
 		}
 	}()
-	s, err := run.Train(ctx, cfg)
+	s, err := run.Train(ctx, cfg, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestReexecute(t *testing.T) {
 		c.NATS = ext.URL()
 		c.EvalEvery = 50 * time.Millisecond
 		c.Defense = run.DefenseConfig{Reply: "mean", MinBatch: 8, Clip: 0.01, NoiseMultiplier: 1, DrawBatches: true}
-	}))
+	}), run.Hooks{})
 	ext.Shutdown()
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestReexecuteAppliedOrder(t *testing.T) {
 		c.Run = "order"
 		c.StoreDir = store
 		c.EvalEvery = 50 * time.Millisecond
-	}))
+	}), run.Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,11 +265,11 @@ func TestReexecuteResumedRun(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		cancel(errors.New("interrupt signal received"))
 	}()
-	if _, err := run.Train(ctx, cfg); !errors.Is(err, run.ErrInterrupted) {
+	if _, err := run.Train(ctx, cfg, run.Hooks{}); !errors.Is(err, run.ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
 	cfg.Resume = true
-	s, err := run.Train(context.Background(), cfg)
+	s, err := run.Train(context.Background(), cfg, run.Hooks{})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}

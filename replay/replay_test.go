@@ -66,7 +66,7 @@ func trainedRun(t testing.TB) (store string, s *run.Summary) {
 			c.StoreDir = filepath.Join(runDir, "store")
 			c.Out = filepath.Join(runDir, "out")
 			c.EvalEvery = 100 * time.Millisecond
-		}))
+		}), run.Hooks{})
 	})
 	if runErr != nil {
 		t.Fatal(runErr)

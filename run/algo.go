@@ -147,7 +147,7 @@ func (c *Party) slowdown(m int) float64 {
 }
 
 // observer reads the parties' regularisation term after each evaluation
-// for Config.OnObjective, on a goroutine of its own (the evaluation's
+// for Hooks.OnObjective, on a goroutine of its own (the evaluation's
 // callback runs in the aggregator's handler, which must not wait for a
 // party's lock).
 type observer struct {
@@ -158,10 +158,10 @@ type observer struct {
 }
 
 func newObserver(cfg *Config) *observer {
-	if cfg.OnObjective == nil {
+	if cfg.hooks.OnObjective == nil {
 		return nil
 	}
-	return &observer{fn: cfg.OnObjective, ch: make(chan aggregator.Point, 4096)}
+	return &observer{fn: cfg.hooks.OnObjective, ch: make(chan aggregator.Point, 4096)}
 }
 
 // onPoint wraps next (which may be nil) so that every point also reaches
@@ -203,4 +203,17 @@ func (o *observer) stop() {
 	}
 	close(o.ch)
 	o.wg.Wait()
+}
+
+// Algorithms that Train runs (LookupAlgo).
+var Algorithms = []string{"asyrevel-gau", "asyrevel-uni", "synrevel-gau", "synrevel-uni", "tig", "nonf"}
+
+// ParseAlgo gives the direction distribution of a zeroth-order algorithm
+// (an error for the first-order baseline, which draws none).
+func ParseAlgo(algo string) (zoo.Dist, error) {
+	a, err := LookupAlgo(algo)
+	if err == nil && a.FirstOrder {
+		err = fmt.Errorf("%w: --algo %s is first-order: it draws no directions", ErrConfig, algo)
+	}
+	return a.Dist, err
 }

@@ -51,7 +51,7 @@ func TestAlgorithmsTrain(t *testing.T) {
 				c.Seed = 5
 				c.Log = testLog(t)
 				c.EvalEvery = 200 * time.Millisecond
-			}))
+			}), Hooks{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestAlgorithmConfigErrors(t *testing.T) {
 		}),
 	} {
 		c.Synthetic, c.Log, c.Epochs = small(), testLog(t), 1
-		_, err := Train(context.Background(), c)
+		_, err := Train(context.Background(), c, Hooks{})
 		if !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
@@ -136,13 +136,12 @@ func TestStragglerAndObjective(t *testing.T) {
 		c.SimCompute = 10 * time.Microsecond
 		c.Straggler = 2
 		c.StragglerFactor = 3 // 8 parameters: 80 us a step, 240 us the straggler's
-		c.OnObjective = func(pt aggregator.Point, reg float64) {
-			mu.Lock()
-			defer mu.Unlock()
-			pts, regs = append(pts, pt), append(regs, reg)
-		}
 	})
-	s, err := Train(context.Background(), cfg)
+	s, err := Train(context.Background(), cfg, Hooks{OnObjective: func(pt aggregator.Point, reg float64) {
+		mu.Lock()
+		defer mu.Unlock()
+		pts, regs = append(pts, pt), append(regs, reg)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

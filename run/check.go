@@ -21,10 +21,10 @@ var ErrRunExists = errors.New("run id already used")
 // broker's directory or the external broker's URL.
 func (n *network) where() string {
 	switch {
-	case n.dir != "" && n.tmp == "":
-		return n.dir
-	case n.url != "" && n.srv == nil:
-		return "the broker at " + n.url
+	case n.store != "":
+		return n.store
+	case n.external != "":
+		return "the broker at " + n.external
 	}
 	return "the broker's store"
 }
@@ -32,8 +32,8 @@ func (n *network) where() string {
 // reused is the error for a run id that holds messages already.
 func (n *network) reused(run string, count uint64, what string) error {
 	fix := "asyrevel store rm --run " + run + " STORE on the broker's host, with the broker stopped"
-	if n.dir != "" && n.tmp == "" {
-		fix = "asyrevel store rm --run " + run + " " + n.dir
+	if n.store != "" {
+		fix = "asyrevel store rm --run " + run + " " + n.store
 	}
 	return fmt.Errorf("%w: run %s already has %d %s in %s: choose another --run (every participant the same), "+
 		"or remove the old run first (%s); to go on with it, give the same command with --resume (it needs the run's checkpoints)",

@@ -254,8 +254,8 @@ func partyCheckpoints(cfg *Config, pc *party.Config, m int) (*party.Checkpoint, 
 	seal := sealer{cfg.trust.key(m), cfg.Run, trust.PartyID(m)}
 	save := cfg.checkpointHook(path, m, seal)
 	pc.OnCheckpoint = func(c *party.Checkpoint) error {
-		if cfg.onPartyCheckpoint != nil {
-			cfg.onPartyCheckpoint(m, c)
+		if cfg.hooks.onPartyCheckpoint != nil {
+			cfg.hooks.onPartyCheckpoint(m, c)
 		}
 		return save(c)
 	}

@@ -60,7 +60,8 @@ func TestResumedClockGoesOn(t *testing.T) {
 	})
 	cfg.MaxSteps = 1 << 40 // a bounded run (no rows held out); StopWhen ends it
 	pcfg := cfg
-	cfg.OnPoint = func(pt aggregator.Point) {
+	var hooks Hooks
+	hooks.OnPoint = func(pt aggregator.Point) {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {
@@ -73,7 +74,7 @@ func TestResumedClockGoesOn(t *testing.T) {
 			close(stop)
 		}
 	}
-	cfg.StopWhen = func() bool {
+	hooks.StopWhen = func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(after) >= 3
@@ -84,7 +85,7 @@ func TestResumedClockGoesOn(t *testing.T) {
 	}
 	agg := make(chan outcome, 1)
 	go func() {
-		s, err := Aggregate(ctx, cfg)
+		s, err := Aggregate(ctx, cfg, hooks)
 		agg <- outcome{s, err}
 	}()
 	var wg sync.WaitGroup
@@ -92,7 +93,7 @@ func TestResumedClockGoesOn(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := Participate(ctx, pcfg, m); err != nil {
+			if _, err := Participate(ctx, pcfg, m, Hooks{}); err != nil {
 				t.Errorf("party %d: %v", m, err)
 			}
 		}()

@@ -1,106 +1,90 @@
 package run
 
 import (
+	"errors"
 	"fmt"
-	"math"
-	"strconv"
 
 	"github.com/asyrevel/asyrevel/dataset"
 )
 
-// scaleSpread is the ratio of the largest to the smallest column range
-// above which a warning says the columns need scaling.
-const scaleSpread = 1000
+// Data is a run's vertically partitioned data set: what each party holds
+// and what the aggregator holds (dataset.Vertical).
+type Data = dataset.Vertical
 
-// finishData scales the columns that role holds, as cfg.Scale asks
-// (fitted on the training rows, applied to both sets: each column belongs
-// to one party, so a party scales its own alone and the result is the
-// same), or warns when they are on very different scales.
-func finishData(cfg *Config, d *Data, role int) error {
-	if err := holdOut(cfg, d); err != nil {
-		return err
+// Roles for LoadData.
+const (
+	RoleAll        = dataset.RoleAll        // everything: a whole run in one process
+	RoleAggregator = dataset.RoleAggregator // labels only
+)
+
+// LoadData reads (or generates) the data of cfg for a role: RoleAll,
+// RoleAggregator, or a party id 1..q (that party's columns only). PATH may
+// be a LIBSVM or CSV file, a folder of IDX files, a split folder written by
+// `asyrevel data split` (each party reads only its own file), or synthetic
+// (dataset.LoadVertical). What loading found worth saying is logged.
+func LoadData(cfg *Config, role int) (*Data, error) {
+	if cfg.hooks.Loaded != nil {
+		if len(cfg.hooks.Loaded.Blocks) != cfg.Parties {
+			return nil, fmt.Errorf("%w: data split for %d parties, run has %d", ErrConfig, len(cfg.hooks.Loaded.Blocks), cfg.Parties)
+		}
+		return cfg.hooks.Loaded, nil
 	}
-	for m := range d.PartTrain {
-		x := d.PartTrain[m]
-		if x == nil || cfg.Scale == dataset.ScaleNone {
-			continue
-		}
-		s := dataset.NewScaler(cfg.Scale)
-		if err := s.Fit(x); err != nil {
-			return err
-		}
-		if dense := s.Dense(); len(dense) > 0 {
-			if before, after := int64(x.NNZ()), s.Entries(x); after > 2*before {
-				d.Warnings = append(d.Warnings, fmt.Sprintf("%s scaling of party %d's columns shifts %d of %d, so their zeros become non-zeros: %d stored entries instead of %d (--scale std or maxabs keep sparse data sparse)",
-					cfg.Scale, m+1, len(dense), x.NCols, after, before))
-			}
-		}
-		if d.Scalers == nil {
-			d.Scalers = make([]*dataset.Scaler, len(d.PartTrain))
-		}
-		d.Scalers[m] = s
-		var err error
-		if d.PartTrain[m], err = s.Apply(x); err != nil {
-			return err
-		}
-		if d.PartTest[m] != nil {
-			if d.PartTest[m], err = s.Apply(d.PartTest[m]); err != nil {
-				return err
-			}
-		}
+	d, err := dataset.LoadVertical(cfg.dataOptions(), role)
+	if errors.Is(err, dataset.ErrOptions) {
+		return nil, configError{err}
 	}
-	if cfg.Scale == dataset.ScaleNone {
-		if w := spreadWarning(d); w != "" {
-			d.Warnings = append(d.Warnings, w)
-			d.Unscaled = true
-		}
+	if err != nil {
+		return nil, err
 	}
 	for _, w := range d.Warnings {
 		cfg.Log.Warn().Msg(w)
 	}
-	return nil
+	return d, nil
 }
 
-// spreadWarning says when the columns held differ in range by orders of
-// magnitude: one step size is then too large for some and too small for
-// others, and a zeroth-order step perturbs all of them by the same mu.
-func spreadWarning(d *Data) string {
-	type col struct {
-		j   int
-		max float64
+// dataOptions is what dataset.LoadVertical needs of cfg.
+func (c *Config) dataOptions() dataset.VerticalOptions {
+	csv := c.CSV
+	csv.Report = c.hooks.Missing
+	return dataset.VerticalOptions{
+		Path: c.Data, Test: c.Test, Preset: c.Preset, CSV: csv, Synthetic: c.Synthetic,
+		Parties: c.Parties, Scale: c.Scale, HoldOut: c.HoldOut, Seed: c.Seed,
+		// A label-free run chooses its head on rows the aggregator holds
+		// out by itself: with a test set nothing is held out for it.
+		HoldOutWithoutTestOnly: c.labelFreeChosen(),
 	}
-	var lo, hi col
-	lo.max = math.Inf(1)
-	for m, x := range d.PartTrain {
-		if x == nil {
-			continue
-		}
-		top := make([]float64, x.NCols)
-		for k, j := range x.Indices {
-			if v := math.Abs(float64(x.Values[k])); v > top[j] {
-				top[j] = v
-			}
-		}
-		for j, v := range top {
-			g := d.Blocks[m].Lo + j
-			if v > hi.max {
-				hi = col{g, v}
-			}
-			if v > 0 && v < lo.max {
-				lo = col{g, v}
-			}
-		}
-	}
-	if hi.max == 0 || math.IsInf(lo.max, 1) || hi.max < scaleSpread*lo.max {
-		return ""
-	}
-	return fmt.Sprintf("the columns are on very different scales: %s reaches %.3g, %s only %.3g: one step size cannot fit both (and the perturbations of size mu are the same for all): give --scale standard (fitted on the training set only)",
-		d.colName(hi.j), hi.max, d.colName(lo.j), lo.max)
 }
 
-func (d *Data) colName(j int) string {
-	if j < len(d.Names) && d.Names[j] != "" {
-		return strconv.Quote(d.Names[j])
+// configError is an error of the data's options (dataset.ErrOptions): a
+// usage error, which is ErrConfig for the run's callers. Its text is the
+// dataset's.
+type configError struct{ error }
+
+func (e configError) Is(target error) bool { return target == ErrConfig }
+func (e configError) Unwrap() error        { return e.error }
+
+// labelFreeChosen reports whether the privacy switch picks (or picked) the
+// label-free profile for this run (applyPrivacy decides it once the data
+// are loaded; the rows held out must be known before).
+func (c *Config) labelFreeChosen() bool {
+	if c.LabelFree {
+		return true
 	}
-	return "column " + strconv.Itoa(j)
+	if c.Privacy == "" {
+		return false
+	}
+	spec, err := ParsePrivacy(c.Privacy)
+	if err != nil || spec.Mode == PrivacyOff || spec.Profile == "budget" {
+		return false
+	}
+	algo, err := LookupAlgo(c.Algo)
+	return err == nil && c.labelFreeAvailable(algo)
+}
+
+func logData(cfg *Config, data *Data) {
+	logPrivacy(cfg)
+	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
+		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
+		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
+		Str("lr", cfg.Schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")
 }

@@ -8,6 +8,20 @@
 // command line (cmd/asyrevel) and the experiments (package experiment)
 // start runs through this package.
 //
+// A run's settings are a Config, plain data that a run file or JSON can
+// hold; what a program plugs into a run (callbacks, data already loaded,
+// attackers, the pause) is its Hooks, a separate argument. The data are
+// loaded by package dataset (dataset.LoadVertical) and the broker is
+// started and dialled by package broker (broker.Network); run adds what
+// is the run's own.
+//
+// The files: run.go the three entry points (Train, Aggregate,
+// Participate); config.go the settings, their defaults and checks;
+// hooks.go the Hooks; data.go the data's loading; network.go the broker
+// network of a run; participants.go the aggregator and parties built
+// from a Config; resume.go a party's resume from the stream; summary.go
+// and finish.go the summary and the end of a run.
+//
 // A run id names one stream: a run refuses a stream that holds an earlier
 // run's messages (ErrRunExists), unless Config.Resume asks to go on with
 // it. Store and OpenStore list and remove the runs' streams of a broker

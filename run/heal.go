@@ -36,7 +36,7 @@ func (c *Config) healable(role int) bool {
 	if err != nil || algo.Sync || algo.FirstOrder {
 		return false
 	}
-	return role == 0 || c.Adversaries[role] == nil
+	return role == 0 || c.hooks.Adversaries[role] == nil
 }
 
 // lossNotifier is a Bus that says when its connection was lost

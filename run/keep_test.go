@@ -41,7 +41,7 @@ func TestEvaluatesEveryEpoch(t *testing.T) {
 		c.Out = out
 		c.Log = testLog(t)
 	})
-	s, err := Train(context.Background(), cfg)
+	s, err := Train(context.Background(), cfg, Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,9 +113,8 @@ func TestKeptModelIsBestOnHeldOut(t *testing.T) {
 		c.Seed = 5
 		c.Out = out
 		c.Log = testLog(t)
-		c.Adversaries = map[int]party.Adversary{1: adv}
 	})
-	s, err := Train(context.Background(), cfg)
+	s, err := Train(context.Background(), cfg, Hooks{Adversaries: map[int]party.Adversary{1: adv}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +250,7 @@ func TestStuckRunStops(t *testing.T) {
 		c.NoLeakage = true
 		c.Out = out
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if !errors.Is(err, ErrStuck) || s == nil {
 		t.Fatalf("err %v (summary %v): want ErrStuck with the summary", err, s != nil)
 	}
@@ -281,14 +280,12 @@ func TestKeptModelAcrossResume(t *testing.T) {
 	cfg.Duration = time.Minute
 	// The pause comes after the fourth evaluation, whatever the time.
 	pause := make(chan struct{})
-	cfg.Pause = pause
 	evals := 0
-	cfg.OnPoint = func(pt aggregator.Point) {
+	s, err := Train(context.Background(), cfg, Hooks{Pause: pause, OnPoint: func(pt aggregator.Point) {
 		if evals++; evals == 4 {
 			close(pause)
 		}
-	}
-	s, err := Train(context.Background(), cfg)
+	}})
 	if !errors.Is(err, ErrInterrupted) || s == nil {
 		t.Fatalf("paused run: %v", err)
 	}
@@ -298,10 +295,9 @@ func TestKeptModelAcrossResume(t *testing.T) {
 	// before the pause, whose copies come from the checkpoints.
 	held := 0
 	resumed := cfg
-	resumed.Pause, resumed.OnPoint = nil, nil
 	resumed.Resume = true
 	resumed.Duration = time.Duration(s.TrainSeconds*float64(time.Second)) + time.Second
-	resumed.PartyData = map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix){
+	partyData := map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix){
 		1: func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix) {
 			neg := *test
 			neg.Values = slices.Clone(test.Values)
@@ -312,7 +308,7 @@ func TestKeptModelAcrossResume(t *testing.T) {
 			return train, &neg
 		},
 	}
-	s, err = Train(context.Background(), resumed)
+	s, err = Train(context.Background(), resumed, Hooks{PartyData: partyData})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}

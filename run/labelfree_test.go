@@ -103,8 +103,7 @@ func TestLabelFreeViewIgnoresLabels(t *testing.T) {
 			}
 			data.TrainY = y
 		}
-		cfg.Loaded = data
-		s, err := Train(context.Background(), cfg)
+		s, err := Train(context.Background(), cfg, Hooks{Loaded: data})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +154,7 @@ func TestSpentBudgetStopsTheRun(t *testing.T) {
 		c.Duration = 20 * time.Second // far longer than the budget lasts
 		c.Seed = 2
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +196,7 @@ func TestLabelFreeEpochsBoundTheFit(t *testing.T) {
 		c.Run = "lfepochs"
 		c.Out = t.TempDir()
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 		c.MaxStore = limit
 		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}))
+	}), Hooks{})
 	if !errors.Is(err, broker.ErrStreamFull) {
 		t.Fatalf("a full stream: %v, want ErrStreamFull", err)
 	}
@@ -118,7 +118,7 @@ func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
 		c.PartyTimeout = 3 * time.Second
 		c.EvalEvery = 200 * time.Millisecond
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestFirstEvaluationWaitsBriefly(t *testing.T) {
 		c.PartyTimeout = time.Minute
 		c.EvalEvery = 200 * time.Millisecond
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestTrainEveryDesign(t *testing.T) {
 				c.Seed = 1
 				c.Log = testLog(t)
 				c.EvalEvery = 100 * time.Millisecond
-			}))
+			}), Hooks{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestTrainOnStockServer(t *testing.T) {
 			c.Seed = 1
 			c.Log = testLog(t)
 			c.EvalEvery = 200 * time.Millisecond
-		}))
+		}), Hooks{})
 		if err != nil {
 			t.Fatalf("%s on nats-server %s: %v", d, version, err)
 		}
@@ -120,7 +120,7 @@ func TestTrainIgnoresSquattedIDs(t *testing.T) {
 		c.Seed = 1
 		c.Log = testLog(t)
 		c.EvalEvery = 100 * time.Millisecond
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/asyrevel/asyrevel/audit"
 )
 
-// A paused run (the first Ctrl-C of train: Config.Pause) answers what is
+// A paused run (the first Ctrl-C of train: Hooks.Pause) answers what is
 // in flight, seals the whole log and saves every participant's state:
 // the log it leaves is intact, which a run stopped by its context
 // (cancelled at once) is not (unsealed tails: the last messages of each
@@ -23,10 +23,9 @@ func TestPauseSealsTheLog(t *testing.T) {
 	cfg := roomyConfig(t, out, "paused")
 	cfg.Duration = time.Minute
 	pause := make(chan struct{})
-	cfg.Pause = pause
 	time.AfterFunc(1500*time.Millisecond, func() { close(pause) })
 	t0 := time.Now()
-	s, err := Train(context.Background(), cfg)
+	s, err := Train(context.Background(), cfg, Hooks{Pause: pause})
 	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, aggregator.ErrPaused) {
 		t.Fatalf("paused run: %v, want ErrInterrupted and ErrPaused", err)
 	}
@@ -41,6 +40,5 @@ func TestPauseSealsTheLog(t *testing.T) {
 	if !rep.Intact() || len(rep.Notes) > 0 {
 		t.Fatalf("audit of the paused run: intact %v, problems %v, notes %v", rep.Intact(), rep.Problems, rep.Notes)
 	}
-	cfg.Pause = nil
 	resumeToTheEnd(t, cfg, s.TrainSeconds)
 }

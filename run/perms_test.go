@@ -60,9 +60,9 @@ func rawConn(t *testing.T, n *network, cfg *Config, id string) (*nats.Conn, func
 	p, _ := cfg.trust.roster.Participant(id)
 	var mu sync.Mutex
 	var refusals []string
-	url := n.url
-	if n.cluster != nil {
-		url = strings.Join(n.cluster.URLs(), ",")
+	url := n.URL()
+	if n.Cluster() != nil {
+		url = strings.Join(n.Cluster().URLs(), ",")
 	}
 	nc, err := nats.Connect(url, cfg.trust.key(p.Index()).NATSOption(), nats.CustomInboxPrefix(trust.InboxPrefix(cfg.Run, id)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -90,7 +90,7 @@ func rawConn(t *testing.T, n *network, cfg *Config, id string) (*nats.Conn, func
 func TestBrokerPermissions(t *testing.T) {
 	n, cfg, agg := permsNet(t)
 	ctx := context.Background()
-	if _, err := nats.Connect(n.url); err == nil {
+	if _, err := nats.Connect(n.URL()); err == nil {
 		t.Fatal("an anonymous connection was admitted")
 	}
 	// The party's own runtime connection works.
@@ -214,8 +214,8 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 				c.Cluster = tc.cluster
 			})))
 			ctx := context.Background()
-			if n.cluster != nil {
-				for _, u := range n.cluster.URLs() {
+			if n.Cluster() != nil {
+				for _, u := range n.Cluster().URLs() {
 					if nc, err := nats.Connect(u); err == nil {
 						nc.Close()
 						t.Fatalf("an anonymous connection to %s was admitted", u)
@@ -353,7 +353,7 @@ func TestTrainClusterPermissions(t *testing.T) {
 		c.Cluster = 3
 		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ const (
 )
 
 func newProgress(cfg *Config, data *Data) *progress {
-	p := &progress{log: cfg.Log, next: cfg.OnPoint, cfg: cfg, majority: math.NaN(), entropy: math.NaN(), first: math.NaN(), warned: map[string]bool{},
+	p := &progress{log: cfg.Log, next: cfg.hooks.OnPoint, cfg: cfg, majority: math.NaN(), entropy: math.NaN(), first: math.NaN(), warned: map[string]bool{},
 		unscaled: data.Unscaled}
 	if n := len(data.TrainY); n > 0 {
 		counts := make(map[int32]int)

@@ -82,7 +82,7 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 	firstP2 := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2), 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	firstAgg := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg)
+	s1, err := Train(ctx, cfg, Hooks{})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
@@ -99,7 +99,7 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 		}
 	}
 	cfg.Resume = true
-	s2, err := Train(context.Background(), cfg)
+	s2, err := Train(context.Background(), cfg, Hooks{})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}

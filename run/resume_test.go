@@ -117,14 +117,12 @@ func testResumeOnce(t *testing.T, nth int) {
 			floorMu.Unlock()
 		}
 	}
-	cfg.onPartyCheckpoint = record
 	ctx, cancel := context.WithCancelCause(context.Background())
 	first := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg)
+	s1, err := Train(ctx, cfg, Hooks{onPartyCheckpoint: record})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
-	cfg.onPartyCheckpoint = nil
 	floorMu.Lock()
 	checked := checkEvalFloors(t, s1.Store, cfg.Run, 2, floors)
 	floorMu.Unlock()
@@ -140,7 +138,7 @@ func testResumeOnce(t *testing.T, nth int) {
 		t.Fatal(err)
 	}
 	cfg.Resume = true
-	if _, err := Train(context.Background(), cfg); !errors.Is(err, ErrCheckpointSeal) {
+	if _, err := Train(context.Background(), cfg, Hooks{}); !errors.Is(err, ErrCheckpointSeal) {
 		t.Fatalf("resumed from an altered checkpoint: %v", err)
 	}
 	if err := os.WriteFile(path, old, 0o644); err != nil {
@@ -152,8 +150,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	// The resumed party's checkpoints must hold as well: it computes
 	// again chunks the stream holds below its new floors.
 	floors = floors[:0]
-	cfg.onPartyCheckpoint = record
-	s2, err := Train(context.Background(), cfg)
+	s2, err := Train(context.Background(), cfg, Hooks{onPartyCheckpoint: record})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}
@@ -224,12 +221,12 @@ func TestResumeNeedsKeys(t *testing.T) {
 		c.CheckpointDir = t.TempDir()
 		c.NATS = "nats://127.0.0.1:1"
 	})
-	_, err := Train(context.Background(), c)
+	_, err := Train(context.Background(), c, Hooks{})
 	if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "keys") {
 		t.Errorf("train --resume without kept keys: %v, want ErrResumeTrust", err)
 	}
 	c.Out = t.TempDir() // no keys there either: a clear error, not a new key pair
-	if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "resuming needs the run's keys") {
+	if _, err := Train(context.Background(), c, Hooks{}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "resuming needs the run's keys") {
 		t.Errorf("train --resume with an empty --out: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestTrainOverEmbeddedJetStream(t *testing.T) {
 		c.Out = out
 		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestTrainOverCluster(t *testing.T) {
 		c.Cluster = 3
 		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestClusterConfigErrors(t *testing.T) {
 		c.Cluster = -1
 	})} {
 		c.Synthetic, c.Log = small(), testLog(t)
-		if _, err := Train(context.Background(), c); !errors.Is(err, ErrConfig) {
+		if _, err := Train(context.Background(), c, Hooks{}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
 		}
 	}
@@ -159,7 +159,7 @@ func TestUniformDirectionsTrain(t *testing.T) {
 		c.Seed = 2
 		c.Bus = "memory"
 		c.Log = testLog(t)
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,10 +249,9 @@ func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 		c.NATS = srv.URL()
 		c.Run = run
 		c.Log = testLog(t)
-		c.OnPoint = onPoint
 		c.EvalEvery = 100 * time.Millisecond
 		c.Trust = TrustConfig{Off: off}
-	}))
+	}), Hooks{OnPoint: onPoint})
 	if err != nil {
 		t.Fatal(err)
 	}

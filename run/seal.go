@@ -17,7 +17,7 @@ import (
 // --resume goes on with it. A broker run elsewhere is sealed by its own
 // operator (asyrevel broker --roster does it at the final seal).
 func (n *network) sealStream(ctx context.Context) error {
-	if n.srv == nil && n.cluster == nil || !broker.Design(n.cfg.Design).Capabilities().Log {
+	if !n.Embedded() || !broker.Design(n.cfg.Design).Capabilities().Log {
 		return nil
 	}
 	b, err := n.connect(ctx, trust.OperatorID)

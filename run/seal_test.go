@@ -21,7 +21,7 @@ func TestFinishedRunIsSealed(t *testing.T) {
 	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.Out = out
 		c.Run = "done"
-	})); err != nil {
+	}), Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -75,7 +75,7 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 		c.Window = 2
 		c.Epochs = 20
 		c.Log = zerolog.Nop()
-	}))
+	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

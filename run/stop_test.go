@@ -309,7 +309,7 @@ func TestDivergedRunWritesItsSummary(t *testing.T) {
 		c.Run = "diverged"
 		c.Log = testLog(t)
 	})
-	s, err := Train(context.Background(), cfg)
+	s, err := Train(context.Background(), cfg, Hooks{})
 	if !errors.Is(err, party.ErrDiverged) {
 		t.Fatalf("Train: %v, want party.ErrDiverged", err)
 	}

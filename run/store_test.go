@@ -34,7 +34,7 @@ func TestStore(t *testing.T) {
 		s, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.StoreDir = store
 			c.Run = id
-		}))
+		}), Hooks{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestStore(t *testing.T) {
 	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "one"
-	})); err != nil {
+	}), Hooks{}); err != nil {
 		t.Fatalf("reusing a removed run id: %v", err)
 	}
 
@@ -80,13 +80,13 @@ func TestReusedRunRefused(t *testing.T) {
 		c.StoreDir = store
 		c.Run = "X"
 	})
-	if _, err := Train(context.Background(), cfg); err != nil {
+	if _, err := Train(context.Background(), cfg, Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	_, err := Train(ctx, cfg)
+	_, err := Train(ctx, cfg, Hooks{})
 	if !errors.Is(err, ErrRunExists) || time.Since(t0) > 10*time.Second {
 		t.Fatalf("after %v: %v", time.Since(t0), err)
 	}
@@ -98,7 +98,7 @@ func TestOutKeepsOneStore(t *testing.T) {
 	for range 2 {
 		if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.Out = out
-		})); err != nil {
+		}), Hooks{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +116,7 @@ func TestOutKeepsOneStore(t *testing.T) {
 		c.Epochs = 1
 		c.Out = out2
 		c.Log = testLog(t)
-	})); !errors.Is(err, ErrNotStore) {
+	}), Hooks{}); !errors.Is(err, ErrNotStore) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -127,7 +127,7 @@ func TestStoreInUseIsNotRemoved(t *testing.T) {
 	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "live"
-	})); err != nil {
+	}), Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store})

@@ -104,7 +104,7 @@ func TestTrainOverMutualTLS(t *testing.T) {
 	}
 	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	s, err := Train(tctx, cfg("tls", cliFiles))
+	s, err := Train(tctx, cfg("tls", cliFiles), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,20 +114,20 @@ func TestTrainOverMutualTLS(t *testing.T) {
 	}
 
 	// No client certificate: the broker refuses the handshake.
-	_, err = Train(tctx, cfg("tls-nocert", trust.TLSFiles{CA: cliFiles.CA}))
+	_, err = Train(tctx, cfg("tls-nocert", trust.TLSFiles{CA: cliFiles.CA}), Hooks{})
 	if err == nil {
 		t.Fatal("a client without a certificate trained through a broker that requires one")
 	}
 	t.Logf("without a client certificate: %v", err)
 	// No TLS at all: refused too.
-	if _, err = Train(tctx, cfg("tls-plain", trust.TLSFiles{})); err == nil {
+	if _, err = Train(tctx, cfg("tls-plain", trust.TLSFiles{}), Hooks{}); err == nil {
 		t.Fatal("a plain client trained through a TLS broker")
 	}
 	t.Logf("without TLS: %v", err)
 	// TLS files without an external broker are a configuration error.
 	c := cfg("tls-embedded", cliFiles)
 	c.NATS = ""
-	if _, err := Train(tctx, c); !errors.Is(err, ErrConfig) {
+	if _, err := Train(tctx, c, Hooks{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("TLS files with the embedded broker: %v, want ErrConfig", err)
 	}
 }

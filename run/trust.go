@@ -38,9 +38,6 @@ type TrustConfig struct {
 	// checkpoint of the log (0: aggregator.DefaultSealEvery, negative:
 	// only the final one).
 	SealEvery time.Duration
-	// OnBroker, if set, is called by Train with the embedded broker's
-	// URL once it runs (adversary tests and experiments).
-	OnBroker func(url string)
 	// Auditor makes Train's roster list an auditor too, its key
 	// auditor.nk beside the others: it reads the run's log through the
 	// embedded broker and may do nothing else (trust.Roster.Auditors).
@@ -280,7 +277,7 @@ func (n *network) authorize(jc *broker.JetStreamConfig, name string) {
 		return
 	}
 	run := t.roster.Run
-	if n.srv != nil && n.op == nil {
+	if n.Server() != nil && n.op == nil {
 		return // an embedded broker without users
 	}
 	if p, ok := t.roster.Participant(name); ok && t.key(p.Index()) != nil {

@@ -20,9 +20,6 @@ type Monitor struct {
 	// Report writes OUT/report.html, the board's page with the run's last
 	// state inlined, when the run ends (train and aggregator with Out).
 	Report bool
-	// OnListen, if set, is told the servers' addresses once they listen
-	// ("" for one not asked for): port 0 picks a free one.
-	OnListen func(metrics, board string)
 }
 
 // watcher is the Monitor of one process at work.
@@ -59,7 +56,7 @@ func startWatch(cfg *Config, role string) (*watcher, error) {
 		}
 		cfg.Log.Info().Str("url", wt.board.URL("/")).Msg("live board")
 	}
-	if mon.OnListen != nil {
+	if f := cfg.hooks.OnListen; f != nil {
 		var m, b string
 		if wt.metrics != nil {
 			m = wt.metrics.Addr()
@@ -67,7 +64,7 @@ func startWatch(cfg *Config, role string) (*watcher, error) {
 		if wt.board != nil {
 			b = wt.board.Addr()
 		}
-		mon.OnListen(m, b)
+		f(m, b)
 	}
 	if mon.Board != "" || mon.Report {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -103,11 +100,8 @@ func (wt *watcher) network(n *network) {
 	if wt == nil {
 		return
 	}
-	switch {
-	case n.cluster != nil:
-		wt.w.SetServers(n.cluster.Servers()...)
-	case n.srv != nil:
-		wt.w.SetServers(n.srv)
+	if s := n.Servers(); len(s) > 0 {
+		wt.w.SetServers(s...)
 	}
 }
 

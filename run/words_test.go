@@ -25,7 +25,7 @@ func TestMajorityWarningWords(t *testing.T) {
 
 // A reused run id says how to go on with it, not that resuming is missing.
 func TestReusedRunWords(t *testing.T) {
-	n := &network{dir: "/s"}
+	n := &network{store: "/s"}
 	err := n.reused("r1", 5, "messages")
 	if strings.Contains(err.Error(), "not supported") || !strings.Contains(err.Error(), "--resume") {
 		t.Errorf("reused: %v", err)

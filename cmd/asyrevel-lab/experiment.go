@@ -171,7 +171,7 @@ func expReference(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := f.Parse(fs, args, stderr); err != nil {
 		return err
 	}
-	r, _, err := sim.ReferenceFor(ctx, *f.Config(), *every, pointLogger(f))
+	r, _, err := sim.ReferenceFor(ctx, *f.Config(), nil, *every, pointLogger(f))
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func expFirstOrder(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := f.Parse(fs, args, stderr); err != nil {
 		return err
 	}
-	r, err := sim.FirstOrderFor(ctx, *f.Config(), *lr, *mom, *every, pointLogger(f))
+	r, err := sim.FirstOrderFor(ctx, *f.Config(), nil, *lr, *mom, *every, pointLogger(f))
 	if err != nil {
 		return err
 	}

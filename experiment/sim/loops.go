@@ -11,8 +11,9 @@ import (
 )
 
 // ReferenceFor runs ReferenceZO with the settings of a training
-// configuration: the same models, step sizes and budget.
-func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *run.Data, error) {
+// configuration: the same models, step sizes and budget, on data (nil:
+// the configuration's, loaded).
+func ReferenceFor(ctx context.Context, cfg run.Config, data *run.Data, evalEvery int64, onPoint func(RefPoint)) (*RefResult, *run.Data, error) {
 	if cfg.Unbounded() {
 		// The loop has no early stopping: it needs a length.
 		return nil, nil, fmt.Errorf("%w: give --epochs, --duration or --steps", run.ErrConfig)
@@ -23,7 +24,7 @@ func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint 
 	if cfg.Model == "external" {
 		return nil, nil, fmt.Errorf("%w: the reference loop runs in-process models only", run.ErrConfig)
 	}
-	data, err := run.LoadData(&cfg, run.RoleAll)
+	data, err := loadData(&cfg, data)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -57,15 +58,16 @@ func ReferenceFor(ctx context.Context, cfg run.Config, evalEvery int64, onPoint 
 }
 
 // FirstOrderFor trains the network of a training configuration first-order
-// (centralised back-propagation), with SGD step lr and momentum.
-func FirstOrderFor(ctx context.Context, cfg run.Config, lr, momentum float64, evalEvery int64, onPoint func(RefPoint)) (*RefResult, error) {
+// (centralised back-propagation), with SGD step lr and momentum, on data
+// (nil: the configuration's, loaded).
+func FirstOrderFor(ctx context.Context, cfg run.Config, data *run.Data, lr, momentum float64, evalEvery int64, onPoint func(RefPoint)) (*RefResult, error) {
 	if err := cfg.Prepare(); err != nil {
 		return nil, err
 	}
 	if cfg.Model == "external" {
 		return nil, fmt.Errorf("%w: an external model is a black box: %w", run.ErrConfig, model.ErrNoGradient)
 	}
-	data, err := run.LoadData(&cfg, run.RoleAll)
+	data, err := loadData(&cfg, data)
 	if err != nil {
 		return nil, err
 	}
@@ -94,4 +96,16 @@ func FirstOrderFor(ctx context.Context, cfg run.Config, lr, momentum float64, ev
 		},
 		Head: wb, OnPoint: onPoint,
 	})
+}
+
+// loadData is data if set (checked against cfg's parties), else cfg's
+// data, loaded.
+func loadData(cfg *run.Config, data *run.Data) (*run.Data, error) {
+	if data == nil {
+		return run.LoadData(cfg, run.RoleAll)
+	}
+	if len(data.Blocks) != cfg.Parties {
+		return nil, fmt.Errorf("%w: data split for %d parties, run has %d", run.ErrConfig, len(data.Blocks), cfg.Parties)
+	}
+	return data, nil
 }

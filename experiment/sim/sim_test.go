@@ -37,14 +37,13 @@ func smallData(t *testing.T, q int) *run.Data {
 func TestFirstOrderLearns(t *testing.T) {
 	data := smallData(t, 3)
 	tc := run.New(func(c *run.Config) {
-		c.Loaded = data
 		c.Parties = 3
 		c.Model = "mlp"
 		c.Hidden = 16
 		c.Batch = 32
 		c.Epochs = 3
 	})
-	r, err := FirstOrderFor(context.Background(), tc, 0.05, 0.9, 0, nil)
+	r, err := FirstOrderFor(context.Background(), tc, data, 0.05, 0.9, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,14 +57,13 @@ func TestFirstOrderLearns(t *testing.T) {
 
 func TestFirstOrderRefusesBlackBox(t *testing.T) {
 	tc := run.New(func(c *run.Config) {
-		c.Loaded = smallData(t, 2)
 		c.Parties = 2
 		c.Model = "external"
 		c.ModelCmd = "/bin/false"
 		c.Batch = 8
 		c.Epochs = 1
 	})
-	if _, err := FirstOrderFor(context.Background(), tc, 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
+	if _, err := FirstOrderFor(context.Background(), tc, smallData(t, 2), 0.1, 0, 0, nil); err == nil || !strings.Contains(err.Error(), "black") {
 		t.Fatalf("first-order with a black-box model: %v", err)
 	}
 }

@@ -148,7 +148,7 @@ func cmdBroker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			// The operator's own bound: the server's default share of the
 			// disk (three quarters of what is free) must not refuse it.
 			rb.MaxBytes, cfg.MaxStore = int64(f.maxStore), 1<<50
-			before, raised, err := run.RaiseStreamBound(ctx, f.store, r.Run, int64(f.maxStore), 0)
+			before, raised, err := broker.RaiseStreamBound(ctx, f.store, r.Run, int64(f.maxStore), 0)
 			if err != nil {
 				return fmt.Errorf("--max-store: %w", err)
 			}

@@ -2,10 +2,17 @@ package cli
 
 import (
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asyrevel/asyrevel/run"
 )
 
 func writeRunFile(t *testing.T, text string) string {
@@ -126,4 +133,93 @@ train:
 	if _, err := readSummary(out, &s); err != nil || s.Parties != 3 || s.Batch != 16 || s.Window != 2 {
 		t.Fatalf("summary %+v (%v), want 3 parties, batch 16 from the file, window 2 from the flag", s, err)
 	}
+}
+
+// A run's Config round-trips through a run file: every flag of a command
+// set, the Config they fill written as a run file (each flag's value under
+// its name) and read back by a fresh command gives the same Config,
+// deep-equal.
+func TestConfigRoundTripsThroughRunFile(t *testing.T) {
+	values := map[string]string{
+		"data": "synthetic", "preset": "uci-credit-card", "test": "t.csv", "label": "y", "id-column": "k",
+		"categorical": "a,b", "drop": "c", "scale": "std", "algo": "asyrevel-uni", "model": "mlp",
+		"model-cmd": "bin/m", "reg": "l2", "bus": "memory", "nats": "nats://h:1", "store": "s", "run": "r",
+		"out": "o", "log": "warn", "adversary": "2:active", "reply": "mean", "dp-scope": "all",
+		"defense-key": strings.Repeat("ab", 32), "straggler": "3:1.6", "transport": "ordered", "missing": "zero", "na": "?",
+		"privacy": "auc=0.6", "persist": "sync", "compress": "s2", "tls-cert": "c.pem", "tls-key": "k.pem", "tls-ca": "ca.pem",
+	}
+	for _, r := range []struct {
+		name string
+		role role
+	}{{"train", roleTrain}, {"aggregator", roleAggregator}, {"party", roleParty}} {
+		fs := flag.NewFlagSet(r.name, flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := newTrainFlags(fs, r.role)
+		var args []string
+		given := map[string]string{}
+		fs.VisitAll(func(fl *flag.Flag) {
+			if fl.Name == "config" || fl.Name == "id" {
+				return
+			}
+			v, ok := values[fl.Name]
+			if !ok {
+				switch fl.Value.(type) {
+				case interface{ IsBoolFlag() bool }:
+					v = strconv.FormatBool(fl.DefValue != "true")
+				default:
+					v = "3"
+					if g, ok := fl.Value.(flag.Getter); ok {
+						if _, ok := g.Get().(time.Duration); ok {
+							v = "3s"
+						}
+					}
+				}
+			}
+			args = append(args, "--"+fl.Name+"="+v)
+			given[fl.Name] = v
+		})
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		var file strings.Builder
+		fs.VisitAll(func(fl *flag.Flag) {
+			v := fl.Value.String()
+			if _, ok := fl.Value.(interface{ Get() any }); !ok && v == "" {
+				v = given[fl.Name] // a flag.Func has no value to show: the text it was given
+			}
+			if v != fl.DefValue && fl.Name != "config" && fl.Name != "id" {
+				fmt.Fprintf(&file, "%s: %q\n", fl.Name, v)
+			}
+		})
+		fs2 := flag.NewFlagSet(r.name, flag.ContinueOnError)
+		fs2.SetOutput(io.Discard)
+		f2 := newTrainFlags(fs2, r.role)
+		if err := f2.applyRunFile(fs2, writeRunFile(t, file.String())); err != nil {
+			t.Fatalf("%s: %v\n%s", r.name, err, file.String())
+		}
+		if !reflect.DeepEqual(f.cfg, f2.cfg) {
+			t.Errorf("%s: the Config read back from the run file differs: %s\nfile:\n%s", r.name, configDiff(f2.cfg, f.cfg), file.String())
+		}
+	}
+}
+
+// configDiff names the fields where got and want differ.
+func configDiff(got, want run.Config) string {
+	var out []string
+	var walk func(g, w reflect.Value, path string)
+	walk = func(g, w reflect.Value, path string) {
+		if g.Kind() == reflect.Struct {
+			for i := range g.NumField() {
+				if g.Type().Field(i).IsExported() {
+					walk(g.Field(i), w.Field(i), path+"."+g.Type().Field(i).Name)
+				}
+			}
+			return
+		}
+		if !reflect.DeepEqual(g.Interface(), w.Interface()) {
+			out = append(out, fmt.Sprintf("%s: %v, want %v", path, g.Interface(), w.Interface()))
+		}
+	}
+	walk(reflect.ValueOf(got), reflect.ValueOf(want), "Config")
+	return strings.Join(out, "; ")
 }

@@ -14,7 +14,7 @@ import (
 
 // addAdversaryFlag registers --adversary M:SPEC (repeatable): attack
 // experiments make party M an attacker.
-func addAdversaryFlag(fs *flag.FlagSet, c *run.Config) {
+func addAdversaryFlag(fs *flag.FlagSet, h *run.Hooks) {
 	var specs []string
 	fs.Func("adversary", "make party M an attacker (attack experiments; repeatable): M:active (perturbs one\n"+
 		"sample per request), M:active,one (batches of one), M:active,pairs (pairs of batches\n"+
@@ -33,15 +33,15 @@ func addAdversaryFlag(fs *flag.FlagSet, c *run.Config) {
 				return err
 			}
 			specs = append(specs, v)
-			c.Attackers = func(cfg *run.Config, d *run.Data) error { return setAdversaries(cfg, d, specs) }
+			h.Attackers = func(cfg *run.Config, d *run.Data, h *run.Hooks) error { return setAdversaries(cfg, d, h, specs) }
 			return nil
 		})
 }
 
 // setAdversaries turns the --adversary specs into the run's adversaries.
-func setAdversaries(cfg *run.Config, d *run.Data, specs []string) error {
-	cfg.Adversaries = map[int]party.Adversary{}
-	cfg.PartyData = map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix){}
+func setAdversaries(cfg *run.Config, d *run.Data, h *run.Hooks, specs []string) error {
+	h.Adversaries = map[int]party.Adversary{}
+	h.PartyData = map[int]func(train, test *dataset.Matrix) (*dataset.Matrix, *dataset.Matrix){}
 	for _, v := range specs {
 		ms, spec, _ := strings.Cut(v, ":")
 		m, _ := strconv.Atoi(ms)
@@ -55,9 +55,9 @@ func setAdversaries(cfg *run.Config, d *run.Data, specs []string) error {
 		if err != nil {
 			return fmt.Errorf("%w: --adversary: %w", errUsage, err)
 		}
-		cfg.Adversaries[m] = a
+		h.Adversaries[m] = a
 		if b != nil {
-			cfg.PartyData[m] = b.Data
+			h.PartyData[m] = b.Data
 		}
 		cfg.Log.Warn().Int("party", m).Str("adversary", spec).Msg("party is an attacker")
 	}

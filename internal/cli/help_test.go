@@ -151,7 +151,7 @@ func TestTrainFlagsAreRead(t *testing.T) {
 				t.Errorf("%s --%s=%s: %v", r.name, fl.Name, v, err)
 				return
 			}
-			if reflect.DeepEqual(before.cfg, f.cfg) && before.seed == f.seed && before.scale == f.scale &&
+			if reflect.DeepEqual(before.cfg, f.cfg) && reflect.DeepEqual(before.hooks, f.hooks) && before.seed == f.seed && before.scale == f.scale &&
 				before.logLevel == f.logLevel && before.logJSON == f.logJSON && before.verbose == f.verbose && before.straggler == f.straggler && (f.bias == nil || *f.bias) {
 				t.Errorf("%s: --%s=%s changes nothing the command reads", r.name, fl.Name, v)
 			}

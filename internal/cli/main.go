@@ -116,7 +116,7 @@ type signalError struct{ sig os.Signal }
 func (e signalError) Error() string { return e.sig.String() + " signal received" }
 
 // pauser, when set (train), pauses the run on the first signal instead
-// of cancelling it (run.Config.Pause).
+// of cancelling it (run.Hooks.Pause).
 var pauser atomic.Pointer[func()]
 
 // stopWords, when set, says what the command does when a signal stops it

@@ -50,6 +50,7 @@ type trainFlags struct {
 	bias      *bool
 	straggler string
 	cfg       run.Config
+	hooks     run.Hooks // what the command plugs into the run (run.Hooks)
 	seed      uint64
 	scale     string
 	logLevel  string
@@ -181,7 +182,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 				"the defense flags below override single settings; the same value on every process of a run")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) { addDefenseFlags(fs, &c.Defense, &c.NoLeakage) }},
-		{roleTrain, func(fs *flag.FlagSet) { addAdversaryFlag(fs, c) }},
+		{roleTrain, func(fs *flag.FlagSet) { addAdversaryFlag(fs, &f.hooks) }},
 		{roleTrain, func(fs *flag.FlagSet) {
 			fs.StringVar(&c.Bus, "bus", c.Bus, "transport: jetstream, or memory (in-process baseline, no broker)")
 		}},
@@ -422,7 +423,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
 	}
 	c.Log = newLogger(stderr, lvl, f.logJSON)
-	c.CSV.Report = &f.missing
+	f.hooks.Missing = &f.missing
 	if spec, ok := strings.CutPrefix(c.Data, "synthetic"); ok && (spec == "" || spec[0] == ':') {
 		sc, err := parseSynthetic(strings.TrimPrefix(spec, ":"), f.seed)
 		if err != nil {
@@ -500,8 +501,8 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if f.role&roleRun != 0 {
 		// What the missing-value policy did, once the data are read (the
 		// first evaluation comes after).
-		next, said := c.OnPoint, false
-		c.OnPoint = func(p aggregator.Point) {
+		next, said := f.hooks.OnPoint, false
+		f.hooks.OnPoint = func(p aggregator.Point) {
 			if !said {
 				said = true
 				if w := f.missing.String(); w != "" {
@@ -629,23 +630,23 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *cpuProfile != "" {
-		stop, err := profileFromStart(&f.cfg, *cpuProfile)
+		stop, err := profileFromStart(&f.hooks, *cpuProfile)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
 	if *memProfile != "" {
-		f.cfg.OnPoint = heapAtEnd(f.cfg.OnPoint, *memProfile, &f.cfg)
+		f.hooks.OnPoint = heapAtEnd(f.hooks.OnPoint, *memProfile, &f.cfg)
 	}
 	// The first Ctrl-C pauses the run with its log sealed (main).
 	pause := make(chan struct{})
 	var once sync.Once
 	stop := func() { once.Do(func() { close(pause) }) }
-	f.cfg.Pause = pause
+	f.hooks.Pause = pause
 	pauser.Store(&stop)
 	defer pauser.Store(nil)
-	s, err := run.Train(ctx, f.cfg)
+	s, err := run.Train(ctx, f.cfg, f.hooks)
 	if s != nil {
 		report(stdout, &f.cfg, s, f.verbose)
 	}
@@ -738,15 +739,15 @@ func heapAtEnd(next func(aggregator.Point), path string, cfg *run.Config) func(a
 
 // profileFromStart makes cfg start a CPU profile into path at its first
 // evaluation point (training starts there); stop ends it.
-func profileFromStart(cfg *run.Config, path string) (stop func(), err error) {
+func profileFromStart(h *run.Hooks, path string) (stop func(), err error) {
 	out, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
 	var once sync.Once
 	started := false
-	next := cfg.OnPoint
-	cfg.OnPoint = func(p aggregator.Point) {
+	next := h.OnPoint
+	h.OnPoint = func(p aggregator.Point) {
 		once.Do(func() { started = pprof.StartCPUProfile(out) == nil })
 		if next != nil {
 			next(p)
@@ -950,7 +951,7 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := f.needBudget(); err != nil {
 		return err
 	}
-	s, err := run.Aggregate(ctx, f.cfg)
+	s, err := run.Aggregate(ctx, f.cfg, f.hooks)
 	if s != nil {
 		report(stdout, &f.cfg, s, f.verbose)
 	}
@@ -972,7 +973,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if f.cfg.NATS == "" || !flagGiven(fs, "run") || *id < 1 || *id > f.cfg.Parties {
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
-	st, err := run.Participate(ctx, f.cfg, *id)
+	st, err := run.Participate(ctx, f.cfg, *id, f.hooks)
 	if err != nil && st.Requests == 0 && st.Skipped == 0 {
 		return err // it never took part
 	}
