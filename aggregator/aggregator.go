@@ -330,9 +330,8 @@ type Aggregator struct {
 	rng     *rand.Rand
 	pcg     *rand.PCG // rng's source, for checkpoints
 	phi0    float64
-	labels  []int32 // the labels the head trains on (randomised response may have changed some)
-	def     defense
-	leak    leakage
+	labels  []int32    // the labels the head trains on (randomised response may have changed some)
+	def     defense    // the defense component (defense.go): noise, accounting, leakage
 	alt     alt        // state of the other algorithms
 	lf      *labelFree // a label-free run's (LabelFree)
 
@@ -518,10 +517,11 @@ func New(cfg Config) (*Aggregator, error) {
 	if np > 0 {
 		a.phi0 = cfg.Dist.Phi(np)
 	}
-	if err := a.initDefense(&a.cfg); err != nil {
+	labels, err := a.def.init(&a.cfg, q, n)
+	if err != nil {
 		return nil, err
 	}
-	a.leak.init(&a.cfg, q, n, a.def.cfg.Reply)
+	a.labels = labels
 	if cfg.Params != nil {
 		if len(cfg.Params) != np {
 			return nil, fmt.Errorf("%w: %d initial head parameters, head has %d", ErrConfig, len(cfg.Params), np)
@@ -1064,7 +1064,7 @@ func (a *Aggregator) result() *Result {
 	}
 	a.keep.result(&r)
 	r.Defense = a.def.report(a.n)
-	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
+	r.Leakage = a.def.leakReport(a.cfg.Labels)
 	r.Leakage.Defense = &r.Defense
 	r.Departed = map[int]string{}
 	for m, why := range a.res.Departed {
@@ -1457,7 +1457,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	q, k, w := a.q, a.k, a.width
 	head, y := a.cfg.Head, a.labels
 	slot := (m - 1) * k
-	a.boundOutputs(o)
+	a.def.boundOutputs(o)
 	b := len(o.IDs)
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
@@ -1479,11 +1479,9 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 		// The fresh c goes into the table first (kernel.Answer).
 		h, hb := kernel.Answer(head, a.w0, a.table[i*w:(i+1)*w], slot, o.C[j*k:(j+1)*k], o.CHat[j*k:(j+1)*k], y[i])
 		a.hh[j] = h
-		a.emit(r, m, i, b, h, hb)
+		a.def.emit(r, m, i, b, h, hb)
 	}
-	a.finishReply(r, b)
-	a.def.endBatch(o.IDs, true)
-	a.leak.observe(m, o, r)
+	a.def.replied(m, o, r)
 	r.Staleness = stale
 	a.version[m]++
 	a.recordStaleness(m, stale)
@@ -1504,11 +1502,11 @@ func (a *Aggregator) stepHead(ids []uint32) {
 	kernel.Direction(a.cfg.Dist, a.rng, a.cfg.Mu, a.w0, a.w0p, a.u0)
 	var tap kernel.Tap
 	if a.def.head {
-		tap = (*headTap)(a)
+		tap = &a.def
 	}
 	diff := kernel.HeadDiff(a.cfg.Head, a.w0p, a.table, a.width, ids, a.labels, a.hh, tap)
 	a.def.endBatch(ids, false)
-	diff += a.headNoise()
+	diff += a.def.headNoise()
 	if !kernel.Update(a.w0, a.u0, a.cfg.LR.At(int(a.res.Steps)), a.phi0, a.cfg.Mu, diff) {
 		// Bounded outputs keep the losses finite; this guards the head's
 		// parameters should a head overflow all the same.
@@ -1516,10 +1514,23 @@ func (a *Aggregator) stepHead(ids []uint32) {
 	}
 }
 
-// headTap passes the head's terms through the defense (headTerm).
-type headTap Aggregator
+// checkRequest enforces the defense's batch rules on a valid request o of
+// party m (defense.admit).
+func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
+	return a.def.admit(m, o, a.version[m], a.n)
+}
 
-func (t *headTap) Term(i, b int, v float64) float64 { return (*Aggregator)(t).headTerm(i, b, v) }
+// stepHeadGrad is the head's first-order step (Defense.HeadClip), which
+// the defense takes on the aggregator's head.
+func (a *Aggregator) stepHeadGrad(ids []uint32) {
+	in := headIn{head: a.cfg.Head.(*model.Softmax), w0: a.w0, table: a.table, width: a.width, n: a.n,
+		labels: a.labels, lr: a.cfg.LR.At(int(a.res.Steps))}
+	a.def.stepHeadGrad(&in, ids)
+}
+
+// evalHead is the head's parameters used to evaluate and returned
+// (defense.evalHead).
+func (a *Aggregator) evalHead() []float64 { return a.def.evalHead(a.w0) }
 
 func (a *Aggregator) onEval(m int, data []byte) error {
 	ev := &a.ev
@@ -1535,7 +1546,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if err := a.checkCodes(ev.C); err != nil {
 		return err
 	}
-	a.boundEval(ev.C)
+	a.def.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
 			switch {

@@ -322,7 +322,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	}
 	a.phase = training
 	a.trainedBefore = c.Training
-	a.leak.on, a.leak.why = false, "not scored: the run was resumed from a checkpoint"
+	a.def.leak.on, a.def.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
 	a.resumeOutbox = c.Outbox
 	a.resumeFloor = c.StreamFloor
