@@ -3,7 +3,6 @@ package aggregator
 import (
 	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -139,13 +139,21 @@ type Checkpoint struct {
 	EvalSteps int64
 }
 
-// Encode writes c (gob).
-func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+// checkpointKind names the aggregator's checkpoints in their envelope
+// (package ckpt).
+const checkpointKind = "aggregator"
 
-// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+// Encode writes c in the checkpoint envelope (package ckpt: the state in
+// gob, with its kind, version, length and checksum).
+func (c *Checkpoint) Encode(w io.Writer) error {
+	return ckpt.Encode(w, checkpointKind, CheckpointVersion, c)
+}
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode, or by
+// an earlier build (the bare gob state, without the envelope).
 func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 	var c Checkpoint
-	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+	if _, err := ckpt.Decode(r, checkpointKind, CheckpointVersion, &c); err != nil {
 		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
 	}
 	if c.Version != CheckpointVersion {
@@ -374,33 +382,24 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	bus := a.bus
 	a.mu.Unlock()
 	t0 := time.Now()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err := bus.Flush(fctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, broker.ErrConnLost) {
-			// Known already: the aggregator resumes from its last checkpoint.
-			a.cfg.Log.Debug().Err(err).Msg("checkpoint not saved")
-			return
-		}
+	// The stream's message count after the save lies below everything
+	// published from here on (its last sequence is at least the count):
+	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed
+	// count keeps the older, lower one.
+	err := ckpt.Save(ctx, bus, func() error { return a.cfg.OnCheckpoint(&a.ck) })
+	switch {
+	case errors.Is(err, ckpt.ErrUnconfirmed) && errors.Is(err, broker.ErrConnLost):
+		// Known already: the aggregator resumes from its last checkpoint.
+		a.cfg.Log.Debug().Err(err).Msg("checkpoint not saved")
+		return
+	case errors.Is(err, ckpt.ErrUnconfirmed):
 		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
 		return
-	}
-	if err := a.cfg.OnCheckpoint(&a.ck); err != nil {
+	case err != nil:
 		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
 		return
 	}
-	// The stream's message count now lies below everything published
-	// from here on (its last sequence is at least the count): the next
-	// checkpoint's floor (Checkpoint.StreamFloor).
-	// The run's own ctx, and briefly: the probe is optional (a failed one
-	// keeps the older, lower count), and a lost connection cancels ctx
-	// at once; waiting it out kept a party from resuming for 5 s after a
-	// broker crash (TestKillAndResume).
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
-	n, err := bus.Count(pctx, schemas.All(a.cfg.Run))
-	cancel()
-	if err == nil {
+	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {
 		a.mu.Lock()
 		a.probe, a.outbox.Floor = n, n
 		a.mu.Unlock()
@@ -503,6 +502,3 @@ func (a *Aggregator) stalled(now time.Time) bool {
 	}
 	return true
 }
-
-// probeWait bounds the stream count taken after a checkpoint.
-const probeWait = 2 * time.Second

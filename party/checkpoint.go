@@ -2,7 +2,6 @@ package party
 
 import (
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -107,13 +107,21 @@ type Checkpoint struct {
 	KeptW, NewestW         []float64
 }
 
-// Encode writes c (gob).
-func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+// checkpointKind names the party's checkpoints in their envelope
+// (package ckpt).
+const checkpointKind = "party"
 
-// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+// Encode writes c in the checkpoint envelope (package ckpt: the state in
+// gob, with its kind, version, length and checksum).
+func (c *Checkpoint) Encode(w io.Writer) error {
+	return ckpt.Encode(w, checkpointKind, CheckpointVersion, c)
+}
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode, or by
+// an earlier build (the bare gob state, without the envelope).
 func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 	var c Checkpoint
-	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+	if _, err := ckpt.Decode(r, checkpointKind, CheckpointVersion, &c); err != nil {
 		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
 	}
 	if c.Version != CheckpointVersion {
@@ -341,19 +349,16 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	if !ok {
 		return
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err := bus.Flush(fctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, broker.ErrConnLost) {
-			// Known already: the party resumes from its last checkpoint.
-			p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
-			return
-		}
+	err := ckpt.Save(ctx, bus, func() error { return p.cfg.OnCheckpoint(&p.ck) })
+	switch {
+	case errors.Is(err, ckpt.ErrUnconfirmed) && errors.Is(err, broker.ErrConnLost):
+		// Known already: the party resumes from its last checkpoint.
+		p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
+		return
+	case errors.Is(err, ckpt.ErrUnconfirmed):
 		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
 		return
-	}
-	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
+	case err != nil:
 		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
 		return
 	}
@@ -368,10 +373,8 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 	// keeps the older, lower count), and a lost connection cancels ctx
 	// at once; waiting it out kept a party from resuming for 5 s after a
 	// broker crash (TestKillAndResume).
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
-	n, err := bus.Count(pctx, schemas.All(p.cfg.Run))
-	cancel()
-	if err != nil {
+	n, ok := ckpt.Probe(ctx, bus, schemas.All(p.cfg.Run))
+	if !ok {
 		return
 	}
 	p.mu.Lock()
@@ -425,6 +428,3 @@ func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte)
 	pub.Resume(seq, h)
 	delete(p.ownHeads, [2]uint64{uint64(k), seq})
 }
-
-// probeWait bounds the stream count taken after a checkpoint.
-const probeWait = 2 * time.Second
