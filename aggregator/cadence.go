@@ -19,13 +19,13 @@ import (
 // evalDue reports whether a new evaluation round is due at training time
 // el (a.mu held).
 func (a *Aggregator) evalDue(el time.Duration) bool {
-	if a.phase != training || a.lf != nil || a.cur != nil || a.pausing {
+	if a.phase != training || a.lf != nil || a.eval.cur != nil || a.stop.pausing {
 		return false
 	}
-	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.evalSteps >= n {
+	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.eval.steps >= n {
 		return true
 	}
-	return el-a.evalAt >= max(a.cfg.EvalEvery, evalSpacing*a.evalCost)
+	return el-a.eval.at >= max(a.cfg.EvalEvery, evalSpacing*a.eval.cost)
 }
 
 // owedWait bounds how long training waits for a round it is owed:
@@ -37,17 +37,17 @@ const owedWait = firstSilentWait
 // that round is scored and the longest the wait may still last; nil when
 // training goes on.
 func (a *Aggregator) owed() (<-chan struct{}, time.Duration) {
-	c := a.cur
+	c := a.eval.cur
 	n := a.cfg.EvalSteps
 	if c == nil || c.final || n <= 0 || a.phase != training || a.res.Steps-c.steps < n {
 		return nil, 0
 	}
 	for m := 1; m <= a.q; m++ {
-		if c.wait[m] && a.evalSilent[m] && !a.roundDone(c, m) {
+		if c.wait[m] && a.eval.silent[m] && !a.roundDone(c, m) {
 			return nil, 0 // a party silent in evaluations: rounds wait for it briefly, training not at all
 		}
 	}
-	left := max(owedWait, 3*a.evalCost) - time.Since(c.requested)
+	left := max(owedWait, 3*a.eval.cost) - time.Since(c.requested)
 	if left <= 0 {
 		return nil, 0
 	}
@@ -87,5 +87,5 @@ func (a *Aggregator) awaitRound(ctx context.Context) {
 
 // evalRequested records where round r was requested, for evalDue.
 func (a *Aggregator) evalRequested(r *round) {
-	a.evalAt, a.evalSteps = r.at, r.steps
+	a.eval.at, a.eval.steps = r.at, r.steps
 }

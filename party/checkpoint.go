@@ -44,7 +44,7 @@ var ErrResume = errors.New("party: cannot resume")
 const CheckpointVersion = 3
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
-const DefaultCheckpointEvery = 10 * time.Second
+const DefaultCheckpointEvery = ckpt.DefaultEvery
 
 // Pending is a request in flight.
 type Pending struct {

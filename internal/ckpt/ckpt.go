@@ -144,6 +144,9 @@ func WriteFile(path string, write func(io.Writer) error) error {
 	return nil
 }
 
+// DefaultEvery is how often both roles save their state by default.
+const DefaultEvery = 10 * time.Second
+
 // Bus is what Save needs of the broker.
 type Bus interface {
 	// Flush returns once the broker has stored everything published.
