@@ -134,9 +134,9 @@ func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 func (p *Party) snapshot(c *Checkpoint) {
 	c.Version, c.Run, c.ID = CheckpointVersion, p.cfg.Run, p.cfg.ID
 	c.W = append(c.W[:0], p.w...)
-	c.RNG, _ = p.pcg.MarshalBinary()
-	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n
-	c.Paused = p.pausing
+	c.RNG, _ = p.step.pcg.MarshalBinary()
+	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.join.helloSeq, p.t, p.head, p.n
+	c.Paused = p.stop.pausing
 	if len(c.Ring) != len(p.ring) {
 		c.Ring = make([]Pending, len(p.ring))
 	}
@@ -149,8 +149,8 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Requests, c.BatchSeed = p.requests, p.batchSeed
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
 	c.Outbox = p.outbox.Snapshot(c.Outbox)
-	c.StreamFloor = p.probe
-	c.FloorEvalKnown, c.FloorEvalSeq = p.probe > 0, p.probeEvalSeq
+	c.StreamFloor = p.recov.probe
+	c.FloorEvalKnown, c.FloorEvalSeq = p.recov.probe > 0, p.recov.probeEvalSeq
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
@@ -226,10 +226,10 @@ func (p *Party) ResumeStream(c *Checkpoint, have map[schemas.Kind][]uint64, own 
 			_, h, _ := v.Head(m.Subject)
 			heads[[2]uint64{uint64(k), m.Seq}] = h
 			if k == rcptKind {
-				p.rcptInStream = max(p.rcptInStream, m.Seq)
+				p.recov.rcptInStream = max(p.recov.rcptInStream, m.Seq)
 			}
 		}
-		p.ownHeads = heads
+		p.recov.ownHeads = heads
 	}
 	var last [NumKinds]uint64
 	set := make(map[[2]uint64]struct{})
@@ -270,7 +270,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 			}
 		}
 	}
-	if err := p.pcg.UnmarshalBinary(c.RNG); err != nil {
+	if err := p.step.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
 	}
 	skipTo := c.AggSeq
@@ -294,18 +294,18 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 		s.ids = append(s.ids[:0], r.IDs...)
 		copy(s.u, r.U)
 	}
-	p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
+	p.seqs, p.aggSeq, p.join.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
 	p.requests, p.batchSeed = c.Requests, c.BatchSeed
 	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
 	// The stream may lack the tail of what the checkpoint counts as sent
 	// (a broker that confirmed it and died before writing it): Run sends
 	// the requests among it again from the checkpoint's outbox.
-	p.resend = p.resend[:0]
+	p.recov.resend = p.recov.resend[:0]
 	lost := 0
 	// The outbox keeps requests only (subject out.m).
 	for _, s := range c.Outbox {
 		if s.Seq <= c.Seqs[schemas.KindOutput] && !has(schemas.KindOutput, s.Seq) {
-			p.resend = append(p.resend, s)
+			p.recov.resend = append(p.recov.resend, s)
 		}
 	}
 	for k := range NumKinds {
@@ -320,13 +320,13 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	if lost > 0 {
 		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
 	}
-	p.has = has
+	p.recov.has = has
 	p.started = true
-	p.resumed = true
-	p.topUp = c.Paused
-	p.skipTo = skipTo
-	p.published = published
-	p.resumeFloor = c.StreamFloor
+	p.recov.resumed = true
+	p.stop.topUp = c.Paused
+	p.recov.skipTo = skipTo
+	p.recov.published = published
+	p.recov.resumeFloor = c.StreamFloor
 	return nil
 }
 
@@ -341,15 +341,15 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	p.mu.Lock()
 	ok := p.started && p.err == nil && p.bus != nil
 	if ok {
-		p.snapshot(&p.ck)
+		p.snapshot(&p.recov.ck)
 	}
-	p.ckNow = false
+	p.recov.ckNow = false
 	bus := p.bus
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
-	err := ckpt.Save(ctx, bus, func() error { return p.cfg.OnCheckpoint(&p.ck) })
+	err := ckpt.Save(ctx, bus, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) })
 	switch {
 	case errors.Is(err, ckpt.ErrUnconfirmed) && errors.Is(err, broker.ErrConnLost):
 		// Known already: the party resumes from its last checkpoint.
@@ -382,8 +382,8 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 	// lands above it. After a resume, the chunks the stream held before
 	// it (up to published) lie below it too, while the party computes
 	// them again (not sent again).
-	p.probe, p.outbox.Floor = n, n
-	p.probeEvalSeq = max(p.seqs[schemas.KindEval], p.published[schemas.KindEval])
+	p.recov.probe, p.outbox.Floor = n, n
+	p.recov.probeEvalSeq = max(p.seqs[schemas.KindEval], p.recov.published[schemas.KindEval])
 	p.mu.Unlock()
 }
 
@@ -418,7 +418,7 @@ func (p *Party) chainRecomputed(k schemas.Kind, seq uint64, data []byte) {
 // chainAgain is chainRecomputed for the publisher pub of subject kind k
 // (rcptKind: the receipts).
 func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte) {
-	h, ok := p.ownHeads[[2]uint64{uint64(k), seq}]
+	h, ok := p.recov.ownHeads[[2]uint64{uint64(k), seq}]
 	if !ok {
 		h = trust.NextHead(pub.Head(), seq, data)
 	} else if h != trust.NextHead(pub.Head(), seq, data) {
@@ -426,5 +426,5 @@ func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte)
 			Msg("resume: a message computed again differs from the one in the stream; the chain follows the stream")
 	}
 	pub.Resume(seq, h)
-	delete(p.ownHeads, [2]uint64{uint64(k), seq})
+	delete(p.recov.ownHeads, [2]uint64{uint64(k), seq})
 }

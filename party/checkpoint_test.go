@@ -138,7 +138,7 @@ func (s *stalledCount) Count(ctx context.Context, _ string) (uint64, error) {
 // A failed count keeps the floor it had.
 func TestProbeEndsWithCtx(t *testing.T) {
 	p := newStarted(t)
-	p.probe, p.outbox.Floor = 7, 7
+	p.recov.probe, p.outbox.Floor = 7, 7
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	t0 := time.Now()
@@ -146,7 +146,7 @@ func TestProbeEndsWithCtx(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("the count outlived the cancelled ctx by %v", d)
 	}
-	if p.probe != 7 || p.outbox.Floor != 7 {
-		t.Errorf("a failed count changed the floor: %d, %d", p.probe, p.outbox.Floor)
+	if p.recov.probe != 7 || p.outbox.Floor != 7 {
+		t.Errorf("a failed count changed the floor: %d, %d", p.recov.probe, p.outbox.Floor)
 	}
 }
