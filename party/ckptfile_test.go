@@ -65,16 +65,27 @@ func TestOldCheckpointResumes(t *testing.T) {
 	if !reflect.DeepEqual(ck, now) {
 		t.Fatalf("the old file's state differs from this build's of the same run:\n old %+v\n now %+v", ck, now)
 	}
+	resumesBitForBit(t, ck, a, reply)
+}
+
+// resumesBitForBit resumes a new party from ck, a checkpoint of a
+// (ckptRun), and checks that it applies the next 100 replies and
+// prepares the next requests bit for bit as a does.
+func resumesBitForBit(t *testing.T, ck *Checkpoint, a *Party, reply func(*Party, int)) {
+	t.Helper()
 	b := newStarted(t)
 	if err := b.Resume(ck); err != nil {
 		t.Fatal(err)
 	}
-	for i := 100; i < 150; i++ {
+	for i := 100; i < 200; i++ {
 		reply(a, i)
 		reply(b, i)
-		if !slices.Equal(a.w, b.w) || !slices.Equal(a.out.C, b.out.C) || a.seq != b.seq {
+		if !slices.Equal(a.w, b.w) || !slices.Equal(a.out.C, b.out.C) || !slices.Equal(a.out.IDs, b.out.IDs) || a.seq != b.seq {
 			t.Fatalf("reply %d after the checkpoint: the parties differ", i)
 		}
+	}
+	if a.err != nil || b.err != nil || b.stats.Steps != a.stats.Steps {
+		t.Fatalf("errors %v %v, steps %d and %d (%v)", a.err, b.err, a.stats.Steps, b.stats.Steps, b.stats.Rejected)
 	}
 }
 
