@@ -386,17 +386,7 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	// published from here on (its last sequence is at least the count):
 	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed
 	// count keeps the older, lower one.
-	err := ckpt.Save(ctx, bus, func() error { return a.cfg.OnCheckpoint(&a.recov.ck) })
-	switch {
-	case errors.Is(err, ckpt.ErrUnconfirmed) && errors.Is(err, broker.ErrConnLost):
-		// Known already: the aggregator resumes from its last checkpoint.
-		a.cfg.Log.Debug().Err(err).Msg("checkpoint not saved")
-		return
-	case errors.Is(err, ckpt.ErrUnconfirmed):
-		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
-		return
-	case err != nil:
-		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
+	if !ckpt.Save(ctx, bus, a.cfg.Log, func() error { return a.cfg.OnCheckpoint(&a.recov.ck) }) {
 		return
 	}
 	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {

@@ -349,20 +349,10 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	if !ok {
 		return
 	}
-	err := ckpt.Save(ctx, bus, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) })
-	switch {
-	case errors.Is(err, ckpt.ErrUnconfirmed) && errors.Is(err, broker.ErrConnLost):
-		// Known already: the party resumes from its last checkpoint.
-		p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
-		return
-	case errors.Is(err, ckpt.ErrUnconfirmed):
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
-		return
-	case err != nil:
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
-		return
+	log := p.cfg.Log.With().Int("party", p.cfg.ID).Logger()
+	if ckpt.Save(ctx, bus, log, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) }) {
+		p.probeStream(ctx, bus)
 	}
-	p.probeStream(ctx, bus)
 }
 
 // probeStream takes the stream's message count, which lies below

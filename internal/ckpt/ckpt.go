@@ -13,6 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
 )
 
 // Magic starts every checkpoint file written with the envelope.
@@ -155,8 +159,8 @@ type Bus interface {
 	Count(ctx context.Context, filter string) (uint64, error)
 }
 
-// ErrUnconfirmed reports a save given up because the broker did not
-// confirm the messages the snapshot covers; it wraps the broker's error.
+// ErrUnconfirmed is what Save logs when the broker did not confirm the
+// messages the snapshot covers (it wraps the broker's error).
 var ErrUnconfirmed = errors.New("the broker did not confirm the messages the checkpoint covers")
 
 // FlushWait bounds the broker's confirmation of a save.
@@ -168,16 +172,27 @@ const ProbeWait = 2 * time.Second
 // Save is the save protocol's first half: once bus has stored every
 // message published (FlushWait at most, even when ctx is done: an
 // interrupted run saves its last state), hand saves the snapshot already
-// taken. err wraps ErrUnconfirmed when the broker did not confirm, or is
-// hand's. The second half is Probe, once the snapshot is saved.
-func Save(ctx context.Context, bus Bus, hand func() error) error {
+// taken. It reports whether the snapshot was saved, and logs to log why
+// not: a broker that did not confirm (an error, but for a lost
+// connection, known already: the role resumes from its last checkpoint)
+// or hand's error. The second half is Probe, once the snapshot is saved.
+func Save(ctx context.Context, bus Bus, log zerolog.Logger, hand func() error) bool {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushWait)
 	err := bus.Flush(fctx)
 	cancel()
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnconfirmed, err)
+	switch {
+	case errors.Is(err, broker.ErrConnLost):
+		log.Debug().Err(err).Msg("checkpoint not saved")
+		return false
+	case err != nil:
+		log.Error().Err(fmt.Errorf("%w: %w", ErrUnconfirmed, err)).Msg("checkpoint not saved (a resume starts from the previous one)")
+		return false
 	}
-	return hand()
+	if err := hand(); err != nil {
+		log.Error().Err(err).Msg("checkpoint not saved")
+		return false
+	}
+	return true
 }
 
 // Probe takes the stream's message count under filter, within ProbeWait

@@ -2,13 +2,19 @@ package ckpt
 
 import (
 	"bytes"
+	"context"
 	"encoding/gob"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
 )
 
 type state struct {
@@ -133,4 +139,34 @@ func hasNaN(x []float64) bool {
 		}
 	}
 	return false
+}
+
+type bus struct{ flush error }
+
+func (b *bus) Flush(context.Context) error                   { return b.flush }
+func (b *bus) Count(context.Context, string) (uint64, error) { return 7, nil }
+
+// Save hands the snapshot over only once the broker confirmed what it
+// covers, and reports whether it was saved.
+func TestSave(t *testing.T) {
+	boom := errors.New("disk full")
+	for _, tc := range []struct {
+		name        string
+		flush, hand error
+		handed, ok  bool
+	}{
+		{"saved", nil, nil, true, true},
+		{"connection lost", fmt.Errorf("flush: %w", broker.ErrConnLost), nil, false, false},
+		{"not confirmed", context.DeadlineExceeded, nil, false, false},
+		{"not written", nil, boom, true, false},
+	} {
+		handed := false
+		ok := Save(context.Background(), &bus{tc.flush}, zerolog.Nop(), func() error { handed = true; return tc.hand })
+		if handed != tc.handed || ok != tc.ok {
+			t.Errorf("%s: handed %v, saved %v; want %v, %v", tc.name, handed, ok, tc.handed, tc.ok)
+		}
+	}
+	if n, ok := Probe(context.Background(), &bus{}, "x.>"); !ok || n != 7 {
+		t.Errorf("probe: %d, %v", n, ok)
+	}
 }
