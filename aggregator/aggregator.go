@@ -290,7 +290,8 @@ type round struct {
 
 	without   bool // a departed party's last outputs were used
 	requested time.Time
-	progress  time.Time // the last chunk accepted (or the request)
+	outage    time.Duration // the bus's Outage at the request (cadence.go)
+	progress  time.Time     // the last chunk accepted (or the request)
 	remaining int
 	final     bool
 
@@ -1580,6 +1581,7 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
+	r.outage = a.busOutage()
 	r.progress = r.requested
 	if final {
 		r.at = a.res.Training
@@ -1673,9 +1675,7 @@ func (a *Aggregator) score(r *round) {
 		return
 	}
 	if !r.final && !r.without {
-		a.eval.cost = time.Since(r.requested)
-		a.eval.done++
-		a.eval.sum += a.eval.cost
+		a.roundScored(r, time.Now(), a.busOutage())
 	}
 	if r.without {
 		a.res.EvalsWithout++

@@ -52,11 +52,13 @@ type evalState struct {
 	tables [2][]float64 // train and test eval tables
 	cur    *round
 	rounds uint32
-	// cost is how long the last evaluation round took, request to score:
-	// rounds are spaced at least evalSpacing times that apart. done and
-	// sum count the rounds whose cost was measured and their total
-	// (Snapshot).
+	// cost is how long the last evaluation round took, request to
+	// score, less any broker outage meanwhile; prev the round's before:
+	// rounds are spaced at least evalSpacing times the lesser apart
+	// (cadence.go). done and sum count the rounds whose cost was
+	// measured and their total (Snapshot).
 	cost   time.Duration
+	prev   time.Duration
 	done   int64
 	sum    time.Duration
 	lastPt struct {
