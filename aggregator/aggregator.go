@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
-	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -304,7 +302,10 @@ type round struct {
 	scored chan struct{}
 }
 
-// Aggregator is the aggregator's runtime.
+// Aggregator is the aggregator's runtime. What one part of it keeps is
+// grouped in a struct of its own (state.go); the defense, the other
+// algorithms, a label-free run, the trust layer and the model kept are
+// components it holds.
 type Aggregator struct {
 	cfg   Config
 	q, k  int
@@ -321,117 +322,35 @@ type Aggregator struct {
 	// subject is numbered on its own, in the sender's order.
 	lastSeq [3][]uint64
 	outSeen uint64 // deliveries on the requests subscription
-	closed  bool   // the result is taken: deliveries are only acked
 	hello   []bool
-	initAt  []uint32 // per party: next expected init First; NTrain when complete
-	initRem int
-	w0, w0p []float64
-	u0      []float64
-	hh      []float64 // h per sample of the current request
-	rng     *rand.Rand
-	pcg     *rand.PCG // rng's source, for checkpoints
-	phi0    float64
-	labels  []int32 // the labels the head trains on (randomised response may have changed some)
-	def     defense
-	leak    leakage
+	w0      []float64  // the head's parameters
+	labels  []int32    // the labels the head trains on (randomised response may have changed some)
+	step    headStep   // the head's own step: its scratch and its generator
+	def     defense    // the defense component (defense.go): noise, accounting, leakage
 	alt     alt        // state of the other algorithms
 	lf      *labelFree // a label-free run's (LabelFree)
+	tr      *aggTrust  // nil without Config.Key
+	keep    keeper     // the model kept (keep.go)
 
-	// called is, per party, the sequence number of the hello the
-	// aggregator last called (join.go); nonce is its call's nonce, and a
-	// replayer (adoptCall) takes the log's.
-	called    []uint64
-	nonce     string
-	adoptCall bool
+	join  joinState  // the join phase (join.go)
+	eval  evalState  // the evaluation rounds (cadence.go)
+	waits waitState  // waits, notices and stalls
+	wire  wireState  // codecs and decoding buffers
+	stats stepStats  // staleness and traffic
+	recov recovState // checkpoints and recovery (checkpoint.go, recovery.go)
+	pub   pubState   // what the aggregator published: its outbox and sequence numbers
+	stop  stopState  // how the run ends
 
-	evalC  [2][]float64 // train and test eval tables
-	cur    *round
-	rounds uint32
-	// evalCost is how long the last evaluation round took, request to
-	// score, less any broker outage meanwhile; evalPrev the round's
-	// before: rounds are spaced at least evalSpacing times the lesser
-	// apart (cadence.go).
-	evalCost, evalPrev time.Duration
-	// evalDone and evalSum count the rounds whose cost was measured and
-	// their total (Snapshot); stalePer is each party's staleness.
-	evalDone int64
-	evalSum  time.Duration
-	stalePer []partyStale
+	out      schemas.PartyOutput
+	rep      schemas.Reply
 	start    time.Time
-	lastPt   struct {
-		at   time.Duration
-		msgs int64
-	}
-
-	// Waits: the last progress of the join phase, the last notice
-	// logged, and per party the answered requests at the last notice.
-	joinProgress time.Time
-	lastNotice   time.Time
-	noticeSteps  []uint32
-	refused      []string // per party: why its latest hello was refused ("" = not refused)
-	lastReject   []string // per party: the latest rejection, for the wait messages
-	rejectLog    *ratelog.Limiter
-
-	enc            *schemas.Codec
-	dec            *schemas.Codec
-	out            schemas.PartyOutput
-	ev             schemas.EvalOutput
-	hel            schemas.Hello
-	rep            schemas.Reply
-	cause          []byte      // the digest of the request being answered (Reply.Cause)
-	evalSilent     []bool      // by party: it let an evaluation round down while training (silentWait)
-	lastOutageNote time.Time   // when the broker's outage was last reported
-	lastReq        []time.Time // by party: when its latest valid request came
-	msg            broker.Message
-	bus            broker.Bus
-	ctx            context.Context
-	res            Result
-	stSum          float64
-	stN            int64
-	fin            chan struct{}
-	err            error
-	subjReply      []string
-	stopReason     string
-	pausing        bool  // Pause: no new evaluation round, no stop
-	evalBytes      int64 // received in the evaluation rounds (not the initial pass)
-	roundsHere     int64 // evaluation rounds begun by this process (not before a resume)
-	through        int64 // bytes received and published, with the stream's overhead (room.go)
-
-	// Checkpoints and recovery (checkpoint.go): departed parties, the
-	// recovery report of a resumed run, the recorded reply a request
-	// applied again must reproduce, the training time before the resume.
-	departed      []bool
-	resumed       *Recovery
-	replaying     bool
-	replayWant    []byte
-	trainedBefore time.Duration
-	ck            Checkpoint
-	ckNow         bool
-	stallSteps    int64
-	stallSince    time.Time
-	outbox        broker.SentRing
-	resumeOutbox  []Sent
-	// held are the replies the stream lost with their requests, by
-	// (party, request), sent again once the request comes again
-	// (recovery.go: releaseHeld).
-	held        map[[2]uint64]Sent
-	heldSince   time.Time
-	resumeFloor uint64          // the checkpoint's StreamFloor
-	restFrom    uint64          // after a resume: where the hellos and evaluations go on (1: the start)
-	probe       uint64          // the stream's message count at the last checkpoint
-	recovered   *recovered      // what recovery verified (trust layer)
-	replySeq    []uint64        // by party: the last reply's sequence number, without trust
-	ctlSeq      uint64          // the last control's sequence number, without trust
-	tr          *aggTrust       // nil without Config.Key
-	dlv         broker.Delivery // the delivery being handled
-	goneOn      bool            // after a resume: a request was answered live (wentOn)
-
-	// evalAt and evalSteps are the training time and the steps when the
-	// last round was requested (cadence.go); keep is the model kept
-	// (keep.go).
-	evalAt    time.Duration
-	evalSteps int64
-	keep      keeper
+	departed []bool // per party: an evaluation round stopped waiting for it (leave)
+	resumed  *Recovery
+	bus      broker.Bus
+	ctx      context.Context
+	res      Result
+	fin      chan struct{}
+	err      error
 }
 
 // New checks cfg and prepares the aggregator's state.
@@ -490,48 +409,37 @@ func New(cfg Config) (*Aggregator, error) {
 	np := cfg.Head.NumParams()
 	a := &Aggregator{
 		cfg: cfg, q: q, k: k, width: q * k, n: n,
-		outbox:      broker.SentRing{Size: outboxSize},
-		table:       make([]float64, n*q*k),
-		ver:         make([]uint32, n*q),
-		version:     make([]uint32, q+1),
-		lastSeq:     [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
-		hello:       make([]bool, q+1),
-		called:      make([]uint64, q+1),
-		nonce:       newCallNonce(),
-		initAt:      make([]uint32, q+1),
-		initRem:     q,
-		refused:     make([]string, q+1),
-		lastReject:  make([]string, q+1),
-		rejectLog:   ratelog.NewRejections(),
-		noticeSteps: make([]uint32, q+1),
-		w0:          make([]float64, np),
-		w0p:         make([]float64, np),
-		u0:          make([]float64, np),
-		hh:          make([]float64, cfg.MaxBatch),
-		pcg:         newPCG(cfg.Seed),
-		departed:    make([]bool, q+1),
-		evalSilent:  make([]bool, q+1),
-		stalePer:    make([]partyStale, q+1),
-		lastReq:     make([]time.Time, q+1),
-		enc:         schemas.NewCodec(),
-		dec:         schemas.NewCodec(),
-		fin:         make(chan struct{}),
+		table:    make([]float64, n*q*k),
+		ver:      make([]uint32, n*q),
+		version:  make([]uint32, q+1),
+		lastSeq:  [3][]uint64{make([]uint64, q+1), make([]uint64, q+1), make([]uint64, q+1)},
+		hello:    make([]bool, q+1),
+		w0:       make([]float64, np),
+		step:     newHeadStep(np, cfg.MaxBatch, cfg.Seed),
+		join:     newJoinState(q),
+		eval:     evalState{silent: make([]bool, q+1)},
+		waits:    newWaitState(q),
+		wire:     wireState{enc: schemas.NewCodec(), dec: schemas.NewCodec()},
+		stats:    stepStats{stalePer: make([]partyStale, q+1)},
+		pub:      pubState{outbox: broker.SentRing{Size: outboxSize}},
+		departed: make([]bool, q+1),
+		fin:      make(chan struct{}),
 	}
-	a.rng = rand.New(a.pcg)
 	if np > 0 {
-		a.phi0 = cfg.Dist.Phi(np)
+		a.step.phi0 = cfg.Dist.Phi(np)
 	}
-	if err := a.initDefense(&a.cfg); err != nil {
+	labels, err := a.def.init(&a.cfg, q, n)
+	if err != nil {
 		return nil, err
 	}
-	a.leak.init(&a.cfg, q, n, a.def.cfg.Reply)
+	a.labels = labels
 	if cfg.Params != nil {
 		if len(cfg.Params) != np {
 			return nil, fmt.Errorf("%w: %d initial head parameters, head has %d", ErrConfig, len(cfg.Params), np)
 		}
 		copy(a.w0, cfg.Params)
 	} else {
-		cfg.Head.Init(a.w0, a.rng)
+		cfg.Head.Init(a.w0, a.step.rng)
 	}
 	if err := a.initAlt(); err != nil {
 		return nil, err
@@ -547,11 +455,11 @@ func New(cfg Config) (*Aggregator, error) {
 	a.rep.H = make([]float64, 0, cfg.MaxBatch)
 	a.rep.HBar = make([]float64, 0, cfg.MaxBatch)
 	a.rep.Delta = make([]float64, 0, cfg.MaxBatch)
-	a.subjReply = make([]string, q+1)
+	a.wire.subjReply = make([]string, q+1)
 	for m := 1; m <= q; m++ {
-		a.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
+		a.wire.subjReply[m] = schemas.Subject(cfg.Run, schemas.KindReply, m)
 	}
-	a.replySeq = make([]uint64, q+1)
+	a.pub.replySeq = make([]uint64, q+1)
 	if err := a.initTrust(); err != nil {
 		return nil, err
 	}
@@ -579,7 +487,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		// their sequence numbers. Hellos and evaluations of the past are
 		// not needed.
 		a.mu.Lock()
-		a.start = time.Now().Add(-a.trainedBefore)
+		a.start = time.Now().Add(-a.recov.trainedBefore)
 		a.mu.Unlock()
 		if err := a.recover(ctx, bus); err != nil {
 			return nil, err
@@ -587,13 +495,13 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		restDeliver = broker.DeliverNew
 	}
 	restOpts := broker.SubscribeOptions{Durable: "aggregator-join", Deliver: restDeliver}
-	if a.resumed != nil && a.tr != nil && a.restFrom > 0 {
+	if a.resumed != nil && a.tr != nil && a.recov.restFrom > 0 {
 		// With the trust layer, recovery ran the hellos and evaluations
 		// up to restFrom-1 through the verifier: the subscription goes on
 		// right after them, so that what was published while recovery
 		// read is not missed (a gap in a party's chain, every later
 		// evaluation of it rejected) nor delivered twice.
-		restOpts.StartSeq = a.restFrom
+		restOpts.StartSeq = a.recov.restFrom
 	}
 	// The requests on a subscription of their own: a JetStream consumer
 	// with a single filter costs the broker less per message. Hellos and
@@ -632,7 +540,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	tick := time.NewTicker(min(a.cfg.EvalEvery, 100*time.Millisecond))
 	defer tick.Stop()
 	a.mu.Lock()
-	a.joinProgress, a.lastNotice = time.Now(), time.Now()
+	a.join.progress, a.waits.lastNotice = time.Now(), time.Now()
 	a.mu.Unlock()
 	if a.resumed == nil {
 		a.cfg.Log.Info().Str("run", run).Int("parties", a.q).Msg("waiting for the parties to join")
@@ -663,7 +571,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				// a reply that was not sent; the last one stands).
 				cause := context.Cause(ctx)
 				a.mu.Lock()
-				a.closed = true
+				a.stop.closed = true
 				res := a.result()
 				a.mu.Unlock()
 				res.Interrupted = cause.Error()
@@ -679,7 +587,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				cancel()
 				if errors.Is(err, ErrStalled) {
 					a.mu.Lock()
-					a.closed = true
+					a.stop.closed = true
 					res := a.result()
 					a.mu.Unlock()
 					res.Interrupted = err.Error()
@@ -700,7 +608,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			a.releaseAllHeld()
 			// The final checkpoint, after the late requests: it covers them.
 			a.seal(true)
-			a.closed = true // what still arrives is not counted: res is final
+			a.stop.closed = true // what still arrives is not counted: res is final
 			res := a.result()
 			lf := a.lf
 			a.mu.Unlock()
@@ -717,7 +625,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-tick.C:
 			if a.cfg.OnCheckpoint != nil {
 				a.mu.Lock()
-				due := a.phase == training && (a.ckNow || time.Since(lastCk) >= a.cfg.CheckpointEvery)
+				due := a.phase == training && (a.recov.ckNow || time.Since(lastCk) >= a.cfg.CheckpointEvery)
 				a.mu.Unlock()
 				if due {
 					lastCk = time.Now()
@@ -726,7 +634,7 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 			}
 			a.mu.Lock()
 			a.watch()
-			if len(a.held) > 0 && time.Since(a.heldSince) >= heldWait {
+			if len(a.recov.held) > 0 && time.Since(a.recov.heldSince) >= heldWait {
 				a.releaseAllHeld()
 			}
 			if a.phase == training && a.sealDue() {
@@ -749,27 +657,27 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 // waits for every Notice and aborts the run when a wait runs out.
 func (a *Aggregator) watch() {
 	now := time.Now()
-	notice := now.Sub(a.lastNotice) >= a.cfg.Notice
+	notice := now.Sub(a.waits.lastNotice) >= a.cfg.Notice
 	switch {
 	case a.unreachable(now, notice):
 		// The broker is down: nobody is to blame but it, and nothing
 		// counts against the parties until it is back.
-		if a.cur != nil {
-			a.cur.progress = now
+		if a.eval.cur != nil {
+			a.eval.cur.progress = now
 		}
-		a.stallSince, a.joinProgress = now, now
+		a.waits.stallSince, a.join.progress = now, now
 	case a.phase == joining:
-		idle := now.Sub(a.joinProgress)
+		idle := now.Sub(a.join.progress)
 		if idle >= a.cfg.JoinWait {
 			a.abort(fmt.Errorf("%w: the run cannot start: %s; nothing changed for %v (--join-wait)", ErrNoProgress, a.joinStatus(), a.cfg.JoinWait))
 			return
 		}
 		if notice && idle >= a.cfg.Notice {
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("waiting for the parties to join: %s", a.joinStatus())
-			a.lastNotice = now
+			a.waits.lastNotice = now
 		}
-	case a.cur != nil && (a.phase == training || a.phase == stopping):
-		c := a.cur
+	case a.eval.cur != nil && (a.phase == training || a.phase == stopping):
+		c := a.eval.cur
 		idle := now.Sub(c.progress)
 		if a.cfg.PartyTimeout > 0 && idle >= a.cfg.PartyTimeout {
 			a.leave(c, idle)
@@ -788,30 +696,30 @@ func (a *Aggregator) watch() {
 		// An evaluation that waits says so soon (evaluations are what a
 		// person watches), and what happens next.
 		evalNotice := min(a.cfg.Notice, evalNoticeEvery)
-		if now.Sub(a.lastNotice) >= evalNotice && idle >= evalNotice {
+		if now.Sub(a.waits.lastNotice) >= evalNotice && idle >= evalNotice {
 			next := fmt.Sprintf("after --party-timeout %v it goes on with their last outputs", a.cfg.PartyTimeout)
 			if a.cfg.PartyTimeout <= 0 {
 				next = fmt.Sprintf("after --wait %v the run pauses", a.cfg.EvalTimeout)
 			}
 			a.cfg.Log.Warn().Str("idle", idle.Round(time.Second).String()).Msgf("evaluation round %d waits for %s: no answer for %v; %s",
 				c.id, a.missing(c), idle.Round(time.Second), next)
-			a.lastNotice = now
+			a.waits.lastNotice = now
 		}
 	case a.phase == training && a.stalled(now):
 	case a.phase == training && notice:
 		// Asynchronous training goes on without a silent party; say so.
 		var silent []string
 		for m := 1; m <= a.q; m++ {
-			if a.version[m] == a.noticeSteps[m] {
+			if a.version[m] == a.waits.noticeSteps[m] {
 				silent = append(silent, strconv.Itoa(m))
 			}
-			a.noticeSteps[m] = a.version[m]
+			a.waits.noticeSteps[m] = a.version[m]
 		}
 		if len(silent) > 0 {
-			a.cfg.Log.Warn().Str("for", now.Sub(a.lastNotice).Round(time.Second).String()).
+			a.cfg.Log.Warn().Str("for", now.Sub(a.waits.lastNotice).Round(time.Second).String()).
 				Msgf("no request from party %s", strings.Join(silent, ", "))
 		}
-		a.lastNotice = now
+		a.waits.lastNotice = now
 	}
 }
 
@@ -826,17 +734,17 @@ func (a *Aggregator) unreachable(now time.Time, notice bool) bool {
 	if since.IsZero() {
 		return false
 	}
-	if now.Sub(since) >= time.Second && now.Sub(a.lastOutageNote) >= min(a.cfg.Notice, evalNoticeEvery) {
+	if now.Sub(since) >= time.Second && now.Sub(a.waits.lastOutageNote) >= min(a.cfg.Notice, evalNoticeEvery) {
 		a.cfg.Log.Warn().Str("since", since.Format(time.RFC3339)).Str("for", now.Sub(since).Round(time.Second).String()).
 			Msg("the broker is unreachable: training waits for it (nobody counts as departed meanwhile)")
-		a.lastOutageNote, a.lastNotice = now, now
+		a.waits.lastOutageNote, a.waits.lastNotice = now, now
 	}
 	return true
 }
 
 // silentWait is how long round c waits, after its last progress, for the
 // parties it still waits for when each of them is silent: it let an
-// earlier evaluation down while it trains (evalSilent), or it has sent
+// earlier evaluation down while it trains (eval.silent), or it has sent
 // nothing of this round while another party sent all of it. The wait is
 // three times what a round takes (the last complete round's cost, or what
 // this one took the parties that answered it), at least a second, or
@@ -851,7 +759,7 @@ func (a *Aggregator) silentWait(c *round) (wait time.Duration, ok bool) {
 			continue
 		}
 		switch {
-		case a.evalSilent[m]:
+		case a.eval.silent[m]:
 		case c.answered > 0 && c.next[m] == [2]uint32{}:
 			floor = firstSilentWait
 		default:
@@ -859,7 +767,7 @@ func (a *Aggregator) silentWait(c *round) (wait time.Duration, ok bool) {
 		}
 		ok = true
 	}
-	return max(floor, 3*max(a.evalCost, c.answered)), ok
+	return max(floor, 3*max(a.eval.cost, c.answered)), ok
 }
 
 // firstSilentWait is the least a round waits for a party that sends
@@ -885,14 +793,14 @@ func (a *Aggregator) joinStatus() string {
 	var ps []string
 	for m := 1; m <= a.q; m++ {
 		switch {
-		case a.refused[m] != "":
-			ps = append(ps, fmt.Sprintf("party %d was refused (%s)", m, a.refused[m]))
-		case !a.hello[m] && a.called[m] != 0:
-			ps = append(ps, fmt.Sprintf("party %d: called (its hello %d), no answer: is it still running, of this revision?", m, a.called[m]))
+		case a.join.refused[m] != "":
+			ps = append(ps, fmt.Sprintf("party %d was refused (%s)", m, a.join.refused[m]))
+		case !a.hello[m] && a.join.called[m] != 0:
+			ps = append(ps, fmt.Sprintf("party %d: called (its hello %d), no answer: is it still running, of this revision?", m, a.join.called[m]))
 		case !a.hello[m]:
 			ps = append(ps, fmt.Sprintf("party %d: no hello", m))
-		case int(a.initAt[m]) < a.n:
-			ps = append(ps, fmt.Sprintf("party %d: initial pass at %d of %d samples", m, a.initAt[m], a.n))
+		case int(a.join.initAt[m]) < a.n:
+			ps = append(ps, fmt.Sprintf("party %d: initial pass at %d of %d samples", m, a.join.initAt[m], a.n))
 		}
 	}
 	return strings.Join(ps, "; ")
@@ -917,7 +825,7 @@ func (a *Aggregator) refuse(m int, seq uint64, err error) {
 	if a.hello[m] {
 		a.cfg.Log.Warn().Int("party", m).Str("reason", reason).Msg("refused a second process for a party that has joined")
 	} else {
-		a.refused[m] = reason
+		a.join.refused[m] = reason
 		a.res.Refused[m] = reason
 		a.cfg.Log.Warn().Int("party", m).Str("reason", reason).Msg("refused party; waiting for it to join again (--join-wait)")
 	}
@@ -973,7 +881,7 @@ func (a *Aggregator) interrupted(ctx context.Context, bus broker.Bus) (*Result, 
 		a.seal(true)
 		a.end()
 	}
-	a.closed = true
+	a.stop.closed = true
 	res := a.result()
 	a.mu.Unlock()
 	_ = bus.Flush(pctx)
@@ -1004,7 +912,7 @@ func (a *Aggregator) pause(ctx context.Context, bus broker.Bus, cause error) (*R
 		cancel(cause)
 		return a.interrupted(pctx, bus)
 	}
-	a.pausing = true
+	a.stop.pausing = true
 	a.cfg.Log.Info().Int64("steps", a.res.Steps).Msg("pausing: answering what is in flight, then sealing the log and saving the state")
 	why := "its operator stopped it"
 	if errors.Is(cause, ErrNearlyFull) {
@@ -1020,7 +928,7 @@ func (a *Aggregator) pause(ctx context.Context, bus broker.Bus, cause error) (*R
 	a.saveCheckpoint(ctx)
 	a.mu.Lock()
 	a.end()
-	a.closed = true
+	a.stop.closed = true
 	res := a.result()
 	a.mu.Unlock()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -1044,7 +952,7 @@ func (a *Aggregator) quiesce(ctx context.Context, bus broker.Bus) {
 	for quiet < 2 && time.Now().Before(end) && ctx.Err() == nil {
 		n, err := a.countRequests(ctx, bus, filter)
 		a.mu.Lock()
-		done := err == nil && a.outSeen >= n && a.cur == nil
+		done := err == nil && a.outSeen >= n && a.eval.cur == nil
 		a.mu.Unlock()
 		if done {
 			quiet++
@@ -1060,14 +968,14 @@ func (a *Aggregator) quiesce(ctx context.Context, bus broker.Bus) {
 
 func (a *Aggregator) result() *Result {
 	r := a.res
-	r.StopReason = a.stopReason
+	r.StopReason = a.stop.reason
 	r.Params = append([]float64(nil), a.evalHead()...)
 	if a.lf != nil && a.lf.params != nil {
 		r.Params = slices.Clone(a.lf.params)
 	}
 	a.keep.result(&r)
 	r.Defense = a.def.report(a.n)
-	r.Leakage = a.leak.report(a.cfg.Labels, a.def.cfg.Reply)
+	r.Leakage = a.def.leakReport(a.cfg.Labels)
 	r.Leakage.Defense = &r.Defense
 	r.Departed = map[int]string{}
 	for m, why := range a.res.Departed {
@@ -1079,8 +987,8 @@ func (a *Aggregator) result() *Result {
 		rec := *a.resumed
 		r.Recovery = &rec
 	}
-	if a.stN > 0 {
-		r.MeanStaleness = a.stSum / float64(a.stN)
+	if a.stats.staleN > 0 {
+		r.MeanStaleness = a.stats.staleSum / float64(a.stats.staleN)
 	}
 	if o, ok := a.bus.(interface{ Outage() time.Duration }); ok {
 		r.BrokerOutage = o.Outage()
@@ -1123,12 +1031,12 @@ func (a *Aggregator) stopClock() {
 func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Message) int {
 	to := int(m.Head().Party)
 	m.Head().Seq = a.nextSeq(kind, to)
-	data, err := a.enc.Marshal(m)
+	data, err := a.wire.enc.Marshal(m)
 	if err != nil {
 		a.fail(err)
 		return 0
 	}
-	if a.replaying {
+	if a.recov.replaying {
 		// Applying again what was published before a crash (recover).
 		if kind != schemas.KindReply {
 			return len(data)
@@ -1140,16 +1048,16 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 	}
 	a.stamp(kind, to, data)
 	// No dedupe id: see party.publish.
-	a.msg.Subject = subject
-	a.msg.Data = data
-	if err := a.bus.Publish(a.ctx, &a.msg); err != nil {
+	a.wire.msg.Subject = subject
+	a.wire.msg.Data = data
+	if err := a.bus.Publish(a.ctx, &a.wire.msg); err != nil {
 		a.fail(fmt.Errorf("publish %s: %w", kind, err))
 		return 0
 	}
-	a.outbox.Keep(m.Head().Seq, subject, data, a.msg.Header)
+	a.pub.outbox.Keep(m.Head().Seq, subject, data, a.wire.msg.Header)
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
-	a.through += int64(len(data)) + storeOverhead
+	a.stats.through += int64(len(data)) + storeOverhead
 	return len(data)
 }
 
@@ -1168,14 +1076,14 @@ func (a *Aggregator) reject(m int, err error) {
 		return
 	}
 	if m >= 1 && m <= a.q {
-		a.lastReject[m] = truncate(err.Error(), 300)
-		if a.refused[m] != "" && !a.hello[m] {
+		a.waits.lastReject[m] = truncate(err.Error(), 300)
+		if a.join.refused[m] != "" && !a.hello[m] {
 			return // the refusal was logged; the rest of that attempt is counted
 		}
 	}
 	// A flood of forged messages is counted in full (Rejected) but logged
 	// at a bounded rate, per party and reason.
-	a.rejectLog.Warn(a.cfg.Log, strconv.Itoa(m)+"/"+r).Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
+	a.waits.rejectLog.Warn(a.cfg.Log, strconv.Itoa(m)+"/"+r).Int("party", m).Str("reason", r).Err(err).Msg("rejected message")
 }
 
 func (a *Aggregator) limits(m int) schemas.Limits {
@@ -1279,7 +1187,7 @@ func (a *Aggregator) handle(ctx context.Context, d broker.Delivery) {
 
 func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	defer d.Ack()
-	if a.closed {
+	if a.stop.closed {
 		return
 	}
 	// After the final evaluation only late requests are still counted.
@@ -1288,10 +1196,10 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	}
 	data := d.Data()
 	a.res.BytesIn += int64(len(data))
-	a.through += int64(len(data)) + storeOverhead
+	a.stats.through += int64(len(data)) + storeOverhead
 	kind, m, err := schemas.ParseSubject(a.cfg.Run, d.Subject())
 	if kind == schemas.KindEval && a.phase != joining {
-		a.evalBytes += int64(len(data)) // not the initial pass
+		a.eval.bytes += int64(len(data)) // not the initial pass
 	}
 	if err == nil && m > a.q {
 		err = fmt.Errorf("%w: party %d of a run with %d parties", schemas.ErrSubject, m, a.q)
@@ -1300,8 +1208,8 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 		a.reject(m, err)
 		return
 	}
-	a.dlv = d
-	defer func() { a.dlv = nil }()
+	a.wire.dlv = d
+	defer func() { a.wire.dlv = nil }()
 	switch kind {
 	case schemas.KindHello:
 		err = a.onHello(m, data)
@@ -1335,14 +1243,14 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 // again; the run waits for it (Config.JoinWait). A hello that is not
 // well formed or claims another party is only rejected.
 func (a *Aggregator) onHello(m int, data []byte) error {
-	if err := a.dec.Unmarshal(data, &a.hel); err != nil {
+	if err := a.wire.dec.Unmarshal(data, &a.wire.hel); err != nil {
 		return err
 	}
-	if err := a.verify(a.hel.Seq); err != nil {
+	if err := a.verify(a.wire.hel.Seq); err != nil {
 		return err
 	}
-	err := a.hel.Validate(a.limits(m))
-	seq := a.hel.Seq
+	err := a.wire.hel.Validate(a.limits(m))
+	seq := a.wire.hel.Seq
 	switch {
 	case errors.Is(err, schemas.ErrVersion):
 		// Another version's header is not read: the refusal addresses
@@ -1353,10 +1261,10 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	case err != nil:
 	case a.hello[m]:
 		err = fmt.Errorf("%w: party %d has already joined this run (is another process running with --id %d?)", schemas.ErrState, m, m)
-	case a.cfg.IDHash != "" && a.hel.IDHash != a.cfg.IDHash:
+	case a.cfg.IDHash != "" && a.wire.hel.IDHash != a.cfg.IDHash:
 		have := "no sample ids"
-		if a.hel.IDHash != "" {
-			have = "ids with fingerprint " + a.hel.IDHash
+		if a.wire.hel.IDHash != "" {
+			have = "ids with fingerprint " + a.wire.hel.IDHash
 		}
 		err = fmt.Errorf("%w: party %d's training samples are not the labels' (it has %s, the labels %s)", schemas.ErrShape, m, have, a.cfg.IDHash)
 	}
@@ -1366,20 +1274,20 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		}
 		return err
 	}
-	if err := a.seqOK(seqHello, m, a.hel.Seq); err != nil {
+	if err := a.seqOK(seqHello, m, a.wire.hel.Seq); err != nil {
 		return err
 	}
-	if admit, err := a.answersCall(m, &a.hel); !admit {
-		a.joinProgress = time.Now()
+	if admit, err := a.answersCall(m, &a.wire.hel); !admit {
+		a.join.progress = time.Now()
 		return err
 	}
 	a.hello[m] = true
-	a.joinProgress = time.Now()
-	if a.refused[m] != "" {
+	a.join.progress = time.Now()
+	if a.join.refused[m] != "" {
 		a.cfg.Log.Info().Int("party", m).Msg("refused party joined again")
-		a.refused[m] = ""
+		a.join.refused[m] = ""
 	}
-	a.cfg.Log.Debug().Int("party", m).Str("model", a.hel.Model).Uint32("d", a.hel.InDim).Msg("party joined")
+	a.cfg.Log.Debug().Int("party", m).Str("model", a.wire.hel.Model).Uint32("d", a.wire.hel.InDim).Msg("party joined")
 	return nil
 }
 
@@ -1388,7 +1296,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 var errFromRefused = fmt.Errorf("%w: from a refused party", schemas.ErrState)
 
 func (a *Aggregator) onOutput(m int, data []byte) error {
-	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+	if err := a.wire.dec.Unmarshal(data, &a.out); err != nil {
 		return err
 	}
 	if err := a.verifyOutput(m, data); err != nil {
@@ -1413,7 +1321,7 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 		if err := a.seqOK(seqRequests, m, a.out.Seq); err != nil {
 			return err
 		}
-		a.lastReq[m] = time.Now()
+		a.waits.lastReq[m] = time.Now()
 		a.res.LateOutputs++
 		return nil
 	default:
@@ -1431,9 +1339,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	if err := a.checkRequest(m, &a.out); err != nil {
 		return err
 	}
-	a.lastReq[m] = time.Now()
+	a.waits.lastReq[m] = time.Now()
 	// The reply names this request by content (Reply.Cause).
-	a.cause = schemas.RequestDigest(a.cause[:0], data)
+	a.wire.cause = schemas.RequestDigest(a.wire.cause[:0], data)
 	switch {
 	case a.cfg.Sync:
 		return a.collect(m, &a.out, len(data))
@@ -1442,9 +1350,9 @@ func (a *Aggregator) onOutput(m int, data []byte) error {
 	default:
 		a.answer(m, &a.out)
 	}
-	sent := a.publish(a.subjReply[m], schemas.KindReply, &a.rep)
+	sent := a.publish(a.wire.subjReply[m], schemas.KindReply, &a.rep)
 	a.res.StepBytes += int64(len(data) + sent)
-	if sent == 0 && !a.replaying {
+	if sent == 0 && !a.recov.replaying {
 		return nil // the reply was not sent (the run fails): not a step
 	}
 	a.res.Steps++
@@ -1460,11 +1368,11 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 	q, k, w := a.q, a.k, a.width
 	head, y := a.cfg.Head, a.labels
 	slot := (m - 1) * k
-	a.boundOutputs(o)
+	a.def.boundOutputs(o)
 	b := len(o.IDs)
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
-	r.Cause = append(r.Cause[:0], a.cause...)
+	r.Cause = append(r.Cause[:0], a.wire.cause...)
 	r.H, r.HBar, r.Delta = r.H[:0], r.HBar[:0], r.Delta[:0]
 	var stale uint32
 	vm := a.version[m]
@@ -1481,12 +1389,10 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 		}
 		// The fresh c goes into the table first (kernel.Answer).
 		h, hb := kernel.Answer(head, a.w0, a.table[i*w:(i+1)*w], slot, o.C[j*k:(j+1)*k], o.CHat[j*k:(j+1)*k], y[i])
-		a.hh[j] = h
-		a.emit(r, m, i, b, h, hb)
+		a.step.hh[j] = h
+		a.def.emit(r, m, i, b, h, hb)
 	}
-	a.finishReply(r, b)
-	a.def.endBatch(o.IDs, true)
-	a.leak.observe(m, o, r)
+	a.def.replied(m, o, r)
 	r.Staleness = stale
 	a.version[m]++
 	a.recordStaleness(m, stale)
@@ -1495,7 +1401,7 @@ func (a *Aggregator) answer(m int, o *schemas.PartyOutput) {
 }
 
 // stepHead takes the head's own ZO step with its private direction u_0 on
-// the samples ids, whose losses at w_0 are in a.hh.
+// the samples ids, whose losses at w_0 are in a.step.hh.
 func (a *Aggregator) stepHead(ids []uint32) {
 	if len(a.w0) == 0 {
 		return
@@ -1504,29 +1410,42 @@ func (a *Aggregator) stepHead(ids []uint32) {
 		a.stepHeadGrad(ids)
 		return
 	}
-	kernel.Direction(a.cfg.Dist, a.rng, a.cfg.Mu, a.w0, a.w0p, a.u0)
+	kernel.Direction(a.cfg.Dist, a.step.rng, a.cfg.Mu, a.w0, a.step.w0p, a.step.u0)
 	var tap kernel.Tap
 	if a.def.head {
-		tap = (*headTap)(a)
+		tap = &a.def
 	}
-	diff := kernel.HeadDiff(a.cfg.Head, a.w0p, a.table, a.width, ids, a.labels, a.hh, tap)
+	diff := kernel.HeadDiff(a.cfg.Head, a.step.w0p, a.table, a.width, ids, a.labels, a.step.hh, tap)
 	a.def.endBatch(ids, false)
-	diff += a.headNoise()
-	if !kernel.Update(a.w0, a.u0, a.cfg.LR.At(int(a.res.Steps)), a.phi0, a.cfg.Mu, diff) {
+	diff += a.def.headNoise()
+	if !kernel.Update(a.w0, a.step.u0, a.cfg.LR.At(int(a.res.Steps)), a.step.phi0, a.cfg.Mu, diff) {
 		// Bounded outputs keep the losses finite; this guards the head's
 		// parameters should a head overflow all the same.
 		a.res.Rejected["nonfinite-step"]++
 	}
 }
 
-// headTap passes the head's terms through the defense (headTerm).
-type headTap Aggregator
+// checkRequest enforces the defense's batch rules on a valid request o of
+// party m (defense.admit).
+func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
+	return a.def.admit(m, o, a.version[m], a.n)
+}
 
-func (t *headTap) Term(i, b int, v float64) float64 { return (*Aggregator)(t).headTerm(i, b, v) }
+// stepHeadGrad is the head's first-order step (Defense.HeadClip), which
+// the defense takes on the aggregator's head.
+func (a *Aggregator) stepHeadGrad(ids []uint32) {
+	in := headIn{head: a.cfg.Head.(*model.Softmax), w0: a.w0, table: a.table, width: a.width, n: a.n,
+		labels: a.labels, lr: a.cfg.LR.At(int(a.res.Steps))}
+	a.def.stepHeadGrad(&in, ids)
+}
+
+// evalHead is the head's parameters used to evaluate and returned
+// (defense.evalHead).
+func (a *Aggregator) evalHead() []float64 { return a.def.evalHead(a.w0) }
 
 func (a *Aggregator) onEval(m int, data []byte) error {
-	ev := &a.ev
-	if err := a.dec.Unmarshal(data, ev); err != nil {
+	ev := &a.wire.ev
+	if err := a.wire.dec.Unmarshal(data, ev); err != nil {
 		return err
 	}
 	if err := a.verify(ev.Seq); err != nil {
@@ -1538,35 +1457,35 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if err := a.checkCodes(ev.C); err != nil {
 		return err
 	}
-	a.boundEval(ev.C)
+	a.def.boundEval(ev.C)
 	if ev.Split == schemas.SplitInit {
 		if !a.hello[m] {
 			switch {
-			case a.refused[m] != "":
+			case a.join.refused[m] != "":
 				return errFromRefused
-			case a.called[m] != 0:
+			case a.join.called[m] != 0:
 				return errStaleJoin // an attempt not admitted: a dead one's, or before its call
 			}
 			return fmt.Errorf("%w: initial pass from party %d before its hello", schemas.ErrState, m)
 		}
-		if a.phase != joining || ev.First != a.initAt[m] {
-			return fmt.Errorf("%w: initial pass chunk at %d from party %d, expected %d", schemas.ErrState, ev.First, m, a.initAt[m])
+		if a.phase != joining || ev.First != a.join.initAt[m] {
+			return fmt.Errorf("%w: initial pass chunk at %d from party %d, expected %d", schemas.ErrState, ev.First, m, a.join.initAt[m])
 		}
 		if err := a.seqOK(seqOther, m, ev.Seq); err != nil {
 			return err
 		}
 		a.store(a.table, m, ev)
-		a.joinProgress = time.Now()
-		a.initAt[m] += uint32(len(ev.C) / a.k)
-		if int(a.initAt[m]) == a.n {
-			a.initRem--
-			if a.initRem == 0 {
+		a.join.progress = time.Now()
+		a.join.initAt[m] += uint32(len(ev.C) / a.k)
+		if int(a.join.initAt[m]) == a.n {
+			a.join.rem--
+			if a.join.rem == 0 {
 				a.begin()
 			}
 		}
 		return nil
 	}
-	cur := a.cur
+	cur := a.eval.cur
 	if cur == nil || ev.Round != cur.id {
 		return fmt.Errorf("%w: eval output for round %d from party %d, round in progress %v", schemas.ErrState, ev.Round, m, cur != nil)
 	}
@@ -1584,7 +1503,7 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	if err := a.seqOK(seqOther, m, ev.Seq); err != nil {
 		return err
 	}
-	a.store(a.evalC[s], m, ev)
+	a.store(a.eval.tables[s], m, ev)
 	cur.progress = time.Now()
 	cur.next[m][s] += uint32(len(ev.C) / a.k)
 	if cur.next[m][s] == ev.Total && cur.wait[m] {
@@ -1611,7 +1530,7 @@ func (a *Aggregator) store(t []float64, m int, ev *schemas.EvalOutput) {
 
 func (a *Aggregator) begin() {
 	a.phase = training
-	a.ckNow = true // the first checkpoint: the table is full
+	a.recov.ckNow = true // the first checkpoint: the table is full
 	a.start = time.Now()
 	a.cfg.Log.Info().Int("parties", a.q).Int("samples", a.n).Msg("table filled; training starts")
 	a.control(schemas.CtlStart, 0, 0, "")
@@ -1625,8 +1544,8 @@ func (a *Aggregator) beginStop(reason string) {
 	a.phase = stopping
 	a.res.Training = time.Since(a.start)
 	a.cfg.Log.Info().Str("reason", reason).Int64("steps", a.res.Steps).Msg("stopping; final evaluation")
-	a.stopReason = reason
-	if a.cur == nil {
+	a.stop.reason = reason
+	if a.eval.cur == nil {
 		a.requestEval(true)
 	}
 	// Otherwise the final evaluation follows the one in progress (score).
@@ -1645,12 +1564,12 @@ func (a *Aggregator) requestEval(final bool) {
 	if splits == 0 {
 		// A label-free run without a test set: nothing to ask the
 		// parties (an evaluation of no split is refused by them).
-		a.score(&round{id: a.rounds, at: time.Since(a.start), final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)})
+		a.score(&round{id: a.eval.rounds, at: time.Since(a.start), final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)})
 		return
 	}
-	a.rounds++
-	a.roundsHere++
-	r := &round{id: a.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
+	a.eval.rounds++
+	a.eval.here++
+	r := &round{id: a.eval.rounds, splits: splits, steps: a.res.Steps, final: final, next: make([][2]uint32, a.q+1), wait: make([]bool, a.q+1)}
 	present := 0
 	for m := 1; m <= a.q; m++ {
 		if !a.departed[m] {
@@ -1676,12 +1595,12 @@ func (a *Aggregator) requestEval(final bool) {
 	}{{schemas.EvalTrain, 0, a.n}, {schemas.EvalTest, 1, len(a.cfg.TestLabels)}} {
 		if splits&s.bit != 0 {
 			r.remaining += present
-			if a.evalC[s.i] == nil {
-				a.evalC[s.i] = make([]float64, s.n*a.width)
+			if a.eval.tables[s.i] == nil {
+				a.eval.tables[s.i] = make([]float64, s.n*a.width)
 			}
 		}
 	}
-	a.cur = r
+	a.eval.cur = r
 	// The round best so far is named: the parties may let the others go.
 	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl,
 		&schemas.Control{Header: schemas.Header{Version: schemas.Version}, Op: schemas.CtlEval, Round: r.id, Splits: splits, Keep: a.keep.named()})
@@ -1698,8 +1617,8 @@ func (a *Aggregator) missing(r *round) string {
 		if r.wait[m] && (r.splits&schemas.EvalTrain != 0 && int(r.next[m][0]) < a.n) ||
 			r.wait[m] && (r.splits&schemas.EvalTest != 0 && int(r.next[m][1]) < len(a.cfg.TestLabels)) {
 			ps = append(ps, strconv.Itoa(m))
-			if a.lastReject[m] != "" {
-				why = append(why, fmt.Sprintf("party %d's last rejected message: %s", m, a.lastReject[m]))
+			if a.waits.lastReject[m] != "" {
+				why = append(why, fmt.Sprintf("party %d's last rejected message: %s", m, a.waits.lastReject[m]))
 			}
 		}
 	}
@@ -1725,7 +1644,7 @@ func (a *Aggregator) msgCount() int64 {
 // of the test split's table.
 func (a *Aggregator) scoreRows(from, to int) (acc, loss float64) {
 	w := a.width
-	t, y := a.evalC[1], a.cfg.TestLabels
+	t, y := a.eval.tables[1], a.cfg.TestLabels
 	correct := 0
 	for i := from; i < to; i++ {
 		c := t[i*w : (i+1)*w]
@@ -1748,7 +1667,7 @@ func (a *Aggregator) meanLoss(t []float64, y []int32) float64 {
 }
 
 func (a *Aggregator) score(r *round) {
-	a.cur = nil
+	a.eval.cur = nil
 	if r.scored != nil {
 		close(r.scored)
 	}
@@ -1764,7 +1683,7 @@ func (a *Aggregator) score(r *round) {
 	var stale []int
 	for m := 1; m <= a.q; m++ {
 		if r.wait[m] {
-			a.evalSilent[m] = false // it answered this round
+			a.eval.silent[m] = false // it answered this round
 			continue
 		}
 		stale = append(stale, m)
@@ -1787,7 +1706,7 @@ func (a *Aggregator) score(r *round) {
 		Stale:           stale,
 	}
 	if r.splits&schemas.EvalTrain != 0 {
-		pt.TrainLoss = a.meanLoss(a.evalC[0], a.cfg.Labels)
+		pt.TrainLoss = a.meanLoss(a.eval.tables[0], a.cfg.Labels)
 	}
 	if r.splits&schemas.EvalTest != 0 {
 		h, n := a.cfg.HeldOut, len(a.cfg.TestLabels)
@@ -1803,10 +1722,10 @@ func (a *Aggregator) score(r *round) {
 		}
 	}
 	a.keep.offer(r, &pt, a.evalHead())
-	if dt := r.at - a.lastPt.at; dt > 0 {
-		pt.MsgsPerSec = float64(r.msgs-a.lastPt.msgs) / dt.Seconds()
+	if dt := r.at - a.eval.lastPt.at; dt > 0 {
+		pt.MsgsPerSec = float64(r.msgs-a.eval.lastPt.msgs) / dt.Seconds()
 	}
-	a.lastPt.at, a.lastPt.msgs = r.at, r.msgs
+	a.eval.lastPt.at, a.eval.lastPt.msgs = r.at, r.msgs
 	a.res.Curve = append(a.res.Curve, pt)
 	if a.cfg.TargetAcc > 0 && a.res.TimeToTarget < 0 && pt.TestAccuracy >= a.cfg.TargetAcc {
 		a.res.TimeToTarget = pt.Seconds
@@ -1819,14 +1738,14 @@ func (a *Aggregator) score(r *round) {
 		a.res.Final = pt
 		a.res.Steps = r.steps
 		// Every participant keeps its model of the round named (keep.go).
-		a.control(schemas.CtlStop, a.keep.stop(), 0, a.stopReason)
+		a.control(schemas.CtlStop, a.keep.stop(), 0, a.stop.reason)
 		if a.phase != done {
 			a.phase = done
 			close(a.fin)
 		}
 	case a.phase == stopping:
 		a.requestEval(true)
-	case a.pausing:
+	case a.stop.pausing:
 		// The run pauses: a stop condition is for the resume to see.
 	case a.cfg.StopAtTarget && a.res.TimeToTarget >= 0:
 		a.beginStop("target accuracy reached")

@@ -246,14 +246,14 @@ func TestStepDoesNotAllocate(t *testing.T) {
 // step is the aggregator's hot path without the transport: decode,
 // validate, answer, encode the reply.
 func step(a *Aggregator, m int, data []byte) []byte {
-	if err := a.dec.Unmarshal(data, &a.out); err != nil {
+	if err := a.wire.dec.Unmarshal(data, &a.out); err != nil {
 		panic(err)
 	}
 	if err := a.out.Validate(a.limits(m)); err != nil {
 		panic(err)
 	}
 	a.answer(m, &a.out)
-	b, err := a.enc.Marshal(&a.rep)
+	b, err := a.wire.enc.Marshal(&a.rep)
 	if err != nil {
 		panic(err)
 	}

@@ -64,7 +64,7 @@ func (a *Aggregator) initAlt() error {
 // whole run, and a run resumed from an old checkpoint would otherwise stop
 // inside the stretch it is restoring; the next live step checks it.
 func (a *Aggregator) checkBudget() {
-	if a.replaying {
+	if a.recov.replaying {
 		return
 	}
 	if a.cfg.MaxSteps > 0 && a.res.Steps >= a.cfg.MaxSteps {
@@ -98,9 +98,9 @@ func (a *Aggregator) recordStaleness(m int, stale uint32) {
 	if stale > a.res.MaxStaleness {
 		a.res.MaxStaleness = stale
 	}
-	a.stSum += float64(stale)
-	a.stN++
-	p := &a.stalePer[m]
+	a.stats.staleSum += float64(stale)
+	a.stats.staleN++
+	p := &a.stats.stalePer[m]
 	p.sum += float64(stale)
 	p.n++
 	p.last, p.max = stale, max(p.max, stale)

@@ -209,7 +209,7 @@ func TestAltStepsDoNotAllocate(t *testing.T) {
 	// apart: the round itself must not allocate.
 	publish := func() {
 		for m := 1; m <= 4; m++ {
-			s.publish(s.subjReply[m], schemas.KindReply, &s.rep)
+			s.publish(s.wire.subjReply[m], schemas.KindReply, &s.rep)
 		}
 	}
 	if allocs, pub := testing.AllocsPerRun(100, round), testing.AllocsPerRun(100, publish); allocs > pub {

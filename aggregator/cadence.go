@@ -27,22 +27,22 @@ import (
 // evalDue reports whether a new evaluation round is due at training time
 // el (a.mu held).
 func (a *Aggregator) evalDue(el time.Duration) bool {
-	if a.phase != training || a.lf != nil || a.cur != nil || a.pausing {
+	if a.phase != training || a.lf != nil || a.eval.cur != nil || a.stop.pausing {
 		return false
 	}
-	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.evalSteps >= n {
+	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.eval.steps >= n {
 		return true
 	}
-	return el-a.evalAt >= max(a.cfg.EvalEvery, evalSpacing*a.spacingCost())
+	return el-a.eval.at >= max(a.cfg.EvalEvery, evalSpacing*a.spacingCost())
 }
 
 // spacingCost is the evaluation cost the spacing of rounds follows: the
 // lesser of the last two rounds' (the last alone after the first).
 func (a *Aggregator) spacingCost() time.Duration {
-	if a.evalPrev > 0 {
-		return min(a.evalCost, a.evalPrev)
+	if a.eval.prev > 0 {
+		return min(a.eval.cost, a.eval.prev)
 	}
-	return a.evalCost
+	return a.eval.cost
 }
 
 // roundScored records what round r cost, scored at now, when the broker
@@ -50,9 +50,9 @@ func (a *Aggregator) spacingCost() time.Duration {
 // held): the outage since r's request is not the evaluation's cost.
 func (a *Aggregator) roundScored(r *round, now time.Time, outage time.Duration) {
 	cost := max(now.Sub(r.requested)-max(outage-r.outage, 0), 0)
-	a.evalPrev, a.evalCost = a.evalCost, cost
-	a.evalDone++
-	a.evalSum += cost
+	a.eval.prev, a.eval.cost = a.eval.cost, cost
+	a.eval.done++
+	a.eval.sum += cost
 }
 
 // busOutage is how long the aggregator's broker connection has been down
@@ -73,17 +73,17 @@ const owedWait = firstSilentWait
 // that round is scored and the longest the wait may still last; nil when
 // training goes on.
 func (a *Aggregator) owed() (<-chan struct{}, time.Duration) {
-	c := a.cur
+	c := a.eval.cur
 	n := a.cfg.EvalSteps
 	if c == nil || c.final || n <= 0 || a.phase != training || a.res.Steps-c.steps < n {
 		return nil, 0
 	}
 	for m := 1; m <= a.q; m++ {
-		if c.wait[m] && a.evalSilent[m] && !a.roundDone(c, m) {
+		if c.wait[m] && a.eval.silent[m] && !a.roundDone(c, m) {
 			return nil, 0 // a party silent in evaluations: rounds wait for it briefly, training not at all
 		}
 	}
-	left := max(owedWait, 3*a.evalCost) - time.Since(c.requested)
+	left := max(owedWait, 3*a.eval.cost) - time.Since(c.requested)
 	if left <= 0 {
 		return nil, 0
 	}
@@ -123,5 +123,5 @@ func (a *Aggregator) awaitRound(ctx context.Context) {
 
 // evalRequested records where round r was requested, for evalDue.
 func (a *Aggregator) evalRequested(r *round) {
-	a.evalAt, a.evalSteps = r.at, r.steps
+	a.eval.at, a.eval.steps = r.at, r.steps
 }

@@ -49,10 +49,10 @@ func TestCadenceIgnoresOutages(t *testing.T) {
 				a.roundScored(r, clock, outage)
 			}
 			if a.evalDue(at + tc.notDue) {
-				t.Errorf("due %v after the last request, want not before %v (costs %v, %v)", tc.notDue, tc.due, a.evalCost, a.evalPrev)
+				t.Errorf("due %v after the last request, want not before %v (costs %v, %v)", tc.notDue, tc.due, a.eval.cost, a.eval.prev)
 			}
 			if !a.evalDue(at + tc.due) {
-				t.Errorf("not due %v after the last request (costs %v, %v)", tc.due, a.evalCost, a.evalPrev)
+				t.Errorf("not due %v after the last request (costs %v, %v)", tc.due, a.eval.cost, a.eval.prev)
 			}
 		})
 	}

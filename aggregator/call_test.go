@@ -38,8 +38,8 @@ func TestJoinByCall(t *testing.T) {
 	// A dead process: its hello is called, its initial pass skipped.
 	a.handle(ctx, hello(1, schemas.CallAsked))
 	a.handle(ctx, initPass(1))
-	if a.hello[1] || a.initAt[1] != 0 || len(calls) != 1 || calls[0].Party != 1 || calls[0].Round != 1 || calls[0].Reason != a.nonce {
-		t.Fatalf("the dead process's hello: joined %v, initial pass at %d, calls %+v", a.hello[1], a.initAt[1], calls)
+	if a.hello[1] || a.join.initAt[1] != 0 || len(calls) != 1 || calls[0].Party != 1 || calls[0].Round != 1 || calls[0].Reason != a.join.nonce {
+		t.Fatalf("the dead process's hello: joined %v, initial pass at %d, calls %+v", a.hello[1], a.join.initAt[1], calls)
 	}
 	// The live process: asks, is called, answers, sends its pass.
 	a.handle(ctx, hello(5, schemas.CallAsked))
@@ -47,10 +47,10 @@ func TestJoinByCall(t *testing.T) {
 	if a.hello[1] || len(calls) != 2 || calls[1].Round != 5 {
 		t.Fatalf("before its answer: joined %v, calls %+v", a.hello[1], calls)
 	}
-	a.handle(ctx, hello(7, a.nonce))
+	a.handle(ctx, hello(7, a.join.nonce))
 	a.handle(ctx, initPass(2))
-	if !a.hello[1] || a.initAt[1] != 3 {
-		t.Fatalf("the answer: joined %v, initial pass at %d", a.hello[1], a.initAt[1])
+	if !a.hello[1] || a.join.initAt[1] != 3 {
+		t.Fatalf("the answer: joined %v, initial pass at %d", a.hello[1], a.join.initAt[1])
 	}
 	if len(a.res.Rejected) != 0 || a.err != nil {
 		t.Errorf("an earlier attempt counted as rejected: %v %v", a.res.Rejected, a.err)
@@ -69,7 +69,7 @@ func TestJoinByCall(t *testing.T) {
 	for _, d := range []*delivery{hello(1, schemas.CallAsked), initPass(1), hello(5, schemas.CallAsked), hello(7, "recorded"), initPass(2)} {
 		rp.Deliver(d.subject, d.data)
 	}
-	if !rp.a.hello[1] || rp.a.initAt[1] != 3 {
-		t.Errorf("the replayer: joined %v, initial pass at %d", rp.a.hello[1], rp.a.initAt[1])
+	if !rp.a.hello[1] || rp.a.join.initAt[1] != 3 {
+		t.Errorf("the replayer: joined %v, initial pass at %d", rp.a.hello[1], rp.a.join.initAt[1])
 	}
 }

@@ -3,7 +3,6 @@ package aggregator
 import (
 	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -72,7 +72,7 @@ var ErrResume = errors.New("aggregator: cannot resume")
 const CheckpointVersion = 3
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
-const DefaultCheckpointEvery = 10 * time.Second
+const DefaultCheckpointEvery = ckpt.DefaultEvery
 
 // Checkpoint is the aggregator's state at one point of a run.
 type Checkpoint struct {
@@ -139,13 +139,21 @@ type Checkpoint struct {
 	EvalSteps int64
 }
 
-// Encode writes c (gob).
-func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+// checkpointKind names the aggregator's checkpoints in their envelope
+// (package ckpt).
+const checkpointKind = "aggregator"
 
-// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+// Encode writes c in the checkpoint envelope (package ckpt: the state in
+// gob, with its kind, version, length and checksum).
+func (c *Checkpoint) Encode(w io.Writer) error {
+	return ckpt.Encode(w, checkpointKind, CheckpointVersion, c)
+}
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode, or by
+// an earlier build (the bare gob state, without the envelope).
 func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 	var c Checkpoint
-	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+	if _, err := ckpt.Decode(r, checkpointKind, CheckpointVersion, &c); err != nil {
 		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
 	}
 	if c.Version != CheckpointVersion {
@@ -183,24 +191,24 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	for i := range c.LastSeq {
 		c.LastSeq[i] = append(c.LastSeq[i][:0], a.lastSeq[i]...)
 	}
-	c.RNG, _ = a.pcg.MarshalBinary()
-	c.ReplySeq, c.CtlSeq = append(c.ReplySeq[:0], a.replySeq...), a.ctlSeq
-	c.Rounds, c.Steps = a.rounds, a.res.Steps
+	c.RNG, _ = a.step.pcg.MarshalBinary()
+	c.ReplySeq, c.CtlSeq = append(c.ReplySeq[:0], a.pub.replySeq...), a.pub.ctlSeq
+	c.Rounds, c.Steps = a.eval.rounds, a.res.Steps
 	a.keep.save(c)
-	c.EvalSteps = a.evalSteps
+	c.EvalSteps = a.eval.steps
 	if a.phase == training {
 		c.Training = time.Since(a.start)
 	} else {
 		c.Training = a.res.Training
 	}
-	c.MaxStale, c.StSum, c.StN = a.res.MaxStaleness, a.stSum, a.stN
+	c.MaxStale, c.StSum, c.StN = a.res.MaxStaleness, a.stats.staleSum, a.stats.staleN
 	c.Curve = append(c.Curve[:0], a.res.Curve...)
 	c.TTT = a.res.TimeToTarget
 	c.Received, c.Published, c.Rejected = cloneCounts(a.res.Received), cloneCounts(a.res.Published), cloneCounts(a.res.Rejected)
 	c.BytesIn, c.BytesOut, c.StepBytes = a.res.BytesIn, a.res.BytesOut, a.res.StepBytes
 	c.Departed = append(c.Departed[:0], a.departed...)
-	c.Outbox = a.outbox.Snapshot(c.Outbox)
-	c.StreamFloor = a.probe
+	c.Outbox = a.pub.outbox.Snapshot(c.Outbox)
+	c.StreamFloor = a.recov.probe
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
@@ -264,7 +272,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 		len(c.Versions) != len(a.version) || len(c.LastSeq[0]) != a.q+1 || len(c.LastSeq[1]) != a.q+1 || len(c.LastSeq[2]) != a.q+1 || len(c.ReplySeq) != a.q+1:
 		return fmt.Errorf("%w: the checkpoint's dimensions are not the run's", ErrResume)
 	}
-	if err := a.pcg.UnmarshalBinary(c.RNG); err != nil {
+	if err := a.step.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
 	}
 	if err := a.def.restore(c.Defense); err != nil {
@@ -294,14 +302,14 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	}
 	for m := 1; m <= a.q; m++ {
 		a.hello[m] = true
-		a.initAt[m] = uint32(a.n)
+		a.join.initAt[m] = uint32(a.n)
 	}
-	a.initRem = 0
-	copy(a.replySeq, c.ReplySeq)
-	a.ctlSeq, a.rounds = c.CtlSeq, c.Rounds
+	a.join.rem = 0
+	copy(a.pub.replySeq, c.ReplySeq)
+	a.pub.ctlSeq, a.eval.rounds = c.CtlSeq, c.Rounds
 	a.keep.restore(c)
-	a.evalSteps = c.EvalSteps
-	a.res.Steps, a.res.MaxStaleness, a.stSum, a.stN = c.Steps, c.MaxStale, c.StSum, c.StN
+	a.eval.steps = c.EvalSteps
+	a.res.Steps, a.res.MaxStaleness, a.stats.staleSum, a.stats.staleN = c.Steps, c.MaxStale, c.StSum, c.StN
 	a.res.Curve = slices.Clone(c.Curve)
 	a.res.TimeToTarget = c.TTT
 	for k, v := range c.Received {
@@ -318,14 +326,14 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 		copy(a.departed, c.Departed)
 	}
 	if n := len(c.Curve); n > 0 {
-		a.lastPt.at, a.lastPt.msgs = time.Duration(c.Curve[n-1].Seconds*float64(time.Second)), a.msgCount()
+		a.eval.lastPt.at, a.eval.lastPt.msgs = time.Duration(c.Curve[n-1].Seconds*float64(time.Second)), a.msgCount()
 	}
 	a.phase = training
-	a.trainedBefore = c.Training
-	a.leak.on, a.leak.why = false, "not scored: the run was resumed from a checkpoint"
+	a.recov.trainedBefore = c.Training
+	a.def.leak.on, a.def.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
-	a.resumeOutbox = c.Outbox
-	a.resumeFloor = c.StreamFloor
+	a.recov.resumeOutbox = c.Outbox
+	a.recov.resumeFloor = c.StreamFloor
 	return nil
 }
 
@@ -348,7 +356,7 @@ func ReadDeliveries(ctx context.Context, bus broker.Bus, filters []string, fn fu
 // crash is applied again: nothing is sent, the encoded message is
 // compared with the recorded one.
 func (a *Aggregator) replayPublish(data []byte) {
-	if !bytes.Equal(data, a.replayWant) {
+	if !bytes.Equal(data, a.recov.replayWant) {
 		a.resumed.Mismatched++
 	}
 }
@@ -369,43 +377,24 @@ var errApplied = errors.New("applied before the resume")
 // whose reply the stream lacks (the party would wait for it for ever).
 func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	a.mu.Lock()
-	a.ckNow = false
-	a.snapshot(&a.ck)
+	a.recov.ckNow = false
+	a.snapshot(&a.recov.ck)
 	bus := a.bus
 	a.mu.Unlock()
 	t0 := time.Now()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err := bus.Flush(fctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, broker.ErrConnLost) {
-			// Known already: the aggregator resumes from its last checkpoint.
-			a.cfg.Log.Debug().Err(err).Msg("checkpoint not saved")
-			return
-		}
-		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved: the broker did not confirm the replies it covers (a resume starts from the previous one)")
+	// The stream's message count after the save lies below everything
+	// published from here on (its last sequence is at least the count):
+	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed
+	// count keeps the older, lower one.
+	if !ckpt.Save(ctx, bus, a.cfg.Log, func() error { return a.cfg.OnCheckpoint(&a.recov.ck) }) {
 		return
 	}
-	if err := a.cfg.OnCheckpoint(&a.ck); err != nil {
-		a.cfg.Log.Error().Err(err).Msg("checkpoint not saved")
-		return
-	}
-	// The stream's message count now lies below everything published
-	// from here on (its last sequence is at least the count): the next
-	// checkpoint's floor (Checkpoint.StreamFloor).
-	// The run's own ctx, and briefly: the probe is optional (a failed one
-	// keeps the older, lower count), and a lost connection cancels ctx
-	// at once; waiting it out kept a party from resuming for 5 s after a
-	// broker crash (TestKillAndResume).
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
-	n, err := bus.Count(pctx, schemas.All(a.cfg.Run))
-	cancel()
-	if err == nil {
+	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {
 		a.mu.Lock()
-		a.probe, a.outbox.Floor = n, n
+		a.recov.probe, a.pub.outbox.Floor = n, n
 		a.mu.Unlock()
 	}
-	a.cfg.Log.Debug().Int64("steps", a.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
+	a.cfg.Log.Debug().Int64("steps", a.recov.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
 }
 
 // leave stops round c waiting for the parties that sent nothing for
@@ -432,18 +421,18 @@ func (a *Aggregator) leave(c *round, idle time.Duration) {
 		}
 		c.wait[m], c.without = false, true
 		c.remaining -= left
-		if time.Since(a.lastReq[m]) < max(idle, a.cfg.PartyTimeout) {
+		if time.Since(a.waits.lastReq[m]) < max(idle, a.cfg.PartyTimeout) {
 			// It trains, but does not answer evaluations: scored with its
 			// last outputs, marked stale; later rounds wait for it only
 			// briefly (silentWait).
-			if !a.evalSilent[m] {
+			if !a.eval.silent[m] {
 				a.cfg.Log.Warn().Int("party", m).Str("idle", idle.Round(time.Millisecond).String()).Uint32("round", c.id).
 					Msg("party sends requests but no evaluation outputs: this evaluation uses its last outputs (marked stale in the log, curve.csv and summary.json); later ones wait for it briefly")
 			}
-			a.evalSilent[m] = true
+			a.eval.silent[m] = true
 			continue
 		}
-		a.evalSilent[m] = true
+		a.eval.silent[m] = true
 		a.departed[m] = true
 		why := fmt.Sprintf("no answer to evaluation round %d for %v (--party-timeout)", c.id, idle.Round(time.Second))
 		a.res.Departed[m] = why
@@ -470,11 +459,11 @@ func (a *Aggregator) back(m int) {
 // answer evaluations (messages lost in flight) or have all departed
 // (a.mu held); it tells the parties to save their state.
 func (a *Aggregator) stalled(now time.Time) bool {
-	if a.res.Steps != a.stallSteps || a.stallSince.IsZero() {
-		a.stallSteps, a.stallSince = a.res.Steps, now
+	if a.res.Steps != a.waits.stallSteps || a.waits.stallSince.IsZero() {
+		a.waits.stallSteps, a.waits.stallSince = a.res.Steps, now
 		return false
 	}
-	idle := now.Sub(a.stallSince)
+	idle := now.Sub(a.waits.stallSince)
 	if idle < a.cfg.EvalTimeout {
 		return false
 	}
@@ -503,6 +492,3 @@ func (a *Aggregator) stalled(now time.Time) bool {
 	}
 	return true
 }
-
-// probeWait bounds the stream count taken after a checkpoint.
-const probeWait = 2 * time.Second

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -19,37 +18,7 @@ import (
 // the next requests bit for bit as the original does (head with
 // parameters: its direction generator's state matters too).
 func TestCheckpointResumesBitForBit(t *testing.T) {
-	const n, q = 500, 4
-	labels := make([]int32, n)
-	for i := range labels {
-		labels[i] = int32(i % 2)
-	}
-	a, sa := newTest(t, q, labels, model.NewLogisticBias(q))
-	train(a, make([]float64, n*q))
-	r := rand.New(rand.NewPCG(1, 2))
-	c := schemas.NewCodec()
-	seqs := make([]uint64, q+1)
-	next := func() (int, []byte) {
-		m := 1 + r.IntN(q)
-		seqs[m]++
-		o := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: uint16(m), Seq: seqs[m]},
-			IDs: make([]uint32, 8), C: make([]float64, 8), CHat: make([]float64, 8)}
-		for j := range o.IDs {
-			o.IDs[j] = uint32(r.IntN(n))
-			o.C[j] = r.NormFloat64()
-			o.CHat[j] = o.C[j] + 1e-3*r.NormFloat64()
-		}
-		b, _ := c.Marshal(o)
-		return m, b
-	}
-	ctx := context.Background()
-	deliver := func(a *Aggregator, m int, b []byte) {
-		a.handleOutputs(ctx, &delivery{subject: schemas.Subject("t", schemas.KindOutput, m), data: b})
-	}
-	for range 300 {
-		m, data := next()
-		deliver(a, m, data)
-	}
+	a, sa, next, deliver := ckptRun(t)
 	var buf bytes.Buffer
 	if err := a.Checkpoint().Encode(&buf); err != nil {
 		t.Fatal(err)
@@ -58,22 +27,7 @@ func TestCheckpointResumesBitForBit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, sb := newTest(t, q, labels, model.NewLogisticBias(q))
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	b.resumed = nil // answer as a live run does (the recovery's skip needs Run)
-	for i := range 300 {
-		m, data := next()
-		deliver(a, m, data)
-		deliver(b, m, data)
-		if !bytes.Equal(sa.last, sb.last) {
-			t.Fatalf("request %d after the checkpoint: the replies differ", i)
-		}
-	}
-	if !slicesEqual(a.w0, b.w0) || a.res.Steps != b.res.Steps {
-		t.Fatalf("head %v and %v, steps %d and %d", a.w0, b.w0, a.res.Steps, b.res.Steps)
-	}
+	resumesBitForBit(t, ck, a, sa, next, deliver)
 }
 
 func slicesEqual(x, y []float64) bool {

@@ -245,7 +245,22 @@ type Accounting struct {
 	EpsilonZCDP float64 `json:"epsilon_zcdp"`
 }
 
-// defense is the aggregator's runtime state of its Defense.
+// defense is the aggregator's defense component: the runtime state of its
+// Defense (the noise, each label's privacy accounting, the first-order
+// head step's state) and the leakage scores. The aggregator holds one and
+// calls it at the kernel's seams:
+//
+//   - init, once, gives the labels the head trains on (randomised
+//     response);
+//   - when a request arrives: admit (the batch rules) and boundOutputs;
+//     when evaluation outputs arrive: boundEval;
+//   - while a reply is made: emit per sample, then replied (the reply is
+//     complete: its mean and noise, the visits, the leakage scores);
+//   - the head's own step: Term (a kernel.Tap), endBatch and headNoise for
+//     the zeroth-order step, stepHeadGrad for the first-order one, and
+//     evalHead for the parameters evaluated;
+//   - budgetSpent after each step; report, leakReport, state and restore
+//     for the result and the checkpoints.
 type defense struct {
 	cfg   Defense
 	noise *rand.Rand // ChaCha8 keyed by Key: reproducible by re-execution
@@ -290,6 +305,8 @@ type defense struct {
 	// dead counts the batch-mean replies in a row whose every sample the
 	// budget refused (budgetSpent).
 	dead int
+	// leak scores what each party's view reveals (leakage.go).
+	leak leakage
 }
 
 // deriveKey gives an independent key for purpose p from the secret.
@@ -303,14 +320,26 @@ func deriveKey(k [32]byte, p byte) [32]byte {
 	return out
 }
 
-func (a *Aggregator) initDefense(cfg *Config) error {
-	d := &a.def
+// init sets the defense up for cfg (whose Defense.Reply it may set from
+// ReplyDelta) with q parties and n training samples, and returns the
+// labels the head trains on: cfg.Labels, or a copy passed through
+// randomised response.
+func (d *defense) init(cfg *Config, q, n int) ([]int32, error) {
+	labels, err := d.setup(cfg, q, n)
+	if err != nil {
+		return nil, err
+	}
+	d.leak.init(cfg, q, n, d.cfg.Reply)
+	return labels, nil
+}
+
+func (d *defense) setup(cfg *Config, q, n int) (labels []int32, err error) {
 	if cfg.ReplyDelta && cfg.Defense.Reply == ReplyLosses {
 		cfg.Defense.Reply = ReplyDelta
 	}
 	d.cfg = cfg.Defense
 	if err := d.cfg.check(); err != nil {
-		return err
+		return nil, err
 	}
 	if d.cfg.Delta == 0 {
 		d.cfg.Delta = 1e-5
@@ -320,19 +349,19 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		LabelEpsilon: c.LabelEpsilon, DrawBatches: c.DrawBatches, MaxOutput: c.MaxOutput, MaxPerturb: c.MaxPerturb}
 	d.src = rand.NewChaCha8(deriveKey(c.Key, 1))
 	d.noise = rand.New(d.src)
-	a.labels = cfg.Labels
+	labels = cfg.Labels
 	if c.LabelEpsilon > 0 {
-		a.labels = slices.Clone(cfg.Labels)
+		labels = slices.Clone(cfg.Labels)
 		classes := cfg.Head.Classes()
 		keep := dp.KeepProb(c.LabelEpsilon, classes)
 		rr := rand.New(rand.NewChaCha8(deriveKey(c.Key, 2)))
-		for i, y := range a.labels {
+		for i, y := range labels {
 			if rr.Float64() >= keep {
 				o := int32(rr.IntN(classes - 1))
 				if o >= y {
 					o++
 				}
-				a.labels[i] = o
+				labels[i] = o
 				d.rep.FlippedLabels++
 			}
 		}
@@ -351,16 +380,16 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		}
 	}
 	if c.Noise > 0 {
-		d.n = a.n
-		d.unitAll = make([]float64, a.n)
-		d.unitP = make([]float32, a.q*a.n)
-		d.maxP = make([]float32, a.n)
-		d.unitH = make([]float64, a.n)
-		d.visits = make([]uint32, a.n)
-		d.occ = make([]uint16, a.n)
+		d.n = n
+		d.unitAll = make([]float64, n)
+		d.unitP = make([]float32, q*n)
+		d.maxP = make([]float32, n)
+		d.unitH = make([]float64, n)
+		d.visits = make([]uint32, n)
+		d.occ = make([]uint16, n)
 		sens := c.Sensitivity(IsLogistic(cfg.Head))
 		if math.IsInf(sens, 1) {
-			return fmt.Errorf("%w: noise needs clipping: --clip, or --max-perturb with a logistic head", ErrConfig)
+			return nil, fmt.Errorf("%w: noise needs clipping: --clip, or --max-perturb with a logistic head", ErrConfig)
 		}
 		d.rep.Sensitivity = sens
 		d.unitRho = dp.GaussianRho(sens, c.Noise)
@@ -378,7 +407,7 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 		}
 		if c.HeadClip > 0 {
 			if _, ok := cfg.Head.(*model.Softmax); !ok {
-				return fmt.Errorf("%w: --head-clip (a first-order head step) is for the softmax head", ErrConfig)
+				return nil, fmt.Errorf("%w: --head-clip (a first-order head step) is for the softmax head", ErrConfig)
 			}
 			// A label moves a sample's clipped gradient by sqrt(2)
 			// HeadClip: in units of a reply's sensitivity, at the head's
@@ -395,18 +424,18 @@ func (a *Aggregator) initDefense(cfg *Config) error {
 			if c.HeadRefresh > 0 {
 				// HeadRefresh releases an epoch of one party: n/MinBatch
 				// steps of each of the q parties.
-				steps := float64(a.q) * float64(a.n) / float64(c.MinBatch)
+				steps := float64(q) * float64(n) / float64(c.MinBatch)
 				d.every = max(1, int(math.Round(steps/float64(c.HeadRefresh))))
 				d.rep.HeadRefresh = c.HeadRefresh
 			}
 		}
 	}
-	return nil
+	return labels, nil
 }
 
-// checkRequest enforces the batch rules on a valid request o of party m.
-func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
-	d := &a.def
+// admit enforces the batch rules on a valid request o of party m, its
+// request number version, over n training samples.
+func (d *defense) admit(m int, o *schemas.PartyOutput, version uint32, n int) error {
 	if len(o.IDs) < d.cfg.MinBatch {
 		d.rep.SmallBatches++
 		return fmt.Errorf("%w: batch of %d samples, the aggregator requires at least %d", schemas.ErrShape, len(o.IDs), d.cfg.MinBatch)
@@ -414,10 +443,10 @@ func (a *Aggregator) checkRequest(m int, o *schemas.PartyOutput) error {
 	d.refuse = d.cfg.Reply == ReplyMean && d.maxUnit > 0 && !d.enoughBudget(m, o.IDs)
 	if d.cfg.DrawBatches {
 		want := d.drawn[:len(o.IDs)]
-		schemas.DrawBatch(want, d.batchSeed, m, uint64(a.version[m]), a.n)
+		schemas.DrawBatch(want, d.batchSeed, m, uint64(version), n)
 		if !slices.Equal(want, o.IDs) {
 			d.rep.UndrawnBatches++
-			return fmt.Errorf("%w: request %d of party %d does not hold the batch the aggregator drew", schemas.ErrState, a.version[m], m)
+			return fmt.Errorf("%w: request %d of party %d does not hold the batch the aggregator drew", schemas.ErrState, version, m)
 		}
 	}
 	return nil
@@ -447,8 +476,7 @@ func (d *defense) enoughBudget(m int, ids []uint32) bool {
 }
 
 // boundOutputs clips c and c_hat - c of a request in place.
-func (a *Aggregator) boundOutputs(o *schemas.PartyOutput) {
-	d := &a.def
+func (d *defense) boundOutputs(o *schemas.PartyOutput) {
 	if mo := d.cfg.MaxOutput; mo > 0 {
 		d.rep.ClippedOutputs += clipAll(o.C, mo) + clipAll(o.CHat, mo)
 	}
@@ -463,9 +491,9 @@ func (a *Aggregator) boundOutputs(o *schemas.PartyOutput) {
 }
 
 // boundEval clips evaluation outputs to MaxOutput.
-func (a *Aggregator) boundEval(c []float64) {
-	if mo := a.def.cfg.MaxOutput; mo > 0 {
-		a.def.rep.ClippedOutputs += clipAll(c, mo)
+func (d *defense) boundEval(c []float64) {
+	if mo := d.cfg.MaxOutput; mo > 0 {
+		d.rep.ClippedOutputs += clipAll(c, mo)
 	}
 }
 
@@ -566,8 +594,7 @@ func (d *defense) endBatch(ids []uint32, visit bool) {
 
 // emit adds sample i's part of the reply r to party m (its losses h and
 // hb) in a batch of b.
-func (a *Aggregator) emit(r *schemas.Reply, m, i, b int, h, hb float64) {
-	d := &a.def
+func (d *defense) emit(r *schemas.Reply, m, i, b int, h, hb float64) {
 	switch d.cfg.Reply {
 	case ReplyLosses:
 		r.H = append(r.H, h)
@@ -585,9 +612,17 @@ func (a *Aggregator) emit(r *schemas.Reply, m, i, b int, h, hb float64) {
 	}
 }
 
+// replied completes the reply r to party m's request o (emit made its
+// samples' part): the batch mean and its noise, the visits accounted, the
+// leakage scored.
+func (d *defense) replied(m int, o *schemas.PartyOutput, r *schemas.Reply) {
+	d.finishReply(r, len(o.IDs))
+	d.endBatch(o.IDs, true)
+	d.leak.observe(m, o, r)
+}
+
 // finishReply completes the reply r to a batch of b samples.
-func (a *Aggregator) finishReply(r *schemas.Reply, b int) {
-	d := &a.def
+func (d *defense) finishReply(r *schemas.Reply, b int) {
 	r.Mean = d.cfg.Reply == ReplyMean
 	if r.Mean {
 		v := d.sum / float64(b)
@@ -630,26 +665,38 @@ func (d *defense) budgetSpent(q int) bool {
 	return d.maxUnit > 0 && d.cfg.Reply == ReplyMean && d.dead >= spentRequests*q && (d.lab == nil || d.spent)
 }
 
-// headTerm is sample i's term of the head's own step (h_hat - h): clipped,
-// filtered and accounted like a mean reply when the head is noised.
-func (a *Aggregator) headTerm(i, b int, v float64) float64 {
-	if !a.def.head {
+// Term is sample i's term of the head's own step (h_hat - h): clipped,
+// filtered and accounted like a mean reply when the head is noised. It
+// makes the defense the kernel's Tap (kernel.HeadDiff).
+func (d *defense) Term(i, b int, v float64) float64 {
+	if !d.head {
 		return v
 	}
-	return a.def.sampleTerm(0, i, b, v, termHead)
+	return d.sampleTerm(0, i, b, v, termHead)
+}
+
+// headIn is what the head's first-order step reads of the aggregator's
+// state: the head, its parameters (stepped in place), the outputs table
+// (n rows of width), the labels the head trains on and the step size.
+type headIn struct {
+	head     *model.Softmax
+	w0       []float64
+	table    []float64
+	width, n int
+	labels   []int32
+	lr       float64
 }
 
 // stepHeadGrad is the head's first-order step under HeadClip: the batch
 // mean of the samples' gradients, each with its input scaled to norm at
 // most HeadClip, filtered and accounted by the budget, plus Gaussian
 // noise HeadNoise on every parameter. It does not allocate.
-func (a *Aggregator) stepHeadGrad(ids []uint32) {
-	d := &a.def
+func (d *defense) stepHeadGrad(a *headIn, ids []uint32) {
 	if d.cfg.HeadRefresh > 0 {
-		a.stepHeadRefreshed(ids)
+		d.stepHeadRefreshed(a, ids)
 		return
 	}
-	head := a.cfg.Head.(*model.Softmax)
+	head := a.head
 	g, gi := d.grad, d.gradI
 	clear(g)
 	b := len(ids)
@@ -677,7 +724,7 @@ func (a *Aggregator) stepHeadGrad(ids []uint32) {
 	if !live {
 		return // every sample refused: no step (and no noise)
 	}
-	lr := a.cfg.LR.At(int(a.res.Steps))
+	lr := a.lr
 	inv := 1 / float64(b)
 	if d.cfg.HeadEMA > 0 && d.ema == nil {
 		d.ema = slices.Clone(a.w0) // the average starts at the initial head
@@ -693,25 +740,24 @@ func (a *Aggregator) stepHeadGrad(ids []uint32) {
 			a.w0[k] -= lr * d.mom[k]
 		}
 	}
-	a.updateEMA()
+	d.updateEMA(a.w0)
 }
 
 // stepHeadRefreshed is the head's step under HeadRefresh: the label-free
 // part of the clipped gradient over the batch, exact, minus the label
 // part released at the last refresh (one now if due). It does not
 // allocate.
-func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
-	d := &a.def
+func (d *defense) stepHeadRefreshed(a *headIn, ids []uint32) {
 	if d.spent {
 		return
 	}
 	if d.lab == nil || d.since >= d.every {
-		if a.refreshLabelTerm(); d.spent {
+		if d.refreshLabelTerm(a); d.spent {
 			return
 		}
 	}
 	d.since++
-	head := a.cfg.Head.(*model.Softmax)
+	head := a.head
 	g, gi := d.grad, d.gradI
 	clear(g)
 	p := a.width
@@ -719,7 +765,7 @@ func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
 	for _, id := range ids {
 		i := int(id)
 		x := a.table[i*p : (i+1)*p]
-		s := a.headScale(x)
+		s := d.headScale(x)
 		clear(gi)
 		// (p - e_0) [x; 1] plus e_0 [x; 1]: p [x; 1], whatever the label.
 		head.Grad(a.w0, x, 0, gi, nil)
@@ -731,7 +777,7 @@ func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
 			g[k] += s * v
 		}
 	}
-	lr := a.cfg.LR.At(int(a.res.Steps))
+	lr := a.lr
 	inv := 1 / float64(len(ids))
 	if d.cfg.HeadEMA > 0 && d.ema == nil {
 		d.ema = slices.Clone(a.w0)
@@ -747,7 +793,7 @@ func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
 			a.w0[k] -= lr * d.mom[k]
 		}
 	}
-	a.updateEMA()
+	d.updateEMA(a.w0)
 }
 
 // refreshLabelTerm releases the label part of the head's gradient: the
@@ -762,9 +808,8 @@ func (a *Aggregator) stepHeadRefreshed(ids []uint32) {
 // would otherwise go on alone and drive every class's probability down
 // to the uniform (a 20 s MNIST run past its 8 epochs' budget ended at
 // 6.26%, loss ln 10). Whether it stops depends on the visits only.
-func (a *Aggregator) refreshLabelTerm() {
-	d := &a.def
-	head := a.cfg.Head.(*model.Softmax)
+func (d *defense) refreshLabelTerm(a *headIn) {
+	head := a.head
 	if d.lab == nil {
 		d.lab = make([]float64, len(a.w0))
 	}
@@ -780,7 +825,7 @@ func (a *Aggregator) refreshLabelTerm() {
 		}
 		live++
 		x := a.table[i*p : (i+1)*p]
-		s := a.headScale(x)
+		s := d.headScale(x)
 		y := int(a.labels[i])
 		row := d.lab[y*p : (y+1)*p]
 		for j, v := range x {
@@ -807,45 +852,44 @@ func (a *Aggregator) refreshLabelTerm() {
 }
 
 // headScale is the factor that clips a head input [x; 1] to HeadClip.
-func (a *Aggregator) headScale(x []float64) float64 {
+func (d *defense) headScale(x []float64) float64 {
 	n2 := 1.0 // the bias's input
 	for _, v := range x {
 		n2 += v * v
 	}
-	return min(1, a.def.cfg.HeadClip/math.Sqrt(n2))
+	return min(1, d.cfg.HeadClip/math.Sqrt(n2))
 }
 
-// updateEMA folds the head's new iterate into its moving average
+// updateEMA folds the head's new iterate w0 into its moving average
 // (HeadEMA), warmed up over the first steps.
-func (a *Aggregator) updateEMA() {
-	d := &a.def
+func (d *defense) updateEMA(w0 []float64) {
 	if d.cfg.HeadEMA == 0 {
 		return
 	}
 	d.emaN++
 	b := min(d.cfg.HeadEMA, float64(1+d.emaN)/float64(10+d.emaN))
-	for k, v := range a.w0 {
+	for k, v := range w0 {
 		d.ema[k] = b*d.ema[k] + (1-b)*v
 	}
 }
 
 // evalHead is the head's parameters used to evaluate and returned: the
-// moving average under HeadEMA, else the iterate.
-func (a *Aggregator) evalHead() []float64 {
-	if a.def.ema != nil {
-		return a.def.ema
+// moving average under HeadEMA, else the iterate w0.
+func (d *defense) evalHead(w0 []float64) []float64 {
+	if d.ema != nil {
+		return d.ema
 	}
-	return a.w0
+	return w0
 }
 
 // headNoise is the noise of the head's step (0 unless noised).
-func (a *Aggregator) headNoise() float64 {
-	if !a.def.head || !a.def.live {
-		a.def.live = false
+func (d *defense) headNoise() float64 {
+	if !d.head || !d.live {
+		d.live = false
 		return 0
 	}
-	a.def.live = false
-	return a.def.cfg.HeadNoise * a.def.noise.NormFloat64()
+	d.live = false
+	return d.cfg.HeadNoise * d.noise.NormFloat64()
 }
 
 // report is the defense's report with the accounting so far, for n labels.

@@ -288,7 +288,7 @@ func TestLeakageOnline(t *testing.T) {
 				a.answer(1, request(1, seq, ids, 0.1, chat))
 			}
 		}
-		l := a.leak.report(labels, a.def.cfg.Reply)
+		l := a.def.leak.report(labels, a.def.cfg.Reply)
 		p := l.Parties[0]
 		if p.Covered != n || p.SignAUC < tc.min || p.SignAUC > tc.max {
 			t.Errorf("%s: covered %d, sign AUC %g, want in [%g, %g]", tc.d.Reply, p.Covered, p.SignAUC, tc.min, tc.max)

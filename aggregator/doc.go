@@ -10,6 +10,14 @@
 // from the older stored output adds a term that does not shrink with mu and
 // makes the estimate diverge.
 //
+// The defense (Config.Defense, defense.go, leakage.go) is a component the
+// aggregator holds: it owns the noise, each label's privacy accounting and
+// the leakage scores, and the aggregator calls it at the kernel's seams
+// (a request admitted, a reply made, the head's step, a checkpoint). The
+// rest of the aggregator's state is grouped by the part of the code that
+// keeps it (state.go). Checkpoint files share their envelope and save
+// protocol with the parties' (internal/ckpt).
+//
 // Every reply carries its staleness: the largest number of updates another
 // party has made since the slot used for it was written. Every message is
 // validated before it touches state (schema version, party id against the

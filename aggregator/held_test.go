@@ -31,7 +31,7 @@ func TestResendHoldsReplyUntilItsRequest(t *testing.T) {
 		}
 		return Sent{Seq: seq, Subject: schemas.Subject(a.cfg.Run, schemas.KindReply, party), Data: slices.Clone(data)}
 	}
-	a.resumeOutbox = []Sent{reply(1, 5, 7), reply(2, 3, 4), reply(1, 6, 8)}
+	a.recov.resumeOutbox = []Sent{reply(1, 5, 7), reply(2, 3, 4), reply(1, 6, 8)}
 	r := &recovery{a: a, ctx: context.Background(), bus: s, run: a.cfg.Run,
 		ckSeq: []uint64{0, 6, 3}, streamSeq: []uint64{0, 4, 2}, minKept: []uint64{1, 5, 3},
 		have: map[[2]uint64]bool{}, inStream: map[[2]uint64]bool{{2, 4}: true}, dec: schemas.NewCodec()}
@@ -47,11 +47,11 @@ func TestResendHoldsReplyUntilItsRequest(t *testing.T) {
 		t.Fatalf("a reply went out for a request that did not come: %v", sent)
 	}
 	a.releaseHeld(1, 7)
-	if len(sent) != 2 || len(a.held) != 1 {
-		t.Fatalf("after party 1's request 7 came again: sent %v, held %d", sent, len(a.held))
+	if len(sent) != 2 || len(a.recov.held) != 1 {
+		t.Fatalf("after party 1's request 7 came again: sent %v, held %d", sent, len(a.recov.held))
 	}
 	a.releaseAllHeld()
-	if len(sent) != 3 || len(a.held) != 0 || a.resumed.Resent != 3 {
-		t.Fatalf("after the wait: sent %v, held %d, resent %d", sent, len(a.held), a.resumed.Resent)
+	if len(sent) != 3 || len(a.recov.held) != 0 || a.resumed.Resent != 3 {
+		t.Fatalf("after the wait: sent %v, held %d, resent %d", sent, len(a.recov.held), a.resumed.Resent)
 	}
 }

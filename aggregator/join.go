@@ -40,9 +40,9 @@ func newCallNonce() string {
 // call answers party m's hello seq with the aggregator's call (a.mu
 // held).
 func (a *Aggregator) call(m int, seq uint64) {
-	a.called[m] = seq
+	a.join.called[m] = seq
 	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version, Party: uint16(m)}, Op: schemas.CtlCall,
-		Round: uint32(seq), Reason: a.nonce}
+		Round: uint32(seq), Reason: a.join.nonce}
 	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
 }
 
@@ -62,10 +62,10 @@ func (a *Aggregator) answersCall(m int, h *schemas.Hello) (admit bool, err error
 			a.call(m, h.Seq)
 		}
 		return false, nil
-	case a.adoptCall && a.nonce == "":
-		a.nonce = h.Call
+	case a.join.adoptCall && a.join.nonce == "":
+		a.join.nonce = h.Call
 	}
-	if h.Call != a.nonce {
+	if h.Call != a.join.nonce {
 		a.cfg.Log.Info().Int("party", m).Uint64("hello", h.Seq).Msg("a hello answering another aggregator's call (an earlier attempt's): not a join")
 		return false, errStaleJoin
 	}

@@ -68,8 +68,8 @@ func TestHelloRefusals(t *testing.T) {
 			h.Seq = 9
 			b, _ = c.Marshal(h)
 			a.handle(context.Background(), &delivery{schemas.Subject("t", schemas.KindHello, 2), append([]byte(nil), b...)})
-			if !a.hello[2] || a.refused[2] != "" {
-				t.Fatalf("the party could not join again: %v", a.refused[2])
+			if !a.hello[2] || a.join.refused[2] != "" {
+				t.Fatalf("the party could not join again: %v", a.join.refused[2])
 			}
 			if a.res.Refused[2] == "" {
 				t.Error("the refusal is not in the result")

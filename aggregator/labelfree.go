@@ -163,7 +163,7 @@ func (a *Aggregator) scoreLabelFree(r *round) bool {
 	train := slices.Clone(a.table)
 	var test []float64
 	if r.splits&schemas.EvalTest != 0 {
-		test = slices.Clone(a.evalC[1])
+		test = slices.Clone(a.eval.tables[1])
 	}
 	a.lf.flushed = make(chan struct{})
 	go func() {
@@ -287,7 +287,7 @@ func (a *Aggregator) fitHead(train, test []float64) {
 			continue
 		}
 		p := make([]float64, c.NumParams())
-		c.Init(p, a.rng)
+		c.Init(p, a.step.rng)
 		cands = append(cands, newCandidate(c, p))
 	}
 	mean := func(h coder, params []float64, rows []int, t []float64, labels []int32) (loss, acc float64) {
@@ -365,7 +365,7 @@ func (a *Aggregator) fitHead(train, test []float64) {
 			reason = ReasonConverged
 		}
 		a.mu.Lock()
-		if a.phase == done || a.closed {
+		if a.phase == done || a.stop.closed {
 			a.mu.Unlock()
 			return // the run ended meanwhile (interrupted, failed)
 		}
@@ -400,7 +400,7 @@ func (a *Aggregator) fitStop() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
-	case a.phase == done || a.closed:
+	case a.phase == done || a.stop.closed:
 		return "stopped"
 	case a.cfg.Duration > 0 && time.Since(a.start) >= a.cfg.Duration:
 		return "duration reached"
@@ -419,19 +419,19 @@ func (a *Aggregator) endLabelFree(best Point, reason string) {
 	if a.cfg.OnPoint != nil {
 		a.cfg.OnPoint(best)
 	}
-	a.stopReason = reason
+	a.stop.reason = reason
 	a.cfg.Log.Info().Str("reason", reason).Int("best_epoch", best.Epoch).Int("hidden", a.res.Fit.Hidden).Float64("held_out_loss", best.HeldOutLoss).Msg("the head's fit ends; the best head on the held-out rows is kept")
 	a.end()
 }
 
 // addPoint records an evaluation point (a.mu held).
 func (a *Aggregator) addPoint(pt Point) {
-	if dt := pt.Seconds - a.lastPt.at.Seconds(); dt > 0 {
+	if dt := pt.Seconds - a.eval.lastPt.at.Seconds(); dt > 0 {
 		msgs := a.msgCount()
-		pt.MsgsPerSec = float64(msgs-a.lastPt.msgs) / dt
-		a.lastPt.msgs = msgs
+		pt.MsgsPerSec = float64(msgs-a.eval.lastPt.msgs) / dt
+		a.eval.lastPt.msgs = msgs
 	}
-	a.lastPt.at = time.Duration(pt.Seconds * float64(time.Second))
+	a.eval.lastPt.at = time.Duration(pt.Seconds * float64(time.Second))
 	a.res.Curve = append(a.res.Curve, pt)
 	if a.cfg.TargetAcc > 0 && a.res.TimeToTarget < 0 && pt.TestAccuracy >= a.cfg.TargetAcc {
 		a.res.TimeToTarget = pt.Seconds

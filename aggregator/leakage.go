@@ -159,3 +159,8 @@ func nanToNeg(v float64) float64 {
 	}
 	return v
 }
+
+// leakReport is the leakage scores against the true labels.
+func (d *defense) leakReport(labels []int32) *Leakage {
+	return d.leak.report(labels, d.cfg.Reply)
+}

@@ -138,8 +138,8 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 		reqs: map[[2]uint64][]byte{}, inStream: map[[2]uint64]bool{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
 	a.mu.Lock()
 	r.last = slices.Clone(a.lastSeq[seqRequests])
-	r.ckSeq = slices.Clone(a.replySeq) // by subject index
-	r.ckSeq[0] = a.ctlSeq
+	r.ckSeq = slices.Clone(a.pub.replySeq) // by subject index
+	r.ckSeq[0] = a.pub.ctlSeq
 	a.mu.Unlock()
 	if t := r.t; t != nil {
 		for i := range r.ckSeq {
@@ -164,8 +164,8 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 	if n, err := bus.Count(ctx, schemas.All(a.cfg.Run)); err == nil {
 		r.count0 = n
 	}
-	if a.resumeFloor > 1 {
-		r.floor = a.resumeFloor
+	if a.recov.resumeFloor > 1 {
+		r.floor = a.recov.resumeFloor
 	} else {
 		a.resumed.FromStart = "the checkpoint holds no stream position (its first minutes, or an older build)"
 	}
@@ -174,7 +174,7 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 	for i := range r.minKept {
 		r.minKept[i] = r.ckSeq[i] + 1
 	}
-	for _, s := range a.resumeOutbox {
+	for _, s := range a.recov.resumeOutbox {
 		if i, ok := a.subjectIndex(s.Subject); ok {
 			r.minKept[i] = min(r.minKept[i], s.Seq)
 		}
@@ -187,7 +187,7 @@ func (r *recovery) subject(i int) string {
 	if i == 0 {
 		return schemas.Subject(r.run, schemas.KindControl, 0)
 	}
-	return r.a.subjReply[i]
+	return r.a.wire.subjReply[i]
 }
 
 // seen notes the aggregator's message seq on subject i and reports
@@ -478,10 +478,10 @@ func (r *recovery) readControls() error {
 func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
-	a.probe, a.outbox.Floor = r.count0, r.count0
+	a.recov.probe, a.pub.outbox.Floor = r.count0, r.count0
 	// Every hello and evaluation stored when recovery read them was read
 	// (none at all: from the start).
-	a.restFrom = max(r.othersTop+1, r.othersFrom)
+	a.recov.restFrom = max(r.othersTop+1, r.othersFrom)
 	rec.Read = r.read
 	rec.ReadFrom = max(r.floor, 1)
 	rec.OthersFrom = max(r.othersFrom, 1)
@@ -500,7 +500,7 @@ func (r *recovery) apply() error {
 	r.goOn()
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).
-	a.cur = nil
+	a.eval.cur = nil
 	if a.phase == stopping {
 		a.requestEval(true)
 	}
@@ -520,7 +520,7 @@ func (r *recovery) apply() error {
 // neither holds (a.mu held).
 func (r *recovery) resend() error {
 	a, rec := r.a, r.a.resumed
-	for _, s := range a.resumeOutbox {
+	for _, s := range a.recov.resumeOutbox {
 		i, ok := a.subjectIndex(s.Subject)
 		if !ok || s.Seq > r.ckSeq[i] || r.have[[2]uint64{uint64(i), s.Seq}] {
 			continue
@@ -530,11 +530,11 @@ func (r *recovery) resend() error {
 			// sends that again when it resumes, and the reply follows it
 			// then (releaseHeld), so that the log never holds an answer
 			// before its question.
-			if a.held == nil {
-				a.held = map[[2]uint64]Sent{}
+			if a.recov.held == nil {
+				a.recov.held = map[[2]uint64]Sent{}
 			}
-			a.held[[2]uint64{uint64(i), r.r.ReqSeq}] = s
-			a.heldSince = time.Now()
+			a.recov.held[[2]uint64{uint64(i), r.r.ReqSeq}] = s
+			a.recov.heldSince = time.Now()
 			continue
 		}
 		if err := r.bus.Publish(r.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
@@ -547,8 +547,8 @@ func (r *recovery) resend() error {
 			rec.Unrecovered++
 		}
 	}
-	if len(a.held) > 0 {
-		a.cfg.Log.Warn().Int("replies", len(a.held)).Msg("the stream lacked replies and the requests they answer (a broker crash, or a full stream?): each reply is sent again after its request")
+	if len(a.recov.held) > 0 {
+		a.cfg.Log.Warn().Int("replies", len(a.recov.held)).Msg("the stream lacked replies and the requests they answer (a broker crash, or a full stream?): each reply is sent again after its request")
 	}
 	if rec.Resent+rec.Unrecovered > 0 {
 		a.cfg.Log.Warn().Int64("resent", rec.Resent).Int64("unrecovered", rec.Unrecovered).
@@ -582,7 +582,7 @@ func (r *recovery) control(m *recorded) error {
 	a := r.a
 	switch m.ctl.Op {
 	case schemas.CtlEval:
-		a.rounds = max(a.rounds, m.ctl.Round)
+		a.eval.rounds = max(a.eval.rounds, m.ctl.Round)
 		a.keep.recorded(m.ctl.Keep)
 	case schemas.CtlSeal:
 		if r.t != nil {
@@ -596,7 +596,7 @@ func (r *recovery) control(m *recorded) error {
 			return fmt.Errorf("%w: run %s was aborted (%s)", ErrResume, r.run, m.ctl.Reason)
 		}
 	}
-	a.ctlSeq = max(a.ctlSeq, m.seq)
+	a.pub.ctlSeq = max(a.pub.ctlSeq, m.seq)
 	return nil
 }
 
@@ -607,7 +607,7 @@ func (r *recovery) reply(m *recorded) error {
 	p := m.party
 	if m.req <= a.lastSeq[seqRequests][p] {
 		rec.Duplicated++
-		a.replySeq[p] = max(a.replySeq[p], m.seq)
+		a.pub.replySeq[p] = max(a.pub.replySeq[p], m.seq)
 		return nil
 	}
 	key := [2]uint64{uint64(p), m.req}
@@ -615,23 +615,23 @@ func (r *recovery) reply(m *recorded) error {
 	if !ok {
 		rec.Missing++
 		a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
-		a.replySeq[p] = max(a.replySeq[p], m.seq)
+		a.pub.replySeq[p] = max(a.pub.replySeq[p], m.seq)
 		return nil
 	}
 	delete(r.reqs, key)
 	// The reply computed again takes the recorded one's number; the
 	// controls it would publish are not sent (the recorded ones, in
 	// the stream, number the controls).
-	a.replySeq[p] = m.seq - 1
+	a.pub.replySeq[p] = m.seq - 1
 	if t != nil {
 		t.reply[p].Resume(m.seq-1, m.prev)
 	}
-	ctl := a.ctlSeq
+	ctl := a.pub.ctlSeq
 	mismatched := rec.Mismatched
-	a.replaying, a.replayWant = true, m.data
+	a.recov.replaying, a.recov.replayWant = true, m.data
 	err := a.onOutput(p, data)
-	a.replaying, a.replayWant = false, nil
-	a.ctlSeq = ctl
+	a.recov.replaying, a.recov.replayWant = false, nil
+	a.pub.ctlSeq = ctl
 	if err != nil {
 		return fmt.Errorf("%w: applying party %d's request %d again: %w", ErrResume, p, m.req, err)
 	}
@@ -651,9 +651,9 @@ func (r *recovery) reply(m *recorded) error {
 func (r *recovery) goOn() {
 	a, t := r.a, r.t
 	// Each subject goes on after the highest number it holds.
-	a.ctlSeq = max(a.ctlSeq, r.streamSeq[0])
+	a.pub.ctlSeq = max(a.pub.ctlSeq, r.streamSeq[0])
 	for m := 1; m <= a.q; m++ {
-		a.replySeq[m] = max(a.replySeq[m], r.streamSeq[m])
+		a.pub.replySeq[m] = max(a.pub.replySeq[m], r.streamSeq[m])
 	}
 	if t == nil {
 		return
@@ -678,7 +678,7 @@ func (r *recovery) goOn() {
 			pub.Resume(seq, head)
 		}
 	}
-	a.recovered = &recovered{upTo: r.upTo, pending: r.reqs}
+	a.recov.recovered = &recovered{upTo: r.upTo, pending: r.reqs}
 }
 
 // heldWait bounds how long a reply held for its request (recovery's
@@ -690,7 +690,7 @@ const heldWait = 10 * time.Second
 // just arrived again (a.mu held).
 func (a *Aggregator) releaseHeld(m int, seq uint64) {
 	k := [2]uint64{uint64(m), seq}
-	if s, ok := a.held[k]; ok {
+	if s, ok := a.recov.held[k]; ok {
 		a.sendHeld(k, s)
 	}
 }
@@ -698,20 +698,20 @@ func (a *Aggregator) releaseHeld(m int, seq uint64) {
 // releaseAllHeld sends every reply still held (a.mu held): after
 // heldWait, and before a seal that counts them as sent.
 func (a *Aggregator) releaseAllHeld() {
-	if len(a.held) == 0 {
+	if len(a.recov.held) == 0 {
 		return
 	}
-	keys := slices.Collect(maps.Keys(a.held))
+	keys := slices.Collect(maps.Keys(a.recov.held))
 	slices.SortFunc(keys, func(x, y [2]uint64) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
 	a.cfg.Log.Warn().Int("replies", len(keys)).Msg("replies held for requests that did not come again: sent")
 	for _, k := range keys {
-		a.sendHeld(k, a.held[k])
+		a.sendHeld(k, a.recov.held[k])
 	}
 }
 
 // sendHeld publishes held reply s (key k) as first sent (a.mu held).
 func (a *Aggregator) sendHeld(k [2]uint64, s Sent) {
-	delete(a.held, k)
+	delete(a.recov.held, k)
 	if err := a.bus.Publish(a.ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
 		a.fail(fmt.Errorf("sending again a reply the stream lost: %w", err))
 		return
@@ -726,9 +726,9 @@ func (a *Aggregator) sendHeld(k [2]uint64, s Sent) {
 // It is when a recovery ends for whoever waits on the run (the
 // experiment faults times recoveries by this line).
 func (a *Aggregator) wentOn() {
-	if a.resumed == nil || a.goneOn || a.replaying {
+	if a.resumed == nil || a.recov.goneOn || a.recov.replaying {
 		return
 	}
-	a.goneOn = true
+	a.recov.goneOn = true
 	a.cfg.Log.Info().Int64("steps", a.res.Steps).Msg("training goes on after the resume")
 }

@@ -34,7 +34,7 @@ func NewReplayer(cfg Config) (*Replayer, error) {
 	c := &capture{}
 	a.bus, a.ctx = c, context.Background()
 	// The calls the parties answered were the recorded aggregator's.
-	a.nonce, a.adoptCall = "", true
+	a.join.nonce, a.join.adoptCall = "", true
 	return &Replayer{a: a, cap: c}, nil
 }
 

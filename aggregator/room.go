@@ -119,7 +119,7 @@ func (a *Aggregator) watchRoom(ctx context.Context, r roomer, full chan<- error)
 		case <-tick.C:
 		}
 		a.mu.Lock()
-		training, evalRound, through := a.phase == training && !a.pausing, a.evalRound(), a.through
+		training, evalRound, through := a.phase == training && !a.stop.pausing, a.evalRound(), a.stats.through
 		a.mu.Unlock()
 		now := time.Now()
 		local := w.through.add(now, through)
@@ -158,8 +158,8 @@ func mib(b int64) string {
 // evalRound is the mean size of the evaluation rounds this process
 // began (a.mu held).
 func (a *Aggregator) evalRound() int64 {
-	if a.roundsHere == 0 {
+	if a.eval.here == 0 {
 		return 0
 	}
-	return a.evalBytes / a.roundsHere
+	return a.eval.bytes / a.eval.here
 }

@@ -115,11 +115,11 @@ func (d *defense) accounts() *defense {
 // monitorSnapshot is Snapshot's counters (a.mu held).
 func (a *Aggregator) monitorSnapshot() Snapshot {
 	s := Snapshot{
-		Phase: phaseNames[a.phase], Steps: a.res.Steps, Elapsed: a.trainedBefore,
-		MaxStaleness: a.res.MaxStaleness, Replies: a.stN,
-		Evaluations: a.evalDone, EvalSeconds: a.evalSum.Seconds(), LastEval: a.evalCost,
+		Phase: phaseNames[a.phase], Steps: a.res.Steps, Elapsed: a.recov.trainedBefore,
+		MaxStaleness: a.res.MaxStaleness, Replies: a.stats.staleN,
+		Evaluations: a.eval.done, EvalSeconds: a.eval.sum.Seconds(), LastEval: a.eval.cost,
 		Rejected: maps.Clone(a.res.Rejected), Timeouts: a.res.Timeouts, Returned: a.res.Returned,
-		Resumed: a.resumed != nil, Trust: a.tr != nil, Seals: a.res.Checkpoints, StopReason: a.stopReason,
+		Resumed: a.resumed != nil, Trust: a.tr != nil, Seals: a.res.Checkpoints, StopReason: a.stop.reason,
 		Parties: make([]PartySnapshot, a.q),
 	}
 	switch {
@@ -128,8 +128,8 @@ func (a *Aggregator) monitorSnapshot() Snapshot {
 	case a.phase != joining:
 		s.Elapsed = a.res.Training
 	}
-	if a.stN > 0 {
-		s.MeanStaleness = a.stSum / float64(a.stN)
+	if a.stats.staleN > 0 {
+		s.MeanStaleness = a.stats.staleSum / float64(a.stats.staleN)
 	}
 	if a.resumed != nil {
 		r := *a.resumed
@@ -145,13 +145,13 @@ func (a *Aggregator) monitorSnapshot() Snapshot {
 	}
 	for m := 1; m <= a.q; m++ {
 		p := &s.Parties[m-1]
-		p.Joined, p.Refused, p.Departed = a.hello[m], a.refused[m], a.departed[m]
+		p.Joined, p.Refused, p.Departed = a.hello[m], a.join.refused[m], a.departed[m]
 		if p.Departed {
 			p.Why = a.res.Departed[m]
 		}
-		p.Answered, p.LastRequest = int64(a.version[m]), a.lastReq[m]
+		p.Answered, p.LastRequest = int64(a.version[m]), a.waits.lastReq[m]
 		p.StaleEvals = a.res.StaleEvals[m]
-		if st := a.stalePer; len(st) > m {
+		if st := a.stats.stalePer; len(st) > m {
 			p.LastStale, p.MaxStale = st[m].last, st[m].max
 			if st[m].n > 0 {
 				p.MeanStale = st[m].sum / float64(st[m].n)

@@ -36,7 +36,7 @@ func (a *Aggregator) collect(m int, o *schemas.PartyOutput, size int) error {
 	s.c[m] = append(s.c[m][:0], o.C...)
 	s.chat[m] = append(s.chat[m][:0], o.CHat...)
 	s.seq[m] = o.Seq
-	s.cause[m] = append(s.cause[m][:0], a.cause...)
+	s.cause[m] = append(s.cause[m][:0], a.wire.cause...)
 	s.got[m] = true
 	s.n++
 	s.size += int64(size)
@@ -60,7 +60,7 @@ func (a *Aggregator) answerRound() {
 			a.ver[int(id)*q+m-1] = a.version[m]
 		}
 	}
-	kernel.Losses(head, a.w0, a.table, w, s.ids, y, a.hh[:len(s.ids)])
+	kernel.Losses(head, a.w0, a.table, w, s.ids, y, a.step.hh[:len(s.ids)])
 	bytes := s.size
 	r := &a.rep
 	for m := 1; m <= q; m++ {
@@ -72,13 +72,13 @@ func (a *Aggregator) answerRound() {
 			i := int(id)
 			hb := kernel.Bar(head, a.w0, a.table[i*w:(i+1)*w], slot, s.c[m][j*k:(j+1)*k], s.chat[m][j*k:(j+1)*k], y[i])
 			if a.cfg.ReplyDelta {
-				r.Delta = append(r.Delta, hb-a.hh[j])
+				r.Delta = append(r.Delta, hb-a.step.hh[j])
 			} else {
-				r.H = append(r.H, a.hh[j])
+				r.H = append(r.H, a.step.hh[j])
 				r.HBar = append(r.HBar, hb)
 			}
 		}
-		bytes += int64(a.publish(a.subjReply[m], schemas.KindReply, r))
+		bytes += int64(a.publish(a.wire.subjReply[m], schemas.KindReply, r))
 		a.recordStaleness(m, 0)
 	}
 	for m := 1; m <= q; m++ {

@@ -23,7 +23,7 @@ func (a *Aggregator) answerGrad(m int, o *schemas.PartyOutput) {
 	slot := (m - 1) * k
 	r := &a.rep
 	r.Party, r.ReqSeq = uint16(m), o.Seq
-	r.Cause = append(r.Cause[:0], a.cause...)
+	r.Cause = append(r.Cause[:0], a.wire.cause...)
 	r.H, r.HBar, r.Delta, r.Grad = r.H[:0], r.HBar[:0], r.Delta[:0], r.Grad[:0]
 	clear(s.g0)
 	var stale uint32

@@ -58,7 +58,7 @@ func (a *Aggregator) initTrust() error {
 	t := &aggTrust{out: out, ver: ver, reply: make([]*trust.Publisher, a.q+1), hdr: make(map[string]string, 2),
 		sig: make([]byte, 0, 160), prev: make([]byte, 0, 48)}
 	for m := 1; m <= a.q; m++ {
-		if t.reply[m], err = out.Publisher(a.subjReply[m]); err != nil {
+		if t.reply[m], err = out.Publisher(a.wire.subjReply[m]); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
@@ -79,19 +79,19 @@ func (a *Aggregator) nextSeq(k schemas.Kind, m int) uint64 {
 		return t.reply[m].Next()
 	}
 	if k == schemas.KindControl {
-		a.ctlSeq++
-		return a.ctlSeq
+		a.pub.ctlSeq++
+		return a.pub.ctlSeq
 	}
-	a.replySeq[m]++
-	return a.replySeq[m]
+	a.pub.replySeq[m]++
+	return a.pub.replySeq[m]
 }
 
 // stamp chains the encoded message data of kind k (to party m) and sets
-// a.msg's headers: a signature and the head before it when this message
+// a.wire.msg's headers: a signature and the head before it when this message
 // carries one, none otherwise. It allocates only for a signature.
 func (a *Aggregator) stamp(k schemas.Kind, m int, data []byte) {
 	t := a.tr
-	a.msg.Header = nil
+	a.wire.msg.Header = nil
 	if t == nil {
 		return
 	}
@@ -111,7 +111,7 @@ func (a *Aggregator) stamp(k schemas.Kind, m int, data []byte) {
 		} else {
 			delete(t.hdr, trust.CheckpointHeader)
 		}
-		a.msg.Header = t.hdr
+		a.wire.msg.Header = t.hdr
 	}
 	t.cpHeader = ""
 }
@@ -170,10 +170,10 @@ func (a *Aggregator) sealDue() bool {
 // message the recovery verified and has not applied yet; anything else
 // there is skipped (errApplied), never applied.
 func (a *Aggregator) verifyOutput(m int, data []byte) error {
-	if a.replaying {
+	if a.recov.replaying {
 		return nil // verified while the recovery read the stream
 	}
-	if r := a.recovered; r != nil && a.dlv != nil && a.dlv.Seq() != 0 && a.dlv.Seq() <= r.upTo {
+	if r := a.recov.recovered; r != nil && a.wire.dlv != nil && a.wire.dlv.Seq() != 0 && a.wire.dlv.Seq() <= r.upTo {
 		k := [2]uint64{uint64(m), a.out.Seq}
 		if want, ok := r.pending[k]; ok && bytes.Equal(want, data) {
 			delete(r.pending, k)
@@ -191,7 +191,7 @@ func (a *Aggregator) verify(seq uint64) error {
 	if t == nil {
 		return nil
 	}
-	d := a.dlv
+	d := a.wire.dlv
 	t.vm = trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: seq, Payload: d.Data(),
 		Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
 	if err := t.ver.Verify(&t.vm); err != nil {

@@ -55,7 +55,7 @@ func (p *Party) drawBatch(slot *pending) {
 			return
 		}
 	}
-	rng := p.rng
+	rng := p.step.rng
 	if p.alt.sampler != nil { // SynREVEL: the run's shared batches
 		rng = p.alt.sampler
 	}

@@ -47,8 +47,8 @@ func (d *heldDelivery) Header(k string) string {
 }
 
 // catchUp reads the reply and control subjects from the stream and
-// handles what comes after the restored position (p.skipTo), in stream
-// order; then it moves p.skipTo to what the verifier accepted. The read
+// handles what comes after the restored position (p.recov.skipTo), in stream
+// order; then it moves p.recov.skipTo to what the verifier accepted. The read
 // is logread's, from a live subscription where the bus's design delivers
 // from one (logread.Options.Live), as the party's own subscription does.
 func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
@@ -67,7 +67,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 			}
 			// What the checkpoint had handled is not kept; an undecodable
 			// message is, for the handler to reject.
-			if dec.Unmarshal(d.Data(), msg) != nil || msg.Head().Seq > p.skipTo[i] {
+			if dec.Unmarshal(d.Data(), msg) != nil || msg.Head().Seq > p.recov.skipTo[i] {
 				held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
 					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
 			}
@@ -97,7 +97,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	}
 	p.mu.Lock()
 	for i, subj := range subjects {
-		p.skipTo[i] = max(p.skipTo[i], p.tr.ver.LastSeq(subj))
+		p.recov.skipTo[i] = max(p.recov.skipTo[i], p.tr.ver.LastSeq(subj))
 	}
 	p.mu.Unlock()
 	return nil
@@ -116,7 +116,7 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 // waited more than a checkpoint period for their replies.
 func (p *Party) replyFloor(ctx context.Context, bus broker.Bus, subj string, i int) uint64 {
 	p.mu.Lock()
-	floor, handled := p.resumeFloor, p.skipTo[i]
+	floor, handled := p.recov.resumeFloor, p.recov.skipTo[i]
 	p.mu.Unlock()
 	why := ""
 	switch {

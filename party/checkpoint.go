@@ -2,7 +2,6 @@ package party
 
 import (
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -44,7 +44,7 @@ var ErrResume = errors.New("party: cannot resume")
 const CheckpointVersion = 3
 
 // DefaultCheckpointEvery is the default Config.CheckpointEvery.
-const DefaultCheckpointEvery = 10 * time.Second
+const DefaultCheckpointEvery = ckpt.DefaultEvery
 
 // Pending is a request in flight.
 type Pending struct {
@@ -107,13 +107,21 @@ type Checkpoint struct {
 	KeptW, NewestW         []float64
 }
 
-// Encode writes c (gob).
-func (c *Checkpoint) Encode(w io.Writer) error { return gob.NewEncoder(w).Encode(c) }
+// checkpointKind names the party's checkpoints in their envelope
+// (package ckpt).
+const checkpointKind = "party"
 
-// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode.
+// Encode writes c in the checkpoint envelope (package ckpt: the state in
+// gob, with its kind, version, length and checksum).
+func (c *Checkpoint) Encode(w io.Writer) error {
+	return ckpt.Encode(w, checkpointKind, CheckpointVersion, c)
+}
+
+// DecodeCheckpoint reads a checkpoint written by Checkpoint.Encode, or by
+// an earlier build (the bare gob state, without the envelope).
 func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 	var c Checkpoint
-	if err := gob.NewDecoder(r).Decode(&c); err != nil {
+	if _, err := ckpt.Decode(r, checkpointKind, CheckpointVersion, &c); err != nil {
 		return nil, fmt.Errorf("%w: reading the checkpoint: %w", ErrResume, err)
 	}
 	if c.Version != CheckpointVersion {
@@ -126,9 +134,9 @@ func DecodeCheckpoint(r io.Reader) (*Checkpoint, error) {
 func (p *Party) snapshot(c *Checkpoint) {
 	c.Version, c.Run, c.ID = CheckpointVersion, p.cfg.Run, p.cfg.ID
 	c.W = append(c.W[:0], p.w...)
-	c.RNG, _ = p.pcg.MarshalBinary()
-	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n
-	c.Paused = p.pausing
+	c.RNG, _ = p.step.pcg.MarshalBinary()
+	c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N = p.seqs, p.aggSeq, p.join.helloSeq, p.t, p.head, p.n
+	c.Paused = p.stop.pausing
 	if len(c.Ring) != len(p.ring) {
 		c.Ring = make([]Pending, len(p.ring))
 	}
@@ -141,8 +149,8 @@ func (p *Party) snapshot(c *Checkpoint) {
 	c.Requests, c.BatchSeed = p.requests, p.batchSeed
 	c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay = p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay
 	c.Outbox = p.outbox.Snapshot(c.Outbox)
-	c.StreamFloor = p.probe
-	c.FloorEvalKnown, c.FloorEvalSeq = p.probe > 0, p.probeEvalSeq
+	c.StreamFloor = p.recov.probe
+	c.FloorEvalKnown, c.FloorEvalSeq = p.recov.probe > 0, p.recov.probeEvalSeq
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
@@ -218,10 +226,10 @@ func (p *Party) ResumeStream(c *Checkpoint, have map[schemas.Kind][]uint64, own 
 			_, h, _ := v.Head(m.Subject)
 			heads[[2]uint64{uint64(k), m.Seq}] = h
 			if k == rcptKind {
-				p.rcptInStream = max(p.rcptInStream, m.Seq)
+				p.recov.rcptInStream = max(p.recov.rcptInStream, m.Seq)
 			}
 		}
-		p.ownHeads = heads
+		p.recov.ownHeads = heads
 	}
 	var last [NumKinds]uint64
 	set := make(map[[2]uint64]struct{})
@@ -262,7 +270,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 			}
 		}
 	}
-	if err := p.pcg.UnmarshalBinary(c.RNG); err != nil {
+	if err := p.step.pcg.UnmarshalBinary(c.RNG); err != nil {
 		return fmt.Errorf("%w: random state: %w", ErrResume, err)
 	}
 	skipTo := c.AggSeq
@@ -286,18 +294,18 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 		s.ids = append(s.ids[:0], r.IDs...)
 		copy(s.u, r.U)
 	}
-	p.seqs, p.aggSeq, p.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
+	p.seqs, p.aggSeq, p.join.helloSeq, p.t, p.head, p.n = c.Seqs, c.AggSeq, c.HelloSeq, c.T, c.Head, c.N
 	p.requests, p.batchSeed = c.Requests, c.BatchSeed
 	p.stats.Steps, p.stats.Replies, p.stats.Requests, p.stats.MessagesUp, p.stats.BytesUp, p.stats.MaxDelay = c.Steps, c.Replies, c.Sent, c.Up, c.BytesUp, c.MaxDelay
 	// The stream may lack the tail of what the checkpoint counts as sent
 	// (a broker that confirmed it and died before writing it): Run sends
 	// the requests among it again from the checkpoint's outbox.
-	p.resend = p.resend[:0]
+	p.recov.resend = p.recov.resend[:0]
 	lost := 0
 	// The outbox keeps requests only (subject out.m).
 	for _, s := range c.Outbox {
 		if s.Seq <= c.Seqs[schemas.KindOutput] && !has(schemas.KindOutput, s.Seq) {
-			p.resend = append(p.resend, s)
+			p.recov.resend = append(p.recov.resend, s)
 		}
 	}
 	for k := range NumKinds {
@@ -312,13 +320,13 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	if lost > 0 {
 		p.cfg.Log.Warn().Int("party", c.ID).Int("messages", lost).Msg("the stream lacks messages of the checkpoint that it keeps no copy of (evaluation chunks)")
 	}
-	p.has = has
+	p.recov.has = has
 	p.started = true
-	p.resumed = true
-	p.topUp = c.Paused
-	p.skipTo = skipTo
-	p.published = published
-	p.resumeFloor = c.StreamFloor
+	p.recov.resumed = true
+	p.stop.topUp = c.Paused
+	p.recov.skipTo = skipTo
+	p.recov.published = published
+	p.recov.resumeFloor = c.StreamFloor
 	return nil
 }
 
@@ -333,31 +341,18 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	p.mu.Lock()
 	ok := p.started && p.err == nil && p.bus != nil
 	if ok {
-		p.snapshot(&p.ck)
+		p.snapshot(&p.recov.ck)
 	}
-	p.ckNow = false
+	p.recov.ckNow = false
 	bus := p.bus
 	p.mu.Unlock()
 	if !ok {
 		return
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	err := bus.Flush(fctx)
-	cancel()
-	if err != nil {
-		if errors.Is(err, broker.ErrConnLost) {
-			// Known already: the party resumes from its last checkpoint.
-			p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
-			return
-		}
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved: the broker did not confirm the requests it covers (a resume starts from the previous one)")
-		return
+	log := p.cfg.Log.With().Int("party", p.cfg.ID).Logger()
+	if ckpt.Save(ctx, bus, log, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) }) {
+		p.probeStream(ctx, bus)
 	}
-	if err := p.cfg.OnCheckpoint(&p.ck); err != nil {
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("checkpoint not saved")
-		return
-	}
-	p.probeStream(ctx, bus)
 }
 
 // probeStream takes the stream's message count, which lies below
@@ -368,10 +363,8 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 	// keeps the older, lower count), and a lost connection cancels ctx
 	// at once; waiting it out kept a party from resuming for 5 s after a
 	// broker crash (TestKillAndResume).
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
-	n, err := bus.Count(pctx, schemas.All(p.cfg.Run))
-	cancel()
-	if err != nil {
+	n, ok := ckpt.Probe(ctx, bus, schemas.All(p.cfg.Run))
+	if !ok {
 		return
 	}
 	p.mu.Lock()
@@ -379,8 +372,8 @@ func (p *Party) probeStream(ctx context.Context, bus broker.Bus) {
 	// lands above it. After a resume, the chunks the stream held before
 	// it (up to published) lie below it too, while the party computes
 	// them again (not sent again).
-	p.probe, p.outbox.Floor = n, n
-	p.probeEvalSeq = max(p.seqs[schemas.KindEval], p.published[schemas.KindEval])
+	p.recov.probe, p.outbox.Floor = n, n
+	p.recov.probeEvalSeq = max(p.seqs[schemas.KindEval], p.recov.published[schemas.KindEval])
 	p.mu.Unlock()
 }
 
@@ -415,7 +408,7 @@ func (p *Party) chainRecomputed(k schemas.Kind, seq uint64, data []byte) {
 // chainAgain is chainRecomputed for the publisher pub of subject kind k
 // (rcptKind: the receipts).
 func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte) {
-	h, ok := p.ownHeads[[2]uint64{uint64(k), seq}]
+	h, ok := p.recov.ownHeads[[2]uint64{uint64(k), seq}]
 	if !ok {
 		h = trust.NextHead(pub.Head(), seq, data)
 	} else if h != trust.NextHead(pub.Head(), seq, data) {
@@ -423,8 +416,5 @@ func (p *Party) chainAgain(pub *trust.Publisher, k int, seq uint64, data []byte)
 			Msg("resume: a message computed again differs from the one in the stream; the chain follows the stream")
 	}
 	pub.Resume(seq, h)
-	delete(p.ownHeads, [2]uint64{uint64(k), seq})
+	delete(p.recov.ownHeads, [2]uint64{uint64(k), seq})
 }
-
-// probeWait bounds the stream count taken after a checkpoint.
-const probeWait = 2 * time.Second

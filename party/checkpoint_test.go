@@ -29,25 +29,7 @@ func newStarted(t *testing.T) *Party {
 // next replies and prepares the next requests bit for bit as the original
 // (parameters, directions, batches, sequence numbers).
 func TestCheckpointResumesBitForBit(t *testing.T) {
-	a := newStarted(t)
-	a.control(&schemas.Control{Op: schemas.CtlStart})
-	c := schemas.NewCodec()
-	rep := &schemas.Reply{Header: schemas.Header{Version: schemas.Version, Party: 2}, Delta: make([]float64, 8)}
-	d := &delivery{subject: schemas.Subject("t", schemas.KindReply, 2)}
-	ctx := context.Background()
-	reply := func(p *Party, i int) {
-		r := *rep
-		r.Seq = uint64(i + 1)
-		r.ReqSeq = p.ring[p.head].seq
-		for j := range r.Delta {
-			r.Delta[j] = float64((i*7+j)%11-5) * 1e-4
-		}
-		d.data, _ = c.Marshal(&r)
-		p.handle(ctx, d)
-	}
-	for i := range 100 {
-		reply(a, i)
-	}
+	a, reply := ckptRun(t)
 	var buf bytes.Buffer
 	if err := a.Checkpoint().Encode(&buf); err != nil {
 		t.Fatal(err)
@@ -56,20 +38,7 @@ func TestCheckpointResumesBitForBit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newStarted(t)
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	for i := 100; i < 200; i++ {
-		reply(a, i)
-		reply(b, i)
-		if !slices.Equal(a.w, b.w) || !slices.Equal(a.out.C, b.out.C) || !slices.Equal(a.out.IDs, b.out.IDs) || a.seq != b.seq {
-			t.Fatalf("reply %d after the checkpoint: the parties differ", i)
-		}
-	}
-	if a.err != nil || b.err != nil || b.stats.Steps != a.stats.Steps {
-		t.Fatalf("errors %v %v, steps %d and %d (%v)", a.err, b.err, a.stats.Steps, b.stats.Steps, b.stats.Rejected)
-	}
+	resumesBitForBit(t, ck, a, reply)
 }
 
 func TestResumeRefusesOtherParties(t *testing.T) {
@@ -138,7 +107,7 @@ func (s *stalledCount) Count(ctx context.Context, _ string) (uint64, error) {
 // A failed count keeps the floor it had.
 func TestProbeEndsWithCtx(t *testing.T) {
 	p := newStarted(t)
-	p.probe, p.outbox.Floor = 7, 7
+	p.recov.probe, p.outbox.Floor = 7, 7
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	t0 := time.Now()
@@ -146,7 +115,7 @@ func TestProbeEndsWithCtx(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("the count outlived the cancelled ctx by %v", d)
 	}
-	if p.probe != 7 || p.outbox.Floor != 7 {
-		t.Errorf("a failed count changed the floor: %d, %d", p.probe, p.outbox.Floor)
+	if p.recov.probe != 7 || p.outbox.Floor != 7 {
+		t.Errorf("a failed count changed the floor: %d, %d", p.recov.probe, p.outbox.Floor)
 	}
 }

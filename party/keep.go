@@ -79,6 +79,6 @@ func (p *Party) keepRound(r uint32) {
 		return
 	}
 	copy(p.w, w)
-	p.ema = nil // the parameters evaluated in that round, moving average or not
+	p.step.ema = nil // the parameters evaluated in that round, moving average or not
 	p.stats.KeptRound = r
 }

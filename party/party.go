@@ -208,23 +208,17 @@ type pending struct {
 type Party struct {
 	cfg Config
 	k   int
-	phi float64
 
 	mu   sync.Mutex // guards everything below; held by the handler and by Run's setup
 	w    []float64
-	wp   []float64 // w + mu u scratch
-	ema  []float64 // moving average of w evaluated (Config.EMA); nil until the first step
-	emaN int
-	keep kept // copies of the parameters evaluated in rounds (keep.go)
-	rng  *rand.Rand
-	pcg  *rand.PCG // rng's source, for checkpoints
+	step stepState // the zeroth-order step's scratch, generator and moving average
+	keep kept      // copies of the parameters evaluated in rounds (keep.go)
 	seq  uint64    // last sequence number published
 
 	rejectLog *ratelog.Limiter
 
-	seqs   [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
-	tr     *partyTrust                     // nil without Config.Key
-	sealBy time.Time                       // after the stop: the end of the wait for the final checkpoint
+	seqs [schemas.KindControl + 1]uint64 // last sequence number by kind, without trust
+	tr   *partyTrust                     // nil without Config.Key
 	// aggSeq is the aggregator's last accepted sequence number of replies
 	// and of controls: each subject comes in the aggregator's order, so
 	// a number that does not increase is a replay.
@@ -234,61 +228,28 @@ type Party struct {
 	head   int // oldest pending request
 	n      int // requests in flight
 	out    schemas.PartyOutput
-	rep    schemas.Reply
-	ctl    schemas.Control
-	ev     schemas.EvalOutput
-	rows   []uint32
-	enc    *schemas.Codec
-	dec    *schemas.Codec
-	alt    alt // state of the other algorithms and of simulated compute
-	msg    broker.Message
+	wire   wireState // codecs and the buffers of the other messages
+	alt    alt       // state of the other algorithms and of simulated compute
 
 	subjects [schemas.KindControl + 1]string // this party's subject of each kind
 
-	stats    Stats
-	started  bool
-	stopping bool
-	// A pause (CtlPause): no new request; the seal after it is
-	// countersigned, then the party saves its state and ends its run
-	// (pauseBy: the end of the wait for that seal). topUp: resumed from
-	// a paused checkpoint, the party fills its window again.
-	pausing, pauseDone, topUp bool
-	pauseBy                   time.Time
-	helloSeq                  uint64    // the sequence number of this party's hello
-	answerSeq                 uint64    // the sequence number of its hello that answered a call (0: none yet)
-	answered                  string    // the nonce of the last call it answered
-	lastAct                   time.Time // the last delivery handled or step taken
-	done                      chan struct{}
-	err                       error
-	bus                       broker.Bus
-	ctx                       context.Context
+	stats   Stats
+	started bool
+	stop    stopState // the stop and a pause
+	join    joinState // its hello and the call it answered
+	lastAct time.Time // the last delivery handled or step taken
+	done    chan struct{}
+	err     error
+	bus     broker.Bus
+	ctx     context.Context
 
 	// requests counts the requests prepared; batchSeed, if not 0, is the
 	// aggregator's: it draws the batches (Control.BatchSeed on start).
 	requests  uint64
 	batchSeed uint64
 
-	// Checkpoints and resume (checkpoint.go): skipTo is the aggregator
-	// sequence the checkpoint had applied, published this party's last
-	// sequence number in the stream.
-	resumed bool
-	skipTo  [2]uint64 // replies, controls
-	// resumeFloor is the checkpoint's StreamFloor; probe the stream's
-	// message count at the last checkpoint (or the resume).
-	resumeFloor, probe uint64
-	// probeEvalSeq is the last evaluation sequence number published
-	// before probe was counted (Checkpoint.FloorEvalSeq).
-	probeEvalSeq uint64
-	published    [NumKinds]uint64
-	ck           Checkpoint
-	ckNow        bool
-	outbox       broker.SentRing
-	resend       []Sent                   // kept messages the stream lacks, sent again by Run
-	ownHeads     map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
-	// rcptInStream: after a resume, the highest receipt sequence number
-	// the stream holds (countersigned again, not sent again).
-	rcptInStream uint64
-	has          func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
+	recov  recovState // checkpoints and resume (checkpoint.go)
+	outbox broker.SentRing
 }
 
 // New checks cfg and prepares a party.
@@ -344,17 +305,13 @@ func New(cfg Config) (*Party, error) {
 	np := cfg.Model.NumParams()
 	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
 	p := &Party{
-		pcg:    pcg,
+		step:   stepState{pcg: pcg, rng: rand.New(pcg), phi: cfg.Dist.Phi(np), wp: make([]float64, np)},
 		outbox: broker.SentRing{Size: outboxSize},
 		cfg:    cfg,
 		k:      cfg.Model.OutDim(),
-		phi:    cfg.Dist.Phi(np),
 		w:      make([]float64, np),
-		wp:     make([]float64, np),
-		rng:    rand.New(pcg),
 		ring:   make([]pending, cfg.Window),
-		enc:    schemas.NewCodec(),
-		dec:    schemas.NewCodec(),
+		wire:   wireState{enc: schemas.NewCodec(), dec: schemas.NewCodec()},
 		done:   make(chan struct{}),
 	}
 	for k := range p.seqs {
@@ -366,9 +323,9 @@ func New(cfg Config) (*Party, error) {
 		}
 		copy(p.w, cfg.Params)
 	} else {
-		cfg.Model.Init(p.w, p.rng)
+		cfg.Model.Init(p.w, p.step.rng)
 		if f, ok := cfg.Model.(model.Fitter); ok {
-			if err := f.Fit(p.w, cfg.Train, p.rng); err != nil {
+			if err := f.Fit(p.w, cfg.Train, p.step.rng); err != nil {
 				return nil, fmt.Errorf("%w: party %d: %w", ErrModel, cfg.ID, err)
 			}
 		}
@@ -385,9 +342,9 @@ func New(cfg Config) (*Party, error) {
 	p.out.Version, p.out.Party = schemas.Version, uint16(cfg.ID)
 	p.out.C = make([]float64, cfg.Batch*p.k)
 	p.out.CHat = make([]float64, cfg.Batch*p.k)
-	p.ev.Version, p.ev.Party = schemas.Version, uint16(cfg.ID)
-	p.ev.C = make([]float64, cfg.Chunk*p.k)
-	p.rows = make([]uint32, cfg.Chunk)
+	p.wire.ev.Version, p.wire.ev.Party = schemas.Version, uint16(cfg.ID)
+	p.wire.ev.C = make([]float64, cfg.Chunk*p.k)
+	p.wire.rows = make([]uint32, cfg.Chunk)
 	p.initAlt()
 	p.stats.Rejected = map[string]int64{}
 	p.rejectLog = ratelog.NewRejections()
@@ -457,7 +414,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	handler := p.handle
 	var caughtUp chan struct{}
 	switch {
-	case p.resumed && p.tr != nil:
+	case p.recov.resumed && p.tr != nil:
 		// Live at once, held until the stream is read back one subject
 		// at a time (catchup.go).
 		opts = broker.SubscribeOptions{Deliver: broker.DeliverNew}
@@ -469,7 +426,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 			case <-ctx.Done():
 			}
 		}
-	case p.resumed:
+	case p.recov.resumed:
 		// From the start of the stream: what the checkpoint applied is
 		// skipped, the rest applied again (checkpoint.go).
 		opts = broker.SubscribeOptions{Deliver: broker.DeliverAll}
@@ -481,7 +438,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 		return fmt.Errorf("party %d: subscribe: %w", m, err)
 	}
 	defer sub.Close()
-	if p.resumed {
+	if p.recov.resumed {
 		// Before the party publishes anything again.
 		p.probeStream(ctx, bus)
 	}
@@ -492,24 +449,24 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 			return fmt.Errorf("party %d: reading the stream to resume: %w", m, err)
 		}
 	}
-	if p.resumed {
-		for _, s := range p.resend {
+	if p.recov.resumed {
+		for _, s := range p.recov.resend {
 			if err := bus.Publish(ctx, &broker.Message{Subject: s.Subject, Data: s.Data, Header: s.Header}); err != nil {
 				return fmt.Errorf("party %d: sending again what the stream lost: %w", m, err)
 			}
 		}
-		if len(p.resend) > 0 {
-			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
+		if len(p.recov.resend) > 0 {
+			p.cfg.Log.Warn().Int("party", m).Int("resent", len(p.recov.resend)).Msg("the stream lacked requests the checkpoint counts as sent (a broker crash?): sent again")
 		}
-		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.skipTo[0]).Uint64("aggregator_control_seq", p.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
+		p.cfg.Log.Info().Int("party", m).Int("steps", p.t).Uint64("aggregator_reply_seq", p.recov.skipTo[0]).Uint64("aggregator_control_seq", p.recov.skipTo[1]).Msg("resumed from the checkpoint; catching up from the stream")
 		p.mu.Lock()
-		for p.topUp && !p.cfg.LabelFree && p.started && !p.stopping && p.err == nil && p.n < p.cfg.Window {
+		for p.stop.topUp && !p.cfg.LabelFree && p.started && !p.stop.stopping && p.err == nil && p.n < p.cfg.Window {
 			// Paused with nothing in flight: the window fills again.
 			if err := p.request(); err != nil {
 				p.fail(err)
 			}
 		}
-		p.topUp = false
+		p.stop.topUp = false
 		p.mu.Unlock()
 		return p.finish(ctx, bus)
 	}
@@ -518,7 +475,7 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 	// answer to the call, then sends its initial pass (answerCall).
 	p.mu.Lock()
 	err = p.hello(schemas.CallAsked)
-	p.helloSeq = p.seq
+	p.join.helloSeq = p.seq
 	p.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("party %d: %w", m, err)
@@ -535,12 +492,12 @@ func (p *Party) Run(ctx context.Context, bus broker.Bus) error {
 // of another hello (an earlier process of this party's) is not its own;
 // a call answered once is not answered again.
 func (p *Party) answerCall(c *schemas.Control) {
-	if int(c.Party) != p.cfg.ID || uint64(c.Round) != p.helloSeq&0xffffffff || c.Reason == p.answered || p.started {
+	if int(c.Party) != p.cfg.ID || uint64(c.Round) != p.join.helloSeq&0xffffffff || c.Reason == p.join.answered || p.started {
 		return
 	}
-	p.answered = c.Reason
+	p.join.answered = c.Reason
 	err := p.hello(c.Reason)
-	p.answerSeq = p.seq
+	p.join.answerSeq = p.seq
 	if err == nil {
 		err = p.sendSplit(schemas.SplitInit, 0)
 	}
@@ -575,7 +532,7 @@ func (p *Party) finish(ctx context.Context, bus broker.Bus) error {
 		return err
 	}
 	p.mu.Lock()
-	err, paused := p.err, p.pausing
+	err, paused := p.err, p.stop.pausing
 	p.mu.Unlock()
 	if err != nil {
 		return err
@@ -618,7 +575,7 @@ func (p *Party) wait(ctx context.Context) error {
 			return ctx.Err()
 		case now := <-tick.C:
 			p.mu.Lock()
-			due := p.started && !p.stopping && (p.ckNow || now.Sub(lastCk) >= p.cfg.CheckpointEvery)
+			due := p.started && !p.stop.stopping && (p.recov.ckNow || now.Sub(lastCk) >= p.cfg.CheckpointEvery)
 			p.mu.Unlock()
 			if due && p.cfg.OnCheckpoint != nil {
 				lastCk = now
@@ -627,15 +584,15 @@ func (p *Party) wait(ctx context.Context) error {
 			p.mu.Lock()
 			started, inFlight, idle := p.started, p.n, now.Sub(p.lastAct)
 			var err error
-			if p.stopping && !p.sealBy.IsZero() && now.After(p.sealBy) {
+			if p.stop.stopping && !p.stop.sealBy.IsZero() && now.After(p.stop.sealBy) {
 				p.endAfterSeal(true)
 			}
-			if p.pausing && !p.pauseDone && now.After(p.pauseBy) {
+			if p.stop.pausing && !p.stop.pauseDone && now.After(p.stop.pauseBy) {
 				p.cfg.Log.Warn().Int("party", p.cfg.ID).Msg("no seal from the aggregator after the pause: the end of the log is not countersigned")
 				p.endPause()
 			}
 			switch {
-			case p.err != nil || p.stopping:
+			case p.err != nil || p.stop.stopping:
 			case !started && now.Sub(joined) >= p.cfg.JoinWait:
 				err = fmt.Errorf("party %d: %w: no start within %v of joining run %s (--join-wait): is the aggregator running, with the same --run, on this broker? It starts when every party has joined",
 					m, ErrNoProgress, p.cfg.JoinWait, p.cfg.Run)
@@ -643,7 +600,7 @@ func (p *Party) wait(ctx context.Context) error {
 				err = fmt.Errorf("party %d: %w: no reply for %v with %d requests in flight (--wait): is the aggregator still running?",
 					m, ErrNoProgress, p.cfg.Wait, inFlight)
 			case now.Sub(lastNotice) < p.cfg.Notice:
-			case !started && p.answered == "":
+			case !started && p.join.answered == "":
 				p.cfg.Log.Warn().Int("party", m).Str("for", now.Sub(joined).Round(time.Second).String()).
 					Msgf("waiting for the aggregator of run %s to call this party (it calls each hello once it runs)", p.cfg.Run)
 				lastNotice = now
@@ -667,11 +624,11 @@ func (p *Party) wait(ctx context.Context) error {
 func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	p.seq = p.nextSeq(k)
 	msg.Head().Seq = p.seq
-	data, err := p.enc.Marshal(msg)
+	data, err := p.wire.enc.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	if p.seq <= p.published[k] && p.has(k, p.seq) {
+	if p.seq <= p.recov.published[k] && p.recov.has(k, p.seq) {
 		// Computed again after a resume: the stream holds it already.
 		p.chainRecomputed(k, p.seq, data)
 		p.stats.Recomputed++
@@ -683,13 +640,13 @@ func (p *Party) publish(k schemas.Kind, msg schemas.Message) error {
 	// No dedupe id (Nats-Msg-Id): nothing on the default transport sends
 	// a message twice, and a predictable id lets anyone who can publish
 	// on the run's stream squat on it and have the real message dropped.
-	p.msg.Subject = p.subjects[k]
-	p.msg.Data = data
-	if err := p.bus.Publish(p.ctx, &p.msg); err != nil {
+	p.wire.msg.Subject = p.subjects[k]
+	p.wire.msg.Data = data
+	if err := p.bus.Publish(p.ctx, &p.wire.msg); err != nil {
 		return fmt.Errorf("publish %s: %w", k, err)
 	}
 	if k == schemas.KindOutput {
-		p.outbox.Keep(p.seq, p.msg.Subject, data, p.msg.Header)
+		p.outbox.Keep(p.seq, p.wire.msg.Subject, data, p.wire.msg.Header)
 	}
 	p.stats.MessagesUp++
 	p.stats.BytesUp += int64(len(data))
@@ -731,26 +688,26 @@ func (p *Party) sendSplit(s schemas.Split, round uint32) error {
 	if x == nil {
 		return nil
 	}
-	p.ev.Round, p.ev.Split, p.ev.Total = round, s, uint32(x.NRows)
+	p.wire.ev.Round, p.wire.ev.Split, p.wire.ev.Total = round, s, uint32(x.NRows)
 	for first := 0; first < x.NRows; first += p.cfg.Chunk {
 		n := min(p.cfg.Chunk, x.NRows-first)
-		rows := p.rows[:n]
+		rows := p.wire.rows[:n]
 		for j := range rows {
 			rows[j] = uint32(first + j)
 		}
-		p.ev.First = uint32(first)
-		p.ev.C = p.ev.C[:n*p.k]
-		p.cfg.Model.Forward(p.evalW(), x, rows, p.ev.C)
+		p.wire.ev.First = uint32(first)
+		p.wire.ev.C = p.wire.ev.C[:n*p.k]
+		p.cfg.Model.Forward(p.evalW(), x, rows, p.wire.ev.C)
 		if a := p.cfg.Adversary; a != nil {
-			a.Eval(s, first, p.ev.C)
+			a.Eval(s, first, p.wire.ev.C)
 		}
-		if err := p.checkOutputs(p.ev.C, nil); err != nil {
+		if err := p.checkOutputs(p.wire.ev.C, nil); err != nil {
 			return err
 		}
 		if p.tr != nil && first+n == x.NRows {
 			p.tr.seal = true // a round's last chunk is proven at once
 		}
-		if err := p.publish(schemas.KindEval, &p.ev); err != nil {
+		if err := p.publish(schemas.KindEval, &p.wire.ev); err != nil {
 			return err
 		}
 	}
@@ -789,11 +746,11 @@ func (p *Party) prepare() *pending {
 	p.drawBatch(slot)
 	b := len(slot.ids) * p.k
 	p.out.C, p.out.CHat = p.out.C[:b], p.out.CHat[:b]
-	kernel.Probe(p.cfg.Model, p.cfg.Train, slot.ids, p.cfg.Dist, p.rng, p.cfg.Mu, p.w, p.wp, slot.u, p.out.C, p.out.CHat)
+	kernel.Probe(p.cfg.Model, p.cfg.Train, slot.ids, p.cfg.Dist, p.step.rng, p.cfg.Mu, p.w, p.step.wp, slot.u, p.out.C, p.out.CHat)
 	if a := p.cfg.Adversary; a != nil {
 		a.Request(p.requests-1, slot.ids, p.out.C, p.out.CHat)
 	}
-	slot.regDiff = kernel.RegDiff(p.cfg.Reg, p.cfg.Lambda, p.w, p.wp)
+	slot.regDiff = kernel.RegDiff(p.cfg.Reg, p.cfg.Lambda, p.w, p.step.wp)
 	p.out.IDs = slot.ids
 	return slot
 }
@@ -819,10 +776,10 @@ func (p *Party) apply(r *schemas.Reply) error {
 		p.advance() // an attacker that keeps its model (Frozen)
 		return nil
 	}
-	if p.cfg.EMA > 0 && p.ema == nil {
-		p.ema = slices.Clone(p.w) // the average starts at the initial model
+	if p.cfg.EMA > 0 && p.step.ema == nil {
+		p.step.ema = slices.Clone(p.w) // the average starts at the initial model
 	}
-	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.phi, p.cfg.Mu, diff) {
+	if !kernel.Update(p.w, slot.u, p.cfg.LR.At(p.t), p.step.phi, p.cfg.Mu, diff) {
 		// A diverging step size: the party stops, rather than skip steps.
 		err := fmt.Errorf("%w: the step on reply %d is not finite (step size %g, difference %g)", ErrModel, r.ReqSeq, p.cfg.LR.At(p.t), diff)
 		p.fail(err)
@@ -835,21 +792,21 @@ func (p *Party) apply(r *schemas.Reply) error {
 
 // updateEMA folds the new iterate into the moving average (Config.EMA).
 func (p *Party) updateEMA() {
-	if p.ema == nil {
+	if p.step.ema == nil {
 		return
 	}
-	p.emaN++
-	b := min(p.cfg.EMA, float64(1+p.emaN)/float64(10+p.emaN))
+	p.step.emaN++
+	b := min(p.cfg.EMA, float64(1+p.step.emaN)/float64(10+p.step.emaN))
 	for k, v := range p.w {
-		p.ema[k] = b*p.ema[k] + (1-b)*v
+		p.step.ema[k] = b*p.step.ema[k] + (1-b)*v
 	}
 }
 
 // evalW is the parameters evaluated: the moving average under
 // Config.EMA once a step is taken, else the iterate.
 func (p *Party) evalW() []float64 {
-	if p.ema != nil {
-		return p.ema
+	if p.step.ema != nil {
+		return p.step.ema
 	}
 	return p.w
 }
@@ -957,7 +914,7 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer d.Ack()
-	if p.err != nil || p.stopping && !p.awaitingSeal() {
+	if p.err != nil || p.stop.stopping && !p.awaitingSeal() {
 		return
 	}
 	defer func() { p.lastAct = time.Now() }()
@@ -971,68 +928,68 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 	}
 	switch kind {
 	case schemas.KindReply:
-		if err := p.dec.Unmarshal(data, &p.rep); err != nil {
+		if err := p.wire.dec.Unmarshal(data, &p.wire.rep); err != nil {
 			p.reject(err)
 			return
 		}
-		if p.rep.Seq <= p.skipTo[0] {
+		if p.wire.rep.Seq <= p.recov.skipTo[0] {
 			p.stats.Skipped++
 			return
 		}
-		if err := p.verify(d, p.rep.Seq); err != nil {
+		if err := p.verify(d, p.wire.rep.Seq); err != nil {
 			p.rejectTrust(err)
 			return
 		}
-		if err := p.aggSeqOK(0, p.rep.Seq); err != nil {
+		if err := p.aggSeqOK(0, p.wire.rep.Seq); err != nil {
 			p.reject(err)
 			return
 		}
 		p.alt.begin()
-		if err := p.apply(&p.rep); err != nil {
+		if err := p.apply(&p.wire.rep); err != nil {
 			p.reject(err)
 			return
 		}
-		if !p.stopping && !p.pausing {
+		if !p.stop.stopping && !p.stop.pausing {
 			if err := p.request(); err != nil {
 				p.fail(err)
 			}
 		}
 	case schemas.KindControl:
-		if err := p.dec.Unmarshal(data, &p.ctl); err != nil {
+		if err := p.wire.dec.Unmarshal(data, &p.wire.ctl); err != nil {
 			p.reject(err)
 			return
 		}
-		if err := p.ctl.Validate(schemas.Limits{}); err != nil {
+		if err := p.wire.ctl.Validate(schemas.Limits{}); err != nil {
 			p.reject(err)
 			return
 		}
-		if p.ctl.Seq <= p.skipTo[1] {
+		if p.wire.ctl.Seq <= p.recov.skipTo[1] {
 			p.stats.Skipped++
 			return
 		}
-		if err := p.verify(d, p.ctl.Seq); err != nil {
+		if err := p.verify(d, p.wire.ctl.Seq); err != nil {
 			p.rejectTrust(err)
 			return
 		}
-		if err := p.aggSeqOK(1, p.ctl.Seq); err != nil {
+		if err := p.aggSeqOK(1, p.wire.ctl.Seq); err != nil {
 			p.reject(err)
 			return
 		}
-		if p.ctl.Op == schemas.CtlSeal {
+		if p.wire.ctl.Op == schemas.CtlSeal {
 			final := p.tr != nil && p.tr.final
-			p.onSeal(d, &p.ctl)
-			if p.stopping && !final && p.tr != nil && p.tr.final {
+			p.onSeal(d, &p.wire.ctl)
+			if p.stop.stopping && !final && p.tr != nil && p.tr.final {
 				p.endAfterSeal(false)
 			}
-			if p.pausing {
+			if p.stop.pausing {
 				p.endPause() // the seal after the pause covers the whole log
 			}
 			return
 		}
-		if p.stopping {
+		if p.stop.stopping {
 			return
 		}
-		p.control(&p.ctl)
+		p.control(&p.wire.ctl)
 	default:
 		p.reject(fmt.Errorf("%w: %s on a party's subscription", schemas.ErrSubject, kind))
 	}
@@ -1041,8 +998,8 @@ func (p *Party) handle(ctx context.Context, d broker.Delivery) {
 // endPause ends a paused party's run (p.mu held), once: Run then saves
 // its state and returns.
 func (p *Party) endPause() {
-	if !p.pauseDone {
-		p.pauseDone = true
+	if !p.stop.pauseDone {
+		p.stop.pauseDone = true
 		close(p.done)
 	}
 }
@@ -1068,7 +1025,7 @@ func (p *Party) control(c *schemas.Control) {
 			return
 		}
 		p.started = true
-		p.ckNow = true
+		p.recov.ckNow = true
 		p.batchSeed = c.BatchSeed
 		for !p.cfg.LabelFree && p.n < p.cfg.Window {
 			if err := p.request(); err != nil {
@@ -1095,30 +1052,30 @@ func (p *Party) control(c *schemas.Control) {
 			}
 		}
 	case schemas.CtlPause:
-		if p.pausing {
+		if p.stop.pausing {
 			return
 		}
-		p.pausing = true
+		p.stop.pausing = true
 		p.stats.Paused = true
 		p.stats.StopReason = c.Reason
-		p.pauseBy = time.Now().Add(pauseSealWait)
+		p.stop.pauseBy = time.Now().Add(pauseSealWait)
 		p.cfg.Log.Info().Int("party", p.cfg.ID).Int("steps", p.t).Int("in_flight", p.n).Msg("the run pauses: no new request; waiting for the seal to countersign")
 		if p.tr == nil {
 			p.endPause() // no seal to wait for
 		}
 	case schemas.CtlCheckpoint:
-		p.ckNow = true
+		p.recov.ckNow = true
 		if c.Reason != "" {
 			p.cfg.Log.Info().Int("party", p.cfg.ID).Msgf("the aggregator asks for a checkpoint: %s", c.Reason)
 		}
 	case schemas.CtlStop:
-		p.stopping = true
+		p.stop.stopping = true
 		p.stats.StopReason = c.Reason
 		p.keepRound(c.Round)
 		p.cfg.Log.Debug().Int("party", p.cfg.ID).Str("reason", c.Reason).Int("steps", p.t).Msg("stop")
 		if p.awaitingSeal() {
 			// The final checkpoint follows the stop; wait for it a little.
-			p.sealBy = time.Now().Add(finalSealWait)
+			p.stop.sealBy = time.Now().Add(finalSealWait)
 			return
 		}
 		close(p.done)
@@ -1128,7 +1085,7 @@ func (p *Party) control(c *schemas.Control) {
 		switch m := int(c.Party); {
 		case m == 0:
 			p.fail(fmt.Errorf("%w: %s", ErrAborted, c.Reason))
-		case m == p.cfg.ID && (c.Round == 0 || uint64(c.Round) == p.helloSeq&0xffffffff || p.answerSeq != 0 && uint64(c.Round) == p.answerSeq&0xffffffff):
+		case m == p.cfg.ID && (c.Round == 0 || uint64(c.Round) == p.join.helloSeq&0xffffffff || p.join.answerSeq != 0 && uint64(c.Round) == p.join.answerSeq&0xffffffff):
 			p.fail(fmt.Errorf("%w: %s", ErrRefused, c.Reason))
 		case m != p.cfg.ID:
 			p.cfg.Log.Info().Int("party", p.cfg.ID).Int("refused", m).Str("reason", c.Reason).Msg("the aggregator refused another party; waiting for it to join again")

@@ -182,17 +182,17 @@ func step(p *Party, c *schemas.Codec, rep *schemas.Reply) {
 	slot := p.prepare()
 	p.seq++
 	p.out.Seq = p.seq
-	if _, err := p.enc.Marshal(&p.out); err != nil {
+	if _, err := p.wire.enc.Marshal(&p.out); err != nil {
 		panic(err)
 	}
 	slot.seq = p.seq
 	p.n++
 	rep.ReqSeq = p.seq
 	data, _ := c.Marshal(rep)
-	if err := p.dec.Unmarshal(data, &p.rep); err != nil {
+	if err := p.wire.dec.Unmarshal(data, &p.wire.rep); err != nil {
 		panic(err)
 	}
-	if err := p.apply(&p.rep); err != nil {
+	if err := p.apply(&p.wire.rep); err != nil {
 		panic(err)
 	}
 }

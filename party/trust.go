@@ -85,12 +85,12 @@ func (p *Party) nextSeq(k schemas.Kind) uint64 {
 	return p.seqs[k]
 }
 
-// stamp chains the encoded message data of kind k and sets p.msg's
+// stamp chains the encoded message data of kind k and sets p.wire.msg's
 // headers: a signature (and the head before it) when this message
 // carries one, none otherwise. It allocates only for a signature.
 func (p *Party) stamp(k schemas.Kind, data []byte) {
 	t := p.tr
-	p.msg.Header = nil
+	p.wire.msg.Header = nil
 	if t == nil {
 		return
 	}
@@ -101,7 +101,7 @@ func (p *Party) stamp(k schemas.Kind, data []byte) {
 		t.prev = st.AppendPrevHeader(t.prev[:0])
 		t.hdr[trust.SigHeader] = string(t.sig)
 		t.hdr[trust.PrevHeader] = string(t.prev)
-		p.msg.Header = t.hdr
+		p.wire.msg.Header = t.hdr
 	}
 }
 
@@ -190,7 +190,7 @@ func (p *Party) onSeal(d broker.Delivery, c *schemas.Control) {
 		return
 	}
 	t.rcptBuf = data
-	if seq := t.rcpt.Next(); seq <= p.rcptInStream {
+	if seq := t.rcpt.Next(); seq <= p.recov.rcptInStream {
 		// Countersigned again after a resume: the stream holds it.
 		p.chainAgain(t.rcpt, rcptKind, seq, data)
 		p.stats.Receipts++
@@ -232,6 +232,6 @@ func (p *Party) endAfterSeal(gaveUp bool) {
 		p.cfg.Log.Warn().Int("party", p.cfg.ID).Msg("no final checkpoint from the aggregator after the stop: the end of the log is not countersigned")
 	}
 	p.tr.final = true
-	p.sealBy = time.Time{}
+	p.stop.sealBy = time.Time{}
 	close(p.done)
 }

@@ -421,13 +421,13 @@ func TestResumeWithTrustResendsLost(t *testing.T) {
 	if err := p2.ResumeStream(ck, map[schemas.Kind][]uint64{schemas.KindOutput: {1, 2}}, nil); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	if len(p2.resend) != 2 || p2.resend[0].Seq != 3 || p2.resend[1].Seq != 4 {
-		t.Fatalf("sends again %d requests (%v), want 3 and 4", len(p2.resend), p2.resend)
+	if len(p2.recov.resend) != 2 || p2.recov.resend[0].Seq != 3 || p2.recov.resend[1].Seq != 4 {
+		t.Fatalf("sends again %d requests (%v), want 3 and 4", len(p2.recov.resend), p2.recov.resend)
 	}
 	// Run sends them as they were kept (no headers); the next request,
 	// signed, proves them.
 	var again []broker.Message
-	for _, r := range p2.resend {
+	for _, r := range p2.recov.resend {
 		again = append(again, broker.Message{Subject: r.Subject, Data: r.Data})
 	}
 	verify(again)
@@ -465,12 +465,12 @@ func TestTrustPause(t *testing.T) {
 	}
 	// A forger's: the next number, no signature, not in the chain.
 	p.handle(context.Background(), encode(schemas.CtlPause))
-	if got := p.Stats().Rejected["trust-unsigned"]; got != 1 || p.pausing {
-		t.Fatalf("a forged pause: rejected %v, pausing %v", p.Stats().Rejected, p.pausing)
+	if got := p.Stats().Rejected["trust-unsigned"]; got != 1 || p.stop.pausing {
+		t.Fatalf("a forged pause: rejected %v, pausing %v", p.Stats().Rejected, p.stop.pausing)
 	}
 	pause := signed(schemas.CtlPause)
 	p.handle(context.Background(), pause)
-	if !p.pausing || !p.Stats().Paused {
+	if !p.stop.pausing || !p.Stats().Paused {
 		t.Fatalf("the aggregator's pause was not taken: rejected %v", p.Stats().Rejected)
 	}
 	before := sum(p.Stats().Rejected)

@@ -45,7 +45,7 @@ func TestRefusal(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := newTest(t, 1, 1, zoo.Gaussian)
-			p.helloSeq = 1
+			p.join.helloSeq = 1
 			p.handle(context.Background(), &delivery{subject: subj, data: refuse(1, tc.party, tc.round)})
 			if !errors.Is(p.err, tc.want) || tc.want == nil && p.err != nil {
 				t.Fatalf("err = %v, want %v", p.err, tc.want)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -172,14 +173,14 @@ func (c *Config) checkpointBytes(path, who string, role int, seal sealer) ([]byt
 
 func saveCheckpoint(path string, c encoder, s sealer) error {
 	if s.key == nil {
-		return WriteFileAtomic(path, c.Encode)
+		return ckpt.WriteFile(path, c.Encode)
 	}
 	var buf bytes.Buffer
 	if err := c.Encode(&buf); err != nil {
 		return err
 	}
 	file := trust.SealState(s.key, s.run, s.who, buf.Bytes())
-	return WriteFileAtomic(path, func(w io.Writer) error { _, err := w.Write(file); return err })
+	return ckpt.WriteFile(path, func(w io.Writer) error { _, err := w.Write(file); return err })
 }
 
 // ErrCheckpointSeal reports a checkpoint file whose seal does not verify.

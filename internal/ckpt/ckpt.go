@@ -1,0 +1,208 @@
+package ckpt
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/broker"
+)
+
+// Magic starts every checkpoint file written with the envelope.
+const Magic = "ASYRCKPT"
+
+// Errors of Decode; the roles wrap them in their own ErrResume.
+var (
+	// ErrFormat reports a checkpoint of the other role or of a format
+	// version this build does not read.
+	ErrFormat = errors.New("checkpoint of another format")
+	// ErrDamaged reports a checkpoint cut short or altered: its length or
+	// checksum does not match its content, or its state does not decode.
+	ErrDamaged = errors.New("checkpoint damaged")
+)
+
+// trailerLen is the trailer's size: the state's length and its SHA-256.
+const trailerLen = 8 + sha256.Size
+
+// Encode writes state (gob) in the envelope of kind and version to w.
+func Encode(w io.Writer, kind string, version int, state any) error {
+	if len(kind) == 0 || len(kind) > 255 {
+		return fmt.Errorf("ckpt: kind %q", kind)
+	}
+	head := make([]byte, 0, len(Magic)+1+len(kind)+4)
+	head = append(head, Magic...)
+	head = append(head, byte(len(kind)))
+	head = append(head, kind...)
+	head = binary.BigEndian.AppendUint32(head, uint32(version))
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	cw := &counter{w: w, h: sha256.New()}
+	if err := gob.NewEncoder(cw).Encode(state); err != nil {
+		return err
+	}
+	tail := binary.BigEndian.AppendUint64(make([]byte, 0, trailerLen), uint64(cw.n))
+	tail = cw.h.Sum(tail)
+	_, err := w.Write(tail)
+	return err
+}
+
+// counter counts and hashes what it passes on.
+type counter struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// Decode reads a checkpoint of kind and version from r into state. A
+// file without the envelope (written before it) is decoded as the bare
+// state: the caller checks the version the state holds. legacy reports
+// such a file.
+func Decode(r io.Reader, kind string, version int, state any) (legacy bool, err error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return false, err
+	}
+	if !bytes.HasPrefix(data, []byte(Magic)) {
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(state); err != nil {
+			return true, fmt.Errorf("%w: not a checkpoint of this format, nor of the earlier bare one: %w", ErrDamaged, err)
+		}
+		return true, nil
+	}
+	rest := data[len(Magic):]
+	if len(rest) < 1 || len(rest) < 1+int(rest[0])+4 {
+		return false, fmt.Errorf("%w: cut short in its header (%d bytes)", ErrDamaged, len(data))
+	}
+	k := string(rest[1 : 1+int(rest[0])])
+	rest = rest[1+int(rest[0]):]
+	v := int(binary.BigEndian.Uint32(rest))
+	rest = rest[4:]
+	switch {
+	case k != kind:
+		return false, fmt.Errorf("%w: this is a checkpoint of the %s, not of the %s", ErrFormat, k, kind)
+	case v != version:
+		return false, fmt.Errorf("%w: checkpoint format %d, this build reads %d", ErrFormat, v, version)
+	case len(rest) < trailerLen:
+		return false, fmt.Errorf("%w: cut short (%d bytes, no trailer)", ErrDamaged, len(data))
+	}
+	body, tail := rest[:len(rest)-trailerLen], rest[len(rest)-trailerLen:]
+	if n := binary.BigEndian.Uint64(tail); n != uint64(len(body)) {
+		return false, fmt.Errorf("%w: %d bytes of state, the trailer says %d (cut short or appended to)", ErrDamaged, len(body), n)
+	}
+	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], tail[8:]) {
+		return false, fmt.Errorf("%w: its checksum does not match its content (the file was altered)", ErrDamaged)
+	}
+	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(state); err != nil {
+		return false, fmt.Errorf("%w: its state does not decode: %w", ErrDamaged, err)
+	}
+	return false, nil
+}
+
+// WriteFile writes path atomically and durably: write fills a temporary
+// file beside it, which is synced, closed and renamed over path; the
+// folder is synced then, so that the rename outlives a crash.
+func WriteFile(path string, write func(io.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		// Not every file system syncs a folder; the file itself is.
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// DefaultEvery is how often both roles save their state by default.
+const DefaultEvery = 10 * time.Second
+
+// Bus is what Save needs of the broker.
+type Bus interface {
+	// Flush returns once the broker has stored everything published.
+	Flush(ctx context.Context) error
+	// Count is the number of messages in the stream under filter.
+	Count(ctx context.Context, filter string) (uint64, error)
+}
+
+// ErrUnconfirmed is what Save logs when the broker did not confirm the
+// messages the snapshot covers (it wraps the broker's error).
+var ErrUnconfirmed = errors.New("the broker did not confirm the messages the checkpoint covers")
+
+// FlushWait bounds the broker's confirmation of a save.
+const FlushWait = 10 * time.Second
+
+// ProbeWait bounds the stream count taken after a save.
+const ProbeWait = 2 * time.Second
+
+// Save is the save protocol's first half: once bus has stored every
+// message published (FlushWait at most, even when ctx is done: an
+// interrupted run saves its last state), hand saves the snapshot already
+// taken. It reports whether the snapshot was saved, and logs to log why
+// not: a broker that did not confirm (an error, but for a lost
+// connection, known already: the role resumes from its last checkpoint)
+// or hand's error. The second half is Probe, once the snapshot is saved.
+func Save(ctx context.Context, bus Bus, log zerolog.Logger, hand func() error) bool {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushWait)
+	err := bus.Flush(fctx)
+	cancel()
+	switch {
+	case errors.Is(err, broker.ErrConnLost):
+		log.Debug().Err(err).Msg("checkpoint not saved")
+		return false
+	case err != nil:
+		log.Error().Err(fmt.Errorf("%w: %w", ErrUnconfirmed, err)).Msg("checkpoint not saved (a resume starts from the previous one)")
+		return false
+	}
+	if err := hand(); err != nil {
+		log.Error().Err(err).Msg("checkpoint not saved")
+		return false
+	}
+	return true
+}
+
+// Probe takes the stream's message count under filter, within ProbeWait
+// and ctx (a lost connection cancels ctx at once, and the count is
+// optional: a failed one keeps the older, lower floor); ok is false when
+// it failed. Taken after a save, the count lies below everything the
+// role publishes from then on: the next checkpoint's floor.
+func Probe(ctx context.Context, bus Bus, filter string) (count uint64, ok bool) {
+	pctx, cancel := context.WithTimeout(ctx, ProbeWait)
+	n, err := bus.Count(pctx, filter)
+	cancel()
+	return n, err == nil
+}
