@@ -13,9 +13,10 @@ import (
 // run goes on once it listens; with --broker-wait 0s a participant fails
 // at once and names the broker.
 func TestStartedBeforeTheBroker(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	code, _, errOut := runCLI(t, "party", "--nats", url, "--run", "early", "--id", "1", "--parties", "1",
 		"--data", "synthetic:n=600,d=8,test=100", "--broker-wait", "0s")
@@ -55,13 +56,14 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 // (not the parties) while it is gone and counts nobody as departed, the
 // run ends normally, and its summary states the outage and the resume.
 func TestBrokerOutageIsNamed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	store := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	bctx, stop := context.WithCancel(ctx)
 	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", store)

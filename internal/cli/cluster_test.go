@@ -63,6 +63,7 @@ func (l *lockedBuffer) String() string {
 // consumers; 10 of 10 passed since (6 of them with a busy loop on one of the
 // two cores).
 func TestProcessCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -209,8 +210,8 @@ func TestProcessCluster(t *testing.T) {
 			leader = si.Cluster.Leader
 			break
 		}
-		if time.Since(killed) > 30*time.Second {
-			t.Fatal("no new stream leader 30 s after node 1 was killed")
+		if ctx.Err() != nil {
+			t.Fatalf("no new stream leader %v after node 1 was killed", time.Since(killed).Round(time.Second))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -221,7 +222,7 @@ func TestProcessCluster(t *testing.T) {
 	}
 	// Training resumes: the stream grows again.
 	var resumed time.Duration
-	for resumed == 0 && time.Since(killed) < 60*time.Second {
+	for resumed == 0 && ctx.Err() == nil {
 		if si, err := info(); err == nil && si.State.Msgs >= atLeader+100 {
 			resumed = time.Since(killed)
 		}
@@ -230,7 +231,7 @@ func TestProcessCluster(t *testing.T) {
 	t.Logf("killed n1 (stream leader, the aggregator's node) at %d messages; new leader %s after %v (%d messages); 100 more messages stored %v after the kill",
 		before, leader, failover.Round(time.Millisecond), atLeader, resumed.Round(time.Millisecond))
 	if resumed == 0 {
-		t.Errorf("training did not resume within a minute of the kill")
+		t.Errorf("training did not resume in the %v after the kill", time.Since(killed).Round(time.Second))
 	}
 
 	if err := agg.Wait(); err != nil {

@@ -16,6 +16,7 @@ import (
 // genuine models are scored with --roster, and --trust-unsigned scores the
 // re-signed one with a warning on stderr whatever the log level.
 func TestPredictModelRosterFlags(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := writeRows(t, out)
 	trainSmall(t, data, out)

@@ -13,6 +13,7 @@ import (
 // train, then replay, re-execute and attack the run from its store, as a
 // user would.
 func TestReplayAttackCLI(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := "synthetic:n=1500,d=16,test=300,noise=0.02"
 	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--batch", "8", "--window", "2",
@@ -92,6 +93,7 @@ func TestReplayAttackCLI(t *testing.T) {
 // label it touches; direction scoring with known labels too; the zeroth-
 // order attacks refuse the gradients.
 func TestTIGAttackCLI(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := "synthetic:n=800,d=12,test=200,noise=0.02"
 	// 3,000 steps: with 300, a party whose start the loaded machine
@@ -125,6 +127,7 @@ func TestTIGAttackCLI(t *testing.T) {
 }
 
 func TestDefenseFlags(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=1500,d=16,test=300", "--parties", "3", "--batch", "16",
 		"--steps", "300", "--reply", "mean", "--min-batch", "16", "--clip", "0.01", "--noise-multiplier", "2",
@@ -162,6 +165,7 @@ func TestDefenseFlags(t *testing.T) {
 // attack's AUC over the samples it probed measures them too (0.61 once
 // against a bound of 0.587), which no label bound covers.
 func TestDefaultPrivacyHoldsBound(t *testing.T) {
+	t.Parallel()
 	dir := "/work/shared/data/a9a"
 	if d := os.Getenv("ASYREVEL_DATA"); d != "" {
 		dir = filepath.Join(d, "a9a")
@@ -237,6 +241,7 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 // asked for, states a bound of at most 0.6; --privacy off states none
 // (bound 1).
 func TestDefaultPrivacySoftmax(t *testing.T) {
+	t.Parallel()
 	data := "synthetic:n=3000,d=16,test=500,classes=4,noise=0.02"
 	for _, c := range []struct {
 		args    []string

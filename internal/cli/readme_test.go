@@ -269,6 +269,7 @@ func checkInvocation(t *testing.T, cache map[string][]string, words []string) er
 // flag exists, and each make target is in the Makefile. A renamed flag or
 // command fails it until the README follows.
 func TestReadmeCommandsExist(t *testing.T) {
+	t.Parallel()
 	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +302,7 @@ func TestReadmeCommandsExist(t *testing.T) {
 }
 
 func TestCheckInvocationCatchesRot(t *testing.T) {
+	t.Parallel()
 	cache := map[string][]string{}
 	for _, tc := range []struct {
 		line string
@@ -333,6 +335,7 @@ func TestCheckInvocationCatchesRot(t *testing.T) {
 // the shared data beside the repository (data fetch finds the files there
 // and checks them); mydata.csv is a small CSV written here.
 func TestReadmeTour(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -388,7 +391,7 @@ func TestReadmeTour(t *testing.T) {
 		}
 		// Background jobs (the broker) end with the block.
 		script = "set -e -o pipefail\n" + script + "\nkill $(jobs -p) 2>/dev/null || true; wait\n"
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		cmd := exec.CommandContext(ctx, "bash", "-c", script)
 		cmd.Dir = dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -22,6 +22,7 @@ import (
 // run's test_accuracy to the last digit, and predictions.csv has one row
 // per test row, in order.
 func TestTrainThenPredictA9A(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	data := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data", "a9a")
 	if _, err := os.Stat(filepath.Join(data, "a9a.gz")); err != nil {
@@ -121,6 +122,7 @@ func copyFile(t *testing.T, from, to string) {
 // every scoring message's chain and signatures (none listed apart), and a
 // changed, removed or re-signed scoring message is caught.
 func TestScoringAudit(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	data := filepath.Join(tmp, "rows.libsvm")
 	var b strings.Builder
