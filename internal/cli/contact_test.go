@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -492,6 +493,23 @@ func TestCSVAsUsersBringThem(t *testing.T) {
 	}
 }
 
+// signalOnMatch is a log's writer that closes seen once what it holds
+// matches re.
+type signalOnMatch struct {
+	syncBuffer
+	re   *regexp.Regexp
+	seen chan struct{}
+	once sync.Once
+}
+
+func (s *signalOnMatch) Write(p []byte) (int, error) {
+	n, err := s.syncBuffer.Write(p)
+	if s.re.MatchString(s.syncBuffer.String()) {
+		s.once.Do(func() { close(s.seen) })
+	}
+	return n, err
+}
+
 // Item 7: Ctrl-C writes the summary and the plot of the part that ran,
 // and exits paused (issue 13: checkpoint, flush, summary; issue 35: the
 // status of a run that goes on with --resume, 75, not a finished run's).
@@ -499,9 +517,21 @@ func TestInterruptWritesSummary(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(3*time.Second, func() { cancel(errors.New("interrupt signal received")) })
-	code, stdout, stderr := runCLICtx(ctx, "train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
-		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "warn", "--run", "intr", "--privacy", "off")
+	defer cancel(nil)
+	// The interrupt comes once a progress line counts steps, not after a
+	// fixed 3 s (on a busy machine training had not started by then).
+	stepped := &signalOnMatch{re: regexp.MustCompile(`progress .*steps=[1-9]`), seen: make(chan struct{})}
+	go func() {
+		select {
+		case <-stepped.seen:
+		case <-time.After(patience):
+		}
+		cancel(errors.New("interrupt signal received"))
+	}()
+	var out1 syncBuffer
+	code := execute(ctx, []string{"train", "--data", "synthetic:n=4000,d=16,test=500", "--parties", "2",
+		"--duration", "60s", "--eval-every", "250ms", "--out", out, "--log", "info", "--run", "intr", "--privacy", "off"}, &out1, stepped)
+	stdout, stderr := out1.String(), stepped.String()
 	if code != exitPaused {
 		t.Errorf("exit %d, want %d (a clean stop on request, paused): %s%s", code, exitPaused, stdout, stderr)
 	}
