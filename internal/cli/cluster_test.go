@@ -164,7 +164,9 @@ func TestProcessCluster(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	info := func() (*jetstream.StreamInfo, error) {
-		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// Long: at load 24 a stream info took over 2 s and failed the
+		// test; where a node is down the loops below ask again anyway.
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		st, err := js.Stream(ictx, broker.StreamName(run))
 		if err != nil {
