@@ -460,7 +460,7 @@ func TestScoreAlignFolder(t *testing.T) {
 		t.Fatalf("train: %s", errOut)
 	}
 	pred := filepath.Join(dir, "p.csv")
-	code, stdout, errOut := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", aligned, "--out", pred, "--bus", "memory")
+	code, stdout, errOut := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", aligned, "--out", pred, "--bus", "memory", "--timeout", "2m")
 	if code != 0 || !strings.Contains(errOut, "scoring the train set of") || !strings.Contains(stdout, "1120 rows scored") {
 		t.Fatalf("predict on an alignment without a test set: exit %d:\n%s%s", code, stdout, errOut)
 	}
@@ -483,7 +483,7 @@ func TestScoreAlignFolder(t *testing.T) {
 	}
 	// New rows, one command: the same columns read by name.
 	code, stdout, errOut = runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--inputs", in("bank_new.csv", "telecom_new.csv", "retail_new.csv"),
-		"--key", "customer_id", "--categorical", "segment", "--missing", "zero", "--out", filepath.Join(dir, "n.csv"), "--bus", "memory")
+		"--key", "customer_id", "--categorical", "segment", "--missing", "zero", "--out", filepath.Join(dir, "n.csv"), "--bus", "memory", "--timeout", "2m")
 	if code != 0 || !strings.Contains(stdout, "140 of the label holder's 150 rows are held by every organisation; the label holder's own columns are party 3's") {
 		t.Errorf("predict --inputs: exit %d:\n%s%s", code, stdout, errOut)
 	}

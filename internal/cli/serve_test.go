@@ -45,7 +45,9 @@ func TestTrainThenPredictA9A(t *testing.T) {
 		t.Fatalf("%v\n%s", err, raw)
 	}
 	pred := filepath.Join(out, "predictions.csv")
-	code, stdout, stderr = runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", filepath.Join(data, "a9a.t.gz"), "--out", pred, "--log", "warn")
+	// --timeout: each party's answer to a request of 4,096 rows took over
+	// the default 2 s at load 20; the test is of what predict computes.
+	code, stdout, stderr = runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", filepath.Join(data, "a9a.t.gz"), "--out", pred, "--log", "warn", "--timeout", "2m")
 	if code != 0 {
 		t.Fatalf("predict: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -141,7 +143,7 @@ func TestScoringAudit(t *testing.T) {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	store := filepath.Join(tmp, "scoring")
-	code, stdout, stderr := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", data, "--store", store,
+	code, stdout, stderr := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", data, "--store", store, "--timeout", "2m",
 		"--chunk", "100", "--out", filepath.Join(t.TempDir(), "p.csv"), "--log", "warn")
 	if code != 0 {
 		t.Fatalf("predict: exit %d\n%s\n%s", code, stdout, stderr)
