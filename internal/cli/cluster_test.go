@@ -62,8 +62,13 @@ func (l *lockedBuffer) String() string {
 // after the fail-over before the ordered subscriptions restarted their own
 // consumers; 10 of 10 passed since (6 of them with a busy loop on one of the
 // two cores).
+//
+// Not parallel: its kill must come while the aggregator's --duration 20s
+// runs, and beside the package's parallel tests (-parallel 4, load 18)
+// the test was starved until the run had ended (then no new leader came
+// and training could not resume). Alone in its binary, it runs before
+// them. (A run ended by the test instead of by a clock would lift this.)
 func TestProcessCluster(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
