@@ -292,7 +292,8 @@ type round struct {
 
 	without   bool // a departed party's last outputs were used
 	requested time.Time
-	progress  time.Time // the last chunk accepted (or the request)
+	outage    time.Duration // the bus's Outage at the request (cadence.go)
+	progress  time.Time     // the last chunk accepted (or the request)
 	remaining int
 	final     bool
 
@@ -347,8 +348,10 @@ type Aggregator struct {
 	cur    *round
 	rounds uint32
 	// evalCost is how long the last evaluation round took, request to
-	// score: rounds are spaced at least evalSpacing times that apart.
-	evalCost time.Duration
+	// score, less any broker outage meanwhile; evalPrev the round's
+	// before: rounds are spaced at least evalSpacing times the lesser
+	// apart (cadence.go).
+	evalCost, evalPrev time.Duration
 	// evalDone and evalSum count the rounds whose cost was measured and
 	// their total (Snapshot); stalePer is each party's staleness.
 	evalDone int64
@@ -1659,6 +1662,7 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
+	r.outage = a.busOutage()
 	r.progress = r.requested
 	if final {
 		r.at = a.res.Training
@@ -1752,9 +1756,7 @@ func (a *Aggregator) score(r *round) {
 		return
 	}
 	if !r.final && !r.without {
-		a.evalCost = time.Since(r.requested)
-		a.evalDone++
-		a.evalSum += a.evalCost
+		a.roundScored(r, time.Now(), a.busOutage())
 	}
 	if r.without {
 		a.res.EvalsWithout++

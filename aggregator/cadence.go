@@ -10,11 +10,19 @@ import (
 // own cost (on large data a round takes seconds: evaluations then take at
 // most about a tenth of the run), or when EvalSteps requests were answered
 // since then (an epoch: every party's pass over its rows), whichever comes
-// first. On a small table an epoch takes a few milliseconds, less than a
-// round's round trip: to evaluate at least once an epoch, training waits
-// for the round in progress once an epoch has gone by since it was
-// requested (awaitRound), for at most a few times what a round takes and
-// never for a party known to be silent in evaluations.
+// first. A round's cost is the time from its request to its score less
+// the time the broker connection was down meanwhile, and the spacing
+// takes the lesser of the last two rounds' costs: a round slowed by an
+// outage (a broker restarted, a cluster's fail-over that the aggregator's
+// own connection rode out) measures the outage, not what evaluating
+// costs, and would otherwise push the next round out by nine times the
+// outage (issue 35: no evaluation for 25 s after a fail-over). A cost
+// that stays high is in both. On a small table an epoch takes a few
+// milliseconds, less than a round's round trip: to evaluate at least
+// once an epoch, training waits for the round in progress once an epoch
+// has gone by since it was requested (awaitRound), for at most a few
+// times what a round takes and never for a party known to be silent in
+// evaluations.
 
 // evalDue reports whether a new evaluation round is due at training time
 // el (a.mu held).
@@ -25,7 +33,35 @@ func (a *Aggregator) evalDue(el time.Duration) bool {
 	if n := a.cfg.EvalSteps; n > 0 && a.res.Steps-a.evalSteps >= n {
 		return true
 	}
-	return el-a.evalAt >= max(a.cfg.EvalEvery, evalSpacing*a.evalCost)
+	return el-a.evalAt >= max(a.cfg.EvalEvery, evalSpacing*a.spacingCost())
+}
+
+// spacingCost is the evaluation cost the spacing of rounds follows: the
+// lesser of the last two rounds' (the last alone after the first).
+func (a *Aggregator) spacingCost() time.Duration {
+	if a.evalPrev > 0 {
+		return min(a.evalCost, a.evalPrev)
+	}
+	return a.evalCost
+}
+
+// roundScored records what round r cost, scored at now, when the broker
+// connection had been down for outage in all (Outage of the bus; a.mu
+// held): the outage since r's request is not the evaluation's cost.
+func (a *Aggregator) roundScored(r *round, now time.Time, outage time.Duration) {
+	cost := max(now.Sub(r.requested)-max(outage-r.outage, 0), 0)
+	a.evalPrev, a.evalCost = a.evalCost, cost
+	a.evalDone++
+	a.evalSum += cost
+}
+
+// busOutage is how long the aggregator's broker connection has been down
+// so far, over every disconnection (0 when its bus does not say).
+func (a *Aggregator) busOutage() time.Duration {
+	if o, ok := a.bus.(interface{ Outage() time.Duration }); ok {
+		return o.Outage()
+	}
+	return 0
 }
 
 // owedWait bounds how long training waits for a round it is owed:

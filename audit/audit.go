@@ -11,7 +11,6 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/schemas"
-	"github.com/asyrevel/asyrevel/serve"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -115,7 +114,7 @@ func Check(ctx context.Context, each func(func(*replay.Record)) error, roster *t
 		case roster.SubjectKind(rec.Subject) == schemas.AlignToken || roster.SubjectKind(rec.Subject) == schemas.AlignHubToken:
 			m.Seq = schemas.AlignSeqHead(rec.Data) // private entity alignment
 		case roster.SubjectKind(rec.Subject) == trust.ScoreToken || roster.SubjectKind(rec.Subject) == trust.ScoredToken:
-			m.Seq = serve.SeqOf(rec.Data) // scoring with the saved models
+			m.Seq = schemas.ScoreSeq(rec.Data) // scoring with the saved models
 		}
 		a.Add(&m)
 	})

@@ -294,6 +294,14 @@ type GoalConfig struct {
 	// cap).
 	Active    bool
 	ActiveMax time.Duration
+	// ActiveLength, if set, is the active run's --duration instead of the
+	// row's (before ActiveMax caps it). The attacker isolates one sample
+	// a request; under a per-label budget its requests end when the
+	// budget is spent, so past that a longer run covers no more samples
+	// (MNIST's budget row: 108 at 5 minutes, 50 and 281 at 90 s). The
+	// active run's own bound, when it differs from the row's, is in the
+	// attack's note.
+	ActiveLength time.Duration
 	// FeatureAux is the number of samples whose features the curious
 	// aggregator knows; FeatureTarget the party it infers (1).
 	FeatureAux, FeatureTarget int
@@ -470,6 +478,10 @@ func goalRow(ctx context.Context, cfg *GoalConfig, g GoalRun, cache map[string]*
 
 	// The same run with party attacker active.
 	ac := tc
+	if cfg.ActiveLength > 0 && ac.Duration != cfg.ActiveLength {
+		ac.Duration = cfg.ActiveLength
+		r.ActiveLength = cfg.ActiveLength.String()
+	}
 	if cfg.ActiveMax > 0 && ac.Duration > cfg.ActiveMax {
 		ac.Duration = cfg.ActiveMax
 		r.ActiveLength = cfg.ActiveMax.String()
@@ -499,6 +511,12 @@ func goalRow(ctx context.Context, cfg *GoalConfig, g GoalRun, cache map[string]*
 		return r, feats, nil
 	}
 	r.Active = strongest(arows)
+	// The bound is what the run spent: a longer active run's may be
+	// larger than the row's (the passive run's), which the report
+	// compares the attack with.
+	if ab := fmtF(as.Bound().AUC, 4); ab != fmtF(r.AUCBound, 4) {
+		r.Active.Note = strings.TrimPrefix(r.Active.Note+"; the active run's own bound is "+ab, "; ")
+	}
 	return r, feats, nil
 }
 

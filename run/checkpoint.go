@@ -88,6 +88,29 @@ type healState struct {
 	ck  map[int][]byte // role -> the encoded checkpoint last saved
 	out time.Duration  // time spent without a connection, over the resumes
 	n   int            // resumes made
+	// trained is the aggregator's training time when its connection was
+	// last lost: the resumed aggregator's clock goes on from there, not
+	// from its checkpoint's (up to --checkpoint-every earlier; the first
+	// checkpoint's is 0), so that its curve's times do not go back.
+	trained time.Duration
+}
+
+// lostAt records the aggregator's training time d at a lost connection.
+func (h *healState) lostAt(d time.Duration) {
+	h.mu.Lock()
+	h.trained = max(h.trained, d)
+	h.mu.Unlock()
+}
+
+// trainedAt is the aggregator's training time at its last lost
+// connection (0: none).
+func (h *healState) trainedAt() time.Duration {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.trained
 }
 
 // keep remembers role's checkpoint c.
@@ -209,6 +232,10 @@ func aggregatorCheckpoints(cfg *Config, ac *aggregator.Config) (*aggregator.Chec
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// After a lost connection the training time goes on from where it
+	// was, the checkpoint's state from where it was saved (the stream
+	// brings the rest).
+	c.Training = max(c.Training, cfg.heal.trainedAt())
 	return c, nil
 }
 

@@ -64,7 +64,7 @@ var budgetFlags = []string{"reply", "delta", "min-batch", "clip", "noise", "nois
 // applyLabelFree sets the label-free profile (see the constants above).
 func (c *Config) applyLabelFree(ch *PrivacyChoice, n int, set func(flag, value string, apply func())) {
 	ch.Profile = "label-free"
-	ch.Target = "no message that reaches a party depends on a label: every label's inference AUC is 0.5 (chance) for any attacker in one party's position, passive or active, and for all the parties together"
+	ch.Target = "no message that reaches a party depends on a label: what any one party receives tells a label at chance, AUC 0.5, passive or active, and for all the parties together (their own columns aside)"
 	c.LabelFree = true
 	var notes []string
 	if c.Model != "codebook" {

@@ -12,7 +12,6 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
-	"github.com/asyrevel/asyrevel/serve"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -182,13 +181,13 @@ func sealMessage(run string, subjects []string) int {
 // runSubjects are the subjects of a run of q parties, as its roster has
 // them (trust.Roster.AllSubjects; a test checks), for a run without keys.
 func runSubjects(run string, q int) []string {
-	out := []string{schemas.Subject(run, schemas.KindControl, 0), serve.RequestSubject(run)}
+	out := []string{schemas.Subject(run, schemas.KindControl, 0), schemas.ScoreSubject(run)}
 	for m := 1; m <= q; m++ {
 		out = append(out,
 			schemas.Subject(run, schemas.KindHello, m), schemas.Subject(run, schemas.KindOutput, m),
 			schemas.Subject(run, schemas.KindEval, m), schemas.Subject(run, schemas.KindReply, m),
 			trust.ReceiptSubject(run, m), schemas.AlignSubject(run, m), schemas.AlignHubSubject(run, m),
-			serve.AnswerSubject(run, m))
+			schemas.ScoredSubject(run, m))
 	}
 	return out
 }

@@ -266,7 +266,7 @@ func (c *Config) applyPrivacy(classes, rows int) error {
 	rho := spec.rho()
 	switch spec.Mode {
 	case PrivacyAUC:
-		ch.Target = fmt.Sprintf("every label's inference AUC at most %g for any attacker in one party's position, passive or active", spec.AUC)
+		ch.Target = fmt.Sprintf("every label's inference AUC at most %g from what one party receives, passive or active (its own columns aside)", spec.AUC)
 	case PrivacyEpsilon:
 		ch.Target = fmt.Sprintf("every label (%g, %g)-DP in one party's view", spec.Epsilon, spec.delta())
 	}
@@ -508,9 +508,10 @@ func logPrivacy(cfg *Config) {
 // PrivacyBound is the bound a run holds on what its traffic reveals of
 // each label, as privacy.json states it.
 type PrivacyBound struct {
-	// AUC is the largest label-inference AUC any attacker in one party's
-	// position can reach against the worst label (1: no bound); AUCAll
-	// the same for all the parties colluding.
+	// AUC is the largest AUC with which a test on what one party receives
+	// (passive or active) tells the worst label from another value (1: no
+	// bound); AUCAll the same for all the parties colluding. It does not
+	// cover what a party's own columns tell of a label (docs/privacy.md).
 	AUC    float64 `json:"auc"`
 	AUCAll float64 `json:"auc_all_parties"`
 	// Epsilon at Delta for the worst label in one party's view (omitted
@@ -532,7 +533,7 @@ func (s *Summary) Bound() PrivacyBound {
 		zero := 0.0
 		return PrivacyBound{AUC: 0.5, AUCAll: 0.5, Epsilon: &zero, Holds: "label-free: no message that reaches a party depends on a label " +
 			"(the parties send codes fitted on their own columns and are stopped, the log sealed, before the label holder fits its head): " +
-			"any attacker in one party's position, passive or active, or all the parties together, infers a label at chance, AUC 0.5"}
+			"what any one party receives, passive or active, or all the parties together, tells a label at chance, AUC 0.5 (their own columns aside)"}
 	}
 	d := s.Defense
 	if d == nil || d.Accounting == nil {

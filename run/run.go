@@ -1334,7 +1334,8 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 		err = nil
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
-	stopped := err != nil && (ctx.Err() != nil || stalled) && res != nil || paused != nil // interrupted: the outputs of the part that ran
+	diverged := errors.Is(err, party.ErrDiverged) && res != nil                                       // stop.go: the outputs of the part that ran, no model
+	stopped := err != nil && (ctx.Err() != nil || stalled || diverged) && res != nil || paused != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -1389,6 +1390,10 @@ func Train(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	if paused != nil {
 		return net.finishPaused(ctx, &cfg, s, prog, paused)
+	}
+	if diverged {
+		end := divergedEnd(s, err) // before finish writes summary.json
+		return end(net.finish(ctx, &cfg, s, prog))
 	}
 	if !stopped {
 		// The run is over: its log is closed (seal.go), even if a signal
@@ -1547,6 +1552,7 @@ func Aggregate(ctx context.Context, cfg Config) (*Summary, error) {
 		// stream as soon as the broker is back, as --resume would.
 		bus.Close()
 		lostAt = time.Now()
+		cfg.heal.lostAt(agg.Snapshot(aggregator.SnapshotOptions{}).Elapsed)
 		cfg.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the aggregator resumes from its latest checkpoint and the stream once the broker is back")
 		// Before its first checkpoint (training had not started) it

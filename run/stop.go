@@ -224,6 +224,8 @@ func (s *Summary) StopWords() string {
 			what, e.Best, e.BestSeconds, 100*e.Tolerance, e.Patience, why)
 	case "stuck":
 		return "stopped: the run does not learn: " + s.Stuck
+	case "diverged":
+		return "stopped: the training diverged (a party's outputs beyond the bound or not finite); the models were not written"
 	case "epochs", "steps", "duration", "target":
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":
@@ -239,4 +241,24 @@ func (s *Summary) StopWords() string {
 		return "stopped: converged"
 	}
 	return ""
+}
+
+// divergedEnd marks s as the summary of a run a party stopped because its
+// outputs diverged (err wraps party.ErrDiverged): stopped_by "diverged",
+// the party's words as the interruption's, and no model written (a
+// diverged model scores nothing). The summary is written like an
+// interrupted run's (issue 34: a diverged run exited without one) and the
+// run still ends with err, a non-zero exit. It returns the function that
+// passes finish's outcome on.
+func divergedEnd(s *Summary, err error) func(*Summary, error) (*Summary, error) {
+	s.StoppedBy, s.Interrupted = "diverged", err.Error()
+	return func(sum *Summary, ferr error) (*Summary, error) {
+		if ferr != nil {
+			if sum == nil {
+				s.OutputsErr = ferr.Error()
+			}
+			return s, fmt.Errorf("%w (and the outputs: %w)", err, ferr)
+		}
+		return sum, err
+	}
 }

@@ -1,8 +1,12 @@
 package run
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/party"
 )
 
 func TestEarlyStop(t *testing.T) {
@@ -281,5 +286,51 @@ func TestStuckWatch(t *testing.T) {
 	}
 	if w.stopWhen(nil)() {
 		t.Error("final evaluations made the run stuck")
+	}
+}
+
+// A run whose outputs diverge (a step size far too large) stops with an
+// error wrapping party.ErrDiverged, as before, and writes its summary:
+// stopped_by "diverged", the party's words, and no model (issue 34: a
+// stuck run wrote one, a diverged one none).
+func TestDivergedRunWritesItsSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := t.TempDir()
+	cfg := New(func(c *Config) {
+		c.Synthetic = small()
+		c.Parties = 2
+		c.Batch = 16
+		c.Seed = 1
+		c.LR = 1e12
+		c.MaxSteps = 1 << 30
+		c.Out = out
+		c.Run = "diverged"
+		c.Log = testLog(t)
+	})
+	s, err := Train(context.Background(), cfg)
+	if !errors.Is(err, party.ErrDiverged) {
+		t.Fatalf("Train: %v, want party.ErrDiverged", err)
+	}
+	if s == nil || s.StoppedBy != "diverged" || !strings.Contains(s.Interrupted, "diverge") {
+		t.Fatalf("summary %+v", s)
+	}
+	var sum struct {
+		StoppedBy   string `json:"stopped_by"`
+		Interrupted string `json:"interrupted"`
+	}
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || sum.StoppedBy != "diverged" || !strings.Contains(sum.Interrupted, "--scale standard") {
+		t.Errorf("summary.json: %+v (%v)", sum, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "models")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a diverged run wrote its models (%v)", err)
+	}
+	if w := s.StopWords(); !strings.Contains(w, "diverged") {
+		t.Errorf("stop words %q", w)
 	}
 }

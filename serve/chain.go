@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -143,7 +144,7 @@ func (c *chainIn) check(d broker.Delivery, seq uint64) (signed bool, err error) 
 	}
 	c.m.Payload = nil
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrMessage, err)
+		return false, fmt.Errorf("%w: %w", schemas.ErrScore, err)
 	}
 	return c.m.Sig != "", nil
 }

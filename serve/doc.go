@@ -23,8 +23,8 @@
 // Scoring travels through the run's broker on two subjects, so that the
 // run's stream records who scored which ids:
 //
-//	asyrevel.R.score        aggregator -> all parties   Request: seq, ids
-//	asyrevel.R.scored.M     party M -> aggregator       Answer: seq, the request's seq, its outputs c for those ids
+//	asyrevel.R.score        aggregator -> all parties   schemas.ScoreRequest: seq, ids
+//	asyrevel.R.scored.M     party M -> aggregator       schemas.ScoreAnswer: seq, the request's seq, its outputs c for those ids
 //
 // A party answers with its local model's outputs only; it never sees a
 // prediction or a label. The aggregator combines the q answers with its head

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 
@@ -56,71 +55,6 @@ func FuzzUnmarshal(f *testing.F) {
 		m2, err := Unmarshal(again)
 		if err != nil || len(m2.Params) != len(m.Params) {
 			t.Fatalf("re-encoded file: %v", err)
-		}
-	})
-}
-
-// FuzzRequest: a decoded request either is refused with ErrMessage or
-// holds at most MaxIDs ids and encodes back to the same bytes (one
-// encoding per request), and SeqOf reads its number.
-func FuzzRequest(f *testing.F) {
-	f.Add(AppendRequest(nil, 1, []string{"a", "b"}))
-	f.Add(AppendRequest(nil, 1<<40, nil))
-	f.Add(bytes.Repeat([]byte{0x91}, 10))
-	f.Add([]byte{0x93, 0x02, 0x01, 0xdd, 0xff, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := UnmarshalRequest(data)
-		if err != nil {
-			if !errors.Is(err, ErrMessage) {
-				t.Fatalf("error of no sentinel: %v", err)
-			}
-			return
-		}
-		if len(r.IDs) > MaxIDs {
-			t.Fatalf("accepted %d ids", len(r.IDs))
-		}
-		if SeqOf(data) != r.Seq {
-			t.Fatalf("SeqOf %d, decoded %d", SeqOf(data), r.Seq)
-		}
-		if r.V == WireVersion && !bytes.Equal(r.Marshal(), data) && canonical(data) {
-			t.Fatalf("re-encoded differently")
-		}
-		if err := r.Check(); err == nil && (r.Seq == 0 || r.V != WireVersion) {
-			t.Fatalf("Check passed request %d of version %d", r.Seq, r.V)
-		}
-	})
-}
-
-// canonical reports whether data uses msgpack's shortest forms (what
-// AppendRequest writes); other encodings decode to the same request.
-func canonical(data []byte) bool {
-	r, err := UnmarshalRequest(data)
-	return err == nil && len(r.Marshal()) == len(data)
-}
-
-// FuzzAnswer: a decoded answer is refused with ErrMessage or encodes
-// back to an answer that decodes to the same values.
-func FuzzAnswer(f *testing.F) {
-	f.Add(AppendAnswer(nil, &Answer{V: WireVersion, Seq: 3, Party: 2, Req: 9, K: 1, C: make([]byte, 16), Unknown: []string{"x"}, Err: "e"}))
-	f.Add([]byte{0x99})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var a Answer
-		if err := DecodeAnswer(data, &a); err != nil {
-			if !errors.Is(err, ErrMessage) {
-				t.Fatalf("error of no sentinel: %v", err)
-			}
-			return
-		}
-		if a.Party < 0 || a.K < 0 || len(a.Unknown) > MaxIDs || len(a.Refused) > MaxIDs {
-			t.Fatalf("accepted %+v", a)
-		}
-		var b Answer
-		if err := DecodeAnswer(AppendAnswer(nil, &a), &b); err != nil || b.Seq != a.Seq || b.Req != a.Req || !bytes.Equal(b.C, a.C) ||
-			len(b.Unknown) != len(a.Unknown) || len(b.Refused) != len(a.Refused) || b.Err != a.Err {
-			t.Fatalf("round trip: %v %+v %+v", err, a, b)
-		}
-		if SeqOf(data) != a.Seq {
-			t.Fatalf("SeqOf %d, decoded %d", SeqOf(data), a.Seq)
 		}
 	})
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/schemas"
 )
 
 // Limits of the HTTP service.
@@ -228,7 +230,7 @@ func StatusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrPartyFailed):
 		return http.StatusBadGateway
-	case errors.Is(err, ErrMessage):
+	case errors.Is(err, schemas.ErrScore):
 		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
@@ -251,8 +253,8 @@ func parseIDs(raw []json.RawMessage) ([]string, error) {
 			}
 			ids[i] = strconv.FormatInt(n, 10)
 		}
-		if len(ids[i]) == 0 || len(ids[i]) > MaxIDLen {
-			return nil, fmt.Errorf("id %d has %d bytes (1..%d)", i, len(ids[i]), MaxIDLen)
+		if len(ids[i]) == 0 || len(ids[i]) > schemas.MaxScoreIDLen {
+			return nil, fmt.Errorf("id %d has %d bytes (1..%d)", i, len(ids[i]), schemas.MaxScoreIDLen)
 		}
 	}
 	return ids, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/privacy/metric"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -107,7 +108,7 @@ func (c *PredictConfig) defaults() {
 	if c.Chunk <= 0 {
 		c.Chunk = DefaultChunk
 	}
-	c.Chunk = min(c.Chunk, MaxIDs)
+	c.Chunk = min(c.Chunk, schemas.MaxScoreIDs)
 	if c.Window <= 0 {
 		c.Window = DefaultWindow
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -63,7 +64,7 @@ type Responder struct {
 	ids    [][]byte
 	rows   []uint32
 	outs   []float64
-	ans    Answer
+	ans    schemas.ScoreAnswer
 	buf    []byte
 	msg    broker.Message
 	unsent bool // msg was chained but not published: send it first
@@ -103,7 +104,7 @@ func NewResponder(ctx context.Context, cfg ResponderConfig) (*Responder, error) 
 	if (cfg.Key == nil) != (cfg.Roster == nil) {
 		return nil, fmt.Errorf("%w: a responder needs both a key and the roster, or neither", ErrSignature)
 	}
-	in, err := newChainIn(cfg.Roster, RequestSubject(run))
+	in, err := newChainIn(cfg.Roster, schemas.ScoreSubject(run))
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func NewResponder(ctx context.Context, cfg ResponderConfig) (*Responder, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Responder{cfg: cfg, run: run, subj: AnswerSubject(run, f.Party), local: local, close: closeFn, index: index, in: in, k: f.Out,
+	return &Responder{cfg: cfg, run: run, subj: schemas.ScoredSubject(run, f.Party), local: local, close: closeFn, index: index, in: in, k: f.Out,
 		rejected: map[string]int64{}, rejLog: ratelog.NewRejections()}, nil
 }
 
@@ -156,7 +157,7 @@ func (r *Responder) Subscribe(ctx context.Context, bus broker.Bus) (broker.Subsc
 		r.seq = timeSeq() // without keys: numbers above any earlier process's
 	}
 	r.hmu.Unlock()
-	sub, err := bus.Subscribe(ctx, []string{RequestSubject(r.run)}, broker.SubscribeOptions{Deliver: broker.DeliverNew},
+	sub, err := bus.Subscribe(ctx, []string{schemas.ScoreSubject(r.run)}, broker.SubscribeOptions{Deliver: broker.DeliverNew},
 		func(ctx context.Context, d broker.Delivery) { r.handle(ctx, bus, d) })
 	if err != nil {
 		return nil, fmt.Errorf("party %d: subscribing to scoring requests: %w", r.cfg.Model.Party, err)
@@ -189,7 +190,7 @@ func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Deliver
 		return
 	}
 	data := d.Data()
-	v, seq, ids, err := DecodeRequest(data, r.ids)
+	v, seq, ids, err := schemas.DecodeScoreRequest(data, r.ids)
 	r.ids = ids[:0]
 	if err != nil {
 		r.reject("malformed", err)
@@ -200,7 +201,7 @@ func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Deliver
 		r.reject("trust-"+trust.Reason(err), err)
 		return
 	}
-	req := Request{V: v, Seq: seq}
+	req := schemas.ScoreRequest{V: v, Seq: seq}
 	if err := req.Check(); err != nil {
 		r.reject("invalid", err)
 		return
@@ -208,19 +209,19 @@ func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Deliver
 	if r.in == nil && seq <= r.last {
 		// Without keys the numbers still increase (with keys the chain
 		// rejects a replay).
-		r.reject("replay", fmt.Errorf("%w: request %d after %d", ErrMessage, seq, r.last))
+		r.reject("replay", fmt.Errorf("%w: request %d after %d", schemas.ErrScore, seq, r.last))
 		return
 	}
 	for _, id := range ids {
-		if len(id) == 0 || len(id) > MaxIDLen {
-			r.reject("invalid", fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrMessage, len(id), MaxIDLen))
+		if len(id) == 0 || len(id) > schemas.MaxScoreIDLen {
+			r.reject("invalid", fmt.Errorf("%w: an id of %d bytes (1..%d)", schemas.ErrScore, len(id), schemas.MaxScoreIDLen))
 			return
 		}
 	}
 	r.last = seq
 	m := r.cfg.Model.Party
 	a := &r.ans
-	*a = Answer{V: WireVersion, Party: m, Req: seq, K: r.k, Unknown: a.Unknown[:0], Refused: a.Refused[:0]}
+	*a = schemas.ScoreAnswer{V: schemas.ScoreVersion, Party: m, Req: seq, K: r.k, Unknown: a.Unknown[:0], Refused: a.Refused[:0]}
 	r.rows = r.rows[:0]
 	for _, id := range ids {
 		i, ok := r.index[string(id)]
@@ -248,7 +249,7 @@ func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Deliver
 		if ext, ok := r.local.(*model.External); ok && ext.Err() != nil {
 			a.Err = fmt.Sprintf("party %d's external model failed: %v", m, ext.Err())
 		} else {
-			r.buf = appendFloats(r.buf[:0], out)
+			r.buf = schemas.AppendScoreOutputs(r.buf[:0], out)
 			a.C = r.buf
 			r.requests.Add(1)
 			r.nids.Add(int64(len(r.rows)))
@@ -263,7 +264,7 @@ func (r *Responder) handle(ctx context.Context, bus broker.Bus, d broker.Deliver
 		r.seq++
 		a.Seq = r.seq
 	}
-	payload := AppendAnswer(r.msg.Data[:0], a)
+	payload := schemas.AppendScoreAnswer(r.msg.Data[:0], a)
 	r.msg = broker.Message{Subject: r.subj, Data: payload}
 	if r.out != nil {
 		r.msg.Header, _ = r.out.stamp(payload, signed || len(ids) == 0)

@@ -18,6 +18,7 @@ import (
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -141,12 +142,12 @@ func NewScorer(cfg ScorerConfig) (*Scorer, error) {
 	if (cfg.Key == nil) != (cfg.Roster == nil) {
 		return nil, fmt.Errorf("%w: a scorer needs both a key and the roster, or neither", ErrSignature)
 	}
-	s := &Scorer{cfg: cfg, run: run, subj: RequestSubject(run), q: f.Parties, k: f.K, head: head, pending: map[uint64]*call{},
+	s := &Scorer{cfg: cfg, run: run, subj: schemas.ScoreSubject(run), q: f.Parties, k: f.K, head: head, pending: map[uint64]*call{},
 		next: timeSeq(), rejLog: ratelog.NewRejections()}
 	s.stats.Rejected = map[string]int64{}
 	s.ins = make([]*chainIn, s.q+1)
 	for m := 1; m <= s.q; m++ {
-		if s.ins[m], err = newChainIn(cfg.Roster, AnswerSubject(run, m)); err != nil {
+		if s.ins[m], err = newChainIn(cfg.Roster, schemas.ScoredSubject(run, m)); err != nil {
 			return nil, err
 		}
 	}
@@ -168,7 +169,7 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 		s.out = out
 	}
 	for m := 1; m <= s.q; m++ {
-		sub, err := bus.Subscribe(ctx, []string{AnswerSubject(s.run, m)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, s.handle)
+		sub, err := bus.Subscribe(ctx, []string{schemas.ScoredSubject(s.run, m)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, s.handle)
 		if err != nil {
 			s.Close()
 			return fmt.Errorf("aggregator: subscribing to party %d's scoring answers: %w", m, err)
@@ -270,12 +271,12 @@ func (s *Scorer) Stats() ScorerStats {
 // side: row i holds party 1's k outputs, then party 2's, ... (the head's
 // input). It waits at most the configured timeout (or ctx).
 func (s *Scorer) Outputs(ctx context.Context, ids []string) ([]float64, error) {
-	if len(ids) == 0 || len(ids) > MaxIDs {
-		return nil, fmt.Errorf("%w: %d ids (1..%d)", ErrMessage, len(ids), MaxIDs)
+	if len(ids) == 0 || len(ids) > schemas.MaxScoreIDs {
+		return nil, fmt.Errorf("%w: %d ids (1..%d)", schemas.ErrScore, len(ids), schemas.MaxScoreIDs)
 	}
 	for _, id := range ids {
-		if len(id) == 0 || len(id) > MaxIDLen {
-			return nil, fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrMessage, len(id), MaxIDLen)
+		if len(id) == 0 || len(id) > schemas.MaxScoreIDLen {
+			return nil, fmt.Errorf("%w: an id of %d bytes (1..%d)", schemas.ErrScore, len(id), schemas.MaxScoreIDLen)
 		}
 	}
 	return s.outputs(ctx, ids, false)
@@ -304,7 +305,7 @@ func (s *Scorer) send(ctx context.Context, ids []string, c *call, seal bool) (ui
 		s.next++
 		req = s.next
 	}
-	s.buf = AppendRequest(s.buf[:0], req, ids)
+	s.buf = schemas.AppendScoreRequest(s.buf[:0], req, ids)
 	msg := broker.Message{Subject: s.subj, Data: s.buf}
 	if s.out != nil {
 		msg.Header, _ = s.out.stamp(s.buf, seal || s.seal)
@@ -430,13 +431,13 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 	subj := d.Subject()
 	m, err := strconv.Atoi(subj[strings.LastIndexByte(subj, '.')+1:])
 	if err != nil || m < 1 || m > s.q {
-		s.rejectLocked("subject", 0, fmt.Errorf("%w: subject %s", ErrMessage, subj))
+		s.rejectLocked("subject", 0, fmt.Errorf("%w: subject %s", schemas.ErrScore, subj))
 		return
 	}
 	// Decoded and checked outside the lock: the requests being sent
 	// need it.
-	var a Answer
-	if err := DecodeAnswer(d.Data(), &a); err != nil {
+	var a schemas.ScoreAnswer
+	if err := schemas.DecodeScoreAnswer(d.Data(), &a); err != nil {
 		s.rejectLocked("malformed", m, err)
 		return
 	}
@@ -444,8 +445,8 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 		s.rejectLocked("trust-"+trust.Reason(err), m, err)
 		return
 	}
-	if a.V != WireVersion || a.Party != m {
-		s.rejectLocked("invalid", m, fmt.Errorf("%w: version %d, party %d on party %d's subject", ErrMessage, a.V, a.Party, m))
+	if a.V != schemas.ScoreVersion || a.Party != m {
+		s.rejectLocked("invalid", m, fmt.Errorf("%w: version %d, party %d on party %d's subject", schemas.ErrScore, a.V, a.Party, m))
 		return
 	}
 	s.mu.Lock()
@@ -456,7 +457,7 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 		return
 	}
 	if c.got[m] {
-		s.reject("duplicate", m, fmt.Errorf("%w: a second answer of party %d to request %d", ErrMessage, m, a.Req))
+		s.reject("duplicate", m, fmt.Errorf("%w: a second answer of party %d to request %d", schemas.ErrScore, m, a.Req))
 		return
 	}
 	switch {
@@ -478,7 +479,7 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 	default:
 		n, w, k := len(c.ids), s.q*s.k, s.k
 		if a.K != k || len(a.C) != 8*n*k {
-			s.reject("invalid", m, fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", ErrMessage, m, len(a.C), a.K, n, k))
+			s.reject("invalid", m, fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", schemas.ErrScore, m, len(a.C), a.K, n, k))
 			return
 		}
 		slot := (m - 1) * k
@@ -486,11 +487,11 @@ func (s *Scorer) handle(_ context.Context, d broker.Delivery) {
 			for j := range k {
 				v := math.Float64frombits(binary.LittleEndian.Uint64(a.C[8*(i*k+j):]))
 				if math.IsNaN(v) || math.IsInf(v, 0) {
-					s.reject("invalid", m, fmt.Errorf("%w: party %d answered a non-finite output %v", ErrMessage, m, v))
+					s.reject("invalid", m, fmt.Errorf("%w: party %d answered a non-finite output %v", schemas.ErrScore, m, v))
 					return
 				}
 				if s.isCode != nil && !s.isCode(v) {
-					s.reject("invalid", m, fmt.Errorf("%w: party %d answered %v, not one of the head's codes", ErrMessage, m, v))
+					s.reject("invalid", m, fmt.Errorf("%w: party %d answered %v, not one of the head's codes", schemas.ErrScore, m, v))
 					return
 				}
 				c.c[i*w+slot+j] = v

@@ -24,6 +24,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/serve"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -393,7 +394,7 @@ func TestResponderRejects(t *testing.T) {
 	rogue := hub.Connect("rogue")
 	var seen []broker.Message
 	var seenMu sync.Mutex
-	rsub, err := rogue.Subscribe(ctx, []string{serve.RequestSubject(testRun)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, func(_ context.Context, d broker.Delivery) {
+	rsub, err := rogue.Subscribe(ctx, []string{schemas.ScoreSubject(testRun)}, broker.SubscribeOptions{Deliver: broker.DeliverNew}, func(_ context.Context, d broker.Delivery) {
 		seenMu.Lock()
 		defer seenMu.Unlock()
 		seen = append(seen, broker.Message{Subject: d.Subject(), Data: bytes.Clone(d.Data()),
@@ -418,10 +419,10 @@ func TestResponderRejects(t *testing.T) {
 	replay := seen[0]
 	seenMu.Unlock()
 	forged := []*broker.Message{
-		{Subject: serve.RequestSubject(testRun), Data: []byte("x")}, // malformed
-		{Subject: serve.RequestSubject(testRun), Data: serve.AppendRequest(nil, 3, []string{"1"}), Header: map[string]string{trust.SigHeader: "garbage-no-dot"}}, // bad signature
+		{Subject: schemas.ScoreSubject(testRun), Data: []byte("x")}, // malformed
+		{Subject: schemas.ScoreSubject(testRun), Data: schemas.AppendScoreRequest(nil, 3, []string{"1"}), Header: map[string]string{trust.SigHeader: "garbage-no-dot"}}, // bad signature
 		&replay, // an earlier request again
-		{Subject: serve.RequestSubject(testRun), Data: serve.AppendRequest(nil, 10, []string{"1"})}, // unsigned, beyond the chain
+		{Subject: schemas.ScoreSubject(testRun), Data: schemas.AppendScoreRequest(nil, 10, []string{"1"})}, // unsigned, beyond the chain
 	}
 	for _, m := range forged {
 		if err := rogue.Publish(ctx, m); err != nil {

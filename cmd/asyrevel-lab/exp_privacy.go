@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/experiment"
+	expreport "github.com/asyrevel/asyrevel/experiment/report"
 	"github.com/asyrevel/asyrevel/internal/cli"
 	"github.com/asyrevel/asyrevel/run"
 )
@@ -134,11 +136,25 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if flagGiven(fs, "net-epochs") {
 		cmd += " --net-epochs " + strconv.FormatFloat(*netEpochs, 'g', -1, 64)
 	}
+	var kept expreport.Run
 	if *only != "" {
-		cmd += "; " + cmd + " --settings " + *only
+		cmd += " --settings " + *only
+		// The rows kept come from the earlier commands: the section keeps
+		// them and their notes, this command after them.
+		if runs, err := expreport.ReadRuns(f.out); err == nil {
+			kept = runs["privacy"]
+		}
 	}
 	if err := experiment.WritePrivacy(f.out, sum, cmd); err != nil {
 		return err
+	}
+	if len(kept.Commands) > 0 {
+		cmds := append(slices.DeleteFunc(slices.Clone(kept.Commands), func(c string) bool { return c == cmd }), cmd)
+		notes := append(slices.Clone(kept.Settings), fmt.Sprintf("the last command ran the %s rows of %s again; the start, length and load said here are its own",
+			*only, *setsFlag))
+		if err := experiment.WriteSection(f.out, experiment.Section{Name: "privacy", Command: strings.Join(cmds, "\n"), Started: t0, Settings: notes}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "privacy experiment: %d runs' attacks in %s -> %s/privacy.csv, privacy.png, REPORT-privacy.md\n",
 		len(rows), time.Since(t0).Round(time.Second), f.out)
@@ -150,9 +166,10 @@ type goalFlags struct {
 	goal                  bool
 	lengths, algos        string
 	sklearn               string
-	activeMax             time.Duration
+	activeMax, activeLen  time.Duration
 	noActive, budget      bool
 	featureAux, featureOf int
+	privacies             string
 }
 
 func newGoalFlags(fs *flag.FlagSet) *goalFlags {
@@ -163,11 +180,33 @@ func newGoalFlags(fs *flag.FlagSet) *goalFlags {
 	fs.StringVar(&g.sklearn, "sklearn-data", "/usr/lib/python3/dist-packages/sklearn/datasets/data",
 		"--goal: the folder of scikit-learn's breast_cancer.csv and wine_data.csv\n(Debian's python3-sklearn puts them there)")
 	fs.DurationVar(&g.activeMax, "active-max", 0, "--goal: cap the active attacker's runs at this --duration (0: the row's own)")
+	fs.DurationVar(&g.activeLen, "active-length", 0, "--goal: the active attacker's runs' --duration instead of the row's (0: the row's).\nThe attacker isolates one sample a request; a per-label budget ends its requests\nwhen spent, after which a longer run covers no more samples")
 	fs.BoolVar(&g.noActive, "no-active", false, "--goal: no run with an active attacker (the rows' active columns stay empty)")
 	fs.BoolVar(&g.budget, "budget", false, "--goal: add --privacy auc=0.6,profile=budget (the earlier default) beside MNIST 90 s\nand a9a 20 s")
+	fs.StringVar(&g.privacies, "privacies", "", "--goal: only the rows of these privacies (default, off, budget: the --budget rows,\nwhich it implies; empty: all), e.g. --privacies budget to run the budget rows again")
 	fs.IntVar(&g.featureAux, "feature-aux", 1000, "--goal: samples whose features the curious aggregator knows")
 	fs.IntVar(&g.featureOf, "feature-target", 4, "--goal: the party whose features the aggregator infers")
 	return g
+}
+
+// goalPrivacies is the set of goal rows' privacies that --privacies
+// names (nil: all): default, off, or budget (experiment.BudgetPrivacy).
+func goalPrivacies(names []string) (map[string]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	keep := map[string]bool{}
+	for _, n := range names {
+		switch n {
+		case experiment.PrivacyDefault, "off":
+			keep[n] = true
+		case "budget":
+			keep[experiment.BudgetPrivacy] = true
+		default:
+			return nil, fmt.Errorf("%w: --privacies: %q (the goal rows have default, off, budget)", errUsage, n)
+		}
+	}
+	return keep, nil
 }
 
 // expPrivacyGoal runs experiment privacy --goal.
@@ -185,7 +224,7 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 	}
 	defer os.RemoveAll(tmp)
 	cfg := experiment.GoalConfig{Build: cli.TrainConfig, Split: func(args []string) error { return cli.DataSplit(args, io.Discard, io.Discard) },
-		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
+		Attacker: attacker, Aux: aux, Active: !g.noActive, ActiveMax: g.activeMax, ActiveLength: g.activeLen, FeatureAux: g.featureAux, FeatureTarget: g.featureOf,
 		Store: tmp, Log: log}
 	if f.quick {
 		if cfg.Runs, err = experiment.GoalQuickPlan(tmp); err != nil {
@@ -198,7 +237,11 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 			cfg.Aux = 30
 		}
 	} else {
-		o := experiment.GoalPlanOptions{Lengths: split(g.lengths), Algos: split(g.algos), Budget: g.budget,
+		keep, err := goalPrivacies(split(g.privacies))
+		if err != nil {
+			return err
+		}
+		o := experiment.GoalPlanOptions{Lengths: split(g.lengths), Algos: split(g.algos), Budget: g.budget || keep[experiment.BudgetPrivacy],
 			Data: experiment.GoalData{Show: map[string]string{}}}
 		if flagGiven(fs, "sets") {
 			o.Sets = split(setsFlag)
@@ -256,6 +299,12 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 				return fmt.Errorf("%w: %w", errUsage, err)
 			}
 			return err
+		}
+		if len(keep) > 0 {
+			cfg.Runs = slices.DeleteFunc(cfg.Runs, func(r experiment.GoalRun) bool { return !keep[r.Privacy] })
+		}
+		if len(cfg.Runs) == 0 {
+			return fmt.Errorf("%w: no goal row has these --sets, --lengths, --algos and --privacies", errUsage)
 		}
 	}
 	// The command as run, without where it read and wrote.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -109,4 +110,33 @@ func num(t *testing.T, s string) float64 {
 		return math.NaN()
 	}
 	return v
+}
+
+// --privacies names the goal rows' privacies: budget is the budget rows'
+// switch (which --budget adds), an unknown name a usage error, none all.
+func TestGoalPrivacies(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want []string
+		err  bool
+	}{
+		{nil, nil, false},
+		{[]string{"budget"}, []string{"auc=0.6,profile=budget"}, false},
+		{[]string{"default", "off"}, []string{"default", "off"}, false},
+		{[]string{"budget", "epsilon"}, nil, true},
+	} {
+		got, err := goalPrivacies(tc.in)
+		if (err != nil) != tc.err || (err != nil && !errors.Is(err, errUsage)) {
+			t.Errorf("%v: error %v, want one: %v (a usage error)", tc.in, err, tc.err)
+			continue
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%v: %v, want %v", tc.in, got, tc.want)
+		}
+		for _, w := range tc.want {
+			if !got[w] {
+				t.Errorf("%v: %v lacks %q", tc.in, got, w)
+			}
+		}
+	}
 }

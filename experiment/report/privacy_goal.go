@@ -156,10 +156,10 @@ func maxAttack(t *table, rows []int, who string) string {
 }
 
 // aboveBound lists the measured attacks of privacy-goal.csv above their
-// run's bound, each with its interval, and counts those whose interval's
-// lower end is above the bound too and those without the counts for an
-// interval.
-func aboveBound(t *table) (above []string, wholly, unknown int) {
+// run's bound, each with its interval, and counts those for which the
+// bound fails (the corrected interval's lower end above it too), those
+// within noise, and those without the counts to tell.
+func aboveBound(t *table) (above []string, fails, noise, unknown int) {
 	for i := range t.rows {
 		for _, who := range []string{"passive", "active"} {
 			c := goalCheck(t, i, who)
@@ -173,19 +173,25 @@ func aboveBound(t *table) (above []string, wholly, unknown int) {
 			if n := t.integer(i, who+"_covered"); n > 0 {
 				what += fmt.Sprintf(" over %d samples", n)
 			}
-			end, over := c.verdict(goalFile)
+			end, failed := c.verdict(goalFile)
 			end = "; " + end
-			if over {
-				wholly++
-			}
-			if !c.known() {
+			switch {
+			case failed:
+				fails++
+			case c.noise():
+				noise++
+			default:
 				unknown++
 			}
-			above = append(above, fmt.Sprintf("%s %s %s %s seed %s: %s %s, %s, is above the bound %s%s", t.str(i, "set"), lengthText(t.str(i, "length")),
+			mark := "⚑"
+			if failed {
+				mark = "⚑ **THE BOUND FAILS**:"
+			}
+			above = append(above, fmt.Sprintf("%s %s %s %s %s seed %s: %s %s, %s, is above the bound %s%s", mark, t.str(i, "set"), lengthText(t.str(i, "length")),
 				t.str(i, "algo"), privacyText(t.str(i, "privacy")), t.str(i, "seed"), who, t.str(i, who+"_attack"), what, f(c.bound, 3), end))
 		}
 	}
-	return above, wholly, unknown
+	return above, fails, noise, unknown
 }
 
 func goalBody(g *gen) (string, error) {
@@ -218,12 +224,14 @@ func goalBody(g *gen) (string, error) {
 	p("The bound is the run's privacy.json: the largest label-inference AUC an attacker in one party's position, passive or active, can reach ")
 	p("(and all the parties together). The attacks read the run's log afterwards (package `replay`), from party 3's view (party 1 of `nonf`'s ")
 	p("single party): *passive*, the honest run's strongest label attack; *active*, the strongest of a second run with the same flags ")
-	p("where party 3 perturbs one sample per request (on a multiclass set another party nudges every sample), its length in `active_length` when capped. ")
+	p("where party 3 perturbs one sample per request (on a multiclass set another party nudges every sample), its length in `active_length` when not the row's (capped by `--active-max`, or longer by `--active-length` to cover more samples). ")
 	p("*none: no reply to read*: the party sent no request and received no reply, only control messages (the label-free profile), so no label ")
-	p("attack has anything to read and the best any attacker can do is chance, AUC 0.5. [low..high] after an attack's AUC is the 95%% interval ")
-	p("(Hanley and McNeil, from the covered samples of the class and of the others) of the AUC the bound must cover: the worst class's on a ")
-	p("multiclass set; *[no counts]*: the row was written before `%s` held the class counts, so it has no interval. ", goalFile)
-	p("⚑ marks an AUC above its run's bound, and says whether even the interval's lower end is above it. Times are wall-clock seconds on the machine of the ")
+	p("attack has anything to read and the best any attacker can do is chance, AUC 0.5. [low..high] after an attack's AUC is the interval ")
+	p("(Hanley and McNeil, from the covered samples of the class and of the others) of the AUC the bound must cover: on a binary set its AUC, ")
+	p("at 95%%; on a multiclass set of C classes the worst class's, the largest of C one-vs-rest AUCs, whose interval is Bonferroni's at ")
+	p("1 - 0.05/C (99.5%% for 10 classes), so that all C intervals hold together at 95%%; *[no counts]*: the row was written before `%s` held ", goalFile)
+	p("the class counts, so it has no interval. ⚑ marks an AUC above its run's bound: *within noise* when that corrected interval reaches down ")
+	p("to the bound, **the bound fails** when even its lower end is above it. Times are wall-clock seconds on the machine of the ")
 	p("run, with the load average (1 min) at the start and the end of the row's runs beside them.\n\n")
 
 	// make run's figure.
@@ -297,13 +305,21 @@ func goalBody(g *gen) (string, error) {
 		_, hi := extent(bounds)
 		goal = append(goal, []string{"every defended run's bound at most 0.6", fmt.Sprintf("largest %s over %d runs", f(hi, 3), len(bounds)), verdict(hi <= 0.6)})
 	}
-	above, wholly, unknown := aboveBound(t)
+	above, fails, noise, unknown := aboveBound(t)
 	if len(bounds) > 0 {
 		got := fmt.Sprintf("%d above", len(above))
 		if len(above) > 0 {
-			got += fmt.Sprintf(" (%d with even the 95%% interval's lower end above, %d without class counts for an interval)", wholly, unknown)
+			got += fmt.Sprintf(": %d where the bound fails (the corrected interval's lower end above it too), %d within noise, %d without class counts to tell",
+				fails, noise, unknown)
 		}
-		goal = append(goal, []string{"no measured attack above its run's bound", got, verdict(len(above) == 0)})
+		v := verdict(len(above) == 0)
+		switch {
+		case fails > 0:
+			v = "**not met: the bound fails**"
+		case len(above) > 0 && unknown == 0:
+			v = "met: within noise"
+		}
+		goal = append(goal, []string{"no measured attack above its run's bound beyond noise", got, v})
 	}
 	if len(goal) > 0 {
 		b.WriteString(mdTable([]string{"goal", "measured", ""}, goal))
@@ -332,15 +348,17 @@ func goalBody(g *gen) (string, error) {
 		p("\nWith no `--privacy off` run beside the default's: %s.\n", list(alone))
 	}
 	for _, a := range above {
-		p("\n- ⚑ %s.", a)
+		p("\n- %s.", a)
 	}
 	if len(above) > 0 {
 		p("\n\nThe bound holds for every label; a measured AUC is over the samples the attacker covered, and one class's one-vs-rest AUC " +
-			"over a few hundred samples moves by several hundredths between runs. Its 95%% interval (Hanley and McNeil, from the AUC and the " +
-			"covered samples of the class and of the others, `*_class_positives` and `*_covered`) says how far: an interval that reaches down " +
-			"to the bound is within the run's sampling error, one wholly above it contradicts the bound. A row written before the CSV held " +
-			"the class counts has no interval, and the report does not guess one. The worst class is the largest of the classes' AUCs, " +
-			"so one class of ten above its expectation by chance is likelier than the interval of a class chosen in advance says.")
+			"over a few hundred samples moves by several hundredths between runs. Its interval (Hanley and McNeil, from the AUC and the " +
+			"covered samples of the class and of the others, `*_class_positives` and `*_covered`) says how far. The worst class is the largest " +
+			"of C classes' AUCs, and one class of ten above its own 95%% interval by chance is far likelier than one time in twenty: its interval " +
+			"is Bonferroni's, at level 1 - 0.05/C for each class (C = 1 on a binary set). An AUC whose corrected interval reaches down to the " +
+			"bound is within noise; one whose corrected interval lies wholly above it means **the bound fails**, a defect of the accountant " +
+			"or of its bound, not of the measurement. A row written before the CSV held the class counts has no interval, and the report " +
+			"does not guess one.")
 	}
 	p("\n\n")
 
@@ -400,7 +418,7 @@ func goalBody(g *gen) (string, error) {
 			}
 		}
 		if len(capped) > 0 {
-			p("\nThe active attacker's runs capped shorter than their row: %s.\n", list(capped))
+			p("\nThe active attacker's runs of another length than their row: %s.\n", list(capped))
 		}
 	}
 

@@ -43,9 +43,11 @@ func TestGoalSection(t *testing.T) {
 		"| breast-cancer, asyrevel-gau, until it stops: within 1.5 points of `off` in the mean | 94.73% against 99.12% (-4.39 points) | **not met** |",
 		"| a9a, asyrevel-gau, 20s: within 0.3 points of `off` | 84.90% against 85.11% (-0.21 points) | met |",
 		"| every defended run's bound at most 0.6 | largest 0.600 over 6 runs | met |",
-		"| no measured attack above its run's bound | 1 above (0 with even the 95% interval's lower end above, 1 without class counts for an interval) | **not met** |",
+		"| no measured attack above its run's bound beyond noise | 1 above: 0 where the bound fails (the corrected interval's lower end above it too), "+
+			"0 within noise, 1 without class counts to tell | **not met** |",
 		"⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: passive derivative, worst class's AUC 0.700 (macro 0.650), is above the bound 0.600; "+
-			"privacy-goal.csv holds no class counts for this row, so whether the lower end of its Hanley-McNeil 95% interval is above the bound is not known.",
+			"privacy-goal.csv holds no class counts for this row, so whether the lower end of its Hanley-McNeil 99.5% (Bonferroni: 95% over the 10 classes) "+
+			"interval is above the bound is not known.",
 		"derivative 0.650 (worst class 0.700) ⚑ above the bound 0.600, interval unknown (no class counts in the CSV)",
 		"| breast-cancer | until it stops | asyrevel-gau | default | label-free | 2 | 94.73 [92.98..96.49] sd 2.48 | -4.39 |",
 		"none: no reply to read",
@@ -125,38 +127,56 @@ func flagCSV(set, bound, auc, worst, covered, positives string) string {
 }
 
 // The flag of a measured AUC above its bound, in the tables and the list:
-// a row above the bound renders it, with its interval and whether even
-// the interval's lower end is above the bound (or, without the class
-// counts, what any count would give); a row at or below the bound, or
-// with a bound of 1 (no claim), renders none.
+// a row above the bound renders it, with its interval (Bonferroni's over
+// the classes for a worst class) and whether it is within noise or the
+// bound fails (or, without the class counts, what any count would give);
+// a row at or below the bound, or with a bound of 1 (no claim), renders
+// none.
 func TestGoalAboveBoundFlag(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		csv       string
 		want, not []string
 	}{
-		{"the MNIST worst class above, no class counts: no count lifts the lower end above",
+		{"the MNIST worst class above, no class counts: within noise for any count",
 			flagCSV("mnist", "0.5972", "0.5096", "0.6503", "281", ""),
-			[]string{"derivative 0.510 (worst class 0.650) ⚑ above the bound 0.597, the interval's lower end not above it for any class count (at most 0.587)",
+			[]string{"derivative 0.510 (worst class 0.650) ⚑ above the bound 0.597, within noise for any class count (the corrected interval's lower end at most 0.559)",
 				"- ⚑ mnist 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: active derivative, worst class's AUC 0.650 (macro 0.510) over 281 samples, " +
 					"is above the bound 0.597; privacy-goal.csv holds no class counts for this row, so the interval is not known; but whatever the split " +
-					"of the 281 samples into the class and the others, the 95% interval's lower end is at most 0.587 (Hanley-McNeil at the narrowest split), not above the bound.",
-				"| no measured attack above its run's bound | 1 above (0 with even the 95% interval's lower end above, 1 without class counts for an interval) | **not met** |"},
-			[]string{"even its lower end is above"}},
-		{"above, with counts, the interval reaching the bound",
+					"of the 281 samples into the class and the others, the 99.5% (Bonferroni: 95% over the 10 classes) interval's lower end is at most 0.559 " +
+					"(Hanley-McNeil at the narrowest split), not above the bound: within noise.",
+				"| no measured attack above its run's bound beyond noise | 1 above: 0 where the bound fails (the corrected interval's lower end above it too), " +
+					"1 within noise, 0 without class counts to tell | met: within noise |"},
+			[]string{"⚑ **the bound fails**", "THE BOUND FAILS"}},
+		{"above, with counts, the corrected interval reaching the bound: within noise",
 			flagCSV("mnist", "0.5972", "0.5096", "0.6503", "281", "28"),
-			[]string{"derivative 0.510 (worst class 0.650 [0.535..0.765]) ⚑ above the bound 0.597, the interval's lower end 0.535 is not above it",
-				"over 281 samples, is above the bound 0.597; 95% interval [0.535..0.765] (Hanley-McNeil, 28 positives, 253 negatives): its lower end is not above the bound.",
-				"1 above (0 with even the 95% interval's lower end above, 0 without class counts for an interval)"},
-			[]string{"even its lower end is above"}},
-		{"above, with counts, the interval wholly above",
+			[]string{"derivative 0.510 (worst class 0.650 [0.486..0.815]) ⚑ above the bound 0.597, within noise (the corrected interval's lower end 0.486 is not above it)",
+				"over 281 samples, is above the bound 0.597; 99.5% (Bonferroni: 95% over the 10 classes) interval [0.486..0.815] (Hanley-McNeil, 28 positives, " +
+					"253 negatives): its lower end is not above the bound: within noise.",
+				"1 above: 0 where the bound fails (the corrected interval's lower end above it too), 1 within noise, 0 without class counts to tell | met: within noise |"},
+			[]string{"⚑ **the bound fails**", "THE BOUND FAILS"}},
+		// The plain 95% interval of this worst class, [0.589..0.711], lies
+		// above the bound 0.58: a class chosen in advance would contradict
+		// it; the largest of 10 does not.
+		{"a worst class of 10 above the plain interval, within the corrected one",
+			flagCSV("mnist", "0.5800", "0.5096", "0.6500", "1000", "100"),
+			[]string{"derivative 0.510 (worst class 0.650 [0.563..0.737]) ⚑ above the bound 0.580, within noise (the corrected interval's lower end 0.563 is not above it)",
+				"| met: within noise |"},
+			[]string{"⚑ **the bound fails**", "THE BOUND FAILS", "): even its lower end"}},
+		{"above, with counts, the interval wholly above: the bound fails",
 			flagCSV("a9a", "0.6000", "0.7000", "0.7000", "5988", "1400"),
-			[]string{"derivative 0.700 [0.683..0.717] ⚑ above the bound 0.600, **even the interval's lower end 0.683 is above it**",
-				"active derivative, AUC 0.700 over 5988 samples, is above the bound 0.600; 95% interval [0.683..0.717] (Hanley-McNeil, 1400 positives, 4588 negatives): **even its lower end is above the bound**",
-				"1 above (1 with even the 95% interval's lower end above, 0 without class counts for an interval)"},
+			[]string{"derivative 0.700 [0.683..0.717] ⚑ **the bound fails**: above the bound 0.600, and so is the corrected interval's lower end 0.683",
+				"- ⚑ **THE BOUND FAILS**: a9a 90s asyrevel-gau `auc=0.6,profile=budget` seed 1: active derivative, AUC 0.700 over 5988 samples, is above the bound 0.600; " +
+					"95% interval [0.683..0.717] (Hanley-McNeil, 1400 positives, 4588 negatives): even its lower end is above the bound: **the bound fails**.",
+				"1 above: 1 where the bound fails (the corrected interval's lower end above it too), 0 within noise, 0 without class counts to tell | **not met: the bound fails** |"},
+			[]string{"within noise (", "classes) interval ["}},
+		{"a worst class of 10 clearly above: the bound fails",
+			flagCSV("mnist", "0.6000", "0.5096", "0.7000", "5000", "500"),
+			[]string{"(worst class 0.700 [0.662..0.738]) ⚑ **the bound fails**: above the bound 0.600, and so is the corrected interval's lower end 0.662",
+				"- ⚑ **THE BOUND FAILS**: mnist 90s", "**not met: the bound fails**"},
 			nil},
 		{"at the bound", flagCSV("mnist", "0.5972", "0.5096", "0.5972", "281", "28"),
-			[]string{"derivative 0.510 (worst class 0.597 [0.481..0.713])", "| no measured attack above its run's bound | 0 above | met |"}, []string{"⚑ above", "- ⚑"}},
+			[]string{"derivative 0.510 (worst class 0.597 [0.431..0.763])", "| no measured attack above its run's bound beyond noise | 0 above | met |"}, []string{"⚑ above", "- ⚑"}},
 		{"below the bound, no counts", flagCSV("mnist", "0.5972", "0.5096", "0.5500", "281", ""),
 			[]string{"derivative 0.510 (worst class 0.550 [no counts])", "| 0 above | met |"}, []string{"⚑ above", "- ⚑"}},
 		{"a bound of 1 claims nothing", flagCSV("mnist", "1.0000", "0.9000", "0.9500", "281", "28"),

@@ -231,10 +231,12 @@ func TestPrivacyOverBound(t *testing.T) {
 }
 
 // A worst class above its bound in privacy.csv: flagged in the table and
-// listed with its Hanley-McNeil interval when the CSV holds the class
-// counts (the interval of the mean over the seeds), with a bound on its
-// lower end from the covered samples alone when it does not (one seed),
-// and not flagged at or below the bound.
+// listed with its Hanley-McNeil interval, Bonferroni's over the 10
+// classes, when the CSV holds the class counts (the interval of the mean
+// over the seeds): the bound fails when its lower end is above the bound,
+// within noise otherwise; with a bound on its lower end from the covered
+// samples alone when it does not (one seed); and not flagged at or below
+// the bound.
 func TestPrivacyWorstClassFlag(t *testing.T) {
 	head := "setting,attacker,attack,auc,test_accuracy,accuracy_drop_pp,epsilon,dataset,auc_sd,auc_bound,samples_covered,seeds,max_class_auc,class_positives\n"
 	for _, tc := range []struct {
@@ -242,15 +244,31 @@ func TestPrivacyWorstClassFlag(t *testing.T) {
 		want, not []string
 	}{
 		{"above, counts, one seed, the lower end above", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,5000,1,0.6500,500",
-			[]string{"| n/a / 0.650 ⚑ / n/a |", "worst class's AUC 0.650", "95% interval [0.623..0.677] (Hanley-McNeil, 500 positives, 4500 negatives): **even its lower end is above the bound**"},
+			[]string{"| n/a / 0.650 ⚑ / n/a |", "worst class's AUC 0.650", "- ⚑ **THE BOUND FAILS**: mnist, `auc0.6`",
+				"99.5% (Bonferroni: 95% over the 10 classes) interval [0.611..0.689] (Hanley-McNeil, 500 positives, 4500 negatives): even its lower end is above the bound: **the bound fails**"},
 			nil},
 		{"above, counts, two seeds: the mean's interval", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,0.01,0.597,281,2,0.6503,28",
-			[]string{"| n/a / 0.650 ⚑ / n/a |", "95% interval [0.569..0.732] (Hanley-McNeil, 28 positives, 253 negatives): its lower end is not above the bound"},
-			[]string{"even its lower end"}},
+			[]string{"| n/a / 0.650 ⚑ / n/a |", "99.5% (Bonferroni: 95% over the 10 classes) interval [0.534..0.767] (Hanley-McNeil, 28 positives, 253 negatives): its lower end is not above the bound: within noise"},
+			[]string{"): even its lower end", "THE BOUND FAILS"}},
 		{"above, no counts, one seed", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,281,1,0.6503,",
 			[]string{"| n/a / 0.650 ⚑ / n/a |", "privacy.csv holds no class counts for this row, so the interval is not known; but whatever the split of the 281 samples " +
-				"into the class and the others, the 95% interval's lower end is at most 0.587"},
-			[]string{"even its lower end"}},
+				"into the class and the others, the 99.5% (Bonferroni: 95% over the 10 classes) interval's lower end is at most 0.559 (Hanley-McNeil at the narrowest split), not above the bound: within noise"},
+			[]string{"): even its lower end", "THE BOUND FAILS"}},
+		// The label-free reference above the bound too: the excess is the
+		// party's own features, which a bound on what it receives does not
+		// cover; flagged, and not as a failed bound.
+		{"above, counts, the shuffled reference above too", "auc0.6,passive,derivative,0.5100,0.74,1,1,fashion-mnist-8ep,0.0091,0.598,53900,2,0.6294,5387\n" +
+			"auc0.6,passive,shuffled,0.5021,0.74,1,1,fashion-mnist-8ep,0.0061,0.598,53900,2,0.6190,5381",
+			[]string{"- ⚑ above the bound beyond noise, as is the label-free reference: fashion-mnist-8ep, `auc0.6`, passive attacker, `derivative`",
+				"interval [0.621..0.638] (Hanley-McNeil, 5387 positives, 48513 negatives): even its lower end is above the bound: above it beyond noise; " +
+					"the label-free reference (the derivative attack on the replies shuffled among the requests, which reads no label) reaches 0.619 " +
+					"on its worst class, above the bound too"},
+			[]string{"`shuffled`: ", "THE BOUND FAILS"}},
+		// The same attack without the reference above the bound: a failed
+		// bound, loudly.
+		{"above, counts, the shuffled reference below: the bound fails", "auc0.6,passive,derivative,0.5100,0.74,1,1,fashion-mnist-8ep,0.0091,0.598,53900,2,0.6294,5387\n" +
+			"auc0.6,passive,shuffled,0.5021,0.74,1,1,fashion-mnist-8ep,0.0061,0.598,53900,2,0.5500,5381",
+			[]string{"- ⚑ **THE BOUND FAILS**: fashion-mnist-8ep, `auc0.6`, passive attacker, `derivative`"}, nil},
 		{"at the bound", "auc0.6,active,derivative,0.5100,0.78,1,1,mnist,,0.597,281,1,0.5970,28",
 			[]string{"| n/a / 0.597 / n/a |", "None: every measured AUC"}, []string{"0.597 ⚑", "- ⚑"}},
 		{"binary, one seed, counts: the table's interval", "dp,active,regression,0.5500,0.84,0.5,1,a9a,,0.600,900,1,0.5500,200",

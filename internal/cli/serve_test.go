@@ -13,7 +13,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/audit"
 	"github.com/asyrevel/asyrevel/replay"
-	"github.com/asyrevel/asyrevel/serve"
+	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
 
@@ -173,7 +173,7 @@ func TestScoringAudit(t *testing.T) {
 		t.Fatalf("no record %d on %s", n, subject)
 		return -1
 	}
-	score, scored2 := serve.RequestSubject(roster.Run), serve.AnswerSubject(roster.Run, 2)
+	score, scored2 := schemas.ScoreSubject(roster.Run), schemas.ScoredSubject(roster.Run, 2)
 	for _, tc := range []struct {
 		name   string
 		tamper func([]*replay.Record) []*replay.Record
@@ -205,7 +205,7 @@ func TestScoringAudit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			forged := trust.SignHead(party1, "party-2", roster.Run, scored2, serve.SeqOf(r[i].Data), sig.Head)
+			forged := trust.SignHead(party1, "party-2", roster.Run, scored2, schemas.ScoreSeq(r[i].Data), sig.Head)
 			r[i].Header[trust.SigHeader] = []string{forged.Header()}
 			return r
 		}, []trust.ProblemKind{trust.ProblemWrongSigner, trust.ProblemBadSignature}},

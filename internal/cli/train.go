@@ -886,7 +886,7 @@ func privacyBoundLine(s *run.Summary) string {
 	}
 	b := s.Bound()
 	if s.LabelFree != nil {
-		return fmt.Sprintf("label privacy%s: no message a party receives depends on a label: every label's inference AUC is 0.5, chance, for one party or all of them; no budget spent", who)
+		return fmt.Sprintf("label privacy%s: no message a party receives depends on a label: it tells a label at chance, AUC 0.5, for one party or all of them; no budget spent", who)
 	}
 	if b.AUC >= 1 || s.Defense == nil || s.Defense.Accounting == nil {
 		return fmt.Sprintf("label privacy%s: no bound: a party's replies may reveal every label it asks about", who)

@@ -1,4 +1,4 @@
-package serve
+package schemas
 
 import (
 	"encoding/binary"
@@ -8,57 +8,57 @@ import (
 	"strconv"
 )
 
-// WireVersion is the version of the scoring messages. Version 2: each
+// ScoreVersion is the version of the scoring messages (serve's wire). Version 2: each
 // subject's messages are numbered and chained by the trust layer, as
 // training's are (version 1 signed every message on its own).
-const WireVersion = 2
+const ScoreVersion = 2
 
 // Limits of a scoring message.
 const (
-	MaxIDs   = 1 << 16 // ids in one request
-	MaxIDLen = 256     // bytes of one id
+	MaxScoreIDs   = 1 << 16 // ids in one request
+	MaxScoreIDLen = 256     // bytes of one id
 )
 
 // Errors of scoring messages.
 var (
-	// ErrMessage: a malformed, unsigned, forged or replayed scoring
+	// ErrScore: a malformed, unsigned, forged or replayed scoring
 	// message; it is rejected and counted.
-	ErrMessage = errors.New("serve: bad scoring message")
+	ErrScore = errors.New("schemas: bad scoring message")
 )
 
-// RequestSubject is where the aggregator asks every party of run to score.
-func RequestSubject(run string) string { return "asyrevel." + run + ".score" }
+// ScoreSubject is where the aggregator asks every party of run to score.
+func ScoreSubject(run string) string { return "asyrevel." + run + ".score" }
 
-// AnswerSubject is where party m answers.
-func AnswerSubject(run string, m int) string {
+// ScoredSubject is where party m answers.
+func ScoredSubject(run string, m int) string {
 	return "asyrevel." + run + ".scored." + strconv.Itoa(m)
 }
 
-// AnswerFilter matches every party's answers.
-func AnswerFilter(run string) string { return "asyrevel." + run + ".scored.*" }
+// ScoredFilter matches every party's answers.
+func ScoredFilter(run string) string { return "asyrevel." + run + ".scored.*" }
 
-// Request asks every party for its outputs on IDs. Seq numbers the
+// ScoreRequest asks every party for its outputs on IDs. Seq numbers the
 // aggregator's requests 1, 2, ... (with the run's keys, the sequence
 // number of the trust layer's chain over the request subject; without,
 // any increasing number). A request without ids seals: every party
 // answers it, signed, with no outputs.
 //
 // On the wire a msgpack array [v, seq, [id, ...]].
-type Request struct {
+type ScoreRequest struct {
 	V   int
 	Seq uint64
 	IDs []string
 }
 
-// Answer is party Party's answer to request Req: its K outputs for each id
+// ScoreAnswer is party Party's answer to request Req: its K outputs for each id
 // of the request (C, float64 little-endian, id after id) or, if it lacks or
 // refuses some ids, those (Unknown, Refused) and no outputs; Err says why a
 // party could not score at all. Seq numbers the party's answers as
-// Request.Seq numbers the requests.
+// ScoreRequest.Seq numbers the requests.
 //
 // On the wire a msgpack array [v, seq, party, req, k, c, [unknown...],
 // [refused...], err].
-type Answer struct {
+type ScoreAnswer struct {
 	V       int
 	Seq     uint64
 	Party   int
@@ -71,18 +71,18 @@ type Answer struct {
 }
 
 // Check validates a decoded request.
-func (r *Request) Check() error {
+func (r *ScoreRequest) Check() error {
 	switch {
-	case r.V != WireVersion:
-		return fmt.Errorf("%w: version %d, want %d", ErrMessage, r.V, WireVersion)
+	case r.V != ScoreVersion:
+		return fmt.Errorf("%w: version %d, want %d", ErrScore, r.V, ScoreVersion)
 	case r.Seq == 0:
-		return fmt.Errorf("%w: request number 0", ErrMessage)
-	case len(r.IDs) > MaxIDs:
-		return fmt.Errorf("%w: %d ids (0..%d)", ErrMessage, len(r.IDs), MaxIDs)
+		return fmt.Errorf("%w: request number 0", ErrScore)
+	case len(r.IDs) > MaxScoreIDs:
+		return fmt.Errorf("%w: %d ids (0..%d)", ErrScore, len(r.IDs), MaxScoreIDs)
 	}
 	for _, id := range r.IDs {
-		if len(id) == 0 || len(id) > MaxIDLen {
-			return fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrMessage, len(id), MaxIDLen)
+		if len(id) == 0 || len(id) > MaxScoreIDLen {
+			return fmt.Errorf("%w: an id of %d bytes (1..%d)", ErrScore, len(id), MaxScoreIDLen)
 		}
 	}
 	return nil
@@ -90,32 +90,33 @@ func (r *Request) Check() error {
 
 // Outputs decodes the answer's outputs for n ids into dst (n*K values),
 // checking that every one is finite.
-func (a *Answer) Outputs(dst []float64, n, k int) error {
+func (a *ScoreAnswer) Outputs(dst []float64, n, k int) error {
 	if a.K != k || len(a.C) != 8*n*k {
-		return fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", ErrMessage, a.Party, len(a.C), a.K, n, k)
+		return fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", ErrScore, a.Party, len(a.C), a.K, n, k)
 	}
 	for i := range dst[:n*k] {
 		v := math.Float64frombits(binary.LittleEndian.Uint64(a.C[8*i:]))
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: party %d answered a non-finite output %v", ErrMessage, a.Party, v)
+			return fmt.Errorf("%w: party %d answered a non-finite output %v", ErrScore, a.Party, v)
 		}
 		dst[i] = v
 	}
 	return nil
 }
 
-// appendFloats appends v as little-endian float64s.
-func appendFloats(b []byte, v []float64) []byte {
+// AppendScoreOutputs appends a party's outputs as ScoreAnswer.C holds
+// them: little-endian float64s, id after id.
+func AppendScoreOutputs(b []byte, v []float64) []byte {
 	for _, x := range v {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
 	}
 	return b
 }
 
-// AppendRequest appends the encoding of a request for ids to b.
-func AppendRequest(b []byte, seq uint64, ids []string) []byte {
+// AppendScoreRequest appends the encoding of a request for ids to b.
+func AppendScoreRequest(b []byte, seq uint64, ids []string) []byte {
 	b = mpArray(b, 3)
-	b = mpUint(b, WireVersion)
+	b = mpUint(b, ScoreVersion)
 	b = mpUint(b, seq)
 	b = mpArray(b, len(ids))
 	for _, id := range ids {
@@ -124,17 +125,17 @@ func AppendRequest(b []byte, seq uint64, ids []string) []byte {
 	return b
 }
 
-// DecodeRequest decodes a request. Its ids are appended to ids[:0] as
+// DecodeScoreRequest decodes a request. Its ids are appended to ids[:0] as
 // slices of data (no copy: valid while data is), and returned.
-func DecodeRequest(data []byte, ids [][]byte) (v int, seq uint64, _ [][]byte, err error) {
+func DecodeScoreRequest(data []byte, ids [][]byte) (v int, seq uint64, _ [][]byte, err error) {
 	r := mpReader{b: data}
 	if n := r.array(); n != 3 {
 		return 0, 0, ids, r.fail("request: an array of 3")
 	}
 	v, seq = int(r.uint()), r.uint()
 	n := r.array()
-	if r.err == nil && (n < 0 || n > MaxIDs) {
-		return 0, 0, ids, fmt.Errorf("%w: %d ids (0..%d)", ErrMessage, n, MaxIDs)
+	if r.err == nil && (n < 0 || n > MaxScoreIDs) {
+		return 0, 0, ids, fmt.Errorf("%w: %d ids (0..%d)", ErrScore, n, MaxScoreIDs)
 	}
 	ids = ids[:0]
 	for range max(n, 0) {
@@ -150,13 +151,13 @@ func DecodeRequest(data []byte, ids [][]byte) (v int, seq uint64, _ [][]byte, er
 	return v, seq, ids, r.err
 }
 
-// UnmarshalRequest decodes a request (copying its ids).
-func UnmarshalRequest(data []byte) (*Request, error) {
-	v, seq, raw, err := DecodeRequest(data, nil)
+// UnmarshalScoreRequest decodes a request (copying its ids).
+func UnmarshalScoreRequest(data []byte) (*ScoreRequest, error) {
+	v, seq, raw, err := DecodeScoreRequest(data, nil)
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{V: v, Seq: seq, IDs: make([]string, len(raw))}
+	r := &ScoreRequest{V: v, Seq: seq, IDs: make([]string, len(raw))}
 	for i, id := range raw {
 		r.IDs[i] = string(id)
 	}
@@ -164,10 +165,10 @@ func UnmarshalRequest(data []byte) (*Request, error) {
 }
 
 // Marshal encodes the request.
-func (r *Request) Marshal() []byte { return AppendRequest(nil, r.Seq, r.IDs) }
+func (r *ScoreRequest) Marshal() []byte { return AppendScoreRequest(nil, r.Seq, r.IDs) }
 
-// AppendAnswer appends the encoding of a to b.
-func AppendAnswer(b []byte, a *Answer) []byte {
+// AppendScoreAnswer appends the encoding of a to b.
+func AppendScoreAnswer(b []byte, a *ScoreAnswer) []byte {
 	b = mpArray(b, 9)
 	b = mpUint(b, uint64(a.V))
 	b = mpUint(b, a.Seq)
@@ -184,9 +185,9 @@ func AppendAnswer(b []byte, a *Answer) []byte {
 	return mpStr(b, a.Err)
 }
 
-// DecodeAnswer decodes an answer into a; a.C is a slice of data (valid
+// DecodeScoreAnswer decodes an answer into a; a.C is a slice of data (valid
 // while data is).
-func DecodeAnswer(data []byte, a *Answer) error {
+func DecodeScoreAnswer(data []byte, a *ScoreAnswer) error {
 	r := mpReader{b: data}
 	if n := r.array(); n != 9 {
 		return r.fail("answer: an array of 9")
@@ -204,10 +205,10 @@ func DecodeAnswer(data []byte, a *Answer) error {
 	return r.err
 }
 
-// SeqOf reads only the sequence number of an encoded request or answer (0
+// ScoreSeq reads only the sequence number of an encoded request or answer (0
 // if it cannot): the auditor's view of a scoring message before it checks
 // the message's chain and signature.
-func SeqOf(data []byte) uint64 {
+func ScoreSeq(data []byte) uint64 {
 	r := mpReader{b: data}
 	if n := r.array(); n != 3 && n != 9 {
 		return 0
@@ -286,7 +287,7 @@ type mpReader struct {
 
 func (r *mpReader) fail(what string) error {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: malformed %s at byte %d", ErrMessage, what, r.off)
+		r.err = fmt.Errorf("%w: malformed %s at byte %d", ErrScore, what, r.off)
 	}
 	return r.err
 }
@@ -400,10 +401,10 @@ func (r *mpReader) bin() []byte {
 	return nil
 }
 
-// strs reads a list of at most MaxIDs strings (copied) onto dst.
+// strs reads a list of at most MaxScoreIDs strings (copied) onto dst.
 func (r *mpReader) strs(dst []string) []string {
 	n := r.array()
-	if r.err == nil && n > MaxIDs {
+	if r.err == nil && n > MaxScoreIDs {
 		r.fail("list (too long)")
 	}
 	for range max(n, 0) {
