@@ -26,20 +26,20 @@ import (
 func TestHubRefusesOversizedSet(t *testing.T) {
 	const run = "bound"
 	r := rand.New(rand.NewPCG(5, 6))
-	hub := make([]string, 300)
+	hub := make([]string, 75)
 	for i := range hub {
 		hub[i] = fmt.Sprintf("cust-%08d", r.IntN(1e8))
 	}
-	guesses := make([]string, 0, 2000) // the hub's 300 among 1,700 others
+	guesses := make([]string, 0, 500) // the hub's 75 among 425 others
 	guesses = append(guesses, hub...)
-	for len(guesses) < 2000 {
+	for len(guesses) < 500 {
 		guesses = append(guesses, fmt.Sprintf("guess-%08d", len(guesses)))
 	}
 	for _, tc := range []struct {
 		name  string
 		party []string
 		ok    bool
-	}{{"oversized", guesses, false}, {"within the bound", guesses[:1200], true}} {
+	}{{"oversized", guesses, false}, {"within the bound", guesses[:300], true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,11 +70,11 @@ func TestHubRefusesOversizedSet(t *testing.T) {
 				if errs[0] != nil || errs[1] != nil {
 					t.Fatalf("within the bound: %v, %v", errs[0], errs[1])
 				}
-				if len(res[1].Rows) != 300 || res[0].MaxParty != 1200 || res[0].PartySizes[0] != 1200 {
+				if len(res[1].Rows) != 75 || res[0].MaxParty != 300 || res[0].PartySizes[0] != 300 {
 					t.Fatalf("within the bound: %d rows, bound %d, sizes %v", len(res[1].Rows), res[0].MaxParty, res[0].PartySizes)
 				}
 			} else {
-				want := "party-1 states a set of 2000 keys, more than 4 times the hub's 300 (at most 1200)"
+				want := "party-1 states a set of 500 keys, more than 4 times the hub's 75 (at most 300)"
 				if errs[0] == nil || !strings.Contains(errs[0].Error(), want) || !strings.Contains(errs[0].Error(), "--max-ratio") {
 					t.Fatalf("hub: %v, want %q and the fix", errs[0], want)
 				}

@@ -23,7 +23,7 @@ func TestClusterSplitFailover(t *testing.T) {
 	}
 	c := startCluster(t)
 	run := newRun()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	urls := c.URLs()
 	mk := connectNode(t, c.Servers()[0], false, run, "make")
@@ -104,7 +104,7 @@ func TestClusterSplitFailover(t *testing.T) {
 		}
 	}
 	publish(0)
-	wait(len(want), 20*time.Second)
+	wait(len(want), 3*time.Minute)
 	c.Servers()[leader].Shutdown()
 	stopped := time.Now()
 	for round := 1; round <= 3; round++ {
@@ -113,7 +113,7 @@ func TestClusterSplitFailover(t *testing.T) {
 	if err := pub.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wait(len(want), 60*time.Second)
+	wait(len(want), 3*time.Minute)
 	t.Logf("%d messages delivered, the last %v after the stream leader %s stopped", len(want), time.Since(stopped).Round(time.Millisecond), info.Cluster.Leader)
 	mu.Lock()
 	defer mu.Unlock()

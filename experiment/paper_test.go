@@ -145,9 +145,12 @@ func TestPaperExperiments(t *testing.T) {
 	if err := WriteTable4(dir, t4, trials); err != nil {
 		t.Fatal(err)
 	}
+	// CheckBudget bounds a hang, not speed: the real run stops once it
+	// reaches the target, and at load 6-10 (make test) 20 s did not
+	// reach it (12,426 steps against the simulation's 13,031).
 	f4, checks, costs, err := Fig4(ctx, Fig4Config{Sets: []Set{set}, Locate: locate, Qs: []int{1, 4}, Suboptimality: 0.02, StragglerFactor: 1.6,
 		Batch: map[string]int{"tiny": 64}, Budget: 100 * time.Second, MaxSteps: 200000, Seed: 1, Seeds: 2,
-		CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 20 * time.Second, Log: zerolog.Nop()})
+		CheckQs: []int{4}, CheckFactor: 2, CheckBudget: 3 * time.Minute, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

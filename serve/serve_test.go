@@ -250,9 +250,14 @@ func TestDataMismatch(t *testing.T) {
 	}
 }
 
+// patientClient bounds a request by a long timeout: an answer must come,
+// and a busy machine (CI shares two cores) must never reach it; it only
+// keeps a service that hangs from running into the suite's -timeout.
+var patientClient = &http.Client{Timeout: 3 * time.Minute}
+
 func post(t *testing.T, url, body string) (int, string) {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/predict", "application/json", strings.NewReader(body))
+	resp, err := patientClient.Post(url+"/v1/predict", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +313,13 @@ func TestServiceOverHTTP(t *testing.T) {
 	}
 
 	// Party 2 goes away (its connection closes, as when its process is
-	// killed): 503 within a bounded time, naming it.
+	// killed): 503 naming it, from the service's 300 ms timeout (a request
+	// that waited on the party forever would not be answered: post's
+	// client gives up after minutes and fails the test).
 	d.Parties[1].Close()
 	t0 := time.Now()
 	code, body = post(t, srv.URL, `{"ids": [1]}`)
-	if code != 503 || !strings.Contains(body, "party-2") || time.Since(t0) > 10*time.Second {
+	if code != 503 || !strings.Contains(body, "party-2") {
 		t.Errorf("party down: %d %s after %v", code, body, time.Since(t0))
 	}
 	if resp, err := http.Get(srv.URL + "/healthz"); err != nil || resp.StatusCode != 503 {
@@ -423,7 +430,7 @@ func TestResponderRejects(t *testing.T) {
 		}
 	}
 	want := map[string]int64{"malformed": 1, "trust-bad_signature": 1, "trust-replay": 1, "trust-gap": 1}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // a bound on a hang, not on speed
 	for len(r.Stats().Rejected) < len(want) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

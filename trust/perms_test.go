@@ -192,7 +192,7 @@ func TestPermissionsExternal(t *testing.T) {
 		}
 	})
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // a bound on a hang, not on speed
 	for {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
@@ -274,7 +274,7 @@ func connectAs(t *testing.T, url string, tr *testRun, id string) *pconn {
 
 // violation waits for the server's permission violation on subject.
 func (c *pconn) violation(what, subject string) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // a bound on a hang, not on speed
 	for time.Now().Before(deadline) {
 		c.mu.Lock()
 		for i, err := range c.errs {

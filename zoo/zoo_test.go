@@ -101,6 +101,12 @@ func meanCheck(mean, std, ref, bias []float64, n int, z float64) (bad []int, wor
 }
 
 func TestEstimatorUnbiased(t *testing.T) {
+	if testing.Short() {
+		// 800,000 estimates in one goroutine: nothing for the race
+		// detector, which made it 13 s of the race pass (the whole suite
+		// runs it).
+		t.Skip("short: a simulation with no concurrency")
+	}
 	const (
 		d  = 10
 		n  = 200_000

@@ -13,6 +13,7 @@ import (
 // lifts the bound, a larger ratio admits it, a negative one is a usage
 // error.
 func TestAlignMaxRatio(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := func(name, text string) string {
 		p := filepath.Join(dir, name)

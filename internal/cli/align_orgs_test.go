@@ -24,6 +24,7 @@ import (
 // same rows aligned in the clear (in the same order, the same holdout)
 // and trained in one process.
 func TestAlignOrganisationsThenTrain(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths, feats, labels := alignInputs(t, dir, 2400)
 	const run = "orgs"

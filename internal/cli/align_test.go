@@ -72,6 +72,7 @@ func alignInputs(t *testing.T, dir string, n int) (paths []string, feats map[str
 // the folder against the plain join, and trains on it and on the same rows
 // aligned in the clear: the accuracies agree.
 func TestAlignThenTrain(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths, feats, labels := alignInputs(t, dir, 2400)
 	out := filepath.Join(dir, "aligned")
@@ -184,6 +185,7 @@ func TestAlignThenTrain(t *testing.T) {
 }
 
 func TestAlignBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -228,6 +230,7 @@ func TestAlignBadInput(t *testing.T) {
 // gzip) align to the same rows as their CSV files: every output file
 // holds the same lines.
 func TestAlignLIBSVMInputs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	paths, _, _ := alignInputs(t, dir, 400)
 	toLIBSVM := func(src, dst string, label bool, gz bool) string {

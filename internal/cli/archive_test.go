@@ -17,6 +17,7 @@ import (
 // read offline, with its roster and receipts; a damaged archive and one
 // with entries outside its folders are refused.
 func TestStoreExportArchive(t *testing.T) {
+	t.Parallel()
 	out := auditRun(t)
 	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
 	if err != nil {
@@ -74,6 +75,7 @@ func TestStoreExportArchive(t *testing.T) {
 // store prune removes whole runs, oldest first, until the rest fit, and
 // says what it keeps.
 func TestStorePrune(t *testing.T) {
+	t.Parallel()
 	store := t.TempDir()
 	for range 2 {
 		code, _, errOut := runCLI(t, "train", "--data", "synthetic:n=600,d=8,test=100", "--parties", "2", "--steps", "300",

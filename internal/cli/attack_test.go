@@ -13,6 +13,7 @@ import (
 // the attack reads the codes; a label attack says that there is nothing
 // to read instead of failing obscurely.
 func TestAttackFeatureLabelFreeCLI(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := "synthetic:n=1200,d=12,test=200,noise=0.02"
 	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--epochs", "5", "--run", "lf",
@@ -38,6 +39,7 @@ func TestAttackFeatureLabelFreeCLI(t *testing.T) {
 // TrainConfig is asyrevel train's parser for the lab's goal rows: the
 // flags as the command reads them, a usage error as the command's.
 func TestLabTrainConfig(t *testing.T) {
+	t.Parallel()
 	c, err := TrainConfig([]string{"--data", "synthetic:n=100", "--parties", "3", "--duration", "20s", "--privacy", "off"})
 	if err != nil || c.Parties != 3 || c.Duration != 20*time.Second || c.Privacy != "off" {
 		t.Errorf("parties %d, duration %v, privacy %q: %v", c.Parties, c.Duration, c.Privacy, err)

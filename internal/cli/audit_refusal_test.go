@@ -6,19 +6,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // audit verify --nats against a broker that admits only the run's keys
 // names the fix: read as the run's auditor with --key. Before, it failed
 // with a bare "Authorization Violation".
 func TestAuditVerifyRefusedNamesKey(t *testing.T) {
+	t.Parallel()
 	keys := t.TempDir()
 	if code, _, errOut := runCLI(t, "keys", "--run", "refused", "--parties", "2", "--auditor", "--out", keys); code != 0 {
 		t.Fatal(errOut)
 	}
 	roster := filepath.Join(keys, "roster.json")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)

@@ -52,6 +52,7 @@ func records(t *testing.T, store string) []*replay.Record {
 // receipts), a removed message, two swapped messages, a message re-signed
 // with another participant's key.
 func TestAuditVerify(t *testing.T) {
+	t.Parallel()
 	out := auditRun(t)
 	store := filepath.Join(out, "stream")
 	code, stdout, errOut := runCLI(t, "audit", "verify", "--store", store)
@@ -268,6 +269,7 @@ func TestAuditVerify(t *testing.T) {
 // its run's name, and the audit of the new run is intact (it used to
 // refuse the new receipts, "file exists", and fail on the old ones).
 func TestAuditSecondRunSameOut(t *testing.T) {
+	t.Parallel()
 	out := auditRun(t)
 	first, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 // and read nothing but the stream. On the embedded broker and, where its
 // binary is installed, on a stock nats-server.
 func TestAuditorReadsLive(t *testing.T) {
+	t.Parallel()
 	for _, server := range []string{"embedded", "stock"} {
 		t.Run(server, func(t *testing.T) {
 			run := "aud" + server
@@ -31,7 +32,7 @@ func TestAuditorReadsLive(t *testing.T) {
 				t.Fatal(errOut)
 			}
 			roster := filepath.Join(keys, "roster.json")
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			var url string
 			switch server {
@@ -117,7 +118,7 @@ func TestAuditorReadsLive(t *testing.T) {
 // waitPort waits until something listens on the loopback port.
 func waitPort(t *testing.T, port int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/internal/memwatch"
 )
@@ -61,6 +62,14 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }
+
+// patience bounds a wait for something that must happen (a process that
+// stops at once with its reason, a port that opens, a count that is
+// reached): long, because it is no measure of promptness; a busy machine
+// (CI shares two cores) must never reach it. It only keeps a defect that
+// hangs from running into the suite's -timeout, and its expiry is a
+// failure that names what did not happen.
+const patience = 3 * time.Minute
 
 // testBinary builds the asyrevel binary once for the tests that run it
 // as separate processes.

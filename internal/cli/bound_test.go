@@ -21,6 +21,7 @@ import (
 // was fixed when the stream was made, and every resume stopped full
 // again.
 func TestRosterBrokerRaisesBound(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -42,7 +43,7 @@ func TestRosterBrokerRaisesBound(t *testing.T) {
 	startBroker := func(maxStore string) func() result {
 		bctx, stop := context.WithCancelCause(ctx)
 		ch := goCLI(bctx, "broker", "--store", store, "--port", fmt.Sprint(ports[0]), "--roster", roster, "--max-store", maxStore)
-		for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		for end := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 			if c, err := net.Dial("tcp", addr); err == nil {
 				c.Close()
 				break

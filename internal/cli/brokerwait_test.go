@@ -13,9 +13,10 @@ import (
 // run goes on once it listens; with --broker-wait 0s a participant fails
 // at once and names the broker.
 func TestStartedBeforeTheBroker(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	code, _, errOut := runCLI(t, "party", "--nats", url, "--run", "early", "--id", "1", "--parties", "1",
 		"--data", "synthetic:n=600,d=8,test=100", "--broker-wait", "0s")
@@ -24,12 +25,32 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 	}
 	common := []string{"--nats", url, "--run", "early", "--parties", "2", "--privacy", labelled, "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
 		"--batch", "16", "--log", "warn"}
-	var ps []<-chan result
-	for _, m := range []string{"1", "2"} {
-		ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m}, common...)...))
+	// The broker starts once each participant has said it waits for one
+	// (not after a fixed 6 s, which a busy machine could spend starting).
+	waiting := func(args ...string) (<-chan result, *signalOn) {
+		w := &signalOn{word: "retrying (--broker-wait)", seen: make(chan struct{})}
+		ch := make(chan result, 1)
+		go func() {
+			var out syncBuffer
+			code := execute(ctx, args, &out, w)
+			ch <- result{code: code, out: out.String(), errOut: w.String()}
+		}()
+		return ch, w
 	}
-	agg := goCLI(ctx, append([]string{"aggregator", "--epochs", "2", "--out", t.TempDir()}, common...)...)
-	time.Sleep(6 * time.Second) // a progress line each
+	var ps []<-chan result
+	var said []*signalOn
+	for _, m := range []string{"1", "2"} {
+		p, w := waiting(append([]string{"party", "--id", m}, common...)...)
+		ps, said = append(ps, p), append(said, w)
+	}
+	agg, w := waiting(append([]string{"aggregator", "--epochs", "2", "--out", t.TempDir()}, common...)...)
+	for _, w := range append(said, w) {
+		select {
+		case <-w.seen:
+		case <-ctx.Done():
+			t.Fatalf("a participant never said it waits for the broker: %s", w.String())
+		}
+	}
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", t.TempDir())
@@ -55,13 +76,14 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 // (not the parties) while it is gone and counts nobody as departed, the
 // run ends normally, and its summary states the outage and the resume.
 func TestBrokerOutageIsNamed(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	store := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	bctx, stop := context.WithCancel(ctx)
 	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", store)

@@ -62,6 +62,12 @@ func (l *lockedBuffer) String() string {
 // after the fail-over before the ordered subscriptions restarted their own
 // consumers; 10 of 10 passed since (6 of them with a busy loop on one of the
 // two cores).
+//
+// Not parallel: its kill must come while the aggregator's --duration 20s
+// runs, and beside the package's parallel tests (-parallel 4, load 18)
+// the test was starved until the run had ended (then no new leader came
+// and training could not resume). Alone in its binary, it runs before
+// them. (A run ended by the test instead of by a clock would lift this.)
 func TestProcessCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
@@ -163,6 +169,8 @@ func TestProcessCluster(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	info := func() (*jetstream.StreamInfo, error) {
+		// Short: a request that finds no leader is asked again (a long
+		// wait here let the run's --duration 20s run out before the kill).
 		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		st, err := js.Stream(ictx, broker.StreamName(run))
@@ -193,8 +201,12 @@ func TestProcessCluster(t *testing.T) {
 		}
 		nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+broker.StreamName(run), nil, 2*time.Second)
 		time.Sleep(300 * time.Millisecond)
-		if si, err = info(); err != nil {
-			t.Fatal(err)
+		// Asked again on an error: at load 24 one request took over 2 s
+		// while the leader moved.
+		for si, err = info(); err != nil; si, err = info() {
+			if ctx.Err() != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	before := si.State.Msgs
@@ -209,8 +221,8 @@ func TestProcessCluster(t *testing.T) {
 			leader = si.Cluster.Leader
 			break
 		}
-		if time.Since(killed) > 30*time.Second {
-			t.Fatal("no new stream leader 30 s after node 1 was killed")
+		if ctx.Err() != nil {
+			t.Fatalf("no new stream leader %v after node 1 was killed", time.Since(killed).Round(time.Second))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -221,7 +233,7 @@ func TestProcessCluster(t *testing.T) {
 	}
 	// Training resumes: the stream grows again.
 	var resumed time.Duration
-	for resumed == 0 && time.Since(killed) < 60*time.Second {
+	for resumed == 0 && ctx.Err() == nil {
 		if si, err := info(); err == nil && si.State.Msgs >= atLeader+100 {
 			resumed = time.Since(killed)
 		}
@@ -230,7 +242,7 @@ func TestProcessCluster(t *testing.T) {
 	t.Logf("killed n1 (stream leader, the aggregator's node) at %d messages; new leader %s after %v (%d messages); 100 more messages stored %v after the kill",
 		before, leader, failover.Round(time.Millisecond), atLeader, resumed.Round(time.Millisecond))
 	if resumed == 0 {
-		t.Errorf("training did not resume within a minute of the kill")
+		t.Errorf("training did not resume in the %v after the kill", time.Since(killed).Round(time.Second))
 	}
 
 	if err := agg.Wait(); err != nil {

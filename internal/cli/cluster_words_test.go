@@ -20,6 +20,7 @@ func (f fixedState) State() broker.ClusterState { return broker.ClusterState(f) 
 // --route-secret) said "1 of the 3 nodes up" while all 3 ran, and a
 // node down was not named.
 func TestWatchClusterNamesWhatIsTrue(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -68,7 +69,7 @@ func TestWatchClusterNamesWhatIsTrue(t *testing.T) {
 				defer close(done)
 				watchCluster(ctx, fixedState{Routed: tc.routed}, &out, tc.others)
 			}()
-			for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "no JetStream leader") && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(patience); !strings.Contains(out.String(), "no JetStream leader") && time.Now().Before(deadline); {
 				time.Sleep(50 * time.Millisecond)
 			}
 			cancel()

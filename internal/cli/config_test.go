@@ -27,6 +27,7 @@ func writeRunFile(t *testing.T, text string) string {
 // The example run file loads, passes every command's check, and gives each
 // command what it says.
 func TestExampleRunFile(t *testing.T) {
+	t.Parallel()
 	rf, err := loadRunFile(filepath.Join("..", "..", "examples", "run.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestExampleRunFile(t *testing.T) {
 
 // Bad run files are refused with the file's line and what is wrong.
 func TestRunFileErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, text, want string
 	}{
@@ -112,6 +114,7 @@ func TestRunFileErrors(t *testing.T) {
 
 // train --config runs the file's run; a flag overrides the file.
 func TestTrainConfig(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	p := writeRunFile(t, `
 data: synthetic:n=2000,d=12,test=400,noise=0.02

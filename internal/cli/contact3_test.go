@@ -47,6 +47,7 @@ func TestVersion(t *testing.T) {
 // train says how many parties it took when --parties is not given, and
 // why: the default, or a split folder's own count.
 func TestPartiesSaid(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	split := filepath.Join(dir, "split")
 	writeTourCSV(t, filepath.Join(dir, "d.csv"))
@@ -73,6 +74,7 @@ func TestPartiesSaid(t *testing.T) {
 // attack measured and what it means; the settings the switch made are in
 // summary.json and privacy.json, on the screen only with --verbose.
 func TestPrivacyLinesOnce(t *testing.T) {
+	t.Parallel()
 	settings := "--embed-hidden" // one of the switch's settings
 	for _, verbose := range [][]string{nil, {"--verbose"}, {"--verbose", "--log", "info"}} {
 		out := t.TempDir()
@@ -101,6 +103,7 @@ func TestPrivacyLinesOnce(t *testing.T) {
 // party's own columns, which no label bound covers; within the bound it
 // says so; without a bound it says what bounds it.
 func TestLeakageLineMeaning(t *testing.T) {
+	t.Parallel()
 	defended := func(signAUC float64) *run.Summary {
 		return &run.Summary{Algo: "asyrevel-gau", Dataset: "d", Parties: 3, Steps: 100, TestAccuracy: 0.9,
 			Privacy: &run.PrivacyChoice{Switch: "auc=0.6", Default: true, Profile: "binary", Target: "every label's inference AUC at most 0.6",
@@ -140,6 +143,7 @@ func TestLeakageLineMeaning(t *testing.T) {
 // A paused run's summary says when its accuracy was measured, if the
 // run went on after its last evaluation.
 func TestPausedReportSaysWhen(t *testing.T) {
+	t.Parallel()
 	s := &run.Summary{Algo: "asyrevel-gau", Dataset: "a9a", Parties: 8, Steps: 669, TestAccuracy: 0.5003, Interrupted: "paused by its operator",
 		Curve: []aggregator.Point{{Steps: 0, TestAccuracy: 0.5003}}}
 	var b bytes.Buffer
@@ -152,6 +156,7 @@ func TestPausedReportSaysWhen(t *testing.T) {
 // The resume command is the same command line with --resume and the
 // run's id, quoted for the shell; an earlier --run or --resume is dropped.
 func TestResumeCommand(t *testing.T) {
+	t.Parallel()
 	got := resumeCommand("train", []string{"--data", "my data.csv", "--run=old", "--out", "o", "--resume", "--label", "it's"}, "20261128-1")
 	want := `asyrevel train --data 'my data.csv' --out o --label 'it'\''s' --resume --run 20261128-1`
 	if got != want {
@@ -246,6 +251,7 @@ func (c *startedCommand) interruptAndWait(t *testing.T) {
 // included; train --resume without --run goes on with the last run of its
 // --out and says which.
 func TestResumeWithoutArchaeology(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -277,12 +283,13 @@ func TestResumeWithoutArchaeology(t *testing.T) {
 // serve and broker say what is true when Ctrl-C stops them: no run is
 // written.
 func TestStopWordsServeBroker(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
 	dir := t.TempDir()
 	b := startBinary(t, dir, "broker", "--store", filepath.Join(dir, "store"), "--port", fmt.Sprint(freePort(t)))
-	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(b.stdout.String(), "interrupt to stop"); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); !strings.Contains(b.stdout.String(), "interrupt to stop"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the broker did not start: %s%s", b.stdout.String(), b.stderr.String())
 		}
@@ -309,6 +316,7 @@ func TestStopWordsServeBroker(t *testing.T) {
 // the same file the same way, refuse it in the same words until --missing
 // says what to do, and say what they did in the same words.
 func TestMissingOnePolicy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "m.csv")
 	var b strings.Builder
@@ -375,6 +383,7 @@ func TestMissingOnePolicy(t *testing.T) {
 // --label-holder-party=false they are left out. The folder's layout, the
 // party file's column and the keys as written follow.
 func TestAlignLabelHolderBlock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bank := filepath.Join(dir, "bank.csv")
 	p1 := filepath.Join(dir, "p1.csv")
@@ -432,6 +441,7 @@ func TestAlignLabelHolderBlock(t *testing.T) {
 // lists the label holder's keys as written in its file's order with the
 // true label; party --serve and predict --separate read align folders too.
 func TestScoreAlignFolder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeJourneyFiles(t, dir)
 	in := func(names ...string) string {
@@ -450,7 +460,7 @@ func TestScoreAlignFolder(t *testing.T) {
 		t.Fatalf("train: %s", errOut)
 	}
 	pred := filepath.Join(dir, "p.csv")
-	code, stdout, errOut := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", aligned, "--out", pred, "--bus", "memory")
+	code, stdout, errOut := runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--data", aligned, "--out", pred, "--bus", "memory", "--timeout", "2m")
 	if code != 0 || !strings.Contains(errOut, "scoring the train set of") || !strings.Contains(stdout, "1120 rows scored") {
 		t.Fatalf("predict on an alignment without a test set: exit %d:\n%s%s", code, stdout, errOut)
 	}
@@ -473,7 +483,7 @@ func TestScoreAlignFolder(t *testing.T) {
 	}
 	// New rows, one command: the same columns read by name.
 	code, stdout, errOut = runCLI(t, "predict", "--models", filepath.Join(out, "models"), "--inputs", in("bank_new.csv", "telecom_new.csv", "retail_new.csv"),
-		"--key", "customer_id", "--categorical", "segment", "--missing", "zero", "--out", filepath.Join(dir, "n.csv"), "--bus", "memory")
+		"--key", "customer_id", "--categorical", "segment", "--missing", "zero", "--out", filepath.Join(dir, "n.csv"), "--bus", "memory", "--timeout", "2m")
 	if code != 0 || !strings.Contains(stdout, "140 of the label holder's 150 rows are held by every organisation; the label holder's own columns are party 3's") {
 		t.Errorf("predict --inputs: exit %d:\n%s%s", code, stdout, errOut)
 	}
@@ -496,7 +506,7 @@ func TestScoreAlignFolder(t *testing.T) {
 		defer close(brokerDone)
 		runCLICtx(bctx, "broker", "--store", filepath.Join(dir, "store"), "--port", fmt.Sprint(port))
 	}()
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
 			break

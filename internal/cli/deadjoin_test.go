@@ -24,13 +24,14 @@ import (
 // filled; training starts"), the new parties were told "run id already
 // used", and the aggregator waited for parties that were gone.
 func TestDeadJoinIsNotAJoin(t *testing.T) {
+	t.Parallel()
 	const run = "deadjoin"
 	keys, store, receipts, out := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	if code, _, errOut := runCLI(t, "keys", "--run", run, "--parties", "2", "--auditor", "--out", keys); code != 0 {
 		t.Fatal(errOut)
 	}
 	roster := filepath.Join(keys, "roster.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)

@@ -73,6 +73,7 @@ func docSection(t *testing.T, file, heading string) string {
 // test's) and the length (--epochs 1) are changed; a9a comes from the
 // shared data beside the repository.
 func TestDeploymentStockRecipe(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -108,7 +109,7 @@ func TestDeploymentStockRecipe(t *testing.T) {
 		script = regexp.MustCompile(r.re).ReplaceAllString(script, r.new)
 	}
 	script = "set -e -o pipefail\nexport PATH=" + filepath.Join(dir, "tools") + ":$PATH\n" + script + "\nkill $(jobs -p) 2>/dev/null || true; wait\n"
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir = dir

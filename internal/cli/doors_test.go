@@ -20,13 +20,14 @@ import (
 // and once the run is over its stream is sealed: nobody's request grows
 // it any more.
 func TestRosterBrokerClosedDoors(t *testing.T) {
+	t.Parallel()
 	const run = "doors"
 	keys, receipts := t.TempDir(), t.TempDir()
 	if code, _, errOut := runCLI(t, "keys", "--run", run, "--parties", "2", "--auditor", "--out", keys); code != 0 {
 		t.Fatal(errOut)
 	}
 	roster := filepath.Join(keys, "roster.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
@@ -111,7 +112,7 @@ func TestRosterBrokerClosedDoors(t *testing.T) {
 		}
 	}
 	sealed := false
-	for end := time.Now().Add(60 * time.Second); !sealed && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(patience); !sealed && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		info, err := st.Info(ctx)
 		sealed = err == nil && info.Config.Sealed
 	}

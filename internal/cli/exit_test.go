@@ -23,6 +23,7 @@ var exitData = []string{"--data", "synthetic:n=3000,d=8,test=600,noise=0.02", "-
 // disk; here a folder in its place) said "the summary shows the part
 // that ran".
 func TestSummaryNotWrittenIsSaid(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -47,6 +48,7 @@ func TestSummaryNotWrittenIsSaid(t *testing.T) {
 // from. Before, a stop by a signal exited 0 like a finished run, with
 // or without a state to go on from.
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -98,7 +100,7 @@ func (s *signalOn) Write(p []byte) (int, error) {
 // known ahead), at the start of training.
 func waitTraining(t *testing.T, dir string) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		runs, _ := os.ReadDir(dir)
 		for _, r := range runs {
 			if _, err := os.Stat(run.CheckpointPath(dir, r.Name(), 0)); err == nil {
@@ -106,5 +108,5 @@ func waitTraining(t *testing.T, dir string) {
 			}
 		}
 	}
-	t.Fatal("training did not start within two minutes")
+	t.Fatal("training did not start (waited three minutes)")
 }

@@ -14,6 +14,7 @@ import (
 // go into the archive, and audit verify --archive checks them all. Before,
 // only the last folder was kept.
 func TestStoreExportEveryReceiptsFolder(t *testing.T) {
+	t.Parallel()
 	out := auditRun(t)
 	roster, err := trust.ReadRoster(filepath.Join(out, "keys", "roster.json"))
 	if err != nil {

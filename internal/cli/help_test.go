@@ -41,6 +41,7 @@ func helpFlags(help string) map[string]string {
 // usage, never reads them as an argument, and shows no placeholder
 // artefacts (a flag's placeholder is one word).
 func TestHelpEveryCommand(t *testing.T) {
+	t.Parallel()
 	word := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 	for _, path := range commandPaths() {
 		name := strings.Join(path, " ")
@@ -75,6 +76,7 @@ func TestHelpEveryCommand(t *testing.T) {
 // Item 8: party and aggregator show only the flags they use; train shows
 // them all.
 func TestHelpFlagsByRole(t *testing.T) {
+	t.Parallel()
 	trainOnly := []string{"store", "cluster", "in-process", "bus"}
 	cases := []struct {
 		cmd     string
@@ -111,6 +113,7 @@ func TestHelpFlagsByRole(t *testing.T) {
 // Item 8: each training flag a command shows is wired into the run's
 // configuration: setting it changes what the command would run.
 func TestTrainFlagsAreRead(t *testing.T) {
+	t.Parallel()
 	values := map[string]string{
 		"data": "synthetic", "preset": "uci-credit-card", "test": "t.csv", "label": "y", "id-column": "k",
 		"categorical": "a,b", "drop": "c", "scale": "std", "algo": "asyrevel-uni", "model": "mlp",

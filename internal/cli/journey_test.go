@@ -171,6 +171,7 @@ func readCSVFile(t *testing.T, path string) [][]string {
 // the true label where there is one), the new customers are scored from
 // their own files, and the service answers an id as the bank writes it.
 func TestJourney(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestKeysRun(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "keys")
 	code, out, errOut := runCLI(t, "keys", "--run", "r1", "--parties", "3", "--out", dir)
 	if code != 0 {
@@ -68,6 +69,7 @@ func TestKeysRun(t *testing.T) {
 }
 
 func TestKeysOneAndRoster(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	pubs := map[string]string{}
 	for _, id := range []string{"aggregator", "party-1", "party-2"} {
@@ -113,6 +115,7 @@ func TestKeysOneAndRoster(t *testing.T) {
 }
 
 func TestKeysServerConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code, _, errOut := runCLI(t, "keys", "--run", "sc", "--parties", "2", "--out", dir); code != 0 {
 		t.Fatal(errOut)
@@ -154,6 +157,7 @@ func TestKeysServerConfig(t *testing.T) {
 }
 
 func TestKeysErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "party-1.nk")
 	if code, _, errOut := runCLI(t, "keys", "--id", "party-1", "--out", seed); code != 0 {
@@ -209,6 +213,7 @@ func TestKeysErrors(t *testing.T) {
 }
 
 func TestKeysHelp(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args      []string
 		want, not []string

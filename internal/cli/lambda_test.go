@@ -12,6 +12,7 @@ import (
 // --lambda 0 turns the regulariser off: it used to become 1e-4, because
 // the configuration took a zero weight for "unset".
 func TestLambdaZeroIsAValue(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		role role
 		args []string
@@ -41,6 +42,7 @@ func TestLambdaZeroIsAValue(t *testing.T) {
 // The other flags whose zero used to mean "the default": --tolerance 0 is
 // kept, --mu 0 and --hidden 0 are refused instead of replaced.
 func TestZeroFlagsAreValues(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		err  bool

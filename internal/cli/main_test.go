@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // labelled is the --privacy of the tests of the labelled exchange (steps,
@@ -42,6 +41,7 @@ func readSummary(out string, v any) ([]byte, error) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		code int
@@ -77,6 +77,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestTrainWritesOutputs(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=3000,d=16,test=500,noise=0.02", "--parties", "4",
 		"--batch", "16", "--window", "2", "--epochs", "20", "--out", out, "--log", "warn")
@@ -105,11 +106,12 @@ func TestTrainWritesOutputs(t *testing.T) {
 // TestSeparateProcesses runs a broker, an aggregator and three parties as
 // separate processes of the real binary, talking over TCP loopback.
 func TestSeparateProcesses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
 	bin := testBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	broker := exec.CommandContext(ctx, bin, "broker", "--store", t.TempDir(), "--port", "0")
 	stdout, _ := broker.StdoutPipe()

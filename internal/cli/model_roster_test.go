@@ -16,6 +16,7 @@ import (
 // genuine models are scored with --roster, and --trust-unsigned scores the
 // re-signed one with a warning on stderr whatever the log level.
 func TestPredictModelRosterFlags(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := writeRows(t, out)
 	trainSmall(t, data, out)
@@ -29,7 +30,7 @@ func TestPredictModelRosterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	predict := func(extra ...string) (int, string, string) {
-		return runCLI(t, append([]string{"predict", "--models", models, "--data", data, "--out", filepath.Join(out, "p.csv"), "--log", "error"}, extra...)...)
+		return runCLI(t, append([]string{"predict", "--models", models, "--data", data, "--out", filepath.Join(out, "p.csv"), "--log", "error", "--timeout", "2m"}, extra...)...)
 	}
 	roster := filepath.Join(vault, "roster.json")
 	if code, stdout, errOut := predict("--roster", roster); code != 0 || strings.Contains(errOut, "WARNING") {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // The README tour's first blocks (train into out/tour, audit verify,
@@ -19,6 +18,7 @@ import (
 // stayed behind ("holds another receipt for checkpoint 1") and the audit
 // said NOT intact (bad_receipt).
 func TestReadmeTourTwice(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -44,7 +44,7 @@ func TestReadmeTourTwice(t *testing.T) {
 		t.Fatalf("the tour's first blocks are not there (train, audit verify, store list): %q", script)
 	}
 	for i := range 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		cmd := exec.CommandContext(ctx, "bash", "-c", "set -e -o pipefail\n"+strings.Join(script, "\n"))
 		cmd.Dir = dir
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -70,6 +70,7 @@ func TestReadmeTourTwice(t *testing.T) {
 // --replace removes the earlier run that --out holds, whole: no store,
 // keys or receipts of it stay, and nothing is kept in OUT/earlier.
 func TestTrainReplace(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "out")
 	args := []string{"train", "--data", "synthetic:n=1000,d=8,test=200", "--parties", "2", "--epochs", "1",
 		"--batch", "16", "--log", "info", "--out", out, "--run", "again"}

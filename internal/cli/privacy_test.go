@@ -13,6 +13,7 @@ import (
 // train, then replay, re-execute and attack the run from its store, as a
 // user would.
 func TestReplayAttackCLI(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := "synthetic:n=1500,d=16,test=300,noise=0.02"
 	code, stdout, stderr := runCLI(t, "train", "--data", data, "--parties", "3", "--batch", "8", "--window", "2",
@@ -92,6 +93,7 @@ func TestReplayAttackCLI(t *testing.T) {
 // label it touches; direction scoring with known labels too; the zeroth-
 // order attacks refuse the gradients.
 func TestTIGAttackCLI(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	data := "synthetic:n=800,d=12,test=200,noise=0.02"
 	// 3,000 steps: with 300, a party whose start the loaded machine
@@ -125,6 +127,7 @@ func TestTIGAttackCLI(t *testing.T) {
 }
 
 func TestDefenseFlags(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "train", "--data", "synthetic:n=1500,d=16,test=300", "--parties", "3", "--batch", "16",
 		"--steps", "300", "--reply", "mean", "--min-batch", "16", "--clip", "0.01", "--noise-multiplier", "2",
@@ -162,6 +165,7 @@ func TestDefenseFlags(t *testing.T) {
 // attack's AUC over the samples it probed measures them too (0.61 once
 // against a bound of 0.587), which no label bound covers.
 func TestDefaultPrivacyHoldsBound(t *testing.T) {
+	t.Parallel()
 	dir := "/work/shared/data/a9a"
 	if d := os.Getenv("ASYREVEL_DATA"); d != "" {
 		dir = filepath.Join(d, "a9a")
@@ -183,51 +187,55 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 	// a slack of 0.04, about twice the sd of a six-run mean; no single run
 	// may pass it by more than 0.15. An undefended run reaches 1.0.
 	for _, active := range []bool{false, true} {
-		var aucs []float64
-		bound := 0.0
-		for seed := 1; seed <= 6; seed++ {
-			out := t.TempDir()
-			args := []string{"train", "--data", data, "--parties", "8", "--epochs", "1", "--run", "dflt", "--out", out, "--log", "warn", "--seed", strconv.Itoa(seed),
-				"--privacy", "auc=0.6,profile=budget"}
-			if active {
-				args = append(args, "--adversary", "3:active")
-			}
-			code, stdout, stderr := runCLI(t, args...)
-			if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6,profile=budget, binary profile)") {
-				t.Fatalf("train: exit %d: %s %s", code, stdout, stderr)
-			}
-			var pj struct {
-				Bound struct {
-					AUC float64 `json:"auc"`
+		// The two modes side by side (each run mostly waits on its broker).
+		t.Run(map[bool]string{false: "passive", true: "active"}[active], func(t *testing.T) {
+			t.Parallel()
+			var aucs []float64
+			bound := 0.0
+			for seed := 1; seed <= 6; seed++ {
+				out := t.TempDir()
+				args := []string{"train", "--data", data, "--parties", "8", "--epochs", "1", "--run", "dflt", "--out", out, "--log", "warn", "--seed", strconv.Itoa(seed),
+					"--privacy", "auc=0.6,profile=budget"}
+				if active {
+					args = append(args, "--adversary", "3:active")
 				}
-				Privacy struct{ Switch, Profile string }
+				code, stdout, stderr := runCLI(t, args...)
+				if code != 0 || !strings.Contains(stdout, "label privacy (--privacy auc=0.6,profile=budget, binary profile)") {
+					t.Fatalf("train: exit %d: %s %s", code, stdout, stderr)
+				}
+				var pj struct {
+					Bound struct {
+						AUC float64 `json:"auc"`
+					}
+					Privacy struct{ Switch, Profile string }
+				}
+				raw, _ := os.ReadFile(filepath.Join(out, "privacy.json"))
+				if err := json.Unmarshal(raw, &pj); err != nil || pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || pj.Privacy.Switch != "auc=0.6,profile=budget" {
+					t.Fatalf("privacy.json: %v %s", err, raw)
+				}
+				bound = pj.Bound.AUC
+				store := filepath.Join(out, "stream")
+				// sign and loss refuse batch means: the regression attack.
+				code, stdout, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "dflt", "--as", "3", "--truth", data, "--out", t.TempDir())
+				m := auc.FindStringSubmatch(stdout)
+				if code != 0 || m == nil {
+					t.Fatalf("attack regression: exit %d: %s %s", code, stdout, stderr)
+				}
+				got, _ := strconv.ParseFloat(m[1], 64)
+				aucs = append(aucs, got)
+				if got > bound+0.15 {
+					t.Errorf("active %v, seed %d: the regression attack reaches AUC %.4f, far above the bound %.4f", active, seed, got, bound)
+				}
 			}
-			raw, _ := os.ReadFile(filepath.Join(out, "privacy.json"))
-			if err := json.Unmarshal(raw, &pj); err != nil || pj.Bound.AUC <= 0.5 || pj.Bound.AUC > 0.6 || pj.Privacy.Switch != "auc=0.6,profile=budget" {
-				t.Fatalf("privacy.json: %v %s", err, raw)
+			mean := 0.0
+			for _, a := range aucs {
+				mean += a / float64(len(aucs))
 			}
-			bound = pj.Bound.AUC
-			store := filepath.Join(out, "stream")
-			// sign and loss refuse batch means: the regression attack.
-			code, stdout, stderr = runCLI(t, "attack", "regression", "--store", store, "--run", "dflt", "--as", "3", "--truth", data, "--out", t.TempDir())
-			m := auc.FindStringSubmatch(stdout)
-			if code != 0 || m == nil {
-				t.Fatalf("attack regression: exit %d: %s %s", code, stdout, stderr)
+			t.Logf("active %v, regression: AUC %.4f over seeds 1-6 (%.4f), bound %.4f", active, mean, aucs, bound)
+			if mean > bound+0.04 {
+				t.Errorf("active %v: the regression attack reaches AUC %.4f on average over 6 seeds, above the bound %.4f", active, mean, bound)
 			}
-			got, _ := strconv.ParseFloat(m[1], 64)
-			aucs = append(aucs, got)
-			if got > bound+0.15 {
-				t.Errorf("active %v, seed %d: the regression attack reaches AUC %.4f, far above the bound %.4f", active, seed, got, bound)
-			}
-		}
-		mean := 0.0
-		for _, a := range aucs {
-			mean += a / float64(len(aucs))
-		}
-		t.Logf("active %v, regression: AUC %.4f over seeds 1-6 (%.4f), bound %.4f", active, mean, aucs, bound)
-		if mean > bound+0.04 {
-			t.Errorf("active %v: the regression attack reaches AUC %.4f on average over 6 seeds, above the bound %.4f", active, mean, bound)
-		}
+		})
 	}
 }
 
@@ -237,6 +245,7 @@ func TestDefaultPrivacyHoldsBound(t *testing.T) {
 // asked for, states a bound of at most 0.6; --privacy off states none
 // (bound 1).
 func TestDefaultPrivacySoftmax(t *testing.T) {
+	t.Parallel()
 	data := "synthetic:n=3000,d=16,test=500,classes=4,noise=0.02"
 	for _, c := range []struct {
 		args    []string

@@ -13,6 +13,7 @@ import (
 // committed REPORT.md byte for byte; a CSV file it cannot read is named and
 // makes it exit 1 after writing the rest.
 func TestExperimentReport(t *testing.T) {
+	t.Parallel()
 	_, file, _, _ := runtime.Caller(0)
 	results := filepath.Join(filepath.Dir(file), "..", "..", "results")
 	out := filepath.Join(t.TempDir(), "REPORT.md")
@@ -52,6 +53,7 @@ func TestExperimentReport(t *testing.T) {
 // a clone, none touches the committed results/ (table4 --from-trials, which
 // runs nothing, shows where an experiment reads and writes by default).
 func TestExperimentsDefaultOut(t *testing.T) {
+	t.Parallel()
 	code, stdout, stderr := runCLI(t, "experiment", "table4", "--from-trials")
 	if code != 2 || !strings.Contains(stdout+stderr, "no table4.csv in out/experiments") {
 		t.Errorf("exit %d: %s%s", code, stdout, stderr)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestKeysRoute(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	secret := filepath.Join(dir, "route.secret")
 	if code, out, errOut := runCLI(t, "keys", "route", "--out", secret); code != 0 || !strings.Contains(out, "--route-secret") {

@@ -48,7 +48,7 @@ func TestServeCommandAuth(t *testing.T) {
 		t.Fatal("clients.json holds the token")
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	port := freePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
@@ -89,7 +89,7 @@ func TestServeCommandAuth(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		code, _ := ask(token)
 		if code == 401 {

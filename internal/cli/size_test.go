@@ -3,6 +3,7 @@ package cli
 import "testing"
 
 func TestParseSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want int64

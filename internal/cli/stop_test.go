@@ -73,6 +73,7 @@ type stopSummary struct {
 // improving, in seconds and with a store to match on a small set (455
 // rows: it used to refuse to start, and 20 s wrote a 1 GB store).
 func TestRunStopsWhenDone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := writeTumours(t, dir, 455)
 	out := filepath.Join(dir, "out")
@@ -109,6 +110,7 @@ func TestRunStopsWhenDone(t *testing.T) {
 // With a length, the run stops at the first limit reached, and
 // summary.json says which.
 func TestStoppedByFirstLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := writeTumours(t, dir, 455)
 	for _, c := range []struct {
@@ -146,6 +148,7 @@ func TestStoppedByFirstLimit(t *testing.T) {
 // the fix (97.37%). The advice now names --scale standard, and following
 // it makes the run learn; the old advice does not.
 func TestScaleAdviceWorks(t *testing.T) {
+	t.Parallel()
 	data := writeTumoursNoise(t, t.TempDir(), 455, 0.8)
 	train := func(extra ...string) (loss float64, warnings []string) {
 		t.Helper()
@@ -220,6 +223,7 @@ func TestScaleAdviceWorks(t *testing.T) {
 // and failed. A split's files are read as what they are, and its manifest
 // gives the party count.
 func TestSplitFolderUnderstood(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	csv := writeCSV(t, dir, 200)
 	split := filepath.Join(dir, "split")
@@ -279,10 +283,11 @@ func TestSplitFolderUnderstood(t *testing.T) {
 // and without --holdout, no process holds rows out (a party cannot know the
 // aggregator's length flags), and the training loss is watched.
 func TestSeparateProcessesStopWhenDone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := writeTumours(t, dir, 455)
 	url := startBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	common := []string{"--nats", url, "--run", "stopsbyitself", "--parties", "3", "--data", data, "--log", "error", "--privacy", labelled}
 	var parties []<-chan result
@@ -314,6 +319,7 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 }
 
 func TestStopFlagsChecked(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -335,6 +341,7 @@ func TestStopFlagsChecked(t *testing.T) {
 // warning. Such a run stops, exit 1, naming the likely cause, and its
 // summary says stuck.
 func TestStuckRunExits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "raw.csv")
 	r := rand.New(rand.NewPCG(3, 4))

@@ -10,6 +10,7 @@ import (
 // broker --tls-*: the server requires TLS, and client certificates when
 // the configuration asks for them, after whatever else configured it.
 func TestWithTLS(t *testing.T) {
+	t.Parallel()
 	called := false
 	for _, tc := range []struct {
 		cfg    *tls.Config

@@ -120,6 +120,7 @@ func promQuery(base, query string) (string, error) {
 // (asyrevel_party_steps_total > 0), and the embedded broker's JetStream
 // figures for the run's stream.
 func TestPrometheusScrapesTrain(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}
@@ -150,7 +151,7 @@ func TestPrometheusScrapesTrain(t *testing.T) {
 		{`count(asyrevel_party_answered_total{job="asyrevel"} > 0)`, "3"},
 		{`asyrevel_broker_stream_messages{stream="ASYREVEL_scraped"} > 0`, ""}, // any value
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(patience)
 	for _, c := range checks {
 		var got string
 		var err error
@@ -223,6 +224,7 @@ func newBrowser(t *testing.T, ctx context.Context, path string) context.Context 
 // the run's stream, and the broker serves nats-server's /jsz. ASYREVEL_BOARD_SCREENSHOT=FILE
 // saves a PNG of the page then (docs/board.png).
 func TestBoardInBrowser(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("short")
 	}

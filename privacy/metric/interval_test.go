@@ -16,6 +16,11 @@ import (
 // 2.2%). The 95% interval must also cover the true AUC in 93% to 97% of
 // the draws. The seed is fixed: the test gives the same answer every run.
 func TestAUCStdErrSimulated(t *testing.T) {
+	if testing.Short() {
+		// 16,000 AUCs in one goroutine: nothing for the race detector,
+		// which makes it a minute's work (the whole suite runs it).
+		t.Skip("short: a simulation with no concurrency")
+	}
 	const draws = 4000
 	for _, tc := range []struct {
 		name     string
