@@ -80,6 +80,11 @@ func TestDeadJoinIsNotAJoin(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout+errOut, " 0 different") {
 		t.Fatalf("replay --reexecute: exit %d: %s%s", code, stdout, errOut)
 	}
+	// The default privacy's label-free run has no reply to recompute,
+	// and re-execution says so rather than name a reply it never sent.
+	if !strings.Contains(errOut, "label-free: no replies to recompute") || strings.Contains(errOut, "defense: reply") {
+		t.Errorf("replay --reexecute of a label-free run does not say it has no replies: %s", errOut)
+	}
 }
 
 // waitHellos waits until run's stream holds n hellos, read as the run's

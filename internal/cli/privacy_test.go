@@ -49,6 +49,9 @@ func TestReplayAttackCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "every reply in the log") {
 		t.Fatalf("reexecute: exit %d: %s %s", code, stdout, stderr)
 	}
+	if !strings.Contains(stderr, "defense: reply ") {
+		t.Errorf("reexecute does not name the replies it recomputes: %s", stderr)
+	}
 	// The summary of a train --out folder is enough: the run and the
 	// store beside it.
 	code, stdout, stderr = runCLI(t, "replay", "--reexecute", "--summary", filepath.Join(out, "summary.json"))

@@ -50,8 +50,9 @@ func (f *reexecFlags) run(ctx context.Context, l *replay.Log, stdout, stderr io.
 		return fmt.Errorf("--summary: %w", err)
 	}
 	var s struct {
-		Run      string       `json:"run"`
-		Settings run.Settings `json:"settings"`
+		Run       string          `json:"run"`
+		Settings  run.Settings    `json:"settings"`
+		LabelFree json.RawMessage `json:"label_free"`
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return fmt.Errorf("--summary %s: %w", f.summary, err)
@@ -107,7 +108,11 @@ func (f *reexecFlags) run(ctx context.Context, l *replay.Log, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "re-executing run %s: %s, %d parties, %d labels, defense: reply %s\n", l.Run(), st.Algo, st.Parties, len(data.TrainY), ac.Defense.Reply)
+	defense := fmt.Sprintf("defense: reply %s", ac.Defense.Reply)
+	if len(s.LabelFree) > 0 && string(s.LabelFree) != "null" {
+		defense = "label-free: no replies to recompute"
+	}
+	fmt.Fprintf(stderr, "re-executing run %s: %s, %d parties, %d labels, %s\n", l.Run(), st.Algo, st.Parties, len(data.TrainY), defense)
 	rep, err := replay.Reexecute(ctx, l, aggregator.NewReexecutor(ac), func(n uint64) { fmt.Fprintf(stderr, "%d messages\n", n) })
 	if err != nil {
 		return err

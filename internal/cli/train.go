@@ -787,6 +787,10 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 		// Nothing was trained: an accuracy and a loss of 0 would read as
 		// results.
 		fmt.Fprintf(w, "%s on %s, %d parties: stopped before training started: no model, no accuracy\n", s.Algo, s.Dataset, s.Parties)
+	} else if len(s.Curve) == 0 && s.LabelFree == nil && s.TestAccuracy == 0 && s.TrainLoss == 0 {
+		// Trained, but stopped (diverged, interrupted) before any
+		// evaluation: zeros would read as results.
+		fmt.Fprintf(w, "%s on %s, %d parties: stopped before its first evaluation: no accuracy, no loss to report\n", s.Algo, s.Dataset, s.Parties)
 	} else {
 		fmt.Fprintf(w, "%s on %s, %d parties: %s, train loss %.4f\n", s.Algo, s.Dataset, s.Parties, acc, s.TrainLoss)
 	}

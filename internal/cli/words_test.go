@@ -89,6 +89,11 @@ func TestReportWords(t *testing.T) {
 			return s
 		}, []string{"the checkpoint saved when training started", "10378 requests delivered a second time were ignored", "this process ran 59.0 s"},
 			[]string{"checkpoint of step 0", "skipped as applied"}},
+		{"diverged before its first evaluation", func() *run.Summary {
+			s := base()
+			s.Steps, s.TestAccuracy, s.StoppedBy = 1200, 0, "diverged"
+			return s
+		}, []string{"stopped before its first evaluation: no accuracy, no loss"}, []string{"test accuracy 0.00%", "train loss 0.0000"}},
 		{"one-class leakage", func() *run.Summary {
 			s := base()
 			s.Steps, s.TestAccuracy = 10, 0.9
