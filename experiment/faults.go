@@ -638,9 +638,9 @@ func (c *FaultConfig) checkpointEvery() time.Duration {
 // checkpointText is the participants' checkpoint period, for the report.
 func (c *FaultConfig) checkpointText() string {
 	if e := c.checkpointEvery(); e != 0 {
-		return e.String()
+		return "every " + e.String()
 	}
-	return "adaptive (the default)"
+	return "at the adaptive default period"
 }
 
 // evalGaps reads the run's curve.csv in out: the longest and the median
