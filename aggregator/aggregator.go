@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -146,9 +147,11 @@ type Config struct {
 	OnPoint func(Point) // called (from the aggregator's goroutine) for each curve point
 
 	// OnCheckpoint, if set, is given the aggregator's state (checkpoint.go)
-	// once training starts, every CheckpointEvery (default
-	// DefaultCheckpointEvery) and when Run is interrupted; it is called
-	// from Run's goroutine, and c is valid only during the call.
+	// once training starts, every CheckpointEvery and when Run is
+	// interrupted; it is called from Run's goroutine, and c is valid only
+	// during the call. CheckpointEvery 0 (the default) is adaptive
+	// (ckpt.Every: 50 times the last save's duration, 250ms to 10s);
+	// negative: no periodic saves.
 	OnCheckpoint    func(c *Checkpoint) error
 	CheckpointEvery time.Duration
 	// PartyTimeout is how long an evaluation round waits for a party that
@@ -396,9 +399,6 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Notice <= 0 {
 		cfg.Notice = DefaultNotice
 	}
-	if cfg.CheckpointEvery <= 0 {
-		cfg.CheckpointEvery = DefaultCheckpointEvery
-	}
 	if cfg.PartyTimeout == 0 {
 		cfg.PartyTimeout = min(cfg.EvalTimeout/2, DefaultPartyTimeout)
 	}
@@ -625,7 +625,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 		case <-tick.C:
 			if a.cfg.OnCheckpoint != nil {
 				a.mu.Lock()
-				due := a.phase == training && (a.recov.ckNow || time.Since(lastCk) >= a.cfg.CheckpointEvery)
+				every := ckpt.Every(a.cfg.CheckpointEvery, a.recov.ckTook)
+				due := a.phase == training && (a.recov.ckNow || every > 0 && time.Since(lastCk) >= every)
 				a.mu.Unlock()
 				if due {
 					lastCk = time.Now()

@@ -71,7 +71,8 @@ var ErrResume = errors.New("aggregator: cannot resume")
 // CheckpointVersion is the version of the checkpoint format.
 const CheckpointVersion = 3
 
-// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+// DefaultCheckpointEvery is the longest time between the periodic saves
+// of the default, adaptive Config.CheckpointEvery (0; ckpt.Every).
 const DefaultCheckpointEvery = ckpt.DefaultEvery
 
 // Checkpoint is the aggregator's state at one point of a run.
@@ -376,17 +377,33 @@ var errApplied = errors.New("applied before the resume")
 // published up to it: a checkpoint must never count as applied an update
 // whose reply the stream lacks (the party would wait for it for ever).
 func (a *Aggregator) saveCheckpoint(ctx context.Context) {
+	t0 := time.Now()
 	a.mu.Lock()
 	a.recov.ckNow = false
 	a.snapshot(&a.recov.ck)
 	bus := a.bus
 	a.mu.Unlock()
-	t0 := time.Now()
+	snap := time.Since(t0)
 	// The stream's message count after the save lies below everything
 	// published from here on (its last sequence is at least the count):
 	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed
 	// count keeps the older, lower one.
-	if !ckpt.Save(ctx, bus, a.cfg.Log, func() error { return a.cfg.OnCheckpoint(&a.recov.ck) }) {
+	// took is the save's cost to the run (ckpt.Every): the snapshot,
+	// encoding and write, not the wait for the broker's confirmation,
+	// which is long only while the broker is slow or away.
+	var took time.Duration
+	saved := ckpt.Save(ctx, bus, a.cfg.Log, func() error {
+		t := time.Now()
+		err := a.cfg.OnCheckpoint(&a.recov.ck)
+		took = snap + time.Since(t)
+		return err
+	})
+	if took > 0 {
+		a.mu.Lock()
+		a.recov.ckTook = took
+		a.mu.Unlock()
+	}
+	if !saved {
 		return
 	}
 	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {

@@ -123,7 +123,8 @@ type recovState struct {
 	trainedBefore time.Duration // the training time before the resume
 	ck            Checkpoint
 	ckNow         bool
-	probe         uint64 // the stream's message count at the last checkpoint
+	ckTook        time.Duration // the last save's snapshot, encoding and write (ckpt.Every)
+	probe         uint64        // the stream's message count at the last checkpoint
 	resumeOutbox  []Sent
 	// held are the replies the stream lost with their requests, by
 	// (party, request), sent again once the request comes again

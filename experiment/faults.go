@@ -61,8 +61,10 @@ type FaultConfig struct {
 	// (kill after, down for); none: one, after KillAfter for Down.
 	Broker []BrokerKill
 	// CheckpointEvery is every participant's --checkpoint-every (default
-	// 250ms; the command line's own default is 10s).
+	// 250ms); CheckpointAuto runs them with the command line's own
+	// default instead (adaptive, ckpt.Every).
 	CheckpointEvery time.Duration
+	CheckpointAuto  bool
 	// Party is the party killed (default 2).
 	Party int
 	Seed  uint64
@@ -621,12 +623,24 @@ func WriteFaults(dir string, rows []FaultRow) error {
 		"training_on_seconds", "resume_read", "read_from_start", "max_eval_gap_seconds", "median_eval_gap_seconds", "error"}, recs)
 }
 
-// checkpointEvery is the participants' --checkpoint-every.
+// checkpointEvery is the participants' --checkpoint-every (0: the
+// adaptive default).
 func (c *FaultConfig) checkpointEvery() time.Duration {
+	if c.CheckpointAuto {
+		return 0
+	}
 	if c.CheckpointEvery == 0 {
 		return 250 * time.Millisecond
 	}
 	return c.CheckpointEvery
+}
+
+// checkpointText is the participants' checkpoint period, for the report.
+func (c *FaultConfig) checkpointText() string {
+	if e := c.checkpointEvery(); e != 0 {
+		return "every " + e.String()
+	}
+	return "at the adaptive default period"
 }
 
 // evalGaps reads the run's curve.csv in out: the longest and the median

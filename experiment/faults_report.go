@@ -53,7 +53,7 @@ func FaultsSection(cfg FaultConfig, table, command string, started time.Time) Se
 	return Section{Name: "faults", Command: command, Started: started, Duration: time.Since(started),
 		Settings: []string{
 			fmt.Sprintf("data %s, %d parties, batch %d, window %d, %d steps a run", cfg.Data, cfg.Parties, cfg.Batch, cfg.Window, cfg.Steps),
-			fmt.Sprintf("the kill %v after training starts, the restart %v later; checkpoints every %v", cfg.KillAfter, cfg.Down, cfg.checkpointEvery()),
+			fmt.Sprintf("the kill %v after training starts, the restart %v later; checkpoints %s", cfg.KillAfter, cfg.Down, cfg.checkpointText()),
 			trust,
 		}}
 }

@@ -43,7 +43,8 @@ var ErrResume = errors.New("party: cannot resume")
 // CheckpointVersion is the version of the checkpoint format.
 const CheckpointVersion = 3
 
-// DefaultCheckpointEvery is the default Config.CheckpointEvery.
+// DefaultCheckpointEvery is the longest time between the periodic saves
+// of the default, adaptive Config.CheckpointEvery (0; ckpt.Every).
 const DefaultCheckpointEvery = ckpt.DefaultEvery
 
 // Pending is a request in flight.
@@ -338,6 +339,7 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	if p.cfg.OnCheckpoint == nil {
 		return
 	}
+	t0 := time.Now()
 	p.mu.Lock()
 	ok := p.started && p.err == nil && p.bus != nil
 	if ok {
@@ -349,8 +351,24 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	if !ok {
 		return
 	}
+	snap := time.Since(t0)
 	log := p.cfg.Log.With().Int("party", p.cfg.ID).Logger()
-	if ckpt.Save(ctx, bus, log, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) }) {
+	// took is the save's cost to the run (ckpt.Every): the snapshot,
+	// encoding and write, not the wait for the broker's confirmation,
+	// which is long only while the broker is slow or away.
+	var took time.Duration
+	saved := ckpt.Save(ctx, bus, log, func() error {
+		t := time.Now()
+		err := p.cfg.OnCheckpoint(&p.recov.ck)
+		took = snap + time.Since(t)
+		return err
+	})
+	if took > 0 {
+		p.mu.Lock()
+		p.recov.ckTook = took
+		p.mu.Unlock()
+	}
+	if saved {
 		p.probeStream(ctx, bus)
 	}
 }

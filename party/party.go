@@ -14,6 +14,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/internal/ckpt"
 	"github.com/asyrevel/asyrevel/internal/ratelog"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -147,9 +148,11 @@ type Config struct {
 	Log zerolog.Logger
 
 	// OnCheckpoint, if set, is given the party's state (checkpoint.go) at
-	// the start, every CheckpointEvery (default DefaultCheckpointEvery),
-	// when the aggregator asks (CtlCheckpoint) and when Run is
-	// interrupted; c is valid only during the call.
+	// the start, every CheckpointEvery, when the aggregator asks
+	// (CtlCheckpoint) and when Run is interrupted; c is valid only during
+	// the call. CheckpointEvery 0 (the default) is adaptive (ckpt.Every:
+	// 50 times the last save's duration, 250ms to 10s); negative: no
+	// periodic saves.
 	OnCheckpoint    func(c *Checkpoint) error
 	CheckpointEvery time.Duration
 }
@@ -298,9 +301,6 @@ func New(cfg Config) (*Party, error) {
 	}
 	if err := checkAlt(&cfg); err != nil {
 		return nil, err
-	}
-	if cfg.CheckpointEvery <= 0 {
-		cfg.CheckpointEvery = DefaultCheckpointEvery
 	}
 	np := cfg.Model.NumParams()
 	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
@@ -563,7 +563,13 @@ func (p *Party) wait(ctx context.Context) error {
 	p.lastAct = joined
 	p.mu.Unlock()
 	lastNotice := joined
-	tick := time.NewTicker(min(time.Second, p.cfg.Notice/2, p.cfg.CheckpointEvery))
+	period := min(time.Second, p.cfg.Notice/2)
+	if p.cfg.CheckpointEvery > 0 {
+		period = min(period, p.cfg.CheckpointEvery)
+	} else if p.cfg.CheckpointEvery == 0 {
+		period = min(period, ckpt.MinEvery/2) // adaptive (ckpt.Every): close to the period it picks
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	lastCk := joined
 	for {
@@ -575,7 +581,8 @@ func (p *Party) wait(ctx context.Context) error {
 			return ctx.Err()
 		case now := <-tick.C:
 			p.mu.Lock()
-			due := p.started && !p.stop.stopping && (p.recov.ckNow || now.Sub(lastCk) >= p.cfg.CheckpointEvery)
+			every := ckpt.Every(p.cfg.CheckpointEvery, p.recov.ckTook)
+			due := p.started && !p.stop.stopping && (p.recov.ckNow || every > 0 && now.Sub(lastCk) >= every)
 			p.mu.Unlock()
 			if due && p.cfg.OnCheckpoint != nil {
 				lastCk = now

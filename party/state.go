@@ -67,6 +67,7 @@ type recovState struct {
 	published    [NumKinds]uint64
 	ck           Checkpoint
 	ckNow        bool
+	ckTook       time.Duration            // the last save's snapshot, encoding and write (ckpt.Every)
 	resend       []Sent                   // kept messages the stream lacks, sent again by Run
 	ownHeads     map[[2]uint64]trust.Hash // after a resume (trust layer): (kind, seq) -> the head the stream gives
 	// rcptInStream: after a resume, the highest receipt sequence number

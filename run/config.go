@@ -181,9 +181,10 @@ type Protection struct {
 
 // Recovery is checkpointing and resumption (checkpoint.go): CheckpointDir,
 // if set, is where each participant saves its state
-// (DIR/RUN/aggregator.ckpt, party-M.ckpt) every CheckpointEvery (0 = 10s,
-// <0 = never) and when interrupted; Resume restarts from those files and
-// the run's stream.
+// (DIR/RUN/aggregator.ckpt, party-M.ckpt) every CheckpointEvery (0 =
+// adaptive, ckpt.Every: 250ms to 10s, at most ~2% of the time; <0 =
+// never) and when interrupted; Resume restarts from those files and the
+// run's stream.
 type Recovery struct {
 	CheckpointDir   string
 	CheckpointEvery time.Duration

@@ -36,7 +36,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"comma-separated list, a run for each with each --down")
 	down := fs.String("down", "1s", "how long the killed process stays down before its restart; the broker case\n"+
 		"takes a comma-separated list (e.g. 1s,60s), a run for each with each --kill-after")
-	ckEvery := fs.Duration("checkpoint-every", 250*time.Millisecond, "every participant's --checkpoint-every (the command line's own default is 10s)")
+	ckEvery := fs.Duration("checkpoint-every", 250*time.Millisecond, "every participant's --checkpoint-every; 0: the command line's own default\n(adaptive, 250ms to 10s)")
 	casesFlag := fs.String("cases", strings.Join(experiment.FaultCases, ","), "the cases to run, comma-separated (none is the yardstick of the others); also\n"+
 		"cluster-node (a 3-node broker cluster, its stream's leader killed with -9) and\ncluster-down (the cluster started with a node down, the node started later)")
 	noTrust := fs.Bool("no-trust", false, "run the participants without the trust layer (no keys, a broker that admits\nanyone, no audit verify): only to compare")
@@ -49,7 +49,7 @@ func expFaults(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg := experiment.FaultConfig{Binary: bin, Parties: *parties, Batch: 64, Window: 8, Seed: f.seed, Log: log, Data: *data, Test: *test, NoTrust: *noTrust,
-		CheckpointEvery: *ckEvery}
+		CheckpointEvery: *ckEvery, CheckpointAuto: *ckEvery == 0}
 	kills, err := durations("--kill-after", *killAfter)
 	if err != nil {
 		return err

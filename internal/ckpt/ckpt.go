@@ -148,8 +148,35 @@ func WriteFile(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// DefaultEvery is how often both roles save their state by default.
-const DefaultEvery = 10 * time.Second
+// The adaptive period, the roles' default (a period of 0): the next save
+// comes Factor times the last save's duration after it, MinEvery at the
+// least and MaxEvery at the most, so saving takes at most ~2% of the time
+// (1/Factor) while a small state is saved often and a resume after an
+// outage has little to apply again.
+const (
+	MinEvery = 250 * time.Millisecond
+	MaxEvery = 10 * time.Second
+	Factor   = 50
+)
+
+// DefaultEvery is the longest the roles wait between saves by default:
+// MaxEvery, the adaptive period's cap.
+const DefaultEvery = MaxEvery
+
+// Every is the time from one save to the next: every when set (> 0),
+// else (0: adaptive) Factor times took, the duration of the last save
+// (its snapshot, encoding and write, not the broker's confirmation),
+// between MinEvery and MaxEvery. A negative every (never) is returned as
+// is; the caller does not save periodically.
+func Every(every, took time.Duration) time.Duration {
+	if every != 0 {
+		return every
+	}
+	if took >= MaxEvery/Factor {
+		return MaxEvery
+	}
+	return max(MinEvery, Factor*took)
+}
 
 // Bus is what Save needs of the broker.
 type Bus interface {
