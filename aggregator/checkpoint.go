@@ -388,19 +388,10 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	// published from here on (its last sequence is at least the count):
 	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed
 	// count keeps the older, lower one.
-	// took is the save's cost to the run (ckpt.Every): the snapshot,
-	// encoding and write, not the wait for the broker's confirmation,
-	// which is long only while the broker is slow or away.
-	var took time.Duration
-	saved := ckpt.Save(ctx, bus, a.cfg.Log, func() error {
-		t := time.Now()
-		err := a.cfg.OnCheckpoint(&a.recov.ck)
-		took = snap + time.Since(t)
-		return err
-	})
+	saved, took := ckpt.Save(ctx, bus, a.cfg.Log, func() error { return a.cfg.OnCheckpoint(&a.recov.ck) })
 	if took > 0 {
 		a.mu.Lock()
-		a.recov.ckTook = took
+		a.recov.ckTook = snap + took // the save's cost to the run (ckpt.Every)
 		a.mu.Unlock()
 	}
 	if !saved {

@@ -353,19 +353,10 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	}
 	snap := time.Since(t0)
 	log := p.cfg.Log.With().Int("party", p.cfg.ID).Logger()
-	// took is the save's cost to the run (ckpt.Every): the snapshot,
-	// encoding and write, not the wait for the broker's confirmation,
-	// which is long only while the broker is slow or away.
-	var took time.Duration
-	saved := ckpt.Save(ctx, bus, log, func() error {
-		t := time.Now()
-		err := p.cfg.OnCheckpoint(&p.recov.ck)
-		took = snap + time.Since(t)
-		return err
-	})
+	saved, took := ckpt.Save(ctx, bus, log, func() error { return p.cfg.OnCheckpoint(&p.recov.ck) })
 	if took > 0 {
 		p.mu.Lock()
-		p.recov.ckTook = took
+		p.recov.ckTook = snap + took // the save's cost to the run (ckpt.Every)
 		p.mu.Unlock()
 	}
 	if saved {

@@ -202,24 +202,30 @@ const ProbeWait = 2 * time.Second
 // taken. It reports whether the snapshot was saved, and logs to log why
 // not: a broker that did not confirm (an error, but for a lost
 // connection, known already: the role resumes from its last checkpoint)
-// or hand's error. The second half is Probe, once the snapshot is saved.
-func Save(ctx context.Context, bus Bus, log zerolog.Logger, hand func() error) bool {
+// or hand's error. took is how long hand ran (0 if it did not): with the
+// snapshot's time, the save's cost to the run (Every), leaving out the
+// wait for the broker, long only while it is slow or away. The second
+// half is Probe, once the snapshot is saved.
+func Save(ctx context.Context, bus Bus, log zerolog.Logger, hand func() error) (saved bool, took time.Duration) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushWait)
 	err := bus.Flush(fctx)
 	cancel()
 	switch {
 	case errors.Is(err, broker.ErrConnLost):
 		log.Debug().Err(err).Msg("checkpoint not saved")
-		return false
+		return false, 0
 	case err != nil:
 		log.Error().Err(fmt.Errorf("%w: %w", ErrUnconfirmed, err)).Msg("checkpoint not saved (a resume starts from the previous one)")
-		return false
+		return false, 0
 	}
-	if err := hand(); err != nil {
+	t := time.Now()
+	err = hand()
+	took = time.Since(t)
+	if err != nil {
 		log.Error().Err(err).Msg("checkpoint not saved")
-		return false
+		return false, took
 	}
-	return true
+	return true, took
 }
 
 // Probe takes the stream's message count under filter, within ProbeWait

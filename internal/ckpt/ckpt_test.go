@@ -161,7 +161,7 @@ func TestSave(t *testing.T) {
 		{"not written", nil, boom, true, false},
 	} {
 		handed := false
-		ok := Save(context.Background(), &bus{tc.flush}, zerolog.Nop(), func() error { handed = true; return tc.hand })
+		ok, _ := Save(context.Background(), &bus{tc.flush}, zerolog.Nop(), func() error { handed = true; return tc.hand })
 		if handed != tc.handed || ok != tc.ok {
 			t.Errorf("%s: handed %v, saved %v; want %v, %v", tc.name, handed, ok, tc.handed, tc.ok)
 		}
