@@ -509,7 +509,11 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	// come after the start, which waits for every hello and the initial
 	// pass. The handler serialises the two.
 	reqOpts := broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}
-	if r := a.resumed; r != nil && r.ReadFrom > 1 {
+	if r := a.resumed; r != nil && a.recov.reqFrom > 0 {
+		// Recovery read the requests: they go on at the first it did not
+		// apply (recovery.liveFrom).
+		reqOpts.StartSeq = a.recov.reqFrom
+	} else if r != nil && r.ReadFrom > 1 {
 		// Nothing below the floor recovery read from is to be handled
 		// again (recovery checked it): the requests are read from there.
 		reqOpts.StartSeq = r.ReadFrom

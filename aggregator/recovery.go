@@ -105,6 +105,7 @@ type recovery struct {
 
 	// What the stream holds.
 	reqs       map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	reqAt      map[[2]uint64]uint64 // (party, seq) -> its stream sequence, for those in reqs
 	inStream   map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
 	mine       []recorded           // the aggregator's messages after the checkpoint, in stream order
 	streamSeq  []uint64             // the highest sequence number in the stream, by subject index
@@ -135,7 +136,7 @@ type recovery struct {
 // checkpoint's chains, admits only its own messages.
 func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery, error) {
 	r := &recovery{a: a, ctx: ctx, bus: bus, t: a.tr, run: a.cfg.Run, t0: time.Now(),
-		reqs: map[[2]uint64][]byte{}, inStream: map[[2]uint64]bool{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
+		reqs: map[[2]uint64][]byte{}, reqAt: map[[2]uint64]uint64{}, inStream: map[[2]uint64]bool{}, have: map[[2]uint64]bool{}, rejected: map[string]int64{}, dec: schemas.NewCodec()}
 	a.mu.Lock()
 	r.last = slices.Clone(a.lastSeq[seqRequests])
 	r.ckSeq = slices.Clone(a.pub.replySeq) // by subject index
@@ -378,6 +379,7 @@ func (r *recovery) readRequests() error {
 			return
 		}
 		r.reqs[[2]uint64{uint64(m), r.o.Seq}] = slices.Clone(d.Data())
+		r.reqAt[[2]uint64{uint64(m), r.o.Seq}] = d.Seq()
 	})
 }
 
@@ -498,6 +500,7 @@ func (r *recovery) apply() error {
 		return err
 	}
 	r.goOn()
+	a.recov.reqFrom = r.liveFrom()
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).
 	a.eval.cur = nil
@@ -679,6 +682,26 @@ func (r *recovery) goOn() {
 		}
 	}
 	a.recov.recovered = &recovered{upTo: r.upTo, pending: r.reqs}
+}
+
+// liveFrom is where the live subscription to the requests starts: at the
+// first request that recovery read and did not apply (it is answered
+// live), else right after the last one it read. What lies below was
+// applied, by the checkpoint or by recovery, or rejected. Before, the
+// subscription started at the floor, and every request between the floor
+// and the end of the read (10,000 to 20,000 on a9a with a checkpoint every
+// 1.4 to 3.2 s) was delivered a second time and skipped before the first
+// new one was answered: 0.1 to 0.2 s of a return after a broker outage.
+// 0 when recovery read no request: from the floor, as before.
+func (r *recovery) liveFrom() uint64 {
+	if r.upTo == 0 {
+		return 0
+	}
+	from := r.upTo + 1
+	for k := range r.reqs {
+		from = min(from, r.reqAt[k])
+	}
+	return from
 }
 
 // heldWait bounds how long a reply held for its request (recovery's
