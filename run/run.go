@@ -363,6 +363,8 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		wt.aggregatorBus(bus)
 		if !lostAt.IsZero() {
 			cfg.heal.healed(time.Since(lostAt))
+			cfg.Log.Info().Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+				Msg("the broker is back: the aggregator resumes")
 		}
 		check := net.checkAggregator
 		if cfg.Resume {
@@ -477,11 +479,13 @@ func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Sta
 		return party.Stats{}, err
 	}
 	defer net.close()
+	var lostAt time.Time
 	for {
-		stats, lost, err := participateOnce(ctx, &cfg, net, data, m)
+		stats, lost, err := participateOnce(ctx, &cfg, net, data, m, lostAt)
 		if !lost {
 			return stats, err
 		}
+		lostAt = time.Now()
 		// The broker connection was lost: the party stopped publishing.
 		// It resumes from its latest checkpoint and the stream as soon as
 		// the broker is back, as --resume would.
@@ -495,14 +499,19 @@ func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Sta
 
 // participateOnce is one attempt of Participate: lost reports an attempt
 // that ended because the broker connection was lost (cfg.heal), after
-// which the party resumes.
-func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data, m int) (_ party.Stats, lost bool, err error) {
+// which the party resumes (lostAt: when the one before lost it, zero
+// for the first attempt).
+func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data, m int, lostAt time.Time) (_ party.Stats, lost bool, err error) {
 	bus, err := net.connect(ctx, fmt.Sprintf("party-%d", m))
 	if err != nil {
 		if cfg.heal != nil && cfg.Resume {
 			err = fmt.Errorf("resuming after the broker connection was lost: %w", err)
 		}
 		return party.Stats{}, false, err
+	}
+	if !lostAt.IsZero() {
+		cfg.Log.Info().Int("party", m).Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+			Msg("the broker is back: the party resumes")
 	}
 	defer bus.Close()
 	var base uint64
