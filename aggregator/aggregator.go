@@ -150,7 +150,7 @@ type Config struct {
 	// once training starts, every CheckpointEvery and when Run is
 	// interrupted; it is called from Run's goroutine, and c is valid only
 	// during the call. CheckpointEvery 0 (the default) is adaptive
-	// (ckpt.Every: 50 times the last save's duration, 250ms to 10s);
+	// (ckpt.Every: 50 times the last save's cost, 250ms to 10s);
 	// negative: no periodic saves.
 	OnCheckpoint    func(c *Checkpoint) error
 	CheckpointEvery time.Duration
