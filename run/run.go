@@ -367,12 +367,20 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 				Msg("the broker is back: the aggregator resumes")
 		}
 		check := net.checkAggregator
-		if cfg.Resume {
+		switch {
+		case cfg.Resume && !lostAt.IsZero():
+			// Resuming by itself: this process was running the run, which
+			// had started and not ended. Reading the controls to tell a
+			// user that typed --resume so cost a return 50 to 100 ms.
+			check = nil
+		case cfg.Resume:
 			check = net.checkResume
 		}
-		if err := check(ctx, bus, cfg.Run); err != nil {
-			bus.Close()
-			return nil, err
+		if check != nil {
+			if err := check(ctx, bus, cfg.Run); err != nil {
+				bus.Close()
+				return nil, err
+			}
 		}
 		lctx, cancel := watchLoss(ctx, bus)
 		res, err = agg.Run(lctx, bus)
@@ -515,9 +523,14 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 	}
 	defer bus.Close()
 	var base uint64
-	if cfg.Resume {
+	switch {
+	case cfg.Resume && !lostAt.IsZero():
+		// Resuming by itself: the run had started (it has a checkpoint),
+		// and a stop stored meanwhile is read with the rest (checkResume
+		// is for a user's --resume).
+	case cfg.Resume:
 		err = net.checkResume(ctx, bus, cfg.Run)
-	} else {
+	default:
 		base, err = net.checkParty(ctx, bus, cfg.Run, m)
 	}
 	if err != nil {
