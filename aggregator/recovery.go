@@ -268,14 +268,35 @@ func (r *recovery) floorHolds() (string, error) {
 // verifier accepted), the hellos' and evaluations' (what the verifier
 // accepted: trust layer).
 func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
+	// The counts of every party's subject at once: two requests to the
+	// broker each (the second makes a consumer), one after the other
+	// they were 40 to 150 ms of a resume.
+	type counts struct {
+		all, above uint64
+		err, aerr  error
+	}
+	c := make([]counts, r.a.q+1)
 	for _, k := range kinds {
+		var wg sync.WaitGroup
+		for m := 1; m <= r.a.q; m++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				subj := schemas.Subject(r.run, k, m)
+				c[m].all, c[m].err = r.bus.Count(r.ctx, subj)
+				if c[m].err == nil {
+					c[m].above, c[m].aerr = logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+				}
+			}()
+		}
+		wg.Wait()
 		for m := 1; m <= r.a.q; m++ {
 			subj := schemas.Subject(r.run, k, m)
-			all, err := r.bus.Count(r.ctx, subj)
-			if err != nil {
+			all, above := c[m].all, c[m].above
+			if err := c[m].err; err != nil {
 				return "", err
 			}
-			above, err := logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+			err := c[m].aerr
 			if errors.Is(err, logread.ErrNoCount) {
 				return "the bus cannot count the stream from a position", nil
 			}
