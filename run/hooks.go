@@ -1,6 +1,8 @@
 package run
 
 import (
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/party"
@@ -11,6 +13,9 @@ import (
 // pause. Train, Aggregate and Participate take them as their own
 // argument; the zero value is a run of the command line without any.
 type Hooks struct {
+	// Log is where the run logs (the zero Logger: nowhere).
+	Log zerolog.Logger
+
 	// Loaded, if set, is the run's data, used instead of Config's Data
 	// and Synthetic (experiments that load a set once for many runs).
 	Loaded *Data
