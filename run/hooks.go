@@ -9,9 +9,10 @@ import (
 )
 
 // Hooks are what a program plugs into a run besides its settings (Config,
-// which is plain data): callbacks, data already loaded, attackers and the
-// pause. Train, Aggregate and Participate take them as their own
-// argument; the zero value is a run of the command line without any.
+// which is plain data): the logger, callbacks, data already loaded,
+// attackers and the pause. Train, Aggregate and Participate take them as
+// their own argument; the zero value is a run of the command line without
+// any, logging nowhere.
 type Hooks struct {
 	// Log is where the run logs (the zero Logger: nowhere).
 	Log zerolog.Logger
