@@ -701,12 +701,44 @@ func (b *JetStream) resetDurable(ctx context.Context, c jetstream.Consumer) (jet
 	if err := b.js.DeleteConsumer(ctx, b.stream, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
 	}
-	c, err := b.js.CreateConsumer(ctx, b.stream, cfg)
+	c, err := createAfterDelete(ctx, b.js, b.stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker: recreate durable %s: %w", info.Name, err)
 	}
 	return c, nil
 }
+
+// createAfterDelete creates a consumer just deleted under the same name.
+// The server removes the old one's files while its last state flush may
+// still be writing them, and a creation that lands in between fails with
+// an internal error (seen in CI: "code=500 err_code=10012 ... rename
+// .../obs/noack/o.dat.tmp .../o.dat: no such file or directory"). Such a
+// failure is the server's and passes: ask again, a few times, with a short
+// pause. Any other error, or ctx's end, is returned at once.
+func createAfterDelete(ctx context.Context, js consumerCreator, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := js.CreateConsumer(ctx, stream, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || attempt == recreateAttempts || !errors.As(err, &apiErr) || apiErr.Code < 500 {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * recreatePause):
+		}
+	}
+}
+
+// consumerCreator is the part of jetstream.JetStream createAfterDelete uses.
+type consumerCreator interface {
+	CreateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error)
+}
+
+const (
+	recreateAttempts = 5
+	recreatePause    = 50 * time.Millisecond
+)
 
 // recreateOnReset forces the pre-2.14 path of resetDurable (tests).
 var recreateOnReset = false

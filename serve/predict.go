@@ -66,7 +66,7 @@ type PredictConfig struct {
 	Separate bool
 	Wait     time.Duration
 	// Chunk is ids a request, Window requests in flight, Timeout a
-	// request's wait for the parties.
+	// request's wait for the parties (default DefaultBatchTimeout).
 	Chunk, Window int
 	Timeout       time.Duration
 	Log           zerolog.Logger
@@ -114,6 +114,9 @@ func (c *PredictConfig) defaults() {
 	}
 	if c.Wait <= 0 {
 		c.Wait = 30 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultBatchTimeout
 	}
 	if c.Metrics == "" && c.Out != "" {
 		c.Metrics = strings.TrimSuffix(c.Out, ".csv") + ".metrics.json"

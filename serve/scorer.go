@@ -34,8 +34,15 @@ var (
 	ErrPartyFailed = errors.New("serve: party failed")
 )
 
-// DefaultTimeout bounds a scoring request's wait for the parties.
+// DefaultTimeout bounds a scoring request's wait for the parties: serve's
+// default, where a caller waits on each answer.
 const DefaultTimeout = 2 * time.Second
+
+// DefaultBatchTimeout is predict's: one request of a batch (Chunk ids, with
+// Window others in flight) that outlasts its timeout fails the whole
+// batch, and on a busy host a party may take seconds to score a chunk;
+// nobody waits on a single answer, so a late one costs nothing.
+const DefaultBatchTimeout = 30 * time.Second
 
 // ScorerConfig configures the aggregator's side of scoring.
 type ScorerConfig struct {

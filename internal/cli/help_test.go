@@ -161,3 +161,25 @@ func TestTrainFlagsAreRead(t *testing.T) {
 		})
 	}
 }
+
+// predict scores a batch: a chunk's request that outlasts --timeout fails
+// the whole batch, so its default is serve's (a caller waits on each
+// answer) times fifteen. A busy host took over 2 s for a chunk.
+func TestPredictWaitsLongerThanServe(t *testing.T) {
+	t.Parallel()
+	for cmd, want := range map[string]string{"predict": "(default 30s)", "serve": "(default 2s)"} {
+		_, out, errOut := runCLI(t, cmd, "-h")
+		help := out + errOut
+		i := strings.Index(help, "\n  -timeout")
+		if i < 0 {
+			t.Fatalf("%s -h shows no -timeout:\n%s", cmd, help)
+		}
+		line := help[i+1:]
+		if j := strings.Index(line, "\n  -"); j >= 0 {
+			line = line[:j]
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("%s -timeout: %q, want %s", cmd, line, want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ type scoreFlags struct {
 	logJSON                   bool
 }
 
-func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what, split string) {
+func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what, split string, timeout time.Duration) {
 	fs.StringVar(&f.models, "models", "", "`DIR` of the run's model files (train --out DIR writes DIR/models)")
 	fs.StringVar(&f.data, "data", "", what)
 	fs.StringVar(&f.split, "split", split, "the sets of a split folder to read: test, train, or all (default: "+map[string]string{
@@ -47,7 +47,7 @@ func addScoreFlags(fs *flag.FlagSet, f *scoreFlags, what, split string) {
 	fs.StringVar(&f.net.Bus, "bus", "jetstream", "jetstream, or memory (in-process, no broker)")
 	fs.StringVar(&f.net.Store, "store", "", "keep the embedded broker's store (the scoring log) in `DIR` (default: a temporary one)")
 	fs.StringVar(&f.net.Run, "run", "", "run id of the subjects and stream (default: the models')")
-	fs.DurationVar(&f.timeout, "timeout", serve.DefaultTimeout, "how long a request waits for every party's answer")
+	fs.DurationVar(&f.timeout, "timeout", timeout, "how long a request waits for every party's answer")
 	fs.StringVar(&f.logLevel, "log", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&f.logJSON, "log-json", false, "log JSON lines instead of console text")
 }
@@ -67,7 +67,7 @@ func cmdPredict(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"unless --separate: the aggregator alone, the parties are asyrevel party --serve\n"+
 		"processes on --nats.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "the `PATH` to score: a file in the training set's format, or a split folder", serve.SplitAuto)
+	addScoreFlags(fs, &f, "the `PATH` to score: a file in the training set's format, or a split folder", serve.SplitAuto, serve.DefaultBatchTimeout)
 	in := addInputFlags(fs)
 	out := fs.String("out", "predictions.csv", "where the predictions go")
 	metrics := fs.String("metrics", "", "where the metrics go as JSON (default: OUT with .metrics.json for .csv)")
@@ -210,7 +210,7 @@ func cmdPartyServe(ctx context.Context, args []string, stdout, stderr io.Writer)
 		"requests (asyrevel predict --separate, asyrevel serve --separate) with its model's\n"+
 		"outputs until interrupted.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder", serve.SplitAll)
+	addScoreFlags(fs, &f, "this party's rows: a data file, its party file of a split, or a split folder", serve.SplitAll, serve.DefaultTimeout)
 	fs.Bool("serve", true, "serving mode (this command)")
 	id := fs.Int("id", 0, "this party's id")
 	key := fs.String("key", "", "this party's key `FILE` (asyrevel keys), with --roster: answers signed, requests verified")
@@ -364,7 +364,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"who asked for which ids (hashed with DIR/access.key). --insecure-no-auth answers everyone,\n"+
 		"for local trials only. SIGHUP re-reads the clients file.", stderr)
 	var f scoreFlags
-	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)", serve.SplitAll)
+	addScoreFlags(fs, &f, "the `PATH` whose rows are served: a file in the training set's format, or a split folder\n(--separate: the ids, from a data file or a labels file)", serve.SplitAll, serve.DefaultTimeout)
 	in := addInputFlags(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "the HTTP `ADDR`ess")
 	separate := fs.Bool("separate", false, "the parties are separate processes (asyrevel party --serve) on --nats")
