@@ -517,7 +517,6 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		rc.Run = runID
 		rc.Parties = c.Parties
 		rc.Data = c.Data
-		rc.Log = zerolog.Nop()
 	}))
 	if err != nil {
 		return row, fmt.Errorf("%s: reading the stream: %w", kase, err)
