@@ -368,7 +368,6 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 			c.Seed = cfg.Seed
 			c.Epochs = 1
 			c.JoinWait = 30 * time.Second
-			c.Log = quiet
 			c.Trust = run.TrustConfig{KeyFile: filepath.Join(keys, id+".nk"), RosterFile: filepath.Join(keys, "roster.json")}
 		})
 	}
@@ -376,7 +375,7 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 		errs := make(chan error, cfg.Parties)
 		for m := 1; m <= cfg.Parties; m++ {
 			go func() {
-				_, err := run.Participate(ctx, base(trust.PartyID(m)), m, run.Hooks{Loaded: cfg.Data})
+				_, err := run.Participate(ctx, base(trust.PartyID(m)), m, run.Hooks{Loaded: cfg.Data, Log: quiet})
 				errs <- err
 			}()
 		}
@@ -407,7 +406,7 @@ func deadJoinRun(ctx context.Context, cfg DoorsConfig, url, runID, keys string, 
 	defer cancel()
 	live := parties(actx)
 	var errs []error
-	if _, err := run.Aggregate(actx, base(trust.AggregatorID), run.Hooks{Loaded: cfg.Data}); err != nil {
+	if _, err := run.Aggregate(actx, base(trust.AggregatorID), run.Hooks{Loaded: cfg.Data, Log: quiet}); err != nil {
 		errs = append(errs, fmt.Errorf("aggregator: %w", err))
 		cancel()
 	}

@@ -72,7 +72,6 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 			c.Seed = cfg.Seed
 			c.Run = runID
 			c.Out = out
-			c.Log = quiet
 		})
 	}
 	tmp, err := os.MkdirTemp("", "asyrevel-adversary-")
@@ -81,7 +80,7 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cfg.Log.Info().Int("scale", cfg.Scale).Msg("training under attack")
-	s, rg, out, err := Run(ctx, cfg.Scale, false, base("adversary", filepath.Join(tmp, "attacked")), run.Hooks{Loaded: cfg.Data})
+	s, rg, out, err := Run(ctx, cfg.Scale, false, base("adversary", filepath.Join(tmp, "attacked")), run.Hooks{Loaded: cfg.Data, Log: quiet})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +107,7 @@ func Experiment(ctx context.Context, cfg Config) (*Result, error) {
 		cats = append(cats, sc...)
 	}
 	cfg.Log.Info().Msg("the same run without the rogue")
-	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")), run.Hooks{Loaded: cfg.Data})
+	clean, err := run.Train(ctx, base("clean", filepath.Join(tmp, "clean")), run.Hooks{Loaded: cfg.Data, Log: quiet})
 	if err != nil {
 		return nil, err
 	}

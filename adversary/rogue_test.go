@@ -37,7 +37,6 @@ func TestAdversary(t *testing.T) {
 		c.Seed = 1
 		c.Run = "adv"
 		c.Out = t.TempDir()
-		c.Log = zerolog.Nop()
 		c.EvalEvery = 100 * time.Millisecond
 	}), run.Hooks{})
 	if err != nil {

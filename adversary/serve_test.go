@@ -42,7 +42,6 @@ func TestServeAttack(t *testing.T) {
 		c.MaxSteps = 200
 		c.Batch = 8
 		c.Out = out
-		c.Log = zerolog.Nop()
 	}), run.Hooks{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,13 @@ package aggregator
 import (
 	"bytes"
 	"context"
-	"errors"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/internal/ckpt"
+	"github.com/asyrevel/asyrevel/internal/ckpt/ckpttest"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 )
@@ -63,17 +62,7 @@ func ckptRun(t *testing.T) (a *Aggregator, s *sink, next func() (int, []byte), d
 // aggregator resumed from it answers the next requests bit for bit as the
 // original.
 func TestOldCheckpointResumes(t *testing.T) {
-	old, err := os.ReadFile(legacyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.HasPrefix(old, []byte(ckpt.Magic)) {
-		t.Fatalf("%s has the envelope: it must be the earlier bare format", legacyFile)
-	}
-	ck, err := DecodeCheckpoint(bytes.NewReader(old))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := ckpttest.Legacy(t, legacyFile, DecodeCheckpoint)
 	a, sa, next, deliver := ckptRun(t)
 	now := a.Checkpoint()
 	ck.Saved, now.Saved = time.Time{}, time.Time{}
@@ -111,33 +100,16 @@ func resumesBitForBit(t *testing.T, ck *Checkpoint, a *Aggregator, sa *sink, nex
 // outputs decoded to another state without a word.
 func TestDamagedCheckpointRefused(t *testing.T) {
 	a, _, _, _ := ckptRun(t)
-	var buf bytes.Buffer
-	if err := a.Checkpoint().Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
-	if _, err := DecodeCheckpoint(bytes.NewReader(good)); err != nil {
-		t.Fatal(err)
-	}
+	good := ckpttest.Encoded(t, a.Checkpoint(), DecodeCheckpoint)
 	// The table of outputs: 500 x 4 float64s (16 kB) in the middle.
 	flip := bytes.Clone(good)
 	flip[len(flip)/2] ^= 0x10
 	var party bytes.Buffer
 	must(t, ckpt.Encode(&party, "party", CheckpointVersion, a.Checkpoint()))
-	for _, tc := range []struct {
-		name string
-		data []byte
-		want error
-	}{
-		{"one byte changed", flip, ckpt.ErrDamaged},
-		{"cut short", good[:len(good)-100], ckpt.ErrDamaged},
-		{"a party's", party.Bytes(), ckpt.ErrFormat},
-	} {
-		_, err := DecodeCheckpoint(bytes.NewReader(tc.data))
-		if !errors.Is(err, ErrResume) || !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-	}
+	ckpttest.Refused(t, DecodeCheckpoint, ErrResume,
+		ckpttest.Damaged{Name: "one byte changed", Data: flip, Want: ckpt.ErrDamaged},
+		ckpttest.Damaged{Name: "cut short", Data: good[:len(good)-100], Want: ckpt.ErrDamaged},
+		ckpttest.Damaged{Name: "a party's", Data: party.Bytes(), Want: ckpt.ErrFormat})
 }
 
 func must(t *testing.T, err error) {

@@ -67,7 +67,11 @@ type FaultConfig struct {
 	CheckpointAuto  bool
 	// Party is the party killed (default 2).
 	Party int
-	Seed  uint64
+	// PartyArgs are more flags for every party, resumed ones too (a test
+	// gives --sim-compute, a floor under each step's time that keeps a
+	// run of --steps longer than KillAfter on a fast machine).
+	PartyArgs []string
+	Seed      uint64
 	// NoTrust runs every participant without the trust layer (no keys,
 	// a broker that admits anyone, no audit verify): only to compare.
 	// By default each case makes its run's keys (asyrevel keys), starts
@@ -361,6 +365,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	}
 	partyArgs := func(m int) []string {
 		a := append([]string{"party", "--id", strconv.Itoa(m), "--window", strconv.Itoa(c.Window)}, common...)
+		a = append(a, c.PartyArgs...)
 		if !c.NoTrust {
 			a = append(a, "--key", filepath.Join(keys, trust.PartyID(m)+".nk"), "--roster", roster,
 				"--receipts", filepath.Join(receipts, trust.PartyID(m)))
@@ -515,7 +520,6 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		rc.Run = runID
 		rc.Parties = c.Parties
 		rc.Data = c.Data
-		rc.Log = zerolog.Nop()
 	}))
 	if err != nil {
 		return row, fmt.Errorf("%s: reading the stream: %w", kase, err)

@@ -77,7 +77,6 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 				c.Seed = cfg.Seed
 				c.Straggler = cfg.Parties
 				c.StragglerFactor = cfg.StragglerFactor
-				c.Log = zerolog.Nop()
 			})
 			if a, _ := run.LookupAlgo(algo); a.Sync {
 				tc.Window = 1 // rounds: one request in flight by definition

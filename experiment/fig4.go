@@ -266,7 +266,6 @@ func fig4Config(cfg Fig4Config, set Set, data *run.Data, q int, algo string) (ru
 		c.Seed = cfg.Seed
 		c.LRDecay = cfg.LRDecay[set.Name]
 		c.HeadLR = cfg.HeadLR[set.Name]
-		c.Log = zerolog.Nop()
 		c.Duration = time.Hour
 	})
 	if set.Network {

@@ -63,7 +63,6 @@ func NN(ctx context.Context, cfg NNConfig) ([]NNRow, error) {
 			c.LR = cfg.LR
 			c.HeadLR = cfg.HeadLR
 			c.Seed = cfg.Seed
-			c.Log = zerolog.Nop()
 			c.EvalEvery = cfg.EvalEvery
 		})
 		if err := base.Prepare(); err != nil {

@@ -210,7 +210,6 @@ func privacyRun(ctx context.Context, cfg *PrivacyConfig, set string, data *run.D
 		c.Run = runID
 		c.StoreDir = store
 		c.EvalEvery = 2 * time.Second
-		c.Log = zerolog.Nop()
 	})
 	if st.TIG {
 		tc.Algo = "tig"

@@ -541,7 +541,7 @@ func goalData(cache map[string]*run.Data, tc run.Config, fresh bool) (*run.Data,
 // own, and opens its log; done closes the log and removes the store.
 func goalTrain(ctx context.Context, cfg *GoalConfig, tc run.Config, data *run.Data, id string, adv map[int]party.Adversary) (*run.Summary, *replay.Log, func(), error) {
 	store := filepath.Join(cfg.Store, id)
-	tc.Run, tc.StoreDir, tc.Out, tc.Log = id, store, "", zerolog.Nop()
+	tc.Run, tc.StoreDir, tc.Out = id, store, ""
 	tc.Monitor.Report = false
 	limit := cfg.Timeout + tc.Duration
 	rctx, cancel := context.WithTimeout(ctx, limit)

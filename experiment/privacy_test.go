@@ -191,7 +191,6 @@ func TestMulticlassActiveAttacker(t *testing.T) {
 			c.Run = "nudge-" + name
 			c.StoreDir = store
 			c.EvalEvery = time.Second
-			c.Log = zerolog.Nop()
 			c.Explicit = map[string]bool{"batch": true}
 		})
 		tc.Defense.Reply, tc.Defense.MinBatch = "mean", 16

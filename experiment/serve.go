@@ -114,7 +114,6 @@ func serveRun(ctx context.Context, cfg ServeConfig) (*ServeResult, error) {
 		c.Parties = cfg.Parties
 		c.MaxSteps = 3000
 		c.Out = out
-		c.Log = zerolog.Nop()
 		c.NoLeakage = true
 	}), run.Hooks{})
 	if err != nil {

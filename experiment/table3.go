@@ -72,7 +72,6 @@ func Table3(ctx context.Context, cfg Table3Config) ([]Table3Row, error) {
 				c.Window = 1
 				c.EvalEvery = time.Hour
 				c.Seed = cfg.Seed
-				c.Log = zerolog.Nop()
 			})
 			if err := tc.Prepare(); err != nil {
 				return rows, err

@@ -136,7 +136,6 @@ func Table4(ctx context.Context, cfg Table4Config) ([]Table4Row, []Table4Trial, 
 					c.Duration = dur
 					c.EvalEvery = dur / 10
 					c.Seed = seed
-					c.Log = zerolog.Nop()
 				})
 				if steps := cfg.runSteps(set); steps > 0 {
 					tc.MaxSteps = steps

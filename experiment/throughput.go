@@ -188,7 +188,6 @@ func Throughput(ctx context.Context, cfg ThroughputConfig) ([]ThroughputRow, err
 			c.Window = w
 			c.EvalEvery = 10 * max(cfg.Duration, time.Second)
 			c.Seed = cfg.Seed
-			c.Log = zerolog.Nop()
 			c.Run = shortRun()
 		})
 	}

@@ -55,7 +55,6 @@ func TimeToAccuracy(ctx context.Context, cfg TTAConfig) ([]TTARow, error) {
 			c.StopAtTarget = true
 			c.EvalEvery = cfg.EvalEvery
 			c.Seed = seed
-			c.Log = zerolog.Nop()
 		})
 		ref, _, err := sim.ReferenceFor(ctx, tc, cfg.Data, int64(max(2000/cfg.Batch, 50)), nil)
 		if err != nil {

@@ -16,8 +16,6 @@ import (
 
 	"github.com/asyrevel/asyrevel/experiment/sim"
 
-	"github.com/rs/zerolog"
-
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/model"
@@ -282,7 +280,6 @@ func runReal(ctx context.Context, cfg ValidateConfig, train, test string, q int,
 		c.Run = runName
 		c.Duration = d
 		c.EvalEvery = d
-		c.Log = zerolog.Nop()
 	})
 	args := func(m int) []string {
 		a := []string{"party", "--nats", srv.URL(), "--run", runName, "--id", strconv.Itoa(m), "--parties", strconv.Itoa(q),

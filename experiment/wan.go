@@ -164,7 +164,6 @@ func wanRun(ctx context.Context, cfg WANConfig, data *run.Data, q int, arm WANAr
 		c.EvalEvery = cfg.EvalEvery
 		c.Seed = seed
 		c.Run = shortRun()
-		c.Log = zerolog.Nop()
 	})
 	s, err := run.Train(ctx, tc, run.Hooks{Loaded: data, PartyURL: func(m int) string { return urls[m] }})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/observe"
@@ -89,7 +88,6 @@ func TestTrainMetricsAndReport(t *testing.T) {
 		c.MaxSteps = 40000
 		c.EvalEvery = 200 * time.Millisecond
 		c.Out = out
-		c.Log = zerolog.Nop()
 		c.Monitor = run.Monitor{Metrics: "127.0.0.1:0", Board: "127.0.0.1:0", Report: true}
 	})
 	hooks := run.Hooks{OnListen: func(m, b string) {

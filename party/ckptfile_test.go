@@ -3,14 +3,13 @@ package party
 import (
 	"bytes"
 	"context"
-	"errors"
-	"os"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/internal/ckpt"
+	"github.com/asyrevel/asyrevel/internal/ckpt/ckpttest"
 	"github.com/asyrevel/asyrevel/schemas"
 )
 
@@ -48,17 +47,7 @@ func ckptRun(t *testing.T) (*Party, func(p *Party, i int)) {
 // decodes to the state this build checkpoints of the same run, and the
 // party resumed from it goes on bit for bit as the original.
 func TestOldCheckpointResumes(t *testing.T) {
-	old, err := os.ReadFile(legacyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.HasPrefix(old, []byte(ckpt.Magic)) {
-		t.Fatalf("%s has the envelope: it must be the earlier bare format", legacyFile)
-	}
-	ck, err := DecodeCheckpoint(bytes.NewReader(old))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := ckpttest.Legacy(t, legacyFile, DecodeCheckpoint)
 	a, reply := ckptRun(t)
 	now := a.Checkpoint()
 	ck.Saved, now.Saved = time.Time{}, time.Time{}
@@ -94,14 +83,7 @@ func resumesBitForBit(t *testing.T, ck *Checkpoint, a *Party, reply func(*Party,
 // decoded to another state without a word.
 func TestDamagedCheckpointRefused(t *testing.T) {
 	a, _ := ckptRun(t)
-	var buf bytes.Buffer
-	if err := a.Checkpoint().Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
-	if _, err := DecodeCheckpoint(bytes.NewReader(good)); err != nil {
-		t.Fatal(err)
-	}
+	good := ckpttest.Encoded(t, a.Checkpoint(), DecodeCheckpoint)
 	// The state altered (one parameter's sign), the trailer kept.
 	alt := a.Checkpoint()
 	alt.W[0] = -alt.W[0]
@@ -118,18 +100,8 @@ func TestDamagedCheckpointRefused(t *testing.T) {
 	if err := ckpt.Encode(&agg, "aggregator", CheckpointVersion, a.Checkpoint()); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		data []byte
-		want error
-	}{
-		{"one byte changed", flip, ckpt.ErrDamaged},
-		{"cut short", good[:len(good)-10], ckpt.ErrDamaged},
-		{"the aggregator's", agg.Bytes(), ckpt.ErrFormat},
-	} {
-		_, err := DecodeCheckpoint(bytes.NewReader(tc.data))
-		if !errors.Is(err, ErrResume) || !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-	}
+	ckpttest.Refused(t, DecodeCheckpoint, ErrResume,
+		ckpttest.Damaged{Name: "one byte changed", Data: flip, Want: ckpt.ErrDamaged},
+		ckpttest.Damaged{Name: "cut short", Data: good[:len(good)-10], Want: ckpt.ErrDamaged},
+		ckpttest.Damaged{Name: "the aggregator's", Data: agg.Bytes(), Want: ckpt.ErrFormat})
 }

@@ -157,7 +157,7 @@ type observer struct {
 	wg      sync.WaitGroup
 }
 
-func newObserver(cfg *Config) *observer {
+func newObserver(cfg *job) *observer {
 	if cfg.hooks.OnObjective == nil {
 		return nil
 	}

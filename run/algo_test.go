@@ -49,9 +49,8 @@ func TestAlgorithmsTrain(t *testing.T) {
 				c.Bus = tc.bus
 				c.Epochs = 10
 				c.Seed = 5
-				c.Log = testLog(t)
 				c.EvalEvery = 200 * time.Millisecond
-			}), Hooks{})
+			}), Hooks{Log: testLog(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,8 +96,8 @@ func TestAlgorithmConfigErrors(t *testing.T) {
 			c.Algo = "sgd"
 		}),
 	} {
-		c.Synthetic, c.Log, c.Epochs = small(), testLog(t), 1
-		_, err := Train(context.Background(), c, Hooks{})
+		c.Synthetic, c.Epochs = small(), 1
+		_, err := Train(context.Background(), c, Hooks{Log: testLog(t)})
 		if !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
@@ -131,13 +130,12 @@ func TestStragglerAndObjective(t *testing.T) {
 		c.Bus = "memory"
 		c.MaxSteps = 3 * 100
 		c.Seed = 5
-		c.Log = testLog(t)
 		c.EvalEvery = 50 * time.Millisecond
 		c.SimCompute = 10 * time.Microsecond
 		c.Straggler = 2
 		c.StragglerFactor = 3 // 8 parameters: 80 us a step, 240 us the straggler's
 	})
-	s, err := Train(context.Background(), cfg, Hooks{OnObjective: func(pt aggregator.Point, reg float64) {
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t), OnObjective: func(pt aggregator.Point, reg float64) {
 		mu.Lock()
 		defer mu.Unlock()
 		pts, regs = append(pts, pt), append(regs, reg)

@@ -151,7 +151,7 @@ func AuditRun(ctx context.Context, cfg Config) (*Audit, error) {
 		}
 		cfg.StoreDir = storeIn(cfg.Out)
 	}
-	net, err := openNetwork(ctx, &cfg)
+	net, err := openNetwork(ctx, &job{Config: cfg})
 	if err != nil {
 		return nil, err
 	}

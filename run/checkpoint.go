@@ -36,7 +36,7 @@ var ErrResumeTrust = fmt.Errorf("%w: --resume with the trust layer needs the run
 
 // checkResumeTrust refuses Train's cfg.Resume with the trust layer on when
 // the run's keys cannot have been kept, before anything is loaded.
-func checkResumeTrust(cfg *Config, train bool) error {
+func checkResumeTrust(cfg *job, train bool) error {
 	if !cfg.Resume || cfg.Trust.Off || !train || runKeysDir(cfg) != "" {
 		return nil
 	}
@@ -55,7 +55,7 @@ func CheckpointPath(dir, run string, role int) string {
 
 // checkpointing says whether cfg keeps checkpoints, and prepares their
 // folder.
-func (c *Config) checkpointing() (bool, error) {
+func (c *job) checkpointing() (bool, error) {
 	if c.CheckpointEvery >= 0 && c.CheckpointDir == "" && c.heal != nil {
 		return true, nil // kept in memory only, for a resume after a broker outage
 	}
@@ -136,7 +136,7 @@ func (h *healState) latest(role int) []byte {
 
 // checkpointHook saves role's checkpoints to path (none: memory only)
 // and, when the participant heals itself, keeps the latest in memory.
-func (c *Config) checkpointHook(path string, role int, seal sealer) func(encoder) error {
+func (c *job) checkpointHook(path string, role int, seal sealer) func(encoder) error {
 	h := c.heal
 	return func(ck encoder) error {
 		if h == nil {
@@ -162,7 +162,7 @@ func (c *Config) checkpointHook(path string, role int, seal sealer) func(encoder
 // checkpointBytes is the checkpoint role resumes from: the one this
 // process kept in memory (a resume after a lost connection), else the
 // file at path.
-func (c *Config) checkpointBytes(path, who string, role int, seal sealer) ([]byte, error) {
+func (c *job) checkpointBytes(path, who string, role int, seal sealer) ([]byte, error) {
 	if b := c.heal.latest(role); b != nil {
 		return b, nil
 	}
@@ -220,7 +220,7 @@ func readCheckpointFile(path, who string, s sealer) ([]byte, error) {
 
 // aggregatorCheckpoints sets the aggregator's checkpoint hook (and reads
 // the checkpoint to resume from, if cfg.Resume).
-func aggregatorCheckpoints(cfg *Config, ac *aggregator.Config) (*aggregator.Checkpoint, error) {
+func aggregatorCheckpoints(cfg *job, ac *aggregator.Config) (*aggregator.Checkpoint, error) {
 	on, err := cfg.checkpointing()
 	if !on || err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ func aggregatorCheckpoints(cfg *Config, ac *aggregator.Config) (*aggregator.Chec
 
 // partyCheckpoints sets party m's checkpoint hook (and reads the
 // checkpoint to resume from, if cfg.Resume).
-func partyCheckpoints(cfg *Config, pc *party.Config, m int) (*party.Checkpoint, error) {
+func partyCheckpoints(cfg *job, pc *party.Config, m int) (*party.Checkpoint, error) {
 	on, err := cfg.checkpointing()
 	if !on || err != nil {
 		return nil, err

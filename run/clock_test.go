@@ -53,14 +53,13 @@ func TestResumedClockGoesOn(t *testing.T) {
 		c.NATS = fmt.Sprintf("nats://127.0.0.1:%d", ports[0])
 		c.BrokerWait = time.Minute
 		c.Trust.Off = true
-		c.Log = testLog(t)
 		c.EvalEvery = 100 * time.Millisecond
 		c.CheckpointEvery = time.Hour // the first checkpoint only, at 0 s
 		c.Out = filepath.Join(t.TempDir(), "out")
 	})
 	cfg.MaxSteps = 1 << 40 // a bounded run (no rows held out); StopWhen ends it
 	pcfg := cfg
-	var hooks Hooks
+	hooks := Hooks{Log: testLog(t)}
 	hooks.OnPoint = func(pt aggregator.Point) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -93,7 +92,7 @@ func TestResumedClockGoesOn(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := Participate(ctx, pcfg, m, Hooks{}); err != nil {
+			if _, err := Participate(ctx, pcfg, m, Hooks{Log: testLog(t)}); err != nil {
 				t.Errorf("party %d: %v", m, err)
 			}
 		}()

@@ -8,11 +8,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/dataset"
-	"github.com/asyrevel/asyrevel/observe"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
@@ -42,26 +39,8 @@ type Config struct {
 	// removes that run (its log, keys, receipts, checkpoints, models and
 	// outputs) instead of keeping it in OUT/earlier (store.go, keepEarlier).
 	ReplaceOut bool
-	Log        zerolog.Logger
 	// Monitor: Prometheus metrics, the live board, the report page (watch.go).
 	Monitor Monitor
-
-	trust *runTrust
-	early *earlyStop  // the early stopping of the run's aggregator (stop.go)
-	stuck *stuckWatch // the stop of a run that does not learn (stuck.go)
-	// evalByEpoch: EvalEvery was derived and the evaluations decide
-	// (Patience, HoldOut): they also come once an epoch
-	// (aggregator.Config.EvalSteps); a period given by the caller
-	// (--eval-every, an experiment's) is kept as it is.
-	evalByEpoch bool
-	heal        *healState // set when the participant resumes by itself after a lost broker connection (heal.go)
-
-	// watch is the process's metrics and board (watch.go); nil without.
-	watch *observe.Watch
-
-	// hooks are the run's Hooks (Train, Aggregate, Participate): the
-	// working state of a run, never its settings.
-	hooks Hooks
 }
 
 // Training is the data, model and hyper-parameters of a run: what the
@@ -129,7 +108,12 @@ type Aggregation struct {
 	// embedding of each code, a hidden layer; set by the privacy switch).
 	EmbedDim, EmbedHidden int
 
-	EvalEvery    time.Duration // evaluation period (derived: 1s, or Duration/40)
+	EvalEvery time.Duration // evaluation period (derived: 1s, or Duration/40)
+	// EvalByEpoch: the evaluations also come once an epoch
+	// (aggregator.Config.EvalSteps). Derived with EvalEvery: true where
+	// the evaluations decide (Patience, HoldOut); a period given by the
+	// caller (--eval-every, an experiment's) is kept as it is.
+	EvalByEpoch  bool
 	TargetAcc    float64
 	StopAtTarget bool
 
@@ -273,7 +257,7 @@ func New(set func(c *Config)) Config {
 // Train, Aggregate and Participate call it; it is exported for
 // command-line tools that want to report errors before loading data.
 func (c *Config) Prepare() error {
-	if err := c.derive(); err != nil {
+	if err := c.derive(false); err != nil {
 		return err
 	}
 	return c.Validate()
@@ -282,8 +266,9 @@ func (c *Config) Prepare() error {
 // derive fills in the settings whose default depends on other settings or
 // on the data, where the field holds its documented "derive" value (0 for
 // a count, step size or period, which cannot be 0; "" for the run id and
-// the transport design). It sets nothing that Defaults sets.
-func (c *Config) derive() error {
+// the transport design). It sets nothing that Defaults sets. loaded: the
+// run's data are given (Hooks.Loaded), not read from Data.
+func (c *Config) derive(loaded bool) error {
 	algo, err := LookupAlgo(c.Algo)
 	if err != nil {
 		return err
@@ -291,7 +276,7 @@ func (c *Config) derive() error {
 	if err := algo.defaults(c); err != nil {
 		return err
 	}
-	if c.Parties == 0 && c.Synthetic == nil && c.hooks.Loaded == nil && c.Data != "" && dataset.IsSplit(c.Data) {
+	if c.Parties == 0 && c.Synthetic == nil && !loaded && c.Data != "" && dataset.IsSplit(c.Data) {
 		// A split folder says how many parties it was split for; a
 		// manifest that cannot be read is reported when the data are.
 		if man, err := dataset.ReadManifest(c.Data); err == nil {
@@ -334,7 +319,7 @@ func (c *Config) derive() error {
 		// epoch, and training waits for it (6 times the training time on
 		// a 178-row table); a run of a given length without rows held
 		// out only draws its curve from them.
-		c.evalByEpoch = c.Patience > 0 || c.HoldOut > 0
+		c.EvalByEpoch = c.EvalByEpoch || c.Patience > 0 || c.HoldOut > 0
 		c.EvalEvery = time.Second
 		if c.Patience > 0 && c.Duration == 0 {
 			c.EvalEvery = StopEvalEvery

@@ -21,8 +21,15 @@ const (
 // RoleAggregator, or a party id 1..q (that party's columns only). PATH may
 // be a LIBSVM or CSV file, a folder of IDX files, a split folder written by
 // `asyrevel data split` (each party reads only its own file), or synthetic
-// (dataset.LoadVertical). What loading found worth saying is logged.
+// (dataset.LoadVertical). What loading found worth saying is in the
+// Data's Warnings (a run logs them).
 func LoadData(cfg *Config, role int) (*Data, error) {
+	return loadData(&job{Config: *cfg}, role)
+}
+
+// loadData is LoadData for a run: its data may be given (Hooks.Loaded),
+// and it logs what loading found.
+func loadData(cfg *job, role int) (*Data, error) {
 	if cfg.hooks.Loaded != nil {
 		if len(cfg.hooks.Loaded.Blocks) != cfg.Parties {
 			return nil, fmt.Errorf("%w: data split for %d parties, run has %d", ErrConfig, len(cfg.hooks.Loaded.Blocks), cfg.Parties)
@@ -37,13 +44,13 @@ func LoadData(cfg *Config, role int) (*Data, error) {
 		return nil, err
 	}
 	for _, w := range d.Warnings {
-		cfg.Log.Warn().Msg(w)
+		cfg.hooks.Log.Warn().Msg(w)
 	}
 	return d, nil
 }
 
 // dataOptions is what dataset.LoadVertical needs of cfg.
-func (c *Config) dataOptions() dataset.VerticalOptions {
+func (c *job) dataOptions() dataset.VerticalOptions {
 	csv := c.CSV
 	csv.Report = c.hooks.Missing
 	return dataset.VerticalOptions{
@@ -81,9 +88,9 @@ func (c *Config) labelFreeChosen() bool {
 	return err == nil && c.labelFreeAvailable(algo)
 }
 
-func logData(cfg *Config, data *Data) {
+func logData(cfg *job, data *Data) {
 	logPrivacy(cfg)
-	cfg.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
+	cfg.hooks.Log.Info().Str("data", data.Name).Int("samples", data.NTrain).Int("features", data.Features).
 		Int("classes", data.Classes).Int("test", data.NTest).Int("parties", cfg.Parties).
 		Str("algo", cfg.Algo).Str("model", cfg.Model).Int("batch", cfg.Batch).Int("window", cfg.Window).
 		Str("lr", cfg.Schedule(data.NTrain).String()).Str("run", cfg.Run).Msg("data loaded")

@@ -15,7 +15,7 @@ import (
 // short: s.Interrupted) is finished all the same, and returned with an
 // error wrapping ErrInterrupted; a run that had ended when the signal
 // came (in its last flush, say) is finished, not interrupted.
-func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *progress) (*Summary, error) {
+func (n *network) finish(ctx context.Context, cfg *job, s *Summary, prog *progress) (*Summary, error) {
 	var interrupted error
 	wait := 30 * time.Second // the broker answers at once, unless it is gone
 	if ctx.Err() != nil {
@@ -33,7 +33,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 		if s.Stream, s.StreamBytes, err = n.counts(ctx, cfg.Run); err != nil {
 			// The broker is gone: the summary is written all the same,
 			// without the stream's counts, and says why.
-			cfg.Log.Error().Err(err).Msg("the run's stream could not be counted (is the broker gone?); the summary is written without its counts")
+			cfg.hooks.Log.Error().Err(err).Msg("the run's stream could not be counted (is the broker gone?); the summary is written without its counts")
 			s.Warnings = append(s.Warnings, "the stream could not be counted after the run: "+err.Error())
 		}
 	}
@@ -67,7 +67,7 @@ func (n *network) finish(ctx context.Context, cfg *Config, s *Summary, prog *pro
 // finishPaused is finish for a run the aggregator paused (Result.Paused;
 // its error cause): the part that ran, with an error wrapping
 // ErrInterrupted and cause.
-func (n *network) finishPaused(ctx context.Context, cfg *Config, s *Summary, prog *progress, cause error) (*Summary, error) {
+func (n *network) finishPaused(ctx context.Context, cfg *job, s *Summary, prog *progress, cause error) (*Summary, error) {
 	sum, err := n.finish(ctx, cfg, s, prog)
 	if err != nil && !errors.Is(err, ErrInterrupted) && errors.Is(err, ErrNoSummary) {
 		// The pause comes first, the outputs it could not write after.

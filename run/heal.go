@@ -28,7 +28,7 @@ var errConnLost = errors.New("the broker connection was lost")
 // healable says whether participant role (0: the aggregator) of cfg
 // resumes by itself after a lost broker connection: a single external
 // broker, a wait for it, and an algorithm whose state checkpoints hold.
-func (c *Config) healable(role int) bool {
+func (c *job) healable(role int) bool {
 	if c.NATS == "" || strings.Contains(c.NATS, ",") || c.Bus == "memory" || c.BrokerWait <= 0 || c.CheckpointEvery < 0 {
 		return false
 	}

@@ -1,16 +1,22 @@
 package run
 
 import (
+	"github.com/rs/zerolog"
+
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/party"
 )
 
 // Hooks are what a program plugs into a run besides its settings (Config,
-// which is plain data): callbacks, data already loaded, attackers and the
-// pause. Train, Aggregate and Participate take them as their own
-// argument; the zero value is a run of the command line without any.
+// which is plain data): the logger, callbacks, data already loaded,
+// attackers and the pause. Train, Aggregate and Participate take them as
+// their own argument; the zero value is a run of the command line without
+// any, logging nowhere.
 type Hooks struct {
+	// Log is where the run logs (the zero Logger: nowhere).
+	Log zerolog.Logger
+
 	// Loaded, if set, is the run's data, used instead of Config's Data
 	// and Synthetic (experiments that load a set once for many runs).
 	Loaded *Data

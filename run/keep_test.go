@@ -39,9 +39,8 @@ func TestEvaluatesEveryEpoch(t *testing.T) {
 		c.Parties = 3
 		c.Seed = 2
 		c.Out = out
-		c.Log = testLog(t)
 	})
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +111,8 @@ func TestKeptModelIsBestOnHeldOut(t *testing.T) {
 		c.HoldOut = 0.1
 		c.Seed = 5
 		c.Out = out
-		c.Log = testLog(t)
 	})
-	s, err := Train(context.Background(), cfg, Hooks{Adversaries: map[int]party.Adversary{1: adv}})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t), Adversaries: map[int]party.Adversary{1: adv}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +247,7 @@ func TestStuckRunStops(t *testing.T) {
 		c.Privacy = "auc=0.6,profile=budget"
 		c.NoLeakage = true
 		c.Out = out
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if !errors.Is(err, ErrStuck) || s == nil {
 		t.Fatalf("err %v (summary %v): want ErrStuck with the summary", err, s != nil)
 	}

@@ -82,7 +82,6 @@ func TestLabelFreeViewIgnoresLabels(t *testing.T) {
 			c.Seed = 5
 			c.Run = "lfview"
 			c.Out = out
-			c.Log = testLog(t)
 		})
 	}
 	run := func(shuffle bool) (*Summary, map[string][][]byte) {
@@ -103,7 +102,7 @@ func TestLabelFreeViewIgnoresLabels(t *testing.T) {
 			}
 			data.TrainY = y
 		}
-		s, err := Train(context.Background(), cfg, Hooks{Loaded: data})
+		s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t), Loaded: data})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,8 +152,7 @@ func TestSpentBudgetStopsTheRun(t *testing.T) {
 		c.Privacy = "auc=0.6,profile=budget"
 		c.Duration = 20 * time.Second // far longer than the budget lasts
 		c.Seed = 2
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +193,7 @@ func TestLabelFreeEpochsBoundTheFit(t *testing.T) {
 		c.Seed = 5
 		c.Run = "lfepochs"
 		c.Out = t.TempDir()
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestSignalInTheLastFlushFinishesTheRun(t *testing.T) {
 		t.Skip("short")
 	}
 	const runID = "lastflush"
-	cfg := New(func(c *Config) {
+	c := New(func(c *Config) {
 		c.Synthetic = small()
 		c.Parties = 2
 		c.Batch = 16
@@ -44,18 +44,18 @@ func TestSignalInTheLastFlushFinishesTheRun(t *testing.T) {
 		c.MaxSteps = 1500
 		c.Run = runID
 		c.Privacy = "off"
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
 		c.Patience = -1
 	})
-	if err := cfg.Prepare(); err != nil {
+	cfg := &job{Config: c, hooks: Hooks{Log: testLog(t)}}
+	if err := cfg.prepare(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := LoadData(&cfg, RoleAll)
+	data, err := loadData(cfg, RoleAll)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg, err := NewAggregator(&cfg, data, nil)
+	agg, err := newAggregator(cfg, data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSignalInTheLastFlushFinishesTheRun(t *testing.T) {
 	pctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	for m := 1; m <= cfg.Parties; m++ {
-		p, closeModel, err := NewParty(pctx, &cfg, data, m)
+		p, closeModel, err := newParty(pctx, cfg, data, m, 0, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,11 +37,11 @@ const headerRoom = 1 << 10
 // stores nothing larger, and the embedded broker takes nothing larger.
 // An 8-party a9a run at batch 256: 35 KiB (it was 1 MiB at least, and
 // 20 junk messages of 1,046,576 bytes were stored).
-func MaxMessage(cfg *Config) int32 { return withMargin(largestMessage(cfg)) }
+func MaxMessage(cfg *Config) int32 { return withMargin(largestMessage(&job{Config: *cfg})) }
 
 // largestMessage is the largest message a run of cfg sends, headers
 // included, without MaxMessage's margin.
-func largestMessage(cfg *Config) int {
+func largestMessage(cfg *job) int {
 	var subjects []string
 	if cfg.trust != nil && cfg.trust.roster != nil {
 		subjects = cfg.trust.roster.AllSubjects()
@@ -58,7 +58,7 @@ var ErrMessageBound = errors.New("the run's messages are larger than its broker 
 // checkRoom refuses at once a run whose largest message the broker of b
 // (its max_payload) or the run's stream (its MaxMsgSize) would refuse:
 // otherwise the first such message would stop the run midway.
-func checkRoom(ctx context.Context, b *broker.JetStream, cfg *Config) error {
+func checkRoom(ctx context.Context, b *broker.JetStream, cfg *job) error {
 	need := largestMessage(cfg)
 	fix := fmt.Sprintf("start the run's broker with --max-msg %d or more (asyrevel broker --roster; keys server-config --max-msg for a stock server's max_payload), or a smaller --batch", need)
 	if mp := b.Conn().MaxPayload(); mp > 0 && int64(need) > mp {

@@ -36,9 +36,8 @@ func TestMaxStoreStopsTheRun(t *testing.T) {
 		c.StoreDir = store
 		c.Run = "full"
 		c.MaxStore = limit
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if !errors.Is(err, broker.ErrStreamFull) {
 		t.Fatalf("a full stream: %v, want ErrStreamFull", err)
 	}
@@ -117,8 +116,7 @@ func TestEvaluationsGoOnWithoutASilentParty(t *testing.T) {
 		c.EvalSilent = 2
 		c.PartyTimeout = 3 * time.Second
 		c.EvalEvery = 200 * time.Millisecond
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,8 +155,7 @@ func TestFirstEvaluationWaitsBriefly(t *testing.T) {
 		c.EvalSilent = 3
 		c.PartyTimeout = time.Minute
 		c.EvalEvery = 200 * time.Millisecond
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

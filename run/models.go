@@ -15,7 +15,7 @@ import (
 func ModelsDir(out string) string { return filepath.Join(out, "models") }
 
 // readSpec is how the run's raw rows became features.
-func readSpec(cfg *Config, data *Data) serve.ReadSpec {
+func readSpec(cfg *job, data *Data) serve.ReadSpec {
 	rs := serve.ReadSpec{Format: data.Format, Features: data.Features, Preset: cfg.Preset, Encoding: data.Encoding}
 	if data.Format == dataset.FormatCSV {
 		c := cfg.CSV
@@ -24,8 +24,8 @@ func readSpec(cfg *Config, data *Data) serve.ReadSpec {
 	return rs
 }
 
-// PartyModel is party m's final model of a run as a model file.
-func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, error) {
+// partyModel is party m's final model of a run as a model file.
+func partyModel(cfg *job, data *Data, m int, params []float64) (*serve.File, error) {
 	b := data.Blocks[m-1]
 	k := cfg.Outputs(data.Classes)
 	f := &serve.File{
@@ -60,9 +60,9 @@ func PartyModel(cfg *Config, data *Data, m int, params []float64) (*serve.File, 
 	return f, nil
 }
 
-// AggregatorModel is the aggregator's final head of a run as a model file.
-func AggregatorModel(cfg *Config, data *Data, params []float64, steps int64) (*serve.File, error) {
-	head, k := NewHead(cfg, data.Classes)
+// aggregatorModel is the aggregator's final head of a run as a model file.
+func aggregatorModel(cfg *job, data *Data, params []float64, steps int64) (*serve.File, error) {
+	head, k := NewHead(&cfg.Config, data.Classes)
 	kind := serve.KindSoftmax
 	switch {
 	case cfg.LabelFree:
@@ -101,7 +101,7 @@ func AggregatorModel(cfg *Config, data *Data, params []float64, steps int64) (*s
 }
 
 // writeModel writes f into OUT/models when the run has an output folder.
-func writeModel(cfg *Config, f *serve.File, err error) error {
+func writeModel(cfg *job, f *serve.File, err error) error {
 	if err != nil {
 		return fmt.Errorf("saving the final model: %w", err)
 	}
@@ -112,6 +112,6 @@ func writeModel(cfg *Config, f *serve.File, err error) error {
 	if err != nil {
 		return fmt.Errorf("saving the final model: %w", err)
 	}
-	cfg.Log.Info().Str("model", path).Msg("final model saved")
+	cfg.hooks.Log.Info().Str("model", path).Msg("final model saved")
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 // credentials, the run's checks of a connection.
 type network struct {
 	*broker.Network
-	cfg *Config
+	cfg *job
 	// store is the embedded broker's store when it outlives the run ("":
 	// a temporary one, or an external broker); external the external
 	// broker's URL.
@@ -37,7 +37,7 @@ const DefaultBrokerWait = 10 * time.Minute
 // an external broker (Config.NATS), or the embedded server or cluster
 // with its store, its stream's bound (Config.MaxStore) and, with the
 // trust layer, the roster's users.
-func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
+func openNetwork(ctx context.Context, cfg *job) (*network, error) {
 	n := &network{cfg: cfg}
 	persist, err := cfg.persist()
 	if err != nil {
@@ -50,7 +50,7 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 	nc := broker.NetworkConfig{
 		Memory: cfg.Bus == "memory", URL: cfg.NATS, Cluster: cfg.Cluster, InProcess: cfg.InProcess, ClusterURLs: cfg.ClusterURLs,
 		Run: cfg.Run, Design: broker.Design(cfg.Design), Persist: persist, Compression: compression,
-		MaxMsgSize: MaxMessage(cfg), Wait: cfg.BrokerWait, Log: &cfg.Log,
+		MaxMsgSize: withMargin(largestMessage(cfg)), Wait: cfg.BrokerWait, Log: &cfg.hooks.Log,
 	}
 	switch {
 	case nc.Memory:
@@ -72,18 +72,18 @@ func openNetwork(ctx context.Context, cfg *Config) (*network, error) {
 			dir = storeIn(cfg.Out)
 		case dir != "":
 			if st, err := OpenStore(dir); err == nil && len(st.Runs) > 0 {
-				cfg.Log.Info().Str("store", dir).Int("runs", len(st.Runs)).Str("size", MB(st.Bytes)).
+				cfg.hooks.Log.Info().Str("store", dir).Int("runs", len(st.Runs)).Str("size", MB(st.Bytes)).
 					Msg("the store holds earlier runs (asyrevel store list, asyrevel store rm)")
 			}
 		}
 		// "" is a temporary store (broker.NetworkConfig.Dir), on the
 		// file system of the temporary folder.
 		nc.Dir, n.store = dir, dir
-		nc.MaxBytes = storeBound(cmp.Or(dir, os.TempDir()), cfg.Run, cfg.MaxStore, cfg.Resume, cfg.Log)
+		nc.MaxBytes = storeBound(cmp.Or(dir, os.TempDir()), cfg.Run, cfg.MaxStore, cfg.Resume, cfg.hooks.Log)
 		if nc.Configure, err = n.serverAuth(); err != nil {
 			return nil, err
 		}
-		nc.MaxPayload = MaxMessage(cfg)
+		nc.MaxPayload = withMargin(largestMessage(cfg))
 		if cfg.Cluster == 0 && dir != "" && cfg.Resume && (nc.MaxBytes > 0 || cfg.MaxStore < 0) {
 			if err := raiseBound(ctx, cfg, dir, nc.MaxBytes); err != nil {
 				return nil, err
@@ -179,10 +179,10 @@ func (n *network) counts(ctx context.Context, run string) (*StreamCounts, uint64
 // 80% of the free space), never lowering it, so that a run that stopped
 // with its stream full, or its disk full, goes on once there is room
 // (broker.RaiseStreamBound).
-func raiseBound(ctx context.Context, cfg *Config, dir string, max int64) error {
-	before, raised, err := broker.RaiseStreamBound(ctx, dir, cfg.Run, max, MaxMessage(cfg))
+func raiseBound(ctx context.Context, cfg *job, dir string, max int64) error {
+	before, raised, err := broker.RaiseStreamBound(ctx, dir, cfg.Run, max, withMargin(largestMessage(cfg)))
 	if raised {
-		cfg.Log.Info().Int64("from_bytes", before).Int64("to_bytes", max).
+		cfg.hooks.Log.Info().Int64("from_bytes", before).Int64("to_bytes", max).
 			Msg("resume: the run's stream may hold more than before (--max-store, or more free disk space)")
 	}
 	return err

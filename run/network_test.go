@@ -28,9 +28,8 @@ func TestTrainEveryDesign(t *testing.T) {
 				c.InProcess = true
 				c.MaxSteps = 3000
 				c.Seed = 1
-				c.Log = testLog(t)
 				c.EvalEvery = 100 * time.Millisecond
-			}), Hooks{})
+			}), Hooks{Log: testLog(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,9 +66,8 @@ func TestTrainOnStockServer(t *testing.T) {
 			c.Design = string(d)
 			c.Epochs = 5
 			c.Seed = 1
-			c.Log = testLog(t)
 			c.EvalEvery = 200 * time.Millisecond
-		}), Hooks{})
+		}), Hooks{Log: testLog(t)})
 		if err != nil {
 			t.Fatalf("%s on nats-server %s: %v", d, version, err)
 		}
@@ -118,9 +116,8 @@ func TestTrainIgnoresSquattedIDs(t *testing.T) {
 		c.Run = run
 		c.MaxSteps = 3000
 		c.Seed = 1
-		c.Log = testLog(t)
 		c.EvalEvery = 100 * time.Millisecond
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,9 @@ func NewHead(cfg *Config, classes int) (model.Head, int) {
 	return model.NewSoftmax(cfg.Parties*cfg.K, classes), cfg.K
 }
 
-// NewAggregator builds the aggregator of a run from the labels of data.
-func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
-	ac, err := AggregatorConfig(cfg, data, onPoint)
+// newAggregator builds the aggregator of a run from the labels of data.
+func newAggregator(cfg *job, data *Data, onPoint func(aggregator.Point)) (*aggregator.Aggregator, error) {
+	ac, err := aggregatorConfig(cfg, data, onPoint)
 	if err != nil {
 		return nil, err
 	}
@@ -84,18 +84,23 @@ func NewAggregator(cfg *Config, data *Data, onPoint func(aggregator.Point)) (*ag
 	if err := a.Resume(ck); err != nil {
 		return nil, err
 	}
-	cfg.Log.Info().Int64("steps", ck.Steps).Time("saved", ck.Saved).Msg("aggregator: resuming from its checkpoint")
+	cfg.hooks.Log.Info().Int64("steps", ck.Steps).Time("saved", ck.Saved).Msg("aggregator: resuming from its checkpoint")
 	return a, nil
 }
 
-// AggregatorConfig is the configuration of the aggregator of a run (for
-// NewAggregator, and for re-execution).
+// AggregatorConfig is the configuration of the aggregator of a run, for
+// re-execution: without hooks, keys or logger.
 func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (aggregator.Config, error) {
+	return aggregatorConfig(&job{Config: *cfg}, data, onPoint)
+}
+
+// aggregatorConfig is the configuration of the aggregator of a run.
+func aggregatorConfig(cfg *job, data *Data, onPoint func(aggregator.Point)) (aggregator.Config, error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return aggregator.Config{}, err
 	}
-	head, k := NewHead(cfg, data.Classes)
+	head, k := NewHead(&cfg.Config, data.Classes)
 	sched := cfg.Schedule(data.NTrain)
 	maxSteps, err := cfg.Budget(data.NTrain)
 	if err != nil {
@@ -110,7 +115,7 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 	var evalSteps int64
 	if !cfg.LabelFree {
 		heldOut = data.HeldOut
-		if cfg.evalByEpoch {
+		if cfg.EvalByEpoch {
 			evalSteps = int64(math.Ceil(epochSteps(cfg, data.NTrain)))
 		}
 		var es *earlyStop
@@ -140,26 +145,21 @@ func AggregatorConfig(cfg *Config, data *Data, onPoint func(aggregator.Point)) (
 		MaxSteps: maxSteps, Duration: cfg.Duration, EvalEvery: cfg.EvalEvery, EvalSteps: evalSteps,
 		EvalTimeout: cfg.Wait, JoinWait: cfg.JoinWait, Notice: cfg.Notice,
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
-		Log: cfg.Log, OnPoint: onPoint,
+		Log: cfg.hooks.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
 		Pause: cfg.hooks.Pause,
 	}, nil
 }
 
-// NewParty builds party m (1..q) of a run from its columns of data. close
-// releases its model (an external model's process).
-func NewParty(ctx context.Context, cfg *Config, data *Data, m int) (p *party.Party, close func() error, err error) {
-	return newParty(ctx, cfg, data, m, 0, nil, nil)
-}
-
-// newParty is NewParty for a party whose sequence numbers start after
-// seqBase (see party.Config.SeqBase).
+// newParty builds party m (1..q) of a run from its columns of data, its
+// sequence numbers starting after seqBase (see party.Config.SeqBase).
+// close releases its model (an external model's process).
 // With checkpoints, it sets the party's hook; with cfg.Resume, *ck is the
 // checkpoint to resume from (the caller calls Resume once it knows what
 // the stream holds).
 // With the trust layer, chainBases (subject -> messages of an earlier
 // attempt) restart the party's chains after them.
-func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint64, chainBases map[string]uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
+func newParty(ctx context.Context, cfg *job, data *Data, m int, seqBase uint64, chainBases map[string]uint64, ck **party.Checkpoint) (p *party.Party, close func() error, err error) {
 	algo, err := LookupAlgo(cfg.Algo)
 	if err != nil {
 		return nil, nil, err
@@ -171,7 +171,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	local, close, err := NewLocal(ctx, cfg, m, data.Blocks[m-1].Len(), data.Classes)
+	local, close, err := NewLocal(ctx, &cfg.Config, m, data.Blocks[m-1].Len(), data.Classes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -188,7 +188,7 @@ func newParty(ctx context.Context, cfg *Config, data *Data, m int, seqBase uint6
 		StepCost: cfg.SimCompute * time.Duration(local.NumParams()), Slowdown: cfg.slowdown(m),
 		SeqBase: seqBase, ChainBases: chainBases, JoinWait: cfg.JoinWait, Wait: cfg.Wait, Notice: cfg.Notice,
 		Adversary: cfg.hooks.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m, LabelFree: cfg.LabelFree,
-		Log: cfg.Log,
+		Log: cfg.hooks.Log,
 		Key: cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
 	}
 	c, err := partyCheckpoints(cfg, &pc, m)

@@ -22,19 +22,19 @@ import (
 // permsNet starts the embedded broker of a 2-party run with the trust
 // layer on, and connects the aggregator (which creates the stream) and
 // party 1 as the runtimes do.
-func permsNet(t *testing.T) (*network, *Config, broker.Bus) {
+func permsNet(t *testing.T) (*network, *job, broker.Bus) {
 	t.Helper()
-	return permsNetOf(t, new(New(func(c *Config) {
+	return permsNetOf(t, New(func(c *Config) {
 		c.Run = "perm"
 		c.Parties = 2
-		c.Log = testLog(t)
 		c.StoreDir = t.TempDir()
-	})))
+	}))
 }
 
 // permsNetOf is permsNet for cfg (a design, a cluster).
-func permsNetOf(t *testing.T, cfg *Config) (*network, *Config, broker.Bus) {
+func permsNetOf(t *testing.T, c Config) (*network, *job, broker.Bus) {
 	t.Helper()
+	cfg := &job{Config: c, hooks: Hooks{Log: testLog(t)}}
 	var err error
 	if cfg.trust, err = makeRunKeys(cfg); err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func permsNetOf(t *testing.T, cfg *Config) (*network, *Config, broker.Bus) {
 
 // rawConn connects as participant id with its key, its inbox prefix and
 // an error handler that collects the broker's refusals.
-func rawConn(t *testing.T, n *network, cfg *Config, id string) (*nats.Conn, func() []string) {
+func rawConn(t *testing.T, n *network, cfg *job, id string) (*nats.Conn, func() []string) {
 	t.Helper()
 	p, _ := cfg.trust.roster.Participant(id)
 	var mu sync.Mutex
@@ -205,14 +205,13 @@ func TestBrokerPermissionsDesigns(t *testing.T) {
 			if tc.cluster > 0 && testing.Short() {
 				t.Skip("cluster in -short mode")
 			}
-			n, cfg, agg := permsNetOf(t, new(New(func(c *Config) {
+			n, cfg, agg := permsNetOf(t, New(func(c *Config) {
 				c.Run = "perm"
 				c.Parties = 2
-				c.Log = testLog(t)
 				c.StoreDir = t.TempDir()
 				c.Design = string(tc.design)
 				c.Cluster = tc.cluster
-			})))
+			}))
 			ctx := context.Background()
 			if n.Cluster() != nil {
 				for _, u := range n.Cluster().URLs() {
@@ -351,9 +350,8 @@ func TestTrainClusterPermissions(t *testing.T) {
 		c.Epochs = 8
 		c.Seed = 3
 		c.Cluster = 3
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -499,9 +499,9 @@ func (c *Config) explicitValue(flag string) string {
 }
 
 // logPrivacy logs what the privacy switch chose.
-func logPrivacy(cfg *Config) {
+func logPrivacy(cfg *job) {
 	if c := cfg.PrivacyChoice; c != nil {
-		cfg.Log.Debug().Str("privacy", c.String()).Msg("label privacy")
+		cfg.hooks.Log.Debug().Str("privacy", c.String()).Msg("label privacy")
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 type progress struct {
 	log      zerolog.Logger
 	next     func(aggregator.Point)
-	cfg      *Config
+	cfg      *job
 	majority float64 // share of the largest class in the test set (NaN: no test set)
 	entropy  float64 // the training loss of the best constant prediction: the class shares' entropy
 	first    float64 // the first training loss
@@ -44,8 +44,8 @@ const (
 	stuckPoints = 10
 )
 
-func newProgress(cfg *Config, data *Data) *progress {
-	p := &progress{log: cfg.Log, next: cfg.hooks.OnPoint, cfg: cfg, majority: math.NaN(), entropy: math.NaN(), first: math.NaN(), warned: map[string]bool{},
+func newProgress(cfg *job, data *Data) *progress {
+	p := &progress{log: cfg.hooks.Log, next: cfg.hooks.OnPoint, cfg: cfg, majority: math.NaN(), entropy: math.NaN(), first: math.NaN(), warned: map[string]bool{},
 		unscaled: data.Unscaled}
 	if n := len(data.TrainY); n > 0 {
 		counts := make(map[int32]int)

@@ -52,11 +52,10 @@ func TestProgressWarnings(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := new(New(func(c *Config) {
+			cfg := &job{Config: New(func(c *Config) {
 				c.LR = 0.1
 				c.Mu = 1e-3
-				c.Log = zerolog.Nop()
-			}))
+			})}
 			p := newProgress(cfg, tc.data)
 			for _, q := range tc.during {
 				p.check(q)
@@ -77,11 +76,10 @@ func TestProgressWarnings(t *testing.T) {
 // During the run, the majority warning comes once every evaluation so far
 // has been at the majority, and only once.
 func TestProgressStuckDuringRun(t *testing.T) {
-	cfg := new(New(func(c *Config) {
+	cfg := &job{Config: New(func(c *Config) {
 		c.LR = 0.1
 		c.Mu = 1e-3
-		c.Log = zerolog.Nop()
-	}))
+	})}
 	p := newProgress(cfg, &Data{TrainY: labels(100, 50), TestY: labels(100, 50), Classes: 2})
 	for i := range 2 * stuckPoints {
 		p.check(aggregator.Point{TrainLoss: 0.7, TestAccuracy: 0.5})
@@ -97,7 +95,7 @@ func TestProgressStuckDuringRun(t *testing.T) {
 // row's rate empty.
 func TestFirstProgressLineRate(t *testing.T) {
 	var b strings.Builder
-	cfg := new(New(func(c *Config) { c.Log = zerolog.New(&b) }))
+	cfg := &job{Config: Defaults(), hooks: Hooks{Log: zerolog.New(&b)}}
 	p := newProgress(cfg, &Data{TrainY: labels(100, 50), TestY: labels(100, 50), Classes: 2})
 	first := aggregator.Point{Seconds: 0.001, Steps: 0, TrainLoss: 0.69, TestAccuracy: 0.5, MsgsPerSec: 2395557}
 	last := aggregator.Point{Seconds: 2, Steps: 900, TrainLoss: 0.4, TestAccuracy: 0.8, MsgsPerSec: 1234, Final: true}

@@ -18,7 +18,7 @@ import (
 // subject at a time (a single filter: what the broker's permissions grant
 // a party on its own subjects). With the trust layer, the messages after
 // the checkpoint's chains are handed over with their headers.
-func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party, ck *party.Checkpoint, m int) error {
+func resumeParty(ctx context.Context, b broker.Bus, cfg *job, p *party.Party, ck *party.Checkpoint, m int) error {
 	if ck == nil {
 		return fmt.Errorf("%w: party %d", ErrNoCheckpoint, m)
 	}
@@ -94,7 +94,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 				}
 				continue
 			}
-			cfg.Log.Info().Int("party", m).Err(err).Msg("party: reading its " + what + " from the stream's start")
+			cfg.hooks.Log.Info().Int("party", m).Err(err).Msg("party: reading its " + what + " from the stream's start")
 			have[kind], own, count = have[kind][:0], own[:own0], count0
 		}
 		if kind == schemas.KindEval {
@@ -121,7 +121,7 @@ func resumeParty(ctx context.Context, b broker.Bus, cfg *Config, p *party.Party,
 	if err := p.ResumeStream(ck, have, own); err != nil {
 		return err
 	}
-	cfg.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Int64("stream_bytes", readBytes).
+	cfg.hooks.Log.Info().Int("party", m).Int64("steps", ck.Steps).Int("stream_messages", count).Int64("stream_bytes", readBytes).
 		Uint64("evaluations_from", p.Stats().EvalsFrom).Dur("took", time.Since(t0).Round(time.Millisecond)).Time("saved", ck.Saved).
 		Msg("party: resuming from its checkpoint")
 	return nil

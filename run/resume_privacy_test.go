@@ -65,7 +65,6 @@ func TestResumeAggregatorBatches(t *testing.T) {
 				c.Seed = 1
 				c.Out = out
 				c.Run = "resume-draws"
-				c.Log = testLog(t)
 				c.EvalEvery = 200 * time.Millisecond
 				c.CheckpointDir = filepath.Join(out, "ck")
 				c.CheckpointEvery = 300 * time.Millisecond
@@ -82,7 +81,7 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 	firstP2 := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2), 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	firstAgg := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg, Hooks{})
+	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t)})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
@@ -99,7 +98,7 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 		}
 	}
 	cfg.Resume = true
-	s2, err := Train(context.Background(), cfg, Hooks{})
+	s2, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}

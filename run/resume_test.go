@@ -94,7 +94,6 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.Seed = 1
 		c.Out = out
 		c.Run = "resume"
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 300 * time.Millisecond
@@ -119,7 +118,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	first := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg, Hooks{onPartyCheckpoint: record})
+	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t), onPartyCheckpoint: record})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
@@ -150,7 +149,7 @@ func testResumeOnce(t *testing.T, nth int) {
 	// The resumed party's checkpoints must hold as well: it computes
 	// again chunks the stream holds below its new floors.
 	floors = floors[:0]
-	s2, err := Train(context.Background(), cfg, Hooks{onPartyCheckpoint: record})
+	s2, err := Train(context.Background(), cfg, Hooks{Log: testLog(t), onPartyCheckpoint: record})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}
@@ -195,7 +194,6 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.Parties = 4
 		c.Run = cfg.Run
 		c.Out = out
-		c.Log = testLog(t)
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -216,12 +214,11 @@ func TestResumeNeedsKeys(t *testing.T) {
 		c.Algo = "asyrevel-gau"
 		c.Duration = time.Second
 		c.Run = "rt"
-		c.Log = testLog(t)
 		c.Resume = true
 		c.CheckpointDir = t.TempDir()
 		c.NATS = "nats://127.0.0.1:1"
 	})
-	_, err := Train(context.Background(), c, Hooks{})
+	_, err := Train(context.Background(), c, Hooks{Log: testLog(t)})
 	if !errors.Is(err, ErrResumeTrust) || !strings.Contains(err.Error(), "keys") {
 		t.Errorf("train --resume without kept keys: %v, want ErrResumeTrust", err)
 	}

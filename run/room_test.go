@@ -26,7 +26,6 @@ func roomyConfig(t *testing.T, out, run string) Config {
 		c.Seed = 1
 		c.Out = out
 		c.Run = run
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
@@ -39,7 +38,7 @@ func resumeToTheEnd(t *testing.T, cfg Config, trained float64) {
 	t.Helper()
 	cfg.Resume = true
 	cfg.Duration = time.Duration(trained*float64(time.Second)) + time.Second
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatalf("resumed with room: %v", err)
 	}
@@ -75,7 +74,7 @@ func TestFullStreamGoesOnWithRoom(t *testing.T) {
 	const bound = 8 << 20 // nearly full after a second or so: checkpoints were saved
 	cfg.MaxStore = bound
 	cfg.Duration = time.Minute
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if !errors.Is(err, aggregator.ErrNearlyFull) || !errors.Is(err, broker.ErrStreamFull) {
 		t.Fatalf("a stream nearly full: %v, want ErrNearlyFull (and ErrStreamFull)", err)
 	}
@@ -123,7 +122,7 @@ func TestSmallDiskPausesBeforeItIsFull(t *testing.T) {
 	disk := smallDisk(t, "8m")
 	cfg := roomyConfig(t, filepath.Join(disk, "run"), "smalldisk")
 	cfg.Duration = time.Minute
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if !errors.Is(err, aggregator.ErrNearlyFull) || errors.Is(err, broker.ErrStoreWrite) {
 		t.Fatalf("a stream on an 8 MB disk with the default bound: %v, want ErrNearlyFull (a pause before the disk is full)", err)
 	}
@@ -155,7 +154,7 @@ func TestDiskFullStopsTheRun(t *testing.T) {
 	cfg.Duration = time.Minute
 	cfg.MaxStore = -1
 	t0 := time.Now()
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	took := time.Since(t0)
 	if !errors.Is(err, broker.ErrStoreWrite) || !strings.Contains(err.Error(), "disk is full") {
 		t.Fatalf("a full disk: %v, want ErrStoreWrite naming the disk", err)

@@ -23,29 +23,29 @@ import (
 var ErrInterrupted = errors.New("run interrupted")
 
 // Train runs one AsyREVEL training in this process: it loads and splits the
-// data, starts the broker (an embedded JetStream server unless cfg.NATS
+// data, starts the broker (an embedded JetStream server unless c.NATS
 // names one), the aggregator and the parties, each with a connection of its
 // own, runs until the configured end, and writes the outputs.
 //
 // If ctx is cancelled (Ctrl-C), Train still writes the outputs of the part
 // that ran and returns its summary with an error wrapping ErrInterrupted.
 // hooks are what the caller plugs in (the zero value: none).
-func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
+func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
-	cfg.hooks = hooks
-	if err := cfg.Prepare(); err != nil {
+	cfg := &job{Config: c, hooks: hooks}
+	if err := cfg.prepare(); err != nil {
 		return nil, err
 	}
-	if err := checkResumeTrust(&cfg, true); err != nil {
+	if err := checkResumeTrust(cfg, true); err != nil {
 		return nil, err
 	}
-	wt, err := startWatch(&cfg, "train")
+	wt, err := startWatch(cfg, "train")
 	if err != nil {
 		return nil, err
 	}
 	defer wt.close()
 	cfg.watch = wt.watch()
-	data, err := LoadData(&cfg, RoleAll)
+	data, err := loadData(cfg, RoleAll)
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +53,9 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		return nil, err
 	}
 	wt.loaded(data)
-	logData(&cfg, data)
+	logData(cfg, data)
 	if cfg.hooks.Attackers != nil {
-		if err := cfg.hooks.Attackers(&cfg, data, &cfg.hooks); err != nil {
+		if err := cfg.hooks.Attackers(&cfg.Config, data, &cfg.hooks); err != nil {
 			return nil, err
 		}
 	}
@@ -63,18 +63,18 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 	if !cfg.Resume && cfg.Out != "" {
 		// OUT describes one run: an earlier run there is kept aside (or
 		// removed with ReplaceOut) before this one writes a file.
-		if err := keepEarlier(&cfg); err != nil {
+		if err := keepEarlier(cfg); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.trust, err = makeRunKeys(&cfg); err != nil {
+	if cfg.trust, err = makeRunKeys(cfg); err != nil {
 		return nil, err
 	}
 	defer cfg.trust.close()
-	obs := newObserver(&cfg)
+	obs := newObserver(cfg)
 	cfg.hooks.OnPoint = cfg.watch.OnPoint(obs.onPoint(cfg.hooks.OnPoint))
-	prog := newProgress(&cfg, data)
-	agg, err := NewAggregator(&cfg, data, prog.point)
+	prog := newProgress(cfg, data)
+	agg, err := newAggregator(cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 	parties := make([]*party.Party, q)
 	cks := make([]*party.Checkpoint, q)
 	for m := range parties {
-		p, close, err := newParty(ctx, &cfg, data, m+1, 0, nil, &cks[m])
+		p, close, err := newParty(ctx, cfg, data, m+1, 0, nil, &cks[m])
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +91,7 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		cfg.watch.SetParty(m+1, p)
 	}
 
-	net, err := openNetwork(ctx, &cfg)
+	net, err := openNetwork(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 	if cfg.Resume {
 		err = net.checkResume(ctx, aggBus, cfg.Run)
 		for m := 0; m < q && err == nil; m++ {
-			err = resumeParty(ctx, aggBus, &cfg, parties[m], cks[m], m+1)
+			err = resumeParty(ctx, aggBus, cfg, parties[m], cks[m], m+1)
 		}
 	} else {
 		err = net.checkFresh(ctx, aggBus, cfg.Run)
@@ -176,7 +176,7 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 			return nil, fmt.Errorf("closing connection: %w", err)
 		}
 	}
-	s := summarize(&cfg, data, res, net.Name())
+	s := summarize(cfg, data, res, net.Name())
 	s.WireBytes = broker.WireBytes(buses...)
 	s.Dropped = broker.Dropped(buses...)
 	s.WallSeconds = time.Since(t0).Seconds()
@@ -204,27 +204,27 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		if res.Fit != nil {
 			cfg.EmbedHidden = res.Fit.Hidden // the head the label-free fit kept
 		}
-		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
-		if err = writeModel(&cfg, f, err); err != nil {
+		f, err := aggregatorModel(cfg, data, res.Params, res.Steps)
+		if err = writeModel(cfg, f, err); err != nil {
 			return nil, err
 		}
 		for m, p := range parties {
-			f, err := PartyModel(&cfg, data, m+1, p.Params())
-			if err = writeModel(&cfg, f, err); err != nil {
+			f, err := partyModel(cfg, data, m+1, p.Params())
+			if err = writeModel(cfg, f, err); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if stalled {
-		s, _ = net.finish(ctx, &cfg, s, prog)
+		s, _ = net.finish(ctx, cfg, s, prog)
 		return s, err
 	}
 	if paused != nil {
-		return net.finishPaused(ctx, &cfg, s, prog, paused)
+		return net.finishPaused(ctx, cfg, s, prog, paused)
 	}
 	if diverged {
 		end := divergedEnd(s, err) // before finish writes summary.json
-		return end(net.finish(ctx, &cfg, s, prog))
+		return end(net.finish(ctx, cfg, s, prog))
 	}
 	if !stopped {
 		// The run is over: its log is closed (seal.go), even if a signal
@@ -236,7 +236,7 @@ func Train(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 			return nil, err
 		}
 	}
-	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
+	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))
 }
 
 // watchBus is the aggregator's Bus in Train: ready is closed once the
@@ -301,24 +301,24 @@ func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.
 }
 
 // Aggregate runs only the aggregator of a run, connected to the broker at
-// cfg.NATS, for a run whose parties are separate processes. Interrupted,
+// c.NATS, for a run whose parties are separate processes. Interrupted,
 // it writes the outputs of the part that ran as Train does.
-func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
+func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
-	cfg.hooks = hooks
-	if err := cfg.Prepare(); err != nil {
+	cfg := &job{Config: c, hooks: hooks}
+	if err := cfg.prepare(); err != nil {
 		return nil, err
 	}
-	if err := checkResumeTrust(&cfg, false); err != nil {
+	if err := checkResumeTrust(cfg, false); err != nil {
 		return nil, err
 	}
-	wt, err := startWatch(&cfg, "aggregator")
+	wt, err := startWatch(cfg, "aggregator")
 	if err != nil {
 		return nil, err
 	}
 	defer wt.close()
 	cfg.watch = wt.watch()
-	data, err := LoadData(&cfg, RoleAggregator)
+	data, err := loadData(cfg, RoleAggregator)
 	if err != nil {
 		return nil, err
 	}
@@ -326,23 +326,23 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		return nil, err
 	}
 	wt.loaded(data)
-	logData(&cfg, data)
-	if cfg.trust, err = readKeys(&cfg, 0); err != nil {
+	logData(cfg, data)
+	if cfg.trust, err = readKeys(cfg, 0); err != nil {
 		return nil, err
 	}
-	warnUntrusted(&cfg)
+	warnUntrusted(cfg)
 	cfg.hooks.OnPoint = cfg.watch.OnPoint(cfg.hooks.OnPoint)
-	prog := newProgress(&cfg, data)
+	prog := newProgress(cfg, data)
 	if cfg.healable(0) {
 		cfg.heal = &healState{}
 		cfg.watch.SetHeal(cfg.heal.resumes)
 	}
-	agg, err := NewAggregator(&cfg, data, prog.point)
+	agg, err := newAggregator(cfg, data, prog.point)
 	if err != nil {
 		return nil, err
 	}
 	cfg.watch.SetAggregator(agg)
-	net, err := openNetwork(ctx, &cfg)
+	net, err := openNetwork(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		wt.aggregatorBus(bus)
 		if !lostAt.IsZero() {
 			cfg.heal.healed(time.Since(lostAt))
-			cfg.Log.Info().Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+			cfg.hooks.Log.Info().Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
 				Msg("the broker is back: the aggregator resumes")
 		}
 		check := net.checkAggregator
@@ -395,12 +395,12 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		bus.Close()
 		lostAt = time.Now()
 		cfg.heal.lostAt(agg.Snapshot(aggregator.SnapshotOptions{}).Elapsed)
-		cfg.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
+		cfg.hooks.Log.Warn().Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the aggregator resumes from its latest checkpoint and the stream once the broker is back")
 		// Before its first checkpoint (training had not started) it
 		// starts again from the beginning instead.
 		cfg.Resume = cfg.Resume || cfg.heal.latest(0) != nil
-		if agg, err = NewAggregator(&cfg, data, prog.point); err != nil {
+		if agg, err = newAggregator(cfg, data, prog.point); err != nil {
 			return nil, fmt.Errorf("resuming after the broker connection was lost: %w", err)
 		}
 		cfg.watch.SetAggregator(agg)
@@ -419,12 +419,12 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		if res.Fit != nil {
 			cfg.EmbedHidden = res.Fit.Hidden // the head the label-free fit kept
 		}
-		f, err := AggregatorModel(&cfg, data, res.Params, res.Steps)
-		if err = writeModel(&cfg, f, err); err != nil {
+		f, err := aggregatorModel(cfg, data, res.Params, res.Steps)
+		if err = writeModel(cfg, f, err); err != nil {
 			return nil, err
 		}
 	}
-	s := summarize(&cfg, data, res, net.Name())
+	s := summarize(cfg, data, res, net.Name())
 	s.WireBytes = broker.WireBytes(bus) // the aggregator's connection only
 	s.Dropped = broker.Dropped(bus)
 	s.WallSeconds = time.Since(t0).Seconds()
@@ -433,47 +433,47 @@ func Aggregate(ctx context.Context, cfg Config, hooks Hooks) (*Summary, error) {
 		s.BrokerOutage += out.Seconds()
 	}
 	if stalled {
-		s, _ = net.finish(ctx, &cfg, s, prog)
+		s, _ = net.finish(ctx, cfg, s, prog)
 		return s, err
 	}
 	if paused {
-		return net.finishPaused(ctx, &cfg, s, prog, err)
+		return net.finishPaused(ctx, cfg, s, prog, err)
 	}
-	return stuckErr(&cfg)(net.finish(ctx, &cfg, s, prog))
+	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))
 }
 
 // Participate runs only party m of a run, connected to the broker at
-// cfg.NATS, until the aggregator stops the run. It refuses a run that has
+// c.NATS, until the aggregator stops the run. It refuses a run that has
 // started or ended already; if the run's stream holds messages of an
 // earlier attempt of party m (refused, say), it joins as a new attempt.
-func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Stats, error) {
-	cfg.hooks = hooks
-	if err := cfg.Prepare(); err != nil {
+func Participate(ctx context.Context, c Config, m int, hooks Hooks) (party.Stats, error) {
+	cfg := &job{Config: c, hooks: hooks}
+	if err := cfg.prepare(); err != nil {
 		return party.Stats{}, err
 	}
-	if err := checkResumeTrust(&cfg, false); err != nil {
+	if err := checkResumeTrust(cfg, false); err != nil {
 		return party.Stats{}, err
 	}
-	wt, err := startWatch(&cfg, fmt.Sprintf("party-%d", m))
+	wt, err := startWatch(cfg, fmt.Sprintf("party-%d", m))
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer wt.close()
 	cfg.watch = wt.watch()
-	data, err := LoadData(&cfg, m)
+	data, err := loadData(cfg, m)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
 		return party.Stats{}, err
 	}
-	logPrivacy(&cfg)
-	if cfg.trust, err = readKeys(&cfg, m); err != nil {
+	logPrivacy(cfg)
+	if cfg.trust, err = readKeys(cfg, m); err != nil {
 		return party.Stats{}, err
 	}
-	warnUntrusted(&cfg)
+	warnUntrusted(cfg)
 	if cfg.hooks.Attackers != nil {
-		if err := cfg.hooks.Attackers(&cfg, data, &cfg.hooks); err != nil {
+		if err := cfg.hooks.Attackers(&cfg.Config, data, &cfg.hooks); err != nil {
 			return party.Stats{}, err
 		}
 	}
@@ -482,14 +482,14 @@ func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Sta
 		cfg.heal = &healState{}
 		cfg.watch.SetHeal(cfg.heal.resumes)
 	}
-	net, err := openNetwork(ctx, &cfg)
+	net, err := openNetwork(ctx, cfg)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer net.close()
 	var lostAt time.Time
 	for {
-		stats, lost, err := participateOnce(ctx, &cfg, net, data, m, lostAt)
+		stats, lost, err := participateOnce(ctx, cfg, net, data, m, lostAt)
 		if !lost {
 			return stats, err
 		}
@@ -497,7 +497,7 @@ func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Sta
 		// The broker connection was lost: the party stopped publishing.
 		// It resumes from its latest checkpoint and the stream as soon as
 		// the broker is back, as --resume would.
-		cfg.Log.Warn().Int("party", m).Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
+		cfg.hooks.Log.Warn().Int("party", m).Str("broker", cfg.NATS).Str("wait", cfg.BrokerWait.String()).
 			Msg("the broker connection was lost: the party resumes from its latest checkpoint and the stream once the broker is back")
 		// Before its first checkpoint (training had not started) it joins
 		// again as a new attempt instead.
@@ -509,7 +509,7 @@ func Participate(ctx context.Context, cfg Config, m int, hooks Hooks) (party.Sta
 // that ended because the broker connection was lost (cfg.heal), after
 // which the party resumes (lostAt: when the one before lost it, zero
 // for the first attempt).
-func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data, m int, lostAt time.Time) (_ party.Stats, lost bool, err error) {
+func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m int, lostAt time.Time) (_ party.Stats, lost bool, err error) {
 	bus, err := net.connect(ctx, fmt.Sprintf("party-%d", m))
 	if err != nil {
 		if cfg.heal != nil && cfg.Resume {
@@ -518,7 +518,7 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 		return party.Stats{}, false, err
 	}
 	if !lostAt.IsZero() {
-		cfg.Log.Info().Int("party", m).Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+		cfg.hooks.Log.Info().Int("party", m).Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
 			Msg("the broker is back: the party resumes")
 	}
 	defer bus.Close()
@@ -538,7 +538,7 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 	}
 	var chains map[string]uint64
 	if base > 0 {
-		cfg.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
+		cfg.hooks.Log.Info().Int("party", m).Uint64("messages", base).Msg("the run holds an earlier attempt of this party: joining as a new attempt")
 		if cfg.trust.key(m) != nil {
 			// Its chains restart after the earlier attempt's messages,
 			// each subject on its own.
@@ -563,7 +563,7 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 			return party.Stats{}, false, err
 		}
 	} else {
-		cfg.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
+		cfg.hooks.Log.Info().Int("party", m).Str("run", cfg.Run).Msg("joining; waiting for the aggregator's start")
 	}
 	lctx, cancel := watchLoss(ctx, bus)
 	err = p.Run(lctx, bus)
@@ -573,7 +573,7 @@ func participateOnce(ctx context.Context, cfg *Config, net *network, data *Data,
 		return p.Stats(), true, err
 	}
 	if err == nil {
-		f, ferr := PartyModel(cfg, data, m, p.Params())
+		f, ferr := partyModel(cfg, data, m, p.Params())
 		err = writeModel(cfg, f, ferr)
 	}
 	if errors.Is(err, party.ErrInterrupted) {

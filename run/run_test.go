@@ -65,9 +65,8 @@ func TestTrainOverEmbeddedJetStream(t *testing.T) {
 		c.Epochs = 30
 		c.Seed = 1
 		c.Out = out
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +104,8 @@ func TestTrainOverCluster(t *testing.T) {
 		c.Epochs = 30
 		c.Seed = 3
 		c.Cluster = 3
-		c.Log = testLog(t)
 		c.EvalEvery = 200 * time.Millisecond
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +136,8 @@ func TestClusterConfigErrors(t *testing.T) {
 	}), New(func(c *Config) {
 		c.Cluster = -1
 	})} {
-		c.Synthetic, c.Log = small(), testLog(t)
-		if _, err := Train(context.Background(), c, Hooks{}); !errors.Is(err, ErrConfig) {
+		c.Synthetic = small()
+		if _, err := Train(context.Background(), c, Hooks{Log: testLog(t)}); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v, want ErrConfig", c, err)
 		}
 	}
@@ -158,8 +156,7 @@ func TestUniformDirectionsTrain(t *testing.T) {
 		c.Epochs = 30
 		c.Seed = 2
 		c.Bus = "memory"
-		c.Log = testLog(t)
-	}), Hooks{})
+	}), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,10 +245,9 @@ func testBadMessages(t *testing.T, off bool, want map[string]int64) {
 		c.Seed = 1
 		c.NATS = srv.URL()
 		c.Run = run
-		c.Log = testLog(t)
 		c.EvalEvery = 100 * time.Millisecond
 		c.Trust = TrustConfig{Off: off}
-	}), Hooks{OnPoint: onPoint})
+	}), Hooks{Log: testLog(t), OnPoint: onPoint})
 	if err != nil {
 		t.Fatal(err)
 	}

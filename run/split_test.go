@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	"github.com/asyrevel/asyrevel/dataset"
 )
 
@@ -74,7 +72,6 @@ func TestSplitTrainsAndMismatchIsNamed(t *testing.T) {
 		c.Batch = 16
 		c.Window = 2
 		c.Epochs = 20
-		c.Log = zerolog.Nop()
 	}), Hooks{})
 	if err != nil {
 		t.Fatal(err)

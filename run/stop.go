@@ -72,7 +72,7 @@ type EarlyStopReport struct {
 // goroutine: observe and stopWhen are called one after the other for each
 // evaluation) and says when the loss has stopped improving.
 type earlyStop struct {
-	cfg      *Config
+	cfg      *job
 	heldOut  bool    // the held-out loss is watched (else the training loss)
 	epoch    float64 // answered requests in an epoch: parties * rows / batch
 	patience float64 // epochs: Patience, at least MinPatienceSteps requests a party
@@ -82,7 +82,7 @@ type earlyStop struct {
 	fired    bool
 }
 
-func newEarlyStop(cfg *Config, n int, heldOut bool) *earlyStop {
+func newEarlyStop(cfg *job, n int, heldOut bool) *earlyStop {
 	es := &earlyStop{cfg: cfg, heldOut: heldOut, best: math.NaN(), epoch: epochSteps(cfg, n)}
 	es.patience = max(cfg.Patience, MinPatienceSteps*float64(cfg.Parties)/es.epoch)
 	return es
@@ -90,7 +90,7 @@ func newEarlyStop(cfg *Config, n int, heldOut bool) *earlyStop {
 
 // epochSteps is the answered requests of an epoch (every party's pass
 // over its n rows), at least 1.
-func epochSteps(cfg *Config, n int) float64 {
+func epochSteps(cfg *job, n int) float64 {
 	return max(float64(cfg.Parties)*float64(n)/float64(max(cfg.Batch, 1)), 1)
 }
 
@@ -143,7 +143,7 @@ func (es *earlyStop) stopWhen(other func() bool) func() bool {
 		if es.since >= es.patience {
 			if !es.fired {
 				es.fired = true
-				es.cfg.Log.Info().Float64("best", es.best).Float64("at_seconds", es.bestAt.Seconds).
+				es.cfg.hooks.Log.Info().Float64("best", es.best).Float64("at_seconds", es.bestAt.Seconds).
 					Msgf("the %s loss has not improved by %g%% for %.1f epochs: stopping (--patience %g, at least %d requests a party: %.4g epochs here; --tolerance %g)",
 						es.lossName(), 100*es.cfg.Tolerance, es.since, es.cfg.Patience, MinPatienceSteps, es.patience, es.cfg.Tolerance)
 			}
@@ -176,7 +176,7 @@ func (es *earlyStop) report(d *Data) *EarlyStopReport {
 }
 
 // stoppedBy names the limit that ended the run of res (Summary.StoppedBy).
-func (c *Config) stoppedBy(res *aggregator.Result, n int) string {
+func (c *job) stoppedBy(res *aggregator.Result, n int) string {
 	switch {
 	case res.Interrupted != "":
 		return "interrupted"

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/party"
@@ -39,13 +37,12 @@ func TestEarlyStop(t *testing.T) {
 		{"a small table's plateau", 64, slices.Concat([]float64{1, 0.5}, slices.Repeat([]float64{0.4}, 130)), 127},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := new(New(func(c *Config) {
+			cfg := &job{Config: New(func(c *Config) {
 				c.Parties = 4
 				c.Batch = 16
 				c.Patience = 3
 				c.Tolerance = 1e-3
-				c.Log = zerolog.Nop()
-			}))
+			})}
 			es := newEarlyStop(cfg, c.rows, true)
 			epoch := int64(c.rows / 4)
 			obs, stop := es.observe(nil), es.stopWhen(nil)
@@ -67,13 +64,12 @@ func TestEarlyStop(t *testing.T) {
 		})
 	}
 	// The other condition still stops the run; the final point is ignored.
-	cfg := new(New(func(c *Config) {
+	cfg := &job{Config: New(func(c *Config) {
 		c.Parties = 1
 		c.Batch = 1
 		c.Patience = 100
 		c.Tolerance = 1e-3
-		c.Log = zerolog.Nop()
-	}))
+	})}
 	es := newEarlyStop(cfg, 10, false)
 	other := false
 	stop := es.stopWhen(func() bool { return other })
@@ -125,8 +121,7 @@ func TestStoppedBy(t *testing.T) {
 			c.Duration = 1
 		}), aggregator.Result{}, false, ""}, //
 	} {
-		cfg := c.cfg
-		cfg.early = &earlyStop{fired: c.fired}
+		cfg := job{Config: c.cfg, early: &earlyStop{fired: c.fired}}
 		if got := cfg.stoppedBy(&c.res, 100); got != c.expect {
 			t.Errorf("%+v, %q, fired %v: stopped_by %q, want %q", c.cfg, c.res.StopReason, c.fired, got, c.expect)
 		}
@@ -145,7 +140,6 @@ func TestHoldOutSameRows(t *testing.T) {
 			c.Epochs = 1
 			c.HoldOut = 0.2
 			c.Seed = 4
-			c.Log = zerolog.Nop()
 		})
 		if err := cfg.Prepare(); err != nil {
 			t.Fatal(err)
@@ -216,7 +210,6 @@ func load2(t *testing.T, syn *dataset.SyntheticConfig, set func(c *Config)) *Dat
 		c.Epochs = 1
 		c.HoldOut = 0.2
 		c.Seed = 4
-		c.Log = zerolog.Nop()
 		set(c)
 	})
 	if err := cfg.Prepare(); err != nil {
@@ -250,12 +243,11 @@ func TestStuckWatch(t *testing.T) {
 		{"never finite", []float64{nan, nan, nan, nan, nan}, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := new(New(func(c *Config) {
+			cfg := &job{Config: New(func(c *Config) {
 				c.Parties = 4
 				c.Batch = 16
 				c.LR = 0.1
-				c.Log = zerolog.Nop()
-			}))
+			})}
 			w := newStuckWatch(cfg, &Data{NTrain: 64})
 			obs, stop := w.observe(nil), w.stopWhen(nil)
 			got := -1
@@ -278,7 +270,7 @@ func TestStuckWatch(t *testing.T) {
 		})
 	}
 	// A final evaluation does not count: the run is ending anyway.
-	w := newStuckWatch(new(New(func(c *Config) { c.Parties, c.Batch, c.Log = 4, 16, zerolog.Nop() })), &Data{NTrain: 64})
+	w := newStuckWatch(&job{Config: New(func(c *Config) { c.Parties, c.Batch = 4, 16 })}, &Data{NTrain: 64})
 	obs := w.observe(nil)
 	obs(aggregator.Point{Steps: 0, TrainLoss: 1})
 	for i := 1; i <= 5; i++ {
@@ -307,9 +299,8 @@ func TestDivergedRunWritesItsSummary(t *testing.T) {
 		c.MaxSteps = 1 << 30
 		c.Out = out
 		c.Run = "diverged"
-		c.Log = testLog(t)
 	})
-	s, err := Train(context.Background(), cfg, Hooks{})
+	s, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)})
 	if !errors.Is(err, party.ErrDiverged) {
 		t.Fatalf("Train: %v, want party.ErrDiverged", err)
 	}

@@ -288,7 +288,7 @@ func EarlierDir(out string) string { return filepath.Join(out, "earlier") }
 // folder at OUT/stream that is not a store is left alone, and the run
 // refused; a store that a running broker holds is neither moved nor
 // removed (broker.ErrStoreInUse).
-func keepEarlier(cfg *Config) error {
+func keepEarlier(cfg *job) error {
 	out := cfg.Out
 	var present []string
 	for _, e := range outEntries {
@@ -319,7 +319,7 @@ func keepEarlier(cfg *Config) error {
 		size += n
 	}
 	if cfg.ReplaceOut {
-		cfg.Log.Info().Str("out", out).Str("run", run).Str("size", MB(size)).Strs("removed", present).
+		cfg.hooks.Log.Info().Str("out", out).Str("run", run).Str("size", MB(size)).Strs("removed", present).
 			Msg("removing the earlier run in this --out folder (--replace)")
 		for _, e := range present {
 			if err := os.RemoveAll(filepath.Join(out, e)); err != nil {
@@ -341,7 +341,7 @@ func keepEarlier(cfg *Config) error {
 	if slices.Contains(present, "stream") {
 		msg += fmt.Sprintf("; asyrevel audit verify --store %s --run %s", storeIn(dest), run)
 	}
-	cfg.Log.Info().Str("run", run).Str("size", MB(size)).Msg(msg)
+	cfg.hooks.Log.Info().Str("run", run).Str("size", MB(size)).Msg(msg)
 	return nil
 }
 

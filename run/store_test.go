@@ -21,7 +21,6 @@ func smallRun(t *testing.T, set func(*Config)) Config {
 		c.Window = 2
 		c.Epochs = 1
 		c.Seed = 1
-		c.Log = testLog(t)
 		set(c)
 	})
 }
@@ -34,7 +33,7 @@ func TestStore(t *testing.T) {
 		s, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.StoreDir = store
 			c.Run = id
-		}), Hooks{})
+		}), Hooks{Log: testLog(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +55,7 @@ func TestStore(t *testing.T) {
 	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "one"
-	}), Hooks{}); err != nil {
+	}), Hooks{Log: testLog(t)}); err != nil {
 		t.Fatalf("reusing a removed run id: %v", err)
 	}
 
@@ -80,13 +79,13 @@ func TestReusedRunRefused(t *testing.T) {
 		c.StoreDir = store
 		c.Run = "X"
 	})
-	if _, err := Train(context.Background(), cfg, Hooks{}); err != nil {
+	if _, err := Train(context.Background(), cfg, Hooks{Log: testLog(t)}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	_, err := Train(ctx, cfg, Hooks{})
+	_, err := Train(ctx, cfg, Hooks{Log: testLog(t)})
 	if !errors.Is(err, ErrRunExists) || time.Since(t0) > 10*time.Second {
 		t.Fatalf("after %v: %v", time.Since(t0), err)
 	}
@@ -98,7 +97,7 @@ func TestOutKeepsOneStore(t *testing.T) {
 	for range 2 {
 		if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 			c.Out = out
-		}), Hooks{}); err != nil {
+		}), Hooks{Log: testLog(t)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,8 +114,7 @@ func TestOutKeepsOneStore(t *testing.T) {
 		c.Parties = 2
 		c.Epochs = 1
 		c.Out = out2
-		c.Log = testLog(t)
-	}), Hooks{}); !errors.Is(err, ErrNotStore) {
+	}), Hooks{Log: testLog(t)}); !errors.Is(err, ErrNotStore) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -127,7 +125,7 @@ func TestStoreInUseIsNotRemoved(t *testing.T) {
 	if _, err := Train(context.Background(), smallRun(t, func(c *Config) {
 		c.StoreDir = store
 		c.Run = "live"
-	}), Hooks{}); err != nil {
+	}), Hooks{Log: testLog(t)}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := broker.StartServer(context.Background(), broker.ServerConfig{Dir: store})

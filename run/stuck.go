@@ -34,7 +34,7 @@ var ErrStuck = errors.New("the run does not learn")
 // stuckWatch watches the training loss of a run's evaluations (from the
 // aggregator's goroutine, as earlyStop).
 type stuckWatch struct {
-	cfg      *Config
+	cfg      *job
 	epoch    float64 // answered requests in an epoch
 	unscaled bool    // the columns differ in range by orders of magnitude (Data.Unscaled)
 	first    float64 // the first finite training loss (NaN before)
@@ -44,7 +44,7 @@ type stuckWatch struct {
 	fired    bool
 }
 
-func newStuckWatch(cfg *Config, d *Data) *stuckWatch {
+func newStuckWatch(cfg *job, d *Data) *stuckWatch {
 	return &stuckWatch{cfg: cfg, epoch: epochSteps(cfg, d.NTrain), unscaled: d.Unscaled, first: math.NaN()}
 }
 
@@ -92,7 +92,7 @@ func (w *stuckWatch) stopWhen(other func() bool) func() bool {
 		if w.fired || w.stuck() {
 			if !w.fired {
 				w.fired = true
-				w.cfg.Log.Error().Float64("first", w.first).Float64("now", w.last).Msg(w.words())
+				w.cfg.hooks.Log.Error().Float64("first", w.first).Float64("now", w.last).Msg(w.words())
 			}
 			return true
 		}
@@ -136,7 +136,7 @@ func (w *stuckWatch) err() error {
 
 // stuckErr returns a function that passes a run's outcome on, with
 // ErrStuck when cfg's run stopped stuck and nothing else went wrong.
-func stuckErr(cfg *Config) func(*Summary, error) (*Summary, error) {
+func stuckErr(cfg *job) func(*Summary, error) (*Summary, error) {
 	return func(s *Summary, err error) (*Summary, error) {
 		if err == nil {
 			err = cfg.stuck.err()

@@ -173,7 +173,7 @@ type StreamCounts struct {
 	Receipts uint64 `json:"rcpt,omitempty"`
 }
 
-func summarize(cfg *Config, data *Data, res *aggregator.Result, bus string) *Summary {
+func summarize(cfg *job, data *Data, res *aggregator.Result, bus string) *Summary {
 	s := &Summary{
 		Algo: cfg.Algo, Dataset: data.Name, Parties: cfg.Parties, Model: cfg.Model,
 		Steps: res.Steps, TrainSeconds: res.Training.Seconds(),

@@ -97,14 +97,13 @@ func TestTrainOverMutualTLS(t *testing.T) {
 			c.TLS = files
 			c.MaxSteps = 600
 			c.Seed = 1
-			c.Log = testLog(t)
 			c.EvalEvery = 200 * time.Millisecond
 			c.JoinWait = 20 * time.Second
 		})
 	}
 	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	s, err := Train(tctx, cfg("tls", cliFiles), Hooks{})
+	s, err := Train(tctx, cfg("tls", cliFiles), Hooks{Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (t *runTrust) close() {
 // makeRunKeys makes the keys of every participant of a Train run and
 // writes them with the roster to cfg.Trust.KeysDir, OUT/keys or a
 // temporary folder.
-func makeRunKeys(cfg *Config) (*runTrust, error) {
+func makeRunKeys(cfg *job) (*runTrust, error) {
 	if cfg.Trust.Off {
 		return nil, nil
 	}
@@ -132,14 +132,14 @@ func makeRunKeys(cfg *Config) (*runTrust, error) {
 		}
 	}
 	if t.tmp == "" {
-		cfg.Log.Info().Str("keys", dir).Msg("the run's keys and roster (asyrevel audit verify --roster " + filepath.Join(dir, "roster.json") + ")")
+		cfg.hooks.Log.Info().Str("keys", dir).Msg("the run's keys and roster (asyrevel audit verify --roster " + filepath.Join(dir, "roster.json") + ")")
 	}
 	return t, nil
 }
 
 // runKeysDir is where Train keeps the run's keys ("" = a temporary
 // folder).
-func runKeysDir(cfg *Config) string {
+func runKeysDir(cfg *job) string {
 	if dir := cfg.Trust.KeysDir; dir != "" {
 		return dir
 	}
@@ -151,7 +151,7 @@ func runKeysDir(cfg *Config) string {
 
 // readRunKeys reads back the keys Train made for the run it resumes: the
 // resumed participants go on signing with them.
-func readRunKeys(cfg *Config) (*runTrust, error) {
+func readRunKeys(cfg *job) (*runTrust, error) {
 	dir := runKeysDir(cfg)
 	if dir == "" {
 		return nil, ErrResumeTrust
@@ -183,7 +183,7 @@ func readRunKeys(cfg *Config) (*runTrust, error) {
 
 // readKeys reads the key and roster of participant m (0: the aggregator)
 // from cfg.Trust's files; nil, nil when none are given.
-func readKeys(cfg *Config, m int) (*runTrust, error) {
+func readKeys(cfg *job, m int) (*runTrust, error) {
 	tc := &cfg.Trust
 	if tc.Off || (tc.KeyFile == "" && tc.RosterFile == "") {
 		return nil, nil
@@ -220,7 +220,7 @@ func readKeys(cfg *Config, m int) (*runTrust, error) {
 }
 
 // receiptsDir is where party m writes its receipts ("" = none).
-func (cfg *Config) receiptsDir(m int) string {
+func (cfg *job) receiptsDir(m int) string {
 	if cfg.trust.key(m) == nil {
 		return ""
 	}
@@ -235,9 +235,9 @@ func (cfg *Config) receiptsDir(m int) string {
 
 // warnUntrusted says when a separate participant runs without the trust
 // layer.
-func warnUntrusted(cfg *Config) {
+func warnUntrusted(cfg *job) {
 	if cfg.trust == nil && !cfg.Trust.Off {
-		cfg.Log.Warn().Msg("no --key and --roster: messages are neither signed nor verified (asyrevel keys makes them)")
+		cfg.hooks.Log.Warn().Msg("no --key and --roster: messages are neither signed nor verified (asyrevel keys makes them)")
 	}
 }
 

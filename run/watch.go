@@ -28,14 +28,14 @@ type watcher struct {
 	metrics *observe.Server
 	board   *observe.Server
 	cancel  context.CancelFunc
-	cfg     *Config
+	cfg     *job
 }
 
 // startWatch starts what cfg.Monitor asks for, for a process of role
 // (train, aggregator, party-M), before the data are loaded: an address
 // already taken fails at once. It returns nil when nothing is asked for;
 // every method of a nil watcher does nothing.
-func startWatch(cfg *Config, role string) (*watcher, error) {
+func startWatch(cfg *job, role string) (*watcher, error) {
 	mon := cfg.Monitor
 	if mon.Metrics == "" && mon.Board == "" && !(mon.Report && cfg.Out != "") {
 		return nil, nil
@@ -47,14 +47,14 @@ func startWatch(cfg *Config, role string) (*watcher, error) {
 		if wt.metrics, err = observe.Listen(mon.Metrics, wt.w.Handler()); err != nil {
 			return nil, err
 		}
-		cfg.Log.Info().Str("url", wt.metrics.URL("/metrics")).Msg("Prometheus metrics")
+		cfg.hooks.Log.Info().Str("url", wt.metrics.URL("/metrics")).Msg("Prometheus metrics")
 	}
 	if mon.Board != "" {
 		if wt.board, err = observe.Listen(mon.Board, board.Handler(wt.w)); err != nil {
 			wt.metrics.Close()
 			return nil, err
 		}
-		cfg.Log.Info().Str("url", wt.board.URL("/")).Msg("live board")
+		cfg.hooks.Log.Info().Str("url", wt.board.URL("/")).Msg("live board")
 	}
 	if f := cfg.hooks.OnListen; f != nil {
 		var m, b string
@@ -135,9 +135,9 @@ func (wt *watcher) close() {
 			err = board.WriteReport(path, wt.w.State(0))
 		}
 		if err != nil {
-			cfg.Log.Warn().Err(err).Msg("the report page could not be written")
+			cfg.hooks.Log.Warn().Err(err).Msg("the report page could not be written")
 		} else {
-			cfg.Log.Info().Str("path", path).Msg("report page written")
+			cfg.hooks.Log.Info().Str("path", path).Msg("report page written")
 		}
 	}
 	wt.metrics.Close()

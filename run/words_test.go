@@ -8,7 +8,7 @@ import (
 // A majority warning never states an accuracy and a different class share
 // as the same thing.
 func TestMajorityWarningWords(t *testing.T) {
-	cfg := new(Defaults())
+	cfg := &job{Config: Defaults()}
 	cfg.LR, cfg.Mu = 0.1, 0.001
 	p := &progress{cfg: cfg, majority: 0.3889}
 	w := p.majorityWarning(0.3333, "at the end")

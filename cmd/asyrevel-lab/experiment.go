@@ -157,7 +157,7 @@ func expReport(args []string, stdout, stderr io.Writer) error {
 
 func pointLogger(f *trainFlags) func(sim.RefPoint) {
 	return func(p sim.RefPoint) {
-		f.Config().Log.Info().Str("elapsed", fmt.Sprintf("%.1fs", p.Seconds)).Int64("steps", p.Steps).
+		f.Log().Info().Str("elapsed", fmt.Sprintf("%.1fs", p.Seconds)).Int64("steps", p.Steps).
 			Str("acc", fmt.Sprintf("%.2f%%", 100*p.TestAccuracy)).Msg("progress")
 	}
 }

@@ -2,10 +2,15 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	runpkg "github.com/asyrevel/asyrevel/run"
 )
 
 // Start order does not matter: the parties and the aggregator started
@@ -75,6 +80,13 @@ func TestStartedBeforeTheBroker(t *testing.T) {
 // from its checkpoint and the stream, the aggregator names the broker
 // (not the parties) while it is gone and counts nobody as departed, the
 // run ends normally, and its summary states the outage and the resume.
+//
+// No step of it is timed: the broker stops once every participant has
+// saved a checkpoint in training (not after 5 s, which a busy machine
+// could spend starting), it comes back once the aggregator has said it
+// waited 4 s or more for the broker, longer than --party-timeout 2s (not
+// after 4 s of the test's own clock), and the run ends after a fixed
+// number of steps (not a --duration that the outage ate into).
 func TestBrokerOutageIsNamed(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -82,24 +94,51 @@ func TestBrokerOutageIsNamed(t *testing.T) {
 	}
 	port := freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	store := t.TempDir()
+	store, ckpt := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	bctx, stop := context.WithCancel(ctx)
 	brk := goCLI(bctx, "broker", "--port", strconv.Itoa(port), "--store", store)
 	waitPort(t, port)
-	common := []string{"--nats", url, "--run", "outage", "--parties", "2", "--privacy", labelled, "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
-		"--batch", "16", "--log", "warn", "--wait", "8s", "--checkpoint-every", "500ms"}
+	// The run's end: it trains at 5,000 to 10,000 steps a second on an idle
+	// machine, and the broker stops some 200 ms into training.
+	const run, steps = "outage", 20000
+	// --wait is only a bound on a hang: the outage must not reach it.
+	common := []string{"--nats", url, "--run", run, "--parties", "2", "--privacy", labelled, "--data", "synthetic:n=1500,d=8,test=300,noise=0.02",
+		"--batch", "16", "--log", "warn", "--wait", "60s", "--checkpoint-every", "200ms", "--checkpoint-dir", ckpt}
 	var ps []<-chan result
 	for _, m := range []string{"1", "2"} {
 		ps = append(ps, goCLI(ctx, append([]string{"party", "--id", m}, common...)...))
 	}
 	out := t.TempDir()
-	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "12s", "--party-timeout", "2s", "--out", out}, common...)...)
-	time.Sleep(5 * time.Second) // training
+	// The aggregator's log is read as it runs: its own words say how long
+	// it has waited for the broker (a line every 5 s, "broker at URL
+	// unreachable ... waited=5s"; or, should it wait in training rather
+	// than resume, "the broker is unreachable ... for=6s").
+	gone := &signalOnMatch{re: regexp.MustCompile(`unreachable[^\n]*\b(waited|for)=([4-9]|[1-9][0-9]+)s`), seen: make(chan struct{})}
+	agg := make(chan result, 1)
+	aggDone := make(chan struct{})
+	var aggOut syncBuffer
+	go func() {
+		defer close(aggDone)
+		o := &aggOut
+		code := execute(ctx, append([]string{"aggregator", "--steps", strconv.Itoa(steps), "--party-timeout", "2s", "--out", out}, common...), o, gone)
+		fmt.Fprintf(gone, "(exit %d)\n", code)
+		agg <- result{code: code, out: o.String(), errOut: gone.String()}
+	}()
+	// Training: every participant has saved its state at least once, and
+	// the aggregator a second time (a periodic save, with steps applied).
+	first := waitCheckpoints(t, ckpt, run, 2, time.Time{}, aggDone, gone)
+	waitCheckpoints(t, ckpt, run, 0, first, aggDone, gone)
 	stop()
 	<-brk
-	time.Sleep(4 * time.Second) // longer than --party-timeout
+	select {
+	case <-gone.seen:
+	case <-aggDone:
+		t.Fatalf("the run ended before the broker's outage showed: %s", gone.String())
+	case <-ctx.Done():
+		t.Fatalf("the aggregator never said it waited 4 s for the broker: %s", gone.String())
+	}
 	b2ctx, stop2 := context.WithCancel(ctx)
 	defer stop2()
 	brk2 := goCLI(b2ctx, "broker", "--port", strconv.Itoa(port), "--store", store)
@@ -122,7 +161,38 @@ func TestBrokerOutageIsNamed(t *testing.T) {
 		Resumes int     `json:"broker_resumes"`
 		Steps   int64   `json:"steps"`
 	}
-	if raw, err := readSummary(out, &s); err != nil || s.Outage < 3 || s.Resumes != 1 || s.Steps == 0 {
-		t.Errorf("summary: outage %.1f s, %d resumes, %d steps (%v): %s", s.Outage, s.Resumes, s.Steps, err, raw)
+	raw, err := readSummary(out, &s)
+	t.Logf("summary: outage %.1f s, %d resumes, %d steps", s.Outage, s.Resumes, s.Steps)
+	if err != nil || s.Outage < 3 || s.Resumes != 1 || s.Steps != steps {
+		t.Errorf("summary: outage %.1f s (want 3 or more), %d resumes (want 1), %d steps (want %d) (%v): %s", s.Outage, s.Resumes, s.Steps, steps, err, raw)
 	}
+}
+
+// waitCheckpoints waits until the checkpoint files of run in dir of the
+// aggregator and of parties 1 to parties were all written after after
+// (their files' modification times), and returns the aggregator's; it
+// fails the test, with the aggregator's log, if it ends (done) first.
+func waitCheckpoints(t *testing.T, dir, run string, parties int, after time.Time, done <-chan struct{}, log fmt.Stringer) time.Time {
+	t.Helper()
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatalf("the aggregator ended before its checkpoints were written in %s: %s", dir, log)
+		default:
+		}
+		var agg time.Time
+		all := true
+		for role := 0; role <= parties && all; role++ {
+			fi, err := os.Stat(runpkg.CheckpointPath(dir, run, role))
+			all = err == nil && fi.ModTime().After(after)
+			if role == 0 && all {
+				agg = fi.ModTime()
+			}
+		}
+		if all {
+			return agg
+		}
+	}
+	t.Fatalf("no checkpoint of run %s written in %s after %v (waited %v)", run, dir, after, patience)
+	return time.Time{}
 }

@@ -59,7 +59,7 @@ func setAdversaries(cfg *run.Config, d *run.Data, h *run.Hooks, specs []string) 
 		if b != nil {
 			h.PartyData[m] = b.Data
 		}
-		cfg.Log.Warn().Int("party", m).Str("adversary", spec).Msg("party is an attacker")
+		h.Log.Warn().Int("party", m).Str("adversary", spec).Msg("party is an attacker")
 	}
 	return nil
 }

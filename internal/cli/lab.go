@@ -164,6 +164,9 @@ func (f *trainFlags) Parse(fs *flag.FlagSet, args []string, stderr io.Writer) er
 // Config is the run's configuration the flags set.
 func (f *trainFlags) Config() *run.Config { return &f.cfg }
 
+// Log is the logger the flags set (--log, --log-json, -v): run.Hooks.Log.
+func (f *trainFlags) Log() *zerolog.Logger { return &f.hooks.Log }
+
 // TrainConfig parses `asyrevel train` arguments into the run's
 // configuration as the command does, with its check that the run was told
 // when to stop (experiment privacy --goal builds each of its runs so).

@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/rs/zerolog"
-
 	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/replay"
 	"github.com/asyrevel/asyrevel/run"
@@ -69,7 +67,6 @@ func (f *reexecFlags) run(ctx context.Context, l *replay.Log, stdout, stderr io.
 	st.Apply(&cfg)
 	cfg.Run, cfg.Test = l.Run(), "" // test labels play no part in the replies
 	cfg.MaxSteps = 1                // replaced by the number of recorded replies
-	cfg.Log = zerolog.Nop()
 	if f.data != "" {
 		cfg.Data, cfg.Synthetic = f.data, nil
 		if spec, ok := strings.CutPrefix(f.data, "synthetic"); ok && (spec == "" || spec[0] == ':') {

@@ -422,7 +422,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%w: --log %q", errUsage, f.logLevel)
 	}
-	c.Log = newLogger(stderr, lvl, f.logJSON)
+	f.hooks.Log = newLogger(stderr, lvl, f.logJSON)
 	f.hooks.Missing = &f.missing
 	if spec, ok := strings.CutPrefix(c.Data, "synthetic"); ok && (spec == "" || spec[0] == ':') {
 		sc, err := parseSynthetic(strings.TrimPrefix(spec, ":"), f.seed)
@@ -496,7 +496,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 		case c.Synthetic == nil && dataset.IsSplit(c.Data):
 			why = "the split folder's manifest: it was split for them"
 		}
-		c.Log.Info().Msgf("%d parties (%s)", c.Parties, why)
+		f.hooks.Log.Info().Msgf("%d parties (%s)", c.Parties, why)
 	}
 	if f.role&roleRun != 0 {
 		// What the missing-value policy did, once the data are read (the
@@ -506,7 +506,7 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 			if !said {
 				said = true
 				if w := f.missing.String(); w != "" {
-					c.Log.Info().Msg("data: " + w)
+					f.hooks.Log.Info().Msg("data: " + w)
 				}
 			}
 			if next != nil {
@@ -637,7 +637,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer stop()
 	}
 	if *memProfile != "" {
-		f.hooks.OnPoint = heapAtEnd(f.hooks.OnPoint, *memProfile, &f.cfg)
+		f.hooks.OnPoint = heapAtEnd(f.hooks.OnPoint, *memProfile, f.hooks.Log)
 	}
 	// The first Ctrl-C pauses the run with its log sealed (main).
 	pause := make(chan struct{})
@@ -648,7 +648,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer pauser.Store(nil)
 	s, err := run.Train(ctx, f.cfg, f.hooks)
 	if s != nil {
-		report(stdout, &f.cfg, s, f.verbose)
+		report(stdout, &f.cfg, s, f.verbose && f.hooks.Log.GetLevel() > zerolog.DebugLevel)
 	}
 	return withResume(err, "train", args, &f.cfg, s)
 }
@@ -715,7 +715,7 @@ func shellQuote(s string) string {
 
 // heapAtEnd writes a heap profile into path at the final evaluation,
 // while the broker and the participants still hold what they kept.
-func heapAtEnd(next func(aggregator.Point), path string, cfg *run.Config) func(aggregator.Point) {
+func heapAtEnd(next func(aggregator.Point), path string, log zerolog.Logger) func(aggregator.Point) {
 	return func(p aggregator.Point) {
 		if next != nil {
 			next(p)
@@ -732,7 +732,7 @@ func heapAtEnd(next func(aggregator.Point), path string, cfg *run.Config) func(a
 			}
 		}
 		if err != nil {
-			cfg.Log.Warn().Err(err).Msg("heap profile not written")
+			log.Warn().Err(err).Msg("heap profile not written")
 		}
 	}
 }
@@ -770,7 +770,7 @@ func usageErr(err error) error {
 }
 
 // report prints the outcome of a run for people; verbose adds every
-// setting the privacy switch made.
+// setting the privacy switch made (which a debug log has said already).
 func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 	acc := "no test set"
 	if !math.IsNaN(s.TestAccuracy) {
@@ -857,8 +857,7 @@ func report(w io.Writer, cfg *run.Config, s *run.Summary, verbose bool) {
 	if line := leakageLine(s); line != "" {
 		fmt.Fprintln(w, line)
 	}
-	if verbose && s.Privacy != nil && cfg.Log.GetLevel() > zerolog.DebugLevel {
-		// (The debug log has said it at the start.)
+	if verbose && s.Privacy != nil {
 		fmt.Fprintf(w, "privacy settings: %s\n", s.Privacy)
 	}
 	switch {
@@ -957,7 +956,7 @@ func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	s, err := run.Aggregate(ctx, f.cfg, f.hooks)
 	if s != nil {
-		report(stdout, &f.cfg, s, f.verbose)
+		report(stdout, &f.cfg, s, f.verbose && f.hooks.Log.GetLevel() > zerolog.DebugLevel)
 	}
 	return withResume(err, "aggregator", args, &f.cfg, s)
 }
