@@ -150,7 +150,7 @@ type Config struct {
 	// once training starts, every CheckpointEvery and when Run is
 	// interrupted; it is called from Run's goroutine, and c is valid only
 	// during the call. CheckpointEvery 0 (the default) is adaptive
-	// (ckpt.Every: 50 times the last save's duration, 250ms to 10s);
+	// (ckpt.Every: 50 times the last save's cost, 250ms to 10s);
 	// negative: no periodic saves.
 	OnCheckpoint    func(c *Checkpoint) error
 	CheckpointEvery time.Duration
@@ -509,7 +509,11 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 	// come after the start, which waits for every hello and the initial
 	// pass. The handler serialises the two.
 	reqOpts := broker.SubscribeOptions{Durable: "aggregator", Deliver: deliver}
-	if r := a.resumed; r != nil && r.ReadFrom > 1 {
+	if r := a.resumed; r != nil && a.recov.reqFrom > 0 {
+		// Recovery read the requests: they go on at the first it did not
+		// apply (recovery.liveFrom).
+		reqOpts.StartSeq = a.recov.reqFrom
+	} else if r != nil && r.ReadFrom > 1 {
 		// Nothing below the floor recovery read from is to be handled
 		// again (recovery checked it): the requests are read from there.
 		reqOpts.StartSeq = r.ReadFrom

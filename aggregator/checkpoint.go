@@ -379,11 +379,15 @@ var errApplied = errors.New("applied before the resume")
 func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	t0 := time.Now()
 	a.mu.Lock()
+	// The snapshot's cost is the time it holds the lock, training's; the
+	// wait for the lock is not (under load it was most of this save's
+	// measured cost, and the adaptive period grew with it).
+	ts := time.Now()
 	a.recov.ckNow = false
 	a.snapshot(&a.recov.ck)
 	bus := a.bus
+	snap := time.Since(ts)
 	a.mu.Unlock()
-	snap := time.Since(t0)
 	// The stream's message count after the save lies below everything
 	// published from here on (its last sequence is at least the count):
 	// the next checkpoint's floor (Checkpoint.StreamFloor). A failed

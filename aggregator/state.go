@@ -133,6 +133,7 @@ type recovState struct {
 	heldSince   time.Time
 	resumeFloor uint64     // the checkpoint's StreamFloor
 	restFrom    uint64     // after a resume: where the hellos and evaluations go on (1: the start)
+	reqFrom     uint64     // after a resume: where the requests go on (0: from the floor; recovery.liveFrom)
 	recovered   *recovered // what recovery verified (trust layer)
 	goneOn      bool       // after a resume: a request was answered live (wentOn)
 }

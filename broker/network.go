@@ -308,15 +308,32 @@ func (n *Network) dial(ctx context.Context, d Dial, jc JetStreamConfig) (*JetStr
 			return nil, fmt.Errorf("waiting for the broker: %w", context.Cause(ctx))
 		case <-time.After(pause):
 		}
-		pause = min(2*pause, dialPause) // a broker back is found within dialPause
+		pause = nextDialPause(pause, err)
 	}
 }
 
 // dialPause bounds the pause between two attempts to reach the broker: a
 // refused connection costs next to nothing, and training waits for the
 // attempt after the broker's return (a second was most of the time from
-// a broker's return to training, experiment faults).
-const dialPause = 150 * time.Millisecond
+// a broker's return to training, experiment faults). Where nothing
+// listens (a broker restarting) the pause stays at unreachablePause: the
+// wait for the next attempt was 20 to 170 ms of a return after the
+// broker's (issue 35), and an attempt costs a refused connection. A
+// broker that answers but is not ready (a cluster electing its leader)
+// is asked at most every dialPause.
+const (
+	dialPause        = 150 * time.Millisecond
+	unreachablePause = 50 * time.Millisecond
+)
+
+// nextDialPause is the pause after pause before the attempt after one
+// that failed with err.
+func nextDialPause(pause time.Duration, err error) time.Duration {
+	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED) {
+		return unreachablePause
+	}
+	return min(2*pause, dialPause)
+}
 
 // waitable says why err is worth waiting out ("" if it is not): no
 // broker listening yet, or a JetStream that is not available yet (a

@@ -178,7 +178,10 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
-			fmt.Fprintln(logf, line)
+			// Each line as read, with the time to the millisecond (the
+			// participants' own stamps have seconds only): the recovery's
+			// steps are timed from these.
+			fmt.Fprintln(logf, time.Now().Format("15:04:05.000"), line)
 			p.mu.Lock()
 			if strings.Contains(line, " rejected; stopped:") {
 				p.last = line

@@ -151,7 +151,7 @@ type Config struct {
 	// the start, every CheckpointEvery, when the aggregator asks
 	// (CtlCheckpoint) and when Run is interrupted; c is valid only during
 	// the call. CheckpointEvery 0 (the default) is adaptive (ckpt.Every:
-	// 50 times the last save's duration, 250ms to 10s); negative: no
+	// 50 times the last save's cost, 250ms to 10s); negative: no
 	// periodic saves.
 	OnCheckpoint    func(c *Checkpoint) error
 	CheckpointEvery time.Duration

@@ -114,19 +114,14 @@ func (h *healState) trainedAt() time.Duration {
 	return h.trained
 }
 
-// keep remembers role's checkpoint c.
-func (h *healState) keep(role int, c encoder) error {
-	var buf bytes.Buffer
-	if err := c.Encode(&buf); err != nil {
-		return err
-	}
+// keep remembers role's checkpoint, encoded as b (kept as it is).
+func (h *healState) keep(role int, b []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ck == nil {
 		h.ck = map[int][]byte{}
 	}
-	h.ck[role] = buf.Bytes()
-	return nil
+	h.ck[role] = b
 }
 
 // latest is role's checkpoint kept in memory (nil: none).
@@ -144,15 +139,23 @@ func (h *healState) latest(role int) []byte {
 func (c *job) checkpointHook(path string, role int, seal sealer) func(encoder) error {
 	h := c.heal
 	return func(ck encoder) error {
-		if h != nil {
-			if err := h.keep(role, ck); err != nil {
-				return err
+		if h == nil {
+			if path == "" {
+				return nil
 			}
+			return saveCheckpoint(path, ck, seal)
 		}
+		// Encoded once, for the memory and the file: the encoding is most
+		// of a save's cost, which sets the adaptive period (ckpt.Every).
+		var buf bytes.Buffer
+		if err := ck.Encode(&buf); err != nil {
+			return err
+		}
+		h.keep(role, buf.Bytes())
 		if path == "" {
 			return nil
 		}
-		return saveCheckpoint(path, ck, seal)
+		return writeCheckpoint(path, buf.Bytes(), seal)
 	}
 }
 
@@ -179,8 +182,16 @@ func saveCheckpoint(path string, c encoder, s sealer) error {
 	if err := c.Encode(&buf); err != nil {
 		return err
 	}
-	file := trust.SealState(s.key, s.run, s.who, buf.Bytes())
-	return ckpt.WriteFile(path, func(w io.Writer) error { _, err := w.Write(file); return err })
+	return writeCheckpoint(path, buf.Bytes(), s)
+}
+
+// writeCheckpoint writes the encoded checkpoint b to path, sealed with
+// s's key if it has one.
+func writeCheckpoint(path string, b []byte, s sealer) error {
+	if s.key != nil {
+		b = trust.SealState(s.key, s.run, s.who, b)
+	}
+	return ckpt.WriteFile(path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
 // ErrCheckpointSeal reports a checkpoint file whose seal does not verify.

@@ -166,7 +166,7 @@ type Protection struct {
 // Recovery is checkpointing and resumption (checkpoint.go): CheckpointDir,
 // if set, is where each participant saves its state
 // (DIR/RUN/aggregator.ckpt, party-M.ckpt) every CheckpointEvery (0 =
-// adaptive, ckpt.Every: 250ms to 10s, at most ~2% of the time; <0 =
+// adaptive, ckpt.Every: 250ms to 10s, at most ~2% of the CPU; <0 =
 // never) and when interrupted; Resume restarts from those files and the
 // run's stream.
 type Recovery struct {

@@ -363,14 +363,24 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		wt.aggregatorBus(bus)
 		if !lostAt.IsZero() {
 			cfg.heal.healed(time.Since(lostAt))
+			cfg.hooks.Log.Info().Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+				Msg("the broker is back: the aggregator resumes")
 		}
 		check := net.checkAggregator
-		if cfg.Resume {
+		switch {
+		case cfg.Resume && !lostAt.IsZero():
+			// Resuming by itself: this process was running the run, which
+			// had started and not ended. Reading the controls to tell a
+			// user that typed --resume so cost a return 50 to 100 ms.
+			check = nil
+		case cfg.Resume:
 			check = net.checkResume
 		}
-		if err := check(ctx, bus, cfg.Run); err != nil {
-			bus.Close()
-			return nil, err
+		if check != nil {
+			if err := check(ctx, bus, cfg.Run); err != nil {
+				bus.Close()
+				return nil, err
+			}
 		}
 		lctx, cancel := watchLoss(ctx, bus)
 		res, err = agg.Run(lctx, bus)
@@ -477,11 +487,13 @@ func Participate(ctx context.Context, c Config, m int, hooks Hooks) (party.Stats
 		return party.Stats{}, err
 	}
 	defer net.close()
+	var lostAt time.Time
 	for {
-		stats, lost, err := participateOnce(ctx, cfg, net, data, m)
+		stats, lost, err := participateOnce(ctx, cfg, net, data, m, lostAt)
 		if !lost {
 			return stats, err
 		}
+		lostAt = time.Now()
 		// The broker connection was lost: the party stopped publishing.
 		// It resumes from its latest checkpoint and the stream as soon as
 		// the broker is back, as --resume would.
@@ -495,8 +507,9 @@ func Participate(ctx context.Context, c Config, m int, hooks Hooks) (party.Stats
 
 // participateOnce is one attempt of Participate: lost reports an attempt
 // that ended because the broker connection was lost (cfg.heal), after
-// which the party resumes.
-func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m int) (_ party.Stats, lost bool, err error) {
+// which the party resumes (lostAt: when the one before lost it, zero
+// for the first attempt).
+func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m int, lostAt time.Time) (_ party.Stats, lost bool, err error) {
 	bus, err := net.connect(ctx, fmt.Sprintf("party-%d", m))
 	if err != nil {
 		if cfg.heal != nil && cfg.Resume {
@@ -504,11 +517,20 @@ func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m 
 		}
 		return party.Stats{}, false, err
 	}
+	if !lostAt.IsZero() {
+		cfg.hooks.Log.Info().Int("party", m).Str("broker", cfg.NATS).Str("after", time.Since(lostAt).Round(time.Millisecond).String()).
+			Msg("the broker is back: the party resumes")
+	}
 	defer bus.Close()
 	var base uint64
-	if cfg.Resume {
+	switch {
+	case cfg.Resume && !lostAt.IsZero():
+		// Resuming by itself: the run had started (it has a checkpoint),
+		// and a stop stored meanwhile is read with the rest (checkResume
+		// is for a user's --resume).
+	case cfg.Resume:
 		err = net.checkResume(ctx, bus, cfg.Run)
-	} else {
+	default:
 		base, err = net.checkParty(ctx, bus, cfg.Run, m)
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -168,5 +169,36 @@ func TestSave(t *testing.T) {
 	}
 	if n, ok := Probe(context.Background(), &bus{}, "x.>"); !ok || n != 7 {
 		t.Errorf("probe: %d, %v", n, ok)
+	}
+}
+
+// A save's cost to the run (the adaptive period's measure) is the work
+// of its hand-over, not its waits: a hand-over that only waits (for the
+// disk to sync the file, say) costs next to nothing. Before, Save timed
+// the hand-over's wall time, and the disk's sync latency set the period.
+func TestSaveCountsWorkNotWaits(t *testing.T) {
+	if _, ok := threadCPU(); !ok {
+		t.Skip("no thread CPU clock here: Save counts wall time")
+	}
+	const wait = 300 * time.Millisecond
+	ok, took := Save(context.Background(), &bus{}, zerolog.Nop(), func() error { time.Sleep(wait); return nil })
+	if !ok {
+		t.Fatal("not saved")
+	}
+	// A sleep takes microseconds of CPU however busy the machine is; its
+	// wall time is at least wait.
+	if took >= wait {
+		t.Errorf("a hand-over that slept %v cost %v: the wait was counted as work", wait, took)
+	}
+	// Work is counted.
+	_, took = Save(context.Background(), &bus{}, zerolog.Nop(), func() error {
+		for c0, _ := threadCPU(); ; {
+			if c, _ := threadCPU(); c-c0 >= 20*time.Millisecond {
+				return nil
+			}
+		}
+	})
+	if took < 20*time.Millisecond {
+		t.Errorf("a hand-over that computed for 20ms of CPU cost %v", took)
 	}
 }

@@ -227,7 +227,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			fs.BoolVar(&c.Resume, "resume", false, "go on with a run that was interrupted or whose process died: restart from the\nlatest checkpoint in --checkpoint-dir and apply the run's stream from there (no\nupdate lost or applied twice); the same --run and flags as the first start")
-			fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", 0, "how often the state is saved to --checkpoint-dir (also at the start of\ntraining and on Ctrl-C or SIGTERM); default: adaptive, 250ms to 10s, at most ~2%\nof the time (50 times the last save's duration); negative: never")
+			fs.DurationVar(&c.CheckpointEvery, "checkpoint-every", 0, "how often the state is saved to --checkpoint-dir (also at the start of\ntraining and on Ctrl-C or SIGTERM); default: adaptive, 250ms to 10s, at most ~2%\nof the CPU (50 times the last save's cost); negative: never")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
 			def := "asyrevel-checkpoints"

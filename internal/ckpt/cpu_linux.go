@@ -1,0 +1,17 @@
+package ckpt
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadCPU is the calling thread's CPU time (ok false if the clock
+// cannot be read).
+func threadCPU() (time.Duration, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
+}
