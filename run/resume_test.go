@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/replay"
 )
@@ -80,6 +81,35 @@ func interruptAfter(ck <-chan []byte, cancel context.CancelCauseFunc) <-chan []b
 	return out
 }
 
+// interruptOnPoints passes on the checkpoint ck sends and interrupts the
+// run (cancel) at the second evaluation after it (onPoint is the run's
+// Hooks.OnPoint): a whole evaluation period of training comes after the
+// checkpoint however fast or slow the machine is. interruptAfter's fixed
+// 600 ms let a quiet machine finish the run's 20,000 steps before the
+// interrupt came (make test: "first part: <nil>").
+func interruptOnPoints(ck <-chan []byte, cancel context.CancelCauseFunc) (<-chan []byte, func(aggregator.Point)) {
+	out := make(chan []byte, 1)
+	seen := make(chan struct{})
+	go func() {
+		if b, ok := <-ck; ok {
+			out <- b
+		}
+		close(out)
+		close(seen)
+	}()
+	points := 0
+	return out, func(pt aggregator.Point) {
+		select {
+		case <-seen:
+		default:
+			return
+		}
+		if points++; points == 2 {
+			cancel(errors.New("interrupt signal received"))
+		}
+	}
+}
+
 func testResumeOnce(t *testing.T, nth int) {
 	out := t.TempDir()
 	cfg := New(func(c *Config) {
@@ -96,7 +126,9 @@ func testResumeOnce(t *testing.T, nth int) {
 		c.Run = "resume"
 		c.EvalEvery = 200 * time.Millisecond
 		c.CheckpointDir = filepath.Join(out, "ck")
-		c.CheckpointEvery = 300 * time.Millisecond
+		// Oftener than the evaluations: the third comes well before
+		// the 20,000 steps end the run on a quiet machine.
+		c.CheckpointEvery = 100 * time.Millisecond
 	})
 	path := CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
 	aggCk := watchCheckpoint(path, nth)
@@ -117,8 +149,8 @@ func testResumeOnce(t *testing.T, nth int) {
 		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	first := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t), onPartyCheckpoint: record})
+	first, onPoint := interruptOnPoints(aggCk, cancel)
+	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t), onPartyCheckpoint: record, OnPoint: onPoint})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
