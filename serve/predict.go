@@ -427,11 +427,15 @@ func Predict(ctx context.Context, cfg PredictConfig) (*Metrics, error) {
 }
 
 // waitParties retries a one-id request until every party answers (or the
-// id is unknown: the party is up) or wait has passed.
+// id is unknown: the party is up) or wait has passed. Each try waits at
+// most DefaultTimeout, not the batch's timeout: it asks whether the
+// parties are there, and a party that is not yet listening misses the
+// request for good.
 func waitParties(ctx context.Context, sc *Scorer, id string, wait time.Duration, log zerolog.Logger) error {
 	deadline := time.Now().Add(wait)
+	probe := min(sc.cfg.Timeout, DefaultTimeout)
 	for {
-		_, err := sc.Outputs(ctx, []string{id})
+		_, err := sc.outputs(ctx, []string{id}, false, probe)
 		if err == nil || !errors.Is(err, ErrPartyDown) {
 			return err
 		}

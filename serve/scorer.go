@@ -226,7 +226,7 @@ func (s *Scorer) Seal(ctx context.Context) error {
 	if s.out == nil {
 		return nil
 	}
-	_, err := s.outputs(ctx, nil, true)
+	_, err := s.outputs(ctx, nil, true, s.cfg.Timeout)
 	return err
 }
 
@@ -286,7 +286,7 @@ func (s *Scorer) Outputs(ctx context.Context, ids []string) ([]float64, error) {
 			return nil, fmt.Errorf("%w: an id of %d bytes (1..%d)", schemas.ErrScore, len(id), schemas.MaxScoreIDLen)
 		}
 	}
-	return s.outputs(ctx, ids, false)
+	return s.outputs(ctx, ids, false, s.cfg.Timeout)
 }
 
 // send numbers, chains and publishes a request for ids (under s.mu: the
@@ -334,13 +334,15 @@ func (s *Scorer) send(ctx context.Context, ids []string, c *call, seal bool) (ui
 	return req, nil
 }
 
-func (s *Scorer) outputs(ctx context.Context, ids []string, seal bool) ([]float64, error) {
+// outputs sends a request for ids (seal: signed, answered signed) and
+// waits up to timeout for every party's answer.
+func (s *Scorer) outputs(ctx context.Context, ids []string, seal bool, timeout time.Duration) ([]float64, error) {
 	c := &call{ids: ids, c: make([]float64, len(ids)*s.q*s.k), got: make([]bool, s.q+1), left: s.q, done: make(chan struct{})}
 	req, err := s.send(ctx, ids, c, seal)
 	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(s.cfg.Timeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-c.done:
@@ -368,7 +370,7 @@ func (s *Scorer) outputs(ctx context.Context, ids []string, seal bool) ([]float6
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s did not answer within %v", ErrPartyDown, strings.Join(silent, ", "), s.cfg.Timeout)
+		return nil, fmt.Errorf("%w: %s did not answer within %v", ErrPartyDown, strings.Join(silent, ", "), timeout)
 	}
 	if err := c.err(); err != nil {
 		return nil, err
