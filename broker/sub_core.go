@@ -22,6 +22,9 @@ const (
 	// stream copies of the first live messages (a stream that lost them
 	// would otherwise hold the subscription in catch-up for ever).
 	catchUpMaxWait = 10 * time.Second
+	// beyondEndPoll is how often a subscription started beyond the
+	// stream's end asks whether the stream has reached its start.
+	beyondEndPoll = 20 * time.Millisecond
 	// handoffKeep is how long after the hand-over a live message is
 	// still compared with what the stream delivered.
 	handoffKeep = 10 * time.Second
@@ -251,6 +254,7 @@ func (s *coreSub) catchUp() bool {
 	giveUp := deadline.Add(catchUpMaxWait)
 	tick := time.NewTicker(catchUpPoll)
 	defer tick.Stop()
+	var nextAsk time.Time // the next look at the stream's end (a start beyond it)
 	for {
 		select {
 		case <-s.ctx.Done():
@@ -306,6 +310,20 @@ func (s *coreSub) catchUp() bool {
 			complete := len(found) == len(first)
 			if !complete && now.Before(giveUp) {
 				continue
+			}
+			if s.start > s.l0+1 {
+				// Started beyond the stream's end: until the stream
+				// reaches start-1, a live message may come before start
+				// (and the live feed carries no sequence to tell). Asked
+				// before the consumer's info below, which then says
+				// whether everything up to here was read.
+				if now.Before(nextAsk) {
+					continue
+				}
+				nextAsk = now.Add(beyondEndPoll)
+				if end, err := b.lastSeq(s.ctx); err != nil || end+1 < s.start {
+					continue
+				}
 			}
 			info, err := s.cons.Info(s.ctx)
 			if err != nil || info.NumPending > 0 || info.Delivered.Stream > last {

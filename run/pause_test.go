@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,19 @@ func TestPauseSealsTheLog(t *testing.T) {
 	out := t.TempDir()
 	cfg := roomyConfig(t, out, "paused")
 	cfg.Duration = time.Minute
+	// The pause comes once training is under way (an evaluation after
+	// steps), not at a time: a busy host may still be setting up 1.5 s
+	// in, and a pause there ends the run before training, unpaused (a
+	// make test run at load 30).
 	pause := make(chan struct{})
-	time.AfterFunc(1500*time.Millisecond, func() { close(pause) })
+	var once sync.Once
+	onPoint := func(pt aggregator.Point) {
+		if pt.Steps > 0 {
+			once.Do(func() { close(pause) })
+		}
+	}
 	t0 := time.Now()
-	s, err := Train(context.Background(), cfg, Hooks{Pause: pause})
+	s, err := Train(context.Background(), cfg, Hooks{Pause: pause, OnPoint: onPoint})
 	if !errors.Is(err, ErrInterrupted) || !errors.Is(err, aggregator.ErrPaused) {
 		t.Fatalf("paused run: %v, want ErrInterrupted and ErrPaused", err)
 	}
