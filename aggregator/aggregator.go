@@ -219,9 +219,13 @@ type Result struct {
 	// RejectedOutputs counts the rejected deliveries on PartyOutput subjects.
 	RejectedOutputs int64
 	LateOutputs     int64 // requests that arrived after the stop (not answered)
-	MaxStaleness    uint32
-	MeanStaleness   float64
-	Params          []float64 // final w0
+	// LateEvals counts the evaluation chunks of a round that was over (a
+	// late party's, or one read again from the stream after a resume):
+	// not scored, not rejected.
+	LateEvals     int64
+	MaxStaleness  uint32
+	MeanStaleness float64
+	Params        []float64 // final w0
 	// Interrupted says why the run was cut short (Run then also returns
 	// ErrInterrupted): Final is the last evaluation before, Training and
 	// Steps run to the interruption. "" for a run that ended.
@@ -1230,6 +1234,10 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 			a.resumed.Skipped++
 			return
 		}
+		if err == errLateEval {
+			a.res.LateEvals++
+			return
+		}
 		if err == errStaleJoin {
 			return
 		}
@@ -1295,6 +1303,10 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	a.cfg.Log.Debug().Int("party", m).Str("model", a.wire.hel.Model).Uint32("d", a.wire.hel.InDim).Msg("party joined")
 	return nil
 }
+
+// errLateEval marks an evaluation chunk of a round that is over
+// (Result.LateEvals).
+var errLateEval = errors.New("evaluation of a round that is over")
 
 // errFromRefused marks messages of a party whose hello was refused: they
 // are counted, not logged one by one.
@@ -1492,6 +1504,16 @@ func (a *Aggregator) onEval(m int, data []byte) error {
 	}
 	cur := a.eval.cur
 	if cur == nil || ev.Round != cur.id {
+		if ev.Round > 0 && ev.Round <= a.eval.rounds {
+			// A round asked for and over: the answer of a party that was
+			// late, or that answered it again after a resume (its
+			// checkpoint predates the request, which it read again from
+			// the stream). Counted, not scored, and not a rejection.
+			if err := a.seqOK(seqOther, m, ev.Seq); err != nil {
+				return err
+			}
+			return errLateEval
+		}
 		return fmt.Errorf("%w: eval output for round %d from party %d, round in progress %v", schemas.ErrState, ev.Round, m, cur != nil)
 	}
 	s := 0

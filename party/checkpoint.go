@@ -343,7 +343,7 @@ func (p *Party) saveCheckpoint(ctx context.Context) {
 	// The snapshot's cost is the time it holds the lock, not the wait
 	// for it (aggregator.saveCheckpoint).
 	t0 := time.Now()
-	ok := p.started && p.err == nil && p.bus != nil
+	ok := p.started && p.err == nil && p.bus != nil && !p.recov.rcptLost
 	if ok {
 		p.snapshot(&p.recov.ck)
 	}

@@ -74,4 +74,9 @@ type recovState struct {
 	// the stream holds (countersigned again, not sent again).
 	rcptInStream uint64
 	has          func(k schemas.Kind, seq uint64) bool // after a resume: the stream holds this party's message seq on subject k
+
+	// rcptLost: a receipt was countersigned (its file kept, its chain
+	// moved on) and its publish failed: no checkpoint is saved from then
+	// on, or a resume would skip the seal and never publish it.
+	rcptLost bool
 }

@@ -202,7 +202,14 @@ func (p *Party) onSeal(d broker.Delivery, c *schemas.Control) {
 	st := t.rcpt.Append(data, true)
 	hdr := map[string]string{trust.SigHeader: st.SigHeader(), trust.PrevHeader: string(st.AppendPrevHeader(nil))}
 	if err := p.bus.Publish(p.ctx, &broker.Message{Subject: t.rcpt.Subject(), Header: hdr, Data: data}); err != nil {
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("publishing a receipt")
+		// An interrupt cancels the publish of a seal that came just
+		// before it. The receipt is kept and on the chain, not in the
+		// log: a checkpoint saved now would resume after the seal and
+		// the log would lack the receipt for good (the audit: "the log
+		// lacks party-m's receipt"). Without one, the resume reads the
+		// seal again and publishes it.
+		p.recov.rcptLost = true
+		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("publishing a receipt (no checkpoint is saved after it: a resume publishes it again)")
 		return
 	}
 	p.stats.MessagesUp++

@@ -107,8 +107,8 @@ func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 		t.Fatalf("resumed run: defense %+v, recovery %+v", d, r)
 	}
 	a, a1 := d.Accounting, s1.Defense.Accounting
-	t.Logf("first part %d steps (rho %.4g); resumed from step %d: %d applied again (%d mismatched); %d steps, accuracy %.4f; undrawn %d, masked %d, head releases %d, rejected %v; max rho %.4g (budget %.4g), AUC bound %.4f, max visits %d",
-		s1.Steps, a1.MaxRho, r.FromSteps, r.Reapplied, r.Mismatched, s2.Steps, s2.TestAccuracy, d.UndrawnBatches, d.Masked, d.HeadRefreshes, s2.Rejected, a.MaxRho, d.Budget, a.AUCBound, a.MaxVisits)
+	t.Logf("first part %d steps (rho %.4g); resumed from step %d: %d applied again (%d mismatched); %d steps, accuracy %.4f; undrawn %d, masked %d, head releases %d, rejected %v, late evaluation chunks %d; max rho %.4g (budget %.4g), AUC bound %.4f, max visits %d",
+		s1.Steps, a1.MaxRho, r.FromSteps, r.Reapplied, r.Mismatched, s2.Steps, s2.TestAccuracy, d.UndrawnBatches, d.Masked, d.HeadRefreshes, s2.Rejected, s2.LateEvals, a.MaxRho, d.Budget, a.AUCBound, a.MaxVisits)
 	if d.UndrawnBatches != 0 {
 		t.Errorf("the aggregator refused %d requests as not its draws after the resume", d.UndrawnBatches)
 	}

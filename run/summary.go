@@ -53,6 +53,10 @@ type Summary struct {
 	Rejected    map[string]int64 `json:"rejected"`              // by reason, aggregator and parties
 	Stream      *StreamCounts    `json:"stream,omitempty"`
 
+	// LateEvals counts the evaluation chunks of rounds already over (a
+	// late party's, or answered again after a resume): not scored.
+	LateEvals int64 `json:"late_evaluations,omitempty"`
+
 	// Interrupted says why the run was cut short (a signal); the figures
 	// are those of the part that ran, the accuracy the last evaluation's.
 	Interrupted string `json:"interrupted,omitempty"`
@@ -181,7 +185,7 @@ func summarize(cfg *job, data *Data, res *aggregator.Result, bus string) *Summar
 		TimeToTarget: res.TimeToTarget, TargetAcc: cfg.TargetAcc,
 		BytesUp: res.BytesIn, BytesDown: res.BytesOut, StepBytes: res.StepBytes,
 		MaxStaleness: res.MaxStaleness, MeanStaleness: res.MeanStaleness,
-		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs,
+		Outputs: res.Received["out"], Replies: res.Published["reply"], LateOutputs: res.LateOutputs, LateEvals: res.LateEvals,
 		Rejected: map[string]int64{},
 		Batch:    cfg.Batch, Window: cfg.Window, LR: cfg.Schedule(data.NTrain).String(), Mu: cfg.Mu, Lambda: cfg.Lambda,
 		Bus: bus, Design: cfg.Design, Run: cfg.Run, Seed: cfg.Seed, Samples: data.NTrain, Tests: cmp.Or(data.TestRows(), data.NTest),
