@@ -2,13 +2,8 @@ package aggregator
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/asyrevel/asyrevel/broker"
-	"github.com/asyrevel/asyrevel/schemas"
-	"github.com/asyrevel/asyrevel/trust"
 )
 
 // A resumed aggregator's live subscription to the requests starts at the
@@ -22,30 +17,9 @@ func TestLiveRequestsGoOnAfterRecovery(t *testing.T) {
 	const n = 50
 	a, _, outs, _ := trustTest(t, 2, n)
 	train(a, make([]float64, n*2))
-	hub := broker.NewMemoryHub()
-	bus := hub.Connect("aggregator")
-	a.bus = bus
+	lg, request := storedRequests(t, a, outs[1], n)
+	hub := lg.hub
 	ctx := context.Background()
-	c := schemas.NewCodec()
-	pub, _ := outs[1].Publisher(schemas.Subject("t", schemas.KindOutput, 1))
-	// request publishes party 1's next request and returns it as the
-	// delivery the aggregator's subscription would hand over.
-	request := func() *seqDelivery {
-		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
-			IDs: []uint32{uint32(pub.Next() % n)}, C: []float64{0.5}, CHat: []float64{0.4}}
-		data, _ := c.Marshal(out)
-		d := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}}
-		d.sign(pub.Append(d.data, false))
-		m := &broker.Message{Subject: d.subject, Data: d.data, Header: map[string]string{}}
-		if d.sig != "" {
-			m.Header[trust.SigHeader], m.Header[trust.PrevHeader] = d.sig, d.prev
-		}
-		if err := bus.Publish(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		d.seq = hub.Len()
-		return d
-	}
 	var ck *Checkpoint
 	for i := range 6 {
 		a.handleOutputs(ctx, request())

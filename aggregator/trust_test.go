@@ -294,6 +294,43 @@ type seqDelivery struct {
 
 func (d *seqDelivery) Seq() uint64 { return d.seq }
 
+// requestLog is an aggregator's in-memory stream and party 1's publisher
+// of signed requests on it (storedRequests).
+type requestLog struct {
+	hub *broker.MemoryHub
+	bus *broker.MemoryBus
+	pub *trust.Publisher
+}
+
+// storedRequests puts a on an in-memory hub's bus and returns it and a
+// function that publishes party 1's next signed request (from its outbox
+// out) on it and returns it as the delivery the aggregator's subscription
+// would hand over, with its stream sequence.
+func storedRequests(t *testing.T, a *Aggregator, out *trust.Outbox, n int) (requestLog, func() *seqDelivery) {
+	t.Helper()
+	hub := broker.NewMemoryHub()
+	bus := hub.Connect("aggregator")
+	a.bus = bus
+	c := schemas.NewCodec()
+	pub, _ := out.Publisher(schemas.Subject("t", schemas.KindOutput, 1))
+	return requestLog{hub, bus, pub}, func() *seqDelivery {
+		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
+			IDs: []uint32{uint32(pub.Next() % uint64(n))}, C: []float64{0.5}, CHat: []float64{0.4}}
+		data, _ := c.Marshal(out)
+		d := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}}
+		d.sign(pub.Append(d.data, false))
+		m := &broker.Message{Subject: d.subject, Data: d.data, Header: map[string]string{}}
+		if d.sig != "" {
+			m.Header[trust.SigHeader], m.Header[trust.PrevHeader] = d.sig, d.prev
+		}
+		if err := bus.Publish(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		d.seq = hub.Len()
+		return d
+	}
+}
+
 // A resumed aggregator reads the stream after its checkpoint through its
 // restored verifier: the requests it had answered are applied again with
 // the recorded replies' numbers, a forged request the broker stored is
@@ -304,30 +341,9 @@ func TestRecoverWithTrust(t *testing.T) {
 	const n = 50
 	a, _, outs, keys := trustTest(t, 2, n)
 	train(a, make([]float64, n*2))
-	hub := broker.NewMemoryHub()
-	bus := hub.Connect("aggregator")
-	a.bus = bus
+	lg, request := storedRequests(t, a, outs[1], n)
+	hub, bus, pub, c := lg.hub, lg.bus, lg.pub, schemas.NewCodec()
 	ctx := context.Background()
-	c := schemas.NewCodec()
-	pub, _ := outs[1].Publisher(schemas.Subject("t", schemas.KindOutput, 1))
-	// request publishes party 1's next request on the bus and returns it
-	// as a delivery.
-	request := func() *seqDelivery {
-		out := &schemas.PartyOutput{Header: schemas.Header{Version: schemas.Version, Party: 1, Seq: pub.Next()},
-			IDs: []uint32{uint32(pub.Next() % n)}, C: []float64{0.5}, CHat: []float64{0.4}}
-		data, _ := c.Marshal(out)
-		d := &seqDelivery{signedDelivery: signedDelivery{delivery: delivery{subject: pub.Subject(), data: slices.Clone(data)}}}
-		d.sign(pub.Append(d.data, false))
-		m := &broker.Message{Subject: d.subject, Data: d.data, Header: map[string]string{}}
-		if d.sig != "" {
-			m.Header[trust.SigHeader], m.Header[trust.PrevHeader] = d.sig, d.prev
-		}
-		if err := bus.Publish(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-		d.seq = hub.Len()
-		return d
-	}
 	var ck *Checkpoint
 	for i := range 5 {
 		a.handleOutputs(ctx, request())
