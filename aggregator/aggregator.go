@@ -1067,6 +1067,7 @@ func (a *Aggregator) publish(subject string, kind schemas.Kind, m schemas.Messag
 	a.res.Published[kind.String()]++
 	a.res.BytesOut += int64(len(data))
 	a.stats.through += int64(len(data)) + storeOverhead
+	a.holdRoom()
 	return len(data)
 }
 
@@ -1206,6 +1207,7 @@ func (a *Aggregator) handleLocked(d broker.Delivery, requests bool) {
 	data := d.Data()
 	a.res.BytesIn += int64(len(data))
 	a.stats.through += int64(len(data)) + storeOverhead
+	a.holdRoom()
 	kind, m, err := schemas.ParseSubject(a.cfg.Run, d.Subject())
 	if kind == schemas.KindEval && a.phase != joining {
 		a.eval.bytes += int64(len(data)) // not the initial pass

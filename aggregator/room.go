@@ -46,6 +46,45 @@ type roomer interface {
 	Room(ctx context.Context) (used, limit int64, err error)
 }
 
+// roomLine is the line past which the run pauses, as the room watch
+// last measured it: the stream held used bytes when through (stepStats)
+// was at, and the run pauses once used plus what went through the
+// aggregator since passes limit less the margin. Each message the
+// aggregator receives or publishes is held against it (a.mu held), so
+// the pause does not wait for the watch's next look: on a busy host its
+// ticks come late, and a stream that filled between two of them refused
+// messages before the run paused (TestFullStreamGoesOnWithRoom at load
+// 20).
+type roomLine struct {
+	full  chan<- error // nil: no line (no bound, or not measured yet)
+	used  int64
+	at    int64
+	limit int64
+	need  int64
+	told  bool // the pause was asked for
+}
+
+// holdRoom holds the traffic so far against the room line (a.mu held).
+func (a *Aggregator) holdRoom() {
+	l := &a.stats.room
+	if l.full == nil || l.told || a.phase != training || a.stop.pausing {
+		return
+	}
+	if used := l.used + a.stats.through - l.at; l.limit-used < l.need {
+		l.told = true
+		select {
+		case l.full <- nearlyFullError(used, l.limit, l.need, 0):
+		default:
+		}
+	}
+}
+
+// nearlyFullError is the cause of a pause for a stream nearly full.
+func nearlyFullError(used, limit, need, perSecond int64) error {
+	return fmt.Errorf("%w: it holds %s of its bound of %s, and a pause needs about %s (what it takes in over %d ms at %s a second, an evaluation round and a reserve; at most half the bound); a larger --max-store, or free disk space, gives it room",
+		ErrNearlyFull, mib(used), mib(limit), mib(need), roomAheadMs, mib(perSecond))
+}
+
 // roomWatch samples how full the run's stream is, and how many bytes
 // went through the aggregator (which sees every message of the run): the
 // stream's rate needs two samples in training, the aggregator's is known
@@ -143,9 +182,27 @@ func (a *Aggregator) watchRoom(ctx context.Context, r roomer, full chan<- error)
 		}
 		perSecond := max(w.stream.add(now, used), local)
 		need := margin(perSecond, evalRound, limit)
-		if limit-used < need {
-			full <- fmt.Errorf("%w: it holds %s of its bound of %s, and a pause needs about %s (what it takes in over %d ms at %s a second, an evaluation round and a reserve; at most half the bound); a larger --max-store, or free disk space, gives it room",
-				ErrNearlyFull, mib(used), mib(limit), mib(need), roomAheadMs, mib(perSecond))
+		a.mu.Lock()
+		l := &a.stats.room
+		told := l.told
+		if !told {
+			// The line the messages are held against until the next look
+			// (the count through was taken before the question, so what
+			// came meanwhile is counted twice: on the safe side).
+			*l = roomLine{full: full, used: used, at: through, limit: limit, need: need}
+			if limit-used < need {
+				l.told = true
+			}
+		}
+		a.mu.Unlock()
+		switch {
+		case told:
+			return // a message crossed the line: the pause was asked for
+		case limit-used < need:
+			select {
+			case full <- nearlyFullError(used, limit, need, perSecond):
+			default:
+			}
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -70,5 +71,80 @@ func TestNearlyFullIsFull(t *testing.T) {
 	if !errors.Is(err, ErrNearlyFull) || !errors.Is(err, broker.ErrStreamFull) || errors.Is(err, ErrPaused) {
 		t.Errorf("%v: is nearly full %v, full %v, paused by its operator %v", err,
 			errors.Is(err, ErrNearlyFull), errors.Is(err, broker.ErrStreamFull), errors.Is(err, ErrPaused))
+	}
+}
+
+// stalledRoomer answers how full the stream is once, then never again
+// (each later question waits for its context): a broker that answers
+// late, or a watch whose ticks a busy host holds back.
+type stalledRoomer struct {
+	used, limit int64
+	answers     chan struct{} // a token for each question answered
+}
+
+func (r *stalledRoomer) Room(ctx context.Context) (int64, int64, error) {
+	select {
+	case <-r.answers:
+		return r.used, r.limit, nil
+	default:
+	}
+	<-ctx.Done()
+	return 0, 0, ctx.Err()
+}
+
+// The run pauses once the traffic since the watch's last look crosses
+// the line, without waiting for another look. Before, only the watch's
+// looks paused it: a stream that filled between two of them refused
+// messages first (TestFullStreamGoesOnWithRoom at load 20).
+func TestRoomLineHeldPerMessage(t *testing.T) {
+	const limit = 8 << 20
+	a := &Aggregator{phase: training}
+	r := &stalledRoomer{used: 1 << 20, limit: limit, answers: make(chan struct{}, 1)}
+	r.answers <- struct{}{} // the first question is answered
+	full := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.watchRoom(ctx, r, full)
+	// Wait for the line the first answer draws.
+	for {
+		a.mu.Lock()
+		l := a.stats.room
+		a.mu.Unlock()
+		if l.full != nil {
+			if l.used != 1<<20 || l.limit != limit || l.need <= 0 {
+				t.Fatalf("line %+v", l)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.mu.Lock()
+	room := limit - a.stats.room.used - a.stats.room.need
+	a.stats.through += room // up to the line: no pause yet
+	a.holdRoom()
+	a.mu.Unlock()
+	select {
+	case err := <-full:
+		t.Fatalf("paused at the line itself: %v", err)
+	default:
+	}
+	a.mu.Lock()
+	a.stats.through++ // past it
+	a.holdRoom()
+	a.stats.through += 1 << 20 // asked once only
+	a.holdRoom()
+	a.mu.Unlock()
+	select {
+	case err := <-full:
+		if !errors.Is(err, ErrNearlyFull) {
+			t.Fatalf("pause cause %v, want ErrNearlyFull", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the traffic crossed the line and the run did not pause (the watch's next look never came)")
+	}
+	select {
+	case err := <-full:
+		t.Fatalf("a second pause: %v", err)
+	default:
 	}
 }

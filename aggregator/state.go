@@ -111,6 +111,7 @@ type stepStats struct {
 	staleN   int64
 	stalePer []partyStale
 	through  int64 // bytes received and published, with the stream's overhead (room.go)
+	room     roomLine
 }
 
 // recovState is the checkpoints' and the recovery's (checkpoint.go,
