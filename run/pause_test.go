@@ -46,7 +46,7 @@ func TestPauseSealsTheLog(t *testing.T) {
 		t.Fatalf("paused run: %v, want ErrInterrupted and ErrPaused", err)
 	}
 	t.Logf("the pause took %v", time.Since(t0)) // a hang is the test timeout's
-	if s == nil || s.Steps == 0 || s.TrainSeconds <= 0 {
+	if s == nil || s.Steps == 0 || s.TrainSeconds <= 0 || s.StoppedBy != "paused" || s.NotStarted {
 		t.Fatalf("paused run's summary: %+v", s)
 	}
 	rep, err := audit.CheckOut(context.Background(), out, cfg.Run)

@@ -202,7 +202,7 @@ func summarize(cfg *job, data *Data, res *aggregator.Result, bus string) *Summar
 		s.Settings.HoldOut = cfg.HoldOut
 	}
 	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
-	s.NotStarted = res.Interrupted != "" && !started(res)
+	s.NotStarted = res.Interrupted != "" && !res.Started
 	s.applyKept(res, data)
 	s.HeldOutRows, s.HeldOutAsTest = data.HeldOut, data.HeldOut > 0 && data.TestRows() == 0
 	if cfg.stuck != nil && cfg.stuck.fired {
@@ -242,12 +242,4 @@ func summarize(cfg *job, data *Data, res *aggregator.Result, bus string) *Summar
 		s.MessagesDown += v
 	}
 	return s
-}
-
-// started reports whether the training of res had started when it ended:
-// the aggregator counts training time from the start (a resumed one from
-// the start of the first part), and a run that never left the joining
-// phase has none, no step and no recovery.
-func started(res *aggregator.Result) bool {
-	return res.Training > 0 || res.Steps > 0 || res.Recovery != nil
 }
