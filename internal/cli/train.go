@@ -984,7 +984,9 @@ func leakageLine(s *run.Summary) string {
 		return "leakage: nothing to measure on this run: no reply reached a party, only its own codes went out (label-free); attacks on the log find no label signal"
 	}
 	l := s.Leakage
-	if l == nil || !l.Scored || len(l.Parties) == 0 {
+	if l == nil || !l.Scored || len(l.Parties) == 0 || s.NotStarted {
+		// (Stopped before training, no party got a reply: an AUC of 0
+		// would read as a measurement.)
 		return ""
 	}
 	worst := l.Parties[0]
