@@ -165,6 +165,9 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 	// The stream's count before this aggregator publishes anything: the
 	// floor of its first checkpoints (a resumed aggregator's checkpoint
 	// would otherwise hold none, and the next resume read everything).
+	// A failed count leaves none rather than carrying the checkpoint's
+	// floor forward: a broker that lost the tail of what it had confirmed
+	// may number new messages from below that floor.
 	if n, err := bus.Count(ctx, schemas.All(a.cfg.Run)); err == nil {
 		r.count0 = n
 	}

@@ -232,7 +232,13 @@ func aggregatorCheckpoints(cfg *job, ac *aggregator.Config) (*aggregator.Checkpo
 	ac.CheckpointEvery = cfg.CheckpointEvery
 	seal := sealer{cfg.trust.key(0), cfg.Run, trust.AggregatorID}
 	save := cfg.checkpointHook(path, 0, seal)
-	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error { return save(c) }
+	ac.OnCheckpoint = func(c *aggregator.Checkpoint) error {
+		err := save(c)
+		if h := cfg.hooks.onAggCheckpoint; h != nil && err == nil {
+			h(c)
+		}
+		return err
+	}
 	if !cfg.Resume {
 		return nil, nil
 	}
@@ -266,10 +272,11 @@ func partyCheckpoints(cfg *job, pc *party.Config, m int) (*party.Checkpoint, err
 	seal := sealer{cfg.trust.key(m), cfg.Run, trust.PartyID(m)}
 	save := cfg.checkpointHook(path, m, seal)
 	pc.OnCheckpoint = func(c *party.Checkpoint) error {
-		if cfg.hooks.onPartyCheckpoint != nil {
-			cfg.hooks.onPartyCheckpoint(m, c)
+		err := save(c)
+		if h := cfg.hooks.onPartyCheckpoint; h != nil && err == nil {
+			h(m, c)
 		}
-		return save(c)
+		return err
 	}
 	if !cfg.Resume {
 		return nil, nil

@@ -65,7 +65,10 @@ type Hooks struct {
 	// port 0 picks a free one.
 	OnListen func(metrics, board string)
 
-	// onPartyCheckpoint, for tests, sees each party checkpoint before it
-	// is saved (reused: copy what is kept).
+	// onPartyCheckpoint and onAggCheckpoint, for tests, see each
+	// checkpoint of party m and of the aggregator once it is saved: the
+	// file at CheckpointPath holds it while the hook runs, and the next
+	// save waits for the hook (c is reused: copy what is kept).
 	onPartyCheckpoint func(m int, c *party.Checkpoint)
+	onAggCheckpoint   func(c *aggregator.Checkpoint)
 }

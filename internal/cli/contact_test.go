@@ -4,6 +4,7 @@ package cli
 // user would and fails on the code before the issue was addressed.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,28 +226,42 @@ func TestSeparateResumeTrusted(t *testing.T) {
 		return goCLI(ctx, slices.Concat([]string{"party", "--id", id, "--window", "2"}, key("party-"+id), common, more)...)
 	}
 	aggregator := func(ctx context.Context, more ...string) <-chan result {
-		return goCLI(ctx, slices.Concat([]string{"aggregator", "--duration", "3s", "--eval-every", "500ms", "--seal-every", "250ms"}, key("aggregator"), common, more)...)
+		return goCLI(ctx, slices.Concat([]string{"aggregator", "--eval-every", "500ms", "--seal-every", "250ms"}, key("aggregator"), common, more)...)
 	}
+	// Each stop waits for the event it follows (a checkpoint written),
+	// never for a time: on a busy host party 2 had not started training
+	// 1.2 s after its start, and left no checkpoint to put back. The first
+	// aggregator runs until it is stopped; the resumed one for 3 s of
+	// training in all.
 	p1 := party(ctx, "1")
 	c2, stop2 := context.WithCancelCause(ctx)
 	p2 := party(c2, "2")
 	ca, stopA := context.WithCancelCause(ctx)
-	agg := aggregator(ca)
-	time.Sleep(1200 * time.Millisecond)
+	agg := aggregator(ca, "--duration", "10m")
+	b, ok := <-first2
+	if !ok {
+		t.Fatal("no first checkpoint of party 2 to put back")
+	}
 	stop2(errors.New("terminated"))
 	if r := <-p2; r.code != exitPaused {
 		t.Fatalf("party 2 stopped: exit %d, want %d (paused): %s", r.code, exitPaused, r.errOut)
 	}
-	if b, ok := <-first2; !ok || os.WriteFile(ck2, b, 0o600) != nil {
-		t.Fatal("no first checkpoint of party 2 to put back")
+	if err := os.WriteFile(ck2, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	p2 = party(ctx, "2", "--resume")
-	time.Sleep(800 * time.Millisecond)
+	// The resumed party has gone on once it saves a checkpoint of its own.
+	for ctx.Err() == nil {
+		if now, err := os.ReadFile(ck2); err == nil && !bytes.Equal(now, b) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	stopA(errors.New("terminated"))
 	if r := <-agg; r.code != exitPaused {
 		t.Fatalf("aggregator stopped: exit %d, want %d (paused): %s", r.code, exitPaused, r.errOut)
 	}
-	ra := <-aggregator(ctx, "--resume")
+	ra := <-aggregator(ctx, "--resume", "--duration", "3s")
 	r1, r2 := <-p1, <-p2
 	for name, r := range map[string]result{"aggregator resumed": ra, "party 1": r1, "party 2 resumed": r2} {
 		if r.code != 0 || strings.Contains(r.errOut, "rejected message") || strings.Contains(r.errOut, "trust-") ||
