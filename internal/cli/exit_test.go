@@ -182,3 +182,31 @@ func TestPauseBeforeTrainingExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// The command that starts again a run stopped before training: the same
+// one, unless the run id it names has its stream outside --out, where the
+// stopped start stays (then without --run, a new id); separate
+// participants all start again under another id.
+func TestStartAgain(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		cmd  string
+		args []string
+		set  func(c *run.Config)
+		want string
+		not  string
+	}{
+		{"same", "train", []string{"--data", "my data.csv", "--out", "o"}, func(c *run.Config) {}, "the same command starts it again:\n  asyrevel train --data 'my data.csv' --out o", "--run"},
+		{"run in out", "train", []string{"--run", "r1", "--out", "o"}, func(c *run.Config) { c.Run, c.Out = "r1", "o" }, "asyrevel train --run r1 --out o", "another"},
+		{"run in a store", "train", []string{"--run", "r1", "--store", "s"}, func(c *run.Config) { c.Run, c.StoreDir = "r1", "s" }, "under another run id (run r1's stream holds the stopped start), as this command does:\n  asyrevel train --store s", "--run"},
+		{"separate", "aggregator", []string{"--run", "r1", "--nats", "nats://x"}, func(c *run.Config) { c.Run, c.NATS = "r1", "nats://x" }, "start every participant again with another --run", "--resume"},
+	} {
+		var cfg run.Config
+		c.set(&cfg)
+		got := startAgain(c.cmd, c.args, &cfg, "r1")
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("%s: %q, want %q and no %q", c.name, got, c.want, c.not)
+		}
+	}
+}
