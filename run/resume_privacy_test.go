@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asyrevel/asyrevel/aggregator"
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/party"
 )
 
 // TestResumeAggregatorBatches resumes defended runs whose batches the
@@ -77,21 +79,30 @@ func TestResumeAggregatorBatches(t *testing.T) {
 
 func resumeDefended(t *testing.T, cfg Config, minAcc float64) {
 	t.Helper()
-	aggCk := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 0), 1)
-	firstP2 := watchCheckpoint(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2), 1)
+	// The first checkpoints of the aggregator and party 2 are kept as
+	// they are saved (the run's hooks), and the run is interrupted at the
+	// second evaluation after both: events, not times, which a busy host
+	// moves.
+	aggCk, ck2 := newKeptFile(), newKeptFile()
+	keep2 := func(m int, _ *party.Checkpoint) {
+		if m == 2 {
+			ck2.take(CheckpointPath(cfg.CheckpointDir, cfg.Run, 2))
+		}
+	}
+	keepAgg := func(*aggregator.Checkpoint) { aggCk.take(CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)) }
 	ctx, cancel := context.WithCancelCause(context.Background())
-	firstAgg := interruptAfter(aggCk, cancel)
-	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t)})
+	onPoint := interruptOnPoints(func() bool { return aggCk.kept() && ck2.kept() }, cancel)
+	s1, err := Train(ctx, cfg, Hooks{Log: testLog(t), onPartyCheckpoint: keep2, onAggCheckpoint: keepAgg, OnPoint: onPoint})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
 	if s1.Defense == nil || !s1.Defense.DrawBatches || s1.Defense.Accounting == nil || s1.Defense.Budget <= 0 {
 		t.Fatalf("first part's defense: %+v", s1.Defense)
 	}
-	for who, ch := range map[int]<-chan []byte{0: firstAgg, 2: firstP2} {
-		b, ok := <-ch
-		if !ok {
-			t.Fatalf("no checkpoint of participant %d", who)
+	for who, k := range map[int]*keptFile{0: aggCk, 2: ck2} {
+		b, err := k.file()
+		if err != nil {
+			t.Fatalf("participant %d: %v", who, err)
 		}
 		if err := os.WriteFile(CheckpointPath(cfg.CheckpointDir, cfg.Run, who), b, 0o644); err != nil {
 			t.Fatal(err)

@@ -99,45 +99,6 @@ func partyFloored(c *party.Checkpoint) bool {
 	return c.StreamFloor > 1 && c.FloorEvalKnown && len(c.Outbox) > 0
 }
 
-// watchCheckpoint sends the nth version of the checkpoint file at path as
-// it is written (polled every 5 ms for up to 2 minutes; closed without one).
-func watchCheckpoint(path string, nth int) <-chan []byte {
-	ch := make(chan []byte, 1)
-	go func() {
-		defer close(ch)
-		var last []byte
-		seen := 0
-		// Polled until a generous deadline, not a count of polls: under
-		// load a run's setup alone can outlast two seconds.
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
-			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, last) {
-				if last, seen = b, seen+1; seen == nth {
-					ch <- b
-					return
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	return ch
-}
-
-// interruptAfter passes on the checkpoint ck sends and interrupts the run
-// (cancel) 600 ms after it: an interrupt at a fixed time could come
-// before the checkpoint a test puts back when the machine is busy.
-func interruptAfter(ck <-chan []byte, cancel context.CancelCauseFunc) <-chan []byte {
-	out := make(chan []byte, 1)
-	go func() {
-		if b, ok := <-ck; ok {
-			out <- b
-		}
-		close(out)
-		time.Sleep(600 * time.Millisecond)
-		cancel(errors.New("interrupt signal received"))
-	}()
-	return out
-}
-
 // interruptOnPoints interrupts the run (cancel) at the second evaluation
 // after ready reports true (onPoint is the run's Hooks.OnPoint): a whole
 // evaluation period of training comes after the checkpoints a test puts
