@@ -234,6 +234,10 @@ type Result struct {
 	// the log is sealed and every participant saves its state; the
 	// parties end by themselves. An interruption instead stops them.
 	Paused bool
+	// Started: training had started (the parties were told to start, or
+	// the run was resumed); false for a run stopped while its parties
+	// joined, which leaves no checkpoint to resume from.
+	Started bool
 	// Refused lists the refusals of parties, by party: why each one's
 	// latest hello was refused.
 	Refused map[int]string
@@ -1559,6 +1563,7 @@ func (a *Aggregator) store(t []float64, m int, ev *schemas.EvalOutput) {
 
 func (a *Aggregator) begin() {
 	a.phase = training
+	a.res.Started = true
 	a.recov.ckNow = true // the first checkpoint: the table is full
 	a.start = time.Now()
 	a.cfg.Log.Info().Int("parties", a.q).Int("samples", a.n).Msg("table filled; training starts")

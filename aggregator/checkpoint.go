@@ -329,7 +329,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	if n := len(c.Curve); n > 0 {
 		a.eval.lastPt.at, a.eval.lastPt.msgs = time.Duration(c.Curve[n-1].Seconds*float64(time.Second)), a.msgCount()
 	}
-	a.phase = training
+	a.phase, a.res.Started = training, true
 	a.recov.trainedBefore = c.Training
 	a.def.leak.on, a.def.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}

@@ -136,6 +136,7 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	var res *aggregator.Result
 	var paused error // the aggregator paused (Hooks.Pause)
+	var halted error // it took a pause as an interruption (pausedAsStop)
 	// The parties start once the aggregator listens to what they send
 	// first: a design without history (core) would lose it otherwise,
 	// and the others need not replay it.
@@ -148,6 +149,13 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 			// the group must not cancel them first.
 			paused = err
 			return nil
+		}
+		if ctx.Err() == nil && pausedAsStop(res, err) {
+			// Before training, say: it told the parties to stop, and the
+			// group stops them too. Returning nil would leave a party
+			// started after the stop (a design without history never
+			// sees it) waiting for a start that never comes.
+			halted = err
 		}
 		return err
 	})
@@ -165,8 +173,8 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		err = nil
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
-	diverged := errors.Is(err, party.ErrDiverged) && res != nil                                       // stop.go: the outputs of the part that ran, no model
-	stopped := err != nil && (ctx.Err() != nil || stalled || diverged) && res != nil || paused != nil // interrupted: the outputs of the part that ran
+	diverged := errors.Is(err, party.ErrDiverged) && res != nil                                                        // stop.go: the outputs of the part that ran, no model
+	stopped := err != nil && (ctx.Err() != nil || stalled || diverged) && res != nil || paused != nil || halted != nil // interrupted: the outputs of the part that ran
 	if err != nil && !stopped {
 		return nil, err
 	}
@@ -221,6 +229,10 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	}
 	if paused != nil {
 		return net.finishPaused(ctx, cfg, s, prog, paused)
+	}
+	if halted != nil {
+		s.StoppedBy = "paused"
+		return net.finishPaused(ctx, cfg, s, prog, halted)
 	}
 	if diverged {
 		end := divergedEnd(s, err) // before finish writes summary.json
@@ -407,7 +419,8 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	}
 	stalled := errors.Is(err, aggregator.ErrStalled) && res != nil
 	paused := err != nil && res != nil && res.Paused && ctx.Err() == nil
-	stopped := err != nil && (ctx.Err() != nil || stalled || paused) && res != nil
+	halted := ctx.Err() == nil && pausedAsStop(res, err) // its stream nearly full before training, say
+	stopped := err != nil && (ctx.Err() != nil || stalled || paused || halted) && res != nil
 	if err != nil && !stopped {
 		bus.Close()
 		return nil, err
@@ -436,10 +449,25 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		s, _ = net.finish(ctx, cfg, s, prog)
 		return s, err
 	}
-	if paused {
+	if halted {
+		s.StoppedBy = "paused"
+	}
+	if paused || halted {
 		return net.finishPaused(ctx, cfg, s, prog, err)
 	}
 	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))
+}
+
+// pausedAsStop reports whether the aggregator ended on a pause (its
+// operator's, or its stream nearly full) that it took as an interruption
+// (res.Paused false): one that came before training started, while the
+// parties joined, or without checkpoints or the trust layer. It told the
+// parties to stop (or, in training with checkpoints, to save their state),
+// and the run is finished as an interrupted one: its summary written, an
+// error wrapping ErrInterrupted and the pause's cause.
+func pausedAsStop(res *aggregator.Result, err error) bool {
+	return res != nil && !res.Paused && errors.Is(err, aggregator.ErrInterrupted) &&
+		(errors.Is(err, aggregator.ErrPaused) || errors.Is(err, aggregator.ErrNearlyFull))
 }
 
 // Participate runs only party m of a run, connected to the broker at

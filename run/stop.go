@@ -178,6 +178,8 @@ func (es *earlyStop) report(d *Data) *EarlyStopReport {
 // stoppedBy names the limit that ended the run of res (Summary.StoppedBy).
 func (c *job) stoppedBy(res *aggregator.Result, n int) string {
 	switch {
+	case res.Paused:
+		return "paused"
 	case res.Interrupted != "":
 		return "interrupted"
 	case c.stuck != nil && c.stuck.fired:

@@ -117,6 +117,7 @@ func TestStoppedBy(t *testing.T) {
 		{Defaults(), aggregator.Result{StopReason: "stop condition met"}, true, "patience"},                              //
 		{Defaults(), aggregator.Result{StopReason: "stop condition met"}, false, "condition"},                            //
 		{Defaults(), aggregator.Result{StopReason: "stop condition met", Interrupted: "interrupt"}, true, "interrupted"}, //
+		{Defaults(), aggregator.Result{Interrupted: "paused by its operator", Paused: true}, false, "paused"},            //
 		{New(func(c *Config) {
 			c.Duration = 1
 		}), aggregator.Result{}, false, ""}, //

@@ -65,9 +65,15 @@ type Summary struct {
 	OutputsErr string `json:"-"`
 	// StoppedBy is the limit that ended the training: epochs, steps,
 	// duration, target, patience (the held-out loss stopped improving),
-	// condition (an experiment's), or interrupted. EarlyStop says what
+	// condition (an experiment's), paused (Hooks.Pause, or the stream
+	// nearly full) or interrupted (a cancelled context). EarlyStop says what
 	// early stopping watched (with Config.Patience).
 	StoppedBy string `json:"stopped_by,omitempty"`
+	// NotStarted: the run was stopped (paused or interrupted) before its
+	// training started, while its data loaded, its stream was set up or
+	// its parties joined. There is no checkpoint and nothing to resume;
+	// starting the run again is the way on.
+	NotStarted bool `json:"not_started,omitempty"`
 	// LabelFree is what a label-free run's head fit did (the privacy
 	// switch's label-free profile): its epochs, the best one on the
 	// held-out training rows, which is the head kept.
@@ -196,6 +202,7 @@ func summarize(cfg *job, data *Data, res *aggregator.Result, bus string) *Summar
 		s.Settings.HoldOut = cfg.HoldOut
 	}
 	s.StoppedBy, s.EarlyStop = cfg.stoppedBy(res, data.NTrain), cfg.early.report(data)
+	s.NotStarted = res.Interrupted != "" && !res.Started
 	s.applyKept(res, data)
 	s.HeldOutRows, s.HeldOutAsTest = data.HeldOut, data.HeldOut > 0 && data.TestRows() == 0
 	if cfg.stuck != nil && cfg.stuck.fired {

@@ -76,7 +76,9 @@ Exit status (train, aggregator, party; docs/running.md):
   2      usage error
   75     paused: the state is saved and the last words give the command that goes on
          (the same command with --resume): Ctrl-C, a full stream or disk, a stalled run
-  128+N  stopped by signal N with no state to go on from (130: Ctrl-C, 143: SIGTERM)
+  128+N  stopped by signal N with no state to go on from (130: Ctrl-C, 143: SIGTERM):
+         no checkpoints kept, or stopped before training started (the same command
+         starts the run again)
 `
 
 // command is a subcommand of asyrevel. The help test runs every command
@@ -116,8 +118,8 @@ type signalError struct{ sig os.Signal }
 func (e signalError) Error() string { return e.sig.String() + " signal received" }
 
 // pauser, when set (train), pauses the run on the first signal instead
-// of cancelling it (run.Hooks.Pause).
-var pauser atomic.Pointer[func()]
+// of cancelling it (run.Hooks.Pause); it is given the signal.
+var pauser atomic.Pointer[func(os.Signal)]
 
 // stopWords, when set, says what the command does when a signal stops it
 // (serve, broker: there is no run to write); else a run's words.
@@ -149,7 +151,7 @@ func Main() {
 		sig := <-sigs
 		if p := pauser.Load(); p != nil {
 			fmt.Fprintf(os.Stderr, "asyrevel: %v: pausing: answering what is in flight, sealing the log, saving the state (again to stop at once)\n", sig)
-			(*p)()
+			(*p)(sig)
 			sig = <-sigs
 		}
 		words := runStopWords
@@ -236,6 +238,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		goOn = "go on with:\n  " + hint.command
 	}
 	var handed exitStatus
+	var early notStarted
 	summary := summaryWords(err)
 	switch {
 	case err == nil:
@@ -249,6 +252,20 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return exitUsage
+	case errors.As(err, &early):
+		// Paused or stopped before training started: no state was saved,
+		// and --resume has nothing to go on from. The signal's status, as
+		// for a stop with no state saved; 1 if no signal caused it.
+		if !errors.Is(err, run.ErrNoSummary) {
+			summary = "summary.json says so (not_started)"
+		}
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped before training started (while its data loaded, its stream was set up or its parties joined): "+
+			"no state was saved and there is nothing to resume; %s; %s\n", err, summary, early.again)
+		var sig signalError
+		if errors.As(err, &sig) {
+			return sig.exitCode()
+		}
+		return exitFailed
 	case errors.Is(err, broker.ErrStoreWrite) && errors.Is(err, run.ErrInterrupted):
 		// The run stopped itself: not a success, and the way on is a
 		// resume once the broker's disk has room again.

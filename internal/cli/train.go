@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
@@ -642,7 +643,13 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The first Ctrl-C pauses the run with its log sealed (main).
 	pause := make(chan struct{})
 	var once sync.Once
-	stop := func() { once.Do(func() { close(pause) }) }
+	var pausedBy atomic.Pointer[signalError]
+	stop := func(sig os.Signal) {
+		once.Do(func() {
+			pausedBy.Store(&signalError{sig})
+			close(pause)
+		})
+	}
 	f.hooks.Pause = pause
 	pauser.Store(&stop)
 	defer pauser.Store(nil)
@@ -650,8 +657,33 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if s != nil {
 		report(stdout, &f.cfg, s, f.verbose && f.hooks.Log.GetLevel() > zerolog.DebugLevel)
 	}
+	if sig := pausedBy.Load(); sig != nil && errors.Is(err, run.ErrInterrupted) {
+		// A pause's cause is the signal, as a cancelled context's is.
+		err = signalled{err: err, sig: *sig}
+	}
 	return withResume(err, "train", args, &f.cfg, s)
 }
+
+// signalled is err, a run's end that a signal caused (a pause) without
+// carrying it in its chain; errors.As finds the signal.
+type signalled struct {
+	err error
+	sig signalError
+}
+
+func (e signalled) Error() string   { return e.err.Error() }
+func (e signalled) Unwrap() []error { return []error{e.err, e.sig} }
+
+// notStarted is the end of a run stopped (paused or interrupted) before its
+// training started: nothing to resume (summary.json: not_started). again
+// says how to start it.
+type notStarted struct {
+	err   error
+	again string
+}
+
+func (e notStarted) Error() string { return e.err.Error() }
+func (e notStarted) Unwrap() error { return e.err }
 
 // progName is how the user ran asyrevel (main sets it from os.Args[0]),
 // for the commands it prints.
@@ -669,20 +701,59 @@ func (h resumeHint) Unwrap() error { return h.err }
 
 // withResume gives an interrupted or paused run's error the command that
 // goes on with it: the same command line with --resume and the run's id.
+// A run stopped before its training started has no checkpoint: the
+// command that starts it again instead (notStarted).
 func withResume(err error, cmd string, args []string, cfg *run.Config, s *run.Summary) error {
-	if !errors.Is(err, run.ErrInterrupted) || cfg.CheckpointDir == "" {
+	if !errors.Is(err, run.ErrInterrupted) {
 		return err
 	}
 	id := cfg.Run
 	if s != nil && s.Run != "" {
 		id = s.Run
 	}
+	switch {
+	case s != nil && s.NotStarted:
+		return notStarted{err: err, again: startAgain(cmd, args, cfg, id)}
+	case cfg.CheckpointDir == "":
+		return err
+	}
 	return resumeHint{err: err, command: resumeCommand(cmd, args, id)}
+}
+
+// startAgain says how to start again a run that stopped before its
+// training started. train without --run, or with its stream in --out (an
+// earlier run there is kept aside) or in a temporary store, starts again
+// with the same command; a run id given whose stream is kept elsewhere
+// (--store, --nats) holds the stopped run's messages, and the run starts
+// under another id.
+func startAgain(cmd string, args []string, cfg *run.Config, id string) string {
+	if cmd != "train" {
+		return "start every participant again with another --run (run " + id + "'s stream holds the stopped start)"
+	}
+	if cfg.Run != "" && (cfg.StoreDir != "" || cfg.NATS != "") {
+		return "start it again under another run id (run " + id + "'s stream holds the stopped start), as this command does:\n  " +
+			strings.Join(commandWords(cmd, args), " ")
+	}
+	return "the same command starts it again:\n  " + strings.Join(append([]string{progName, cmd}, quoteAll(args)...), " ")
+}
+
+func quoteAll(args []string) []string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return q
 }
 
 // resumeCommand is cmd args with --resume and --run id (an earlier --resume
 // or --run dropped), quoted for a POSIX shell.
 func resumeCommand(cmd string, args []string, id string) string {
+	return strings.Join(append(commandWords(cmd, args), "--resume", "--run", shellQuote(id)), " ")
+}
+
+// commandWords is cmd args without --resume and --run, quoted for a POSIX
+// shell.
+func commandWords(cmd string, args []string) []string {
 	words := []string{progName, cmd}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -700,7 +771,7 @@ func resumeCommand(cmd string, args []string, id string) string {
 		}
 		words = append(words, shellQuote(a))
 	}
-	return strings.Join(append(words, "--resume", "--run", shellQuote(id)), " ")
+	return words
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
@@ -913,7 +984,9 @@ func leakageLine(s *run.Summary) string {
 		return "leakage: nothing to measure on this run: no reply reached a party, only its own codes went out (label-free); attacks on the log find no label signal"
 	}
 	l := s.Leakage
-	if l == nil || !l.Scored || len(l.Parties) == 0 {
+	if l == nil || !l.Scored || len(l.Parties) == 0 || s.NotStarted {
+		// (Stopped before training, no party got a reply: an AUC of 0
+		// would read as a measurement.)
 		return ""
 	}
 	worst := l.Parties[0]
