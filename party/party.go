@@ -171,6 +171,13 @@ type Stats struct {
 	LastRequest time.Time
 	StopReason  string // the aggregator's reason for the stop
 	Paused      bool   // the run paused (CtlPause): Run saved the state and returned
+	// Started: training had started (the aggregator's start came, or the
+	// party resumed from a checkpoint). A party stopped before it has no
+	// state to save.
+	Started bool
+	// Joined: the party answered the aggregator's call (its join and
+	// initial pass sent); the aggregator holds it as joined.
+	Joined bool
 	// FlatProbes of the first requests were probed, FlatOutputs of them
 	// had c_hat == c exactly: a model flat at the scale mu (quantised)
 	// gives steps without signal.
@@ -381,6 +388,7 @@ func (p *Party) Stats() Stats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.InFlight = p.n
+	s.Started, s.Joined = p.started, p.join.answered != ""
 	s.Rejected = make(map[string]int64, len(p.stats.Rejected))
 	for k, v := range p.stats.Rejected {
 		s.Rejected[k] = v

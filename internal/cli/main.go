@@ -256,11 +256,16 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Paused or stopped before training started: no state was saved,
 		// and --resume has nothing to go on from. The signal's status, as
 		// for a stop with no state saved; 1 if no signal caused it.
-		if !errors.Is(err, run.ErrNoSummary) {
-			summary = "summary.json says so (not_started)"
+		switch {
+		case early.noSummary:
+			summary = ""
+		case !errors.Is(err, run.ErrNoSummary):
+			summary = "summary.json says so (not_started); "
+		default:
+			summary += "; "
 		}
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped before training started (while its data loaded, its stream was set up or its parties joined): "+
-			"no state was saved and there is nothing to resume; %s; %s\n", err, summary, early.again)
+			"no state was saved and there is nothing to resume; %s%s\n", err, summary, early.again)
 		var sig signalError
 		if errors.As(err, &sig) {
 			return sig.exitCode()

@@ -680,6 +680,8 @@ func (e signalled) Unwrap() []error { return []error{e.err, e.sig} }
 type notStarted struct {
 	err   error
 	again string
+	// noSummary: the command writes no summary.json (party).
+	noSummary bool
 }
 
 func (e notStarted) Error() string { return e.err.Error() }
@@ -735,6 +737,21 @@ func startAgain(cmd string, args []string, cfg *run.Config, id string) string {
 			strings.Join(commandWords(cmd, args), " ")
 	}
 	return "the same command starts it again:\n  " + strings.Join(append([]string{progName, cmd}, quoteAll(args)...), " ")
+}
+
+// partyAgain says how a party stopped before training started takes part
+// again. Until the aggregator's call is answered (joined), the run holds
+// only its hello, and the same command joins anew (run.checkParty sets the
+// earlier attempt aside); once answered, the aggregator refuses a second
+// join of that party ("has already joined this run").
+func partyAgain(args []string, run string, joined bool) string {
+	if joined {
+		return "the aggregator of run " + run + " had taken this party's join and refuses a second one: " +
+			"stop every participant and start them all again with another --run"
+	}
+	return "the same command joins the run again while its training has not started (this attempt is set aside; " +
+		"if the aggregator stopped too, start every participant again with another --run):\n  " +
+		strings.Join(append([]string{progName, "party"}, quoteAll(args)...), " ")
 }
 
 func quoteAll(args []string) []string {
@@ -1050,12 +1067,26 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: party needs --nats URL, --run R and --id in 1..%d", errUsage, f.cfg.Parties)
 	}
 	st, err := run.Participate(ctx, f.cfg, *id, f.hooks)
+	// Stopped (Ctrl-C, SIGTERM) before training started: no checkpoint
+	// was taken, with --checkpoint-dir or without, and there is nothing
+	// to resume. A signal that lands while the party loads, connects,
+	// subscribes or sends its hello shows as that step's failure: it is
+	// the same stop.
+	early := err != nil && !st.Started && (errors.Is(err, run.ErrInterrupted) || ctx.Err() != nil)
+	if early && !errors.Is(err, run.ErrInterrupted) {
+		err = fmt.Errorf("%w: %w (%w)", run.ErrInterrupted, context.Cause(ctx), err)
+	}
+	if early {
+		err = notStarted{err: err, again: partyAgain(args, f.cfg.Run, st.Joined), noSummary: true}
+	}
 	if err != nil && st.Requests == 0 && st.Skipped == 0 {
 		return err // it never took part
 	}
 	stop := st.StopReason
 	switch {
-	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointDir == "":
+	case early:
+		stop = "interrupted before training started: no checkpoint to keep, nothing to resume"
+	case errors.Is(err, run.ErrInterrupted) && (f.cfg.CheckpointDir == "" || f.cfg.CheckpointEvery < 0):
 		stop = "interrupted; no checkpoint was kept (--checkpoint-dir keeps one)"
 	case errors.Is(err, run.ErrInterrupted):
 		stop = "interrupted; the checkpoint is saved: go on with " + resumeCommand("party", args, f.cfg.Run)
@@ -1075,6 +1106,9 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			from = fmt.Sprintf("; replies read from stream sequence %d", st.RepliesFrom)
 		}
 		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
+	}
+	if early {
+		return err
 	}
 	return withResume(err, "party", args, &f.cfg, nil)
 }
