@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,5 +85,78 @@ func TestPartyStopBeforeTraining(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A run whose stream nears its bound with no checkpoint kept (no
+// --checkpoint-dir, or --checkpoint-every negative) stops: no state is
+// saved, and --resume cannot go on. Its last words say so and what to do
+// instead, and it exits 1 (not finished, nothing to go on from). Before,
+// they said "the state saved; ... the same command with --resume (and
+// its --run) goes on", exit 75.
+func TestNearlyFullWithoutCheckpoints(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"no checkpoint-dir", func(string) []string { return nil }},
+		{"checkpoints off", func(dir string) []string {
+			return []string{"--out", filepath.Join(dir, "out"), "--checkpoint-every", "-1s"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(t.TempDir())...), exitData...)
+			// It ends only nearly full (--duration 30m).
+			code, stdout, errOut := runCLICtx(context.Background(), args...)
+			last := errOut
+			if i := strings.LastIndex(last, "\nasyrevel: the run"); i >= 0 {
+				last = last[i+1:]
+			}
+			t.Logf("train %d: %s", code, last)
+			if code != exitFailed || !strings.Contains(errOut, "nearly full") || !strings.Contains(last, "no checkpoint was kept") ||
+				!strings.Contains(last, "--resume cannot go on") || !strings.Contains(last, "--max-store") ||
+				strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
+				t.Fatalf("nearly full with no checkpoint: exit %d, want %d, and words that say --resume cannot go on and what to do: %s\n%s", code, exitFailed, stdout, errOut)
+			}
+		})
+	}
+}
+
+// train's Ctrl-C pause with no checkpoint kept (no --out, no
+// --checkpoint-dir) stops the run: its last words say --resume cannot go
+// on, and it exits 130 like any stop with no state to go on from
+// (docs/running.md). Before, it said "the state saved; ... --resume goes
+// on", exit 75.
+func TestPauseWithoutCheckpoints(t *testing.T) {
+	// Not parallel: pauser is the process's one train.
+	if testing.Short() {
+		t.Skip("short")
+	}
+	// The pause comes once training has started (the aggregator's phase
+	// is set before it logs this).
+	errOut := &signalOn{word: "training starts", seen: make(chan struct{})}
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		<-errOut.seen
+		if p := pauser.Load(); p != nil {
+			(*p)(syscall.SIGINT)
+		}
+	}()
+	var stdout syncBuffer
+	code := execute(context.Background(), append([]string{"train"}, append(exitData, "--log", "info")...), &stdout, errOut)
+	last := errOut.String()
+	if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
+		last = last[i+1:]
+	}
+	t.Logf("train %d: %s", code, last)
+	if code != 130 || !strings.Contains(last, "--resume cannot go on") || strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
+		t.Fatalf("paused with no checkpoint: exit %d, want 130, and words that say --resume cannot go on: %s", code, errOut.String())
 	}
 }

@@ -72,13 +72,14 @@ Examples:
 
 Exit status (train, aggregator, party; docs/running.md):
   0      finished
-  1      failed
+  1      failed, or stopped with nothing to go on from and no signal the cause
+         (a stream near its bound with no checkpoints kept)
   2      usage error
   75     paused: the state is saved and the last words give the command that goes on
          (the same command with --resume): Ctrl-C, a full stream or disk, a stalled run
   128+N  stopped by signal N with no state to go on from (130: Ctrl-C, 143: SIGTERM):
-         no checkpoints kept, or stopped before training started (the same command
-         starts the run again)
+         no checkpoints kept, or stopped before training started (the last words
+         say how to start the run again)
 `
 
 // command is a subcommand of asyrevel. The help test runs every command
@@ -277,16 +278,33 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; %s. "+
 			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, summary, goOn)
 		return exitPaused
+	case errors.Is(err, aggregator.ErrNearlyFull) && hint.command == "":
+		// No checkpoint on disk (no --checkpoint-dir, train without
+		// --out, or --checkpoint-every negative): the run stopped, and
+		// --resume has no state to go on from. A failure to finish.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped before its stream filled up; no checkpoint was kept "+
+			"(no --checkpoint-dir, or --checkpoint-every negative; train keeps them in --out), so --resume cannot go on; %s. "+
+			"Start the run again, under another --run if one was given, with room for its stream (a larger --max-store, on the broker with --roster; or free disk space) "+
+			"and with --checkpoint-dir (train: --out) so that a pause can be resumed\n", err, summary)
+		return exitFailed
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
 			"%s. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
 			"then %s\n", err, summary, goOn)
 		return exitPaused
-	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
-		if hint.command == "" {
-			goOn = "--resume goes on"
+	case (errors.Is(err, aggregator.ErrPaused) || errors.Is(err, errPartyPaused)) && hint.command == "":
+		// No checkpoint on disk: the pause stopped the run, and --resume
+		// has no state to go on from. The signal's status, as for a stop
+		// with no state saved; 1 if no signal caused it.
+		fmt.Fprintf(stderr, "asyrevel: %v: %s; no checkpoint was kept (no --checkpoint-dir, or --checkpoint-every negative; train keeps them in --out), "+
+			"so --resume cannot go on: start the run again (under another --run if one was given)\n", err, summary)
+		var sig signalError
+		if errors.As(err, &sig) {
+			return sig.exitCode()
 		}
+		return exitFailed
+	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
 		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
 		return exitPaused
 	case errors.Is(err, aggregator.ErrStalled):

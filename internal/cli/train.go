@@ -620,7 +620,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
 		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
 		"first one reached. Ctrl-C pauses it: what is in flight is answered, the log\n"+
-		"sealed and the state saved (--resume goes on); a second Ctrl-C stops at once.", stderr)
+		"sealed and, with --out or --checkpoint-dir, the state saved (--resume goes on);\n"+
+		"a second Ctrl-C stops at once.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
@@ -716,8 +717,8 @@ func withResume(err error, cmd string, args []string, cfg *run.Config, s *run.Su
 	switch {
 	case s != nil && s.NotStarted:
 		return notStarted{err: err, again: startAgain(cmd, args, cfg, id)}
-	case cfg.CheckpointDir == "":
-		return err
+	case cfg.CheckpointDir == "" || cfg.CheckpointEvery < 0:
+		return err // no checkpoint kept: nothing to go on from
 	}
 	return resumeHint{err: err, command: resumeCommand(cmd, args, id)}
 }
@@ -1092,6 +1093,11 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		stop = "interrupted; the checkpoint is saved: go on with " + resumeCommand("party", args, f.cfg.Run)
 	case err != nil:
 		stop = "failed (" + err.Error() + "); with checkpoints, restart it with --resume"
+	case st.Paused && (f.cfg.CheckpointDir == "" || f.cfg.CheckpointEvery < 0):
+		// Paused by the aggregator with no checkpoint on disk (one kept
+		// in memory for a broker outage ends with the process): nothing
+		// to go on from (main).
+		err = fmt.Errorf("%w (%s)", errPartyPaused, st.StopReason)
 	case st.Paused:
 		// Paused by the aggregator: not finished (exit status 75, main).
 		err = resumeHint{err: fmt.Errorf("%w (%s)", errPartyPaused, st.StopReason), command: resumeCommand("party", args, f.cfg.Run)}
