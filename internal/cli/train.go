@@ -740,6 +740,16 @@ func startAgain(cmd string, args []string, cfg *run.Config, id string) string {
 	return "the same command starts it again:\n  " + strings.Join(append([]string{progName, cmd}, quoteAll(args)...), " ")
 }
 
+// checkpointKept reports whether participant role of cfg's run has a
+// checkpoint file in --checkpoint-dir.
+func checkpointKept(cfg *run.Config, role int) bool {
+	if cfg.CheckpointDir == "" {
+		return false
+	}
+	_, err := os.Stat(run.CheckpointPath(cfg.CheckpointDir, cfg.Run, role))
+	return err == nil
+}
+
 // partyAgain says how a party stopped before training started takes part
 // again. Until the aggregator's call is answered (joined), the run holds
 // only its hello, and the same command joins anew (run.checkParty sets the
@@ -1072,8 +1082,10 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// was taken, with --checkpoint-dir or without, and there is nothing
 	// to resume. A signal that lands while the party loads, connects,
 	// subscribes or sends its hello shows as that step's failure: it is
-	// the same stop.
-	early := err != nil && !st.Started && (errors.Is(err, run.ErrInterrupted) || ctx.Err() != nil)
+	// the same stop. Not for a resume, nor with a checkpoint on disk (a
+	// stop while the party joins again after a broker outage).
+	early := err != nil && !f.cfg.Resume && !st.Started && (errors.Is(err, run.ErrInterrupted) || ctx.Err() != nil) &&
+		!checkpointKept(&f.cfg, *id)
 	if early && !errors.Is(err, run.ErrInterrupted) {
 		err = fmt.Errorf("%w: %w (%w)", run.ErrInterrupted, context.Cause(ctx), err)
 	}
