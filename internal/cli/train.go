@@ -1099,8 +1099,10 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case early:
 		stop = "interrupted before training started: no checkpoint to keep, nothing to resume"
-	case errors.Is(err, run.ErrInterrupted) && (f.cfg.CheckpointDir == "" || f.cfg.CheckpointEvery < 0):
+	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointDir == "":
 		stop = "interrupted; no checkpoint was kept (--checkpoint-dir keeps one)"
+	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointEvery < 0:
+		stop = "interrupted; no checkpoint was kept (--checkpoint-every is negative)"
 	case errors.Is(err, run.ErrInterrupted):
 		stop = "interrupted; the checkpoint is saved: go on with " + resumeCommand("party", args, f.cfg.Run)
 	case err != nil:
