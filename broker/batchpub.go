@@ -183,6 +183,7 @@ func (p *batchPub) send() {
 // it is a duplicate), or it fails for good, or for retryFor.
 func (p *batchPub) deliver(batch []*nats.Msg) {
 	first := time.Now()
+	warned := false
 	for {
 		err := p.sendBatch(batch)
 		if err == nil {
@@ -209,7 +210,16 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 			return
 		}
 		p.retries.Add(1)
-		p.b.log.Debug().Err(err).Int("messages", len(batch)).Msg("publishing the batch again")
+		if !warned && time.Since(first) > batchWarnAfter {
+			// Said once a batch, with the error: a publisher held this
+			// long stalls its process (a party in a CI run stopped for
+			// 30 s after a node's kill, and the debug lines were off).
+			warned = true
+			p.b.log.Warn().Err(err).Int("messages", len(batch)).Dur("trying", time.Since(first)).
+				Msg("the stream has not stored a batch yet; still sending it again")
+		} else {
+			p.b.log.Debug().Err(err).Int("messages", len(batch)).Msg("publishing the batch again")
+		}
 		pause := retryPause
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, errKicked) {
 			pause = 0
@@ -224,6 +234,10 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 }
 
 var errKicked = errors.New("broker: reconnected")
+
+// batchWarnAfter is how long a batch may go unstored before the
+// publisher says so (a fail-over takes a few seconds).
+const batchWarnAfter = 10 * time.Second
 
 // batchAck is the stream's answer to a batch's commit.
 type batchAck struct {
