@@ -61,7 +61,8 @@ type roomLine struct {
 	at    int64
 	limit int64
 	need  int64
-	told  bool // the pause was asked for
+	rate  int64 // the stream's bytes a second at the last look
+	told  bool  // the pause was asked for
 }
 
 // holdRoom holds the traffic so far against the room line (a.mu held).
@@ -73,7 +74,7 @@ func (a *Aggregator) holdRoom() {
 	if used := l.used + a.stats.through - l.at; l.limit-used < l.need {
 		l.told = true
 		select {
-		case l.full <- nearlyFullError(used, l.limit, l.need, 0):
+		case l.full <- nearlyFullError(used, l.limit, l.need, l.rate):
 		default:
 		}
 	}
@@ -189,7 +190,7 @@ func (a *Aggregator) watchRoom(ctx context.Context, r roomer, full chan<- error)
 			// The line the messages are held against until the next look
 			// (the count through was taken before the question, so what
 			// came meanwhile is counted twice: on the safe side).
-			*l = roomLine{full: full, used: used, at: through, limit: limit, need: need}
+			*l = roomLine{full: full, used: used, at: through, limit: limit, need: need, rate: perSecond}
 			if limit-used < need {
 				l.told = true
 			}
