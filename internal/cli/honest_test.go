@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/asyrevel/asyrevel/aggregator"
 )
 
 // A party stopped (Ctrl-C) before training started has no checkpoint to
@@ -158,5 +162,38 @@ func TestPauseWithoutCheckpoints(t *testing.T) {
 	t.Logf("train %d: %s", code, last)
 	if code != 130 || !strings.Contains(last, "--resume cannot go on") || strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
 		t.Fatalf("paused with no checkpoint: exit %d, want 130, and words that say --resume cannot go on: %s", code, errOut.String())
+	}
+}
+
+// A stalled run (aggregator.ErrStalled: no request answered for --wait)
+// with no checkpoint kept has nothing --resume can go on from: it ends
+// as a failure that says so, not as a pause (exit 75 and "--resume goes
+// on", as before). With checkpoints it stays a pause, with the command.
+func TestStallWithoutCheckpoints(t *testing.T) {
+	stalled := fmt.Errorf("aggregator: %w: no request answered for 1m0s (--wait) and every party has departed; restart them with --resume", aggregator.ErrStalled)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		code   int
+		want   []string
+		unwant string
+	}{
+		{"no checkpoints", stalled, exitFailed, []string{"no checkpoint was kept", "--resume cannot go on", "start the run again"}, "goes on"},
+		{"checkpoints", resumeHint{err: stalled, command: "asyrevel train --out o --resume --run r1"}, exitPaused,
+			[]string{"the run paused", "go on with:\n  asyrevel train --out o --resume --run r1"}, "cannot go on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := exitFor(tc.err, &stderr)
+			words := stderr.String()
+			for _, w := range tc.want {
+				if !strings.Contains(words, w) {
+					t.Errorf("exit %d, words lack %q: %s", code, w, words)
+				}
+			}
+			if code != tc.code || strings.Contains(words, tc.unwant) {
+				t.Errorf("exit %d, want %d, and words without %q: %s", code, tc.code, tc.unwant, words)
+			}
+		})
 	}
 }

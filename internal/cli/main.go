@@ -233,6 +233,12 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: unknown command %q%s; 'asyrevel help' lists the commands\n", cmd, didYouMean(cmd, commandNames()))
 		return exitUsage
 	}
+	return exitFor(err, stderr)
+}
+
+// exitFor says on stderr how a command that returned err ended (nothing
+// for a success) and returns its exit status.
+func exitFor(err error, stderr io.Writer) int {
 	goOn := "the same command with --resume (and its --run) goes on"
 	var hint resumeHint
 	if errors.As(err, &hint) {
@@ -307,6 +313,14 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
 		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
 		return exitPaused
+	case errors.Is(err, aggregator.ErrStalled) && hint.command == "":
+		// No checkpoint on disk: the stall ended the run, and --resume
+		// has no state to go on from (the aggregator's own words, which
+		// name --resume, assume checkpoints). A failure to finish.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped; %s; no checkpoint was kept "+
+			"(no --checkpoint-dir, or --checkpoint-every negative; train keeps them in --out), so --resume cannot go on: "+
+			"start the run again (under another --run if one was given), with --checkpoint-dir (train: --out) so that a stall can be resumed\n", err, summary)
+		return exitFailed
 	case errors.Is(err, aggregator.ErrStalled):
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused; %s; %s\n", err, summary, goOn)
 		return exitPaused
