@@ -185,26 +185,18 @@ func (a *Aggregator) watchRoom(ctx context.Context, r roomer, full chan<- error)
 		need := margin(perSecond, evalRound, limit)
 		a.mu.Lock()
 		l := &a.stats.room
-		told := l.told
-		if !told {
+		if !l.told {
 			// The line the messages are held against until the next look
 			// (the count through was taken before the question, so what
-			// came meanwhile is counted twice: on the safe side).
+			// came meanwhile is counted twice: on the safe side), and the
+			// traffic so far held against it at once.
 			*l = roomLine{full: full, used: used, at: through, limit: limit, need: need, rate: perSecond}
-			if limit-used < need {
-				l.told = true
-			}
+			a.holdRoom()
 		}
+		asked := l.told
 		a.mu.Unlock()
-		switch {
-		case told:
-			return // a message crossed the line: the pause was asked for
-		case limit-used < need:
-			select {
-			case full <- nearlyFullError(used, limit, need, perSecond):
-			default:
-			}
-			return
+		if asked {
+			return // the pause was asked for
 		}
 	}
 }
