@@ -737,7 +737,7 @@ func startAgain(cmd string, args []string, cfg *run.Config, id string) string {
 		return "start it again under another run id (run " + id + "'s stream holds the stopped start), as this command does:\n  " +
 			strings.Join(commandWords(cmd, args), " ")
 	}
-	return "the same command starts it again:\n  " + strings.Join(append([]string{progName, cmd}, quoteAll(args)...), " ")
+	return "the same command starts it again:\n  " + sameCommand(cmd, args)
 }
 
 // checkpointKept reports whether participant role of cfg's run has a
@@ -761,8 +761,12 @@ func partyAgain(args []string, run string, joined bool) string {
 			"stop every participant and start them all again with another --run"
 	}
 	return "the same command joins the run again while its training has not started (this attempt is set aside; " +
-		"if the aggregator stopped too, start every participant again with another --run):\n  " +
-		strings.Join(append([]string{progName, "party"}, quoteAll(args)...), " ")
+		"if the aggregator stopped too, start every participant again with another --run):\n  " + sameCommand("party", args)
+}
+
+// sameCommand is cmd args as given, quoted for a POSIX shell.
+func sameCommand(cmd string, args []string) string {
+	return strings.Join(append([]string{progName, cmd}, quoteAll(args)...), " ")
 }
 
 func quoteAll(args []string) []string {
