@@ -247,7 +247,11 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Out = out
 		c.EvalEvery = 100 * time.Millisecond
 		c.Privacy = run.DefaultPrivacy + ",profile=budget"
-		c.LR = 0.1       // at 1 the defended run's loss can leave its start far behind, and a stuck run stops
+		// At the profile's step size (1) the defended run's loss can
+		// leave its start far behind, and a stuck run stops. The profile
+		// sets lr unless the run named it (Explicit), as --lr would.
+		c.LR = 0.1
+		c.Explicit = map[string]bool{"lr": true}
 		c.Epochs = 10000 // the budget lasts past the interruption; the duration ends the run
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
@@ -275,6 +279,9 @@ func TestReexecuteResumedRun(t *testing.T) {
 	}
 	if s.Resumed == nil {
 		t.Fatal("not resumed")
+	}
+	if !strings.HasPrefix(s.LR, "0.1/") && s.LR != "0.1" {
+		t.Errorf("the run's step size is %s, not the 0.1 the test gave it", s.LR)
 	}
 	l, err := replay.Open(context.Background(), replay.Source{Store: filepath.Join(out, "stream"), Run: "resumed"})
 	if err != nil {
