@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,8 +61,20 @@ type batchPub struct {
 	dups    atomic.Uint64
 	retries atomic.Uint64
 	batches atomic.Uint64
+	renamed atomic.Uint64 // messages sent again under a new ID (stuck in process)
+	twice   atomic.Uint64 // of them, found stored under the old ID too
 
 	known answeredSubjects
+
+	// Of the send goroutine alone: the stream sequence of the last
+	// message stored (every later batch lands after it), and whether the
+	// server refused this user the stream's messages (no probe then).
+	lastSeq     uint64
+	probeDenied bool
+
+	// answer, if set (tests), answers a send of batch in the stream's
+	// place when its second result is true.
+	answer func(batch []*nats.Msg) (error, bool)
 }
 
 // A batch holds at most batchMaxMsgs messages (the server's default limit
@@ -183,10 +198,17 @@ func (p *batchPub) send() {
 // it is a duplicate), or it fails for good, or for retryFor.
 func (p *batchPub) deliver(batch []*nats.Msg) {
 	first := time.Now()
+	floor := p.lastSeq // the batch lands after this
 	warned := false
+	var inProcess time.Time // since when the stream answers only 10158
+	var oldIDs []string     // the first message's IDs before a rename
+	kept := false           // said that a caller's ID is kept
 	for {
 		err := p.sendBatch(batch)
 		if err == nil {
+			if oldIDs != nil {
+				p.checkTwice(batch, floor, oldIDs)
+			}
 			return
 		}
 		if isBatchDuplicate(err) {
@@ -202,9 +224,22 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 			}
 			return
 		}
+		if !isDupInProcess(err) {
+			inProcess = time.Time{}
+		} else if inProcess.IsZero() {
+			inProcess = time.Now()
+		} else if time.Since(inProcess) >= dupStallAfter {
+			inProcess = time.Time{}
+			if p.unstick(batch, floor, &oldIDs, &kept) {
+				return
+			}
+		}
 		if !retryable(err) && !isBatchIncomplete(err) && !isDupInProcess(err) || p.nc.IsClosed() || time.Since(first) > retryFor {
 			if isStreamFull(err) {
 				err = streamFull(err)
+			}
+			if isDupInProcess(err) {
+				err = fmt.Errorf("%w (the stream keeps the message's ID %s as still being stored, as a stream leader change can leave it, until its dedupe window drops it)", err, batch[0].Header.Get(msgIDHeader))
 			}
 			p.errs.set(fmt.Errorf("broker: stream did not store %d messages from %s on: %w", len(batch), batch[0].Subject, err))
 			return
@@ -233,6 +268,168 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 	}
 }
 
+// dupStallAfter is how long the stream may answer a batch only with
+// "duplicate message id is in process" (10158) before the publisher looks
+// whether the message is stored. A copy sent while the first is being
+// stored gets that answer for a moment; but a stream leader change can
+// leave an ID marked in process that no entry will ever complete
+// (nats-server clears such marks only from the end of its list, up to the
+// first message stored after them), and then every copy gets it until the
+// stream's dedupe window (2 minutes) drops the ID.
+var dupStallAfter = 5 * time.Second
+
+// unstick handles a batch the stream keeps answering with 10158: if the
+// stream holds its first message (the batch is stored whole or not at
+// all), the batch is done, as a duplicate; otherwise, if every message has
+// an ID of the publisher's own making, each gets a new one (its old is
+// added to *old) and the batch is sent again. True if the batch is done.
+// A caller's own IDs are kept: the publisher goes on until retryFor.
+func (p *batchPub) unstick(batch []*nats.Msg, floor uint64, old *[]string, kept *bool) bool {
+	m := batch[0]
+	id := m.Header.Get(msgIDHeader)
+	ids := append(*old, id)
+	stored, err := p.findStored(m.Subject, floor, 0, ids)
+	if err == nil && stored != "" {
+		p.dups.Add(uint64(len(batch)))
+		p.b.log.Info().Str("id", stored).Int("messages", len(batch)).
+			Msg("the stream holds the batch it kept calling in process (error 10158): done")
+		return true
+	}
+	for _, m := range batch {
+		if !strings.HasPrefix(m.Header.Get(msgIDHeader), retryIDPrefix) {
+			if *kept {
+				return false
+			}
+			*kept = true
+			p.b.log.Warn().Str("id", id).AnErr("unread", err).
+				Msg("the stream keeps the batch's message ID as in process (error 10158) and does not hold the message (unless it could not be read); the caller's ID is kept, so the publisher waits until the stream's dedupe window drops it")
+			return false
+		}
+	}
+	for _, m := range batch {
+		m.Header[msgIDHeader] = []string{p.idPrefix + strconv.FormatUint(p.nextID.Add(1), 36)}
+	}
+	*old = ids
+	p.renamed.Add(uint64(len(batch)))
+	ev := p.b.log.Warn().Str("id", id).Str("new", batch[0].Header.Get(msgIDHeader)).Int("messages", len(batch))
+	if err == nil {
+		ev.Msg("the stream keeps the batch's message ID as in process (error 10158) but does not hold it: sending the batch again under new IDs")
+	} else {
+		ev.Err(err).Msg("the stream keeps the batch's message ID as in process (error 10158) and could not be read to see whether it holds it: sending the batch again under new IDs (should the stream hold both copies, a receiver that checks its sender's sequence refuses the second)")
+	}
+	return false
+}
+
+// checkTwice looks, once a renamed batch is stored, whether a copy under
+// an old ID landed too (before it: an entry still on its way when the
+// batch was renamed is stored before the renamed one, or never), and says
+// so: the stream then holds the batch twice.
+func (p *batchPub) checkTwice(batch []*nats.Msg, floor uint64, oldIDs []string) {
+	// Below the renamed batch's last message: its own IDs are new.
+	stored, err := p.findStored(batch[0].Subject, floor, p.lastSeq, oldIDs)
+	switch {
+	case err != nil:
+		p.b.log.Warn().Err(err).Int("messages", len(batch)).Strs("old", oldIDs).
+			Msg("a batch sent again under new IDs is stored; whether a copy under an old ID is stored too is unknown (the stream could not be read): if so, a receiver that checks its sender's sequence refuses the second")
+	case stored != "":
+		p.twice.Add(uint64(len(batch)))
+		p.b.log.Warn().Int("messages", len(batch)).Str("old", stored).
+			Msg("the stream holds a batch twice: the copy under its old ID, kept in process (10158), was stored after all; a receiver that checks its sender's sequence refuses the second")
+	}
+}
+
+// Looking for a message in the stream (STREAM.MSG.GET, answered by the
+// stream's leader, the server that answers 10158): at most probeMsgs
+// messages on the subject, each asked within probeTimeout.
+const (
+	probeMsgs    = 1000
+	probeTimeout = 2 * time.Second
+)
+
+// storedMsg is the stream's answer to a message get.
+type storedMsg struct {
+	Message *struct {
+		Seq    uint64 `json:"seq"`
+		Header []byte `json:"hdrs"`
+	} `json:"message"`
+	Error *struct {
+		Code    int    `json:"code"`
+		ErrCode uint16 `json:"err_code"`
+	} `json:"error"`
+}
+
+// findStored looks among the stream's messages on subject after sequence
+// floor (and before sequence below, unless 0) for one whose Nats-Msg-Id is
+// in ids: the ID found, or "", or why the stream could not be read through.
+func (p *batchPub) findStored(subject string, floor, below uint64, ids []string) (string, error) {
+	if p.probeDenied {
+		return "", errProbeDenied
+	}
+	// The last message on the subject first: in the common cases the one
+	// looked for, or none after floor.
+	seq, id, err := p.getMsg(fmt.Appendf(nil, `{"last_by_subj":%q}`, subject))
+	if err != nil || seq <= floor {
+		return "", err
+	}
+	last := seq
+	if (below == 0 || seq < below) && slices.Contains(ids, id) {
+		return id, nil
+	}
+	seq = floor
+	for range probeMsgs {
+		if seq, id, err = p.getMsg(fmt.Appendf(nil, `{"seq":%d,"next_by_subj":%q}`, seq+1, subject)); err != nil {
+			return "", err
+		}
+		if seq == 0 || seq >= last || below != 0 && seq >= below {
+			return "", nil
+		}
+		if slices.Contains(ids, id) {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("broker: more than %d messages on %s to look through", probeMsgs, subject)
+}
+
+// errProbeDenied: the server refused this user the stream's messages.
+var errProbeDenied = errors.New("broker: this user may not read the stream's messages")
+
+// getMsg asks the stream for a message: its sequence (0: none) and ID.
+func (p *batchPub) getMsg(req []byte) (uint64, string, error) {
+	r, err := p.nc.Request("$JS.API.STREAM.MSG.GET."+p.b.stream, req, probeTimeout)
+	if err != nil {
+		if errors.Is(err, nats.ErrPermissionViolation) || p.b.deniedAPI("STREAM.MSG.GET") != "" {
+			p.probeDenied = true
+			return 0, "", errProbeDenied
+		}
+		return 0, "", fmt.Errorf("broker: message get: %w", err)
+	}
+	var sm storedMsg
+	if err := json.Unmarshal(r.Data, &sm); err != nil {
+		return 0, "", fmt.Errorf("broker: unreadable answer to a message get: %w", err)
+	}
+	switch {
+	case sm.Error != nil && sm.Error.Code == 404:
+		return 0, "", nil
+	case sm.Error != nil:
+		return 0, "", fmt.Errorf("broker: message get: error %d (%d)", sm.Error.Code, sm.Error.ErrCode)
+	case sm.Message == nil || sm.Message.Seq == 0:
+		return 0, "", errors.New("broker: message get: no message in the answer")
+	}
+	return sm.Message.Seq, headerValue(sm.Message.Header, msgIDHeader), nil
+}
+
+// headerValue is header key's value in a stored message's raw headers
+// ("NATS/1.0\r\nKey: value\r\n...").
+func headerValue(raw []byte, key string) string {
+	for line := range bytes.SplitSeq(raw, []byte("\r\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), key) {
+			return string(bytes.TrimSpace(v))
+		}
+	}
+	return ""
+}
+
 var errKicked = errors.New("broker: reconnected")
 
 // batchWarnAfter is how long a batch may go unstored before the
@@ -253,6 +450,11 @@ type batchAck struct {
 
 // sendBatch sends batch once as an atomic batch and waits for its answer.
 func (p *batchPub) sendBatch(batch []*nats.Msg) error {
+	if p.answer != nil {
+		if err, ok := p.answer(batch); ok {
+			return err
+		}
+	}
 	id := p.batchPrefix + strconv.FormatUint(p.nextBatch.Add(1), 36)
 	last := len(batch) - 1
 	for i, m := range batch {
@@ -307,6 +509,7 @@ func (p *batchPub) sendBatch(batch []*nats.Msg) error {
 		return fmt.Errorf("broker: the stream stored %d of a batch of %d (batch %q, sent %q)", ack.Count, len(batch), ack.Batch, id)
 	}
 	p.batches.Add(1)
+	p.lastSeq = max(p.lastSeq, ack.Seq)
 	return nil
 }
 
