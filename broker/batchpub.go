@@ -340,11 +340,11 @@ func (p *batchPub) checkTwice(batch []*nats.Msg, floor uint64, oldIDs []string) 
 
 // Looking for a message in the stream (STREAM.MSG.GET, answered by the
 // stream's leader, the server that answers 10158): at most probeMsgs
-// messages on the subject, each asked within probeTimeout.
-const (
-	probeMsgs    = 1000
-	probeTimeout = 2 * time.Second
-)
+// messages on the subject, each asked within probeTimeout (a user denied
+// the call gets no answer).
+const probeMsgs = 1000
+
+var probeTimeout = 2 * time.Second
 
 // storedMsg is the stream's answer to a message get.
 type storedMsg struct {

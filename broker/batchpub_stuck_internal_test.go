@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -19,8 +20,8 @@ import (
 // behind the batch, waited that long (a party's flush timed out after a
 // node's kill). The stream's answer is played here in the stream's place
 // (a race in the server cannot be called up on demand); the stream, the
-// cluster and the probe are real. Before the fix every case's Flush waited
-// until its deadline.
+// cluster, the reads of the stream and a user denied them are real. Before
+// the fix every case's Flush waited until its deadline.
 func TestBatchStuckInProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster in -short mode")
@@ -29,7 +30,15 @@ func TestBatchStuckInProcess(t *testing.T) {
 	dupStallAfter = 100 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := StartCluster(ctx, ClusterConfig{Dir: t.TempDir()})
+	// The publisher "pub" may not read the stream's messages, as a
+	// participant with keys (trust.Grants); "admin" may.
+	c, err := StartCluster(ctx, ClusterConfig{Dir: t.TempDir(), Configure: func(_ int, o *server.Options) {
+		o.Users = []*server.User{
+			{Username: "pub", Password: "pub", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.MSG.GET.>", "$JS.API.DIRECT.GET.>"}}}},
+			{Username: "admin", Password: "admin"},
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,24 +46,43 @@ func TestBatchStuckInProcess(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// stored: the first copy of "b" is stored, its answer lost;
-		// late: it is stored only when its copy under a new ID is sent.
-		stored, late bool
-		want         string // the stream's messages
-		renamed      uint64
-		twice        uint64
+		// late: it is stored only when its copy under a new ID is sent;
+		// denied: the publisher may not read the stream.
+		stored, late, denied bool
+		want                 string // the stream's messages
+		renamed              uint64
+		twice                uint64
 	}{
 		{name: "stored", stored: true, want: "a b c"},
 		{name: "lost", want: "a b c", renamed: 1},
 		{name: "stored-late", late: true, want: "a b b c", renamed: 1, twice: 1},
+		// Not looked at: sent again all the same (a receiver refuses
+		// the second copy by its sender's sequence).
+		{name: "denied-stored", denied: true, stored: true, want: "a b b c", renamed: 1},
+		{name: "denied-lost", denied: true, want: "a b c", renamed: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := "stuck" + strings.ReplaceAll(tc.name, "-", "")
+			user := "admin"
+			if tc.denied {
+				user = "pub"
+				// The denied read is never answered: wait less for
+				// it (the outcome is the same either way).
+				defer func(d time.Duration) { probeTimeout = d }(probeTimeout)
+				probeTimeout = 300 * time.Millisecond
+			}
 			l := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-			b, err := ConnectJetStream(ctx, JetStreamConfig{URL: strings.Join(c.URLs(), ","), Run: run, Name: "pub", Replicas: 3, Design: DesignOrdered, Retry: true, Logger: &l})
+			b, err := ConnectJetStream(ctx, JetStreamConfig{URL: strings.Join(c.URLs(), ","), Run: run, Name: "pub", User: user, Password: user,
+				Replicas: 3, Design: DesignOrdered, Retry: true, Logger: &l})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
+			reader, err := nats.Connect(c.URLs()[0], nats.UserInfo("admin", "admin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reader.Close()
 			p := b.batchPub.Load()
 			if p == nil {
 				t.Fatal("no batch publisher on a 3-node cluster")
@@ -109,7 +137,7 @@ func TestBatchStuckInProcess(t *testing.T) {
 					t.Fatalf("flush after %q: %v", d, err)
 				}
 			}
-			js, err := jetstream.New(b.nc)
+			js, err := jetstream.New(reader)
 			if err != nil {
 				t.Fatal(err)
 			}
