@@ -22,23 +22,33 @@ import (
 	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
-// countWriter counts the log lines that hold a word.
+// countWriter counts the log lines that say 10158, and keeps the first of
+// them and of the warnings.
 type countWriter struct {
-	word  []byte
 	n     atomic.Int64
 	mu    sync.Mutex
 	lines []string
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {
-	if bytes.Contains(p, w.word) {
-		if w.n.Add(1) <= 5 {
-			w.mu.Lock()
+	dup := bytes.Contains(p, []byte("10158"))
+	if dup {
+		w.n.Add(1)
+	}
+	if dup || bytes.Contains(p, []byte(`"level":"warn"`)) {
+		w.mu.Lock()
+		if len(w.lines) < 8 {
 			w.lines = append(w.lines, string(p))
-			w.mu.Unlock()
 		}
+		w.mu.Unlock()
 	}
 	return len(p), nil
+}
+
+func (w *countWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "")
 }
 
 // A loop that moves the stream's leader twice and then kills (SIGKILL) the
@@ -140,7 +150,7 @@ func failoverRound(t *testing.T) {
 	var logs [pubs]*countWriter
 	for i := range pubs {
 		list := append([]string{urls[i]}, append(append([]string(nil), urls[:i]...), urls[i+1:]...)...)
-		logs[i] = &countWriter{word: []byte("10158")}
+		logs[i] = &countWriter{}
 		l := zerolog.New(logs[i]).Level(zerolog.DebugLevel)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{
@@ -197,6 +207,12 @@ func failoverRound(t *testing.T) {
 			}
 		})
 	}
+	// What the publishers said, and what they hold unconfirmed.
+	report := func() {
+		for i := range pubs {
+			t.Logf("publisher %d: %d unconfirmed, %d answers 10158; %s", i, broker.UnconfirmedPublishes(buses[i]), logs[i].n.Load(), logs[i])
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -212,11 +228,13 @@ func failoverRound(t *testing.T) {
 	}
 	st, err := js.Stream(ctx, broker.StreamName(run))
 	if err != nil {
-		t.Fatal(err)
+		report()
+		t.Fatalf("stream info after the stepdowns: %v", err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		t.Fatal(err)
+		report()
+		t.Fatalf("stream info after the stepdowns: %v", err)
 	}
 	killed := -1
 	for i, n := range names {
@@ -235,6 +253,7 @@ func failoverRound(t *testing.T) {
 		}
 	}
 	cmds[killed].Process.Kill()
+	t.Logf("killed node %d, the stream's leader", killed+1)
 	time.Sleep(1500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -247,12 +266,15 @@ func failoverRound(t *testing.T) {
 	var total int64
 	for i := range pubs {
 		total += sent[i].Load()
-		if n := logs[i].n.Load(); n > 0 {
-			t.Logf("publisher %d: %d log lines with 10158; first: %s", i, n, strings.Join(logs[i].lines, ""))
-		}
 	}
 	if failed {
+		report()
 		return
+	}
+	for i := range pubs {
+		if n := logs[i].n.Load(); n > 0 {
+			t.Logf("publisher %d: %d answers 10158; %s", i, n, logs[i])
+		}
 	}
 	st, err = js.Stream(ctx, broker.StreamName(run))
 	if err != nil {
@@ -265,5 +287,5 @@ func failoverRound(t *testing.T) {
 	if int64(info.State.Msgs) != total {
 		t.Errorf("stream holds %d messages, %d sent", info.State.Msgs, total)
 	}
-	t.Logf("killed node %d (the leader); %d messages; new leader %s", killed+1, total, info.Cluster.Leader)
+	t.Logf("%d messages; new leader %s", total, info.Cluster.Leader)
 }
