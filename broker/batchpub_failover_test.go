@@ -22,8 +22,8 @@ import (
 	"github.com/asyrevel/asyrevel/internal/freeport"
 )
 
-// countWriter counts the log lines that say 10158, and keeps the first of
-// them and of the warnings.
+// countWriter counts the debug lines that say 10158 (an answer each), and
+// keeps the first of them and the lines above debug.
 type countWriter struct {
 	n     atomic.Int64
 	mu    sync.Mutex
@@ -31,13 +31,14 @@ type countWriter struct {
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {
-	dup := bytes.Contains(p, []byte("10158"))
-	if dup {
-		w.n.Add(1)
+	debug := bytes.Contains(p, []byte(`"level":"debug"`))
+	n := int64(0)
+	if debug && bytes.Contains(p, []byte("10158")) {
+		n = w.n.Add(1)
 	}
-	if dup || bytes.Contains(p, []byte(`"level":"warn"`)) {
+	if n == 1 || !debug {
 		w.mu.Lock()
-		if len(w.lines) < 8 {
+		if len(w.lines) < 20 {
 			w.lines = append(w.lines, string(p))
 		}
 		w.mu.Unlock()
