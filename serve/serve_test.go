@@ -381,7 +381,12 @@ func TestResponderRejects(t *testing.T) {
 	if _, err := r.Subscribe(ctx, pb); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := serve.NewScorer(serve.ScorerConfig{Model: set.Aggregator, Key: keys.Key(0), Roster: keys.Roster, Timeout: 200 * time.Millisecond})
+	// Party 2 is absent, so each call below lasts the timeout: party 1's
+	// answer (or refusal) must come within it. At 200 ms a busy host
+	// could miss it (ErrPartyDown instead of ErrRefused). No idle seal:
+	// it adds a signed request of its own once the chain sits unsigned
+	// for SealIdle, which a busy host reached between the two calls.
+	sc, err := serve.NewScorer(serve.ScorerConfig{Model: set.Aggregator, Key: keys.Key(0), Roster: keys.Roster, Timeout: time.Second, SealIdle: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +416,16 @@ func TestResponderRejects(t *testing.T) {
 	}
 	if _, err := sc.Score(ctx, []string{"5"}); !errors.Is(err, serve.ErrRefused) {
 		t.Errorf("an id outside the allowed list: %v", err)
+	}
+	// The rogue's subscription gets the requests beside the party: wait
+	// for both.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) { // a bound on a hang
+		seenMu.Lock()
+		n := len(seen)
+		seenMu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
 	}
 	seenMu.Lock()
 	if len(seen) != 2 || seen[0].Header[trust.SigHeader] != "" || seen[1].Header[trust.SigHeader] == "" {
