@@ -551,7 +551,9 @@ func predictSeparate(t *testing.T, rosterOnly bool) {
 			}
 		}()
 	}
-	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 10 * time.Second,
+	// Wait bounds a hang only: the parties connect beside the scoring,
+	// and a busy host can take more than 10 s.
+	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 2 * time.Minute,
 		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
