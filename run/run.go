@@ -228,10 +228,11 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		return s, err
 	}
 	if paused != nil {
+		s.StoppedBy = pauseName(cfg, s, paused)
 		return net.finishPaused(ctx, cfg, s, prog, paused)
 	}
 	if halted != nil {
-		s.StoppedBy = "paused"
+		s.StoppedBy = pauseName(cfg, s, halted)
 		return net.finishPaused(ctx, cfg, s, prog, halted)
 	}
 	if diverged {
@@ -449,10 +450,8 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		s, _ = net.finish(ctx, cfg, s, prog)
 		return s, err
 	}
-	if halted {
-		s.StoppedBy = "paused"
-	}
 	if paused || halted {
+		s.StoppedBy = pauseName(cfg, s, err)
 		return net.finishPaused(ctx, cfg, s, prog, err)
 	}
 	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))

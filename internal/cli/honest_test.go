@@ -97,7 +97,8 @@ func TestPartyStopBeforeTraining(t *testing.T) {
 // saved, and --resume cannot go on. Its last words say so and what to do
 // instead, and it exits 1 (not finished, nothing to go on from). Before,
 // they said "the state saved; ... the same command with --resume (and
-// its --run) goes on", exit 75.
+// its --run) goes on", exit 75. Its summary says stopped_by stream_full,
+// and its report why; before, stopped_by paused, with nothing to resume.
 func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -105,16 +106,18 @@ func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
+		out  bool // it writes summary.json into dir/out
 		args func(dir string) []string
 	}{
-		{"no checkpoint-dir", func(string) []string { return nil }},
-		{"checkpoints off", func(dir string) []string {
+		{"no checkpoint-dir", false, func(string) []string { return nil }},
+		{"checkpoints off", true, func(dir string) []string {
 			return []string{"--out", filepath.Join(dir, "out"), "--checkpoint-every", "-1s"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(t.TempDir())...), exitData...)
+			dir := t.TempDir()
+			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(dir)...), exitData...)
 			// It ends only nearly full (--duration 30m).
 			code, stdout, errOut := runCLICtx(context.Background(), args...)
 			last := errOut
@@ -126,6 +129,18 @@ func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 				!strings.Contains(last, "--resume cannot go on") || !strings.Contains(last, "--max-store") ||
 				strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
 				t.Fatalf("nearly full with no checkpoint: exit %d, want %d, and words that say --resume cannot go on and what to do: %s\n%s", code, exitFailed, stdout, errOut)
+			}
+			if !strings.Contains(stdout, "stopped: the run's stream was nearly full") {
+				t.Errorf("the report does not say why the run stopped: %s", stdout)
+			}
+			if !tc.out {
+				return
+			}
+			var s struct {
+				StoppedBy string `json:"stopped_by"`
+			}
+			if raw, err := readSummary(filepath.Join(dir, "out"), &s); err != nil || s.StoppedBy != "stream_full" {
+				t.Errorf("summary.json: stopped_by %q, want stream_full (nothing to resume) (%v): %s", s.StoppedBy, err, raw)
 			}
 		})
 	}
