@@ -233,7 +233,7 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	}
 	if halted != nil {
 		s.StoppedBy = pauseName(cfg, s, halted)
-		return net.finishPaused(ctx, cfg, s, prog, halted)
+		return net.finishPaused(ctx, cfg, s, prog, unsealed(halted))
 	}
 	if diverged {
 		end := divergedEnd(s, err) // before finish writes summary.json
@@ -452,10 +452,27 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	}
 	if paused || halted {
 		s.StoppedBy = pauseName(cfg, s, err)
+		if halted {
+			err = unsealed(err)
+		}
 		return net.finishPaused(ctx, cfg, s, prog, err)
 	}
 	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))
 }
+
+// ErrUnsealed is in the error of a run whose pause the aggregator took
+// as a stop (pausedAsStop): nothing answered what was in flight and no
+// seal covers the log (the trust layer off, say); with checkpoints kept,
+// the state was saved all the same, and --resume goes on.
+var ErrUnsealed = errors.New("the log is not sealed")
+
+// unsealed marks err with ErrUnsealed; its words stay err's.
+func unsealed(err error) error { return unsealedError{err} }
+
+type unsealedError struct{ err error }
+
+func (e unsealedError) Error() string   { return e.err.Error() }
+func (e unsealedError) Unwrap() []error { return []error{e.err, ErrUnsealed} }
 
 // pausedAsStop reports whether the aggregator ended on a pause (its
 // operator's, or its stream nearly full) that it took as an interruption

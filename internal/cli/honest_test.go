@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/run"
 )
 
 // A party stopped (Ctrl-C) before training started has no checkpoint to
@@ -208,6 +209,64 @@ func TestStallWithoutCheckpoints(t *testing.T) {
 			}
 			if code != tc.code || strings.Contains(words, tc.unwant) {
 				t.Errorf("exit %d, want %d, and words without %q: %s", code, tc.code, tc.unwant, words)
+			}
+		})
+	}
+}
+
+// Without the trust layer (--no-trust) a run whose stream nears its bound
+// stops with its state saved, and --resume goes on (exit 75); but nothing
+// seals its log, and its last words say so. Before, they said "what was in
+// flight answered, the log sealed", as with the trust layer.
+func TestNearlyFullWithoutTrust(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	args := append([]string{"train", "--max-store", "4MB", "--no-trust", "--out", out}, exitData...)
+	code, stdout, errOut := runCLICtx(context.Background(), args...)
+	last := errOut
+	if i := strings.LastIndex(last, "\nasyrevel: the run"); i >= 0 {
+		last = last[i+1:]
+	}
+	t.Logf("train %d: %s", code, last)
+	if code != exitPaused || !strings.Contains(errOut, "nearly full") || !strings.Contains(last, "the state saved") ||
+		!strings.Contains(last, "trust layer is off") || !strings.Contains(last, "--resume --run") || strings.Contains(last, "sealed") {
+		t.Fatalf("nearly full without the trust layer: exit %d, want %d, and words that say the state is saved, the log not sealed, and how to go on: %s\n%s",
+			code, exitPaused, stdout, errOut)
+	}
+	var s struct {
+		StoppedBy string `json:"stopped_by"`
+	}
+	if raw, err := readSummary(out, &s); err != nil || s.StoppedBy != "paused" {
+		t.Errorf("summary.json: stopped_by %q, want paused (--resume goes on) (%v): %s", s.StoppedBy, err, raw)
+	}
+}
+
+// The words of a pause with its state saved are true with the trust layer
+// and without it (run.ErrUnsealed: the aggregator took its pause as a
+// stop, and nothing sealed the log).
+func TestPauseWordsWithoutTrust(t *testing.T) {
+	hinted := func(err error) error {
+		return resumeHint{err: err, command: "asyrevel train --out o --resume --run r1"}
+	}
+	paused := fmt.Errorf("%w: %w", run.ErrInterrupted, aggregator.ErrPaused)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		want   string
+		unwant string
+	}{
+		{"sealed", hinted(paused), "the log sealed", "trust layer is off"},
+		{"unsealed", hinted(fmt.Errorf("%w: %w (%w)", run.ErrInterrupted, aggregator.ErrPaused, run.ErrUnsealed)), "trust layer is off", "sealed,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := exitFor(tc.err, &stderr)
+			words := stderr.String()
+			if code != exitPaused || !strings.Contains(words, tc.want) || strings.Contains(words, tc.unwant) || !strings.Contains(words, "go on with") {
+				t.Errorf("exit %d, want %d, and words with %q, without %q: %s", code, exitPaused, tc.want, tc.unwant, words)
 			}
 		})
 	}

@@ -295,9 +295,9 @@ func exitFor(err error, stderr io.Writer) int {
 		return exitFailed
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
-		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: %s; "+
 			"%s. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
-			"then %s\n", err, summary, goOn)
+			"then %s\n", err, pausedWords(err), summary, goOn)
 		return exitPaused
 	case (errors.Is(err, aggregator.ErrPaused) || errors.Is(err, errPartyPaused)) && hint.command == "":
 		// No checkpoint on disk: the pause stopped the run, and --resume
@@ -311,7 +311,7 @@ func exitFor(err error, stderr io.Writer) int {
 		}
 		return exitFailed
 	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
-		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
+		fmt.Fprintf(stderr, "asyrevel: run paused: %s; %s; %s\n", pausedWords(err), summary, goOn)
 		return exitPaused
 	case errors.Is(err, aggregator.ErrStalled) && hint.command == "":
 		// No checkpoint on disk: the stall ended the run, and --resume
@@ -341,6 +341,17 @@ func exitFor(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\n", err)
 		return exitFailed
 	}
+}
+
+// pausedWords says what a pause with its state saved did: with the trust
+// layer, the aggregator answered what was in flight and sealed the log
+// before every participant saved its state; without it (run.ErrUnsealed)
+// the pause is a stop, and nothing seals the log.
+func pausedWords(err error) string {
+	if errors.Is(err, run.ErrUnsealed) {
+		return "the state saved (the trust layer is off: nothing seals the log)"
+	}
+	return "what was in flight answered, the log sealed, the state saved"
 }
 
 // errPartyPaused ends a party whose run the aggregator paused (its state
