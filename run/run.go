@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -486,6 +487,32 @@ func pausedAsStop(res *aggregator.Result, err error) bool {
 		(errors.Is(err, aggregator.ErrPaused) || errors.Is(err, aggregator.ErrNearlyFull))
 }
 
+// stoppedFull is the error of a party whose run the aggregator stopped,
+// not ended, because its stream was nearly full (with no checkpoint to
+// go on from, it took its pause as a stop: aggregator.ErrNearlyFull in
+// the stop's reason): the run did not finish, and --resume cannot go on
+// (the stream holds the stop). nil for any other end.
+func stoppedFull(st party.Stats) error {
+	why, ok := strings.CutPrefix(st.StopReason, "interrupted: ")
+	if st.Paused || !ok || !strings.HasPrefix(why, aggregator.ErrNearlyFull.Error()) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: %w", ErrInterrupted, ErrStoppedByAggregator, fullStop(why))
+}
+
+// ErrStoppedByAggregator is in Participate's error when the aggregator
+// stopped the run before it finished (its stream nearly full, with no
+// checkpoint to go on from): the party's part did not finish, and no
+// model was written.
+var ErrStoppedByAggregator = errors.New("the aggregator stopped the run")
+
+// fullStop is the aggregator's reason for a stop on a stream nearly
+// full, as an error wrapping aggregator.ErrNearlyFull.
+type fullStop string
+
+func (e fullStop) Error() string { return string(e) }
+func (e fullStop) Unwrap() error { return aggregator.ErrNearlyFull }
+
 // Participate runs only party m of a run, connected to the broker at
 // c.NATS, until the aggregator stops the run. It refuses a run that has
 // started or ended already; if the run's stream holds messages of an
@@ -615,6 +642,9 @@ func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m 
 	cancel(nil)
 	if lost {
 		return p.Stats(), true, err
+	}
+	if err == nil {
+		err = stoppedFull(p.Stats())
 	}
 	if err == nil {
 		f, ferr := partyModel(cfg, data, m, p.Params())

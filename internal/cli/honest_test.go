@@ -8,8 +8,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -269,5 +271,54 @@ func TestPauseWordsWithoutTrust(t *testing.T) {
 				t.Errorf("exit %d, want %d, and words with %q, without %q: %s", code, exitPaused, tc.want, tc.unwant, words)
 			}
 		})
+	}
+}
+
+// A party whose run the aggregator stops because the run's stream is
+// nearly full, with no checkpoint to go on from (the aggregator's
+// --checkpoint-every negative), did not finish: it exits 1 as the
+// aggregator does, and its words say why and that --resume cannot go on,
+// with --checkpoint-dir too (the stream holds the stop). Before, it exited
+// 0 as if the run had ended, and wrote its model.
+func TestPartyNearlyFullWithoutCheckpoints(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	url := startBroker(t)
+	const id = "full-party"
+	// A guard against a hang, not a measure: the run ends nearly full in
+	// a second or two.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The run's stream, bounded before the participants come (as the
+	// broker command makes it with --roster); they use it as it is.
+	js, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: url, Run: id, MaxBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js.Close()
+	common := []string{"--nats", url, "--run", id, "--parties", "2", "--data", "synthetic:n=3000,d=8,test=600,noise=0.02", "--batch", "16",
+		"--log", "warn", "--privacy", "off"}
+	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "30m", "--checkpoint-every", "-1s", "--no-privacy-report"}, common...)...)
+	parties := []<-chan result{
+		goCLI(ctx, append([]string{"party", "--id", "1", "--checkpoint-dir", t.TempDir()}, common...)...),
+		goCLI(ctx, append([]string{"party", "--id", "2"}, common...)...),
+	}
+	got := []result{<-agg, <-parties[0], <-parties[1]}
+	if r := got[0]; r.code != exitFailed || !strings.Contains(r.errOut, "nearly full") {
+		t.Errorf("aggregator: exit %d, want %d, nearly full: %s\n%s", r.code, exitFailed, r.out, r.errOut)
+	}
+	for m, r := range got[1:] {
+		last := r.errOut
+		if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
+			last = last[i+1:]
+		}
+		t.Logf("party %d: exit %d: %s%s", m+1, r.code, r.out, last)
+		if r.code != exitFailed || !strings.Contains(r.errOut, "nearly full") || !strings.Contains(last, "--resume cannot go on") ||
+			!strings.Contains(r.out, "did not finish") || strings.Contains(last, "goes on") || strings.Contains(last, "go on with") {
+			t.Errorf("party %d stopped nearly full with no checkpoint: exit %d, want %d, and words that say the run did not finish and --resume cannot go on: %s\n%s",
+				m+1, r.code, exitFailed, r.out, r.errOut)
+		}
 	}
 }

@@ -284,6 +284,14 @@ func exitFor(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; %s. "+
 			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, summary, goOn)
 		return exitPaused
+	case errors.Is(err, run.ErrStoppedByAggregator):
+		// A party: the aggregator stopped the run, its stream nearly
+		// full, with no checkpoint to go on from. Not finished, as the
+		// aggregator's exit says too.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run did not finish: its aggregator kept no checkpoint to go on from (no --checkpoint-dir, or --checkpoint-every negative), "+
+			"and the run's stream holds its stop, so --resume cannot go on. Start every participant again under another --run, with room for the run's stream "+
+			"(a larger --max-store, on the broker with --roster; or free disk space) and with --checkpoint-dir so that a pause can be resumed\n", err)
+		return exitFailed
 	case errors.Is(err, aggregator.ErrNearlyFull) && hint.command == "":
 		// No checkpoint on disk (no --checkpoint-dir, train without
 		// --out, or --checkpoint-every negative): the run stopped, and

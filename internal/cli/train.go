@@ -1099,10 +1099,16 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil && st.Requests == 0 && st.Skipped == 0 {
 		return err // it never took part
 	}
+	// Stopped by the aggregator, its stream nearly full, with no
+	// checkpoint to go on from: the run did not finish, and its stream
+	// holds the stop, so a checkpoint of this party's resumes nothing.
+	full := !early && errors.Is(err, run.ErrStoppedByAggregator)
 	stop := st.StopReason
 	switch {
 	case early:
 		stop = "interrupted before training started: no checkpoint to keep, nothing to resume"
+	case full:
+		stop = "the run did not finish: the aggregator stopped it, its stream nearly full, with no checkpoint to go on from"
 	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointDir == "":
 		stop = "interrupted; no checkpoint was kept (--checkpoint-dir keeps one)"
 	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointEvery < 0:
@@ -1131,7 +1137,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
 	}
-	if early {
+	if early || full {
 		return err
 	}
 	return withResume(err, "party", args, &f.cfg, nil)
