@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -320,5 +321,49 @@ func TestPartyNearlyFullWithoutCheckpoints(t *testing.T) {
 			t.Errorf("party %d stopped nearly full with no checkpoint: exit %d, want %d, and words that say the run did not finish and --resume cannot go on: %s\n%s",
 				m+1, r.code, exitFailed, r.out, r.errOut)
 		}
+	}
+}
+
+// A party writes no summary.json: its last words point to its stop line
+// instead. Here party 1, stopped (Ctrl-C) in training with its
+// checkpoint saved, exits 75 with the command that goes on. Before, its
+// words said "the summary shows the part that ran".
+func TestPartyWordsNameNoSummary(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	url := startBroker(t)
+	const id = "party-words"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a guard against a hang
+	defer cancel()
+	ck := t.TempDir()
+	common := []string{"--nats", url, "--run", id, "--parties", "2", "--data", "synthetic:n=1000,d=8,test=200", "--batch", "16",
+		"--log", "warn", "--privacy", "off", "--checkpoint-dir", ck, "--checkpoint-every", "100ms"}
+	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "30m", "--no-privacy-report"}, common...)...)
+	c1, stop1 := context.WithCancelCause(ctx)
+	defer stop1(nil)
+	p1 := goCLI(c1, append([]string{"party", "--id", "1"}, common...)...)
+	p2 := goCLI(ctx, append([]string{"party", "--id", "2"}, common...)...)
+	// Party 1 saves a checkpoint once training has started.
+	for _, err := os.Stat(run.CheckpointPath(ck, id, 1)); err != nil; _, err = os.Stat(run.CheckpointPath(ck, id, 1)) {
+		if ctx.Err() != nil {
+			t.Fatal("party 1 saved no checkpoint")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop1(signalError{syscall.SIGINT})
+	r := <-p1
+	cancel()
+	<-agg
+	<-p2
+	last := r.errOut
+	if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
+		last = last[i+1:]
+	}
+	t.Logf("party 1: exit %d: %s%s", r.code, r.out, last)
+	if r.code != exitPaused || !strings.Contains(last, "party 1's stop line shows the part that ran") || strings.Contains(last, "the summary shows") ||
+		!strings.Contains(last, "--resume --run") {
+		t.Errorf("party 1 stopped in training: exit %d, want %d, and words that point to its stop line, not to a summary: %s%s", r.code, exitPaused, r.out, r.errOut)
 	}
 }

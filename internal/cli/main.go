@@ -368,8 +368,12 @@ var errPartyPaused = errors.New("the run paused")
 
 // summaryWords says where the part of a run that ran is written: the
 // summary, or, when summary.json could not be written (a full disk,
-// say), that it was not.
+// say), that it was not; for a party, which writes none, its stop line.
 func summaryWords(err error) string {
+	var party partyEnd
+	if errors.As(err, &party) {
+		return fmt.Sprintf("party %d's stop line shows the part that ran (a party writes no summary.json)", party.id)
+	}
 	if errors.Is(err, run.ErrNoSummary) {
 		return "summary.json could not be written (above: why); the lines above are all there is of the part that ran"
 	}

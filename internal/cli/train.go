@@ -1097,7 +1097,7 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = notStarted{err: err, again: partyAgain(args, f.cfg.Run, st.Joined), noSummary: true}
 	}
 	if err != nil && st.Requests == 0 && st.Skipped == 0 {
-		return err // it never took part
+		return partyErr(err, *id) // it never took part
 	}
 	// Stopped by the aggregator, its stream nearly full, with no
 	// checkpoint to go on from: the run did not finish, and its stream
@@ -1138,9 +1138,27 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
 	}
 	if early || full {
-		return err
+		return partyErr(err, *id)
 	}
-	return withResume(err, "party", args, &f.cfg, nil)
+	return partyErr(withResume(err, "party", args, &f.cfg, nil), *id)
+}
+
+// partyEnd is the end of party id (cmdParty): a party writes no
+// summary.json; its stop line on stdout says what it did.
+type partyEnd struct {
+	err error
+	id  int
+}
+
+func (e partyEnd) Error() string { return e.err.Error() }
+func (e partyEnd) Unwrap() error { return e.err }
+
+// partyErr marks err, if any, as party id's end.
+func partyErr(err error, id int) error {
+	if err == nil {
+		return nil
+	}
+	return partyEnd{err: err, id: id}
 }
 
 func sum(m map[string]int64) int64 {
