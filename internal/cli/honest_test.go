@@ -367,3 +367,32 @@ func TestPartyWordsNameNoSummary(t *testing.T) {
 		t.Errorf("party 1 stopped in training: exit %d, want %d, and words that point to its stop line, not to a summary: %s%s", r.code, exitPaused, r.out, r.errOut)
 	}
 }
+
+// What train's first Ctrl-C says it does is what it does: a sealed pause
+// with checkpoints and the trust layer, a pause that seals nothing without
+// the trust layer, a stop with no checkpoint kept. Before, it said
+// "answering what is in flight, sealing the log, saving the state" in
+// every case.
+func TestTrainPauseWords(t *testing.T) {
+	cfg := func(dir string, every time.Duration, off bool) run.Config {
+		var c run.Config
+		c.CheckpointDir, c.CheckpointEvery, c.Trust.Off = dir, every, off
+		return c
+	}
+	for _, tc := range []struct {
+		name         string
+		cfg          run.Config
+		want, unwant string
+	}{
+		{"checkpoints, trust", cfg("ck", 0, false), "sealing the log, saving the state", "trust layer is off"},
+		{"checkpoints, no trust", cfg("ck", 0, true), "trust layer is off", "sealing"},
+		{"no checkpoint-dir", cfg("", 0, false), "no checkpoint is kept", "saving the state"},
+		{"checkpoints off", cfg("ck", -time.Second, false), "no checkpoint is kept", "saving the state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := trainPauseWords(&tc.cfg); !strings.Contains(w, tc.want) || strings.Contains(w, tc.unwant) {
+				t.Errorf("%q: want %q, not %q", w, tc.want, tc.unwant)
+			}
+		})
+	}
+}

@@ -122,6 +122,10 @@ func (e signalError) Error() string { return e.sig.String() + " signal received"
 // of cancelling it (run.Hooks.Pause); it is given the signal.
 var pauser atomic.Pointer[func(os.Signal)]
 
+// pauseWords, set with pauser, says what the first signal does to the run
+// (trainPauseWords).
+var pauseWords atomic.Pointer[string]
+
 // stopWords, when set, says what the command does when a signal stops it
 // (serve, broker: there is no run to write); else a run's words.
 var stopWords atomic.Pointer[string]
@@ -151,7 +155,11 @@ func Main() {
 		// further signal stops at once, the last ends the process.
 		sig := <-sigs
 		if p := pauser.Load(); p != nil {
-			fmt.Fprintf(os.Stderr, "asyrevel: %v: pausing: answering what is in flight, sealing the log, saving the state (again to stop at once)\n", sig)
+			words := "pausing: answering what is in flight, sealing the log, saving the state"
+			if w := pauseWords.Load(); w != nil {
+				words = *w
+			}
+			fmt.Fprintf(os.Stderr, "asyrevel: %v: %s (again to stop at once)\n", sig, words)
 			(*p)(sig)
 			sig = <-sigs
 		}

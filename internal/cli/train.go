@@ -620,8 +620,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
 		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
 		"first one reached. Ctrl-C pauses it: what is in flight is answered, the log\n"+
-		"sealed and, with --out or --checkpoint-dir, the state saved (--resume goes on);\n"+
-		"a second Ctrl-C stops at once.", stderr)
+		"sealed (not with --no-trust) and, with --out or --checkpoint-dir, the state\n"+
+		"saved (--resume goes on); a second Ctrl-C stops at once.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
@@ -652,6 +652,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	f.hooks.Pause = pause
+	pauseWords.Store(ptr(trainPauseWords(&f.cfg)))
 	pauser.Store(&stop)
 	defer pauser.Store(nil)
 	s, err := run.Train(ctx, f.cfg, f.hooks)
@@ -1043,6 +1044,20 @@ func leakageLine(s *run.Summary) string {
 	}
 	return fmt.Sprintf("leakage: measured on this run, %s: above the bound because it reads party %d's own columns, which predict the label; no label bound covers them (docs/privacy.md)",
 		found, worst.Party)
+}
+
+// trainPauseWords says what train's first signal does to a run of cfg:
+// a pause that answers what is in flight, seals the log and saves the
+// state; without the trust layer a pause that saves the state only; and
+// with no checkpoint kept, a stop.
+func trainPauseWords(cfg *run.Config) string {
+	switch {
+	case cfg.CheckpointDir == "" || cfg.CheckpointEvery < 0:
+		return "stopping: no checkpoint is kept (--out or --checkpoint-dir keeps one), so there is no state to save; writing what the run has so far"
+	case cfg.Trust.Off:
+		return "pausing: saving the state (the trust layer is off: nothing seals the log)"
+	}
+	return "pausing: answering what is in flight, sealing the log, saving the state"
 }
 
 func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
