@@ -1,6 +1,7 @@
 package adversary
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -307,7 +308,11 @@ func (r *Rogue) attack(ctx context.Context) error {
 			nc.Close()
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the broker's asynchronous refusals
+	// The broker's refusals of nc's publishes and subscriptions arrive
+	// asynchronously, in order: a last publish it refuses marks their end
+	// (a fixed 200 ms missed some on a busy host, and a refused message
+	// counted as accepted).
+	r.awaitRefusal(nc)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.refusals {
@@ -319,6 +324,27 @@ func (r *Rogue) attack(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// awaitRefusal publishes on nc to a subject no participant may publish
+// to, and waits until the broker's refusal of it has been recorded: every
+// refusal of what nc sent before is recorded then. A minute bounds a
+// broker that refuses nothing (what was not refused counts as accepted).
+func (r *Rogue) awaitRefusal(nc *nats.Conn) {
+	marker := fmt.Sprintf("rogue-end.%d", time.Now().UnixNano())
+	if nc.Publish(marker, nil) != nil || nc.Flush() != nil {
+		return
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		for _, e := range r.refusals {
+			if strings.Contains(e, `"`+marker+`"`) {
+				r.mu.Unlock()
+				return
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
 // output is a well-formed PartyOutput of party m with sequence number seq.
@@ -435,8 +461,10 @@ func (r *Rogue) settle(rejected map[string]int64) {
 // while a rogue holding party 1's key sends scale bad messages of each
 // category; it returns the summary, the rogue and the output folder.
 //
-// With stopAfter, the run stops half a second after the attack
-// (Hooks.StopWhen); otherwise at its own end, which must come after the
+// The attack begins once the run has made attackAfter steps a party.
+// With stopAfter, the run stops once the aggregator has handled every
+// request the rogue sent (Hooks.StopWhen), and once hooks.StopWhen, if
+// set, says so too; otherwise at its own end, which must come after the
 // attack is over.
 func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks run.Hooks) (*run.Summary, *Rogue, string, error) {
 	out := cfg.Out
@@ -446,15 +474,27 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks r
 	var rg *Rogue
 	var once sync.Once
 	var attacked atomic.Bool // the rogue is done: the run may stop
-	var doneAt time.Time
+	var steps atomic.Int64   // answered requests at the last evaluation
+	// Requests in flight at once: each party's window (the default's
+	// largest when not given).
+	inFlight := int64(cfg.Parties * cmp.Or(cfg.Window, 8))
+	doneSteps := int64(-1) // steps at the first evaluation after the attack
+	prevStop := hooks.StopWhen
 	stopWhen := func() bool {
 		if !attacked.Load() {
 			return false
 		}
-		if doneAt.IsZero() {
-			doneAt = time.Now()
+		if doneSteps < 0 {
+			doneSteps = steps.Load()
+			return false
 		}
-		return time.Since(doneAt) > 500*time.Millisecond // its last messages reach the aggregator
+		// More requests answered since than were in flight when the
+		// attack ended: the aggregator answered one sent after it, and
+		// its subscription delivers in the stream's order, so it has
+		// handled every one the rogue sent before. A half second after
+		// the attack was not always enough on a busy host: a rejection
+		// not counted yet left a bad message counted as accepted.
+		return steps.Load() > doneSteps+inFlight && (prevStop == nil || prevStop())
 	}
 	if stopAfter {
 		hooks.StopWhen = stopWhen
@@ -463,15 +503,19 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks r
 	hooks.OnBroker = func(u string) { urls <- u }
 	prev := hooks.OnPoint
 	hooks.OnPoint = func(pt aggregator.Point) {
+		steps.Store(pt.Steps)
 		if prev != nil {
 			prev(pt)
 		}
+		// The first point comes at the start: every party sends a few
+		// requests first (the replays reuse their first sequence
+		// numbers), counted in steps, not a second that a busy host
+		// spends on a handful.
+		if pt.Steps < attackAfter*int64(cfg.Parties) {
+			return
+		}
 		once.Do(func() {
 			go func() {
-				// The first point comes at the start: let every party
-				// send a few requests first (the replays reuse their
-				// first sequence numbers).
-				time.Sleep(time.Second)
 				key, err := trust.ReadKeyFile(filepath.Join(keys, "party-1.nk"))
 				var auditor *trust.Key
 				if err == nil {
@@ -506,6 +550,9 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks r
 	rg.settle(s.Rejected)
 	return s, rg, out, nil
 }
+
+// attackAfter is the steps a party the run makes before the attack.
+const attackAfter = 50
 
 // Categories are the kinds of bad messages the rogue sent, in order,
 // with what became of them.

@@ -125,7 +125,7 @@ func TestJoinWait(t *testing.T) {
 		if c.Op != schemas.CtlRefuse || c.Party != 0 || !strings.Contains(c.Reason, "no hello") {
 			t.Fatalf("the parties were told %+v", c)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // a bound on a hang, not on speed
 		t.Fatal("the parties were not told")
 	}
 }
@@ -135,7 +135,21 @@ func TestInterruptedResult(t *testing.T) {
 	a, _ := newTest(t, 2, []int32{1, 0, 1}, model.NewLogistic(2))
 	hub := broker.NewMemoryHub()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	time.AfterFunc(100*time.Millisecond, func() { cancel(errors.New("interrupt signal received")) })
+	// Interrupted once Run waits for the parties, not 100 ms after the
+	// start: a cancel before its subscriptions fails them instead
+	// ("aggregator: subscribe: context canceled").
+	go func() {
+		for {
+			a.mu.Lock()
+			waiting := !a.join.progress.IsZero()
+			a.mu.Unlock()
+			if waiting {
+				cancel(errors.New("interrupt signal received"))
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	res, err := a.Run(ctx, hub.Connect("aggregator"))
 	if !errors.Is(err, ErrInterrupted) || res == nil || res.Interrupted != "interrupt signal received" {
 		t.Fatalf("res %+v, err %v", res, err)

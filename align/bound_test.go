@@ -42,7 +42,7 @@ func TestHubRefusesOversizedSet(t *testing.T) {
 	}{{"oversized", guesses, false}, {"within the bound", guesses[:300], true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a bound on a hang
 			defer cancel()
 			l, err := StartLocal(ctx, run, 1, dir)
 			if err != nil {
@@ -62,7 +62,7 @@ func TestHubRefusesOversizedSet(t *testing.T) {
 			errs := make([]error, 2)
 			var wg sync.WaitGroup
 			for m := range sets {
-				cfg := Config{Run: run, ID: m, Parties: 1, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m], Spec: spec, Width: 1, Timeout: 10 * time.Second, Log: log}
+				cfg := Config{Run: run, ID: m, Parties: 1, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m], Spec: spec, Width: 1, Timeout: 30 * time.Second, Log: log}
 				wg.Go(func() { res[m], errs[m] = Run(ctx, cfg, sets[m]) })
 			}
 			wg.Wait()

@@ -22,7 +22,7 @@ import (
 // stream's store and of the log for every id.
 func TestAlignOverBrokerNoPlainIDs(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a bound on a hang
 	defer cancel()
 	l, err := StartLocal(ctx, "scan", 2, dir)
 	if err != nil {

@@ -150,7 +150,7 @@ func TestClusterStartsWithNodeDown(t *testing.T) {
 	intruder.Shutdown()
 
 	clusterNode(t, dir, 2, ports, secret)
-	b, err := connect(20 * time.Second)
+	b, err := connect(2 * time.Minute)
 	if err != nil {
 		t.Fatalf("the stream with 3 nodes up: %v", err)
 	}

@@ -344,8 +344,8 @@ func TestEndOnLoss(t *testing.T) {
 	srv.Shutdown()
 	select {
 	case <-b.Lost():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost not closed 5 s after the broker went")
+	case <-time.After(time.Minute):
+		t.Fatal("Lost not closed a minute after the broker went")
 	}
 	if err := b.Publish(ctx, &broker.Message{Subject: subj, Data: []byte("after")}); !errors.Is(err, broker.ErrConnLost) {
 		t.Errorf("publish after the loss: %v, want ErrConnLost", err)

@@ -43,7 +43,7 @@ func TestSubjectOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the control message did not go once a and b were stored")
 	}
 	if gotIn(o, "a", short) {

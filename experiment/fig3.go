@@ -26,9 +26,12 @@ type Fig3Config struct {
 	StragglerFactor float64 // party q's steps take this much longer (every method)
 	Duration        time.Duration
 	NetDuration     time.Duration // for the network sets
-	Batch, Window   int
-	Seed            uint64
-	Log             zerolog.Logger
+	// Steps, if set, bounds each run in steps too (tests: what a run
+	// learns must not depend on how busy the machine is).
+	Steps         int64
+	Batch, Window int
+	Seed          uint64
+	Log           zerolog.Logger
 }
 
 // Fig3Point is one evaluation of one run.
@@ -73,6 +76,7 @@ func Fig3(ctx context.Context, cfg Fig3Config) ([]Fig3Point, []Fig3Run, error) {
 				c.Batch = cfg.Batch
 				c.Window = cfg.Window
 				c.Duration = dur
+				c.MaxSteps = cfg.Steps
 				c.EvalEvery = max(dur/40, 250*time.Millisecond)
 				c.Seed = cfg.Seed
 				c.Straggler = cfg.Parties

@@ -75,6 +75,9 @@ func TestReportSections(t *testing.T) {
 	}
 }
 
+// fig3Steps bounds each of TestPaperExperiments' fig3 runs.
+const fig3Steps = 600
+
 // The paper experiments run end to end on a small set and write their
 // files: fig3 and table3 over the embedded JetStream broker, table4 with
 // its statistics, fig4's simulation.
@@ -85,15 +88,16 @@ func TestPaperExperiments(t *testing.T) {
 	set, locate := tinySet(t)
 	ctx, dir := context.Background(), t.TempDir()
 	pts, runs, err := Fig3(ctx, Fig3Config{Sets: []Set{set}, Locate: locate, Algos: []string{"asyrevel-gau", "synrevel-gau", "tig"},
-		Parties: 4, StragglerFactor: 1.6, Duration: 700 * time.Millisecond, Batch: 16, Window: 1, Seed: 1, Log: zerolog.Nop()})
+		Parties: 4, StragglerFactor: 1.6, Steps: fig3Steps, Duration: time.Minute, Batch: 16, Window: 1, Seed: 1, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(runs) != 3 || len(pts) < 6 {
 		t.Fatalf("fig3: %d runs, %d points", len(runs), len(pts))
 	}
-	// Every run learns: its final loss is below its first evaluation's (a
-	// loaded machine makes few steps in 0.7 s, so no absolute bound).
+	// Every run learns: its final loss is below its first evaluation's.
+	// Bounded by steps, not 0.7 s, which a loaded machine spent on a
+	// few steps; the minute only bounds a hang.
 	for _, r := range runs {
 		first := math.NaN()
 		for _, p := range pts {
@@ -102,7 +106,8 @@ func TestPaperExperiments(t *testing.T) {
 				break
 			}
 		}
-		if r.Steps == 0 || !(r.FinalLoss < first-0.02) {
+		t.Logf("fig3 %s: %d steps, loss %.4f to %.4f", r.Algo, r.Steps, first, r.FinalLoss)
+		if r.Steps < fig3Steps || !(r.FinalLoss < first-0.02) {
 			t.Errorf("fig3 %s: first loss %.4f, %+v", r.Algo, first, r)
 		}
 	}

@@ -609,12 +609,14 @@ func (e *External) ioError(op, stage string, limit time.Duration, err error, got
 		return fmt.Errorf("%w: %s: %s: closed while %s", ErrExternal, e.label(), op, stage)
 	}
 	// EOF or a broken pipe: the process has most likely exited. Wait a
-	// little for its status and the rest of its stderr.
+	// little for its status and the rest of its stderr (a few seconds:
+	// on a busy host the exit is reaped late, and the error would lose
+	// the status and the stderr that explain it).
 	select {
 	case <-e.exited:
 		return fmt.Errorf("%w: %s: %s: the model exited (%s) while the party was %s%s",
-			ErrExternal, e.label(), op, exitText(e.waitErr), stage, e.stderrNote(500*time.Millisecond))
-	case <-time.After(time.Second):
+			ErrExternal, e.label(), op, exitText(e.waitErr), stage, e.stderrNote(2*time.Second))
+	case <-time.After(5 * time.Second):
 	}
 	return fmt.Errorf("%w: %s: %s: %s: %v (the model closed its stdout or stdin but is still running)%s",
 		ErrExternal, e.label(), op, stage, err, e.stderrNote(0))

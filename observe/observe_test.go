@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,18 +86,23 @@ func TestTrainMetricsAndReport(t *testing.T) {
 	cfg := run.New(func(c *run.Config) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 4000, TestSamples: 500, Features: 12, Classes: 2, Noise: 0.02, Seed: 1}
 		c.Parties, c.Batch, c.Window = q, 16, 2
-		c.MaxSteps = 40000
+		// A bound on a hang only: the run stops once a scrape showed
+		// what the test reads (StopWhen below). A length of 40,000 steps
+		// let a fast machine finish before the first scrape, and a
+		// busy one make the 3 minutes run out.
+		c.MaxSteps = 10_000_000
 		c.EvalEvery = 200 * time.Millisecond
 		c.Out = out
 		c.Monitor = run.Monitor{Metrics: "127.0.0.1:0", Board: "127.0.0.1:0", Report: true}
 	})
+	var scrapedOK atomic.Bool
 	hooks := run.Hooks{OnListen: func(m, b string) {
 		mu.Lock()
 		metricsAddr, boardAddr = m, b
 		mu.Unlock()
 		close(listening)
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	}, StopWhen: scrapedOK.Load}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a bound on a hang
 	defer cancel()
 	type scraped struct {
 		fams  map[string]*dto.MetricFamily
@@ -130,6 +136,7 @@ func TestTrainMetricsAndReport(t *testing.T) {
 				resp.Body.Close()
 			}
 			got <- scraped{fams, text, st}
+			scrapedOK.Store(true)
 			return
 		}
 	}()

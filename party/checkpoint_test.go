@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -93,12 +92,19 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 
 // stalledCount is a bus whose broker does not answer a count (its
 // connection just dropped): Count returns only when ctx is done.
-type stalledCount struct{ sink }
+type stalledCount struct {
+	sink
+	err error // the cause that ended Count's ctx
+}
 
 func (s *stalledCount) Count(ctx context.Context, _ string) (uint64, error) {
 	<-ctx.Done()
+	s.err = context.Cause(ctx)
 	return 0, ctx.Err()
 }
+
+// errRunCtx is the cause of the run's ctx in TestProbeEndsWithCtx.
+var errRunCtx = errors.New("the run's ctx")
 
 // The stream count taken after a checkpoint (the next checkpoint's floor)
 // ends with the run's ctx: a lost connection cancels it, and a party
@@ -108,12 +114,15 @@ func (s *stalledCount) Count(ctx context.Context, _ string) (uint64, error) {
 func TestProbeEndsWithCtx(t *testing.T) {
 	p := newStarted(t)
 	p.recov.probe, p.outbox.Floor = 7, 7
-	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
-	t0 := time.Now()
-	p.probeStream(ctx, &stalledCount{})
-	if d := time.Since(t0); d > time.Second {
-		t.Errorf("the count outlived the cancelled ctx by %v", d)
+	// A ctx cancelled already: the count must end with it, not wait out
+	// its own timeout (ckpt.ProbeWait), which the stalled count would
+	// otherwise run into; a count that does not end at all hangs the test.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errRunCtx)
+	sc := &stalledCount{}
+	p.probeStream(ctx, sc)
+	if !errors.Is(sc.err, errRunCtx) {
+		t.Errorf("the count ended by %v, not by the run's ctx", sc.err)
 	}
 	if p.recov.probe != 7 || p.outbox.Floor != 7 {
 		t.Errorf("a failed count changed the floor: %d, %d", p.recov.probe, p.outbox.Floor)

@@ -1,6 +1,8 @@
 package party
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -209,7 +211,17 @@ func (p *Party) onSeal(d broker.Delivery, c *schemas.Control) {
 		// lacks party-m's receipt"). Without one, the resume reads the
 		// seal again and publishes it.
 		p.recov.rcptLost = true
-		p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("publishing a receipt (no checkpoint is saved after it: a resume publishes it again)")
+		switch {
+		case p.ctx.Err() == nil || !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			p.cfg.Log.Error().Int("party", p.cfg.ID).Err(err).Msg("publishing a receipt (no checkpoint is saved after it: a resume publishes it again)")
+		case !p.started:
+			// Stopped before training started: a shutdown, not an
+			// error, and there is nothing to resume.
+			p.cfg.Log.Debug().Int("party", p.cfg.ID).Err(err).Msg("the party was stopped before training started: the seal's receipt is not published")
+		default:
+			// Stopped (Ctrl-C, say): a shutdown, not an error.
+			p.cfg.Log.Info().Int("party", p.cfg.ID).Err(err).Msg("the party was stopped: the seal's receipt is not published (no checkpoint is saved after it: a resume publishes it again)")
+		}
 		return
 	}
 	p.stats.MessagesUp++

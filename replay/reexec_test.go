@@ -241,7 +241,6 @@ func TestReexecuteResumedRun(t *testing.T) {
 		c.Parties = 3
 		c.Batch = 8
 		c.Window = 2
-		c.Duration = 3 * time.Second
 		c.Seed = 4
 		c.Run = "resumed"
 		c.Out = out
@@ -252,28 +251,42 @@ func TestReexecuteResumedRun(t *testing.T) {
 		// sets lr unless the run named it (Explicit), as --lr would.
 		c.LR = 0.1
 		c.Explicit = map[string]bool{"lr": true}
-		c.Epochs = 10000 // the budget lasts past the interruption; the duration ends the run
+		// The run's length: the budget lasts past the interruption, and
+		// neither part ends by it. The interrupt and the resumed part's
+		// stop come from the run's own events below, not from a
+		// --duration that a busy machine spends before the first
+		// checkpoint (or a fast one before the interrupt).
+		c.Epochs = 10000
 		c.CheckpointDir = filepath.Join(out, "ck")
 		c.CheckpointEvery = 200 * time.Millisecond
 	})
-	ctx, cancel := context.WithCancelCause(context.Background())
-	// Interrupted 300 ms after the aggregator's first checkpoint, not at
-	// a fixed time: under load the run's setup can outlast any delay.
-	go func() {
-		ck := run.CheckpointPath(cfg.CheckpointDir, cfg.Run, 0)
-		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if _, err := os.Stat(ck); err == nil {
-				break
+	// Interrupted at the second evaluation after every participant's
+	// first checkpoint, so that a resume from them has training after
+	// them to reproduce however slow or fast the machine is.
+	saved := func() bool {
+		for m := 0; m <= cfg.Parties; m++ {
+			if _, err := os.Stat(run.CheckpointPath(cfg.CheckpointDir, cfg.Run, m)); err != nil {
+				return false
 			}
 		}
-		time.Sleep(300 * time.Millisecond)
-		cancel(errors.New("interrupt signal received"))
-	}()
-	if _, err := run.Train(ctx, cfg, run.Hooks{}); !errors.Is(err, run.ErrInterrupted) {
+		return true
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	after := 0
+	interrupt := func(aggregator.Point) {
+		if after < 2 && saved() {
+			if after++; after == 2 {
+				cancel(errors.New("interrupt signal received"))
+			}
+		}
+	}
+	if _, err := run.Train(ctx, cfg, run.Hooks{OnPoint: interrupt}); !errors.Is(err, run.ErrInterrupted) {
 		t.Fatalf("first part: %v", err)
 	}
 	cfg.Resume = true
-	s, err := run.Train(context.Background(), cfg, run.Hooks{})
+	// The resumed part stops at its second evaluation.
+	evals := 0
+	s, err := run.Train(context.Background(), cfg, run.Hooks{StopWhen: func() bool { evals++; return evals >= 2 }})
 	if err != nil {
 		t.Fatalf("resumed: %v", err)
 	}

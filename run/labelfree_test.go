@@ -150,7 +150,7 @@ func TestSpentBudgetStopsTheRun(t *testing.T) {
 		c.Synthetic = &dataset.SyntheticConfig{Samples: 2000, TestSamples: 400, Features: 16, Classes: 2, Noise: 0.02, Seed: 3}
 		c.Parties = 2
 		c.Privacy = "auc=0.6,profile=budget"
-		c.Duration = 20 * time.Second // far longer than the budget lasts
+		c.Duration = 2 * time.Minute // only against a hang: the budget ends it in 219 steps
 		c.Seed = 2
 	}), Hooks{Log: testLog(t)})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,11 +229,12 @@ func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		return s, err
 	}
 	if paused != nil {
+		s.StoppedBy = pauseName(cfg, s, paused)
 		return net.finishPaused(ctx, cfg, s, prog, paused)
 	}
 	if halted != nil {
-		s.StoppedBy = "paused"
-		return net.finishPaused(ctx, cfg, s, prog, halted)
+		s.StoppedBy = pauseName(cfg, s, halted)
+		return net.finishPaused(ctx, cfg, s, prog, unsealed(halted))
 	}
 	if diverged {
 		end := divergedEnd(s, err) // before finish writes summary.json
@@ -449,14 +451,29 @@ func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 		s, _ = net.finish(ctx, cfg, s, prog)
 		return s, err
 	}
-	if halted {
-		s.StoppedBy = "paused"
-	}
 	if paused || halted {
+		s.StoppedBy = pauseName(cfg, s, err)
+		if halted {
+			err = unsealed(err)
+		}
 		return net.finishPaused(ctx, cfg, s, prog, err)
 	}
 	return stuckErr(cfg)(net.finish(ctx, cfg, s, prog))
 }
+
+// ErrUnsealed is in the error of a run whose pause the aggregator took
+// as a stop (pausedAsStop): nothing answered what was in flight and no
+// seal covers the log (the trust layer off, say); with checkpoints kept,
+// the state was saved all the same, and --resume goes on.
+var ErrUnsealed = errors.New("the log is not sealed")
+
+// unsealed marks err with ErrUnsealed; its words stay err's.
+func unsealed(err error) error { return unsealedError{err} }
+
+type unsealedError struct{ err error }
+
+func (e unsealedError) Error() string   { return e.err.Error() }
+func (e unsealedError) Unwrap() []error { return []error{e.err, ErrUnsealed} }
 
 // pausedAsStop reports whether the aggregator ended on a pause (its
 // operator's, or its stream nearly full) that it took as an interruption
@@ -469,6 +486,32 @@ func pausedAsStop(res *aggregator.Result, err error) bool {
 	return res != nil && !res.Paused && errors.Is(err, aggregator.ErrInterrupted) &&
 		(errors.Is(err, aggregator.ErrPaused) || errors.Is(err, aggregator.ErrNearlyFull))
 }
+
+// stoppedFull is the error of a party whose run the aggregator stopped,
+// not ended, because its stream was nearly full (with no checkpoint to
+// go on from, it took its pause as a stop: aggregator.ErrNearlyFull in
+// the stop's reason): the run did not finish, and --resume cannot go on
+// (the stream holds the stop). nil for any other end.
+func stoppedFull(st party.Stats) error {
+	why, ok := strings.CutPrefix(st.StopReason, "interrupted: ")
+	if st.Paused || !ok || !strings.HasPrefix(why, aggregator.ErrNearlyFull.Error()) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: %w", ErrInterrupted, ErrStoppedByAggregator, fullStop(why))
+}
+
+// ErrStoppedByAggregator is in Participate's error when the aggregator
+// stopped the run before it finished (its stream nearly full, with no
+// checkpoint to go on from): the party's part did not finish, and no
+// model was written.
+var ErrStoppedByAggregator = errors.New("the aggregator stopped the run")
+
+// fullStop is the aggregator's reason for a stop on a stream nearly
+// full, as an error wrapping aggregator.ErrNearlyFull.
+type fullStop string
+
+func (e fullStop) Error() string { return string(e) }
+func (e fullStop) Unwrap() error { return aggregator.ErrNearlyFull }
 
 // Participate runs only party m of a run, connected to the broker at
 // c.NATS, until the aggregator stops the run. It refuses a run that has
@@ -599,6 +642,9 @@ func participateOnce(ctx context.Context, cfg *job, net *network, data *Data, m 
 	cancel(nil)
 	if lost {
 		return p.Stats(), true, err
+	}
+	if err == nil {
+		err = stoppedFull(p.Stats())
 	}
 	if err == nil {
 		f, ferr := partyModel(cfg, data, m, p.Params())

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -212,6 +213,19 @@ func (c *job) stoppedBy(res *aggregator.Result, n int) string {
 	return "condition"
 }
 
+// pauseName is Summary.StoppedBy for a run the aggregator paused, or
+// whose pause it took as a stop (pausedAsStop), for cause: "paused", or
+// "stream_full" when its stream nearly filled up and no checkpoint is
+// kept to go on from (no --checkpoint-dir, --checkpoint-every negative,
+// or training had not started): --resume has nothing to resume then.
+func pauseName(cfg *job, s *Summary, cause error) string {
+	if errors.Is(cause, aggregator.ErrNearlyFull) &&
+		(s.NotStarted || cfg.CheckpointDir == "" || cfg.CheckpointEvery < 0) {
+		return "stream_full"
+	}
+	return "paused"
+}
+
 // StopWords says in a sentence why the run of s stopped ("" if unknown).
 func (s *Summary) StopWords() string {
 	switch s.StoppedBy {
@@ -232,6 +246,8 @@ func (s *Summary) StopWords() string {
 		return "stopped: --" + strings.Replace(s.StoppedBy, "target", "target (--stop-at-target)", 1) + " reached"
 	case "condition":
 		return "stopped: the experiment's stop condition was met"
+	case "stream_full":
+		return "stopped: the run's stream was nearly full (its bound, --max-store, or the disk's free space), with no checkpoint kept to go on from"
 	case "budget":
 		return "stopped: the privacy budget is spent: every request of the last while was refused by it (an exact 0), so no model could move any more; " +
 			"a longer run needs a larger bound (--privacy auc=A with A above 0.6, or epsilon=E) or the label-free profile"

@@ -66,7 +66,8 @@ type Summary struct {
 	// StoppedBy is the limit that ended the training: epochs, steps,
 	// duration, target, patience (the held-out loss stopped improving),
 	// condition (an experiment's), paused (Hooks.Pause, or the stream
-	// nearly full) or interrupted (a cancelled context). EarlyStop says what
+	// nearly full), stream_full (the stream nearly full with no checkpoint
+	// to go on from) or interrupted (a cancelled context). EarlyStop says what
 	// early stopping watched (with Config.Patience).
 	StoppedBy string `json:"stopped_by,omitempty"`
 	// NotStarted: the run was stopped (paused or interrupted) before its

@@ -64,7 +64,9 @@ func TestServiceAuth(t *testing.T) {
 	dir := t.TempDir()
 	data, models := fixture(t, dir, true)
 	ctx := context.Background()
-	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: models, Data: data, Timeout: 2 * time.Second, Log: zerolog.Nop()})
+	// Every call is answered: the timeout bounds a hang only (2 s, the
+	// default, is not one at load 20).
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: models, Data: data, Timeout: answerWait, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,12 +255,16 @@ func TestServiceAuth(t *testing.T) {
 	}
 }
 
+// answerWait is the scoring timeout of tests whose calls are all
+// answered: a bound on a hang, not on speed.
+const answerWait = 30 * time.Second
+
 // Without clients the service refuses everyone; --insecure-no-auth
 // answers everyone and says so in /healthz.
 func TestServiceNoClients(t *testing.T) {
 	dir := t.TempDir()
 	data, models := fixture(t, dir, true)
-	d, err := serve.Deploy(context.Background(), serve.DeployConfig{Models: models, Data: data, Net: serve.NetConfig{Bus: "memory"}, Log: zerolog.Nop()})
+	d, err := serve.Deploy(context.Background(), serve.DeployConfig{Models: models, Data: data, Net: serve.NetConfig{Bus: "memory"}, Timeout: answerWait, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

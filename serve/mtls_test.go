@@ -71,7 +71,7 @@ func (ca *testCA) issue(t *testing.T, name string, server bool) tls.Certificate 
 func TestServiceClientCertificates(t *testing.T) {
 	dir := t.TempDir()
 	data, models := fixture(t, dir, true)
-	d, err := serve.Deploy(context.Background(), serve.DeployConfig{Models: models, Data: data, Log: zerolog.Nop()})
+	d, err := serve.Deploy(context.Background(), serve.DeployConfig{Models: models, Data: data, Timeout: answerWait, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

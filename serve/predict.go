@@ -199,7 +199,9 @@ type DeployConfig struct {
 	Net           NetConfig
 	Separate      bool
 	Wait, Timeout time.Duration
-	Log           zerolog.Logger
+	// SealIdle is the scorer's (ScorerConfig.SealIdle).
+	SealIdle time.Duration
+	Log      zerolog.Logger
 	// PartyURL, if set, gives the broker address party m connects to,
 	// given the broker's own ("" = the broker's own): a proxy in front of
 	// it.
@@ -346,7 +348,7 @@ func Deploy(ctx context.Context, cfg DeployConfig) (_ *Deployment, err error) {
 		return nil, err
 	}
 	d.buses = append(d.buses, ab)
-	if d.Scorer, err = NewScorer(ScorerConfig{Run: cfg.Net.Run, Model: agg, Key: keys.Key(0), Roster: keys.RosterOrNil(), Timeout: cfg.Timeout, Log: cfg.Log}); err != nil {
+	if d.Scorer, err = NewScorer(ScorerConfig{Run: cfg.Net.Run, Model: agg, Key: keys.Key(0), Roster: keys.RosterOrNil(), Timeout: cfg.Timeout, SealIdle: cfg.SealIdle, Log: cfg.Log}); err != nil {
 		return nil, err
 	}
 	if err := d.Scorer.Start(gctx, ab); err != nil {

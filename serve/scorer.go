@@ -59,7 +59,11 @@ type ScorerConfig struct {
 	Timeout time.Duration
 	// NoBatch sends every Score call as a request of its own.
 	NoBatch bool
-	Log     zerolog.Logger
+	// SealIdle is how long the request chain may sit with unsigned
+	// messages before it is sealed (default SealIdle; negative: never,
+	// for tests that count the requests sent).
+	SealIdle time.Duration
+	Log      zerolog.Logger
 }
 
 // Prediction is the combined prediction for one id: the class index, and
@@ -106,6 +110,7 @@ type Scorer struct {
 	lastSend time.Time
 	stop     chan struct{}
 	stopped  chan struct{}
+	closing  bool // Close has sealed (or found nothing to seal)
 
 	bmu      sync.Mutex // batching of Score calls
 	waiting  []*scoreCall
@@ -186,7 +191,7 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 	s.mu.Lock()
 	s.bus = bus
 	s.mu.Unlock()
-	if s.out != nil {
+	if s.out != nil && s.cfg.SealIdle >= 0 {
 		s.stop, s.stopped = make(chan struct{}), make(chan struct{})
 		go s.sealIdle(ctx)
 	}
@@ -194,13 +199,18 @@ func (s *Scorer) Start(ctx context.Context, bus broker.Bus) error {
 }
 
 // SealIdle is how long the request chain may sit with unsigned messages
-// before the Scorer seals it (and with it the parties' answer chains).
+// before the Scorer seals it (and with it the parties' answer chains),
+// unless ScorerConfig.SealIdle says otherwise.
 const SealIdle = 500 * time.Millisecond
 
 // sealIdle seals the chains when scoring falls idle.
 func (s *Scorer) sealIdle(ctx context.Context) {
 	defer close(s.stopped)
-	t := time.NewTicker(SealIdle / 2)
+	every := SealIdle
+	if s.cfg.SealIdle > 0 {
+		every = s.cfg.SealIdle
+	}
+	t := time.NewTicker(every / 2)
 	defer t.Stop()
 	for {
 		select {
@@ -211,7 +221,7 @@ func (s *Scorer) sealIdle(ctx context.Context) {
 		case <-t.C:
 		}
 		s.mu.Lock()
-		idle := time.Since(s.lastSend) >= SealIdle && s.out.pub.Unsigned() > 0
+		idle := time.Since(s.lastSend) >= every && s.out.pub.Unsigned() > 0
 		s.mu.Unlock()
 		if idle {
 			s.Seal(ctx)
@@ -237,6 +247,9 @@ func (s *Scorer) Close() error {
 		close(s.stop)
 		<-s.stopped
 		s.stop = nil
+	}
+	if s.out != nil && !s.closing {
+		s.closing = true
 		s.mu.Lock()
 		open := s.bus != nil && s.out.pub.Unsigned() > 0
 		s.mu.Unlock()

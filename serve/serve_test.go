@@ -273,7 +273,12 @@ func TestServiceOverHTTP(t *testing.T) {
 	dir := t.TempDir()
 	data, models := fixture(t, dir, true)
 	ctx := context.Background()
-	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: models, Data: data, Timeout: 300 * time.Millisecond, Log: zerolog.Nop()})
+	// Every call must be answered within the timeout but the one party 2
+	// misses: 1 s, not 300 ms, on a busy host. No idle seal: one sent
+	// while party 2 is away times out too, and the counts below would
+	// have a third timeout (a busy host that held the test 200 ms
+	// between two calls sent one).
+	d, err := serve.Deploy(ctx, serve.DeployConfig{Models: models, Data: data, Timeout: time.Second, SealIdle: -1, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +318,7 @@ func TestServiceOverHTTP(t *testing.T) {
 	}
 
 	// Party 2 goes away (its connection closes, as when its process is
-	// killed): 503 naming it, from the service's 300 ms timeout (a request
+	// killed): 503 naming it, from the service's 1 s timeout (a request
 	// that waited on the party forever would not be answered: post's
 	// client gives up after minutes and fails the test).
 	d.Parties[1].Close()
@@ -381,7 +386,12 @@ func TestResponderRejects(t *testing.T) {
 	if _, err := r.Subscribe(ctx, pb); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := serve.NewScorer(serve.ScorerConfig{Model: set.Aggregator, Key: keys.Key(0), Roster: keys.Roster, Timeout: 200 * time.Millisecond})
+	// Party 2 is absent, so each call below lasts the timeout: party 1's
+	// answer (or refusal) must come within it. At 200 ms a busy host
+	// could miss it (ErrPartyDown instead of ErrRefused). No idle seal:
+	// it adds a signed request of its own once the chain sits unsigned
+	// for SealIdle, which a busy host reached between the two calls.
+	sc, err := serve.NewScorer(serve.ScorerConfig{Model: set.Aggregator, Key: keys.Key(0), Roster: keys.Roster, Timeout: time.Second, SealIdle: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,6 +421,16 @@ func TestResponderRejects(t *testing.T) {
 	}
 	if _, err := sc.Score(ctx, []string{"5"}); !errors.Is(err, serve.ErrRefused) {
 		t.Errorf("an id outside the allowed list: %v", err)
+	}
+	// The rogue's subscription gets the requests beside the party: wait
+	// for both.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) { // a bound on a hang
+		seenMu.Lock()
+		n := len(seen)
+		seenMu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
 	}
 	seenMu.Lock()
 	if len(seen) != 2 || seen[0].Header[trust.SigHeader] != "" || seen[1].Header[trust.SigHeader] == "" {
@@ -531,7 +551,9 @@ func predictSeparate(t *testing.T, rosterOnly bool) {
 			}
 		}()
 	}
-	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 10 * time.Second,
+	// Wait bounds a hang only: the parties connect beside the scoring,
+	// and a busy host can take more than 10 s.
+	m, err := serve.Predict(ctx, serve.PredictConfig{Models: models, Data: data, Separate: true, Wait: 2 * time.Minute,
 		Net: serve.NetConfig{NATS: srv.URL()}, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)

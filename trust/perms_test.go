@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -316,10 +317,20 @@ func (c *pconn) deniedSub(t *testing.T, subject string) {
 	sub.Unsubscribe()
 }
 
+// noViolations checks that the server refused nothing c did so far. The
+// refusals of one connection come in order: a last publish that every
+// participant is refused marks their end (a fixed 20 ms wait let a busy
+// host's late refusal go unseen).
 func (c *pconn) noViolations(t *testing.T) {
 	t.Helper()
+	marker := "asyrevel-test-end." + strconv.FormatInt(time.Now().UnixNano(), 10)
+	if err := c.nc.Publish(marker, nil); err != nil {
+		t.Fatalf("%s publish %s: %v", c.id, marker, err)
+	}
 	c.nc.Flush()
-	time.Sleep(20 * time.Millisecond)
+	if err := c.violation("Publish", marker); err != nil {
+		t.Errorf("%s: %v", c.id, err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, err := range c.errs {

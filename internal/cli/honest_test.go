@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/run"
 )
 
 // A party stopped (Ctrl-C) before training started has no checkpoint to
@@ -97,7 +101,8 @@ func TestPartyStopBeforeTraining(t *testing.T) {
 // saved, and --resume cannot go on. Its last words say so and what to do
 // instead, and it exits 1 (not finished, nothing to go on from). Before,
 // they said "the state saved; ... the same command with --resume (and
-// its --run) goes on", exit 75.
+// its --run) goes on", exit 75. Its summary says stopped_by stream_full,
+// and its report why; before, stopped_by paused, with nothing to resume.
 func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -105,16 +110,18 @@ func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
+		out  bool // it writes summary.json into dir/out
 		args func(dir string) []string
 	}{
-		{"no checkpoint-dir", func(string) []string { return nil }},
-		{"checkpoints off", func(dir string) []string {
+		{"no checkpoint-dir", false, func(string) []string { return nil }},
+		{"checkpoints off", true, func(dir string) []string {
 			return []string{"--out", filepath.Join(dir, "out"), "--checkpoint-every", "-1s"}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(t.TempDir())...), exitData...)
+			dir := t.TempDir()
+			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(dir)...), exitData...)
 			// It ends only nearly full (--duration 30m).
 			code, stdout, errOut := runCLICtx(context.Background(), args...)
 			last := errOut
@@ -126,6 +133,18 @@ func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 				!strings.Contains(last, "--resume cannot go on") || !strings.Contains(last, "--max-store") ||
 				strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
 				t.Fatalf("nearly full with no checkpoint: exit %d, want %d, and words that say --resume cannot go on and what to do: %s\n%s", code, exitFailed, stdout, errOut)
+			}
+			if !strings.Contains(stdout, "stopped: the run's stream was nearly full") {
+				t.Errorf("the report does not say why the run stopped: %s", stdout)
+			}
+			if !tc.out {
+				return
+			}
+			var s struct {
+				StoppedBy string `json:"stopped_by"`
+			}
+			if raw, err := readSummary(filepath.Join(dir, "out"), &s); err != nil || s.StoppedBy != "stream_full" {
+				t.Errorf("summary.json: stopped_by %q, want stream_full (nothing to resume) (%v): %s", s.StoppedBy, err, raw)
 			}
 		})
 	}
@@ -193,6 +212,186 @@ func TestStallWithoutCheckpoints(t *testing.T) {
 			}
 			if code != tc.code || strings.Contains(words, tc.unwant) {
 				t.Errorf("exit %d, want %d, and words without %q: %s", code, tc.code, tc.unwant, words)
+			}
+		})
+	}
+}
+
+// Without the trust layer (--no-trust) a run whose stream nears its bound
+// stops with its state saved, and --resume goes on (exit 75); but nothing
+// seals its log, and its last words say so. Before, they said "what was in
+// flight answered, the log sealed", as with the trust layer.
+func TestNearlyFullWithoutTrust(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	args := append([]string{"train", "--max-store", "4MB", "--no-trust", "--out", out}, exitData...)
+	code, stdout, errOut := runCLICtx(context.Background(), args...)
+	last := errOut
+	if i := strings.LastIndex(last, "\nasyrevel: the run"); i >= 0 {
+		last = last[i+1:]
+	}
+	t.Logf("train %d: %s", code, last)
+	if code != exitPaused || !strings.Contains(errOut, "nearly full") || !strings.Contains(last, "the state saved") ||
+		!strings.Contains(last, "trust layer is off") || !strings.Contains(last, "--resume --run") || strings.Contains(last, "sealed") {
+		t.Fatalf("nearly full without the trust layer: exit %d, want %d, and words that say the state is saved, the log not sealed, and how to go on: %s\n%s",
+			code, exitPaused, stdout, errOut)
+	}
+	var s struct {
+		StoppedBy string `json:"stopped_by"`
+	}
+	if raw, err := readSummary(out, &s); err != nil || s.StoppedBy != "paused" {
+		t.Errorf("summary.json: stopped_by %q, want paused (--resume goes on) (%v): %s", s.StoppedBy, err, raw)
+	}
+}
+
+// The words of a pause with its state saved are true with the trust layer
+// and without it (run.ErrUnsealed: the aggregator took its pause as a
+// stop, and nothing sealed the log).
+func TestPauseWordsWithoutTrust(t *testing.T) {
+	hinted := func(err error) error {
+		return resumeHint{err: err, command: "asyrevel train --out o --resume --run r1"}
+	}
+	paused := fmt.Errorf("%w: %w", run.ErrInterrupted, aggregator.ErrPaused)
+	for _, tc := range []struct {
+		name   string
+		err    error
+		want   string
+		unwant string
+	}{
+		{"sealed", hinted(paused), "the log sealed", "trust layer is off"},
+		{"unsealed", hinted(fmt.Errorf("%w: %w (%w)", run.ErrInterrupted, aggregator.ErrPaused, run.ErrUnsealed)), "trust layer is off", "sealed,"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := exitFor(tc.err, &stderr)
+			words := stderr.String()
+			if code != exitPaused || !strings.Contains(words, tc.want) || strings.Contains(words, tc.unwant) || !strings.Contains(words, "go on with") {
+				t.Errorf("exit %d, want %d, and words with %q, without %q: %s", code, exitPaused, tc.want, tc.unwant, words)
+			}
+		})
+	}
+}
+
+// A party whose run the aggregator stops because the run's stream is
+// nearly full, with no checkpoint to go on from (the aggregator's
+// --checkpoint-every negative), did not finish: it exits 1 as the
+// aggregator does, and its words say why and that --resume cannot go on,
+// with --checkpoint-dir too (the stream holds the stop). Before, it exited
+// 0 as if the run had ended, and wrote its model.
+func TestPartyNearlyFullWithoutCheckpoints(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	url := startBroker(t)
+	const id = "full-party"
+	// A guard against a hang, not a measure: the run ends nearly full in
+	// a second or two.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The run's stream, bounded before the participants come (as the
+	// broker command makes it with --roster); they use it as it is.
+	js, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{URL: url, Run: id, MaxBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js.Close()
+	common := []string{"--nats", url, "--run", id, "--parties", "2", "--data", "synthetic:n=3000,d=8,test=600,noise=0.02", "--batch", "16",
+		"--log", "warn", "--privacy", "off"}
+	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "30m", "--checkpoint-every", "-1s", "--no-privacy-report"}, common...)...)
+	parties := []<-chan result{
+		goCLI(ctx, append([]string{"party", "--id", "1", "--checkpoint-dir", t.TempDir()}, common...)...),
+		goCLI(ctx, append([]string{"party", "--id", "2"}, common...)...),
+	}
+	got := []result{<-agg, <-parties[0], <-parties[1]}
+	if r := got[0]; r.code != exitFailed || !strings.Contains(r.errOut, "nearly full") {
+		t.Errorf("aggregator: exit %d, want %d, nearly full: %s\n%s", r.code, exitFailed, r.out, r.errOut)
+	}
+	for m, r := range got[1:] {
+		last := r.errOut
+		if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
+			last = last[i+1:]
+		}
+		t.Logf("party %d: exit %d: %s%s", m+1, r.code, r.out, last)
+		if r.code != exitFailed || !strings.Contains(r.errOut, "nearly full") || !strings.Contains(last, "--resume cannot go on") ||
+			!strings.Contains(r.out, "did not finish") || strings.Contains(last, "goes on") || strings.Contains(last, "go on with") {
+			t.Errorf("party %d stopped nearly full with no checkpoint: exit %d, want %d, and words that say the run did not finish and --resume cannot go on: %s\n%s",
+				m+1, r.code, exitFailed, r.out, r.errOut)
+		}
+	}
+}
+
+// A party writes no summary.json: its last words point to its stop line
+// instead. Here party 1, stopped (Ctrl-C) in training with its
+// checkpoint saved, exits 75 with the command that goes on. Before, its
+// words said "the summary shows the part that ran".
+func TestPartyWordsNameNoSummary(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("short")
+	}
+	url := startBroker(t)
+	const id = "party-words"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a guard against a hang
+	defer cancel()
+	ck := t.TempDir()
+	common := []string{"--nats", url, "--run", id, "--parties", "2", "--data", "synthetic:n=1000,d=8,test=200", "--batch", "16",
+		"--log", "warn", "--privacy", "off", "--checkpoint-dir", ck, "--checkpoint-every", "100ms"}
+	agg := goCLI(ctx, append([]string{"aggregator", "--duration", "30m", "--no-privacy-report"}, common...)...)
+	c1, stop1 := context.WithCancelCause(ctx)
+	defer stop1(nil)
+	p1 := goCLI(c1, append([]string{"party", "--id", "1"}, common...)...)
+	p2 := goCLI(ctx, append([]string{"party", "--id", "2"}, common...)...)
+	// Party 1 saves a checkpoint once training has started.
+	for _, err := os.Stat(run.CheckpointPath(ck, id, 1)); err != nil; _, err = os.Stat(run.CheckpointPath(ck, id, 1)) {
+		if ctx.Err() != nil {
+			t.Fatal("party 1 saved no checkpoint")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop1(signalError{syscall.SIGINT})
+	r := <-p1
+	cancel()
+	<-agg
+	<-p2
+	last := r.errOut
+	if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
+		last = last[i+1:]
+	}
+	t.Logf("party 1: exit %d: %s%s", r.code, r.out, last)
+	if r.code != exitPaused || !strings.Contains(last, "party 1's stop line shows the part that ran") || strings.Contains(last, "the summary shows") ||
+		!strings.Contains(last, "--resume --run") {
+		t.Errorf("party 1 stopped in training: exit %d, want %d, and words that point to its stop line, not to a summary: %s%s", r.code, exitPaused, r.out, r.errOut)
+	}
+}
+
+// What train's first Ctrl-C says it does is what it does: a sealed pause
+// with checkpoints and the trust layer, a pause that seals nothing without
+// the trust layer, a stop with no checkpoint kept. Before, it said
+// "answering what is in flight, sealing the log, saving the state" in
+// every case.
+func TestTrainPauseWords(t *testing.T) {
+	cfg := func(dir string, every time.Duration, off bool) run.Config {
+		var c run.Config
+		c.CheckpointDir, c.CheckpointEvery, c.Trust.Off = dir, every, off
+		return c
+	}
+	for _, tc := range []struct {
+		name         string
+		cfg          run.Config
+		want, unwant string
+	}{
+		{"checkpoints, trust", cfg("ck", 0, false), "sealing the log, saving the state", "trust layer is off"},
+		{"checkpoints, no trust", cfg("ck", 0, true), "trust layer is off", "sealing"},
+		{"no checkpoint-dir", cfg("", 0, false), "no checkpoint is kept", "saving the state"},
+		{"checkpoints off", cfg("ck", -time.Second, false), "no checkpoint is kept", "saving the state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := trainPauseWords(&tc.cfg); !strings.Contains(w, tc.want) || strings.Contains(w, tc.unwant) {
+				t.Errorf("%q: want %q, not %q", w, tc.want, tc.unwant)
 			}
 		})
 	}

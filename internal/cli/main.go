@@ -122,6 +122,10 @@ func (e signalError) Error() string { return e.sig.String() + " signal received"
 // of cancelling it (run.Hooks.Pause); it is given the signal.
 var pauser atomic.Pointer[func(os.Signal)]
 
+// pauseWords, set with pauser, says what the first signal does to the run
+// (trainPauseWords).
+var pauseWords atomic.Pointer[string]
+
 // stopWords, when set, says what the command does when a signal stops it
 // (serve, broker: there is no run to write); else a run's words.
 var stopWords atomic.Pointer[string]
@@ -151,7 +155,11 @@ func Main() {
 		// further signal stops at once, the last ends the process.
 		sig := <-sigs
 		if p := pauser.Load(); p != nil {
-			fmt.Fprintf(os.Stderr, "asyrevel: %v: pausing: answering what is in flight, sealing the log, saving the state (again to stop at once)\n", sig)
+			words := "pausing: answering what is in flight, sealing the log, saving the state"
+			if w := pauseWords.Load(); w != nil {
+				words = *w
+			}
+			fmt.Fprintf(os.Stderr, "asyrevel: %v: %s (again to stop at once)\n", sig, words)
 			(*p)(sig)
 			sig = <-sigs
 		}
@@ -284,6 +292,14 @@ func exitFor(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run stopped when its broker could no longer store messages; %s. "+
 			"Once the store can be written again (free space, or --max-store within the free space), it goes on from the last checkpoint: %s\n", err, summary, goOn)
 		return exitPaused
+	case errors.Is(err, run.ErrStoppedByAggregator):
+		// A party: the aggregator stopped the run, its stream nearly
+		// full, with no checkpoint to go on from. Not finished, as the
+		// aggregator's exit says too.
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run did not finish: its aggregator kept no checkpoint to go on from (no --checkpoint-dir, or --checkpoint-every negative), "+
+			"and the run's stream holds its stop, so --resume cannot go on. Start every participant again under another --run, with room for the run's stream "+
+			"(a larger --max-store, on the broker with --roster; or free disk space) and with --checkpoint-dir so that a pause can be resumed\n", err)
+		return exitFailed
 	case errors.Is(err, aggregator.ErrNearlyFull) && hint.command == "":
 		// No checkpoint on disk (no --checkpoint-dir, train without
 		// --out, or --checkpoint-every negative): the run stopped, and
@@ -295,9 +311,9 @@ func exitFor(err error, stderr io.Writer) int {
 		return exitFailed
 	case errors.Is(err, aggregator.ErrNearlyFull):
 		// Not a success: the run needs room to go on.
-		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: what was in flight answered, the log sealed, the state saved; "+
+		fmt.Fprintf(stderr, "asyrevel: %v\nasyrevel: the run paused before its stream filled up: %s; "+
 			"%s. Give the stream room (a larger --max-store, on the broker with --roster; or free disk space), "+
-			"then %s\n", err, summary, goOn)
+			"then %s\n", err, pausedWords(err), summary, goOn)
 		return exitPaused
 	case (errors.Is(err, aggregator.ErrPaused) || errors.Is(err, errPartyPaused)) && hint.command == "":
 		// No checkpoint on disk: the pause stopped the run, and --resume
@@ -311,7 +327,7 @@ func exitFor(err error, stderr io.Writer) int {
 		}
 		return exitFailed
 	case errors.Is(err, aggregator.ErrPaused), errors.Is(err, errPartyPaused):
-		fmt.Fprintf(stderr, "asyrevel: run paused: what was in flight answered, the log sealed, the state saved; %s; %s\n", summary, goOn)
+		fmt.Fprintf(stderr, "asyrevel: run paused: %s; %s; %s\n", pausedWords(err), summary, goOn)
 		return exitPaused
 	case errors.Is(err, aggregator.ErrStalled) && hint.command == "":
 		// No checkpoint on disk: the stall ended the run, and --resume
@@ -343,14 +359,29 @@ func exitFor(err error, stderr io.Writer) int {
 	}
 }
 
+// pausedWords says what a pause with its state saved did: with the trust
+// layer, the aggregator answered what was in flight and sealed the log
+// before every participant saved its state; without it (run.ErrUnsealed)
+// the pause is a stop, and nothing seals the log.
+func pausedWords(err error) string {
+	if errors.Is(err, run.ErrUnsealed) {
+		return "the state saved (the trust layer is off: nothing seals the log)"
+	}
+	return "what was in flight answered, the log sealed, the state saved"
+}
+
 // errPartyPaused ends a party whose run the aggregator paused (its state
 // saved): it goes on with --resume, as the aggregator does.
 var errPartyPaused = errors.New("the run paused")
 
 // summaryWords says where the part of a run that ran is written: the
 // summary, or, when summary.json could not be written (a full disk,
-// say), that it was not.
+// say), that it was not; for a party, which writes none, its stop line.
 func summaryWords(err error) string {
+	var party partyEnd
+	if errors.As(err, &party) {
+		return fmt.Sprintf("party %d's stop line shows the part that ran (a party writes no summary.json)", party.id)
+	}
 	if errors.Is(err, run.ErrNoSummary) {
 		return "summary.json could not be written (above: why); the lines above are all there is of the part that ran"
 	}

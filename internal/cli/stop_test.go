@@ -121,7 +121,7 @@ func TestStoppedByFirstLimit(t *testing.T) {
 		{"epochs", []string{"--epochs", "3", "--steps", "100000", "--duration", "1m"}, "epochs"},
 		{"steps", []string{"--epochs", "1000", "--steps", "150", "--duration", "1m"}, "steps"},
 		{"duration", []string{"--epochs", "1e6", "--duration", "400ms"}, "duration"},
-		{"patience with a length", []string{"--epochs", "1e6", "--duration", "1m", "--patience", "5"}, "patience"},
+		{"patience with a length", []string{"--epochs", "1e6", "--duration", "10m", "--patience", "5"}, "patience"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")

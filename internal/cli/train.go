@@ -620,8 +620,8 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Given no length, it stops when the held-out loss stops improving (--patience);\n"+
 		"given --epochs, --steps, --duration or --target with --stop-at-target, at the\n"+
 		"first one reached. Ctrl-C pauses it: what is in flight is answered, the log\n"+
-		"sealed and, with --out or --checkpoint-dir, the state saved (--resume goes on);\n"+
-		"a second Ctrl-C stops at once.", stderr)
+		"sealed (not with --no-trust) and, with --out or --checkpoint-dir, the state\n"+
+		"saved (--resume goes on); a second Ctrl-C stops at once.", stderr)
 	f := newTrainFlags(fs, roleTrain)
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the training, from the first evaluation (the start)\nto the end, to this file (for go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write a heap profile (live objects) at the end of the training, before the\nbroker shuts down, to this file (for go tool pprof)")
@@ -652,6 +652,7 @@ func cmdTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	f.hooks.Pause = pause
+	pauseWords.Store(ptr(trainPauseWords(&f.cfg)))
 	pauser.Store(&stop)
 	defer pauser.Store(nil)
 	s, err := run.Train(ctx, f.cfg, f.hooks)
@@ -1045,6 +1046,20 @@ func leakageLine(s *run.Summary) string {
 		found, worst.Party)
 }
 
+// trainPauseWords says what train's first signal does to a run of cfg:
+// a pause that answers what is in flight, seals the log and saves the
+// state; without the trust layer a pause that saves the state only; and
+// with no checkpoint kept, a stop.
+func trainPauseWords(cfg *run.Config) string {
+	switch {
+	case cfg.CheckpointDir == "" || cfg.CheckpointEvery < 0:
+		return "stopping: no checkpoint is kept (--out or --checkpoint-dir keeps one), so there is no state to save; writing what the run has so far"
+	case cfg.Trust.Off:
+		return "pausing: saving the state (the trust layer is off: nothing seals the log)"
+	}
+	return "pausing: answering what is in flight, sealing the log, saving the state"
+}
+
 func cmdAggregator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("aggregator", "asyrevel aggregator --nats URL --run R [training flags]\n\n"+
 		"Runs only the aggregator of a run whose parties are separate processes\n"+
@@ -1097,12 +1112,18 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = notStarted{err: err, again: partyAgain(args, f.cfg.Run, st.Joined), noSummary: true}
 	}
 	if err != nil && st.Requests == 0 && st.Skipped == 0 {
-		return err // it never took part
+		return partyErr(err, *id) // it never took part
 	}
+	// Stopped by the aggregator, its stream nearly full, with no
+	// checkpoint to go on from: the run did not finish, and its stream
+	// holds the stop, so a checkpoint of this party's resumes nothing.
+	full := !early && errors.Is(err, run.ErrStoppedByAggregator)
 	stop := st.StopReason
 	switch {
 	case early:
 		stop = "interrupted before training started: no checkpoint to keep, nothing to resume"
+	case full:
+		stop = "the run did not finish: the aggregator stopped it, its stream nearly full, with no checkpoint to go on from"
 	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointDir == "":
 		stop = "interrupted; no checkpoint was kept (--checkpoint-dir keeps one)"
 	case errors.Is(err, run.ErrInterrupted) && f.cfg.CheckpointEvery < 0:
@@ -1131,10 +1152,28 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "party %d resumed: %d deliveries skipped (in the checkpoint), %d messages computed again that the stream held%s\n", *id, st.Skipped, st.Recomputed, from)
 	}
-	if early {
-		return err
+	if early || full {
+		return partyErr(err, *id)
 	}
-	return withResume(err, "party", args, &f.cfg, nil)
+	return partyErr(withResume(err, "party", args, &f.cfg, nil), *id)
+}
+
+// partyEnd is the end of party id (cmdParty): a party writes no
+// summary.json; its stop line on stdout says what it did.
+type partyEnd struct {
+	err error
+	id  int
+}
+
+func (e partyEnd) Error() string { return e.err.Error() }
+func (e partyEnd) Unwrap() error { return e.err }
+
+// partyErr marks err, if any, as party id's end.
+func partyErr(err error, id int) error {
+	if err == nil {
+		return nil
+	}
+	return partyEnd{err: err, id: id}
 }
 
 func sum(m map[string]int64) int64 {
