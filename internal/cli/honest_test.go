@@ -66,10 +66,7 @@ func TestPartyStopBeforeTraining(t *testing.T) {
 			}()
 			var stdout syncBuffer
 			code := execute(ctx, args, &stdout, errOut)
-			last := errOut.String()
-			if i := strings.LastIndex(last, "\nasyrevel: run interrupted"); i >= 0 {
-				last = last[i+1:] // the last words, after the log
-			}
+			last := lastWords(errOut.String(), "asyrevel: run interrupted")
 			if code != 130 || !strings.Contains(last, "before training started") || !strings.Contains(last, "nothing to resume") ||
 				!strings.Contains(last, tc.again) || strings.Contains(last, "--resume") ||
 				strings.Contains(last, "no state was saved to go on from") || strings.Contains(last, "summary") ||
@@ -124,10 +121,7 @@ func TestNearlyFullWithoutCheckpoints(t *testing.T) {
 			args := append(append([]string{"train", "--max-store", "4MB"}, tc.args(dir)...), exitData...)
 			// It ends only nearly full (--duration 30m).
 			code, stdout, errOut := runCLICtx(context.Background(), args...)
-			last := errOut
-			if i := strings.LastIndex(last, "\nasyrevel: the run"); i >= 0 {
-				last = last[i+1:]
-			}
+			last := lastWords(errOut, "asyrevel: the run")
 			t.Logf("train %d: %s", code, last)
 			if code != exitFailed || !strings.Contains(errOut, "nearly full") || !strings.Contains(last, "no checkpoint was kept") ||
 				!strings.Contains(last, "--resume cannot go on") || !strings.Contains(last, "--max-store") ||
@@ -174,10 +168,7 @@ func TestPauseWithoutCheckpoints(t *testing.T) {
 	}()
 	var stdout syncBuffer
 	code := execute(context.Background(), append([]string{"train"}, append(exitData, "--log", "info")...), &stdout, errOut)
-	last := errOut.String()
-	if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
-		last = last[i+1:]
-	}
+	last := lastWords(errOut.String(), "asyrevel: ")
 	t.Logf("train %d: %s", code, last)
 	if code != 130 || !strings.Contains(last, "--resume cannot go on") || strings.Contains(last, "state saved") || strings.Contains(last, "goes on") {
 		t.Fatalf("paused with no checkpoint: exit %d, want 130, and words that say --resume cannot go on: %s", code, errOut.String())
@@ -229,10 +220,7 @@ func TestNearlyFullWithoutTrust(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	args := append([]string{"train", "--max-store", "4MB", "--no-trust", "--out", out}, exitData...)
 	code, stdout, errOut := runCLICtx(context.Background(), args...)
-	last := errOut
-	if i := strings.LastIndex(last, "\nasyrevel: the run"); i >= 0 {
-		last = last[i+1:]
-	}
+	last := lastWords(errOut, "asyrevel: the run")
 	t.Logf("train %d: %s", code, last)
 	if code != exitPaused || !strings.Contains(errOut, "nearly full") || !strings.Contains(last, "the state saved") ||
 		!strings.Contains(last, "trust layer is off") || !strings.Contains(last, "--resume --run") || strings.Contains(last, "sealed") {
@@ -311,10 +299,7 @@ func TestPartyNearlyFullWithoutCheckpoints(t *testing.T) {
 		t.Errorf("aggregator: exit %d, want %d, nearly full: %s\n%s", r.code, exitFailed, r.out, r.errOut)
 	}
 	for m, r := range got[1:] {
-		last := r.errOut
-		if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
-			last = last[i+1:]
-		}
+		last := lastWords(r.errOut, "asyrevel: ")
 		t.Logf("party %d: exit %d: %s%s", m+1, r.code, r.out, last)
 		if r.code != exitFailed || !strings.Contains(r.errOut, "nearly full") || !strings.Contains(last, "--resume cannot go on") ||
 			!strings.Contains(r.out, "did not finish") || strings.Contains(last, "goes on") || strings.Contains(last, "go on with") {
@@ -357,10 +342,7 @@ func TestPartyWordsNameNoSummary(t *testing.T) {
 	cancel()
 	<-agg
 	<-p2
-	last := r.errOut
-	if i := strings.LastIndex(last, "\nasyrevel: "); i >= 0 {
-		last = last[i+1:]
-	}
+	last := lastWords(r.errOut, "asyrevel: ")
 	t.Logf("party 1: exit %d: %s%s", r.code, r.out, last)
 	if r.code != exitPaused || !strings.Contains(last, "party 1's stop line shows the part that ran") || strings.Contains(last, "the summary shows") ||
 		!strings.Contains(last, "--resume --run") {
@@ -395,4 +377,13 @@ func TestTrainPauseWords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastWords is the part of a command's stderr from the last line that
+// starts with from (its last words, after the log), or all of it.
+func lastWords(stderr, from string) string {
+	if i := strings.LastIndex(stderr, "\n"+from); i >= 0 {
+		return stderr[i+1:]
+	}
+	return stderr
 }
