@@ -112,7 +112,21 @@ type Checkpoint struct {
 	// at the checkpoint before, lowered to the floor of the oldest
 	// outbox message. See recovery.floorHolds.
 	StreamFloor uint64
-	Saved       time.Time
+	// NearFloor is a floor much nearer the checkpoint (0: not known):
+	// the lowest of the stream's count at the latest probe before it,
+	// taken between saves too (Aggregator.nearProbe), the floors of the
+	// outbox's messages, and the stream sequence of the first request
+	// the aggregator had not been handed yet (the requests come in
+	// stream order, and each one handed is handled under the lock the
+	// snapshot holds). It lies below every request the checkpoint had
+	// not handled and every message of the aggregator's own that a
+	// resume looks at, so a resume reads the requests, replies and
+	// controls from it: at most a fraction of a period before the
+	// checkpoint, where StreamFloor lies a whole period before it
+	// (issue 35). The hellos and evaluations are read from StreamFloor:
+	// one of them may wait in the other subscription at the checkpoint.
+	NearFloor uint64
+	Saved     time.Time
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// aggregator's own subjects, its verifier's state of the parties'
@@ -210,8 +224,17 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Departed = append(c.Departed[:0], a.departed...)
 	c.Outbox = a.pub.outbox.Snapshot(c.Outbox)
 	c.StreamFloor = a.recov.probe
+	c.NearFloor = 0
+	if a.recov.near > 1 && a.recov.reqNext > 1 {
+		c.NearFloor = min(a.recov.near, a.recov.reqNext)
+	}
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
+		c.NearFloor = min(c.NearFloor, s.Floor)
+	}
+	if c.NearFloor <= 1 || c.NearFloor < c.StreamFloor {
+		// Not known, or no nearer: the resume reads from StreamFloor.
+		c.NearFloor = 0
 	}
 	c.Saved = time.Now()
 	c.Defense = nil
@@ -334,7 +357,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.def.leak.on, a.def.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
 	a.recov.resumeOutbox = c.Outbox
-	a.recov.resumeFloor = c.StreamFloor
+	a.recov.resumeFloor, a.recov.resumeNear = c.StreamFloor, c.NearFloor
 	return nil
 }
 
@@ -403,10 +426,45 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	}
 	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {
 		a.mu.Lock()
-		a.recov.probe, a.pub.outbox.Floor = n, n
+		a.recov.probe, a.recov.near, a.pub.outbox.Floor = n, n, n
+		a.recov.probedAt = time.Now()
 		a.mu.Unlock()
 	}
 	a.cfg.Log.Debug().Int64("steps", a.recov.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
+}
+
+// nearProbeEvery is how often the stream is counted between saves, as a
+// share of the checkpoint period (at least every tick of Run, at most
+// every nearProbeMax): the outbox's messages (the last 256 sent, tens of
+// milliseconds' worth while training) then record a count taken a
+// fraction of a period before the next save, and so does that save's
+// near floor (Checkpoint.NearFloor). One STREAM.INFO each.
+const (
+	nearProbeShare = 8
+	nearProbeMax   = time.Second
+)
+
+// nearProbe counts the stream's messages between saves, if the last
+// count is older than a share of the checkpoint period every (from Run's
+// goroutine, a.mu not held). Everything published after the count lands
+// above it (the stream only grows): the count is the floor of the
+// outbox's messages kept from now on, and the near floor of the next
+// checkpoint. A failed count keeps the older, lower one.
+func (a *Aggregator) nearProbe(ctx context.Context, every time.Duration) {
+	a.mu.Lock()
+	due := a.phase == training && !a.recov.probedAt.IsZero() && time.Since(a.recov.probedAt) >= min(every/nearProbeShare, nearProbeMax)
+	bus := a.bus
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run))
+	a.mu.Lock()
+	a.recov.probedAt = time.Now()
+	if ok {
+		a.recov.near, a.pub.outbox.Floor = n, n
+	}
+	a.mu.Unlock()
 }
 
 // leave stops round c waiting for the parties that sent nothing for

@@ -117,6 +117,8 @@ type recovery struct {
 	upTo       uint64               // the highest stream sequence of the requests
 	read       int64                // messages read
 	floor      uint64               // the requests and replies are read from here (0: the start)
+	far        uint64               // the checkpoint's StreamFloor: the hellos and evaluations are read from here, and the requests if floor fails
+	counted    bool                 // count0 was taken
 	laps       []string             // how long each part of the read took
 	count0     uint64               // the stream's message count when recovery began
 	othersTop  uint64               // the highest stream sequence of the hellos and evaluations read
@@ -169,10 +171,13 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 	// floor forward: a broker that lost the tail of what it had confirmed
 	// may number new messages from below that floor.
 	if n, err := bus.Count(ctx, schemas.All(a.cfg.Run)); err == nil {
-		r.count0 = n
+		r.count0, r.counted = n, true
 	}
 	if a.recov.resumeFloor > 1 {
-		r.floor = a.recov.resumeFloor
+		r.floor, r.far = a.recov.resumeFloor, a.recov.resumeFloor
+		if n := a.recov.resumeNear; n > r.floor {
+			r.floor = n // Checkpoint.NearFloor
+		}
 	} else {
 		a.resumed.FromStart = "the checkpoint holds no stream position (its first minutes, or an older build)"
 	}
@@ -263,14 +268,44 @@ func (r *recovery) fromStart(why string) {
 // that numbered twice (sent again after its own resume) fails the check
 // without need, and the stream is read from its start.
 func (r *recovery) floorHolds() (string, error) {
-	return r.floorHoldsFor(schemas.KindOutput)
+	if r.counted && r.count0 < r.floor {
+		// The stream's last sequence is its count (it only grows): it
+		// lost messages counted when the floor was, and what was
+		// published since may lie below the floor.
+		return fmt.Sprintf("the stream holds %d messages, fewer than when the checkpoint's floor (stream sequence %d) was counted (a broker that lost messages it had confirmed?)", r.count0, r.floor), nil
+	}
+	return r.floorHoldsFor(r.floor, schemas.KindOutput)
+}
+
+// settleFloor checks the floor the requests are read from: the
+// checkpoint's near floor, else its earlier one (StreamFloor), else the
+// stream's start.
+func (r *recovery) settleFloor() error {
+	if r.floor == 0 {
+		return nil
+	}
+	why, err := r.floorHolds()
+	if err != nil {
+		return err
+	}
+	if why != "" && r.far > 0 && r.far < r.floor {
+		r.a.cfg.Log.Info().Str("why", why).Uint64("floor", r.far).Msg("recovery reads the requests from the checkpoint's earlier floor")
+		r.floor = r.far
+		if why, err = r.floorHolds(); err != nil {
+			return err
+		}
+	}
+	if why != "" {
+		r.fromStart(why)
+	}
+	return nil
 }
 
 // floorHoldsFor is floorHolds for the parties' subjects of kinds: the
 // requests' (checked against what the checkpoint applied and its
 // verifier accepted), the hellos' and evaluations' (what the verifier
 // accepted: trust layer).
-func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
+func (r *recovery) floorHoldsFor(floor uint64, kinds ...schemas.Kind) (string, error) {
 	// The counts of every party's subject at once: two requests to the
 	// broker each (the second makes a consumer), one after the other
 	// they were 40 to 150 ms of a resume.
@@ -288,7 +323,7 @@ func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
 				subj := schemas.Subject(r.run, k, m)
 				c[m].all, c[m].err = r.bus.Count(r.ctx, subj)
 				if c[m].err == nil {
-					c[m].above, c[m].aerr = logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+					c[m].above, c[m].aerr = logread.CountFrom(r.ctx, r.bus, subj, floor)
 				}
 			}()
 		}
@@ -314,7 +349,7 @@ func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
 				x = max(x, r.t.ver.LastSeq(subj))
 			}
 			if below := all - min(all, above); below > x {
-				return fmt.Sprintf("party %d has %d messages on %s below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, subj, r.floor, x), nil
+				return fmt.Sprintf("party %d has %d messages on %s below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, subj, floor, x), nil
 			}
 		}
 	}
@@ -350,14 +385,8 @@ func (r *recovery) readStream() error {
 	}
 	t0 := time.Now()
 	defer func() { lap(&r.laps, "all", t0) }()
-	if r.floor > 0 {
-		why, err := r.floorHolds()
-		if err != nil {
-			return err
-		}
-		if why != "" {
-			r.fromStart(why)
-		}
+	if err := r.settleFloor(); err != nil {
+		return err
 	}
 	lap(&r.laps, "floor check", t0)
 	var (
@@ -471,6 +500,13 @@ func (r *recovery) readPartyOthers() error {
 	// accepted lies below it (evaluations are large: a long run's would
 	// make the resume grow with it again).
 	filters := []string{schemas.Filter(r.run, schemas.KindHello), schemas.Filter(r.run, schemas.KindEval)}
+	// From the checkpoint's earlier floor (StreamFloor), not its near
+	// one: a hello or an evaluation may wait in the other subscription
+	// when a checkpoint is taken, and the near floor does not count it.
+	floor := uint64(0)
+	if r.floor > 0 {
+		floor = min(r.floor, r.far)
+	}
 	fn := func(d broker.Delivery) {
 		r.othersTop = max(r.othersTop, d.Seq())
 		kind, _, err := schemas.ParseSubject(r.run, d.Subject())
@@ -485,17 +521,17 @@ func (r *recovery) readPartyOthers() error {
 			r.verifyIn(d, msg.Head().Seq)
 		}
 	}
-	if r.floor > 0 {
-		why, err := r.floorHoldsFor(schemas.KindHello, schemas.KindEval)
+	if floor > 0 {
+		why, err := r.floorHoldsFor(floor, schemas.KindHello, schemas.KindEval)
 		if err != nil {
 			return err
 		}
 		if why == "" {
-			n, err := logread.Read(r.ctx, r.bus, filters, logread.Options{StartSeq: r.floor}, fn)
+			n, err := logread.Read(r.ctx, r.bus, filters, logread.Options{StartSeq: floor}, fn)
 			r.read += n
 			if !errors.Is(err, logread.ErrNoCount) {
 				// Everything from the floor to what was read was read.
-				r.othersFrom = r.floor
+				r.othersFrom = floor
 				return err
 			}
 			why = "the bus cannot count the stream from a position"
@@ -553,7 +589,10 @@ func (r *recovery) ownControl(d broker.Delivery) {
 func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
-	a.recov.probe, a.pub.outbox.Floor = r.count0, r.count0
+	a.recov.probe, a.recov.near, a.pub.outbox.Floor = r.count0, r.count0, r.count0
+	if r.count0 > 0 {
+		a.recov.probedAt = time.Now()
+	}
 	// Every hello and evaluation stored when recovery read them was read
 	// (none at all: from the start).
 	a.recov.restFrom = max(r.othersTop+1, r.othersFrom)
@@ -574,6 +613,13 @@ func (r *recovery) apply() error {
 	}
 	r.goOn()
 	a.recov.reqFrom = r.liveFrom()
+	// Every request below where the live subscription starts was
+	// handled, by the checkpoint or by recovery (0: not known, as at a
+	// run's start).
+	a.recov.reqNext = a.recov.reqFrom
+	if a.recov.reqNext == 0 {
+		a.recov.reqNext = r.floor
+	}
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).
 	a.eval.cur = nil

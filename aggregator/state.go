@@ -126,13 +126,22 @@ type recovState struct {
 	ckNow         bool
 	ckTook        time.Duration // the last save's snapshot, encoding and write (ckpt.Every)
 	probe         uint64        // the stream's message count at the last checkpoint
-	resumeOutbox  []Sent
+	// near is the stream's message count at the latest probe, after a
+	// save or between saves (nearProbe), and probedAt when it was taken;
+	// reqNext is the stream sequence after the last request the requests
+	// subscription handed to the aggregator (0: none yet). They make the
+	// checkpoint's near floor (Checkpoint.NearFloor).
+	near         uint64
+	probedAt     time.Time
+	reqNext      uint64
+	resumeOutbox []Sent
 	// held are the replies the stream lost with their requests, by
 	// (party, request), sent again once the request comes again
 	// (releaseHeld).
 	held        map[[2]uint64]Sent
 	heldSince   time.Time
 	resumeFloor uint64     // the checkpoint's StreamFloor
+	resumeNear  uint64     // the checkpoint's NearFloor
 	restFrom    uint64     // after a resume: where the hellos and evaluations go on (1: the start)
 	reqFrom     uint64     // after a resume: where the requests go on (0: from the floor; recovery.liveFrom)
 	recovered   *recovered // what recovery verified (trust layer)
