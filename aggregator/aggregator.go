@@ -1191,12 +1191,6 @@ func (a *Aggregator) handleOutputs(ctx context.Context, d broker.Delivery) {
 		a.requestEval(false)
 	}
 	a.handleLocked(d, true)
-	// Handled (applied, skipped or rejected) under the lock a snapshot
-	// takes, in stream order: the requests a checkpoint had not handled
-	// lie from here on (Checkpoint.NearFloor).
-	if s := d.Seq(); s > 0 {
-		a.recov.reqNext = max(a.recov.reqNext, s+1)
-	}
 }
 
 // handle is the handler of the other subscription (and serves any

@@ -134,3 +134,52 @@ func TestResumeReadsFromTheNearFloor(t *testing.T) {
 		t.Errorf("the live requests go on at stream sequence %d, want %d (the first request not answered)", b.recov.reqFrom, first.seq)
 	}
 }
+
+// A count of the stream below which a request was stored that the
+// aggregator had not handled yet (it waited in its subscription) is not
+// a checkpoint's near floor: the resume reads that request, and it is
+// answered live. Were it the floor, the request would lie below what the
+// resume reads, never answered, and its party would wait for ever.
+func TestNearFloorLiesBelowRequestsNotHandled(t *testing.T) {
+	const n = 50
+	a, _, outs, _ := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
+	bus := embeddedBus(t)
+	request := brokerRequests(t, a, bus, outs[1], n)
+	ctx := context.Background()
+	answer := func(k int) {
+		for range k {
+			a.handleOutputs(ctx, request())
+		}
+	}
+	answer(5)
+	a.saveCheckpoint(ctx)
+	answer(outboxSize + 20)
+	a.nearProbe(ctx, 0) // below every request: a near floor
+	answer(outboxSize + 20)
+	waiting := request() // stored, not handed to the aggregator yet
+	a.nearProbe(ctx, 0)  // above it: not a near floor while it waits
+	ck := a.Checkpoint()
+	if ck.NearFloor == 0 || ck.NearFloor > waiting.seq {
+		t.Fatalf("near floor %d with a request not handled at stream sequence %d: want one at or below it", ck.NearFloor, waiting.seq)
+	}
+
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bus, b.ctx = bus, ctx
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.resumed; r.Reapplied != 0 || r.Missing != 0 || r.FromStart != "" || r.ReadFrom != ck.NearFloor {
+		t.Fatalf("recovery %+v, want it read from the near floor %d", r, ck.NearFloor)
+	}
+	if b.recov.reqFrom != waiting.seq {
+		t.Errorf("the live requests go on at stream sequence %d, want %d (the request the checkpoint had not handled)", b.recov.reqFrom, waiting.seq)
+	}
+}

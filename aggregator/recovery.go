@@ -589,7 +589,8 @@ func (r *recovery) ownControl(d broker.Delivery) {
 func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
-	a.recov.probe, a.recov.near, a.pub.outbox.Floor = r.count0, r.count0, r.count0
+	a.recov.probe, a.pub.outbox.Floor = r.count0, r.count0
+	a.recov.nears = a.recov.nears[:0]
 	if r.count0 > 0 {
 		a.recov.probedAt = time.Now()
 	}
@@ -613,13 +614,6 @@ func (r *recovery) apply() error {
 	}
 	r.goOn()
 	a.recov.reqFrom = r.liveFrom()
-	// Every request below where the live subscription starts was
-	// handled, by the checkpoint or by recovery (0: not known, as at a
-	// run's start).
-	a.recov.reqNext = a.recov.reqFrom
-	if a.recov.reqNext == 0 {
-		a.recov.reqNext = r.floor
-	}
 	// An evaluation requested while applying again was not sent: ask
 	// anew (its round number follows the recorded ones).
 	a.eval.cur = nil

@@ -126,14 +126,12 @@ type recovState struct {
 	ckNow         bool
 	ckTook        time.Duration // the last save's snapshot, encoding and write (ckpt.Every)
 	probe         uint64        // the stream's message count at the last checkpoint
-	// near is the stream's message count at the latest probe, after a
-	// save or between saves (nearProbe), and probedAt when it was taken;
-	// reqNext is the stream sequence after the last request the requests
-	// subscription handed to the aggregator (0: none yet). They make the
-	// checkpoint's near floor (Checkpoint.NearFloor).
-	near         uint64
+	// nears are the latest counts of the stream taken with the parties'
+	// requests (nearProbe), oldest first, and probedAt when the stream
+	// was last counted: they make the checkpoint's near floor
+	// (Checkpoint.NearFloor).
+	nears        []nearCount
 	probedAt     time.Time
-	reqNext      uint64
 	resumeOutbox []Sent
 	// held are the replies the stream lost with their requests, by
 	// (party, request), sent again once the request comes again
