@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/internal/freeport"
@@ -181,5 +182,85 @@ func TestNearFloorLiesBelowRequestsNotHandled(t *testing.T) {
 	}
 	if b.recov.reqFrom != waiting.seq {
 		t.Errorf("the live requests go on at stream sequence %d, want %d (the request the checkpoint had not handled)", b.recov.reqFrom, waiting.seq)
+	}
+}
+
+// holdingBus holds the delivery of stream sequence hold to the requests'
+// reads until until says yes (or a minute passes: a guard, not a time
+// the test measures).
+type holdingBus struct {
+	broker.Bus
+	filter string
+	hold   uint64
+	until  func() bool
+	held   bool // the delivery was held until until said yes
+}
+
+func (b *holdingBus) Subscribe(ctx context.Context, filters []string, opts broker.SubscribeOptions, h broker.Handler) (broker.Subscription, error) {
+	if len(filters) != 1 || filters[0] != b.filter {
+		return b.Bus.Subscribe(ctx, filters, opts, h)
+	}
+	return b.Bus.Subscribe(ctx, filters, opts, func(hctx context.Context, d broker.Delivery) {
+		if d.Seq() == b.hold {
+			guard := time.Now().Add(time.Minute)
+			for !b.until() && time.Now().Before(guard) && hctx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			b.held = b.until()
+		}
+		h(hctx, d)
+	})
+}
+
+// A resumed aggregator applies its recorded replies again while it
+// still reads the parties' requests: each once the requests' read has
+// passed it. Before, it applied them only once every read had ended, up
+// to a third of its return after a broker outage on a9a (issue 35). The
+// last request's delivery is held here until a reply was applied again,
+// which never happens while recovery waits for the reads to end.
+func TestRecoveryAppliesAgainWhileReading(t *testing.T) {
+	const n = 50
+	a, _, outs, _ := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
+	js := embeddedBus(t)
+	request := brokerRequests(t, a, js, outs[1], n)
+	ctx := context.Background()
+	for range 5 {
+		a.handleOutputs(ctx, request())
+	}
+	ck := a.Checkpoint()
+	for range 6 {
+		a.handleOutputs(ctx, request()) // answered after the checkpoint
+	}
+	last := request() // stored, never answered
+	if err := js.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	bus := &holdingBus{Bus: js, filter: schemas.Filter("t", schemas.KindOutput), hold: last.seq, until: func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.resumed.Reapplied > 0
+	}}
+	b.bus, b.ctx = bus, ctx
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.resumed; r.Reapplied != 6 || r.Mismatched != 0 || r.Missing != 0 {
+		t.Fatalf("recovery %+v, want 6 requests applied again", r)
+	}
+	if !bus.held {
+		t.Error("no reply was applied again before the requests' read ended")
+	}
+	if b.recov.reqFrom != last.seq {
+		t.Errorf("the live requests go on at stream sequence %d, want %d", b.recov.reqFrom, last.seq)
 	}
 }

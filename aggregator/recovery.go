@@ -105,24 +105,30 @@ type recovery struct {
 	own *trust.Verifier
 
 	// What the stream holds.
-	reqs       map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
-	reqAt      map[[2]uint64]uint64 // (party, seq) -> its stream sequence, for those in reqs
-	inStream   map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
-	mine       []recorded           // the aggregator's messages after the checkpoint, in stream order
-	streamSeq  []uint64             // the highest sequence number in the stream, by subject index
-	minKept    []uint64             // the outbox's lowest, by subject index
-	have       map[[2]uint64]bool   // (subject index, sequence) in the stream from minKept to ckSeq
-	rejected   map[string]int64     // the parties' messages the verifier rejected, by reason
-	foreign    int64                // messages on the aggregator's subjects that it did not make
-	upTo       uint64               // the highest stream sequence of the requests
-	read       int64                // messages read
-	floor      uint64               // the requests and replies are read from here (0: the start)
-	far        uint64               // the checkpoint's StreamFloor: the hellos and evaluations are read from here, and the requests if floor fails
-	counted    bool                 // count0 was taken
-	laps       []string             // how long each part of the read took
-	count0     uint64               // the stream's message count when recovery began
-	othersTop  uint64               // the highest stream sequence of the hellos and evaluations read
-	othersFrom uint64               // where they were read from (0: the start)
+	reqs     map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	reqAt    map[[2]uint64]uint64 // (party, seq) -> its stream sequence, for those in reqs
+	inStream map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
+	mine     []recorded           // the aggregator's messages after the checkpoint, in stream order, not applied yet
+	emit     func(recorded)       // while readStream runs: hands them to its reapply as they are read
+	// reqMu guards what the requests' read fills (reqs, reqAt, inStream,
+	// upTo, reqDone) while reapply runs beside it; reqCond says it moved.
+	reqMu      sync.Mutex
+	reqCond    *sync.Cond
+	reqDone    bool               // the requests' read ended
+	streamSeq  []uint64           // the highest sequence number in the stream, by subject index
+	minKept    []uint64           // the outbox's lowest, by subject index
+	have       map[[2]uint64]bool // (subject index, sequence) in the stream from minKept to ckSeq
+	rejected   map[string]int64   // the parties' messages the verifier rejected, by reason
+	foreign    int64              // messages on the aggregator's subjects that it did not make
+	upTo       uint64             // the highest stream sequence of the requests
+	read       int64              // messages read
+	floor      uint64             // the requests and replies are read from here (0: the start)
+	far        uint64             // the checkpoint's StreamFloor: the hellos and evaluations are read from here, and the requests if floor fails
+	counted    bool               // count0 was taken
+	laps       []string           // how long each part of the read took
+	count0     uint64             // the stream's message count when recovery began
+	othersTop  uint64             // the highest stream sequence of the hellos and evaluations read
+	othersFrom uint64             // where they were read from (0: the start)
 
 	// Decoding buffers (odec: the aggregator's own messages, read
 	// beside the parties' ones).
@@ -230,20 +236,16 @@ func (r *recovery) verifyIn(d broker.Delivery, seq uint64) bool {
 	return true
 }
 
-// readOne reads the stream's messages on filter.
-func (r *recovery) readOne(filter string, fn func(broker.Delivery)) error {
-	n, err := logread.Deliveries(r.ctx, r.bus, []string{filter}, fn)
-	r.read += n
-	return err
-}
-
 // readFloor reads the stream's messages on filter from the floor (the
 // whole stream without one).
-func (r *recovery) readFloor(filter string, fn func(broker.Delivery)) error {
+func (r *recovery) readFloor(ctx context.Context, filter string, fn func(broker.Delivery)) error {
+	var n int64
+	var err error
 	if r.floor == 0 {
-		return r.readOne(filter, fn)
+		n, err = logread.Deliveries(ctx, r.bus, []string{filter}, fn)
+	} else {
+		n, err = logread.Read(ctx, r.bus, []string{filter}, logread.Options{StartSeq: r.floor}, fn)
 	}
-	n, err := logread.Read(r.ctx, r.bus, []string{filter}, logread.Options{StartSeq: r.floor}, fn)
 	r.read += n
 	return err
 }
@@ -379,6 +381,13 @@ func (r *recovery) floorReplies() error {
 // since the two touch nothing of each other's. The floor is settled
 // first. Read one after the other, the aggregator's own messages were a
 // quarter to a third of a resume's read (issue 35).
+//
+// The aggregator's messages after the checkpoint are applied again as
+// they are read (reapply, a.mu held for each), in stream order, each
+// once the requests' read has passed it (a reply comes after its
+// request): applying them after both reads had ended was up to a third
+// of a return after a broker outage on a9a (issue 35). Nothing is
+// published meanwhile; recovery's apply does the rest once all is read.
 func (r *recovery) readStream() error {
 	lap := func(laps *[]string, what string, t0 time.Time) {
 		*laps = append(*laps, what+" "+time.Since(t0).Round(time.Millisecond).String())
@@ -389,23 +398,107 @@ func (r *recovery) readStream() error {
 		return err
 	}
 	lap(&r.laps, "floor check", t0)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
 	var (
-		wg      sync.WaitGroup
-		ownErr  error
-		ownLaps []string
-		ownRead int64
+		wg       sync.WaitGroup
+		ownErr   error
+		applyErr error
+		ownLaps  []string
+		ownRead  int64
 	)
-	wg.Add(1)
+	r.reqMu.Lock()
+	r.reqCond = sync.NewCond(&r.reqMu)
+	r.reqMu.Unlock()
+	// A queue without a bound: the reads' handlers must never wait for
+	// reapply (a bus may hand both reads' messages over from one
+	// goroutine, and reapply waits for the requests' read).
+	var (
+		qMu    sync.Mutex
+		queue  []recorded
+		closed bool
+	)
+	qCond := sync.NewCond(&qMu)
+	r.emit = func(rec recorded) {
+		qMu.Lock()
+		queue = append(queue, rec)
+		qMu.Unlock()
+		qCond.Signal()
+	}
+	next := func() (recorded, bool) {
+		qMu.Lock()
+		defer qMu.Unlock()
+		for len(queue) == 0 && !closed {
+			qCond.Wait()
+		}
+		if len(queue) == 0 {
+			return recorded{}, false
+		}
+		rec := queue[0]
+		queue[0] = recorded{}
+		queue = queue[1:]
+		return rec, true
+	}
+	wg.Add(2)
 	floor := r.floor // the requests' read may give it up (fromStart)
 	go func() {
 		defer wg.Done()
-		ownRead, ownErr = r.readOwn(floor, func(what string, t time.Time) { lap(&ownLaps, what, t) })
+		ownRead, ownErr = r.readOwn(ctx, floor, func(what string, t time.Time) { lap(&ownLaps, what, t) })
+		qMu.Lock()
+		closed = true
+		qMu.Unlock()
+		qCond.Signal()
+	}()
+	go func() {
+		defer wg.Done()
+		t := time.Now()
+		// The controls are all read before the replies (readOwn): each
+		// waits for the first reply after it, or the end.
+		var ctls []recorded
+		apply := func(rec *recorded) {
+			if applyErr != nil {
+				return // drained
+			}
+			r.a.mu.Lock()
+			applyErr = r.reapplyOne(rec)
+			r.a.mu.Unlock()
+			if applyErr != nil {
+				cancel()
+			}
+		}
+		for {
+			rec, ok := next()
+			if !ok {
+				break
+			}
+			if rec.kind == schemas.KindControl {
+				ctls = append(ctls, rec)
+				continue
+			}
+			for len(ctls) > 0 && ctls[0].streamSeq < rec.streamSeq {
+				apply(&ctls[0])
+				ctls = ctls[1:]
+			}
+			r.requestsPast(rec.streamSeq)
+			apply(&rec)
+		}
+		for i := range ctls {
+			apply(&ctls[i])
+		}
+		lap(&ownLaps, "applied again", t)
 	}()
 	t1 := time.Now()
-	err := r.readRequests()
+	err := r.readRequests(ctx)
 	if errors.Is(err, logread.ErrNoCount) {
 		r.fromStart("the bus cannot count the stream from a position")
-		err = r.readRequests()
+		err = r.readRequests(ctx)
+	}
+	r.reqMu.Lock()
+	r.reqDone = true
+	r.reqCond.Broadcast()
+	r.reqMu.Unlock()
+	if err != nil {
+		cancel()
 	}
 	lap(&r.laps, "requests", t1)
 	if err == nil && r.t != nil {
@@ -414,26 +507,43 @@ func (r *recovery) readStream() error {
 		lap(&r.laps, "hellos and evaluations", t1)
 	}
 	wg.Wait()
+	r.emit = nil
 	r.read += ownRead
 	r.laps = append(r.laps, ownLaps...)
-	if err == nil {
-		err = ownErr
-	}
-	if err != nil {
+	// The first failure: one that cancelled the others comes first.
+	switch {
+	case applyErr != nil && !errors.Is(applyErr, context.Canceled):
+		return applyErr
+	case err != nil && !errors.Is(err, context.Canceled):
 		return err
+	case ownErr != nil && !errors.Is(ownErr, context.Canceled):
+		return ownErr
 	}
-	slices.SortStableFunc(r.mine, func(x, y recorded) int { return cmp.Compare(x.streamSeq, y.streamSeq) })
-	return nil
+	return errors.Join(applyErr, err, ownErr)
 }
 
-// readOwn reads the aggregator's replies and controls from floor (the
-// stream's start if 0, or if the bus cannot count from a position: it
-// then delivered nothing), and returns how many it read. It touches only
-// what concerns the aggregator's own messages (streamSeq, have, mine,
-// own, foreign, odec), so that it runs beside the read of the parties'
-// messages, which may give up the floor for theirs: the floor holds for
-// the aggregator's own messages by construction (Checkpoint.StreamFloor).
-func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, error) {
+// requestsPast waits until the requests' read has delivered a message
+// at stream sequence seq or later, or has ended (or failed): every
+// request stored before seq was then read.
+func (r *recovery) requestsPast(seq uint64) {
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	for r.upTo < seq && !r.reqDone {
+		r.reqCond.Wait()
+	}
+}
+
+// readOwn reads the aggregator's controls, then its replies, each on a
+// consumer of its own (one filter: what the broker's permissions can
+// check), from floor (the stream's start if 0, or if the bus cannot
+// count from a position: it then delivered nothing), each subject in
+// stream order, and returns how many it read. It touches only what concerns the aggregator's own
+// messages (streamSeq, have, own, foreign, odec, and hands those after
+// the checkpoint to emit), so that it runs beside the read of the
+// parties' messages, which may give up the floor for theirs: the floor
+// holds for the aggregator's own messages by construction
+// (Checkpoint.StreamFloor, Checkpoint.NearFloor).
+func (r *recovery) readOwn(ctx context.Context, floor uint64, lap func(string, time.Time)) (int64, error) {
 	if floor > 0 {
 		if err := r.floorReplies(); err != nil {
 			return 0, err
@@ -444,20 +554,20 @@ func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, er
 		what, filter string
 		fn           func(broker.Delivery)
 	}{
-		{"replies", schemas.Filter(r.run, schemas.KindReply), r.ownReply},
 		{"controls", schemas.Subject(r.run, schemas.KindControl, 0), r.ownControl},
+		{"replies", schemas.Filter(r.run, schemas.KindReply), r.ownReply},
 	} {
 		t := time.Now()
 		var n int64
 		var err error
 		if floor > 0 {
-			n, err = logread.Read(r.ctx, r.bus, []string{part.filter}, logread.Options{StartSeq: floor}, part.fn)
+			n, err = logread.Read(ctx, r.bus, []string{part.filter}, logread.Options{StartSeq: floor}, part.fn)
 			if errors.Is(err, logread.ErrNoCount) {
 				floor = 0
 			}
 		}
 		if floor == 0 {
-			n, err = logread.Deliveries(r.ctx, r.bus, []string{part.filter}, part.fn)
+			n, err = logread.Deliveries(ctx, r.bus, []string{part.filter}, part.fn)
 		}
 		read += n
 		lap(part.what, t)
@@ -470,8 +580,11 @@ func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, er
 
 // readRequests keeps the parties' requests after the checkpoint that the
 // verifier accepts.
-func (r *recovery) readRequests() error {
-	return r.readFloor(schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+func (r *recovery) readRequests(ctx context.Context) error {
+	return r.readFloor(ctx, schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+		r.reqMu.Lock()
+		defer r.reqMu.Unlock()
+		defer r.reqCond.Broadcast()
 		r.upTo = max(r.upTo, d.Seq())
 		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil || kind != schemas.KindOutput || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.o) != nil {
@@ -569,7 +682,7 @@ func (r *recovery) ownReply(d broker.Delivery) {
 	}
 	if rec, ok := r.ownMsg(d, r.r.Seq); ok {
 		rec.party, rec.req, rec.data, rec.kind = m, r.r.ReqSeq, slices.Clone(d.Data()), kind
-		r.mine = append(r.mine, rec)
+		r.keepMine(rec)
 	}
 }
 
@@ -581,7 +694,7 @@ func (r *recovery) ownControl(d broker.Delivery) {
 	if rec, ok := r.ownMsg(d, r.c.Seq); ok {
 		rec.kind, rec.ctl = schemas.KindControl, r.c
 		rec.ctl.Reason = strings.Clone(r.c.Reason)
-		r.mine = append(r.mine, rec)
+		r.keepMine(rec)
 	}
 }
 
@@ -679,17 +792,31 @@ func (r *recovery) resend() error {
 // (a.mu held).
 func (r *recovery) reapply() error {
 	for _, m := range r.mine {
-		if m.kind == schemas.KindControl {
-			if err := r.control(&m); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.reply(&m); err != nil {
+		if err := r.reapplyOne(&m); err != nil {
 			return err
 		}
 	}
+	r.mine = r.mine[:0]
 	return nil
+}
+
+// reapplyOne applies the aggregator's recorded message m again (a.mu
+// held).
+func (r *recovery) reapplyOne(m *recorded) error {
+	if m.kind == schemas.KindControl {
+		return r.control(m)
+	}
+	return r.reply(m)
+}
+
+// keepMine hands the aggregator's message after the checkpoint to
+// readStream's reapply as it is read, or keeps it for reapply.
+func (r *recovery) keepMine(rec recorded) {
+	if r.emit != nil {
+		r.emit(rec)
+		return
+	}
+	r.mine = append(r.mine, rec)
 }
 
 // control applies recorded control m again: the rounds and seals it
@@ -727,14 +854,18 @@ func (r *recovery) reply(m *recorded) error {
 		return nil
 	}
 	key := [2]uint64{uint64(p), m.req}
+	r.reqMu.Lock()
 	data, ok := r.reqs[key]
+	if ok {
+		delete(r.reqs, key)
+	}
+	r.reqMu.Unlock()
 	if !ok {
 		rec.Missing++
 		a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
 		a.pub.replySeq[p] = max(a.pub.replySeq[p], m.seq)
 		return nil
 	}
-	delete(r.reqs, key)
 	// The reply computed again takes the recorded one's number; the
 	// controls it would publish are not sent (the recorded ones, in
 	// the stream, number the controls).
