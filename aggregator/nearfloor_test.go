@@ -3,6 +3,7 @@ package aggregator
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,5 +263,67 @@ func TestRecoveryAppliesAgainWhileReading(t *testing.T) {
 	}
 	if b.recov.reqFrom != last.seq {
 		t.Errorf("the live requests go on at stream sequence %d, want %d", b.recov.reqFrom, last.seq)
+	}
+}
+
+// orderBus holds the count of filter first until one of then has been
+// counted (or ctx ends).
+type orderBus struct {
+	broker.Bus
+	first   string
+	then    []string
+	once    sync.Once
+	counted chan struct{}
+}
+
+func (b *orderBus) Count(ctx context.Context, filter string) (uint64, error) {
+	switch {
+	case slices.Contains(b.then, filter):
+		b.once.Do(func() { close(b.counted) })
+	case filter == b.first:
+		select {
+		case <-b.counted:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return b.Bus.Count(ctx, filter)
+}
+
+// A resumed aggregator with the trust layer reads the parties' hellos
+// and evaluations beside their requests, not after them: on a9a the
+// hellos and evaluations (read from the earlier floor) were the longest
+// part of a return once the rest had been cut (issue 35). The requests'
+// count waits here until the hellos or evaluations are counted, which a
+// read one after the other never does (the context's deadline only
+// catches that hang).
+func TestRecoveryReadsHellosBesideRequests(t *testing.T) {
+	const n = 50
+	a, _, outs, _ := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	js := embeddedBus(t)
+	request := brokerRequests(t, a, js, outs[1], n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		a.handleOutputs(ctx, request())
+	}
+	ck := a.Checkpoint()
+	a.handleOutputs(ctx, request())
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	bus := &orderBus{Bus: js, first: schemas.Filter("t", schemas.KindOutput),
+		then: []string{schemas.Filter("t", schemas.KindHello), schemas.Filter("t", schemas.KindEval)}, counted: make(chan struct{})}
+	b.bus, b.ctx = bus, ctx
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	if r := b.resumed; r.Reapplied != 1 || r.Mismatched != 0 || r.Missing != 0 {
+		t.Fatalf("recovery %+v, want 1 request applied again", r)
 	}
 }

@@ -223,13 +223,19 @@ func (r *recovery) seen(i int, seq uint64) bool {
 
 // verifyIn runs a party's message through the restored verifier.
 func (r *recovery) verifyIn(d broker.Delivery, seq uint64) bool {
+	return r.verifyInto(d, seq, r.rejected)
+}
+
+// verifyInto is verifyIn counting what it rejects into rejected (the
+// verifier is safe for concurrent use; the counts are not).
+func (r *recovery) verifyInto(d broker.Delivery, seq uint64, rejected map[string]int64) bool {
 	if r.t == nil {
 		return true
 	}
 	m := trustMsg(d, seq)
 	if err := r.t.ver.Verify(&m); err != nil {
 		if !errors.Is(err, trust.ErrReplay) || seq > r.t.ver.LastSeq(d.Subject()) {
-			r.rejected["trust-"+trust.Reason(err)]++
+			rejected["trust-"+trust.Reason(err)]++
 		}
 		return false
 	}
@@ -487,6 +493,27 @@ func (r *recovery) readStream() error {
 		}
 		lap(&ownLaps, "applied again", t)
 	}()
+	// The hellos and evaluations (trust layer) beside the requests: the
+	// verifier is safe for concurrent use, and each read counts its own.
+	var (
+		othersErr  error
+		othersRead int64
+		othersRej  = map[string]int64{}
+		othersLaps []string
+	)
+	if r.t != nil {
+		wg.Add(1)
+		of := uint64(0)
+		if r.floor > 0 {
+			of = min(r.floor, r.far)
+		}
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			othersRead, othersErr = r.readPartyOthers(ctx, of, othersRej)
+			lap(&othersLaps, "hellos and evaluations", t)
+		}()
+	}
 	t1 := time.Now()
 	err := r.readRequests(ctx)
 	if errors.Is(err, logread.ErrNoCount) {
@@ -501,15 +528,16 @@ func (r *recovery) readStream() error {
 		cancel()
 	}
 	lap(&r.laps, "requests", t1)
-	if err == nil && r.t != nil {
-		t1 = time.Now()
-		err = r.readPartyOthers()
-		lap(&r.laps, "hellos and evaluations", t1)
-	}
 	wg.Wait()
 	r.emit = nil
-	r.read += ownRead
-	r.laps = append(r.laps, ownLaps...)
+	r.read += ownRead + othersRead
+	r.laps = append(append(r.laps, othersLaps...), ownLaps...)
+	for k, v := range othersRej {
+		r.rejected[k] += v
+	}
+	if err == nil {
+		err = othersErr
+	}
 	// The first failure: one that cancelled the others comes first.
 	switch {
 	case applyErr != nil && !errors.Is(applyErr, context.Canceled):
@@ -605,7 +633,7 @@ func (r *recovery) readRequests(ctx context.Context) error {
 // readPartyOthers runs the hellos and evaluations after the checkpoint
 // through the verifier (trust layer), which goes on after them (the live
 // subscription starts after them).
-func (r *recovery) readPartyOthers() error {
+func (r *recovery) readPartyOthers(ctx context.Context, floor uint64, rejected map[string]int64) (int64, error) {
 	// One read of both (the live subscription's filters): what it
 	// delivers is a prefix of them in stream order, so the live
 	// subscription goes on exactly after the last one (Aggregator.restFrom).
@@ -616,10 +644,7 @@ func (r *recovery) readPartyOthers() error {
 	// From the checkpoint's earlier floor (StreamFloor), not its near
 	// one: a hello or an evaluation may wait in the other subscription
 	// when a checkpoint is taken, and the near floor does not count it.
-	floor := uint64(0)
-	if r.floor > 0 {
-		floor = min(r.floor, r.far)
-	}
+	dec := schemas.NewCodec()
 	fn := func(d broker.Delivery) {
 		r.othersTop = max(r.othersTop, d.Seq())
 		kind, _, err := schemas.ParseSubject(r.run, d.Subject())
@@ -630,30 +655,27 @@ func (r *recovery) readPartyOthers() error {
 		if kind == schemas.KindEval {
 			msg = &r.ev
 		}
-		if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
-			r.verifyIn(d, msg.Head().Seq)
+		if dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
+			r.verifyInto(d, msg.Head().Seq, rejected)
 		}
 	}
 	if floor > 0 {
 		why, err := r.floorHoldsFor(floor, schemas.KindHello, schemas.KindEval)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if why == "" {
-			n, err := logread.Read(r.ctx, r.bus, filters, logread.Options{StartSeq: floor}, fn)
-			r.read += n
+			n, err := logread.Read(ctx, r.bus, filters, logread.Options{StartSeq: floor}, fn)
 			if !errors.Is(err, logread.ErrNoCount) {
 				// Everything from the floor to what was read was read.
 				r.othersFrom = floor
-				return err
+				return n, err
 			}
 			why = "the bus cannot count the stream from a position"
 		}
 		r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the hellos and evaluations from the stream's start")
 	}
-	n, err := logread.Deliveries(r.ctx, r.bus, filters, fn)
-	r.read += n
-	return err
+	return logread.Deliveries(ctx, r.bus, filters, fn)
 }
 
 // ownMsg is the aggregator's message d (sequence number seq on subject
