@@ -327,3 +327,59 @@ func TestRecoveryReadsHellosBesideRequests(t *testing.T) {
 		t.Fatalf("recovery %+v, want 1 request applied again", r)
 	}
 }
+
+// A checkpoint's floor above the stream's count (a count taken before
+// the broker lost messages it had confirmed) is not read from: what is
+// published from now on is numbered from below it. Here the stream lost
+// nothing of the parties' requests the checkpoint had not handled, so
+// the count rule of floorHolds holds, and before, the resume read from
+// the floor and the live requests started there: the requests the
+// parties send next (below it) were never delivered, and they waited
+// for ever. Now the resume reads from the start, and the live requests
+// start at or below the next message.
+func TestFloorAboveTheStreamIsNotReadFrom(t *testing.T) {
+	const n = 50
+	a, _, outs, _ := trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
+	js := embeddedBus(t)
+	request := brokerRequests(t, a, js, outs[1], n)
+	ctx := context.Background()
+	for range 5 {
+		a.handleOutputs(ctx, request())
+	}
+	a.saveCheckpoint(ctx)
+	a.handleOutputs(ctx, request())
+	ck := a.Checkpoint()
+	if err := js.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	count, err := js.Count(ctx, schemas.All("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.StreamFloor = count + 10 // counted before the stream lost its tail
+
+	b, err := New(a.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bus, b.ctx = js, ctx
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.recover(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	r := b.resumed
+	if r.Reapplied != 0 || r.Missing != 0 || r.Mismatched != 0 {
+		t.Fatalf("recovery %+v", r)
+	}
+	live := b.recov.reqFrom // where the live requests start (Run)
+	if live == 0 {
+		live = r.ReadFrom
+	}
+	if live > count+1 {
+		t.Errorf("the live requests start at stream sequence %d, above the next message (%d): the parties' next requests are never delivered", live, count+1)
+	}
+}
