@@ -267,7 +267,7 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
 		return fmt.Errorf("%w: the checkpoint is of party %d of run %s, not party %d of %s", ErrResume, c.ID, c.Run, p.cfg.ID, p.cfg.Run)
 	case c.HoldOutKnown && !c.HoldOut.Same(&p.cfg.HoldOut.HoldOut):
-		return fmt.Errorf("%w: the checkpoint's rows keep aside what %s says, this process's what %s says: resume with the rows the party trained on", ErrResume, c.HoldOut.String(), p.cfg.HoldOut.HoldOut.String())
+		return fmt.Errorf("%w: the party of the checkpoint kept %s, this process keeps %s: resume with the rows it trained on (%s)", ErrResume, keptAside(&c.HoldOut), keptAside(&p.cfg.HoldOut.HoldOut), c.HoldOut.String())
 	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.T < 0 || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
 		return fmt.Errorf("%w: the checkpoint's dimensions (%d parameters, window %d) are not the run's (%d, %d)", ErrResume, len(c.W), len(c.Ring), len(p.w), len(p.ring))
 	}

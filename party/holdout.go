@@ -65,7 +65,7 @@ func (p *Party) takeHoldOut(h *schemas.HoldOut) error {
 	if mine == "" {
 		mine = have.HoldOut.String()
 	}
-	theirs := "no training rows aside"
+	theirs := keptAside(h)
 	if h.Rows() {
 		theirs = fmt.Sprintf("%g of the training rows aside, chosen with seed %d", h.Share, h.Seed)
 	}
@@ -101,4 +101,12 @@ func (p *Party) takeHoldOut(h *schemas.HoldOut) error {
 	p.cfg.Log.Info().Int("party", p.cfg.ID).Int("rows", before).Int("held_out", r.HeldOut).Int("training", r.Train.NRows).
 		Msgf("the aggregator keeps %s (%s): so does this party", theirs, h.String())
 	return nil
+}
+
+// keptAside says which training rows h keeps aside.
+func keptAside(h *schemas.HoldOut) string {
+	if !h.Rows() {
+		return "no training rows aside"
+	}
+	return "the training rows of " + h.String() + " aside"
 }
