@@ -21,6 +21,9 @@ import (
 
 // rowsHoldOut is the hold-out data's rows were split by (zero: none).
 func rowsHoldOut(cfg *job, data *Data) schemas.HoldOut {
+	if cfg.split != nil {
+		return *cfg.split
+	}
 	if data.HeldOut == 0 {
 		return schemas.HoldOut{}
 	}
@@ -73,6 +76,10 @@ func resplitter(cfg *job, data *Data) func(m int, h schemas.HoldOut) (party.Rows
 			train, test = f(train, test)
 		}
 		*data = *d
+		if h.Rows() && d.HeldOut == 0 {
+			h = schemas.HoldOut{} // too few rows to keep one aside, as the aggregator's
+		}
+		cfg.split = &h
 		return party.Rows{Train: train, Test: test, HeldOut: d.HeldOut, LR: cfg.Schedule(d.NTrain)}, nil
 	}
 }

@@ -20,6 +20,9 @@ type job struct {
 	// resplit, in a party's process, splits its rows by the hold-out of
 	// the aggregator's call (holdout.go); nil elsewhere.
 	resplit func(m int, h schemas.HoldOut) (party.Rows, error)
+	// split, once resplit has split the party's data by the aggregator's
+	// hold-out, is that hold-out (nil: the data are split as Config says).
+	split *schemas.HoldOut
 }
 
 // prepare is Config.Prepare for the run: a run given its data
