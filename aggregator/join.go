@@ -114,6 +114,6 @@ func (a *Aggregator) holdOutWords(m int, h *schemas.Hello, err error) error {
 	if !a.cfg.HoldOut.Rows() {
 		fix = fmt.Sprintf("give party %d no --holdout", m)
 	}
-	return fmt.Errorf("%w; the aggregator keeps %d of the training rows aside (%s), party %d keeps %d: %w: %s, or run the same asyrevel everywhere",
+	return fmt.Errorf("%w; the aggregator keeps %d of the training rows aside (%s), party %d keeps %d: %w: %s, or run the same asyrevel everywhere (a party of this revision takes it: then the two read different data sets)",
 		err, a.cfg.HoldOutRows, a.cfg.HoldOut.String(), m, held, errHoldOutRevision, fix)
 }
