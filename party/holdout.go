@@ -27,7 +27,7 @@ var ErrHoldOut = errors.New("the aggregator keeps other training rows aside")
 // whether it may take another.
 type HoldOut struct {
 	schemas.HoldOut     // the share and seed its rows were split by (share 0: none)
-	Rows            int // training rows kept aside
+	HeldOut         int // training rows kept aside
 	// Given: the party's user chose the hold-out (--holdout): a call
 	// naming another is refused (ErrHoldOut).
 	Given bool
@@ -86,7 +86,7 @@ func (p *Party) takeHoldOut(h *schemas.HoldOut) error {
 	}
 	before := p.cfg.Train.NRows
 	p.cfg.Train, p.cfg.Test, p.cfg.LR = r.Train, r.Test, r.LR
-	have.HoldOut, have.Rows = *h, r.HeldOut
+	have.HoldOut, have.HeldOut = *h, r.HeldOut
 	if p.cfg.Params == nil {
 		if f, ok := p.cfg.Model.(model.Fitter); ok {
 			// Fitted on the rows it trains on, from the start New made:

@@ -112,7 +112,7 @@ func TestCallHoldOut(t *testing.T) {
 	})
 	t.Run("the party's own disagrees", func(t *testing.T) {
 		var rs resplit
-		p, s := setup(t, HoldOut{HoldOut: schemas.HoldOut{Share: 0.2, Seed: 1}, Rows: 10, Given: true, Flags: "--holdout 0.2 --seed 1"}, &rs)
+		p, s := setup(t, HoldOut{HoldOut: schemas.HoldOut{Share: 0.2, Seed: 1}, HeldOut: 10, Given: true, Flags: "--holdout 0.2 --seed 1"}, &rs)
 		call(p, 1, agg)
 		if !errors.Is(p.err, ErrHoldOut) || len(rs.calls) != 0 || len(s.hellos(t)) != 1 {
 			t.Fatalf("err %v, re-split %v, %d hellos", p.err, rs.calls, len(s.hellos(t)))
@@ -125,7 +125,7 @@ func TestCallHoldOut(t *testing.T) {
 	})
 	t.Run("the party's own agrees", func(t *testing.T) {
 		var rs resplit
-		p, s := setup(t, HoldOut{HoldOut: *agg, Rows: 5, Given: true}, &rs)
+		p, s := setup(t, HoldOut{HoldOut: *agg, HeldOut: 5, Given: true}, &rs)
 		call(p, 1, agg)
 		if hs := s.hellos(t); p.err != nil || len(rs.calls) != 0 || len(hs) != 2 || hs[1].NTrain != 50 {
 			t.Fatalf("err %v, re-split %v, hellos %+v", p.err, rs.calls, hs)

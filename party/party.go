@@ -318,8 +318,8 @@ func New(cfg Config) (*Party, error) {
 	if err := checkAlt(&cfg); err != nil {
 		return nil, err
 	}
-	if err := cfg.HoldOut.Check(); err != nil || cfg.HoldOut.Rows < 0 {
-		return nil, fmt.Errorf("%w: party %d: a hold-out of %d rows (%v)", ErrConfig, cfg.ID, cfg.HoldOut.Rows, err)
+	if err := cfg.HoldOut.Check(); err != nil || cfg.HoldOut.HeldOut < 0 {
+		return nil, fmt.Errorf("%w: party %d: a hold-out of %d rows (%v)", ErrConfig, cfg.ID, cfg.HoldOut.HeldOut, err)
 	}
 	np := cfg.Model.NumParams()
 	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
@@ -401,7 +401,7 @@ func (p *Party) Stats() Stats {
 	s := p.stats
 	s.InFlight = p.n
 	s.Started, s.Joined = p.started, p.join.answered != ""
-	s.HoldOut, s.HeldOut = p.cfg.HoldOut.HoldOut, p.cfg.HoldOut.Rows
+	s.HoldOut, s.HeldOut = p.cfg.HoldOut.HoldOut, p.cfg.HoldOut.HeldOut
 	s.Rejected = make(map[string]int64, len(p.stats.Rejected))
 	for k, v := range p.stats.Rejected {
 		s.Rejected[k] = v

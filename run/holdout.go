@@ -33,7 +33,7 @@ func rowsHoldOut(cfg *job, data *Data) schemas.HoldOut {
 // partyHoldOut is party m's hold-out as its data keep it, and how it takes
 // another (cfg.resplit, in a party's process).
 func partyHoldOut(cfg *job, data *Data, m int) party.HoldOut {
-	h := party.HoldOut{HoldOut: rowsHoldOut(cfg, data), Rows: data.HeldOut, Given: cfg.Explicit["holdout"]}
+	h := party.HoldOut{HoldOut: rowsHoldOut(cfg, data), HeldOut: data.HeldOut, Given: cfg.Explicit["holdout"]}
 	if h.Given {
 		h.Flags = fmt.Sprintf("--holdout %g --seed %d", max(cfg.HoldOut, 0), cfg.Seed)
 		if cfg.HoldOut <= 0 {

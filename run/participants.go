@@ -205,7 +205,7 @@ func newParty(ctx context.Context, cfg *job, data *Data, m int, seqBase uint64, 
 			close()
 			return nil, nil, fmt.Errorf("party %d: splitting its rows as its checkpoint records (%s): %w", m, c.HoldOut.String(), err)
 		}
-		pc.Train, pc.Test, pc.LR, h.HoldOut, h.Rows = r.Train, r.Test, r.LR, c.HoldOut, r.HeldOut
+		pc.Train, pc.Test, pc.LR, h.HoldOut, h.HeldOut = r.Train, r.Test, r.LR, c.HoldOut, r.HeldOut
 	}
 	if ck != nil {
 		*ck = c
