@@ -27,8 +27,8 @@ func TestEarlyStop(t *testing.T) {
 	// answered requests (1,000 a party, above MinPatienceSteps): the
 	// patience is 3 epochs, and MinPatienceEvals evaluations. On 64 rows
 	// (a small table) an epoch is 16 requests, 4 a party: the patience is
-	// MinPatienceSteps requests a party, 25 epochs.
-	const small = MinPatienceSteps / 4
+	// MinPatienceSteps requests a party (small epochs).
+	small := int(math.Ceil(MinPatienceSteps / 4.0))
 	// rng's noise is the same on every run: the test replays a fixed
 	// sequence.
 	rng := rand.New(rand.NewPCG(34, 1))
@@ -45,7 +45,7 @@ func TestEarlyStop(t *testing.T) {
 	plateau := noisy(400, func(i int) float64 { return 0.2 + 0.9*math.Exp(-float64(i)/8) }, 0.01)
 	// A slow steady fall, 0.2% of the loss in the patience window, with
 	// the measured jitter (0.03%): the loss truly improves.
-	slow := noisy(12*small, func(i int) float64 { return 0.3 * math.Pow(1-0.002/small, float64(i)) }, 0.0003)
+	slow := noisy(12*small, func(i int) float64 { return 0.3 * math.Pow(1-0.002/float64(small), float64(i)) }, 0.0003)
 	for _, c := range []struct {
 		name     string
 		rows     int
