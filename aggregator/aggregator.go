@@ -74,6 +74,14 @@ type Config struct {
 	// (keep.go). The rest are the test set, only reported. When they are
 	// all held-out rows, their figures stand in the test columns too.
 	HeldOut int
+	// HoldOut is what the aggregator's data keep aside of the training
+	// rows (dataset.Vertical's hold-out: HoldOutRows rows, the first of
+	// TestLabels, chosen by HoldOut's share and seed; zero: none), which
+	// HeldOut, the rows early stopping watches, is or is not. The call
+	// that admits a party carries it (join.go), so that a party in a
+	// process of its own keeps the same rows aside before it answers.
+	HoldOut     schemas.HoldOut
+	HoldOutRows int
 
 	Mu   float64      // smoothing of the head's own ZO step
 	LR   zoo.Schedule // step size of the head's own ZO step
@@ -457,6 +465,9 @@ func New(cfg Config) (*Aggregator, error) {
 	}
 	if cfg.HeldOut < 0 || cfg.HeldOut > len(cfg.TestLabels) {
 		return nil, fmt.Errorf("%w: %d held-out rows of %d test labels", ErrConfig, cfg.HeldOut, len(cfg.TestLabels))
+	}
+	if err := cfg.HoldOut.Check(); err != nil || cfg.HoldOutRows < 0 || cfg.HoldOutRows > len(cfg.TestLabels) || (cfg.HoldOutRows > 0) != cfg.HoldOut.Rows() {
+		return nil, fmt.Errorf("%w: a hold-out of %d rows of %d test labels (%s; %v)", ErrConfig, cfg.HoldOutRows, len(cfg.TestLabels), cfg.HoldOut.String(), err)
 	}
 	a.initKeep()
 	a.rep.Version = schemas.Version
@@ -856,6 +867,8 @@ func refusalReason(err error) string {
 	switch {
 	case errors.Is(err, schemas.ErrVersion):
 		return "schema version " + msg + ": the participants run different asyrevel versions"
+	case errors.Is(err, errHoldOutRevision):
+		return msg
 	case errors.Is(err, schemas.ErrShape):
 		return msg + ": every participant must read the same data set (for a split folder: asyrevel data verify)"
 	}
@@ -1268,7 +1281,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 	if err := a.verify(a.wire.hel.Seq); err != nil {
 		return err
 	}
-	err := a.wire.hel.Validate(a.limits(m))
+	err := a.wire.hel.Validate(a.helloLimits(m, &a.wire.hel))
 	seq := a.wire.hel.Seq
 	switch {
 	case errors.Is(err, schemas.ErrVersion):
@@ -1288,6 +1301,7 @@ func (a *Aggregator) onHello(m int, data []byte) error {
 		err = fmt.Errorf("%w: party %d's training samples are not the labels' (it has %s, the labels %s)", schemas.ErrShape, m, have, a.cfg.IDHash)
 	}
 	if err != nil {
+		err = a.holdOutWords(m, &a.wire.hel, err)
 		if a.phase != done {
 			a.refuse(m, seq, err)
 		}

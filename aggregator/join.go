@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 
 	"github.com/asyrevel/asyrevel/schemas"
 )
@@ -41,8 +42,9 @@ func newCallNonce() string {
 // held).
 func (a *Aggregator) call(m int, seq uint64) {
 	a.join.called[m] = seq
+	hold := a.cfg.HoldOut
 	c := &schemas.Control{Header: schemas.Header{Version: schemas.Version, Party: uint16(m)}, Op: schemas.CtlCall,
-		Round: uint32(seq), Reason: a.join.nonce}
+		Round: uint32(seq), Reason: a.join.nonce, HoldOut: &hold}
 	a.publish(schemas.Subject(a.cfg.Run, schemas.KindControl, 0), schemas.KindControl, c)
 }
 
@@ -70,4 +72,48 @@ func (a *Aggregator) answersCall(m int, h *schemas.Hello) (admit bool, err error
 		return false, errStaleJoin
 	}
 	return true, nil
+}
+
+// The hold-out on the call: the aggregator's data keep HoldOutRows of the
+// training rows aside (Config.HoldOut), and a party in a process of its
+// own learns which from the call (schemas.Control.HoldOut) and keeps the
+// same rows aside before it answers. Its first hello may therefore count
+// its rows under another hold-out (none, or its own --holdout): the rows
+// it holds in all, training and test, must be the aggregator's, and the
+// party, called, either takes the aggregator's hold-out or refuses it
+// with words naming both. The hello that answers the call is held to the
+// aggregator's counts.
+
+// helloLimits are the limits party m's hello h must fit: the run's, but
+// for a first hello (one that asks to be called) whose training and test
+// rows add up to the aggregator's, whatever share of them it keeps aside.
+func (a *Aggregator) helloLimits(m int, h *schemas.Hello) schemas.Limits {
+	lim := a.limits(m)
+	if h.Call == schemas.CallAsked && uint64(h.NTrain)+uint64(h.NTest) == uint64(a.n)+uint64(len(a.cfg.TestLabels)) {
+		lim.NTrain, lim.NTest = 0, 0
+	}
+	return lim
+}
+
+// errHoldOutRevision marks the refusal of a party that answered a call
+// with its rows not split as the aggregator's are (holdOutWords).
+var errHoldOutRevision = errors.New("a party of an earlier revision does not take the hold-out from the aggregator's call")
+
+// holdOutWords adds to err, the refusal of party m's hello h that answers
+// a call (or knows none) with rows that add up to the aggregator's but are
+// not split as its are, what each keeps aside and the fix: such a party is
+// of an earlier revision, which does not read the call's hold-out (this
+// revision's takes it, or refuses it with its own words).
+func (a *Aggregator) holdOutWords(m int, h *schemas.Hello, err error) error {
+	held := a.n + a.cfg.HoldOutRows - int(h.NTrain)
+	if !errors.Is(err, schemas.ErrShape) || h.Call == schemas.CallAsked || held < 0 || held == a.cfg.HoldOutRows ||
+		uint64(h.NTrain)+uint64(h.NTest) != uint64(a.n)+uint64(len(a.cfg.TestLabels)) {
+		return err
+	}
+	fix := fmt.Sprintf("give party %d --holdout %g --seed %d", m, a.cfg.HoldOut.Share, a.cfg.HoldOut.Seed)
+	if !a.cfg.HoldOut.Rows() {
+		fix = fmt.Sprintf("give party %d no --holdout", m)
+	}
+	return fmt.Errorf("%w; the aggregator keeps %d of the training rows aside (%s), party %d keeps %d: %w: %s, or run the same asyrevel everywhere (a party of this revision takes it: then the two read different data sets)",
+		err, a.cfg.HoldOutRows, a.cfg.HoldOut.String(), m, held, errHoldOutRevision, fix)
 }

@@ -106,6 +106,13 @@ type Checkpoint struct {
 	// answered (0: none). Checkpoints of earlier builds lack them.
 	KeptRound, NewestRound uint32
 	KeptW, NewestW         []float64
+
+	// HoldOut is what the party's rows kept aside (Config.HoldOut, or
+	// the aggregator's from its call), HoldOutKnown that it is recorded
+	// (checkpoints of earlier builds lack it): a resume splits its rows
+	// the same way before it goes on.
+	HoldOut      schemas.HoldOut
+	HoldOutKnown bool
 }
 
 // checkpointKind names the party's checkpoints in their envelope
@@ -156,6 +163,7 @@ func (p *Party) snapshot(c *Checkpoint) {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
 	}
 	p.keep.save(c)
+	c.HoldOut, c.HoldOutKnown = p.cfg.HoldOut.HoldOut, true
 	c.Saved = time.Now()
 	c.Trust, c.TrustOut, c.TrustIn = false, nil, nil
 	if t := p.tr; t != nil {
@@ -258,6 +266,8 @@ func (p *Party) resume(c *Checkpoint, published [NumKinds]uint64, has func(schem
 		return fmt.Errorf("%w: checkpoints hold the state of AsyREVEL parties only (not SynREVEL, TIG or attackers)", ErrResume)
 	case c.Run != p.cfg.Run || c.ID != p.cfg.ID:
 		return fmt.Errorf("%w: the checkpoint is of party %d of run %s, not party %d of %s", ErrResume, c.ID, c.Run, p.cfg.ID, p.cfg.Run)
+	case c.HoldOutKnown && !c.HoldOut.Same(&p.cfg.HoldOut.HoldOut):
+		return fmt.Errorf("%w: the party of the checkpoint kept %s, this process keeps %s: resume with the rows it trained on (%s)", ErrResume, keptAside(&c.HoldOut), keptAside(&p.cfg.HoldOut.HoldOut), c.HoldOut.String())
 	case len(c.W) != len(p.w) || len(c.Ring) != len(p.ring) || c.T < 0 || c.Head < 0 || c.Head >= len(p.ring) || c.N < 0 || c.N > len(p.ring):
 		return fmt.Errorf("%w: the checkpoint's dimensions (%d parameters, window %d) are not the run's (%d, %d)", ErrResume, len(c.W), len(c.Ring), len(p.w), len(p.ring))
 	}

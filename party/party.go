@@ -147,6 +147,11 @@ type Config struct {
 
 	Log zerolog.Logger
 
+	// HoldOut is what Train keeps aside of the party's training rows (in
+	// Test, before its own test rows) and whether the party takes the
+	// hold-out the aggregator's call names instead (holdout.go).
+	HoldOut HoldOut
+
 	// OnCheckpoint, if set, is given the party's state (checkpoint.go) at
 	// the start, every CheckpointEvery, when the aggregator asks
 	// (CtlCheckpoint) and when Run is interrupted; c is valid only during
@@ -205,6 +210,10 @@ type Stats struct {
 	// KeptRound is the evaluation round whose parameters the party kept
 	// as its final model at the stop (keep.go; 0: its last ones).
 	KeptRound uint32
+	// HoldOut is what the party's rows kept aside (Config.HoldOut, or the
+	// aggregator's, taken from its call), HeldOut how many rows.
+	HoldOut schemas.HoldOut
+	HeldOut int
 }
 
 type pending struct {
@@ -309,6 +318,9 @@ func New(cfg Config) (*Party, error) {
 	if err := checkAlt(&cfg); err != nil {
 		return nil, err
 	}
+	if err := cfg.HoldOut.Check(); err != nil || cfg.HoldOut.HeldOut < 0 {
+		return nil, fmt.Errorf("%w: party %d: a hold-out of %d rows (%v)", ErrConfig, cfg.ID, cfg.HoldOut.HeldOut, err)
+	}
 	np := cfg.Model.NumParams()
 	pcg := rand.NewPCG(cfg.Seed, uint64(cfg.ID))
 	p := &Party{
@@ -389,6 +401,7 @@ func (p *Party) Stats() Stats {
 	s := p.stats
 	s.InFlight = p.n
 	s.Started, s.Joined = p.started, p.join.answered != ""
+	s.HoldOut, s.HeldOut = p.cfg.HoldOut.HoldOut, p.cfg.HoldOut.HeldOut
 	s.Rejected = make(map[string]int64, len(p.stats.Rejected))
 	for k, v := range p.stats.Rejected {
 		s.Rejected[k] = v
@@ -504,6 +517,10 @@ func (p *Party) answerCall(c *schemas.Control) {
 		return
 	}
 	p.join.answered = c.Reason
+	if err := p.takeHoldOut(c.HoldOut); err != nil {
+		p.fail(err)
+		return
+	}
 	err := p.hello(c.Reason)
 	p.join.answerSeq = p.seq
 	if err == nil {

@@ -1,6 +1,10 @@
 package run
 
-import "github.com/asyrevel/asyrevel/observe"
+import (
+	"github.com/asyrevel/asyrevel/observe"
+	"github.com/asyrevel/asyrevel/party"
+	"github.com/asyrevel/asyrevel/schemas"
+)
 
 // job is a run in progress (Train, Aggregate, Participate): the Config the
 // caller gave, the Hooks it plugged in, and the working state the run sets
@@ -13,6 +17,12 @@ type job struct {
 	stuck *stuckWatch    // the stop of a run that does not learn (stuck.go)
 	heal  *healState     // set when the participant resumes by itself after a lost broker connection (heal.go)
 	watch *observe.Watch // the process's metrics and board (watch.go); nil without
+	// resplit, in a party's process, splits its rows by the hold-out of
+	// the aggregator's call (holdout.go); nil elsewhere.
+	resplit func(m int, h schemas.HoldOut) (party.Rows, error)
+	// split, once resplit has split the party's data by the aggregator's
+	// hold-out, is that hold-out (nil: the data are split as Config says).
+	split *schemas.HoldOut
 }
 
 // prepare is Config.Prepare for the run: a run given its data

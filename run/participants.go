@@ -147,7 +147,7 @@ func aggregatorConfig(cfg *job, data *Data, onPoint func(aggregator.Point)) (agg
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.hooks.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
-		Pause: cfg.hooks.Pause,
+		Pause: cfg.hooks.Pause, HoldOut: rowsHoldOut(cfg, data), HoldOutRows: data.HeldOut,
 	}, nil
 }
 
@@ -190,11 +190,22 @@ func newParty(ctx context.Context, cfg *job, data *Data, m int, seqBase uint64, 
 		Adversary: cfg.hooks.Adversaries[m], IgnoreEvals: cfg.EvalSilent == m, LabelFree: cfg.LabelFree,
 		Log: cfg.hooks.Log,
 		Key: cfg.trust.key(m), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, Receipts: cfg.receiptsDir(m),
+		HoldOut: partyHoldOut(cfg, data, m),
 	}
 	c, err := partyCheckpoints(cfg, &pc, m)
 	if err != nil {
 		close()
 		return nil, nil, err
+	}
+	if h := &pc.HoldOut; c != nil && c.HoldOutKnown && !c.HoldOut.Same(&h.HoldOut) && !h.Given && h.Resplit != nil {
+		// Resumed: its rows split as they were when it took the
+		// aggregator's hold-out (party.Resume checks it).
+		r, err := h.Resplit(c.HoldOut)
+		if err != nil {
+			close()
+			return nil, nil, fmt.Errorf("party %d: splitting its rows as its checkpoint records (%s): %w", m, c.HoldOut.String(), err)
+		}
+		pc.Train, pc.Test, pc.LR, h.HoldOut, h.HeldOut = r.Train, r.Test, r.LR, c.HoldOut, r.HeldOut
 	}
 	if ck != nil {
 		*ck = c

@@ -549,6 +549,7 @@ func Participate(ctx context.Context, c Config, m int, hooks Hooks) (party.Stats
 		}
 	}
 	wt.loaded(data)
+	cfg.resplit = resplitter(cfg, data)
 	if cfg.healable(m) {
 		cfg.heal = &healState{}
 		cfg.watch.SetHeal(cfg.heal.resumes)

@@ -734,23 +734,32 @@ func (m *EvalOutput) decode(c *Codec) (err error) {
 }
 
 func (m *Control) encode(c *Codec) {
+	// Optional last fields, each written when it or a later one is set:
+	// BatchSeed, Keep, then the hold-out's share (a float64) and seed.
+	// Older decoders skip what they do not know.
+	hold := m.HoldOut != nil
+	keep := m.Keep != 0 || hold
+	seed := m.BatchSeed != 0 || keep
 	n := fieldsControl
-	if m.BatchSeed != 0 || m.Keep != 0 {
-		n++ // optional last fields: older decoders skip them
-	}
-	if m.Keep != 0 {
-		n++
+	for _, on := range [...]bool{seed, keep, hold, hold} {
+		if on {
+			n++
+		}
 	}
 	c.head(n, &m.Header)
 	c.uint(uint64(m.Op))
 	c.uint(uint64(m.Round))
 	c.uint(uint64(m.Splits))
 	c.str(m.Reason)
-	if m.BatchSeed != 0 || m.Keep != 0 {
+	if seed {
 		c.uint(m.BatchSeed)
 	}
-	if m.Keep != 0 {
+	if keep {
 		c.uint(uint64(m.Keep))
+	}
+	if hold {
+		c.check(c.enc.EncodeFloat64(m.HoldOut.Share))
+		c.uint(m.HoldOut.Seed)
 	}
 }
 
@@ -788,6 +797,21 @@ func (m *Control) decode(c *Codec) (err error) {
 			return err
 		}
 		extra--
+	}
+	m.HoldOut = nil
+	if extra > 0 && c.peekIs(msgpcode.Double) {
+		h := &HoldOut{}
+		if h.Share, err = c.dec.DecodeFloat64(); err != nil {
+			return err
+		}
+		if extra--; extra == 0 || !c.peekUint() {
+			return fmt.Errorf("a hold-out share without its seed")
+		}
+		if h.Seed, err = c.dec.DecodeUint64(); err != nil {
+			return err
+		}
+		extra--
+		m.HoldOut = h
 	}
 	return c.skip(extra)
 }

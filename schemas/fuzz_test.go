@@ -14,6 +14,7 @@ func fuzzDecoder(f *testing.F, newMsg func() Message) {
 		&Reply{Header: Header{Version: Version, Party: 1, Seq: 9}, ReqSeq: 3, Delta: []float64{0.5}, Mean: true},
 		&Control{Header: Header{Version: Version, Seq: 1}, Op: CtlStart, BatchSeed: 12345},
 		&Control{Header: Header{Version: Version, Seq: 2}, Op: CtlEval, Round: 3, Splits: EvalTest, Keep: 2},
+		&Control{Header: Header{Version: Version, Party: 2, Seq: 3}, Op: CtlCall, Round: 1, Reason: "bm9uY2U", HoldOut: &HoldOut{Share: 0.1, Seed: 1}},
 	}
 	for _, m := range append(sampleMessages(), extra...) {
 		if m.Kind() == newMsg().Kind() {
@@ -38,6 +39,11 @@ func fuzzDecoder(f *testing.F, newMsg func() Message) {
 			return
 		} else if zo == nil && fo == nil && (m.Kind() == KindOutput || m.Kind() == KindReply) {
 			t.Fatalf("%s valid both as a zeroth-order and a first-order message", m.Kind())
+		}
+		// A valid control carries a hold-out only on a call, and then a
+		// share of the rows in [0, 1) that a party can apply.
+		if ctl, ok := m.(*Control); ok && ctl.HoldOut != nil && (ctl.Op != CtlCall || !(ctl.HoldOut.Share >= 0 && ctl.HoldOut.Share < 1)) {
+			t.Fatalf("valid control %s with hold-out %+v", ctl.Op, *ctl.HoldOut)
 		}
 		b1, err := c.Marshal(m)
 		if err != nil {

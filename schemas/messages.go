@@ -260,6 +260,52 @@ type Control struct {
 	// Round names the round whose models every participant keeps and
 	// saves, one of those (0: each keeps its last model).
 	Keep uint32
+	// HoldOut, on CtlCall, is the share of the training rows the
+	// aggregator keeps aside and the seed that chose them: the party
+	// keeps the same rows aside before it answers, so that both train on
+	// the same rows. nil: the call says nothing of a hold-out (an earlier
+	// revision's call). Optional last fields, after BatchSeed and Keep:
+	// older decoders skip them, and a party of an earlier revision then
+	// answers with all its rows, which the aggregator refuses (Hello's
+	// NTrain does not match).
+	HoldOut *HoldOut
+}
+
+// HoldOut names the training rows a run keeps aside, never trained on:
+// round(Share * n) of its n training rows, chosen at random with Seed
+// (dataset.TestSplit with Shuffle). Share 0: none.
+type HoldOut struct {
+	Share float64 // in [0, 1)
+	Seed  uint64
+}
+
+// Rows reports whether h keeps rows aside (nil: none).
+func (h *HoldOut) Rows() bool { return h != nil && h.Share > 0 }
+
+// String describes h as the command line gives it.
+func (h *HoldOut) String() string {
+	if !h.Rows() {
+		return "no hold-out"
+	}
+	return fmt.Sprintf("--holdout %g --seed %d", h.Share, h.Seed)
+}
+
+// Same reports whether h and o keep the same rows aside (the seed matters
+// only when rows are kept).
+func (h *HoldOut) Same(o *HoldOut) bool {
+	if !h.Rows() || !o.Rows() {
+		return h.Rows() == o.Rows()
+	}
+	return h.Share == o.Share && h.Seed == o.Seed
+}
+
+// Check reports a share that is not a fraction of the rows in [0, 1)
+// (NaN, infinite, negative, 1 or more) as ErrRange.
+func (h *HoldOut) Check() error {
+	if h != nil && !(h.Share >= 0 && h.Share < 1) {
+		return fmt.Errorf("%w: a hold-out of %v of the training rows, want a share in [0, 1)", ErrRange, h.Share)
+	}
+	return nil
 }
 
 // Kind implements Message.
@@ -418,6 +464,12 @@ func (m *Control) Validate(lim Limits) error {
 	}
 	if m.Op == CtlCall && (m.Party == 0 || m.Reason == "" || len(m.Reason) > MaxCall) {
 		return fmt.Errorf("%w: a call to party %d with a nonce of %d bytes", ErrRange, m.Party, len(m.Reason))
+	}
+	if m.HoldOut != nil && m.Op != CtlCall {
+		return fmt.Errorf("%w: a hold-out on a %s, not on a call", ErrRange, m.Op)
+	}
+	if err := m.HoldOut.Check(); err != nil {
+		return err
 	}
 	if m.Op == CtlEval && m.Splits&(EvalTrain|EvalTest) == 0 {
 		return fmt.Errorf("%w: eval without splits", ErrRange)

@@ -280,8 +280,9 @@ func TestSplitFolderUnderstood(t *testing.T) {
 
 // Separate processes given no length stop when done too: the aggregator's
 // early stopping ends the run and the parties with it. Without a test set
-// and without --holdout, no process holds rows out (a party cannot know the
-// aggregator's length flags), and the training loss is watched.
+// and without --holdout, the aggregator holds rows out as train does and
+// its call tells the parties (heldwire_test.go), and the held-out loss is
+// watched.
 func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -302,7 +303,7 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	for m, p := range parties {
 		if r := <-p; r.code != 0 {
 			t.Errorf("party %d: exit %d: %s", m+1, r.code, r.errOut)
-		} else if !strings.Contains(r.out, "stopped: the training loss stopped improving (--patience 5)") {
+		} else if !strings.Contains(r.out, "stopped: the held-out loss stopped improving (--patience 5)") {
 			t.Errorf("party %d does not say why the run stopped: %s", m+1, r.out)
 		}
 	}
@@ -310,10 +311,10 @@ func TestSeparateProcessesStopWhenDone(t *testing.T) {
 	if _, err := readSummary(out, &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.StoppedBy != "patience" || s.EarlyStop == nil || s.EarlyStop.Watched != "train" || s.Samples != 455 {
-		t.Errorf("stopped_by %q, early_stop %+v, %d training rows: want patience on the training loss of all 455 rows\n%s", s.StoppedBy, s.EarlyStop, s.Samples, stdout)
+	if s.StoppedBy != "patience" || s.EarlyStop == nil || s.EarlyStop.Watched != "held-out" || s.Samples != 409 {
+		t.Errorf("stopped_by %q, early_stop %+v, %d training rows: want patience on the held-out loss of 46 of the 455 rows\n%s", s.StoppedBy, s.EarlyStop, s.Samples, stdout)
 	}
-	if !strings.Contains(stdout, "stopped: the training loss stopped improving") {
+	if !strings.Contains(stdout, "stopped: the held-out loss stopped improving") {
 		t.Errorf("the report:\n%s", stdout)
 	}
 }

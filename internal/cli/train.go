@@ -139,7 +139,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0: any fall counts)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("keep this share of the training rows aside, chosen at random with --seed and\nnever trained on: early stopping watches their loss and the run keeps the\nmodels of the evaluation best on them (a test set is only reported; without\none their accuracy is reported). train: default %g when the run stops by\n--patience, else none; aggregator and party: none unless given, and then the\nsame to every process of the run; negative: none", run.DefaultHoldOut))
+			fs.Float64Var(&c.HoldOut, "holdout", 0, fmt.Sprintf("keep this share of the training rows aside, chosen at random with --seed and\nnever trained on: early stopping watches their loss and the run keeps the\nmodels of the evaluation best on them (a test set is only reported; without\none their accuracy is reported). train and aggregator: default %g when the run\nstops by --patience, else none; party: the aggregator's, which its call names\n(given, it must match the aggregator's share and --seed, or the party\nrefuses); negative: none", run.DefaultHoldOut))
 		}},
 		{roleTrain | roleParty | roleReference, func(fs *flag.FlagSet) {
 			fs.Float64Var(&c.LR, "lr", 0, "initial step size of the parties (default: by model and batch size: linear\n0.003 at batch 1 to 0.1 at 64; mlp 0.001, or 0.004 from batch 16)")
@@ -438,12 +438,10 @@ func (f *trainFlags) finish(fs *flag.FlagSet, stderr io.Writer) error {
 	if c.Parties < 0 || c.Parties == 0 && flagGiven(fs, "parties") {
 		return fmt.Errorf("%w: --parties %d: need at least 1", errUsage, c.Parties)
 	}
-	if f.role&(roleAggregator|roleParty) != 0 && !flagGiven(fs, "holdout") {
-		// Separate processes hold rows out only when told to, all alike:
-		// a party does not know the aggregator's length flags, and a
-		// hold-out in one process and not the other would leave them with
-		// different rows. Without a test set, the aggregator's early
-		// stopping then watches the training loss.
+	if f.role == roleParty && !flagGiven(fs, "holdout") {
+		// A party does not know the aggregator's length flags, which
+		// decide the hold-out: it loads its rows with none kept aside and
+		// keeps aside what the aggregator's call names (run/holdout.go).
 		c.HoldOut = -1
 	}
 	if f.straggler != "" {
@@ -1142,6 +1140,9 @@ func cmdParty(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = resumeHint{err: fmt.Errorf("%w (%s)", errPartyPaused, st.StopReason), command: resumeCommand("party", args, f.cfg.Run)}
 	}
 	fmt.Fprintf(stdout, "party %d: %d steps, %d messages up, %d rejected; stopped: %s\n", *id, st.Steps, st.MessagesUp, sum(st.Rejected), stop)
+	if st.HeldOut > 0 {
+		fmt.Fprintf(stdout, "party %d kept %d training rows aside, as the aggregator did (%s), never trained on\n", *id, st.HeldOut, st.HoldOut.String())
+	}
 	if w := f.missing.String(); w != "" {
 		fmt.Fprintf(stdout, "party %d's data: %s\n", *id, w)
 	}
