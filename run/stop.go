@@ -16,10 +16,11 @@ import (
 // The held-out loss is the head's mean loss, at each evaluation, on
 // DefaultHoldOut of the training rows kept aside (holdout.go: chosen at
 // random with --seed, never trained on), whether or not the run has a test
-// set: the test set is only reported, it never chooses. Separate processes
-// given no --holdout hold nothing out, and then the training loss is
-// watched. An evaluation improves on the best so far when its loss is
-// lower than best - Tolerance*|best|. The run stops at the first
+// set: the test set is only reported, it never chooses; separate
+// processes hold out the rows the aggregator names (holdout.go). A run
+// that holds no rows out (--holdout negative) watches the training loss.
+// An evaluation improves on the best so far when its loss is lower than
+// best - Tolerance*|best|. The run stops at the first
 // evaluation at which, since the last improvement, all three of these have
 // gone by (stopped_by "patience" in summary.json):
 //
