@@ -135,7 +135,7 @@ func trainFlagTable(f *trainFlags) []flagDef {
 			fs.Int64Var(&c.MaxSteps, "steps", 0, "stop after this many party steps (answered requests)")
 		}},
 		{roleTrain | roleAggregator, func(fs *flag.FlagSet) {
-			fs.Float64Var(&c.Patience, "patience", 0, fmt.Sprintf("stop when this many epochs go by without the held-out loss falling by\n--tolerance below its best (default %g when no --epochs, --duration, --steps\nor --stop-at-target is given, else off; negative: off)", run.DefaultPatience))
+			fs.Float64Var(&c.Patience, "patience", 0, fmt.Sprintf("stop when this many epochs go by without the held-out loss falling by\n--tolerance below its best, and at least %d requests of each party and %d\nevaluations (a small table's epoch is a few requests) (default %g when no\n--epochs, --duration, --steps or --stop-at-target is given, else off;\nnegative: off)", run.MinPatienceSteps, run.MinPatienceEvals, run.DefaultPatience))
 			fs.Float64Var(&c.Tolerance, "tolerance", c.Tolerance, "with --patience: the relative gain an evaluation needs to count as an\nimprovement (0: any fall counts)")
 		}},
 		{roleRun, func(fs *flag.FlagSet) {
