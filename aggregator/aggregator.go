@@ -654,6 +654,8 @@ func (a *Aggregator) Run(ctx context.Context, bus broker.Bus) (*Result, error) {
 				if due {
 					lastCk = time.Now()
 					a.saveCheckpoint(ctx)
+				} else if every > 0 {
+					a.nearProbe(ctx, every)
 				}
 			}
 			a.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
@@ -112,7 +113,22 @@ type Checkpoint struct {
 	// at the checkpoint before, lowered to the floor of the oldest
 	// outbox message. See recovery.floorHolds.
 	StreamFloor uint64
-	Saved       time.Time
+	// NearFloor is a floor much nearer the checkpoint (0: none): the
+	// latest count of the stream, taken between saves too
+	// (Aggregator.nearProbe), below which the checkpoint had handled
+	// every request, lowered to the floors of the outbox's messages.
+	// Each count is taken with each party's count of requests after it:
+	// the requests below the count are among those, so the checkpoint
+	// handled them all if it handled that many of each party's. The
+	// floor lies below every request the checkpoint had not handled and
+	// every message of the aggregator's own that a resume looks at, so
+	// a resume reads the requests, replies and controls from it: a
+	// fraction of a period before the checkpoint, where StreamFloor lies
+	// a whole period before it (issue 35). The hellos and evaluations
+	// are read from StreamFloor: one may wait in the other subscription
+	// when a checkpoint is taken, and the counts do not cover them.
+	NearFloor uint64
+	Saved     time.Time
 
 	// The trust layer's state (Config.Key), Trust set: the chains of the
 	// aggregator's own subjects, its verifier's state of the parties'
@@ -210,8 +226,14 @@ func (a *Aggregator) snapshot(c *Checkpoint) {
 	c.Departed = append(c.Departed[:0], a.departed...)
 	c.Outbox = a.pub.outbox.Snapshot(c.Outbox)
 	c.StreamFloor = a.recov.probe
+	c.NearFloor = a.nearFloor()
 	for _, s := range c.Outbox {
 		c.StreamFloor = min(c.StreamFloor, s.Floor)
+		c.NearFloor = min(c.NearFloor, s.Floor)
+	}
+	if c.NearFloor <= 1 || c.NearFloor < c.StreamFloor {
+		// Not known, or no nearer: the resume reads from StreamFloor.
+		c.NearFloor = 0
 	}
 	c.Saved = time.Now()
 	c.Defense = nil
@@ -334,7 +356,7 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.def.leak.on, a.def.leak.why = false, "not scored: the run was resumed from a checkpoint"
 	a.resumed = &Recovery{FromSteps: c.Steps, Checkpoint: c.Saved.UTC().Format(time.RFC3339)}
 	a.recov.resumeOutbox = c.Outbox
-	a.recov.resumeFloor = c.StreamFloor
+	a.recov.resumeFloor, a.recov.resumeNear = c.StreamFloor, c.NearFloor
 	return nil
 }
 
@@ -404,9 +426,107 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 	if n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run)); ok {
 		a.mu.Lock()
 		a.recov.probe, a.pub.outbox.Floor = n, n
+		a.recov.probedAt = time.Now()
 		a.mu.Unlock()
 	}
 	a.cfg.Log.Debug().Int64("steps", a.recov.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
+}
+
+// nearCount is a count of the stream (n) taken between saves, and each
+// party's count of requests taken after it (reqs, by party).
+type nearCount struct {
+	n    uint64
+	reqs []uint64
+}
+
+// nearKeep is how many of the latest counts the aggregator keeps: the
+// near floor is the latest below which every request was handled.
+const nearKeep = 16
+
+// nearProbeShare and nearProbeMax say how often the stream is counted
+// between saves: every share of the checkpoint period, at least every
+// tick of Run, at most every nearProbeMax. The outbox's messages (the
+// last 256 sent, tens of milliseconds' worth while training) then
+// record a count taken a fraction of a period before the next save, and
+// so does that save's near floor (Checkpoint.NearFloor). One STREAM.INFO
+// for the stream and one per party each time.
+const (
+	nearProbeShare = 8
+	nearProbeMax   = time.Second
+)
+
+// nearProbe counts the stream's messages between saves, if the last
+// count is older than a share of the checkpoint period every (from Run's
+// goroutine, a.mu not held), then each party's requests. Everything
+// published after the count lands above it (the stream only grows): the
+// count is the floor of the outbox's messages kept from now on. Every
+// request stored below it is among the party's requests counted after
+// it: once the aggregator has handled that many of each party's, the
+// count is a near floor (nearFloor). A failed count keeps the older,
+// lower one.
+func (a *Aggregator) nearProbe(ctx context.Context, every time.Duration) {
+	a.mu.Lock()
+	due := a.phase == training && !a.recov.probedAt.IsZero() && time.Since(a.recov.probedAt) >= min(every/nearProbeShare, nearProbeMax)
+	bus := a.bus
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	n, ok := ckpt.Probe(ctx, bus, schemas.All(a.cfg.Run))
+	a.mu.Lock()
+	a.recov.probedAt = time.Now()
+	if ok {
+		a.pub.outbox.Floor = n
+	}
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	reqs := make([]uint64, a.q+1)
+	errs := make([]error, a.q+1)
+	pctx, cancel := context.WithTimeout(ctx, ckpt.ProbeWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for m := 1; m <= a.q; m++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs[m], errs[m] = bus.Count(pctx, schemas.Subject(a.cfg.Run, schemas.KindOutput, m))
+		}()
+	}
+	wg.Wait()
+	if errors.Join(errs...) != nil {
+		return
+	}
+	a.mu.Lock()
+	if len(a.recov.nears) == nearKeep {
+		a.recov.nears = append(a.recov.nears[:0], a.recov.nears[1:]...)
+	}
+	a.recov.nears = append(a.recov.nears, nearCount{n: n, reqs: reqs})
+	a.mu.Unlock()
+}
+
+// nearFloor is the checkpoint's near floor (Checkpoint.NearFloor; 0:
+// none) before the outbox lowers it: the latest count below which every
+// party's requests were handled, as floorHolds counts them: applied, or
+// accepted by the verifier (a.mu held). The older counts are dropped.
+func (a *Aggregator) nearFloor() uint64 {
+	nears := a.recov.nears
+	for i := len(nears) - 1; i >= 0; i-- {
+		all := true
+		for m := 1; m <= a.q && all; m++ {
+			x := a.lastSeq[seqRequests][m]
+			if a.tr != nil {
+				x = max(x, a.tr.ver.LastSeq(schemas.Subject(a.cfg.Run, schemas.KindOutput, m)))
+			}
+			all = x >= nears[i].reqs[m]
+		}
+		if all {
+			a.recov.nears = append(nears[:0], nears[i:]...)
+			return nears[i].n
+		}
+	}
+	return 0
 }
 
 // leave stops round c waiting for the parties that sent nothing for

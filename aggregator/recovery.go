@@ -105,22 +105,30 @@ type recovery struct {
 	own *trust.Verifier
 
 	// What the stream holds.
-	reqs       map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
-	reqAt      map[[2]uint64]uint64 // (party, seq) -> its stream sequence, for those in reqs
-	inStream   map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
-	mine       []recorded           // the aggregator's messages after the checkpoint, in stream order
-	streamSeq  []uint64             // the highest sequence number in the stream, by subject index
-	minKept    []uint64             // the outbox's lowest, by subject index
-	have       map[[2]uint64]bool   // (subject index, sequence) in the stream from minKept to ckSeq
-	rejected   map[string]int64     // the parties' messages the verifier rejected, by reason
-	foreign    int64                // messages on the aggregator's subjects that it did not make
-	upTo       uint64               // the highest stream sequence of the requests
-	read       int64                // messages read
-	floor      uint64               // the requests and replies are read from here (0: the start)
-	laps       []string             // how long each part of the read took
-	count0     uint64               // the stream's message count when recovery began
-	othersTop  uint64               // the highest stream sequence of the hellos and evaluations read
-	othersFrom uint64               // where they were read from (0: the start)
+	reqs     map[[2]uint64][]byte // (party, seq) -> a request after the checkpoint
+	reqAt    map[[2]uint64]uint64 // (party, seq) -> its stream sequence, for those in reqs
+	inStream map[[2]uint64]bool   // (party, seq): the requests the stream holds from the floor on
+	mine     []recorded           // the aggregator's messages after the checkpoint, in stream order, not applied yet
+	emit     func(recorded)       // while readStream runs: hands them to its reapply as they are read
+	// reqMu guards what the requests' read fills (reqs, reqAt, inStream,
+	// upTo, reqDone) while reapply runs beside it; reqCond says it moved.
+	reqMu      sync.Mutex
+	reqCond    *sync.Cond
+	reqDone    bool               // the requests' read ended
+	streamSeq  []uint64           // the highest sequence number in the stream, by subject index
+	minKept    []uint64           // the outbox's lowest, by subject index
+	have       map[[2]uint64]bool // (subject index, sequence) in the stream from minKept to ckSeq
+	rejected   map[string]int64   // the parties' messages the verifier rejected, by reason
+	foreign    int64              // messages on the aggregator's subjects that it did not make
+	upTo       uint64             // the highest stream sequence of the requests
+	read       int64              // messages read
+	floor      uint64             // the requests and replies are read from here (0: the start)
+	far        uint64             // the checkpoint's StreamFloor: the hellos and evaluations are read from here, and the requests if floor fails
+	counted    bool               // count0 was taken
+	laps       []string           // how long each part of the read took
+	count0     uint64             // the stream's message count when recovery began
+	othersTop  uint64             // the highest stream sequence of the hellos and evaluations read
+	othersFrom uint64             // where they were read from (0: the start)
 
 	// Decoding buffers (odec: the aggregator's own messages, read
 	// beside the parties' ones).
@@ -169,10 +177,13 @@ func (a *Aggregator) newRecovery(ctx context.Context, bus broker.Bus) (*recovery
 	// floor forward: a broker that lost the tail of what it had confirmed
 	// may number new messages from below that floor.
 	if n, err := bus.Count(ctx, schemas.All(a.cfg.Run)); err == nil {
-		r.count0 = n
+		r.count0, r.counted = n, true
 	}
 	if a.recov.resumeFloor > 1 {
-		r.floor = a.recov.resumeFloor
+		r.floor, r.far = a.recov.resumeFloor, a.recov.resumeFloor
+		if n := a.recov.resumeNear; n > r.floor {
+			r.floor = n // Checkpoint.NearFloor
+		}
 	} else {
 		a.resumed.FromStart = "the checkpoint holds no stream position (its first minutes, or an older build)"
 	}
@@ -212,33 +223,35 @@ func (r *recovery) seen(i int, seq uint64) bool {
 
 // verifyIn runs a party's message through the restored verifier.
 func (r *recovery) verifyIn(d broker.Delivery, seq uint64) bool {
+	return r.verifyInto(d, seq, r.rejected)
+}
+
+// verifyInto is verifyIn counting what it rejects into rejected (the
+// verifier is safe for concurrent use; the counts are not).
+func (r *recovery) verifyInto(d broker.Delivery, seq uint64, rejected map[string]int64) bool {
 	if r.t == nil {
 		return true
 	}
 	m := trustMsg(d, seq)
 	if err := r.t.ver.Verify(&m); err != nil {
 		if !errors.Is(err, trust.ErrReplay) || seq > r.t.ver.LastSeq(d.Subject()) {
-			r.rejected["trust-"+trust.Reason(err)]++
+			rejected["trust-"+trust.Reason(err)]++
 		}
 		return false
 	}
 	return true
 }
 
-// readOne reads the stream's messages on filter.
-func (r *recovery) readOne(filter string, fn func(broker.Delivery)) error {
-	n, err := logread.Deliveries(r.ctx, r.bus, []string{filter}, fn)
-	r.read += n
-	return err
-}
-
 // readFloor reads the stream's messages on filter from the floor (the
 // whole stream without one).
-func (r *recovery) readFloor(filter string, fn func(broker.Delivery)) error {
+func (r *recovery) readFloor(ctx context.Context, filter string, fn func(broker.Delivery)) error {
+	var n int64
+	var err error
 	if r.floor == 0 {
-		return r.readOne(filter, fn)
+		n, err = logread.Deliveries(ctx, r.bus, []string{filter}, fn)
+	} else {
+		n, err = logread.Read(ctx, r.bus, []string{filter}, logread.Options{StartSeq: r.floor}, fn)
 	}
-	n, err := logread.Read(r.ctx, r.bus, []string{filter}, logread.Options{StartSeq: r.floor}, fn)
 	r.read += n
 	return err
 }
@@ -263,14 +276,44 @@ func (r *recovery) fromStart(why string) {
 // that numbered twice (sent again after its own resume) fails the check
 // without need, and the stream is read from its start.
 func (r *recovery) floorHolds() (string, error) {
-	return r.floorHoldsFor(schemas.KindOutput)
+	if r.counted && r.count0 < r.floor {
+		// The stream's last sequence is its count (it only grows): it
+		// lost messages counted when the floor was, and what was
+		// published since may lie below the floor.
+		return fmt.Sprintf("the stream holds %d messages, fewer than when the checkpoint's floor (stream sequence %d) was counted (a broker that lost messages it had confirmed?)", r.count0, r.floor), nil
+	}
+	return r.floorHoldsFor(r.floor, schemas.KindOutput)
+}
+
+// settleFloor checks the floor the requests are read from: the
+// checkpoint's near floor, else its earlier one (StreamFloor), else the
+// stream's start.
+func (r *recovery) settleFloor() error {
+	if r.floor == 0 {
+		return nil
+	}
+	why, err := r.floorHolds()
+	if err != nil {
+		return err
+	}
+	if why != "" && r.far > 0 && r.far < r.floor {
+		r.a.cfg.Log.Info().Str("why", why).Uint64("floor", r.far).Msg("recovery reads the requests from the checkpoint's earlier floor")
+		r.floor = r.far
+		if why, err = r.floorHolds(); err != nil {
+			return err
+		}
+	}
+	if why != "" {
+		r.fromStart(why)
+	}
+	return nil
 }
 
 // floorHoldsFor is floorHolds for the parties' subjects of kinds: the
 // requests' (checked against what the checkpoint applied and its
 // verifier accepted), the hellos' and evaluations' (what the verifier
 // accepted: trust layer).
-func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
+func (r *recovery) floorHoldsFor(floor uint64, kinds ...schemas.Kind) (string, error) {
 	// The counts of every party's subject at once: two requests to the
 	// broker each (the second makes a consumer), one after the other
 	// they were 40 to 150 ms of a resume.
@@ -288,7 +331,7 @@ func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
 				subj := schemas.Subject(r.run, k, m)
 				c[m].all, c[m].err = r.bus.Count(r.ctx, subj)
 				if c[m].err == nil {
-					c[m].above, c[m].aerr = logread.CountFrom(r.ctx, r.bus, subj, r.floor)
+					c[m].above, c[m].aerr = logread.CountFrom(r.ctx, r.bus, subj, floor)
 				}
 			}()
 		}
@@ -314,7 +357,7 @@ func (r *recovery) floorHoldsFor(kinds ...schemas.Kind) (string, error) {
 				x = max(x, r.t.ver.LastSeq(subj))
 			}
 			if below := all - min(all, above); below > x {
-				return fmt.Sprintf("party %d has %d messages on %s below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, subj, r.floor, x), nil
+				return fmt.Sprintf("party %d has %d messages on %s below the checkpoint's floor (stream sequence %d), more than the %d it had accepted", m, below, subj, floor, x), nil
 			}
 		}
 	}
@@ -344,67 +387,191 @@ func (r *recovery) floorReplies() error {
 // since the two touch nothing of each other's. The floor is settled
 // first. Read one after the other, the aggregator's own messages were a
 // quarter to a third of a resume's read (issue 35).
+//
+// The aggregator's messages after the checkpoint are applied again as
+// they are read (reapply, a.mu held for each), in stream order, each
+// once the requests' read has passed it (a reply comes after its
+// request): applying them after both reads had ended was up to a third
+// of a return after a broker outage on a9a (issue 35). Nothing is
+// published meanwhile; recovery's apply does the rest once all is read.
 func (r *recovery) readStream() error {
 	lap := func(laps *[]string, what string, t0 time.Time) {
 		*laps = append(*laps, what+" "+time.Since(t0).Round(time.Millisecond).String())
 	}
 	t0 := time.Now()
 	defer func() { lap(&r.laps, "all", t0) }()
-	if r.floor > 0 {
-		why, err := r.floorHolds()
-		if err != nil {
-			return err
-		}
-		if why != "" {
-			r.fromStart(why)
-		}
+	if err := r.settleFloor(); err != nil {
+		return err
 	}
 	lap(&r.laps, "floor check", t0)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
 	var (
-		wg      sync.WaitGroup
-		ownErr  error
-		ownLaps []string
-		ownRead int64
+		wg       sync.WaitGroup
+		ownErr   error
+		applyErr error
+		ownLaps  []string
+		ownRead  int64
 	)
-	wg.Add(1)
+	r.reqMu.Lock()
+	r.reqCond = sync.NewCond(&r.reqMu)
+	r.reqMu.Unlock()
+	// A queue without a bound: the reads' handlers must never wait for
+	// reapply (a bus may hand both reads' messages over from one
+	// goroutine, and reapply waits for the requests' read).
+	var (
+		qMu    sync.Mutex
+		queue  []recorded
+		closed bool
+	)
+	qCond := sync.NewCond(&qMu)
+	r.emit = func(rec recorded) {
+		qMu.Lock()
+		queue = append(queue, rec)
+		qMu.Unlock()
+		qCond.Signal()
+	}
+	next := func() (recorded, bool) {
+		qMu.Lock()
+		defer qMu.Unlock()
+		for len(queue) == 0 && !closed {
+			qCond.Wait()
+		}
+		if len(queue) == 0 {
+			return recorded{}, false
+		}
+		rec := queue[0]
+		queue[0] = recorded{}
+		queue = queue[1:]
+		return rec, true
+	}
+	wg.Add(2)
 	floor := r.floor // the requests' read may give it up (fromStart)
 	go func() {
 		defer wg.Done()
-		ownRead, ownErr = r.readOwn(floor, func(what string, t time.Time) { lap(&ownLaps, what, t) })
+		ownRead, ownErr = r.readOwn(ctx, floor, func(what string, t time.Time) { lap(&ownLaps, what, t) })
+		qMu.Lock()
+		closed = true
+		qMu.Unlock()
+		qCond.Signal()
 	}()
+	go func() {
+		defer wg.Done()
+		t := time.Now()
+		// The controls are all read before the replies (readOwn): each
+		// waits for the first reply after it, or the end.
+		var ctls []recorded
+		apply := func(rec *recorded) {
+			if applyErr != nil {
+				return // drained
+			}
+			r.a.mu.Lock()
+			applyErr = r.reapplyOne(rec)
+			r.a.mu.Unlock()
+			if applyErr != nil {
+				cancel()
+			}
+		}
+		for {
+			rec, ok := next()
+			if !ok {
+				break
+			}
+			if rec.kind == schemas.KindControl {
+				ctls = append(ctls, rec)
+				continue
+			}
+			for len(ctls) > 0 && ctls[0].streamSeq < rec.streamSeq {
+				apply(&ctls[0])
+				ctls = ctls[1:]
+			}
+			r.requestsPast(rec.streamSeq)
+			apply(&rec)
+		}
+		for i := range ctls {
+			apply(&ctls[i])
+		}
+		lap(&ownLaps, "applied again", t)
+	}()
+	// The hellos and evaluations (trust layer) beside the requests: the
+	// verifier is safe for concurrent use, and each read counts its own.
+	var (
+		othersErr  error
+		othersRead int64
+		othersRej  = map[string]int64{}
+		othersLaps []string
+	)
+	if r.t != nil {
+		wg.Add(1)
+		of := uint64(0)
+		if r.floor > 0 {
+			of = min(r.floor, r.far)
+		}
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			othersRead, othersErr = r.readPartyOthers(ctx, of, othersRej)
+			lap(&othersLaps, "hellos and evaluations", t)
+		}()
+	}
 	t1 := time.Now()
-	err := r.readRequests()
+	err := r.readRequests(ctx)
 	if errors.Is(err, logread.ErrNoCount) {
 		r.fromStart("the bus cannot count the stream from a position")
-		err = r.readRequests()
+		err = r.readRequests(ctx)
+	}
+	r.reqMu.Lock()
+	r.reqDone = true
+	r.reqCond.Broadcast()
+	r.reqMu.Unlock()
+	if err != nil {
+		cancel()
 	}
 	lap(&r.laps, "requests", t1)
-	if err == nil && r.t != nil {
-		t1 = time.Now()
-		err = r.readPartyOthers()
-		lap(&r.laps, "hellos and evaluations", t1)
-	}
 	wg.Wait()
-	r.read += ownRead
-	r.laps = append(r.laps, ownLaps...)
+	r.emit = nil
+	r.read += ownRead + othersRead
+	r.laps = append(append(r.laps, othersLaps...), ownLaps...)
+	for k, v := range othersRej {
+		r.rejected[k] += v
+	}
 	if err == nil {
-		err = ownErr
+		err = othersErr
 	}
-	if err != nil {
+	// The first failure: one that cancelled the others comes first.
+	switch {
+	case applyErr != nil && !errors.Is(applyErr, context.Canceled):
+		return applyErr
+	case err != nil && !errors.Is(err, context.Canceled):
 		return err
+	case ownErr != nil && !errors.Is(ownErr, context.Canceled):
+		return ownErr
 	}
-	slices.SortStableFunc(r.mine, func(x, y recorded) int { return cmp.Compare(x.streamSeq, y.streamSeq) })
-	return nil
+	return errors.Join(applyErr, err, ownErr)
 }
 
-// readOwn reads the aggregator's replies and controls from floor (the
-// stream's start if 0, or if the bus cannot count from a position: it
-// then delivered nothing), and returns how many it read. It touches only
-// what concerns the aggregator's own messages (streamSeq, have, mine,
-// own, foreign, odec), so that it runs beside the read of the parties'
-// messages, which may give up the floor for theirs: the floor holds for
-// the aggregator's own messages by construction (Checkpoint.StreamFloor).
-func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, error) {
+// requestsPast waits until the requests' read has delivered a message
+// at stream sequence seq or later, or has ended (or failed): every
+// request stored before seq was then read.
+func (r *recovery) requestsPast(seq uint64) {
+	r.reqMu.Lock()
+	defer r.reqMu.Unlock()
+	for r.upTo < seq && !r.reqDone {
+		r.reqCond.Wait()
+	}
+}
+
+// readOwn reads the aggregator's controls, then its replies, each on a
+// consumer of its own (one filter: what the broker's permissions can
+// check), from floor (the stream's start if 0, or if the bus cannot
+// count from a position: it then delivered nothing), each subject in
+// stream order, and returns how many it read. It touches only what concerns the aggregator's own
+// messages (streamSeq, have, own, foreign, odec, and hands those after
+// the checkpoint to emit), so that it runs beside the read of the
+// parties' messages, which may give up the floor for theirs: the floor
+// holds for the aggregator's own messages by construction
+// (Checkpoint.StreamFloor, Checkpoint.NearFloor).
+func (r *recovery) readOwn(ctx context.Context, floor uint64, lap func(string, time.Time)) (int64, error) {
 	if floor > 0 {
 		if err := r.floorReplies(); err != nil {
 			return 0, err
@@ -415,20 +582,20 @@ func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, er
 		what, filter string
 		fn           func(broker.Delivery)
 	}{
-		{"replies", schemas.Filter(r.run, schemas.KindReply), r.ownReply},
 		{"controls", schemas.Subject(r.run, schemas.KindControl, 0), r.ownControl},
+		{"replies", schemas.Filter(r.run, schemas.KindReply), r.ownReply},
 	} {
 		t := time.Now()
 		var n int64
 		var err error
 		if floor > 0 {
-			n, err = logread.Read(r.ctx, r.bus, []string{part.filter}, logread.Options{StartSeq: floor}, part.fn)
+			n, err = logread.Read(ctx, r.bus, []string{part.filter}, logread.Options{StartSeq: floor}, part.fn)
 			if errors.Is(err, logread.ErrNoCount) {
 				floor = 0
 			}
 		}
 		if floor == 0 {
-			n, err = logread.Deliveries(r.ctx, r.bus, []string{part.filter}, part.fn)
+			n, err = logread.Deliveries(ctx, r.bus, []string{part.filter}, part.fn)
 		}
 		read += n
 		lap(part.what, t)
@@ -441,8 +608,11 @@ func (r *recovery) readOwn(floor uint64, lap func(string, time.Time)) (int64, er
 
 // readRequests keeps the parties' requests after the checkpoint that the
 // verifier accepts.
-func (r *recovery) readRequests() error {
-	return r.readFloor(schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+func (r *recovery) readRequests(ctx context.Context) error {
+	return r.readFloor(ctx, schemas.Filter(r.run, schemas.KindOutput), func(d broker.Delivery) {
+		r.reqMu.Lock()
+		defer r.reqMu.Unlock()
+		defer r.reqCond.Broadcast()
 		r.upTo = max(r.upTo, d.Seq())
 		kind, m, err := schemas.ParseSubject(r.run, d.Subject())
 		if err != nil || kind != schemas.KindOutput || m < 1 || m > r.a.q || r.dec.Unmarshal(d.Data(), &r.o) != nil {
@@ -463,7 +633,7 @@ func (r *recovery) readRequests() error {
 // readPartyOthers runs the hellos and evaluations after the checkpoint
 // through the verifier (trust layer), which goes on after them (the live
 // subscription starts after them).
-func (r *recovery) readPartyOthers() error {
+func (r *recovery) readPartyOthers(ctx context.Context, floor uint64, rejected map[string]int64) (int64, error) {
 	// One read of both (the live subscription's filters): what it
 	// delivers is a prefix of them in stream order, so the live
 	// subscription goes on exactly after the last one (Aggregator.restFrom).
@@ -471,6 +641,10 @@ func (r *recovery) readPartyOthers() error {
 	// accepted lies below it (evaluations are large: a long run's would
 	// make the resume grow with it again).
 	filters := []string{schemas.Filter(r.run, schemas.KindHello), schemas.Filter(r.run, schemas.KindEval)}
+	// From the checkpoint's earlier floor (StreamFloor), not its near
+	// one: a hello or an evaluation may wait in the other subscription
+	// when a checkpoint is taken, and the near floor does not count it.
+	dec := schemas.NewCodec()
 	fn := func(d broker.Delivery) {
 		r.othersTop = max(r.othersTop, d.Seq())
 		kind, _, err := schemas.ParseSubject(r.run, d.Subject())
@@ -481,30 +655,27 @@ func (r *recovery) readPartyOthers() error {
 		if kind == schemas.KindEval {
 			msg = &r.ev
 		}
-		if r.dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
-			r.verifyIn(d, msg.Head().Seq)
+		if dec.Unmarshal(d.Data(), msg) == nil && msg.Head().Seq > r.t.ver.LastSeq(d.Subject()) {
+			r.verifyInto(d, msg.Head().Seq, rejected)
 		}
 	}
-	if r.floor > 0 {
-		why, err := r.floorHoldsFor(schemas.KindHello, schemas.KindEval)
+	if floor > 0 {
+		why, err := r.floorHoldsFor(floor, schemas.KindHello, schemas.KindEval)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if why == "" {
-			n, err := logread.Read(r.ctx, r.bus, filters, logread.Options{StartSeq: r.floor}, fn)
-			r.read += n
+			n, err := logread.Read(ctx, r.bus, filters, logread.Options{StartSeq: floor}, fn)
 			if !errors.Is(err, logread.ErrNoCount) {
 				// Everything from the floor to what was read was read.
-				r.othersFrom = r.floor
-				return err
+				r.othersFrom = floor
+				return n, err
 			}
 			why = "the bus cannot count the stream from a position"
 		}
 		r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the hellos and evaluations from the stream's start")
 	}
-	n, err := logread.Deliveries(r.ctx, r.bus, filters, fn)
-	r.read += n
-	return err
+	return logread.Deliveries(ctx, r.bus, filters, fn)
 }
 
 // ownMsg is the aggregator's message d (sequence number seq on subject
@@ -533,7 +704,7 @@ func (r *recovery) ownReply(d broker.Delivery) {
 	}
 	if rec, ok := r.ownMsg(d, r.r.Seq); ok {
 		rec.party, rec.req, rec.data, rec.kind = m, r.r.ReqSeq, slices.Clone(d.Data()), kind
-		r.mine = append(r.mine, rec)
+		r.keepMine(rec)
 	}
 }
 
@@ -545,7 +716,7 @@ func (r *recovery) ownControl(d broker.Delivery) {
 	if rec, ok := r.ownMsg(d, r.c.Seq); ok {
 		rec.kind, rec.ctl = schemas.KindControl, r.c
 		rec.ctl.Reason = strings.Clone(r.c.Reason)
-		r.mine = append(r.mine, rec)
+		r.keepMine(rec)
 	}
 }
 
@@ -554,6 +725,10 @@ func (r *recovery) apply() error {
 	a := r.a
 	rec := a.resumed
 	a.recov.probe, a.pub.outbox.Floor = r.count0, r.count0
+	a.recov.nears = a.recov.nears[:0]
+	if r.count0 > 0 {
+		a.recov.probedAt = time.Now()
+	}
 	// Every hello and evaluation stored when recovery read them was read
 	// (none at all: from the start).
 	a.recov.restFrom = max(r.othersTop+1, r.othersFrom)
@@ -639,17 +814,31 @@ func (r *recovery) resend() error {
 // (a.mu held).
 func (r *recovery) reapply() error {
 	for _, m := range r.mine {
-		if m.kind == schemas.KindControl {
-			if err := r.control(&m); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.reply(&m); err != nil {
+		if err := r.reapplyOne(&m); err != nil {
 			return err
 		}
 	}
+	r.mine = r.mine[:0]
 	return nil
+}
+
+// reapplyOne applies the aggregator's recorded message m again (a.mu
+// held).
+func (r *recovery) reapplyOne(m *recorded) error {
+	if m.kind == schemas.KindControl {
+		return r.control(m)
+	}
+	return r.reply(m)
+}
+
+// keepMine hands the aggregator's message after the checkpoint to
+// readStream's reapply as it is read, or keeps it for reapply.
+func (r *recovery) keepMine(rec recorded) {
+	if r.emit != nil {
+		r.emit(rec)
+		return
+	}
+	r.mine = append(r.mine, rec)
 }
 
 // control applies recorded control m again: the rounds and seals it
@@ -687,14 +876,18 @@ func (r *recovery) reply(m *recorded) error {
 		return nil
 	}
 	key := [2]uint64{uint64(p), m.req}
+	r.reqMu.Lock()
 	data, ok := r.reqs[key]
+	if ok {
+		delete(r.reqs, key)
+	}
+	r.reqMu.Unlock()
 	if !ok {
 		rec.Missing++
 		a.cfg.Log.Error().Int("party", p).Uint64("request", m.req).Msg("recovery: a recorded reply's request is not in the stream")
 		a.pub.replySeq[p] = max(a.pub.replySeq[p], m.seq)
 		return nil
 	}
-	delete(r.reqs, key)
 	// The reply computed again takes the recorded one's number; the
 	// controls it would publish are not sent (the recorded ones, in
 	// the stream, number the controls).

@@ -126,13 +126,20 @@ type recovState struct {
 	ckNow         bool
 	ckTook        time.Duration // the last save's snapshot, encoding and write (ckpt.Every)
 	probe         uint64        // the stream's message count at the last checkpoint
-	resumeOutbox  []Sent
+	// nears are the latest counts of the stream taken with the parties'
+	// requests (nearProbe), oldest first, and probedAt when the stream
+	// was last counted: they make the checkpoint's near floor
+	// (Checkpoint.NearFloor).
+	nears        []nearCount
+	probedAt     time.Time
+	resumeOutbox []Sent
 	// held are the replies the stream lost with their requests, by
 	// (party, request), sent again once the request comes again
 	// (releaseHeld).
 	held        map[[2]uint64]Sent
 	heldSince   time.Time
 	resumeFloor uint64     // the checkpoint's StreamFloor
+	resumeNear  uint64     // the checkpoint's NearFloor
 	restFrom    uint64     // after a resume: where the hellos and evaluations go on (1: the start)
 	reqFrom     uint64     // after a resume: where the requests go on (0: from the floor; recovery.liveFrom)
 	recovered   *recovered // what recovery verified (trust layer)

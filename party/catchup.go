@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/logread"
@@ -14,9 +15,9 @@ import (
 )
 
 // A resumed party with the trust layer reads what the aggregator sent
-// after its checkpoint one subject at a time (reply.m, then the
-// controls): the broker's permissions grant a party one consumer per
-// filter, never one over both. It merges them by stream sequence and
+// after its checkpoint on a consumer per subject (reply.m and the
+// controls, at once): the broker's permissions grant a party one
+// consumer per filter, never one over both. It merges them by stream sequence and
 // handles them in that order, as it would have live, while its live
 // subscription (started first, so nothing falls between) waits; what the
 // live subscription then delivers again is skipped by sequence number.
@@ -53,44 +54,27 @@ func (d *heldDelivery) Header(k string) string {
 // from one (logread.Options.Live), as the party's own subscription does.
 func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	subjects := [2]string{p.subjects[schemas.KindReply], p.subjects[schemas.KindControl]}
-	var held []*heldDelivery
+	// The two subjects are read at once, each into a part of its own
+	// (issue 35: one after the other, their counts and reads were a
+	// good part of a party's return after a broker outage); merged, the
+	// parts are what the reads one after the other gave.
+	var (
+		parts [2][]*heldDelivery
+		errs  [2]error
+		wg    sync.WaitGroup
+	)
 	for i, subj := range subjects {
-		var (
-			dec = schemas.NewCodec()
-			rep schemas.Reply
-			ctl schemas.Control
-		)
-		keep := func(d broker.Delivery) {
-			var msg schemas.Message = &rep
-			if i == 1 {
-				msg = &ctl
-			}
-			// What the checkpoint had handled is not kept; an undecodable
-			// message is, for the handler to reject.
-			if dec.Unmarshal(d.Data(), msg) != nil || msg.Head().Seq > p.recov.skipTo[i] {
-				held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
-					sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
-			}
-		}
-		opts := logread.Options{Live: true, StartSeq: p.replyFloor(ctx, bus, subj, i)}
-		n0 := len(held)
-		_, err := logread.Read(ctx, bus, []string{subj}, opts, keep)
-		if err != nil && opts.StartSeq > 0 {
-			// The read from the floor failed (a bus that cannot count
-			// from a position): the whole subject, as before floors.
-			p.cfg.Log.Info().Int("party", p.cfg.ID).Str("subject", subj).Err(err).Msg("resume: reading the subject from the stream's start")
-			held = held[:n0]
-			if i == 0 {
-				p.mu.Lock()
-				p.stats.RepliesFrom = 1
-				p.mu.Unlock()
-			}
-			_, err = logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, keep)
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", subj, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = p.catchUpOne(ctx, bus, subj, i)
+		}()
 	}
+	wg.Wait()
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		return err
+	}
+	held := append(parts[0], parts[1]...)
 	slices.SortStableFunc(held, func(a, b *heldDelivery) int { return cmp.Compare(a.seq, b.seq) })
 	for _, d := range held {
 		p.handle(ctx, d)
@@ -101,6 +85,51 @@ func (p *Party) catchUp(ctx context.Context, bus broker.Bus) error {
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// catchUpOne reads subject subj (i: 0 the replies, 1 the controls) back
+// from the stream for catchUp: what comes after the restored position,
+// and any message it cannot decode (for the handler to reject).
+func (p *Party) catchUpOne(ctx context.Context, bus broker.Bus, subj string, i int) ([]*heldDelivery, error) {
+	var (
+		held []*heldDelivery
+		dec  = schemas.NewCodec()
+		rep  schemas.Reply
+		ctl  schemas.Control
+	)
+	p.mu.Lock()
+	skipTo := p.recov.skipTo[i]
+	p.mu.Unlock()
+	keep := func(d broker.Delivery) {
+		var msg schemas.Message = &rep
+		if i == 1 {
+			msg = &ctl
+		}
+		// What the checkpoint had handled is not kept; an undecodable
+		// message is, for the handler to reject.
+		if dec.Unmarshal(d.Data(), msg) != nil || msg.Head().Seq > skipTo {
+			held = append(held, &heldDelivery{subject: d.Subject(), data: slices.Clone(d.Data()),
+				sig: d.Header(trust.SigHeader), prev: d.Header(trust.PrevHeader), cp: d.Header(trust.CheckpointHeader), seq: d.Seq()})
+		}
+	}
+	opts := logread.Options{Live: true, StartSeq: p.replyFloor(ctx, bus, subj, i)}
+	_, err := logread.Read(ctx, bus, []string{subj}, opts, keep)
+	if err != nil && opts.StartSeq > 0 {
+		// The read from the floor failed (a bus that cannot count
+		// from a position): the whole subject, as before floors.
+		p.cfg.Log.Info().Int("party", p.cfg.ID).Str("subject", subj).Err(err).Msg("resume: reading the subject from the stream's start")
+		held = held[:0]
+		if i == 0 {
+			p.mu.Lock()
+			p.stats.RepliesFrom = 1
+			p.mu.Unlock()
+		}
+		_, err = logread.Read(ctx, bus, []string{subj}, logread.Options{Live: true}, keep)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", subj, err)
+	}
+	return held, nil
 }
 
 // replyFloor is where the catch-up reads the replies to this party (i 0)
