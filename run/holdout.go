@@ -19,15 +19,26 @@ import (
 // names another. A resumed party splits its rows as its checkpoint
 // records.
 
-// rowsHoldOut is the hold-out data's rows were split by (zero: none).
+// rowsHoldOut is the hold-out data's rows were split by (zero: none, or
+// one the run cannot name: data given split, Hooks.Loaded, with rows held
+// out by a share the run was not given; parties of such a run share its
+// process and its data, and a call has nothing to tell them).
 func rowsHoldOut(cfg *job, data *Data) schemas.HoldOut {
 	if cfg.split != nil {
 		return *cfg.split
 	}
-	if data.HeldOut == 0 {
+	if data.HeldOut == 0 || !(cfg.HoldOut > 0) {
 		return schemas.HoldOut{}
 	}
 	return schemas.HoldOut{Share: cfg.HoldOut, Seed: cfg.Seed}
+}
+
+// rowsHeldOut is the rows rowsHoldOut names (0 when it names none).
+func rowsHeldOut(cfg *job, data *Data) int {
+	if h := rowsHoldOut(cfg, data); !h.Rows() {
+		return 0
+	}
+	return data.HeldOut
 }
 
 // partyHoldOut is party m's hold-out as its data keep it, and how it takes

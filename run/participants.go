@@ -147,7 +147,7 @@ func aggregatorConfig(cfg *job, data *Data, onPoint func(aggregator.Point)) (agg
 		TargetAcc: cfg.TargetAcc, StopAtTarget: cfg.StopAtTarget, StopWhen: stopWhen, StopReason: stopReason,
 		Log: cfg.hooks.Log, OnPoint: onPoint,
 		Key: cfg.trust.key(0), Roster: cfg.trust.rosterOrNil(), Sign: cfg.Trust.Sign, SealEvery: cfg.Trust.SealEvery,
-		Pause: cfg.hooks.Pause, HoldOut: rowsHoldOut(cfg, data), HoldOutRows: data.HeldOut,
+		Pause: cfg.hooks.Pause, HoldOut: rowsHoldOut(cfg, data), HoldOutRows: rowsHeldOut(cfg, data),
 	}, nil
 }
 
