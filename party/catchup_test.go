@@ -2,43 +2,19 @@ package party
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
-
-// waitingBus holds the count of subject first until subject then has been
-// counted: a reader that reads first before it starts on then never gets
-// past first.
-type waitingBus struct {
-	broker.Bus
-	first, then string
-	once        sync.Once
-	counted     chan struct{}
-}
-
-func (b *waitingBus) Count(ctx context.Context, filter string) (uint64, error) {
-	switch filter {
-	case b.then:
-		b.once.Do(func() { close(b.counted) })
-	case b.first:
-		select {
-		case <-b.counted:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	return b.Bus.Count(ctx, filter)
-}
 
 // A resumed party reads the replies to it and the controls back from the
 // stream at once, each on a consumer of its own: the read of the replies
@@ -107,7 +83,7 @@ func TestCatchUpReadsBothSubjectsAtOnce(t *testing.T) {
 	if err := p.Resume(ck); err != nil {
 		t.Fatal(err)
 	}
-	bus := &waitingBus{Bus: js, first: schemas.Subject("t", schemas.KindReply, 2), then: schemas.Subject("t", schemas.KindControl, 0), counted: make(chan struct{})}
+	bus := bustest.NewCountsAtOnce(js, schemas.Subject("t", schemas.KindReply, 2), schemas.Subject("t", schemas.KindControl, 0))
 	if err := p.catchUp(ctx, bus); err != nil {
 		t.Fatalf("catching up: %v", err)
 	}

@@ -2,11 +2,11 @@ package run
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/model"
@@ -15,30 +15,6 @@ import (
 	"github.com/asyrevel/asyrevel/trust"
 	"github.com/asyrevel/asyrevel/zoo"
 )
-
-// heldCountBus holds the count of subject first until subject then has
-// been counted: a reader that reads first before it starts on then never
-// gets past first.
-type heldCountBus struct {
-	broker.Bus
-	first, then string
-	once        sync.Once
-	counted     chan struct{}
-}
-
-func (b *heldCountBus) Count(ctx context.Context, filter string) (uint64, error) {
-	switch filter {
-	case b.then:
-		b.once.Do(func() { close(b.counted) })
-	case b.first:
-		select {
-		case <-b.counted:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	return b.Bus.Count(ctx, filter)
-}
 
 // A resuming party reads its own subjects back from the stream at once,
 // each on a consumer of its own: the read of its hello (the first) does
@@ -91,7 +67,7 @@ func TestResumingPartyReadsItsSubjectsAtOnce(t *testing.T) {
 	}
 	j := &job{hooks: Hooks{Log: testLog(t)}}
 	j.Run = "t"
-	bus := &heldCountBus{Bus: js, first: schemas.Subject("t", schemas.KindHello, 2), then: trust.ReceiptSubject("t", 2), counted: make(chan struct{})}
+	bus := bustest.NewCountsAtOnce(js, schemas.Subject("t", schemas.KindHello, 2), trust.ReceiptSubject("t", 2))
 	if err := resumeParty(ctx, bus, j, p, ck, 2); err != nil {
 		t.Fatalf("resuming: %v", err)
 	}
