@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/broker"
-	"github.com/asyrevel/asyrevel/internal/freeport"
+	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -16,23 +16,7 @@ import (
 // embeddedBus starts an embedded nats-server with JetStream on a free
 // loopback port and connects to run "t" on it over TCP.
 func embeddedBus(t *testing.T) *broker.JetStream {
-	t.Helper()
-	ctx := context.Background()
-	ports, err := freeport.Pick("127.0.0.1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir(), Port: ports[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	b, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: "t", Name: "aggregator"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return b
+	return bustest.Embedded(t, "t", "aggregator")
 }
 
 // brokerRequests puts a on bus and returns a function that publishes

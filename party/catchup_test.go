@@ -9,7 +9,6 @@ import (
 
 	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/broker/bustest"
-	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -29,22 +28,9 @@ func TestCatchUpReadsBothSubjectsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freeport.Pick("127.0.0.1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir(), Port: ports[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	js, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: "t", Name: "party-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
+	js := bustest.Embedded(t, "t", "party-2")
 	// The aggregator's start, signed, in the stream.
 	aout, _ := trust.NewOutbox(r, keys[0], trust.Policy{})
 	c := schemas.NewCodec()

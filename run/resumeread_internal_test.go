@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/broker/bustest"
 	"github.com/asyrevel/asyrevel/dataset"
-	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/schemas"
@@ -29,22 +27,9 @@ func TestResumingPartyReadsItsSubjectsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freeport.Pick("127.0.0.1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := broker.StartServer(ctx, broker.ServerConfig{Dir: t.TempDir(), Port: ports[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	js, err := broker.ConnectJetStream(ctx, broker.JetStreamConfig{Server: srv, Run: "t", Name: "party-2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
+	js := bustest.Embedded(t, "t", "party-2")
 	train := &dataset.Matrix{NRows: 10, NCols: 2, Indptr: make([]int64, 11)}
 	for i := range 10 {
 		train.Indices = append(train.Indices, 0, 1)
