@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
@@ -138,6 +139,7 @@ func (h *healState) latest(role int) []byte {
 // and, when the participant heals itself, keeps the latest in memory.
 func (c *job) checkpointHook(path string, role int, seal sealer) func(encoder) error {
 	h := c.heal
+	var last atomic.Int64 // the last encoding's size: the next buffer's, grown once
 	return func(ck encoder) error {
 		if h == nil {
 			if path == "" {
@@ -148,9 +150,12 @@ func (c *job) checkpointHook(path string, role int, seal sealer) func(encoder) e
 		// Encoded once, for the memory and the file: the encoding is most
 		// of a save's cost, which sets the adaptive period (ckpt.Every).
 		var buf bytes.Buffer
+		n := int(last.Load())
+		buf.Grow(n + n/8)
 		if err := ck.Encode(&buf); err != nil {
 			return err
 		}
+		last.Store(int64(buf.Len()))
 		h.keep(role, buf.Bytes())
 		if path == "" {
 			return nil

@@ -13,6 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -78,19 +81,27 @@ func (c *counter) Write(p []byte) (int, error) {
 // state: the caller checks the version the state holds. legacy reports
 // such a file.
 func Decode(r io.Reader, kind string, version int, state any) (legacy bool, err error) {
+	_, legacy, err = DecodeVersions(r, kind, []int{version}, state)
+	return legacy, err
+}
+
+// DecodeVersions is Decode for a role that reads several format
+// versions: it returns the file's (0 for a file without the envelope),
+// one of versions, whose first is the version this build writes.
+func DecodeVersions(r io.Reader, kind string, versions []int, state any) (version int, legacy bool, err error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if !bytes.HasPrefix(data, []byte(Magic)) {
 		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(state); err != nil {
-			return true, fmt.Errorf("%w: not a checkpoint of this format, nor of the earlier bare one: %w", ErrDamaged, err)
+			return 0, true, fmt.Errorf("%w: not a checkpoint of this format, nor of the earlier bare one: %w", ErrDamaged, err)
 		}
-		return true, nil
+		return 0, true, nil
 	}
 	rest := data[len(Magic):]
 	if len(rest) < 1 || len(rest) < 1+int(rest[0])+4 {
-		return false, fmt.Errorf("%w: cut short in its header (%d bytes)", ErrDamaged, len(data))
+		return 0, false, fmt.Errorf("%w: cut short in its header (%d bytes)", ErrDamaged, len(data))
 	}
 	k := string(rest[1 : 1+int(rest[0])])
 	rest = rest[1+int(rest[0]):]
@@ -98,23 +109,33 @@ func Decode(r io.Reader, kind string, version int, state any) (legacy bool, err 
 	rest = rest[4:]
 	switch {
 	case k != kind:
-		return false, fmt.Errorf("%w: this is a checkpoint of the %s, not of the %s", ErrFormat, k, kind)
-	case v != version:
-		return false, fmt.Errorf("%w: checkpoint format %d, this build reads %d", ErrFormat, v, version)
+		return v, false, fmt.Errorf("%w: this is a checkpoint of the %s, not of the %s", ErrFormat, k, kind)
+	case !slices.Contains(versions, v):
+		return v, false, fmt.Errorf("%w: checkpoint format %d, this build reads %s", ErrFormat, v, versionList(versions))
 	case len(rest) < trailerLen:
-		return false, fmt.Errorf("%w: cut short (%d bytes, no trailer)", ErrDamaged, len(data))
+		return v, false, fmt.Errorf("%w: cut short (%d bytes, no trailer)", ErrDamaged, len(data))
 	}
 	body, tail := rest[:len(rest)-trailerLen], rest[len(rest)-trailerLen:]
 	if n := binary.BigEndian.Uint64(tail); n != uint64(len(body)) {
-		return false, fmt.Errorf("%w: %d bytes of state, the trailer says %d (cut short or appended to)", ErrDamaged, len(body), n)
+		return v, false, fmt.Errorf("%w: %d bytes of state, the trailer says %d (cut short or appended to)", ErrDamaged, len(body), n)
 	}
 	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], tail[8:]) {
-		return false, fmt.Errorf("%w: its checksum does not match its content (the file was altered)", ErrDamaged)
+		return v, false, fmt.Errorf("%w: its checksum does not match its content (the file was altered)", ErrDamaged)
 	}
 	if err := gob.NewDecoder(bytes.NewReader(body)).Decode(state); err != nil {
-		return false, fmt.Errorf("%w: its state does not decode: %w", ErrDamaged, err)
+		return v, false, fmt.Errorf("%w: its state does not decode: %w", ErrDamaged, err)
 	}
-	return false, nil
+	return v, false, nil
+}
+
+// versionList is versions as the error of a file of another one says
+// them ("3", "4 or 3").
+func versionList(versions []int) string {
+	s := make([]string, len(versions))
+	for i, v := range versions {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, " or ")
 }
 
 // WriteFile writes path atomically and durably: write fills a temporary
