@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -74,7 +75,16 @@ func trustMsg(d broker.Delivery, seq uint64) trust.Msg {
 // the aggregator's own, and apply (a.mu held) counts what was rejected,
 // sends again what the stream lost, applies the recorded replies again
 // and sets where each subject and chain goes on.
-func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) error {
+func (a *Aggregator) recover(ctx context.Context, bus broker.Bus) (err error) {
+	// Labelled for CPU profiles (phase=recovery), with the goroutines it
+	// starts (the reads' deliveries among them).
+	pprof.Do(ctx, pprof.Labels("phase", "recovery"), func(ctx context.Context) {
+		err = a.recoverLabelled(ctx, bus)
+	})
+	return err
+}
+
+func (a *Aggregator) recoverLabelled(ctx context.Context, bus broker.Bus) error {
 	r, err := a.newRecovery(ctx, bus)
 	if err != nil {
 		return err

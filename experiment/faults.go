@@ -164,6 +164,13 @@ func (c *FaultConfig) start(ctx context.Context, name string, args ...string) (*
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, c.Binary, args...)
+	if dir := os.Getenv("ASYREVEL_FAULTS_CPUPROFILE"); dir != "" {
+		// A CPU profile of each process of the case, for where a
+		// recovery's time goes (go tool pprof -tagfocus phase=recovery
+		// on the aggregator's): one file each, not the one file
+		// ASYREVEL_CPUPROFILE would name for every process.
+		cmd.Env = append(os.Environ(), "ASYREVEL_CPUPROFILE="+filepath.Join(dir, name+".pprof"))
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw // both watched: the broker says where it listens on stdout
 	p := &proc{cmd: cmd, seen: map[string]time.Time{}, done: make(chan struct{}),
