@@ -105,8 +105,9 @@ type orderedSub struct {
 	name    string           // the current consumer's name (hmu)
 	dseq    uint64           // its last delivery sequence handed on (hmu)
 
-	restartMu    sync.Mutex // one restart at a time
-	restartAsked atomic.Bool
+	restartMu  sync.Mutex   // one restart at a time
+	restartAsk atomic.Int64 // when the latest restart not yet made was asked for (monoNow; 0: none)
+	createdAt  atomic.Int64 // when the attempt that made the running consumer began (monoNow)
 
 	pending0 uint64 // messages its first consumer had to deliver when created
 }
@@ -218,9 +219,24 @@ func (s *orderedSub) onMsg(m jetstream.Msg) {
 
 // restartCreateWait bounds one attempt to create the consumer that
 // replaces another: a create the cluster does not answer (its consumer
-// placed on a node that died and is not seen offline yet) is given up
-// for a new name.
-const restartCreateWait = 5 * time.Second
+// placed on a node that died and is not seen offline yet, or sent while
+// the cluster elects its leaders, when nobody answers it) is given up
+// for a new name. It was 5 s: after the kill of a 3-node cluster's
+// stream and metadata leader, the attempts sent during the elections
+// went unanswered, and the one that followed the elections began up to
+// 5 s after them (experiment faults, cluster-node: the consumers came
+// back 11 to 13 s after the kill, the cluster 4 to 9 s after it).
+const restartCreateWait = 2 * time.Second
+
+// monoBase and monoNow order the restart asks and attempts of orderedSub
+// on the monotonic clock.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) + 1 }
+
+// beforeCreate, set by tests, runs before each attempt of restartOnce to
+// create a consumer; an error fails the attempt as a create would.
+var beforeCreate func(attempt int) error
 
 // restart replaces the consumer with a new one, under a new name, that
 // starts after the last sequence seen: after a reconnect, a gap, or when
@@ -229,14 +245,31 @@ const restartCreateWait = 5 * time.Second
 func (s *orderedSub) restart() {
 	// One restart at a time; one asked for while another runs follows it
 	// (a gap found by the new consumer's first deliveries must not be
-	// lost: its later deliveries would all be dropped).
-	s.restartAsked.Store(true)
+	// lost: its later deliveries would all be dropped), unless it was
+	// asked for before the attempt that made the new consumer began: that
+	// one was about a consumer replaced already (its heartbeats stopped,
+	// the watch found it gone). Made all the same, it replaced a consumer
+	// just made, on every participant of a cluster whose node died, and
+	// the split subscriptions' order waited for the replies again.
+	for now := monoNow(); ; {
+		at := s.restartAsk.Load()
+		if at >= now || s.restartAsk.CompareAndSwap(at, now) {
+			break // the latest ask is kept
+		}
+	}
 	for s.restartMu.TryLock() {
-		for s.restartAsked.Swap(false) && !s.closed.Load() {
+		for !s.closed.Load() {
+			at := s.restartAsk.Swap(0)
+			if at == 0 {
+				break
+			}
+			if at < s.createdAt.Load() {
+				continue // the running consumer was made after it
+			}
 			s.restartOnce()
 		}
 		s.restartMu.Unlock()
-		if !s.restartAsked.Load() {
+		if s.restartAsk.Load() == 0 {
 			return
 		}
 	}
@@ -266,9 +299,17 @@ func (s *orderedSub) restartOnce() {
 		if last > 0 {
 			opts.StartSeq = last + 1
 		}
-		ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
-		cons, err := s.create(ctx, opts)
-		cancel()
+		began := monoNow()
+		var cons jetstream.Consumer
+		var err error
+		if hook := beforeCreate; hook != nil {
+			err = hook(attempt)
+		}
+		if err == nil {
+			ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
+			cons, err = s.create(ctx, opts)
+			cancel()
+		}
 		var cc jetstream.ConsumeContext
 		if err == nil {
 			cc, err = s.consume(cons)
@@ -277,6 +318,7 @@ func (s *orderedSub) restartOnce() {
 			}
 		}
 		if err == nil {
+			s.createdAt.Store(began)
 			s.ccMu.Lock()
 			s.cons, s.cc = cons, cc
 			s.ccMu.Unlock()
