@@ -106,9 +106,14 @@ type FaultRow struct {
 	// (training seconds), EvalMedian the median one: a round that a fault
 	// held up, and the spacing of the rounds after it, show in the first.
 	EvalGap, EvalMedian float64
-	Accuracy            float64
-	Uninterrupted       float64 // accuracy of the case FaultNone
-	Steps               int64
+	// FirstEvalAfter (FaultClusterNode): from the cluster's return (the
+	// stream grown again, RecoverySeconds after the kill) to the first
+	// point of the curve after it, in seconds, against the run's
+	// --eval-every (500 ms); -1 if none came, or not measured.
+	FirstEvalAfter float64
+	Accuracy       float64
+	Uninterrupted  float64 // accuracy of the case FaultNone
+	Steps          int64
 	// Lost and Duplicated come from the stream (run.Audit): messages a
 	// sender published that the stream lacks, and updates applied twice
 	// (a second reply to one request) or repeated sequence numbers.
@@ -309,7 +314,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 		return faultRunCluster(ctx, c, kase, runID) // faults_cluster.go
 	}
 	t0 := time.Now()
-	row := FaultRow{Case: kase, Trust: !c.NoTrust, TrainingOnSeconds: -1}
+	row := FaultRow{Case: kase, Trust: !c.NoTrust, TrainingOnSeconds: -1, FirstEvalAfter: -1}
 	if kase != FaultNone && kase != FaultPartyGone {
 		row.KillAfter, row.Down = c.KillAfter, c.Down
 	}
@@ -599,7 +604,7 @@ func Faults(ctx context.Context, c FaultConfig, cases []string) ([]FaultRow, err
 			// Recorded, and the other cases run all the same.
 			c.Log.Error().Str("case", k).Err(err).Msg("fault case failed")
 			r = FaultRow{Case: k, Trust: r.Trust, Killed: r.Killed, Paused: r.Paused, Err: err.Error(), Accuracy: math.NaN(),
-				KillAfter: r.KillAfter, Down: r.Down, TrainingOnSeconds: -1}
+				KillAfter: r.KillAfter, Down: r.Down, TrainingOnSeconds: -1, FirstEvalAfter: -1}
 		}
 		if k == FaultNone {
 			base = r.Accuracy
@@ -629,12 +634,12 @@ func WriteFaults(dir string, rows []FaultRow) error {
 			strconv.FormatInt(r.Rejected, 10), strconv.FormatBool(r.Trust), auditCell(r), strconv.FormatInt(r.AuditProblems, 10),
 			strconv.Itoa(r.AuditReceipts), fmt.Sprintf("%.3g", r.KillAfter.Seconds()), fmt.Sprintf("%.3g", r.Down.Seconds()),
 			fmt.Sprintf("%.2f", r.TrainingOnSeconds), strconv.FormatInt(r.ResumeRead, 10), r.FromStart,
-			fmt.Sprintf("%.2f", r.EvalGap), fmt.Sprintf("%.2f", r.EvalMedian), r.Err})
+			fmt.Sprintf("%.2f", r.EvalGap), fmt.Sprintf("%.2f", r.EvalMedian), fmt.Sprintf("%.2f", r.FirstEvalAfter), r.Err})
 	}
 	return run.WriteCSV(filepath.Join(dir, "faults.csv"), []string{"case", "accuracy", "uninterrupted_accuracy", "lost", "duplicated",
 		"recovery_seconds", "steps", "reapplied", "mismatched", "unanswered", "departed", "killed", "paused",
 		"rejected", "trust", "audit_ok", "audit_problems", "audit_receipts", "kill_after_seconds", "down_seconds",
-		"training_on_seconds", "resume_read", "read_from_start", "max_eval_gap_seconds", "median_eval_gap_seconds", "error"}, recs)
+		"training_on_seconds", "resume_read", "read_from_start", "max_eval_gap_seconds", "median_eval_gap_seconds", "first_eval_after_seconds", "error"}, recs)
 }
 
 // checkpointEvery is the participants' --checkpoint-every (0: the
@@ -655,6 +660,42 @@ func (c *FaultConfig) checkpointText() string {
 		return "every " + e.String()
 	}
 	return "at the adaptive default period"
+}
+
+// curveTimes reads the times of the points of the run's curve.csv in out
+// (training seconds).
+func curveTimes(out string) ([]float64, error) {
+	f, err := os.Open(filepath.Join(out, "curve.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 1 {
+		return nil, err
+	}
+	col := slices.Index(recs[0], "seconds")
+	if col < 0 {
+		return nil, errors.New("curve.csv has no seconds column")
+	}
+	var ts []float64
+	for _, r := range recs[1:] {
+		if t, err := strconv.ParseFloat(r[col], 64); err == nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts, nil
+}
+
+// firstPointAfter is how long after at (training seconds) the first
+// point of curve times ts came, or -1 if none did.
+func firstPointAfter(ts []float64, at float64) float64 {
+	for _, t := range ts {
+		if t >= at {
+			return t - at
+		}
+	}
+	return -1
 }
 
 // evalGaps reads the run's curve.csv in out: the longest and the median

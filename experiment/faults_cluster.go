@@ -61,7 +61,7 @@ var clusterWaitWords = []string{"too few JetStream nodes", "has no JetStream lea
 // counts of gaps and of duplicates or replays.
 func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow, error) {
 	t0 := time.Now()
-	row := FaultRow{Case: kase, Trust: true, TrainingOnSeconds: -1}
+	row := FaultRow{Case: kase, Trust: true, TrainingOnSeconds: -1, FirstEvalAfter: -1}
 	if kase == FaultClusterNode {
 		row.KillAfter = c.KillAfter
 	} else {
@@ -185,6 +185,7 @@ func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (Fa
 		p.mu.Unlock()
 	}
 
+	var back float64 // FaultClusterNode: the training time when the cluster was back
 	switch kase {
 	case FaultClusterDown:
 		// The participants wait, and say why.
@@ -264,10 +265,21 @@ func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (Fa
 		}
 		c.Log.Info().Str("case", kase).Str("killed", nodeName(victim)).Uint64("messages_at_kill", before).
 			Float64("recovery_s", row.RecoverySeconds).Msg("stream leader killed")
+		// The aggregator does not resume here (it fails over): its
+		// training time is the time since training started.
+		if start, ok := agg.when("training starts"); ok {
+			back = killed.Add(time.Duration(row.RecoverySeconds * float64(time.Second))).Sub(start).Seconds()
+		}
 	}
 
 	if err := agg.wait(ctx); err != nil {
 		return row, fmt.Errorf("%s: aggregator: %w (log: %s)", kase, err, filepath.Join(c.Dir, runID+"-aggregator.log"))
+	}
+	row.FirstEvalAfter = -1
+	if back > 0 {
+		if ts, err := curveTimes(outDir); err == nil {
+			row.FirstEvalAfter = firstPointAfter(ts, back)
+		}
 	}
 	for m := 1; m <= c.Parties; m++ {
 		if err := parties[m].wait(ctx); err != nil {
@@ -294,8 +306,8 @@ func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (Fa
 	}
 	row.Seconds = time.Since(t0).Seconds()
 	c.Log.Info().Str("case", kase).Str("acc", fmt.Sprintf("%.2f%%", 100*row.Accuracy)).Int64("lost", row.Lost).
-		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Int64("rejected", row.Rejected).
-		Bool("audit_ok", row.AuditOK).Int64("audit_problems", row.AuditProblems).Msg("fault case done")
+		Int64("duplicated", row.Duplicated).Float64("recovery_s", row.RecoverySeconds).Float64("first_eval_after_s", row.FirstEvalAfter).
+		Float64("max_eval_gap_s", row.EvalGap).Int64("rejected", row.Rejected).Bool("audit_ok", row.AuditOK).Int64("audit_problems", row.AuditProblems).Msg("fault case done")
 	if auditErr != nil {
 		return row, fmt.Errorf("%s: %w", kase, auditErr)
 	}

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,22 @@ func TestFaultsTable(t *testing.T) {
 		settings := strings.Join(sec.Settings, "\n")
 		if sec.Name != "faults" || strings.Contains(settings, "--no-trust: no keys") != noTrust || !strings.Contains(settings, "data a9a.gz, 4 parties, batch 64") {
 			t.Errorf("no-trust %v: section %+v", noTrust, sec)
+		}
+	}
+}
+
+// The first point of a curve at or after a time: how long after it came,
+// -1 if none did.
+func TestFirstPointAfter(t *testing.T) {
+	ts := []float64{0, 0.6, 2.015, 16.963, 17.5}
+	for _, tc := range []struct{ at, want float64 }{
+		{8.12, 16.963 - 8.12},
+		{2.015, 0},
+		{0, 0},
+		{18, -1},
+	} {
+		if got := firstPointAfter(ts, tc.at); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("firstPointAfter(%v) = %v, want %v", tc.at, got, tc.want)
 		}
 	}
 }
