@@ -1,6 +1,7 @@
 package trust
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"testing"
@@ -166,6 +167,52 @@ func TestSealState(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
+// sealState1 is SealState of format 1, the earlier builds': the signature
+// over everything it covers.
+func sealState1(key *Key, run, owner string, data []byte) []byte {
+	b := append([]byte(stateMagic1), appendString16(appendString16(nil, run), owner)...)
+	b = append(b, data...)
+	sig := key.Sign(append([]byte(stateDomain1), b...))
+	return append(b, sig[:]...)
+}
+
+// A state sealed by an earlier build (format 1) still opens, and only as
+// a state of format 2 does: with its owner's key, for its run and owner,
+// not after any change. The seal of format 2 signs a digest of the state,
+// not all of it (SealState).
+func TestSealStateFormat1Opens(t *testing.T) {
+	tr := newTestRun(t, "rs", 1)
+	k := tr.keys["party-1"]
+	data := []byte("the party's checkpoint")
+	file := sealState1(k, "rs", "party-1", data)
+	if !IsSealedState(file) {
+		t.Fatal("a seal of format 1 is not a sealed state")
+	}
+	got, err := OpenState(k, "rs", "party-1", file)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	for i := range file {
+		bad := slices.Clone(file)
+		bad[i] ^= 0x20
+		if _, err := OpenState(k, "rs", "party-1", bad); !errors.Is(err, ErrState) {
+			t.Fatalf("byte %d changed: %v", i, err)
+		}
+	}
+	if err := second(OpenState(tr.keys["aggregator"], "rs", "party-1", file)); !errors.Is(err, ErrState) {
+		t.Errorf("other key: %v", err)
+	}
+	// Its signature does not make a seal of format 2 of the same state.
+	v2 := slices.Clone(file)
+	v2[len(stateMagic)-1] = stateMagic[len(stateMagic)-1]
+	if err := second(OpenState(k, "rs", "party-1", v2)); !errors.Is(err, ErrState) {
+		t.Errorf("format 1's signature taken for format 2's: %v", err)
+	}
+	if new := SealState(k, "rs", "party-1", data); bytes.Equal(new[:len(stateMagic)], file[:len(stateMagic)]) {
+		t.Error("SealState writes format 1")
+	}
+}
+
 // FuzzOpenState: OpenState never panics, and whatever it opens is exactly
 // what SealState makes of the data it returns (Ed25519 signatures are
 // deterministic): no other file opens.
@@ -176,6 +223,7 @@ func FuzzOpenState(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add([]byte(stateMagic))
+	f.Add(sealState1(k, "rs", "party-1", []byte("state")))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, file []byte) {
 		data, err := OpenState(k, "rs", "party-1", file)
@@ -185,7 +233,11 @@ func FuzzOpenState(f *testing.F) {
 			}
 			return
 		}
-		if want := SealState(k, "rs", "party-1", data); !slices.Equal(want, file) {
+		want := SealState(k, "rs", "party-1", data)
+		if bytes.HasPrefix(file, []byte(stateMagic1)) {
+			want = sealState1(k, "rs", "party-1", data)
+		}
+		if !slices.Equal(want, file) {
 			t.Fatalf("opened a file that is not the seal of its data")
 		}
 	})
