@@ -134,8 +134,10 @@ type Checkpoint struct {
 	// a resume reads the requests, replies and controls from it: a
 	// fraction of a period before the checkpoint, where StreamFloor lies
 	// a whole period before it (issue 35). The hellos and evaluations
-	// are read from StreamFloor: one may wait in the other subscription
-	// when a checkpoint is taken, and the counts do not cover them.
+	// are read from it too when the count rule holds for them there
+	// (checked at the resume: one may wait in the other subscription when
+	// a checkpoint is taken, and the counts do not cover them), else from
+	// StreamFloor.
 	NearFloor uint64
 	Saved     time.Time
 

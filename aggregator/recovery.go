@@ -513,14 +513,20 @@ func (r *recovery) readStream() error {
 	)
 	if r.t != nil {
 		wg.Add(1)
-		of := uint64(0)
+		// From the floor the requests are read from (the near one), else
+		// the checkpoint's earlier one, each if the count rule holds for
+		// the hellos and evaluations there (readPartyOthers).
+		var floors []uint64
 		if r.floor > 0 {
-			of = min(r.floor, r.far)
+			floors = append(floors, r.floor)
+			if r.far > 0 && r.far < r.floor {
+				floors = append(floors, r.far)
+			}
 		}
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			othersRead, othersErr = r.readPartyOthers(ctx, of, othersRej)
+			othersRead, othersErr = r.readPartyOthers(ctx, floors, othersRej)
 			lap(&othersLaps, "hellos and evaluations", t)
 		}()
 	}
@@ -642,18 +648,26 @@ func (r *recovery) readRequests(ctx context.Context) error {
 
 // readPartyOthers runs the hellos and evaluations after the checkpoint
 // through the verifier (trust layer), which goes on after them (the live
-// subscription starts after them).
-func (r *recovery) readPartyOthers(ctx context.Context, floor uint64, rejected map[string]int64) (int64, error) {
+// subscription starts after them). They are read from the first of
+// floors (highest first) below which every party's hellos and
+// evaluations are among those the checkpoint's verifier had accepted
+// (floorHoldsFor), else from the stream's start.
+func (r *recovery) readPartyOthers(ctx context.Context, floors []uint64, rejected map[string]int64) (int64, error) {
 	// One read of both (the live subscription's filters): what it
 	// delivers is a prefix of them in stream order, so the live
 	// subscription goes on exactly after the last one (Aggregator.restFrom).
-	// From the floor where no hello or evaluation the verifier had not
+	// From a floor where no hello or evaluation the verifier had not
 	// accepted lies below it (evaluations are large: a long run's would
 	// make the resume grow with it again).
 	filters := []string{schemas.Filter(r.run, schemas.KindHello), schemas.Filter(r.run, schemas.KindEval)}
-	// From the checkpoint's earlier floor (StreamFloor), not its near
-	// one: a hello or an evaluation may wait in the other subscription
-	// when a checkpoint is taken, and the near floor does not count it.
+	// The near floor first: the count rule is checked here, at the
+	// resume, against what the checkpoint's verifier had accepted, so a
+	// hello or an evaluation that waited in the other subscription when
+	// the checkpoint was taken fails it, and the earlier floor is tried.
+	// They were read from the earlier floor (StreamFloor) only: a whole
+	// checkpoint period of evaluations before the checkpoint, which was
+	// the longest of a resume's reads after a broker outage on a9a (160
+	// to 543 ms, issue 35).
 	dec := schemas.NewCodec()
 	fn := func(d broker.Delivery) {
 		r.othersTop = max(r.othersTop, d.Seq())
@@ -669,7 +683,7 @@ func (r *recovery) readPartyOthers(ctx context.Context, floor uint64, rejected m
 			r.verifyInto(d, msg.Head().Seq, rejected)
 		}
 	}
-	if floor > 0 {
+	for _, floor := range floors {
 		why, err := r.floorHoldsFor(floor, schemas.KindHello, schemas.KindEval)
 		if err != nil {
 			return 0, err
@@ -682,8 +696,10 @@ func (r *recovery) readPartyOthers(ctx context.Context, floor uint64, rejected m
 				return n, err
 			}
 			why = "the bus cannot count the stream from a position"
+			r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the hellos and evaluations from the stream's start")
+			break
 		}
-		r.a.cfg.Log.Info().Str("why", why).Msg("recovery reads the hellos and evaluations from the stream's start")
+		r.a.cfg.Log.Info().Str("why", why).Uint64("floor", floor).Msg("recovery does not read the hellos and evaluations from this floor")
 	}
 	return logread.Deliveries(ctx, r.bus, filters, fn)
 }
