@@ -501,7 +501,11 @@ func (a *Aggregator) saveCheckpoint(ctx context.Context) {
 		a.recov.probedAt = time.Now()
 		a.mu.Unlock()
 	}
-	a.cfg.Log.Debug().Int64("steps", a.recov.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).Msg("checkpoint saved")
+	a.mu.Lock()
+	cost := a.recov.ckTook
+	a.mu.Unlock()
+	a.cfg.Log.Debug().Int64("steps", a.recov.ck.Steps).Str("took", time.Since(t0).Round(time.Millisecond).String()).
+		Str("cost", cost.Round(10*time.Microsecond).String()).Str("next_in", ckpt.Every(a.cfg.CheckpointEvery, cost).String()).Msg("checkpoint saved")
 }
 
 // nearCount is a count of the stream (n) taken between saves, and each

@@ -360,7 +360,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	url := "nats://127.0.0.1:" + port
 	out := filepath.Join(c.Dir, runID)
 	common := []string{"--nats", url, "--run", runID, "--privacy", "off", "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
-		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", "info",
+		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", faultsLogLevel(),
 		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", c.checkpointEvery().String(), "--wait", "60s"}
 	if c.Test != "" {
 		common = append(common, "--test", c.Test)
@@ -660,6 +660,16 @@ func (c *FaultConfig) checkpointText() string {
 		return "every " + e.String()
 	}
 	return "at the adaptive default period"
+}
+
+// faultsLogLevel is the participants' --log: info, or what
+// ASYREVEL_FAULTS_LOG says (debug shows each checkpoint's cost and the
+// consumers' restarts).
+func faultsLogLevel() string {
+	if l := os.Getenv("ASYREVEL_FAULTS_LOG"); l != "" {
+		return l
+	}
+	return "info"
 }
 
 // curveTimes reads the times of the points of the run's curve.csv in out

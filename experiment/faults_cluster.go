@@ -150,10 +150,7 @@ func faultRunCluster(ctx context.Context, c FaultConfig, kase, runID string) (Fa
 	home := func(i int) string {
 		return strings.Join([]string{urls[i%3], urls[(i+1)%3], urls[(i+2)%3]}, ",")
 	}
-	level := "info"
-	if l := os.Getenv("ASYREVEL_FAULTS_LOG"); l != "" {
-		level = l // debug shows the consumers' restarts
-	}
+	level := faultsLogLevel()
 	common := []string{"--run", runID, "--privacy", "off", "--parties", strconv.Itoa(c.Parties), "--data", c.Data,
 		"--batch", strconv.Itoa(c.Batch), "--seed", strconv.FormatUint(c.Seed, 10), "--log", level,
 		"--checkpoint-dir", filepath.Join(c.Dir, "checkpoints"), "--checkpoint-every", "250ms", "--wait", "60s", "--roster", roster}
