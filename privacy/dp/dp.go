@@ -1,12 +1,6 @@
 package dp
 
-import (
-	"errors"
-	"math"
-)
-
-// ErrDomain reports arguments outside a function's domain.
-var ErrDomain = errors.New("dp: argument out of range")
+import "math"
 
 // GaussianRho is the zCDP parameter of a Gaussian mechanism with L2
 // sensitivity sens and noise standard deviation sigma: sens^2/(2 sigma^2).
