@@ -553,7 +553,3 @@ func Run(ctx context.Context, scale int, stopAfter bool, cfg run.Config, hooks r
 
 // attackAfter is the steps a party the run makes before the attack.
 const attackAfter = 50
-
-// Categories are the kinds of bad messages the rogue sent, in order,
-// with what became of them.
-func (r *Rogue) Categories() []*Category { return r.cats }

@@ -24,5 +24,5 @@
 // ReadCSV reads an organisation's file, WriteFolder and WriteOwn write the
 // aligned rows as a split folder (package dataset) or one organisation's
 // part of it, with the digest of the order (OrderDigest) that the
-// organisations compare. Bench and MeasureGroupCosts are the experiment's.
+// organisations compare. The align experiment (package experiment) measures it.
 package align

@@ -2,7 +2,9 @@ package align
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -219,4 +221,16 @@ func TestOwnFolders(t *testing.T) {
 	if _, err := CheckFolder(dirs[1]); err == nil || !strings.Contains(err.Error(), "its record says") {
 		t.Fatalf("a record of another order: %v", err)
 	}
+}
+
+// writeRecords writes records as JSON (a list).
+func writeRecords(path string, recs []Record) error {
+	js, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("align: %w", err)
+	}
+	return nil
 }

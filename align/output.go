@@ -577,18 +577,6 @@ func CheckRecords(recs []Record) error {
 	return nil
 }
 
-// writeRecords writes records as JSON (a list).
-func writeRecords(path string, recs []Record) error {
-	js, err := json.MarshalIndent(recs, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, append(js, '\n'), 0o644); err != nil {
-		return fmt.Errorf("align: %w", err)
-	}
-	return nil
-}
-
 // ParseSpec reads the number of key columns and the normalisation rules
 // back from a specification that Spec wrote.
 func ParseSpec(spec string) (Normalization, int, error) {

@@ -101,12 +101,3 @@ func (d Design) Capabilities() Capabilities {
 	}
 	return Capabilities{}
 }
-
-// BusDesign returns the design of b (both Bus implementations of this
-// package report theirs), and false for any other Bus.
-func BusDesign(b Bus) (Design, bool) {
-	if d, ok := b.(interface{ Design() Design }); ok {
-		return d.Design(), true
-	}
-	return "", false
-}

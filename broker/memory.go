@@ -73,12 +73,6 @@ type memDurable struct {
 // MemoryOption configures a MemoryHub.
 type MemoryOption func(*MemoryHub)
 
-// DuplicateWindow sets how long a message ID is remembered for dedupe
-// (default 2 minutes, as JetStreamConfig.Duplicates).
-func DuplicateWindow(d time.Duration) MemoryOption {
-	return func(h *MemoryHub) { h.window = d }
-}
-
 // NewMemoryHub returns an empty hub.
 func NewMemoryHub(opts ...MemoryOption) *MemoryHub {
 	h := &MemoryHub{

@@ -176,13 +176,6 @@ func (n *Network) Name() string { return n.name }
 // server's ("" for the memory bus and an embedded cluster).
 func (n *Network) URL() string { return n.url }
 
-// Dir is the embedded broker's store ("" for an external broker or the
-// memory bus); Temporary says that it is a temporary folder.
-func (n *Network) Dir() string { return n.dir }
-
-// Temporary reports a temporary store, removed by Close.
-func (n *Network) Temporary() bool { return n.tmp != "" }
-
 // Server is the embedded server (nil without one).
 func (n *Network) Server() *Server { return n.srv }
 

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -26,7 +25,7 @@ type AlignConfig struct {
 	Out     string // results folder (align.csv, REPORT.md)
 	Command string // the command line, for the report
 	// Process is the process that runs case c and prints its
-	// align.BenchResult as JSON on its standard output (asyrevel
+	// AlignBenchResult as JSON on its standard output (asyrevel
 	// experiment align --one).
 	Process func(ctx context.Context, c AlignCase) *exec.Cmd
 }
@@ -49,7 +48,7 @@ var (
 
 // AlignRow is one measured case.
 type AlignRow struct {
-	align.BenchResult
+	AlignBenchResult
 	BoundSeconds float64 `json:"bound_seconds"`
 	PeakRSS      int64   `json:"peak_rss"`
 	CPUSeconds   float64 `json:"cpu_seconds"` // user + system time of the case's process
@@ -64,20 +63,20 @@ func (r *AlignRow) LocalRatio() float64 {
 	for i := range sizes {
 		sizes[i] = r.IDs
 	}
-	return r.BenchResult.CPUSeconds / r.Costs.Bound(sizes, 1)
+	return r.AlignBenchResult.CPUSeconds / r.Costs.Bound(sizes, 1)
 }
 
 // Share is the share of the machine's cores the protocol got: its CPU
 // time over wall time times cores.
 func (r *AlignRow) Share(cores int) float64 {
-	return r.BenchResult.CPUSeconds / (r.Seconds * float64(cores))
+	return r.AlignBenchResult.CPUSeconds / (r.Seconds * float64(cores))
 }
 
 // Alone estimates the protocol's wall time had its process had the cores
 // to itself: its CPU time spread over the cores for the part of the time
 // the Go scheduler had work for them (1 - IdleShare).
 func (r *AlignRow) Alone(cores int) float64 {
-	return r.BenchResult.CPUSeconds / float64(cores) / max(1-r.IdleShare, 1e-9)
+	return r.AlignBenchResult.CPUSeconds / float64(cores) / max(1-r.IdleShare, 1e-9)
 }
 
 // load1 is the 1-minute load average, or NaN.
@@ -97,7 +96,7 @@ func load1() float64 {
 // progress goes to stderr).
 func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error {
 	t0 := time.Now()
-	costs := align.MeasureGroupCosts(3000)
+	costs := MeasureGroupCosts(3000)
 	cores := runtime.GOMAXPROCS(0)
 	fmt.Fprintf(stdout, "group costs on one core: hash-to-group %.1f µs, scalar multiplication %.1f µs, encode %.1f µs, decode %.1f µs; %d cores\n",
 		1e6*costs.Hash, 1e6*costs.Mult, 1e6*costs.Encode, 1e6*costs.Decode, cores)
@@ -112,7 +111,7 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 			return fmt.Errorf("case %d organisations of %d ids: %w\n%s", c.Orgs, c.IDs, err, errb.String())
 		}
 		var r AlignRow
-		if err := json.Unmarshal(out.Bytes(), &r.BenchResult); err != nil {
+		if err := json.Unmarshal(out.Bytes(), &r.AlignBenchResult); err != nil {
 			return fmt.Errorf("case %d organisations of %d ids: %w", c.Orgs, c.IDs, err)
 		}
 		sizes := make([]int, c.Orgs)
@@ -129,7 +128,7 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 			r.CPUSeconds, r.BoundSeconds*float64(cores), r.CPUSeconds/(r.BoundSeconds*float64(cores)), run.MB(r.PeakRSS),
 			float64(r.WireBytes)/float64(r.Orgs*r.IDs), r.PlainJoinSeconds, r.Correct)
 		fmt.Fprintf(stdout, "  the protocol: %.1f CPU s, %.2fx its operations at the costs measured around it (hash %.1f µs, multiplication %.1f µs); %.0f%% of the %d cores' time (load average %.1f at the start, %.1f at the end); the Go scheduler idle %.2f%%, collecting %.2f%%; with the cores to itself about %.1f s, %.2fx the bound\n",
-			r.BenchResult.CPUSeconds, r.LocalRatio(), 1e6*r.Costs.Hash, 1e6*r.Costs.Mult,
+			r.AlignBenchResult.CPUSeconds, r.LocalRatio(), 1e6*r.Costs.Hash, 1e6*r.Costs.Mult,
 			100*r.Share(cores), cores, r.LoadStart, r.LoadEnd, 100*r.IdleShare, 100*r.GCShare, r.Alone(cores), r.Alone(cores)/r.BoundSeconds)
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
@@ -149,7 +148,7 @@ func Align(ctx context.Context, cfg AlignConfig, stdout, stderr io.Writer) error
 		recs = append(recs, []string{strconv.Itoa(r.Orgs), strconv.Itoa(r.IDs), ff(r.Overlap, 2), strconv.Itoa(r.Intersection), ff(r.Seconds, 2),
 			ff(r.BoundSeconds, 2), ff(ratio, 3), ff(r.CPUSeconds, 2), ff(r.BoundSeconds*float64(cores), 2), ff(cpuRatio, 3), ff(float64(r.PeakRSS)/(1<<20), 0), strconv.FormatInt(r.WireBytes, 10), ff(perID, 1), ff(perOrgID, 1),
 			strconv.FormatInt(r.Messages, 10), ff(r.PlainJoinSeconds, 4), strconv.FormatBool(r.Correct), ff(1e6*costs.Hash, 2), ff(1e6*costs.Mult, 2), strconv.Itoa(cores),
-			ff(r.BenchResult.CPUSeconds, 2), ff(1e6*r.Costs.Hash, 2), ff(1e6*r.Costs.Mult, 2), ff(r.LocalRatio(), 3), ff(r.Share(cores), 3), ff(r.IdleShare, 4), ff(r.GCShare, 4), ff(r.LoadStart, 2), ff(r.LoadEnd, 2), ff(r.Alone(cores), 2), ff(r.Alone(cores)/r.BoundSeconds, 3)})
+			ff(r.AlignBenchResult.CPUSeconds, 2), ff(1e6*r.Costs.Hash, 2), ff(1e6*r.Costs.Mult, 2), ff(r.LocalRatio(), 3), ff(r.Share(cores), 3), ff(r.IdleShare, 4), ff(r.GCShare, 4), ff(r.LoadStart, 2), ff(r.LoadEnd, 2), ff(r.Alone(cores), 2), ff(r.Alone(cores)/r.BoundSeconds, 3)})
 		allOK = allOK && r.Correct
 	}
 	if err := run.WriteCSV(filepath.Join(cfg.Out, "align.csv"), header, recs); err != nil {

@@ -111,7 +111,6 @@ func (w *extWriter) end() []byte {
 func (w *extWriter) mapLen(n int)      { _ = w.enc.EncodeMapLen(n) }
 func (w *extWriter) str(s string)      { _ = w.enc.EncodeString(s) }
 func (w *extWriter) uint(v uint64)     { _ = w.enc.EncodeUint(v) }
-func (w *extWriter) float(v float64)   { _ = w.enc.EncodeFloat64(v) }
 func (w *extWriter) binHeader(n int)   { _ = w.enc.EncodeBytesLen(n) }
 func (w *extWriter) uint32LE(v uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, v) }
 

@@ -10,10 +10,12 @@ func appendWith(b []byte, f func(w *extWriter)) []byte {
 	return w.b
 }
 
-func mpMap(b []byte, n int) []byte          { return appendWith(b, func(w *extWriter) { w.mapLen(n) }) }
-func mpStr(b []byte, s string) []byte       { return appendWith(b, func(w *extWriter) { w.str(s) }) }
-func mpUint(b []byte, v uint64) []byte      { return appendWith(b, func(w *extWriter) { w.uint(v) }) }
-func mpFloat(b []byte, v float64) []byte    { return appendWith(b, func(w *extWriter) { w.float(v) }) }
+func mpMap(b []byte, n int) []byte     { return appendWith(b, func(w *extWriter) { w.mapLen(n) }) }
+func mpStr(b []byte, s string) []byte  { return appendWith(b, func(w *extWriter) { w.str(s) }) }
+func mpUint(b []byte, v uint64) []byte { return appendWith(b, func(w *extWriter) { w.uint(v) }) }
+func mpFloat(b []byte, v float64) []byte {
+	return appendWith(b, func(w *extWriter) { _ = w.enc.EncodeFloat64(v) })
+}
 func mpFloats(b []byte, v []float64) []byte { return appendWith(b, func(w *extWriter) { w.floats(v) }) }
 
 // parse decodes frame into m with a fresh reader.

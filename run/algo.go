@@ -207,13 +207,3 @@ func (o *observer) stop() {
 
 // Algorithms that Train runs (LookupAlgo).
 var Algorithms = []string{"asyrevel-gau", "asyrevel-uni", "synrevel-gau", "synrevel-uni", "tig", "nonf"}
-
-// ParseAlgo gives the direction distribution of a zeroth-order algorithm
-// (an error for the first-order baseline, which draws none).
-func ParseAlgo(algo string) (zoo.Dist, error) {
-	a, err := LookupAlgo(algo)
-	if err == nil && a.FirstOrder {
-		err = fmt.Errorf("%w: --algo %s is first-order: it draws no directions", ErrConfig, algo)
-	}
-	return a.Dist, err
-}

@@ -23,6 +23,34 @@ import (
 // run whose context was cancelled (Ctrl-C, SIGTERM).
 var ErrInterrupted = errors.New("run interrupted")
 
+// begin is how every process of a run starts: the configuration checked
+// (train: a run that trains in this process), the watch started for the
+// process who (train, aggregator, party-M), the data of role loaded and the
+// privacy profile applied. The caller closes the watcher.
+func begin(c Config, hooks Hooks, train bool, who string, role int) (*job, *watcher, *Data, error) {
+	cfg := &job{Config: c, hooks: hooks}
+	if err := cfg.prepare(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkResumeTrust(cfg, train); err != nil {
+		return nil, nil, nil, err
+	}
+	wt, err := startWatch(cfg, who)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.watch = wt.watch()
+	data, err := loadData(cfg, role)
+	if err == nil {
+		err = cfg.applyPrivacy(data.Classes, data.NTrain)
+	}
+	if err != nil {
+		wt.close()
+		return nil, nil, nil, err
+	}
+	return cfg, wt, data, nil
+}
+
 // Train runs one AsyREVEL training in this process: it loads and splits the
 // data, starts the broker (an embedded JetStream server unless c.NATS
 // names one), the aggregator and the parties, each with a connection of its
@@ -33,26 +61,11 @@ var ErrInterrupted = errors.New("run interrupted")
 // hooks are what the caller plugs in (the zero value: none).
 func Train(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
-	cfg := &job{Config: c, hooks: hooks}
-	if err := cfg.prepare(); err != nil {
-		return nil, err
-	}
-	if err := checkResumeTrust(cfg, true); err != nil {
-		return nil, err
-	}
-	wt, err := startWatch(cfg, "train")
+	cfg, wt, data, err := begin(c, hooks, true, "train", RoleAll)
 	if err != nil {
 		return nil, err
 	}
 	defer wt.close()
-	cfg.watch = wt.watch()
-	data, err := loadData(cfg, RoleAll)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
-		return nil, err
-	}
 	wt.loaded(data)
 	logData(cfg, data)
 	if cfg.hooks.Attackers != nil {
@@ -319,26 +332,11 @@ func (w *watchBus) Subscribe(ctx context.Context, filters []string, opts broker.
 // it writes the outputs of the part that ran as Train does.
 func Aggregate(ctx context.Context, c Config, hooks Hooks) (*Summary, error) {
 	t0 := time.Now()
-	cfg := &job{Config: c, hooks: hooks}
-	if err := cfg.prepare(); err != nil {
-		return nil, err
-	}
-	if err := checkResumeTrust(cfg, false); err != nil {
-		return nil, err
-	}
-	wt, err := startWatch(cfg, "aggregator")
+	cfg, wt, data, err := begin(c, hooks, false, "aggregator", RoleAggregator)
 	if err != nil {
 		return nil, err
 	}
 	defer wt.close()
-	cfg.watch = wt.watch()
-	data, err := loadData(cfg, RoleAggregator)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
-		return nil, err
-	}
 	wt.loaded(data)
 	logData(cfg, data)
 	if cfg.trust, err = readKeys(cfg, 0); err != nil {
@@ -518,26 +516,11 @@ func (e fullStop) Unwrap() error { return aggregator.ErrNearlyFull }
 // started or ended already; if the run's stream holds messages of an
 // earlier attempt of party m (refused, say), it joins as a new attempt.
 func Participate(ctx context.Context, c Config, m int, hooks Hooks) (party.Stats, error) {
-	cfg := &job{Config: c, hooks: hooks}
-	if err := cfg.prepare(); err != nil {
-		return party.Stats{}, err
-	}
-	if err := checkResumeTrust(cfg, false); err != nil {
-		return party.Stats{}, err
-	}
-	wt, err := startWatch(cfg, fmt.Sprintf("party-%d", m))
+	cfg, wt, data, err := begin(c, hooks, false, fmt.Sprintf("party-%d", m), m)
 	if err != nil {
 		return party.Stats{}, err
 	}
 	defer wt.close()
-	cfg.watch = wt.watch()
-	data, err := loadData(cfg, m)
-	if err != nil {
-		return party.Stats{}, err
-	}
-	if err := cfg.applyPrivacy(data.Classes, data.NTrain); err != nil {
-		return party.Stats{}, err
-	}
 	logPrivacy(cfg)
 	if cfg.trust, err = readKeys(cfg, m); err != nil {
 		return party.Stats{}, err

@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 
@@ -129,11 +128,6 @@ func (m *AlignMsg) Items() int {
 		return len(m.Data) / s
 	}
 	return 0
-}
-
-// Index is the i-th position of a result chunk.
-func (m *AlignMsg) Index(i int) uint32 {
-	return binary.LittleEndian.Uint32(m.Data[AlignIndexSize*i:])
 }
 
 // MarshalAlign encodes m as a msgpack array (header first, like every

@@ -245,7 +245,7 @@ func (c *Codec) array(want int, h *Header) (extra int, err error) {
 	if n < want {
 		return 0, fmt.Errorf("array of %d fields, want %d", n, want)
 	}
-	if h.Party, err = c.u16(); err != nil {
+	if h.Party, err = decUint[uint16](c); err != nil {
 		return 0, err
 	}
 	if h.Seq, err = c.dec.DecodeUint64(); err != nil {
@@ -291,28 +291,13 @@ func (c *Codec) skip(extra int) error {
 	return nil
 }
 
-func (c *Codec) u16() (uint16, error) {
+// decUint decodes an unsigned integer that must fit T.
+func decUint[T uint8 | uint16 | uint32](c *Codec) (T, error) {
 	v, err := c.dec.DecodeUint64()
-	if err == nil && v > math.MaxUint16 {
-		err = fmt.Errorf("%d out of uint16 range", v)
+	if err == nil && v > uint64(^T(0)) {
+		err = fmt.Errorf("%d out of %T range", v, T(0))
 	}
-	return uint16(v), err
-}
-
-func (c *Codec) u8() (uint8, error) {
-	v, err := c.dec.DecodeUint64()
-	if err == nil && v > math.MaxUint8 {
-		err = fmt.Errorf("%d out of uint8 range", v)
-	}
-	return uint8(v), err
-}
-
-func (c *Codec) u32() (uint32, error) {
-	v, err := c.dec.DecodeUint64()
-	if err == nil && v > math.MaxUint32 {
-		err = fmt.Errorf("%d out of uint32 range", v)
-	}
-	return uint32(v), err
+	return T(v), err
 }
 
 func (c *Codec) str64(limit int) (string, error) {
@@ -558,7 +543,7 @@ func (m *Hello) decode(c *Codec) (err error) {
 		return err
 	}
 	for _, p := range []*uint32{&m.InDim, &m.OutDim, &m.NTrain, &m.NTest} {
-		if *p, err = c.u32(); err != nil {
+		if *p, err = decUint[uint32](c); err != nil {
 			return err
 		}
 	}
@@ -658,7 +643,7 @@ func (m *Reply) decode(c *Codec) (err error) {
 	if m.Delta, err = c.readVector(m.Delta, nil); err != nil {
 		return err
 	}
-	if m.Staleness, err = c.u32(); err != nil {
+	if m.Staleness, err = decUint[uint32](c); err != nil {
 		return err
 	}
 	m.Mean = false
@@ -713,18 +698,18 @@ func (m *EvalOutput) decode(c *Codec) (err error) {
 		}
 		return c.skip(extra)
 	}
-	if m.Round, err = c.u32(); err != nil {
+	if m.Round, err = decUint[uint32](c); err != nil {
 		return err
 	}
 	var s uint8
-	if s, err = c.u8(); err != nil {
+	if s, err = decUint[uint8](c); err != nil {
 		return err
 	}
 	m.Split = Split(s)
-	if m.First, err = c.u32(); err != nil {
+	if m.First, err = decUint[uint32](c); err != nil {
 		return err
 	}
-	if m.Total, err = c.u32(); err != nil {
+	if m.Total, err = decUint[uint32](c); err != nil {
 		return err
 	}
 	if m.C, err = c.readVector(m.C, nil); err != nil {
@@ -772,14 +757,14 @@ func (m *Control) decode(c *Codec) (err error) {
 		return c.skip(extra)
 	}
 	var op uint8
-	if op, err = c.u8(); err != nil {
+	if op, err = decUint[uint8](c); err != nil {
 		return err
 	}
 	m.Op = ControlKind(op)
-	if m.Round, err = c.u32(); err != nil {
+	if m.Round, err = decUint[uint32](c); err != nil {
 		return err
 	}
-	if m.Splits, err = c.u8(); err != nil {
+	if m.Splits, err = decUint[uint8](c); err != nil {
 		return err
 	}
 	if m.Reason, err = c.str64(1024); err != nil {
@@ -793,7 +778,7 @@ func (m *Control) decode(c *Codec) (err error) {
 		extra--
 	}
 	if extra > 0 && c.peekUint() {
-		if m.Keep, err = c.u32(); err != nil {
+		if m.Keep, err = decUint[uint32](c); err != nil {
 			return err
 		}
 		extra--

@@ -34,9 +34,6 @@ func ScoredSubject(run string, m int) string {
 	return "asyrevel." + run + ".scored." + strconv.Itoa(m)
 }
 
-// ScoredFilter matches every party's answers.
-func ScoredFilter(run string) string { return "asyrevel." + run + ".scored.*" }
-
 // ScoreRequest asks every party for its outputs on IDs. Seq numbers the
 // aggregator's requests 1, 2, ... (with the run's keys, the sequence
 // number of the trust layer's chain over the request subject; without,
@@ -88,22 +85,6 @@ func (r *ScoreRequest) Check() error {
 	return nil
 }
 
-// Outputs decodes the answer's outputs for n ids into dst (n*K values),
-// checking that every one is finite.
-func (a *ScoreAnswer) Outputs(dst []float64, n, k int) error {
-	if a.K != k || len(a.C) != 8*n*k {
-		return fmt.Errorf("%w: party %d answered %d bytes of outputs (k %d) for %d ids (k %d)", ErrScore, a.Party, len(a.C), a.K, n, k)
-	}
-	for i := range dst[:n*k] {
-		v := math.Float64frombits(binary.LittleEndian.Uint64(a.C[8*i:]))
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: party %d answered a non-finite output %v", ErrScore, a.Party, v)
-		}
-		dst[i] = v
-	}
-	return nil
-}
-
 // AppendScoreOutputs appends a party's outputs as ScoreAnswer.C holds
 // them: little-endian float64s, id after id.
 func AppendScoreOutputs(b []byte, v []float64) []byte {
@@ -150,22 +131,6 @@ func DecodeScoreRequest(data []byte, ids [][]byte) (v int, seq uint64, _ [][]byt
 	}
 	return v, seq, ids, r.err
 }
-
-// UnmarshalScoreRequest decodes a request (copying its ids).
-func UnmarshalScoreRequest(data []byte) (*ScoreRequest, error) {
-	v, seq, raw, err := DecodeScoreRequest(data, nil)
-	if err != nil {
-		return nil, err
-	}
-	r := &ScoreRequest{V: v, Seq: seq, IDs: make([]string, len(raw))}
-	for i, id := range raw {
-		r.IDs[i] = string(id)
-	}
-	return r, nil
-}
-
-// Marshal encodes the request.
-func (r *ScoreRequest) Marshal() []byte { return AppendScoreRequest(nil, r.Seq, r.IDs) }
 
 // AppendScoreAnswer appends the encoding of a to b.
 func AppendScoreAnswer(b []byte, a *ScoreAnswer) []byte {

@@ -172,17 +172,26 @@ func (c *Clients) Write(path string) error {
 }
 
 func writeAtomic(path string, b []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	return writeFile(path, perm, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// writeFile writes path atomically: write fills a temporary file of mode
+// perm beside it, which is synced, closed and renamed over path, so that a
+// reader never sees half a file. The folder must exist.
+func writeFile(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
 	err = tmp.Chmod(perm)
 	if err == nil {
-		_, err = tmp.Write(b)
+		err = write(tmp)
 	}
 	if err == nil {
 		err = tmp.Sync()

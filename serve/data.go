@@ -52,8 +52,6 @@ const (
 	SplitAuto = ""
 	// SplitAll is every set of the folder, the training set first.
 	SplitAll = "all"
-	// DefaultSplit is what predict reads of a folder.
-	DefaultSplit = SplitAuto
 )
 
 // folderSplits are the sets of the split folder dir that split names.

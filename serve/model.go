@@ -223,23 +223,11 @@ func (f *File) Write(dir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, FileName(f.Party))
-	tmp, err := os.CreateTemp(dir, ".model-*")
-	if err != nil {
+	if err := writeFile(path, 0o600, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
 		return "", err
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return path, nil
 }

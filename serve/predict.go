@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -533,50 +534,37 @@ func WritePredictions(path string, rows *LabelRows, preds []Prediction, labels *
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".predictions-*")
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(tmp, 1<<16)
-	w.WriteString("id")
-	if rows.Y != nil {
-		w.WriteString(",label")
-	}
-	w.WriteString(",predicted")
-	for c := range labels.Classes {
-		w.WriteString(",p_")
-		w.WriteString(csvField(labels.LabelText(c)))
-	}
-	w.WriteByte('\n')
-	var num []byte
-	for _, i := range order {
-		p := preds[i]
-		w.WriteString(csvField(ids[i]))
+	return writeFile(path, 0o600, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 1<<16)
+		w.WriteString("id")
 		if rows.Y != nil {
-			w.WriteByte(',')
-			w.WriteString(csvField(labels.LabelText(int(rows.Y[i]))))
+			w.WriteString(",label")
 		}
-		w.WriteByte(',')
-		w.WriteString(csvField(labels.LabelText(int(p.Class))))
-		for _, v := range p.Probs {
-			w.WriteByte(',')
-			num = strconv.AppendFloat(num[:0], v, 'g', 10, 64)
-			w.Write(num)
+		w.WriteString(",predicted")
+		for c := range labels.Classes {
+			w.WriteString(",p_")
+			w.WriteString(csvField(labels.LabelText(c)))
 		}
 		w.WriteByte('\n')
-	}
-	err = w.Flush()
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+		var num []byte
+		for _, i := range order {
+			p := preds[i]
+			w.WriteString(csvField(ids[i]))
+			if rows.Y != nil {
+				w.WriteByte(',')
+				w.WriteString(csvField(labels.LabelText(int(rows.Y[i]))))
+			}
+			w.WriteByte(',')
+			w.WriteString(csvField(labels.LabelText(int(p.Class))))
+			for _, v := range p.Probs {
+				w.WriteByte(',')
+				num = strconv.AppendFloat(num[:0], v, 'g', 10, 64)
+				w.Write(num)
+			}
+			w.WriteByte('\n')
+		}
+		return w.Flush()
+	})
 }
 
 // csvField quotes s if CSV needs it.

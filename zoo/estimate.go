@@ -24,16 +24,6 @@ func Coef(diff, mu, phi float64) float64 {
 	return phi / mu * diff
 }
 
-// Estimate writes the two-point gradient estimate dst = (phi/mu) diff u,
-// where diff = f(w + mu u) - f(w) and phi is Dist.Phi of the dimension.
-// dst may alias u. It panics if the lengths differ or mu <= 0.
-func Estimate(dst, u []float64, diff, mu, phi float64) {
-	if len(u) != len(dst) {
-		panic(fmt.Sprintf("zoo: Estimate lengths %d, %d differ", len(dst), len(u)))
-	}
-	floats.ScaleTo(dst, Coef(diff, mu, phi), u)
-}
-
 // AddScaled performs dst += alpha s, the update step: a descent step with
 // learning rate eta along the estimate Coef(diff, mu, phi) u is
 // AddScaled(w, -eta*Coef(diff, mu, phi), u), which needs no buffer for the

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"gonum.org/v1/gonum/floats"
 )
 
 // testFunc is f(x) = sum_j a_j x_j^2 / 2 + sin(b.x), smooth with known
@@ -58,7 +60,7 @@ func (f testFunc) biasBound(dist Dist, x []float64, mu float64, out []float64) {
 
 // estimatorStats draws n directions and returns the per-coordinate sample
 // mean and standard deviation of (phi/mu)(f(x + mu u) - f(x)) u, computed
-// with Perturb and Estimate.
+// with Perturb and estimate.
 func estimatorStats(f testFunc, x []float64, dist Dist, phi, mu float64, n int, rng *rand.Rand) (mean, std []float64) {
 	d := len(x)
 	u := make([]float64, d)
@@ -70,7 +72,7 @@ func estimatorStats(f testFunc, x []float64, dist Dist, phi, mu float64, n int, 
 	for range n {
 		dist.Draw(rng, u)
 		Perturb(xp, x, u, mu)
-		Estimate(v, u, f.value(xp)-f0, mu, phi)
+		estimate(v, u, f.value(xp)-f0, mu, phi)
 		for j, vj := range v {
 			sum[j] += vj
 			sumsq[j] += vj * vj
@@ -280,10 +282,10 @@ func TestAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		Perturb(w, w, u, 1e-3)
-		Estimate(w, u, 0.5, 1e-3, 1)
+		estimate(w, u, 0.5, 1e-3, 1)
 		AddScaled(w, -1e-3, u)
 	}); n != 0 {
-		t.Errorf("Perturb/Estimate/AddScaled allocate %v times", n)
+		t.Errorf("Perturb/Coef/AddScaled allocate %v times", n)
 	}
 }
 
@@ -335,11 +337,11 @@ func TestEstimateArithmetic(t *testing.T) {
 			t.Fatalf("Perturb = %v, want %v", dst, want)
 		}
 	}
-	Estimate(dst, u, 0.02, 0.1, 3) // (3/0.1)*0.02 = 0.6
+	estimate(dst, u, 0.02, 0.1, 3) // (3/0.1)*0.02 = 0.6
 	want = []float64{0.3, -0.6, 1.2}
 	for i := range dst {
 		if math.Abs(dst[i]-want[i]) > 1e-15 {
-			t.Fatalf("Estimate = %v, want %v", dst, want)
+			t.Fatalf("estimate = %v, want %v", dst, want)
 		}
 	}
 	AddScaled(w, -0.5, dst)
@@ -370,14 +372,13 @@ func TestSchedule(t *testing.T) {
 
 func TestPanics(t *testing.T) {
 	for name, fn := range map[string]func(){
-		"Perturb length":  func() { Perturb(make([]float64, 2), make([]float64, 3), make([]float64, 2), 1) },
-		"Estimate length": func() { Estimate(make([]float64, 2), make([]float64, 3), 1, 1, 1) },
-		"Estimate mu=0":   func() { Estimate(make([]float64, 2), make([]float64, 2), 1, 0, 1) },
-		"AddScaled":       func() { AddScaled(make([]float64, 2), 1, make([]float64, 1)) },
-		"Sphere dim 0":    func() { Sphere.Draw(rand.New(rand.NewPCG(1, 1)), nil) },
-		"bad Dist":        func() { Dist(9).Draw(rand.New(rand.NewPCG(1, 1)), make([]float64, 2)) },
-		"Phi dim 0":       func() { Gaussian.Phi(0) },
-		"Schedule t<0":    func() { Schedule{Eta0: 1, T0: 1}.At(-1) },
+		"Perturb length": func() { Perturb(make([]float64, 2), make([]float64, 3), make([]float64, 2), 1) },
+		"Coef mu=0":      func() { Coef(1, 0, 1) },
+		"AddScaled":      func() { AddScaled(make([]float64, 2), 1, make([]float64, 1)) },
+		"Sphere dim 0":   func() { Sphere.Draw(rand.New(rand.NewPCG(1, 1)), nil) },
+		"bad Dist":       func() { Dist(9).Draw(rand.New(rand.NewPCG(1, 1)), make([]float64, 2)) },
+		"Phi dim 0":      func() { Gaussian.Phi(0) },
+		"Schedule t<0":   func() { Schedule{Eta0: 1, T0: 1}.At(-1) },
 	} {
 		func() {
 			defer func() {
@@ -403,4 +404,11 @@ func BenchmarkDraw(b *testing.B) {
 			})
 		}
 	}
+}
+
+// estimate writes the two-point gradient estimate dst = Coef(diff, mu, phi) u,
+// where diff = f(w + mu u) - f(w) and phi is Dist.Phi of the dimension: the
+// step the kernel takes along u, as a vector for the tests of its mean.
+func estimate(dst, u []float64, diff, mu, phi float64) {
+	floats.ScaleTo(dst, Coef(diff, mu, phi), u)
 }

@@ -27,7 +27,7 @@ type Harness struct {
 	Prefix string
 	// Caps, if not nil, are the capabilities the suite holds the Bus to;
 	// nil means those of the design the first connected Bus reports
-	// (broker.BusDesign), or all of them for a Bus that reports none.
+	// (its Design method), or all of them for a Bus that reports none.
 	// Tests of what a design does not offer are skipped.
 	Caps *broker.Capabilities
 }
@@ -131,8 +131,8 @@ func (s *suite) caps() broker.Capabilities {
 		}
 		c := broker.DesignMemory.Capabilities() // everything
 		b := s.h.Connect(s.t, "probe")
-		if d, ok := broker.BusDesign(b); ok {
-			c = d.Capabilities()
+		if d, ok := b.(interface{ Design() broker.Design }); ok {
+			c = d.Design().Capabilities()
 		}
 		b.Close()
 		s.c = &c

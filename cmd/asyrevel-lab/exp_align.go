@@ -10,7 +10,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 
-	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/experiment"
 )
 
@@ -35,7 +34,7 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil || len(c) != 1 {
 			return fmt.Errorf("%w: --one %q: %v", errUsage, *one, err)
 		}
-		dir, err := align.TempDir()
+		dir, err := experiment.AlignTempDir()
 		if err != nil {
 			return err
 		}
@@ -51,7 +50,7 @@ func expAlign(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			defer pprof.StopCPUProfile()
 		}
-		r, err := align.Bench(ctx, align.BenchConfig{Orgs: c[0].Orgs, IDs: c[0].IDs, Overlap: c[0].Overlap, Seed: f.seed, Dir: dir, Log: log,
+		r, err := experiment.AlignBench(ctx, experiment.AlignBenchConfig{Orgs: c[0].Orgs, IDs: c[0].IDs, Overlap: c[0].Overlap, Seed: f.seed, Dir: dir, Log: log,
 			Progress: func(s string) { fmt.Fprintln(stderr, s) }})
 		if err != nil {
 			return err

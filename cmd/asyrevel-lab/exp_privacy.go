@@ -24,7 +24,8 @@ import (
 
 func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("experiment privacy", "asyrevel experiment privacy [--quick] [--sets a9a,mnist] [--seeds N]\n"+
-		"asyrevel experiment privacy --goal [--quick] [--sets SETS] [--lengths 90s,15m] [--algos A,B]\n\n"+
+		"asyrevel experiment privacy --goal [--quick] [--sets SETS] [--lengths 90s,15m] [--algos A,B]\n"+
+		"asyrevel experiment privacy --goal --ceiling [--sets breast-cancer,wine] [--seeds N] [--draws R]\n\n"+
 		"Label inference on a9a and MNIST (8 parties): the paper's wire format, delta and\n"+
 		"batch-mean replies, clipped and noised means at several budgets, randomised\n"+
 		"response, each attacked by a passive and an active party from the run's log;\n"+
@@ -52,6 +53,9 @@ func expPrivacy(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	log, err := f.parse(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if g.ceiling {
+		return expPrivacyCeiling(ctx, fs, f, g, *setsFlag, *seeds, stdout)
 	}
 	if g.goal {
 		return expPrivacyGoal(ctx, fs, f, g, *setsFlag, *seeds, *attacker, *aux, log, stdout)
@@ -170,6 +174,8 @@ type goalFlags struct {
 	noActive, budget      bool
 	featureAux, featureOf int
 	privacies             string
+	ceiling               bool
+	draws                 int
 }
 
 func newGoalFlags(fs *flag.FlagSet) *goalFlags {
@@ -186,6 +192,11 @@ func newGoalFlags(fs *flag.FlagSet) *goalFlags {
 	fs.StringVar(&g.privacies, "privacies", "", "--goal: only the rows of these privacies (default, off, budget: the --budget rows,\nwhich it implies; empty: all), e.g. --privacies budget to run the budget rows again")
 	fs.IntVar(&g.featureAux, "feature-aux", 1000, "--goal: samples whose features the curious aggregator knows")
 	fs.IntVar(&g.featureOf, "feature-target", 4, "--goal: the party whose features the aggregator infers")
+	fs.BoolVar(&g.ceiling, "ceiling", false, "--goal: instead of the runs, the small tables' centralised ceilings on the goal\n"+
+		"rows' splits (no broker; seconds): softmax regression on the true labels, on\n"+
+		"randomised response at the bound, and on each party's label-free PCA; writes\n"+
+		"privacy-ceiling.csv and its section of the report")
+	fs.IntVar(&g.draws, "draws", 20, "--ceiling: randomised-response draws a seed")
 	return g
 }
 
@@ -207,6 +218,69 @@ func goalPrivacies(names []string) (map[string]bool, error) {
 		}
 	}
 	return keep, nil
+}
+
+// expPrivacyCeiling runs experiment privacy --goal --ceiling.
+func expPrivacyCeiling(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalFlags, setsFlag string, seeds int, stdout io.Writer) error {
+	o := experiment.CeilingConfig{Draws: g.draws, Data: experiment.GoalData{Show: map[string]string{}},
+		Split: func(args []string) error { return cli.DataSplit(args, io.Discard, io.Discard) }}
+	o.Sets = experiment.CeilingSets
+	if flagGiven(fs, "sets") {
+		o.Sets = strings.Split(setsFlag, ",")
+	}
+	n := seeds
+	if !flagGiven(fs, "seeds") {
+		n = 5
+	}
+	for i := range n {
+		o.Seeds = append(o.Seeds, f.seed+uint64(i))
+	}
+	for _, set := range o.Sets {
+		name, ok := map[string]string{"breast-cancer": "breast_cancer.csv", "wine": "wine_data.csv"}[set]
+		if !ok {
+			return fmt.Errorf("%w: --ceiling: --sets %q (the ceilings are breast-cancer's and wine's)", errUsage, set)
+		}
+		p := filepath.Join(g.sklearn, name)
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s: scikit-learn's %s (--sklearn-data; Debian's python3-sklearn has it): %w", set, name, err)
+		}
+		if set == "wine" {
+			o.Data.Wine = p
+		} else {
+			o.Data.BreastCancer = p
+		}
+		o.Data.Show[p] = name
+	}
+	tmp, err := os.MkdirTemp("", "asyrevel-privacy-ceiling-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	o.Store = tmp
+	cmd := []string{"asyrevel experiment privacy"}
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "out", "log", "data-dir", "sklearn-data":
+		case "goal", "ceiling":
+			cmd = append(cmd, "--"+fl.Name)
+		default:
+			cmd = append(cmd, "--"+fl.Name+" "+fl.Value.String())
+		}
+	})
+	started := time.Now()
+	rows, err := experiment.Ceiling(ctx, o)
+	if err != nil {
+		if errors.Is(err, experiment.ErrPrivacyPlan) {
+			return fmt.Errorf("%w: %w", errUsage, err)
+		}
+		return err
+	}
+	if err := experiment.WriteCeiling(f.out, rows, strings.Join(cmd, " "), started); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "privacy ceilings: %d rows in %s -> %s/%s, REPORT.md\n", len(rows), time.Since(started).Round(time.Millisecond),
+		f.out, experiment.CeilingFile)
+	return nil
 }
 
 // expPrivacyGoal runs experiment privacy --goal.

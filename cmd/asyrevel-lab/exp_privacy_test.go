@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -110,6 +111,40 @@ func num(t *testing.T, s string) float64 {
 		return math.NaN()
 	}
 	return v
+}
+
+// experiment privacy --goal --ceiling on wine, one seed: the CSV's rows
+// (one of each kind, a row a draw for randomised response) and the
+// report's section. Skipped without scikit-learn's CSV files.
+func TestExperimentPrivacyCeiling(t *testing.T) {
+	dir := os.Getenv("ASYREVEL_SKLEARN_DATA")
+	if dir == "" {
+		dir = "/usr/lib/python3/dist-packages/sklearn/datasets/data"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "wine_data.csv")); err != nil {
+		t.Skipf("no scikit-learn wine_data.csv (set ASYREVEL_SKLEARN_DATA to its folder): %v", err)
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "experiment", "privacy", "--goal", "--ceiling", "--sets", "wine", "--seeds", "1", "--draws", "2",
+		"--sklearn-data", dir, "--out", out, "--log", "warn")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	kinds := map[string]int{}
+	for _, r := range readCSVFile(t, filepath.Join(out, "privacy-ceiling.csv")) {
+		kinds[r["kind"]]++
+		if r["set"] != "wine" || r["seed"] != "1" || r["command"] != "asyrevel experiment privacy --ceiling --draws 2 --goal --seeds 1 --sets wine" ||
+			!strings.HasSuffix(r["split"], "--seed 1 wine_data.csv") {
+			t.Errorf("row %v", r)
+		}
+	}
+	if want := map[string]int{"undefended": 1, "rr": 2, "rr-stack": 2, "pca1": 1, "pca3": 1}; !maps.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v", kinds, want)
+	}
+	report, err := os.ReadFile(filepath.Join(out, "REPORT.md"))
+	if err != nil || !strings.Contains(string(report), "### Small tables: centralised ceilings") {
+		t.Errorf("REPORT.md (%v) has no ceilings section", err)
+	}
 }
 
 // --privacies names the goal rows' privacies: budget is the budget rows'

@@ -64,6 +64,7 @@ func TestExperimentHelpAndUsage(t *testing.T) {
 		{[]string{"experiment", "fig3", "--sets", "nope"}, "available"},
 		{[]string{"experiment", "fig4", "--qs", "0"}, "positive"},
 		{[]string{"experiment", "table4", "extra"}, "unexpected argument"},
+		{[]string{"experiment", "privacy", "--goal", "--ceiling", "--sets", "a9a"}, "the ceilings are breast-cancer's and wine's"},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		if code != 2 || !strings.Contains(out+errOut, tc.want) {

@@ -34,8 +34,11 @@ func (fs Files) Names() []string {
 type section struct {
 	name  string // its row in runs.csv
 	title string
-	level int    // 2: ##, 3: ### (inside "Measurements")
-	file  string // the CSV file whose presence makes the section
+	level int // 2: ##, 3: ### (inside "Measurements" unless inside)
+	// inside: a level-3 section that belongs to the section before it, not
+	// to "Measurements".
+	inside bool
+	file   string // the CSV file whose presence makes the section
 	// command is the command that writes the files, said when runs.csv
 	// has no row for the section.
 	command string
@@ -101,7 +104,7 @@ func generate(dir string) (*gen, error) {
 	for _, s := range secs {
 		if s.file != "" && g.exists(s.file) {
 			present = append(present, s)
-			measured = measured || s.level == 3
+			measured = measured || (s.level == 3 && !s.inside)
 		} else if s.file == "" {
 			present = append(present, s)
 		}
@@ -227,6 +230,7 @@ func (g *gen) sections() []section {
 		{name: "validate", title: "Figure 4's simulation against real processes with limited processors", level: 2, file: "validate.csv", command: "asyrevel experiment validate", body: validateBody},
 		{name: "nn", title: "The paper's network: accuracy against the paper's", level: 2, file: "nn.csv", command: "asyrevel experiment nn", body: nnBody},
 		{name: "privacy-goal", title: GoalTitle, level: 2, file: "privacy-goal.csv", command: goalCommand, body: goalBody},
+		{name: "privacy-ceiling", title: CeilingTitle, level: 3, inside: true, file: ceilingFile, command: ceilingCommand, body: ceilingBody},
 		{name: "faults", title: "Faults: kill -9 and SIGTERM of the aggregator and a party, resumed from checkpoints", level: 2, file: "faults.csv", command: "asyrevel experiment faults", body: faultsBody},
 		{name: "measurements", title: "Measurements", level: 2, body: measurementsBody},
 	}

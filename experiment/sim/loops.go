@@ -28,7 +28,8 @@ func ReferenceFor(ctx context.Context, cfg run.Config, data *run.Data, evalEvery
 	if err != nil {
 		return nil, nil, err
 	}
-	dist, _ := run.ParseAlgo(cfg.Algo)
+	algo, _ := run.LookupAlgo(cfg.Algo)
+	dist := algo.Dist
 	reg, err := model.ParseRegularizer(cfg.Reg)
 	if err != nil {
 		return nil, nil, err

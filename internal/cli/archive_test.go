@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -106,11 +107,11 @@ func TestStorePrune(t *testing.T) {
 		t.Fatalf("%v runs: %v", st, err)
 	}
 	newest := st.Runs[1]
-	code, stdout, errOut := runCLI(t, "store", "prune", store, "--max-size", itoa64(newest.Bytes+1), "--dry-run")
+	code, stdout, errOut := runCLI(t, "store", "prune", store, "--max-size", strconv.FormatInt(newest.Bytes+1, 10), "--dry-run")
 	if code != 0 || !strings.Contains(stdout, "would remove run "+st.Runs[0].Run) {
 		t.Fatalf("prune --dry-run: exit %d: %s %s", code, stdout, errOut)
 	}
-	code, stdout, errOut = runCLI(t, "store", "prune", store, "--max-size", itoa64(newest.Bytes+1))
+	code, stdout, errOut = runCLI(t, "store", "prune", store, "--max-size", strconv.FormatInt(newest.Bytes+1, 10))
 	if code != 0 || !strings.Contains(stdout, "removed run "+st.Runs[0].Run) || !strings.Contains(stdout, "kept 1 run") {
 		t.Fatalf("prune: exit %d: %s %s", code, stdout, errOut)
 	}

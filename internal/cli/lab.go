@@ -15,7 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/asyrevel/asyrevel/dataset"
 	"github.com/asyrevel/asyrevel/run"
 )
 
@@ -101,9 +100,7 @@ func Install(c Command) {
 
 // Execute executes one command line and returns the exit status: 0 on
 // success, 1 on a failure, 2 on a usage error.
-func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return execute(ctx, args, stdout, stderr)
-}
+var Execute = execute
 
 // What asyrevel-lab's commands share with asyrevel's.
 
@@ -112,34 +109,28 @@ var ErrUsage = errUsage
 
 // NewFlagSet is a command's flag set: usage on -h, a short word on a bad
 // flag.
-func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	return newFlagSet(name, synopsis, stderr)
-}
+var NewFlagSet = newFlagSet
 
 // FlagGiven says whether the command line set the flag.
-func FlagGiven(fs *flag.FlagSet, name string) bool { return flagGiven(fs, name) }
+var FlagGiven = flagGiven
 
 // UsageErr turns a flag parsing error into the command line's usage error.
-func UsageErr(err error) error { return usageErr(err) }
+var UsageErr = usageErr
 
 // DidYouMean suggests the nearest candidate to word (", did you mean ...").
-func DidYouMean(word string, candidates []string) string { return didYouMean(word, candidates) }
+var DidYouMean = didYouMean
 
 // Plural says n what, with an s if n is not 1.
-func Plural(n int, what string) string { return plural(n, what) }
+var Plural = plural
 
 // NewLogger is the commands' logger.
-func NewLogger(w io.Writer, lvl zerolog.Level, json bool) zerolog.Logger {
-	return newLogger(w, lvl, json)
-}
+var NewLogger = newLogger
 
 // AddCSVFlags adds the flags that read a CSV file.
-func AddCSVFlags(fs *flag.FlagSet, o *dataset.CSVOptions) { addCSVFlags(fs, o) }
+var AddCSVFlags = addCSVFlags
 
 // ScaleSets fits a scaling on tr and applies it to both sets.
-func ScaleSets(method dataset.ScaleMethod, tr, te *dataset.Dataset, stderr io.Writer) error {
-	return scaleSets(method, tr, te, stderr)
-}
+var ScaleSets = scaleSets
 
 // Role says which training flags a command takes.
 type Role = role
@@ -154,7 +145,7 @@ const (
 type TrainFlags = trainFlags
 
 // NewTrainFlags adds the training flags of role r to fs.
-func NewTrainFlags(fs *flag.FlagSet, r Role) *TrainFlags { return newTrainFlags(fs, r) }
+var NewTrainFlags = newTrainFlags
 
 // Parse parses args into the run's configuration.
 func (f *trainFlags) Parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
@@ -183,6 +174,4 @@ func TrainConfig(args []string) (run.Config, error) {
 }
 
 // DataSplit runs `asyrevel data split ARGS`.
-func DataSplit(args []string, stdout, stderr io.Writer) error {
-	return cmdDataSplit(args, stdout, stderr)
-}
+var DataSplit = cmdDataSplit

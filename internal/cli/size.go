@@ -68,5 +68,3 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ", ")
 }
-
-func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -46,7 +46,7 @@ func TestEpsilonOrder(t *testing.T) {
 			if d := GaussianDelta(Mu(rho), e); !near(d, delta, 1e-6) && e > 0 {
 				t.Errorf("rho %g delta %g: eps %g gives delta %g", rho, delta, e, d)
 			}
-			r, z := EpsilonRDP(rho, delta), EpsilonZCDP(rho, delta)
+			r, z := epsilonRDP(rho, delta), EpsilonZCDP(rho, delta)
 			if !(e <= r*(1+1e-9) && r <= z*(1+1e-9)) {
 				t.Errorf("rho %g delta %g: exact %g, rdp %g, zcdp %g: want exact <= rdp <= zcdp", rho, delta, e, r, z)
 			}
@@ -112,4 +112,37 @@ func TestRhoForEpsilon(t *testing.T) {
 			t.Errorf("eps %g: rho %g gives eps %g", eps, rho, e)
 		}
 	}
+}
+
+// epsilonRDP, the tests' check of Epsilon, is the tighter generic conversion of rho-zCDP through Renyi
+// DP of every order alpha > 1: min over alpha of alpha rho +
+// (ln(1/delta) + (alpha-1) ln(1-1/alpha) - ln alpha) / (alpha-1)
+// (Canonne, Kamath and Steinke 2020, Proposition 12), over a grid of
+// orders refined around the best one.
+func epsilonRDP(rho, delta float64) float64 {
+	if rho <= 0 {
+		return 0
+	}
+	if delta <= 0 || math.IsInf(rho, 1) {
+		return math.Inf(1)
+	}
+	f := func(a float64) float64 {
+		return a*rho + (math.Log(1/delta)+(a-1)*math.Log(1-1/a)-math.Log(a))/(a-1)
+	}
+	best, ba := math.Inf(1), 0.0
+	for a := 1.0001; a < 1e7; a *= 1.05 {
+		if v := f(a); v < best {
+			best, ba = v, a
+		}
+	}
+	lo, hi := ba/1.05, ba*1.05
+	for range 100 { // golden-section refinement (f is convex in alpha here)
+		m1, m2 := lo+(hi-lo)*0.382, lo+(hi-lo)*0.618
+		if f(m1) < f(m2) {
+			hi = m2
+		} else {
+			lo = m1
+		}
+	}
+	return max(0, min(best, f((lo+hi)/2)))
 }

@@ -1,4 +1,4 @@
-package align
+package experiment
 
 import (
 	"context"
@@ -12,7 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cloudflare/circl/group"
 	"github.com/rs/zerolog"
+
+	"github.com/asyrevel/asyrevel/align"
+	"github.com/asyrevel/asyrevel/trust"
 )
 
 // GroupCosts are the library's costs of one group operation on this
@@ -22,38 +26,52 @@ type GroupCosts struct {
 	Hash, Mult, Encode, Decode float64
 }
 
-// MeasureGroupCosts times n of each operation on one locked thread.
+// benchEpoch is where threadSeconds counts wall time from.
+var benchEpoch = time.Now()
+
+// threadSeconds is the calling thread's CPU time in seconds, wall time
+// where that is not at hand.
+func threadSeconds() float64 {
+	if t, ok := threadCPU(); ok {
+		return t.Seconds()
+	}
+	return time.Since(benchEpoch).Seconds()
+}
+
+// MeasureGroupCosts times n of each operation of package align's group
+// (ristretto255) on one locked thread.
 func MeasureGroupCosts(n int) GroupCosts {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	k := newSecret()
+	grp := group.Ristretto255
+	k := grp.RandomNonZeroScalar(nil)
 	dst := []byte("asyrevel-align-bench")
 	e := grp.NewElement()
 	var buf []byte
-	t0 := threadCPU()
+	t0 := threadSeconds()
 	for i := range n {
 		h := grp.HashToElement(strconv.AppendInt(buf[:0], int64(i), 10), dst)
 		e.Set(h)
 	}
 	var c GroupCosts
-	c.Hash = (threadCPU() - t0) / float64(n)
+	c.Hash = (threadSeconds() - t0) / float64(n)
 	out := grp.NewElement()
-	t0 = threadCPU()
+	t0 = threadSeconds()
 	for range n {
-		out.Mul(e, k.s)
+		out.Mul(e, k)
 	}
-	c.Mult = (threadCPU() - t0) / float64(n)
-	t0 = threadCPU()
+	c.Mult = (threadSeconds() - t0) / float64(n)
+	t0 = threadSeconds()
 	var enc []byte
 	for range n {
 		enc, _ = out.MarshalBinaryCompress()
 	}
-	c.Encode = (threadCPU() - t0) / float64(n)
-	t0 = threadCPU()
+	c.Encode = (threadSeconds() - t0) / float64(n)
+	t0 = threadSeconds()
 	for range n {
 		_ = e.UnmarshalBinary(enc)
 	}
-	c.Decode = (threadCPU() - t0) / float64(n)
+	c.Decode = (threadSeconds() - t0) / float64(n)
 	return c
 }
 
@@ -74,8 +92,8 @@ func (c GroupCosts) Bound(sizes []int, cores int) float64 {
 	return (float64(hashes)*c.Hash + float64(mults)*c.Mult) / float64(cores)
 }
 
-// BenchConfig is one synthetic alignment of the align experiment.
-type BenchConfig struct {
+// AlignBenchConfig is one synthetic alignment of the align experiment.
+type AlignBenchConfig struct {
 	Orgs    int     // q + 1
 	IDs     int     // ids per organisation
 	Overlap float64 // share of each organisation's ids that all hold
@@ -86,8 +104,8 @@ type BenchConfig struct {
 	Progress func(string)
 }
 
-// BenchResult is what the experiment measures of one alignment.
-type BenchResult struct {
+// AlignBenchResult is what the experiment measures of one alignment.
+type AlignBenchResult struct {
 	Orgs, IDs        int
 	Overlap          float64
 	Intersection     int
@@ -128,10 +146,10 @@ func schedTimes() (total, idle, gc float64) {
 	return v(0), v(1), v(2)
 }
 
-// BenchSets draws the organisations' id sets: a core of Overlap*IDs ids
+// AlignBenchSets draws the organisations' id sets: a core of Overlap*IDs ids
 // that all hold, the rest of each drawn from a pool of 2*IDs others (so
 // pairs overlap at random beyond the core).
-func BenchSets(c BenchConfig) [][]string {
+func AlignBenchSets(c AlignBenchConfig) [][]string {
 	r := rand.New(rand.NewPCG(c.Seed, 0xa119))
 	core := int(c.Overlap * float64(c.IDs))
 	poolN := 2 * c.IDs
@@ -180,36 +198,36 @@ func PlainJoin(sets [][]string) []string {
 	return out
 }
 
-// Bench runs one synthetic alignment over an embedded broker (every
+// AlignBench runs one synthetic alignment over an embedded broker (every
 // organisation in this process, each on its own connection) and checks it
 // against the plain join.
-func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
-	sets := BenchSets(c)
+func AlignBench(ctx context.Context, c AlignBenchConfig) (*AlignBenchResult, error) {
+	sets := AlignBenchSets(c)
 	t0 := time.Now()
 	plain := PlainJoin(sets)
-	res := &BenchResult{Orgs: c.Orgs, IDs: c.IDs, Overlap: c.Overlap, PlainJoinSeconds: time.Since(t0).Seconds()}
+	res := &AlignBenchResult{Orgs: c.Orgs, IDs: c.IDs, Overlap: c.Overlap, PlainJoinSeconds: time.Since(t0).Seconds()}
 	run := "bench"
-	l, err := StartLocal(ctx, run, c.Orgs-1, c.Dir)
+	l, err := align.StartLocal(ctx, run, c.Orgs-1, c.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	spec := Spec(1, Normalization{})
-	out := make([]*Result, c.Orgs)
+	spec := align.Spec(1, align.Normalization{})
+	out := make([]*align.Result, c.Orgs)
 	errs := make([]error, c.Orgs)
-	ps := make([]*Progress, c.Orgs)
+	ps := make([]*align.Progress, c.Orgs)
 	var wg sync.WaitGroup
 	before := MeasureGroupCosts(1000)
 	runtime.GC()
-	cpu0 := processCPU()
+	cpu0 := selfCPU().Seconds()
 	tot0, idle0, gc0 := schedTimes()
 	t0 = time.Now()
 	for m := range sets {
-		ps[m] = new(Progress)
-		cfg := Config{Run: run, ID: m, Parties: c.Orgs - 1, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
+		ps[m] = new(align.Progress)
+		cfg := align.Config{Run: run, ID: m, Parties: c.Orgs - 1, Bus: l.Bus(m), Roster: l.Roster, Key: l.Keys[m],
 			Spec: spec, Width: 1, Log: c.Log, Progress: ps[m]}
 		wg.Add(1)
-		go func() { defer wg.Done(); out[m], errs[m] = Run(ctx, cfg, sets[m]) }()
+		go func() { defer wg.Done(); out[m], errs[m] = align.Run(ctx, cfg, sets[m]) }()
 	}
 	done := make(chan struct{})
 	if c.Progress != nil {
@@ -234,7 +252,7 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	wg.Wait()
 	close(done)
 	res.Seconds = time.Since(t0).Seconds()
-	res.CPUSeconds = processCPU() - cpu0
+	res.CPUSeconds = selfCPU().Seconds() - cpu0
 	runtime.GC() // the scheduler's times are snapshots taken by the collector
 	if tot1, idle1, gc1 := schedTimes(); tot1 > tot0 {
 		res.IdleShare, res.GCShare = (idle1-idle0)/(tot1-tot0), (gc1-gc0)/(tot1-tot0)
@@ -244,7 +262,11 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 		Encode: (before.Encode + after.Encode) / 2, Decode: (before.Decode + after.Decode) / 2}
 	for m, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", orgName(m), err)
+			name := trust.AggregatorID
+			if m > 0 {
+				name = trust.PartyID(m)
+			}
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for _, r := range out {
@@ -271,5 +293,5 @@ func Bench(ctx context.Context, c BenchConfig) (*BenchResult, error) {
 	return res, nil
 }
 
-// TempDir is a scratch folder for a bench's store.
-func TempDir() (string, error) { return os.MkdirTemp("", "asyrevel-align-bench-") }
+// AlignTempDir is a scratch folder for an alignment bench's store.
+func AlignTempDir() (string, error) { return os.MkdirTemp("", "asyrevel-align-bench-") }
