@@ -236,20 +236,12 @@ func expPrivacyCeiling(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *go
 		o.Seeds = append(o.Seeds, f.seed+uint64(i))
 	}
 	for _, set := range o.Sets {
-		name, ok := map[string]string{"breast-cancer": "breast_cancer.csv", "wine": "wine_data.csv"}[set]
-		if !ok {
+		if _, ok := sklearnFiles[set]; !ok {
 			return fmt.Errorf("%w: --ceiling: --sets %q (the ceilings are breast-cancer's and wine's)", errUsage, set)
 		}
-		p := filepath.Join(g.sklearn, name)
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%s: scikit-learn's %s (--sklearn-data; Debian's python3-sklearn has it): %w", set, name, err)
+		if err := g.locateSklearn(&o.Data, set); err != nil {
+			return err
 		}
-		if set == "wine" {
-			o.Data.Wine = p
-		} else {
-			o.Data.BreastCancer = p
-		}
-		o.Data.Show[p] = name
 	}
 	tmp, err := os.MkdirTemp("", "asyrevel-privacy-ceiling-")
 	if err != nil {
@@ -355,17 +347,9 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 					return err
 				}
 			case "breast-cancer", "wine":
-				name := map[string]string{"breast-cancer": "breast_cancer.csv", "wine": "wine_data.csv"}[set]
-				p := filepath.Join(g.sklearn, name)
-				if _, err := os.Stat(p); err != nil {
-					return fmt.Errorf("%s: scikit-learn's %s (--sklearn-data; Debian's python3-sklearn has it): %w", set, name, err)
+				if err := g.locateSklearn(&o.Data, set); err != nil {
+					return err
 				}
-				if set == "wine" {
-					o.Data.Wine = p
-				} else {
-					o.Data.BreastCancer = p
-				}
-				o.Data.Show[p] = name
 			}
 		}
 		if cfg.Runs, err = experiment.GoalPlan(o); err != nil {
@@ -413,5 +397,25 @@ func expPrivacyGoal(ctx context.Context, fs *flag.FlagSet, f *expFlags, g *goalF
 	if failed > 0 {
 		return fmt.Errorf("%d of %d goal rows failed (their error is in %s)", failed, len(rows), experiment.GoalFile)
 	}
+	return nil
+}
+
+// sklearnFiles are scikit-learn's files of the small tables.
+var sklearnFiles = map[string]string{"breast-cancer": "breast_cancer.csv", "wine": "wine_data.csv"}
+
+// locateSklearn sets d's file of the small table set (breast-cancer or
+// wine) from --sklearn-data, failing with the fix when it is not there.
+func (g *goalFlags) locateSklearn(d *experiment.GoalData, set string) error {
+	name := sklearnFiles[set]
+	p := filepath.Join(g.sklearn, name)
+	if _, err := os.Stat(p); err != nil {
+		return fmt.Errorf("%s: scikit-learn's %s (--sklearn-data; Debian's python3-sklearn has it): %w", set, name, err)
+	}
+	if set == "wine" {
+		d.Wine = p
+	} else {
+		d.BreastCancer = p
+	}
+	d.Show[p] = name
 	return nil
 }
