@@ -55,6 +55,44 @@ func brokerRequests(t *testing.T, a *Aggregator, bus broker.Bus, out *trust.Outb
 	}
 }
 
+// floorRig is the setting of the floor tests: an aggregator of 2 parties
+// and n samples with the trust layer, trained a step, checkpoints kept
+// in memory, on an embedded broker; request publishes party 1's next
+// signed request there, and answer(k) has the aggregator answer k more.
+func floorRig(t *testing.T, n int) (a *Aggregator, bus *broker.JetStream, outs []*trust.Outbox, request func() *seqDelivery, answer func(k int)) {
+	t.Helper()
+	a, _, outs, _ = trustTest(t, 2, n)
+	train(a, make([]float64, n*2))
+	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
+	bus = embeddedBus(t)
+	request = brokerRequests(t, a, bus, outs[1], n)
+	answer = func(k int) {
+		for range k {
+			a.handleOutputs(context.Background(), request())
+		}
+	}
+	return a, bus, outs, request, answer
+}
+
+// resumedOn is a new aggregator of cfg resumed from ck on bus, its
+// recovery from the stream done.
+func resumedOn(t *testing.T, cfg Config, bus broker.Bus, ck *Checkpoint) *Aggregator {
+	t.Helper()
+	ctx := context.Background()
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bus, b.ctx = bus, ctx
+	if err := b.Resume(ck); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.recover(ctx, bus); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // A checkpoint's near floor (Checkpoint.NearFloor) lies where the stream
 // was counted between saves, not at the count after the save before: a
 // resume reads the requests, replies and controls from there, so it
@@ -65,18 +103,8 @@ func brokerRequests(t *testing.T, a *Aggregator, bus broker.Bus, out *trust.Outb
 // 0.8 s of a9a's return after a broker outage). On a real broker: the
 // floor is a stream sequence.
 func TestResumeReadsFromTheNearFloor(t *testing.T) {
-	const n = 50
-	a, _, outs, _ := trustTest(t, 2, n)
-	train(a, make([]float64, n*2))
-	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
-	bus := embeddedBus(t)
-	request := brokerRequests(t, a, bus, outs[1], n)
+	a, bus, _, request, answer := floorRig(t, 50)
 	ctx := context.Background()
-	answer := func(k int) {
-		for range k {
-			a.handleOutputs(ctx, request())
-		}
-	}
 	answer(5)
 	a.saveCheckpoint(ctx) // its count: the next checkpoint's StreamFloor
 	a.mu.Lock()
@@ -98,17 +126,7 @@ func TestResumeReadsFromTheNearFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := New(a.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.bus, b.ctx = bus, ctx
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.recover(ctx, bus); err != nil {
-		t.Fatal(err)
-	}
+	b := resumedOn(t, a.cfg, bus, ck)
 	r := b.resumed
 	if r.Reapplied != 4 || r.Mismatched != 0 || r.Missing != 0 || r.FromStart != "" || r.Resent != 0 {
 		t.Fatalf("recovery %+v, want 4 requests applied again from the checkpoint's floor, nothing resent", r)
@@ -127,18 +145,8 @@ func TestResumeReadsFromTheNearFloor(t *testing.T) {
 // answered live. Were it the floor, the request would lie below what the
 // resume reads, never answered, and its party would wait for ever.
 func TestNearFloorLiesBelowRequestsNotHandled(t *testing.T) {
-	const n = 50
-	a, _, outs, _ := trustTest(t, 2, n)
-	train(a, make([]float64, n*2))
-	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
-	bus := embeddedBus(t)
-	request := brokerRequests(t, a, bus, outs[1], n)
+	a, bus, _, request, answer := floorRig(t, 50)
 	ctx := context.Background()
-	answer := func(k int) {
-		for range k {
-			a.handleOutputs(ctx, request())
-		}
-	}
 	answer(5)
 	a.saveCheckpoint(ctx)
 	answer(outboxSize + 20)
@@ -151,17 +159,7 @@ func TestNearFloorLiesBelowRequestsNotHandled(t *testing.T) {
 		t.Fatalf("near floor %d with a request not handled at stream sequence %d: want one at or below it", ck.NearFloor, waiting.seq)
 	}
 
-	b, err := New(a.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.bus, b.ctx = bus, ctx
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.recover(ctx, bus); err != nil {
-		t.Fatal(err)
-	}
+	b := resumedOn(t, a.cfg, bus, ck)
 	if r := b.resumed; r.Reapplied != 0 || r.Missing != 0 || r.FromStart != "" || r.ReadFrom != ck.NearFloor {
 		t.Fatalf("recovery %+v, want it read from the near floor %d", r, ck.NearFloor)
 	}

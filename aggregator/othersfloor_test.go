@@ -18,18 +18,8 @@ import (
 // was the longest of a resume's reads after a broker outage on a9a (160
 // to 543 ms, issue 35).
 func TestResumeReadsOthersFromTheNearFloor(t *testing.T) {
-	const n = 50
-	a, _, outs, _ := trustTest(t, 2, n)
-	train(a, make([]float64, n*2))
-	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
-	bus := embeddedBus(t)
-	request := brokerRequests(t, a, bus, outs[1], n)
+	a, bus, _, _, answer := floorRig(t, 50)
 	ctx := context.Background()
-	answer := func(k int) {
-		for range k {
-			a.handleOutputs(ctx, request())
-		}
-	}
 	answer(5)
 	a.saveCheckpoint(ctx) // its count: the next checkpoint's StreamFloor
 	answer(20)
@@ -43,17 +33,7 @@ func TestResumeReadsOthersFromTheNearFloor(t *testing.T) {
 	if err := bus.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(a.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.bus, b.ctx = bus, ctx
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.recover(ctx, bus); err != nil {
-		t.Fatal(err)
-	}
+	b := resumedOn(t, a.cfg, bus, ck)
 	r := b.resumed
 	if r.Reapplied != 4 || r.FromStart != "" || r.ReadFrom != ck.NearFloor {
 		t.Fatalf("recovery %+v, want 4 requests applied again, read from the near floor %d", r, ck.NearFloor)
@@ -70,17 +50,8 @@ func TestResumeReadsOthersFromTheNearFloor(t *testing.T) {
 // subscription takes the party's next one.
 func TestOthersBelowTheNearFloorReadFromEarlier(t *testing.T) {
 	const n = 50
-	a, _, outs, _ := trustTest(t, 2, n)
-	train(a, make([]float64, n*2))
-	a.cfg.OnCheckpoint = func(*Checkpoint) error { return nil }
-	bus := embeddedBus(t)
-	request := brokerRequests(t, a, bus, outs[1], n)
+	a, bus, outs, _, answer := floorRig(t, n)
 	ctx := context.Background()
-	answer := func(k int) {
-		for range k {
-			a.handleOutputs(ctx, request())
-		}
-	}
 	answer(5)
 	a.saveCheckpoint(ctx)
 	// Party 1's evaluation, stored and never handed to the aggregator.
@@ -109,17 +80,7 @@ func TestOthersBelowTheNearFloorReadFromEarlier(t *testing.T) {
 	if ck.NearFloor <= ck.StreamFloor {
 		t.Fatalf("near floor %d, earlier floor %d: want a near floor above it", ck.NearFloor, ck.StreamFloor)
 	}
-	b, err := New(a.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.bus, b.ctx = bus, ctx
-	if err := b.Resume(ck); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.recover(ctx, bus); err != nil {
-		t.Fatal(err)
-	}
+	b := resumedOn(t, a.cfg, bus, ck)
 	if r := b.resumed; r.OthersFrom != ck.StreamFloor || r.ReadFrom != ck.NearFloor {
 		t.Fatalf("hellos and evaluations read from %d, requests from %d: want the earlier floor %d and the near floor %d", r.OthersFrom, r.ReadFrom, ck.StreamFloor, ck.NearFloor)
 	}

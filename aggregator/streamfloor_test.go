@@ -30,21 +30,7 @@ func TestResumedCheckpointsKeepTheirStreamPosition(t *testing.T) {
 		a.handleOutputs(ctx, request())
 	}
 
-	resume := func(ck *Checkpoint) *Aggregator {
-		t.Helper()
-		b, err := New(a.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.bus, b.ctx = lg.bus, ctx
-		if err := b.Resume(ck); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.recover(ctx, lg.bus); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	resume := func(ck *Checkpoint) *Aggregator { return resumedOn(t, a.cfg, lg.bus, ck) }
 	stored := lg.hub.Len() // the stream's count when recovery begins
 	b := resume(ck)
 	if r := b.resumed; r.ReadFrom != 1 || r.FromStart == "" || r.Reapplied != 3 {
