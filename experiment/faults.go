@@ -22,6 +22,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/experiment/streamaudit"
 	"github.com/asyrevel/asyrevel/internal/freeport"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/trust"
@@ -114,9 +115,10 @@ type FaultRow struct {
 	Accuracy       float64
 	Uninterrupted  float64 // accuracy of the case FaultNone
 	Steps          int64
-	// Lost and Duplicated come from the stream (run.Audit): messages a
-	// sender published that the stream lacks, and updates applied twice
-	// (a second reply to one request) or repeated sequence numbers.
+	// Lost and Duplicated come from the stream (streamaudit.Audit):
+	// messages a sender published that the stream lacks, and updates
+	// applied twice (a second reply to one request) or repeated sequence
+	// numbers.
 	Lost, Duplicated int64
 	Unanswered       int64
 	// Killed: the process was seen to die of the signal sent.
@@ -527,12 +529,7 @@ func FaultRun(ctx context.Context, c FaultConfig, kase, runID string) (FaultRow,
 	}
 	// The audits read the stopped broker's store.
 	stopBroker()
-	au, err := run.AuditRun(ctx, run.New(func(rc *run.Config) {
-		rc.StoreDir = store
-		rc.Run = runID
-		rc.Parties = c.Parties
-		rc.Data = c.Data
-	}))
+	au, err := streamaudit.Store(ctx, store, runID, c.Parties)
 	if err != nil {
 		return row, fmt.Errorf("%s: reading the stream: %w", kase, err)
 	}

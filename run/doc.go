@@ -32,6 +32,7 @@
 // With Config.CheckpointDir, every participant saves its state there
 // (checkpoint.go) and Config.Resume restarts it from its checkpoint and
 // the run's stream: the stream is the truth, the checkpoint shortens the
-// replay. AuditStream reads a run's stream back and counts what the
-// senders' sequence numbers say was lost, duplicated or left unanswered.
+// replay. (The lab's experiment/streamaudit reads a run's stream back and
+// counts what the senders' sequence numbers say was lost, duplicated or
+// left unanswered.)
 package run

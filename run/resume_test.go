@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/experiment/streamaudit"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/replay"
 )
@@ -239,12 +240,7 @@ func testResumeOnce(t *testing.T, floor bool) {
 			t.Errorf("the resumed run's receivers rejected %d messages as %s: %v", n, r, s2.Rejected)
 		}
 	}
-	au, err := AuditRun(context.Background(), New(func(c *Config) {
-		c.Synthetic = small()
-		c.Parties = 4
-		c.Run = cfg.Run
-		c.Out = out
-	}))
+	au, err := streamaudit.Store(context.Background(), storeIn(out), cfg.Run, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

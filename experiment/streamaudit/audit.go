@@ -1,4 +1,4 @@
-package run
+package streamaudit
 
 import (
 	"context"
@@ -45,8 +45,8 @@ func (a *Audit) String() string {
 		a.Messages, a.Requests, a.Answered, a.Unanswered, a.Replies, a.Lost, a.Duplicated, a.Orphans)
 }
 
-// AuditStream reads every message of run on b and checks it (Audit).
-func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*Audit, error) {
+// Stream reads every message of run on b and checks it (Audit).
+func Stream(ctx context.Context, b broker.Bus, run string, parties int) (*Audit, error) {
 	var (
 		au      Audit
 		dec     = schemas.NewCodec()
@@ -139,27 +139,22 @@ func AuditStream(ctx context.Context, b broker.Bus, run string, parties int) (*A
 	return &au, nil
 }
 
-// AuditRun connects to cfg's broker (cfg.NATS, or the embedded store
-// cfg.StoreDir) and audits the run's stream.
-func AuditRun(ctx context.Context, cfg Config) (*Audit, error) {
-	if err := cfg.Prepare(); err != nil {
-		return nil, err
+// Store opens the broker store dir (a stopped broker's, such as OUT/stream
+// of 'asyrevel train --out OUT') in an embedded server of its own, and
+// audits the run's stream there (Stream).
+func Store(ctx context.Context, dir, run string, parties int) (*Audit, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("auditing run %s: no store folder", run)
 	}
-	if cfg.NATS == "" && cfg.StoreDir == "" {
-		if cfg.Out == "" {
-			return nil, fmt.Errorf("%w: auditing needs the broker (NATS) or the store (StoreDir or Out)", ErrConfig)
-		}
-		cfg.StoreDir = storeIn(cfg.Out)
-	}
-	net, err := openNetwork(ctx, &job{Config: cfg})
+	net, err := broker.OpenNetwork(ctx, broker.NetworkConfig{Dir: dir, Run: run})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auditing run %s: %w", run, err)
 	}
-	defer net.close()
-	b, err := net.connect(ctx, "audit")
+	defer net.Close()
+	b, err := net.Connect(ctx, broker.Dial{Name: "audit"})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auditing run %s: %w", run, err)
 	}
 	defer b.Close()
-	return AuditStream(ctx, b, cfg.Run, cfg.Parties)
+	return Stream(ctx, b, run, parties)
 }
