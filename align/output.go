@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/asyrevel/asyrevel/dataset"
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // IDText is how a normalised key is written as a sample id in a split
@@ -199,23 +200,18 @@ func WriteKeys(dir string, t *Table, rows []int) error {
 		return nil // a table read before keys were kept
 	}
 	path := filepath.Join(dir, KeysFile)
-	tmp, err := os.CreateTemp(dir, ".keys-*")
+	// Mode 0600: the keys are the data's own identifiers.
+	err := atomicfile.Write(path, 0o600, func(f io.Writer) error {
+		zw := gzip.NewWriter(f)
+		w := csv.NewWriter(zw)
+		w.Write([]string{"id", "row", "key"})
+		for _, r := range rows {
+			w.Write([]string{IDText(t.Keys[r]), strconv.Itoa(int(t.Source[r])), t.Written[r]})
+		}
+		w.Flush()
+		return errors.Join(w.Error(), zw.Close())
+	})
 	if err != nil {
-		return fmt.Errorf("align: %w", err)
-	}
-	zw := gzip.NewWriter(tmp)
-	w := csv.NewWriter(zw)
-	w.Write([]string{"id", "row", "key"})
-	for _, r := range rows {
-		w.Write([]string{IDText(t.Keys[r]), strconv.Itoa(int(t.Source[r])), t.Written[r]})
-	}
-	w.Flush()
-	err = errors.Join(w.Error(), zw.Close(), tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("align: writing %s: %w", path, err)
 	}
 	return nil

@@ -6,10 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 	"github.com/asyrevel/asyrevel/observe"
 )
 
@@ -63,28 +62,13 @@ func Page(st observe.State) ([]byte, error) {
 }
 
 // WriteReport writes the board's page with st inlined to path, through
-// a temporary file renamed into place.
+// a temporary file renamed into place (atomicfile.Write).
 func WriteReport(path string, st observe.State) error {
 	b, err := Page(st)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
-	if err != nil {
-		return fmt.Errorf("board: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteBytes(path, 0o644, b); err != nil {
 		return fmt.Errorf("board: writing %s: %w", path, err)
 	}
 	return nil

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // FetchSet is a data set that Fetch knows how to obtain: its files, where
@@ -637,7 +639,7 @@ func installPart(part string, file FetchFile, target string) error {
 
 // installStream reads content (plain or gzip), compresses it into a
 // temporary file next to target while hashing it, and renames that to
-// target if the hash matches.
+// target if the hash matches (atomicfile.Write).
 func installStream(r io.Reader, file FetchFile, target string) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var raw io.Reader = br
@@ -648,37 +650,25 @@ func installStream(r io.Reader, file FetchFile, target string) error {
 		}
 		raw = gzipErrors{gz}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	h := sha256.New()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	zw := gzip.NewWriter(bw)
-	n, err := io.Copy(io.MultiWriter(zw, h), raw)
-	if err == nil {
-		err = zw.Close()
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != file.RawSHA256 {
-		return fmt.Errorf("%w: the content's sha256 is %s (%d bytes), want %s (%d bytes)", ErrChecksum, sum, n, file.RawSHA256, file.RawBytes)
-	}
-	return os.Rename(tmp.Name(), target)
+	return atomicfile.Write(target, 0o644, func(f io.Writer) error {
+		h := sha256.New()
+		bw := bufio.NewWriterSize(f, 1<<20)
+		zw := gzip.NewWriter(bw)
+		n, err := io.Copy(io.MultiWriter(zw, h), raw)
+		if err == nil {
+			err = zw.Close()
+		}
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			return err
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); sum != file.RawSHA256 {
+			return fmt.Errorf("%w: the content's sha256 is %s (%d bytes), want %s (%d bytes)", ErrChecksum, sum, n, file.RawSHA256, file.RawBytes)
+		}
+		return nil
+	})
 }
 
 // rawSHA256 hashes a file's content after decompression, and reports

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // Split file names inside a split folder.
@@ -272,53 +274,34 @@ func checkID(id string) error {
 }
 
 // writeFileAtomic writes dir/name through a gzip writer if the name ends in
-// .gz, under a temporary name renamed on success, and returns its size and
-// SHA-256.
+// .gz, under a temporary name renamed on success (atomicfile.Write), and
+// returns its size and SHA-256.
 func writeFileAtomic(dir, name string, write func(io.Writer) error) (ManifestEntry, error) {
 	e := ManifestEntry{Name: name}
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return e, fmt.Errorf("dataset: %w", err)
-	}
-	defer func() {
-		if f != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
 	h := sha256.New()
-	cw := &countWriter{w: io.MultiWriter(f, h)}
-	bw := bufio.NewWriterSize(cw, 256<<10)
-	var w io.Writer = bw
-	var gz *gzip.Writer
-	if filepath.Ext(name) == ".gz" {
-		gz, _ = gzip.NewWriterLevel(bw, gzip.BestSpeed)
-		w = gz
-	}
-	if err := write(w); err != nil {
-		return e, fmt.Errorf("dataset: write %s: %w", name, err)
-	}
-	if gz != nil {
-		if err := gz.Close(); err != nil {
-			return e, fmt.Errorf("dataset: write %s: %w", name, err)
+	var cw *countWriter
+	err := atomicfile.Write(filepath.Join(dir, name), 0o644, func(f io.Writer) error {
+		cw = &countWriter{w: io.MultiWriter(f, h)}
+		bw := bufio.NewWriterSize(cw, 256<<10)
+		var w io.Writer = bw
+		var gz *gzip.Writer
+		if filepath.Ext(name) == ".gz" {
+			gz, _ = gzip.NewWriterLevel(bw, gzip.BestSpeed)
+			w = gz
 		}
-	}
-	if err := bw.Flush(); err != nil {
+		if err := write(w); err != nil {
+			return err
+		}
+		if gz != nil {
+			if err := gz.Close(); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+	if err != nil {
 		return e, fmt.Errorf("dataset: write %s: %w", name, err)
 	}
-	if err := f.Chmod(0o644); err != nil {
-		return e, fmt.Errorf("dataset: write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		return e, fmt.Errorf("dataset: write %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		return e, fmt.Errorf("dataset: write %s: %w", name, err)
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return e, fmt.Errorf("dataset: %w", err)
-	}
-	f = nil
 	e.Bytes, e.SHA256 = cw.n, hex.EncodeToString(h.Sum(nil))
 	return e, nil
 }

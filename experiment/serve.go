@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 	"github.com/asyrevel/asyrevel/internal/wan"
 	"github.com/asyrevel/asyrevel/run"
 	"github.com/asyrevel/asyrevel/serve"
@@ -334,7 +335,7 @@ func WriteServe(dir string, cfg ServeConfig, r *ServeResult, command string, sta
 			fmt.Sprintf("%.3f", row.P50), fmt.Sprintf("%.3f", row.P99), fmt.Sprintf("%.3f", row.P999), fmt.Sprint(row.OK), fmt.Sprint(row.Failed), row.Note})
 	}
 	w.Flush()
-	if err := run.WriteAtomic(filepath.Join(dir, "serve.csv"), b.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, "serve.csv"), 0o666, b.Bytes()); err != nil {
 		return err
 	}
 	return WriteSection(dir, Section{

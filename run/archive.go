@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // ErrArchive reports an archive that is not one ExportRun wrote, or that
@@ -75,8 +77,7 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 		return nil, err
 	}
 	defer release()
-	type entry struct{ src, name string }
-	var entries []entry
+	var entries []archiveEntry
 	for _, d := range sr.dirs {
 		rel, err := filepath.Rel(st.Dir, d)
 		if err != nil {
@@ -90,7 +91,7 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 			if err != nil {
 				return err
 			}
-			entries = append(entries, entry{p, path.Join("stream", filepath.ToSlash(rel), filepath.ToSlash(r))})
+			entries = append(entries, archiveEntry{p, path.Join("stream", filepath.ToSlash(rel), filepath.ToSlash(r))})
 			return nil
 		})
 		if err != nil {
@@ -99,7 +100,7 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 	}
 	man := &ArchiveManifest{Format: archiveFormat, Run: run, Created: time.Now().UTC(), Bytes: sr.Bytes}
 	if roster != "" {
-		entries = append(entries, entry{roster, "keys/roster.json"})
+		entries = append(entries, archiveEntry{roster, "keys/roster.json"})
 		man.Roster = true
 	}
 	seen := map[string]bool{}
@@ -128,7 +129,7 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 				sub = strings.ReplaceAll(filepath.ToSlash(sub), "/", "_")
 				name = path.Join("receipts", fmt.Sprintf("%d-%s", i+1, sub), filepath.Base(r))
 			}
-			entries = append(entries, entry{p, name})
+			entries = append(entries, archiveEntry{p, name})
 			man.Receipts++
 			return nil
 		})
@@ -151,12 +152,18 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 		}
 	}
 	man.SHA256 = hex.EncodeToString(h.Sum(nil))
-	tmp := out + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return nil, err
+	if err := atomicfile.Write(out, outPerm, func(f io.Writer) error { return writeArchive(f, man, entries) }); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", out, err)
 	}
-	defer os.Remove(tmp)
+	return man, nil
+}
+
+// archiveEntry is a file of an archive: its source and its name there.
+type archiveEntry struct{ src, name string }
+
+// writeArchive writes man and its entries to f: a gzip tar, the manifest
+// first.
+func writeArchive(f io.Writer, man *ArchiveManifest, entries []archiveEntry) (err error) {
 	zw := gzip.NewWriter(f)
 	tw := tar.NewWriter(zw)
 	mj, _ := json.MarshalIndent(man, "", "  ")
@@ -186,13 +193,7 @@ func ExportRun(storeDir, run, roster string, receipts []string, out string) (*Ar
 			err = cerr
 		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("writing %s: %w", out, err)
-	}
-	return man, os.Rename(tmp, out)
+	return err
 }
 
 // OpenArchive unpacks a run archive (ExportRun) into a new temporary

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/asyrevel/asyrevel/aggregator"
-	"github.com/asyrevel/asyrevel/internal/ckpt"
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 	"github.com/asyrevel/asyrevel/party"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -181,7 +181,7 @@ func (c *job) checkpointBytes(path, who string, role int, seal sealer) ([]byte, 
 
 func saveCheckpoint(path string, c encoder, s sealer) error {
 	if s.key == nil {
-		return ckpt.WriteFile(path, c.Encode)
+		return atomicfile.Write(path, ckptPerm, c.Encode)
 	}
 	var buf bytes.Buffer
 	if err := c.Encode(&buf); err != nil {
@@ -196,8 +196,11 @@ func writeCheckpoint(path string, b []byte, s sealer) error {
 	if s.key != nil {
 		b = trust.SealState(s.key, s.run, s.who, b)
 	}
-	return ckpt.WriteFile(path, func(w io.Writer) error { _, err := w.Write(b); return err })
+	return atomicfile.WriteBytes(path, ckptPerm, b)
 }
+
+// ckptPerm is a checkpoint file's mode, less the umask (as os.Create).
+const ckptPerm = 0o666
 
 // ErrCheckpointSeal reports a checkpoint file whose seal does not verify.
 var ErrCheckpointSeal = errors.New("the checkpoint file does not verify")

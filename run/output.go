@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/asyrevel/asyrevel/aggregator"
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 func fmtF(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
@@ -39,7 +40,7 @@ func WriteOutputs(dir string, s *Summary) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteAtomic(filepath.Join(dir, "summary.json"), append(js, '\n')); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, "summary.json"), outPerm, append(js, '\n')); err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSummary, err)
 	}
 	if err := writeCurveCSV(filepath.Join(dir, "curve.csv"), s.Curve); err != nil {
@@ -56,7 +57,7 @@ func WriteOutputs(dir string, s *Summary) error {
 		if err != nil {
 			return err
 		}
-		if err := WriteAtomic(filepath.Join(dir, "privacy.json"), append(js, '\n')); err != nil {
+		if err := atomicfile.WriteBytes(filepath.Join(dir, "privacy.json"), outPerm, append(js, '\n')); err != nil {
 			return err
 		}
 	}
@@ -75,36 +76,13 @@ func jsonSafe(s *Summary) *Summary {
 	return &c
 }
 
-func WriteAtomic(path string, data []byte) error {
-	return WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// WriteFileAtomic writes path through write into a temporary file that it
-// renames into place only when everything was written.
-func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+// outPerm is the mode of a run's output files, less the umask (as
+// os.Create).
+const outPerm = 0o666
 
 // WriteCSV writes a header and records to path atomically.
 func WriteCSV(path string, header []string, records [][]string) error {
-	return WriteFileAtomic(path, func(f io.Writer) error {
+	return atomicfile.Write(path, outPerm, func(f io.Writer) error {
 		w := csv.NewWriter(f)
 		_ = w.Write(header)
 		_ = w.WriteAll(records)
@@ -130,7 +108,7 @@ func SavePNG(path string, plots [][]*plot.Plot, width, height vg.Length) error {
 			}
 		}
 	}
-	return WriteFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, outPerm, func(w io.Writer) error {
 		_, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(w)
 		return err
 	})

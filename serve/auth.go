@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // Client tokens of the HTTP service.
@@ -181,29 +183,10 @@ func writeAtomic(path string, b []byte, perm fs.FileMode) error {
 	})
 }
 
-// writeFile writes path atomically: write fills a temporary file of mode
-// perm beside it, which is synced, closed and renamed over path, so that a
-// reader never sees half a file. The folder must exist.
+// writeFile writes path atomically (atomicfile.Write: a reader never sees
+// half a file), with mode perm less the umask. The folder must exist.
 func writeFile(path string, perm fs.FileMode, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	err = tmp.Chmod(perm)
-	if err == nil {
-		err = write(tmp)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, perm, write); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

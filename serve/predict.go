@@ -22,6 +22,7 @@ import (
 
 	"github.com/asyrevel/asyrevel/align"
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 	"github.com/asyrevel/asyrevel/privacy/metric"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -580,9 +581,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(path, 0o644, append(b, '\n'))
 }

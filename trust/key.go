@@ -5,13 +5,15 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // Key is a participant's secret key: a NATS nkey user key pair (Ed25519).
@@ -169,9 +171,9 @@ func ReadKeyFile(path string) (*Key, error) {
 	return k, nil
 }
 
-// writeFile writes data to path with mode perm: through a temporary file
-// and a rename, so a reader never sees half a file; without force it
-// fails with ErrExists if path exists.
+// writeFile writes data to path with mode perm (less the umask): through
+// a temporary file and a rename (atomicfile), so a reader never sees half
+// a file; without force it fails with ErrExists if path exists.
 func writeFile(path string, data []byte, perm fs.FileMode, force bool) error {
 	if !force {
 		if _, err := os.Lstat(path); err == nil {
@@ -180,51 +182,17 @@ func writeFile(path string, data []byte, perm fs.FileMode, force bool) error {
 			return fmt.Errorf("trust: %w", err)
 		}
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("trust: %w", err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil && runtime.GOOS != "windows" {
-		return fmt.Errorf("trust: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("trust: write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("trust: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("trust: write %s: %w", path, err)
-	}
+	write := atomicfile.Write
 	if !force {
-		// Link fails if path appeared meanwhile; rename would replace it.
-		if err := os.Link(tmp, path); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%w: %s (use --force to replace it)", ErrExists, path)
-			}
-			if err := os.Rename(tmp, path); err != nil {
-				return fmt.Errorf("trust: %w", err)
-			}
-			ok = true
-			return nil
-		}
-		os.Remove(tmp)
-		ok = true
-		return nil
+		write = atomicfile.WriteNew // fails if path appeared meanwhile
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("trust: %w", err)
+	err := write(path, perm, func(w io.Writer) error { _, err := w.Write(data); return err })
+	switch {
+	case !force && errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%w: %s (use --force to replace it)", ErrExists, path)
+	case err != nil:
+		return fmt.Errorf("trust: write %s: %w", path, err)
 	}
-	ok = true
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // File names of the report.
@@ -176,7 +178,7 @@ func Write(o Options) ([]string, error) {
 		if name == ReportFile {
 			path = o.Out
 		}
-		if err := writeAtomic(path, files[name]); err != nil {
+		if err := atomicfile.WriteBytes(path, 0o644, files[name]); err != nil {
 			return wrote, err
 		}
 		wrote = append(wrote, path)

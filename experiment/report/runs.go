@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 )
 
 // RunsFile is the CSV file of a results folder that says where each of its
@@ -111,18 +113,7 @@ func Record(dir string, r Run) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, RunsFile), b.Bytes())
-}
-
-// writeAtomic writes data to path through a temporary file renamed into
-// place.
-func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(filepath.Join(dir, RunsFile), 0o644, b.Bytes())
 }
 
 // header is the lines under a section's title: its command, when and where

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -136,38 +134,6 @@ func versionList(versions []int) string {
 		s[i] = strconv.Itoa(v)
 	}
 	return strings.Join(s, " or ")
-}
-
-// WriteFile writes path atomically and durably: write fills a temporary
-// file beside it, which is synced, closed and renamed over path; the
-// folder is synced then, so that the rename outlives a crash.
-func WriteFile(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		// Not every file system syncs a folder; the file itself is.
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // The adaptive period, the roles' default (a period of 0): the next save

@@ -6,9 +6,6 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -74,39 +71,6 @@ func TestDecode(t *testing.T) {
 		case err == nil && !reflect.DeepEqual(&got, want):
 			t.Errorf("%s: decoded %+v, want %+v", tc.name, got, want)
 		}
-	}
-}
-
-// WriteFile replaces the file whole, and a failed write leaves the old
-// one as it was, with no temporary file behind.
-func TestWriteFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.ckpt")
-	write := func(s string, fail error) error {
-		return WriteFile(path, func(w io.Writer) error {
-			if _, err := w.Write([]byte(s)); err != nil {
-				return err
-			}
-			return fail
-		})
-	}
-	if err := write("first", nil); err != nil {
-		t.Fatal(err)
-	}
-	boom := errors.New("boom")
-	if err := write("second, cut", boom); !errors.Is(err, boom) {
-		t.Fatalf("failed write: %v", err)
-	}
-	if b, err := os.ReadFile(path); err != nil || string(b) != "first" {
-		t.Errorf("after a failed write: %q, %v", b, err)
-	}
-	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("temporary file left: %v", err)
-	}
-	if err := write("second", nil); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "second" {
-		t.Errorf("replaced by %q", b)
 	}
 }
 

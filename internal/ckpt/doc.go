@@ -25,8 +25,8 @@
 // sent or applied a message the stream lacks), the snapshot is handed
 // over, and the stream's message count is taken briefly, the floor below
 // everything the role publishes from then on (the next checkpoint's
-// StreamFloor). WriteFile is the atomic write of a checkpoint file:
-// written to a temporary file, synced, renamed over the old one, and the
-// folder synced, so that a crash leaves the old file or the new one,
-// never a part.
+// StreamFloor). A checkpoint file is written with internal/atomicfile: to
+// a temporary file, synced, renamed over the old one, and the folder
+// synced, so that a crash leaves the old file or the new one, never a
+// part.
 package ckpt

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/asyrevel/asyrevel/internal/atomicfile"
 	"github.com/asyrevel/asyrevel/serve"
 )
 
@@ -116,11 +117,7 @@ func writeSecret(path, text string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.WriteBytes(path, 0o600, []byte(text))
 }
 
 func countSet(b ...bool) int {
