@@ -13,9 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asyrevel/asyrevel/broker"
 	"github.com/asyrevel/asyrevel/internal/ckpt"
-	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
 )
@@ -430,21 +428,6 @@ func (a *Aggregator) Resume(c *Checkpoint) error {
 	a.recov.resumeOutbox = c.Outbox
 	a.recov.resumeFloor, a.recov.resumeNear = c.StreamFloor, c.NearFloor
 	return nil
-}
-
-// ReadLog is logread.Messages, kept for its callers.
-//
-// Deprecated: use logread.Messages: what the roles share is read below
-// them.
-func ReadLog(ctx context.Context, bus broker.Bus, filters []string, fn func(subject string, data []byte)) (int64, error) {
-	return logread.Messages(ctx, bus, filters, fn)
-}
-
-// ReadDeliveries is logread.Deliveries, kept for its callers.
-//
-// Deprecated: use logread.Deliveries.
-func ReadDeliveries(ctx context.Context, bus broker.Bus, filters []string, fn func(broker.Delivery)) (int64, error) {
-	return logread.Deliveries(ctx, bus, filters, fn)
 }
 
 // replayPublish stands for publish while a request answered before the

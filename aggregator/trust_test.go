@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/asyrevel/asyrevel/broker"
+	"github.com/asyrevel/asyrevel/logread"
 	"github.com/asyrevel/asyrevel/model"
 	"github.com/asyrevel/asyrevel/schemas"
 	"github.com/asyrevel/asyrevel/trust"
@@ -396,7 +397,7 @@ func TestRecoverWithTrust(t *testing.T) {
 	// Party 1 verifies every reply of the stream, in order.
 	pv, _ := trust.NewVerifier(a.cfg.Roster, trust.VerifierOptions{Subjects: a.cfg.Roster.Inbound("party-1")})
 	var replies int
-	_, err = ReadDeliveries(ctx, bus, []string{schemas.Subject("t", schemas.KindReply, 1)}, func(d broker.Delivery) {
+	_, err = logread.Deliveries(ctx, bus, []string{schemas.Subject("t", schemas.KindReply, 1)}, func(d broker.Delivery) {
 		var rep schemas.Reply
 		c.Unmarshal(d.Data(), &rep)
 		m := trust.Msg{StreamSeq: d.Seq(), Subject: d.Subject(), Seq: rep.Seq, Payload: d.Data(), Sig: d.Header(trust.SigHeader), Prev: d.Header(trust.PrevHeader)}
