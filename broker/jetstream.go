@@ -314,7 +314,17 @@ type JetStream struct {
 	lost      chan struct{} // closed when the connection drops (endOnLoss)
 	lostOnce  sync.Once
 	outage    atomic.Int64 // ns the connection was down, over the closed outages
+	// silentSince: unix ns since when the stream has answered none of
+	// this connection's publishes while the connection was up (a
+	// cluster's stream without a leader), 0 while it answers.
+	silentSince atomic.Int64
+	spansMu     sync.Mutex
+	spans       [outageSpans][2]int64 // the last closed outages (unix ns from, to), a ring
+	nspans      int                   // outages closed so far
 }
+
+// outageSpans is how many closed outages OutageSince remembers.
+const outageSpans = 16
 
 var _ Bus = (*JetStream)(nil)
 
@@ -842,6 +852,7 @@ func (b *JetStream) onDisconnect(nc *nats.Conn, err error) {
 	if b.closed.Load() || nc.IsClosed() {
 		return
 	}
+	b.streamAnswered() // the disconnection's own outage takes over
 	b.downSince.CompareAndSwap(0, time.Now().UnixNano())
 	if b.endOnLoss {
 		b.markLost()
@@ -870,23 +881,97 @@ func (b *JetStream) isLost() bool {
 func (b *JetStream) Lost() <-chan struct{} { return b.lost }
 
 // Unreachable reports since when the connection to the broker has been
-// down (zero while it is up): the runtimes then blame the broker, not
-// the participants that it keeps from them.
+// down, or the run's stream has answered none of its publishes while it
+// was up (zero while both are well): the runtimes then blame the broker,
+// not the participants that it keeps from them.
 func (b *JetStream) Unreachable() time.Time {
 	if t := b.downSince.Load(); t != 0 {
+		return time.Unix(0, t)
+	}
+	if t := b.silentSince.Load(); t != 0 {
 		return time.Unix(0, t)
 	}
 	return time.Time{}
 }
 
-// Outage is the time the connection has been down so far, over every
-// disconnection (the current one included).
+// Outage is the time the broker has been unreachable so far, as
+// Unreachable says, over every outage (the current one included). A
+// cluster's fail-over can leave the connection up and the stream without
+// a leader for seconds: that time is an outage too, not the cost of what
+// waited for it (issue 35: an evaluation round that spanned it spaced the
+// next ones out by nine times its length).
 func (b *JetStream) Outage() time.Duration {
 	d := time.Duration(b.outage.Load())
+	now := time.Now().UnixNano()
 	if t := b.downSince.Load(); t != 0 {
-		d += time.Duration(time.Now().UnixNano() - t)
+		d += time.Duration(now - t)
+	} else if t := b.silentSince.Load(); t != 0 {
+		d += time.Duration(now - t)
 	}
 	return d
+}
+
+// OutageSince is the part of Outage that lies after t: a silence of the
+// stream becomes known only when a publish sent before it gets no answer,
+// so what was spent waiting since t is read from the outages' spans, not
+// from the growth of Outage (which would charge the whole silence).
+func (b *JetStream) OutageSince(t time.Time) time.Duration {
+	from, now := t.UnixNano(), time.Now().UnixNano()
+	var d int64
+	b.spansMu.Lock()
+	for i := range min(b.nspans, outageSpans) {
+		sp := b.spans[i]
+		d += max(sp[1]-max(sp[0], from), 0)
+	}
+	b.spansMu.Unlock()
+	if s := b.downSince.Load(); s != 0 {
+		d += max(now-max(s, from), 0)
+	} else if s := b.silentSince.Load(); s != 0 {
+		d += max(now-max(s, from), 0)
+	}
+	return time.Duration(d)
+}
+
+// closeOutage ends an outage that began at since (unix ns).
+func (b *JetStream) closeOutage(since int64) {
+	now := time.Now().UnixNano()
+	b.outage.Add(max(now-since, 0))
+	b.spansMu.Lock()
+	b.spans[b.nspans%outageSpans] = [2]int64{since, now}
+	b.nspans++
+	b.spansMu.Unlock()
+}
+
+// streamSilent records that the stream left a publish sent at t without
+// an answer while the connection was up (the publishers call it).
+func (b *JetStream) streamSilent(t time.Time) {
+	if b.downSince.Load() != 0 {
+		return // counted as the disconnection
+	}
+	if b.silentSince.CompareAndSwap(0, t.UnixNano()) && b.downSince.Load() != 0 {
+		b.silentSince.CompareAndSwap(t.UnixNano(), 0) // disconnected meanwhile
+	}
+}
+
+// streamAnswered ends a silence of the stream (streamSilent) and adds it
+// to the outage.
+func (b *JetStream) streamAnswered() {
+	if b.silentSince.Load() == 0 {
+		return
+	}
+	if t := b.silentSince.Swap(0); t != 0 {
+		b.closeOutage(t)
+	}
+}
+
+// silence reports whether err says the stream did not answer a publish
+// (no leader to answer, no answer in time, or JetStream unavailable), not
+// that it refused it.
+func silence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // onReconnect: on the core designs a subscription misses what was
@@ -894,7 +979,7 @@ func (b *JetStream) Outage() time.Duration {
 func (b *JetStream) onReconnect(nc *nats.Conn) {
 	b.reconnects.Add(1)
 	if t := b.downSince.Swap(0); t != 0 {
-		b.outage.Add(time.Now().UnixNano() - t)
+		b.closeOutage(t)
 	}
 	b.log.Info().Str("server", nc.ConnectedUrlRedacted()).Str("node", nc.ConnectedServerName()).Msg("reconnected to the broker")
 	if p := b.retryPub.Load(); p != nil {
@@ -1353,6 +1438,14 @@ const splitOrderWait = 2 * time.Second
 // earlier filter's consumer position.
 const splitOrderAsk = 10 * time.Millisecond
 
+// splitAskTimeout bounds one such ask (a consumer's info comes back in a
+// millisecond or two on a live broker). An ask can go to a consumer that
+// died with its node: one of a cluster's stream leader, just before the
+// consumer is made again. Waiting apiTimeout (10 s) for that answer held
+// a party's evaluation control back 10 s after a fail-over (issue 35);
+// asking again reaches the consumer made meanwhile.
+const splitAskTimeout = 250 * time.Millisecond
+
 // deliveredReporter is a subscription whose consumer can say what it has
 // delivered (orderedSub, jsSub).
 type deliveredReporter interface {
@@ -1373,7 +1466,7 @@ func (s *splitSub) waitEarlier(ctx context.Context, i int, seq uint64) {
 		for s.seen[j].Load() < target {
 			if time.Since(asked) >= splitOrderAsk {
 				asked = time.Now()
-				actx, cancel := context.WithTimeout(ctx, apiTimeout)
+				actx, cancel := context.WithTimeout(ctx, min(splitAskTimeout, max(time.Until(deadline), time.Millisecond)))
 				n, last, pending, err := dr.delivered(actx)
 				cancel()
 				if err == nil && pending == 0 {
