@@ -309,8 +309,7 @@ type round struct {
 
 	without   bool // a departed party's last outputs were used
 	requested time.Time
-	outage    time.Duration // the bus's Outage at the request (cadence.go)
-	progress  time.Time     // the last chunk accepted (or the request)
+	progress  time.Time // the last chunk accepted (or the request)
 	remaining int
 	final     bool
 
@@ -1631,7 +1630,6 @@ func (a *Aggregator) requestEval(final bool) {
 	}
 	r.at = time.Since(a.start)
 	r.requested = time.Now()
-	r.outage = a.busOutage()
 	r.progress = r.requested
 	if final {
 		r.at = a.res.Training
@@ -1725,7 +1723,7 @@ func (a *Aggregator) score(r *round) {
 		return
 	}
 	if !r.final && !r.without {
-		a.roundScored(r, time.Now(), a.busOutage())
+		a.roundScored(r, time.Now(), a.outageSince(r.requested))
 	}
 	if r.without {
 		a.res.EvalsWithout++

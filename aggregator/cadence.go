@@ -46,20 +46,23 @@ func (a *Aggregator) spacingCost() time.Duration {
 }
 
 // roundScored records what round r cost, scored at now, when the broker
-// connection had been down for outage in all (Outage of the bus; a.mu
-// held): the outage since r's request is not the evaluation's cost.
+// had been unreachable for outage since r's request (OutageSince of the
+// bus; a.mu held): that time is not the evaluation's cost.
 func (a *Aggregator) roundScored(r *round, now time.Time, outage time.Duration) {
-	cost := max(now.Sub(r.requested)-max(outage-r.outage, 0), 0)
+	cost := max(now.Sub(r.requested)-outage, 0)
 	a.eval.prev, a.eval.cost = a.eval.cost, cost
 	a.eval.done++
 	a.eval.sum += cost
+	a.cfg.Log.Debug().Uint32("round", r.id).Dur("took", now.Sub(r.requested)).Dur("outage", outage).
+		Dur("cost", cost).Dur("spacing", evalSpacing*a.spacingCost()).Msg("evaluation round scored")
 }
 
-// busOutage is how long the aggregator's broker connection has been down
-// so far, over every disconnection (0 when its bus does not say).
-func (a *Aggregator) busOutage() time.Duration {
-	if o, ok := a.bus.(interface{ Outage() time.Duration }); ok {
-		return o.Outage()
+// outageSince is how long the broker has been unreachable since t, a
+// disconnection or a stream that answered no publish (0 when the bus does
+// not say).
+func (a *Aggregator) outageSince(t time.Time) time.Duration {
+	if o, ok := a.bus.(interface{ OutageSince(time.Time) time.Duration }); ok {
+		return o.OutageSince(t)
 	}
 	return 0
 }

@@ -204,7 +204,15 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 	var oldIDs []string     // the first message's IDs before a rename
 	kept := false           // said that a caller's ID is kept
 	for {
+		sent := time.Now()
 		err := p.sendBatch(batch)
+		var apiErr *jetstream.APIError
+		switch {
+		case silence(err):
+			p.b.streamSilent(sent)
+		case err == nil || errors.As(err, &apiErr):
+			p.b.streamAnswered()
+		}
 		if err == nil {
 			if oldIDs != nil {
 				p.checkTwice(batch, floor, oldIDs)
@@ -241,6 +249,7 @@ func (p *batchPub) deliver(batch []*nats.Msg) {
 			if isDupInProcess(err) {
 				err = fmt.Errorf("%w (the stream keeps the message's ID %s as still being stored, as a stream leader change can leave it, until its dedupe window drops it)", err, batch[0].Header.Get(msgIDHeader))
 			}
+			p.b.streamAnswered() // publishing has failed for good: no longer an outage
 			p.errs.set(fmt.Errorf("broker: stream did not store %d messages from %s on: %w", len(batch), batch[0].Subject, err))
 			return
 		}

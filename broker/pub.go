@@ -245,6 +245,7 @@ func (p *asyncPub) unorder(subject string) {
 }
 
 func (p *asyncPub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubAck) {
+	p.b.streamAnswered()
 	if !p.settle(m) {
 		return
 	}
@@ -255,6 +256,12 @@ func (p *asyncPub) onAck(_ jetstream.JetStream, m *nats.Msg, ack *jetstream.PubA
 }
 
 func (p *asyncPub) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	var apiErr *jetstream.APIError
+	if silence(err) {
+		p.b.streamSilent(time.Now())
+	} else if errors.As(err, &apiErr) {
+		p.b.streamAnswered() // an answer, if a refusal
+	}
 	if p.retry && retryable(err) {
 		pause := retryPause
 		if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {

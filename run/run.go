@@ -276,7 +276,7 @@ type watchBus struct {
 	closed bool
 }
 
-// Unreachable and Outage pass on the broker connection's outage state
+// Unreachable, Outage and OutageSince pass on the broker connection's outage state
 // (broker.JetStream), which the aggregator asks its bus for.
 func (w *watchBus) Unreachable() time.Time {
 	if u, ok := w.Bus.(interface{ Unreachable() time.Time }); ok {
@@ -289,6 +289,14 @@ func (w *watchBus) Unreachable() time.Time {
 func (w *watchBus) Outage() time.Duration {
 	if o, ok := w.Bus.(interface{ Outage() time.Duration }); ok {
 		return o.Outage()
+	}
+	return 0
+}
+
+// OutageSince: see Unreachable.
+func (w *watchBus) OutageSince(t time.Time) time.Duration {
+	if o, ok := w.Bus.(interface{ OutageSince(time.Time) time.Duration }); ok {
+		return o.OutageSince(t)
 	}
 	return 0
 }
