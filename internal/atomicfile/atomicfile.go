@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // Write writes path through write: into a new temporary file in path's
@@ -78,7 +80,35 @@ func writeFile(path string, perm fs.FileMode, write func(io.Writer) error, put f
 		_ = d.Sync()
 		d.Close()
 	}
+	sweep(dir, filepath.Base(path))
 	return nil
+}
+
+// staleAfter is the age past which a temporary file of a target is a
+// leftover of a writer that died (kill -9 during a write): a write takes
+// milliseconds to seconds.
+const staleAfter = time.Hour
+
+// sweep removes the leftover temporary files of base in dir. Checkpoints
+// are written every few seconds under a fresh temporary name each time:
+// each kill during a save would otherwise leave one more behind for good.
+func sweep(dir, base string) {
+	prefix := "." + base + ".tmp"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) || e.IsDir() {
+			continue
+		}
+		if _, err := strconv.ParseUint(e.Name()[len(prefix):], 10, 32); err != nil {
+			continue // not a name of create's making
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleAfter {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // create makes a new file .base.tmpN in dir with mode perm (less the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 var errBoom = errors.New("boom")
@@ -89,5 +90,40 @@ func TestWrite(t *testing.T) {
 				t.Errorf("the folder holds %q", names)
 			}
 		})
+	}
+}
+
+// TestSweepsLeftovers: a temporary file a killed writer left behind
+// (older than staleAfter) is removed by the next write of the same file;
+// one being written now, another file's, and a user's own files stay.
+// Before, every kill during a checkpoint's save left one more for good.
+func TestSweepsLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.ckpt")
+	old := time.Now().Add(-2 * staleAfter)
+	mk := func(name string, mtime time.Time) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk(".state.ckpt.tmp123", old)
+	fresh := mk(".state.ckpt.tmp456", time.Now())
+	other := mk(".other.ckpt.tmp789", old)
+	mine := mk(".state.ckpt.tmpnotes", old)
+	if err := WriteBytes(path, 0o644, []byte("whole")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a leftover of a killed writer is still there (%v)", err)
+	}
+	for _, p := range []string{fresh, other, mine, path} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", filepath.Base(p), err)
+		}
 	}
 }
