@@ -260,8 +260,9 @@ type Result struct {
 	Timeouts     int64
 	Returned     int64
 	EvalsWithout int64
-	// BrokerOutage is how long the aggregator's connection to the broker
-	// was down during the run.
+	// BrokerOutage is how long the broker was unreachable for the
+	// aggregator during the run (no connection, or a stream answering
+	// none of its publishes).
 	BrokerOutage time.Duration
 	// StaleEvals counts, by party, the evaluations scored with its last
 	// outputs instead of fresh ones (Point.Stale).

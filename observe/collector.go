@@ -67,7 +67,7 @@ var (
 
 	dRejected = desc("rejected_total", "Deliveries rejected, by receiver and reason.", "receiver", "reason")
 	dResumes  = desc("resumes_total", "Times this process resumed from its checkpoint and the stream: --resume at its start, or by itself after its broker connection was lost.")
-	dOutage   = desc("broker_outage_seconds_total", "Seconds this process's broker connections were down.")
+	dOutage   = desc("broker_outage_seconds_total", "Seconds the broker was unreachable for this process: no connection, or the run's stream answering none of its publishes.")
 	dReach    = desc("broker_reachable", "1 while every broker connection of this process is up.")
 	dTrust    = desc("trust_enabled", "1 when the trust layer is on (messages signed and verified).")
 	dSeals    = desc("seals_total", "Signed checkpoints of the log the aggregator published.")

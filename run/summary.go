@@ -116,8 +116,9 @@ type Summary struct {
 	// outputs because it did not answer in time; FinalStale lists the
 	// parties whose last outputs the final evaluation used.
 	StaleEvals map[int]int64 `json:"stale_evaluations,omitempty"`
-	// BrokerOutage is how long the aggregator's connection to the broker
-	// was down during the run (s).
+	// BrokerOutage is how long the broker was unreachable for the
+	// aggregator during the run (s): no connection, or the run's stream
+	// answering none of its publishes (a cluster's fail-over).
 	BrokerOutage float64 `json:"broker_outage_seconds,omitempty"`
 	// BrokerResumes counts the times the aggregator resumed by itself
 	// from its checkpoint and the stream after its broker connection was
