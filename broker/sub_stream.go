@@ -225,8 +225,26 @@ func (s *orderedSub) onMsg(m jetstream.Msg) {
 // stream and metadata leader, the attempts sent during the elections
 // went unanswered, and the one that followed the elections began up to
 // 5 s after them (experiment faults, cluster-node: the consumers came
-// back 11 to 13 s after the kill, the cluster 4 to 9 s after it).
+// back 11 to 13 s after the kill, the cluster 4 to 9 s after it). Then
+// 2 s: a party's two consumers (replies, controls) came back up to 2.5 s
+// apart, the first attempt after the elections of one beginning that much
+// later than the other's, past the 2 s a split subscription waits to
+// keep them in order (splitOrderWait): the control went out of order and
+// an evaluation round waited for it. The first attempts now wait 1 s;
+// later ones longer (restartAttemptWait), up to 5 s, so that a cluster
+// slow to answer under load still gets the time an answer takes.
 const restartCreateWait = 2 * time.Second
+
+// restartAttemptWait bounds attempt n (from 0) to create a consumer that
+// replaces another: 1 s for the first six (an election's few seconds),
+// then 2, 4 and 5 s.
+func restartAttemptWait(n int) time.Duration {
+	return min(time.Second<<min(max(n-5, 0), 3), 5*time.Second)
+}
+
+// restartPause is the least time between two attempts: an attempt that
+// failed at once (no responders) is not repeated in a tight loop.
+const restartPause = 500 * time.Millisecond
 
 // monoBase and monoNow order the restart asks and attempts of orderedSub
 // on the monotonic clock.
@@ -306,7 +324,7 @@ func (s *orderedSub) restartOnce() {
 			err = hook(attempt)
 		}
 		if err == nil {
-			ctx, cancel := context.WithTimeout(s.ctx, restartCreateWait)
+			ctx, cancel := context.WithTimeout(s.ctx, restartAttemptWait(attempt))
 			cons, err = s.create(ctx, opts)
 			cancel()
 		}
@@ -329,10 +347,11 @@ func (s *orderedSub) restartOnce() {
 			return
 		}
 		s.bus.log.Debug().Err(err).Int("attempt", attempt).Msg("restarting the ordered consumer")
+		// An attempt that waited for its answer is followed at once.
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(restartPause - time.Duration(monoNow()-began)):
 		}
 	}
 }
