@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -84,5 +85,20 @@ func labLong(t *testing.T) {
 	t.Helper()
 	if os.Getenv("ASYREVEL_LAB_LONG") != "1" {
 		t.Skip("a whole experiment: make test-lab runs it (ASYREVEL_LAB_LONG=1)")
+	}
+}
+
+// The faults experiment says so when it falls back to its synthetic set:
+// run from another folder, it measured that set as if it were a9a (issue
+// 35's first fail-over figures). A usage error leaves no folder behind.
+func TestFaultsSaysSynthetic(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	code, out, errOut := runCLI(t, "experiment", "faults", "--data-dir", t.TempDir(), "--cases", "nope")
+	if code != 2 || !strings.Contains(out+errOut, "a9a not found: every case runs on a synthetic set") {
+		t.Errorf("exit %d, want 2 and the fallback named: %s%s", code, out, errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "asyrevel-faults-*")); len(left) > 0 {
+		t.Errorf("a usage error left %v", left)
 	}
 }
