@@ -22,13 +22,7 @@ func TestResumeReadsOthersFromTheNearFloor(t *testing.T) {
 	ctx := context.Background()
 	answer(5)
 	a.saveCheckpoint(ctx) // its count: the next checkpoint's StreamFloor
-	answer(20)
-	a.nearProbe(ctx, 0)
-	answer(outboxSize + 20)
-	ck := a.Checkpoint()
-	if ck.NearFloor <= ck.StreamFloor {
-		t.Fatalf("near floor %d, earlier floor %d: want a near floor above it", ck.NearFloor, ck.StreamFloor)
-	}
+	ck := nearAbove(ctx, t, a, answer)
 	answer(4)
 	if err := bus.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -73,13 +67,7 @@ func TestOthersBelowTheNearFloorReadFromEarlier(t *testing.T) {
 	if err := bus.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	answer(20)
-	a.nearProbe(ctx, 0)
-	answer(outboxSize + 20)
-	ck := a.Checkpoint()
-	if ck.NearFloor <= ck.StreamFloor {
-		t.Fatalf("near floor %d, earlier floor %d: want a near floor above it", ck.NearFloor, ck.StreamFloor)
-	}
+	ck := nearAbove(ctx, t, a, answer)
 	b := resumedOn(t, a.cfg, bus, ck)
 	if r := b.resumed; r.OthersFrom != ck.StreamFloor || r.ReadFrom != ck.NearFloor {
 		t.Fatalf("hellos and evaluations read from %d, requests from %d: want the earlier floor %d and the near floor %d", r.OthersFrom, r.ReadFrom, ck.StreamFloor, ck.NearFloor)
@@ -87,4 +75,19 @@ func TestOthersBelowTheNearFloorReadFromEarlier(t *testing.T) {
 	if got := b.tr.ver.LastSeq(pub.Subject()); got != ev.Seq {
 		t.Errorf("the verifier is at %d on party 1's evaluations, want %d (the one stored below the near floor)", got, ev.Seq)
 	}
+}
+
+// nearAbove answers 20 requests, counts a near floor, answers more than
+// the outbox keeps and returns the checkpoint, whose near floor must lie
+// above its earlier floor.
+func nearAbove(ctx context.Context, t *testing.T, a *Aggregator, answer func(int)) *Checkpoint {
+	t.Helper()
+	answer(20)
+	a.nearProbe(ctx, 0)
+	answer(outboxSize + 20)
+	ck := a.Checkpoint()
+	if ck.NearFloor <= ck.StreamFloor {
+		t.Fatalf("near floor %d, earlier floor %d: want a near floor above it", ck.NearFloor, ck.StreamFloor)
+	}
+	return ck
 }

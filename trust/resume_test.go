@@ -141,17 +141,7 @@ func TestSealState(t *testing.T) {
 	k := tr.keys["party-1"]
 	data := []byte("the party's checkpoint")
 	file := SealState(k, "rs", "party-1", data)
-	got, err := OpenState(k, "rs", "party-1", file)
-	if err != nil || string(got) != string(data) {
-		t.Fatalf("open: %q %v", got, err)
-	}
-	for i := range file {
-		bad := slices.Clone(file)
-		bad[i] ^= 0x20
-		if _, err := OpenState(k, "rs", "party-1", bad); !errors.Is(err, ErrState) {
-			t.Fatalf("byte %d changed: %v", i, err)
-		}
-	}
+	opensWhole(t, k, file, data)
 	for name, err := range map[string]error{
 		"other key":   second(OpenState(tr.keys["aggregator"], "rs", "party-1", file)),
 		"other run":   second(OpenState(k, "rs2", "party-1", file)),
@@ -166,6 +156,23 @@ func TestSealState(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// opensWhole checks that file, party-1's sealed state of run rs, opens to
+// data with k and that no change of a byte of it opens.
+func opensWhole(t *testing.T, k *Key, file, data []byte) {
+	t.Helper()
+	got, err := OpenState(k, "rs", "party-1", file)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	for i := range file {
+		bad := slices.Clone(file)
+		bad[i] ^= 0x20
+		if _, err := OpenState(k, "rs", "party-1", bad); !errors.Is(err, ErrState) {
+			t.Fatalf("byte %d changed: %v", i, err)
+		}
+	}
+}
 
 // sealState1 is SealState of format 1, the earlier builds': the signature
 // over everything it covers.
@@ -188,17 +195,7 @@ func TestSealStateFormat1Opens(t *testing.T) {
 	if !IsSealedState(file) {
 		t.Fatal("a seal of format 1 is not a sealed state")
 	}
-	got, err := OpenState(k, "rs", "party-1", file)
-	if err != nil || string(got) != string(data) {
-		t.Fatalf("open: %q %v", got, err)
-	}
-	for i := range file {
-		bad := slices.Clone(file)
-		bad[i] ^= 0x20
-		if _, err := OpenState(k, "rs", "party-1", bad); !errors.Is(err, ErrState) {
-			t.Fatalf("byte %d changed: %v", i, err)
-		}
-	}
+	opensWhole(t, k, file, data)
 	if err := second(OpenState(tr.keys["aggregator"], "rs", "party-1", file)); !errors.Is(err, ErrState) {
 		t.Errorf("other key: %v", err)
 	}
